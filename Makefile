@@ -1,0 +1,49 @@
+# mountd — `make help` lists the targets.
+GO        ?= go
+BIN       := bin
+PROGRAMS  := mountd
+PKGS      := ./...
+
+.DEFAULT_GOAL := help
+
+## build: build every program into bin/
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(PROGRAMS))
+
+## run: start mountd serve on the embedded default (SQLite, in-process, embedded identity provider)
+run: build
+	./$(BIN)/mountd serve
+
+## test: run every test (-race) with throw-away PostgreSQL and Redis, and check generated code
+test: check-generate
+	scripts/test-services.sh $(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## generate: regenerate wire (and gqlgen) code and tidy go.mod
+generate:
+	$(GO) tool wire gen ./cmd/mountd
+	$(GO) mod tidy
+
+## check-generate: fail when generated code is out of date
+check-generate:
+	@$(GO) tool wire check ./cmd/mountd
+	@$(GO) tool wire diff ./cmd/mountd >/dev/null || { echo "wire_gen.go is out of date: run make generate"; exit 1; }
+
+## lint: gofmt and go vet
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet $(PKGS)
+
+## bench: run the Go benchmarks
+bench:
+	scripts/test-services.sh $(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## clean: remove build output
+clean:
+	rm -rf $(BIN)
+
+## help: list the targets
+help:
+	@grep -E '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
+
+.PHONY: build run test generate check-generate lint bench clean help

@@ -1,0 +1,63 @@
+package bunstore
+
+import (
+	"context"
+
+	"github.com/uptrace/bun"
+
+	"github.com/mountd/mountd/core"
+)
+
+var _ core.AccountStore = (*Store)(nil)
+
+type accountRow struct {
+	bun.BaseModel `bun:"table:accounts"`
+	ID            string `bun:"id,pk"`
+	Name          string `bun:"name"`
+	CreatedAt     int64  `bun:"created_at"`
+}
+
+type apiClientRow struct {
+	bun.BaseModel `bun:"table:api_clients"`
+	ClientID      string `bun:"client_id,pk"`
+	AccountID     string `bun:"account_id"`
+	SecretHash    string `bun:"secret_hash"`
+	CreatedAt     int64  `bun:"created_at"`
+}
+
+// CreateAccount stores an account and its first client atomically.
+func (s *Store) CreateAccount(ctx context.Context, a core.Account, c core.APIClient) error {
+	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(&accountRow{ID: a.ID, Name: a.Name, CreatedAt: millis(a.CreatedAt)}).Exec(ctx); err != nil {
+			return translate(err, core.CodeNotFound, "account")
+		}
+		row := &apiClientRow{ClientID: c.ClientID, AccountID: a.ID, SecretHash: c.SecretHash, CreatedAt: millis(c.CreatedAt)}
+		_, err := tx.NewInsert().Model(row).Exec(ctx)
+		return translate(err, core.CodeNotFound, "client")
+	})
+}
+
+// AddAPIClient stores a further client for an existing account.
+func (s *Store) AddAPIClient(ctx context.Context, c core.APIClient) error {
+	row := &apiClientRow{ClientID: c.ClientID, AccountID: c.AccountID, SecretHash: c.SecretHash, CreatedAt: millis(c.CreatedAt)}
+	_, err := s.db.NewInsert().Model(row).Exec(ctx)
+	return translate(err, core.CodeNotFound, "client")
+}
+
+// Account returns an account by id (CodeNotFound when absent).
+func (s *Store) Account(ctx context.Context, id string) (core.Account, error) {
+	var row accountRow
+	if err := s.db.NewSelect().Model(&row).Where("id = ?", id).Scan(ctx); err != nil {
+		return core.Account{}, translate(err, core.CodeNotFound, "account")
+	}
+	return core.Account{ID: row.ID, Name: row.Name, CreatedAt: fromMillis(row.CreatedAt)}, nil
+}
+
+// APIClient returns a client by client id (CodeNotFound when absent).
+func (s *Store) APIClient(ctx context.Context, clientID string) (core.APIClient, error) {
+	var row apiClientRow
+	if err := s.db.NewSelect().Model(&row).Where("client_id = ?", clientID).Scan(ctx); err != nil {
+		return core.APIClient{}, translate(err, core.CodeNotFound, "client")
+	}
+	return core.APIClient{ClientID: row.ClientID, AccountID: row.AccountID, SecretHash: row.SecretHash, CreatedAt: fromMillis(row.CreatedAt)}, nil
+}

@@ -1,0 +1,172 @@
+// Package bunstore implements mountd's storage ports with github.com/uptrace/bun
+// on PostgreSQL and on SQLite (the embedded default, pure Go).
+package bunstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/driver/pgdriver"
+	"github.com/uptrace/bun/driver/sqliteshim"
+	"github.com/uptrace/bun/migrate"
+
+	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/migrations"
+)
+
+// Store is the bun-backed implementation of the storage ports.
+type Store struct {
+	db       *bun.DB
+	postgres bool
+}
+
+// Open connects to a `postgres://` or `sqlite://PATH` URL. The returned
+// function closes the pool.
+func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
+	var s *Store
+	switch {
+	case strings.HasPrefix(databaseURL, "postgres://"), strings.HasPrefix(databaseURL, "postgresql://"):
+		sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(databaseURL)))
+		sqldb.SetMaxOpenConns(32)
+		sqldb.SetMaxIdleConns(32)
+		s = &Store{db: bun.NewDB(sqldb, pgdialect.New()), postgres: true}
+	case strings.HasPrefix(databaseURL, "sqlite://"):
+		path := strings.TrimPrefix(databaseURL, "sqlite://")
+		if path == "" {
+			return nil, nil, fmt.Errorf("database url %q names no file", databaseURL)
+		}
+		if dir := filepath.Dir(path); dir != "." {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, nil, fmt.Errorf("create database directory: %w", err)
+			}
+		}
+		// WAL lets readers run beside the single writer; immediate
+		// transactions take the write lock up front, so two writers queue
+		// on the busy timeout instead of failing mid-transaction.
+		dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
+			"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+		sqldb, err := sql.Open(sqliteshim.ShimName, dsn)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		sqldb.SetMaxOpenConns(8)
+		s = &Store{db: bun.NewDB(sqldb, sqlitedialect.New())}
+	default:
+		return nil, nil, fmt.Errorf("database url must start with postgres:// or sqlite://")
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.db.PingContext(pingCtx); err != nil {
+		_ = s.db.Close()
+		return nil, nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return s, func() { _ = s.db.Close() }, nil
+}
+
+// DB exposes the bun handle to tests and benchmarks in this module.
+func (s *Store) DB() *bun.DB { return s.db }
+
+// Postgres reports whether the store runs on PostgreSQL.
+func (s *Store) Postgres() bool { return s.postgres }
+
+// Ping checks that the database answers; readiness probes use it.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// Migrate applies every pending migration. Concurrent callers (two replicas
+// starting together) are serialised: PostgreSQL by an advisory lock that dies
+// with its session, SQLite by its own write lock around bun's lock table.
+func (s *Store) Migrate(ctx context.Context) (applied []string, err error) {
+	m := migrate.NewMigrator(s.db, migrations.Migrations,
+		migrate.WithMarkAppliedOnSuccess(true),
+		migrate.WithTemplateData(map[string]bool{"Postgres": s.postgres}))
+	if s.postgres {
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		h := fnv.New64a()
+		h.Write([]byte("mountd migrations"))
+		lockID := int64(h.Sum64() >> 1)
+		if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(?)", lockID); err != nil {
+			return nil, fmt.Errorf("lock migrations: %w", err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(?)", lockID) //nolint:errcheck
+		if err := m.Init(ctx); err != nil {
+			return nil, fmt.Errorf("init migrations: %w", err)
+		}
+	} else {
+		if err := m.Init(ctx); err != nil {
+			return nil, fmt.Errorf("init migrations: %w", err)
+		}
+		if err := lockWithRetry(ctx, m); err != nil {
+			return nil, err
+		}
+		defer m.Unlock(context.WithoutCancel(ctx)) //nolint:errcheck
+	}
+	group, err := m.Migrate(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	for _, mig := range group.Migrations {
+		applied = append(applied, mig.Name)
+	}
+	return applied, nil
+}
+
+// lockWithRetry waits for bun's migration lock, which fails at once when held.
+func lockWithRetry(ctx context.Context, m *migrate.Migrator) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := m.Lock(ctx)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("migrations are locked by another process (bun_migration_locks): %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// translate turns driver errors into coded core errors.
+func translate(err error, notFound core.Code, what string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sql.ErrNoRows):
+		return core.Errorf(notFound, "%s not found", what)
+	case isUniqueViolation(err):
+		return core.Errorf(core.CodeConflict, "%s already exists", what)
+	}
+	return err
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr pgdriver.Error
+	if errors.As(err, &pgErr) {
+		return pgErr.Field('C') == "23505"
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "UNIQUE constraint failed") || strings.Contains(msg, "PRIMARY KEY constraint failed")
+}
+
+// millis stores instants as Unix milliseconds in both engines.
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

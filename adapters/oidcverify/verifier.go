@@ -1,0 +1,152 @@
+// Package oidcverify verifies access tokens with github.com/coreos/go-oidc/v3,
+// against the embedded identity provider's keys or an external issuer's JWKS.
+package oidcverify
+
+import (
+	"context"
+	"crypto"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/mountd/mountd/core"
+)
+
+var _ core.TokenVerifier = (*Verifier)(nil)
+
+// Verifier checks signature, issuer and expiry, then reads the scope items.
+type Verifier struct {
+	issuer string
+	rules  core.ScopeRules
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	verifier *oidc.IDTokenVerifier
+	// keySet is nil for an external issuer until discovery succeeds.
+	newKeySet func(ctx context.Context) (oidc.KeySet, error)
+}
+
+var supportedAlgs = []string{oidc.RS256, oidc.ES256, oidc.EdDSA}
+
+// NewStatic verifies tokens signed by the given keys, as the embedded
+// identity provider issues them; no HTTP round trip to ourselves.
+func NewStatic(issuer string, keys []crypto.PublicKey, rules core.ScopeRules, logger *slog.Logger) *Verifier {
+	ks := &oidc.StaticKeySet{PublicKeys: keys}
+	return &Verifier{issuer: issuer, rules: rules, logger: logger,
+		newKeySet: func(context.Context) (oidc.KeySet, error) { return ks, nil }}
+}
+
+// NewRemote verifies tokens of an external issuer. Discovery happens on first
+// use and is retried on later requests while it fails, so mountd starts even
+// when the issuer is briefly down.
+func NewRemote(issuer string, rules core.ScopeRules, logger *slog.Logger) *Verifier {
+	return &Verifier{issuer: issuer, rules: rules, logger: logger,
+		newKeySet: func(ctx context.Context) (oidc.KeySet, error) {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			p, err := oidc.NewProvider(ctx, issuer)
+			if err != nil {
+				return nil, err
+			}
+			var meta struct {
+				JWKSURI string `json:"jwks_uri"`
+			}
+			if err := p.Claims(&meta); err != nil {
+				return nil, err
+			}
+			// The key set outlives this request: it refetches keys on rotation.
+			return oidc.NewRemoteKeySet(context.Background(), meta.JWKSURI), nil
+		}}
+}
+
+func (v *Verifier) tokenVerifier(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.verifier != nil {
+		return v.verifier, nil
+	}
+	ks, err := v.newKeySet(ctx)
+	if err != nil {
+		v.logger.Error("identity provider discovery failed", "issuer", v.issuer, "err", err)
+		return nil, core.Errorf(core.CodeUnavailable, "the identity provider is unavailable")
+	}
+	v.verifier = oidc.NewVerifier(v.issuer, ks, &oidc.Config{
+		// Access tokens name the project, not a client, as audience; the
+		// audience is checked below as a scope rule.
+		SkipClientIDCheck:    true,
+		SupportedSigningAlgs: supportedAlgs,
+	})
+	return v.verifier, nil
+}
+
+type accessClaims struct {
+	Subject   string          `json:"sub"`
+	AccountID string          `json:"account_id"`
+	Scope     json.RawMessage `json:"scope"`
+	ClientID  string          `json:"client_id"`
+}
+
+// Verify implements core.TokenVerifier.
+func (v *Verifier) Verify(ctx context.Context, raw string) (core.Principal, error) {
+	tv, err := v.tokenVerifier(ctx)
+	if err != nil {
+		return core.Principal{}, err
+	}
+	tok, err := tv.Verify(ctx, raw)
+	if err != nil {
+		return core.Principal{}, core.Errorf(core.CodeUnauthenticated, "the access token is invalid or expired")
+	}
+	var c accessClaims
+	if err := tok.Claims(&c); err != nil {
+		return core.Principal{}, core.Errorf(core.CodeUnauthenticated, "the access token's claims are malformed")
+	}
+	if c.AccountID == "" {
+		return core.Principal{}, core.Errorf(core.CodeUnauthenticated, "the access token names no account")
+	}
+	items, err := scopeItems(c.Scope)
+	if err != nil {
+		return core.Principal{}, core.Errorf(core.CodeUnauthenticated, "the access token's scope claim is malformed")
+	}
+	grant, err := v.rules.Parse(items)
+	if err != nil {
+		// A token the provider should not have issued grants nothing.
+		grant = core.Grant{Role: core.RoleRestricted, Scopes: items, MountUIDs: []string{}}
+	}
+	grant.Complete = grant.Complete && containsString(tok.Audience, v.rules.ProjectID)
+	clientID := c.ClientID
+	if clientID == "" {
+		clientID = c.Subject
+	}
+	return core.Principal{AccountID: c.AccountID, ClientID: clientID, ExpiresAt: tok.Expiry.UTC(), Grant: grant}, nil
+}
+
+// scopeItems accepts the scope claim as one space-separated string (RFC 9068)
+// or as an array, as some issuers write it.
+func scopeItems(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return strings.Fields(s), nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("scope claim: %w", err)
+	}
+	return list, nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

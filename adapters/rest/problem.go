@@ -1,0 +1,90 @@
+package rest
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/mountd/mountd/core"
+)
+
+// statusByCode is the one table from core codes to HTTP statuses.
+var statusByCode = map[core.Code]int{
+	core.CodeValidation:         http.StatusBadRequest,
+	core.CodeUnauthenticated:    http.StatusUnauthorized,
+	core.CodeInsufficientScope:  http.StatusForbidden,
+	core.CodeForbidden:          http.StatusForbidden,
+	core.CodeNotFound:           http.StatusNotFound,
+	core.CodeMountNotFound:      http.StatusNotFound,
+	core.CodeNfcTagNotFound:     http.StatusNotFound,
+	core.CodeFirmwareNotFound:   http.StatusNotFound,
+	core.CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
+	core.CodeMountAlreadyOwned:  http.StatusConflict,
+	core.CodeAssociationNotPend: http.StatusConflict,
+	core.CodeMountNotAssociated: http.StatusConflict,
+	core.CodeConflict:           http.StatusConflict,
+	core.CodeAssociationExpired: http.StatusGone,
+	core.CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
+	core.CodeUnsupportedMedia:   http.StatusUnsupportedMediaType,
+	core.CodeRateLimited:        http.StatusTooManyRequests,
+	core.CodeInternal:           http.StatusInternalServerError,
+	core.CodeUnavailable:        http.StatusServiceUnavailable,
+}
+
+// Problem is an RFC 9457 problem document with the contract's extensions.
+type Problem struct {
+	Type   string            `json:"type"`
+	Title  string            `json:"title"`
+	Status int               `json:"status"`
+	Code   core.Code         `json:"code"`
+	Detail string            `json:"detail,omitempty"`
+	Errors []core.FieldError `json:"errors,omitempty"`
+}
+
+// writeError answers err as problem+json. Uncoded errors are logged here, once,
+// and shown only as "internal error".
+func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	var ce *core.Error
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &ce):
+	case errors.As(err, &tooLarge):
+		ce = core.Errorf(core.CodePayloadTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
+	default:
+		logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		ce = core.Errorf(core.CodeInternal, "internal error")
+	}
+	status, ok := statusByCode[ce.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	switch status {
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mountd"`)
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		if w.Header().Get("Retry-After") == "" {
+			w.Header().Set("Retry-After", "5")
+		}
+	}
+	if rec, ok := w.(*recorder); ok {
+		rec.code = ce.Code
+	}
+	writeProblem(w, Problem{Type: "about:blank", Title: http.StatusText(status), Status: status,
+		Code: ce.Code, Detail: ce.Message, Errors: ce.Fields})
+}
+
+func writeProblem(w http.ResponseWriter, p Problem) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// writeJSON answers v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,180 @@
+// Package rest is the HTTP transport of mountd: the REST API of the
+// specification, health and metrics endpoints, and the composition of every
+// HTTP handler (identity provider, GraphQL) on one listener. It holds no
+// business rule: handlers decode, call core, and encode.
+package rest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+// Checker is a dependency that readiness depends on.
+type Checker struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// Mountable is a handler served on the listener at fixed paths, such as the
+// embedded identity provider.
+type Mountable interface {
+	Handler() http.Handler
+	Paths() []string
+}
+
+// Deps is what the HTTP transport needs.
+type Deps struct {
+	Logger   *slog.Logger
+	Verifier core.TokenVerifier
+	Accounts *core.AccountService
+	Checks   []Checker
+	Metrics  *Metrics
+	// IdentityProvider is nil when an external issuer is configured.
+	IdentityProvider Mountable
+}
+
+// Server is the HTTP handler tree of mountd.
+type Server struct {
+	Deps
+	handler http.Handler
+}
+
+// NewServer builds the handler tree.
+func NewServer(d Deps) *Server {
+	s := &Server{Deps: d}
+	mux := http.NewServeMux()
+
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", d.Metrics.Handler())
+	if d.IdentityProvider != nil {
+		h := d.IdentityProvider.Handler()
+		for _, p := range d.IdentityProvider.Paths() {
+			mux.Handle(p, h)
+		}
+	}
+
+	api := http.NewServeMux()
+	api.Handle("GET /api/v1/accounts/me", s.authed(s.me))
+	mux.Handle("/api/v1/", s.withBodyLimit(routeProblems(api, d.Logger)))
+	mux.Handle("/", http.HandlerFunc(s.notFound))
+
+	s.handler = s.observe(routeProblems(mux, s.Logger))
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, r, s.Logger, core.Errorf(core.CodeNotFound, "no such resource: %s", r.URL.Path))
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{}
+	ready := true
+	for _, c := range s.Checks {
+		if err := c.Check(ctx); err != nil {
+			s.Logger.WarnContext(ctx, "readiness check failed", "check", c.Name, "err", err)
+			checks[c.Name] = "unavailable"
+			ready = false
+			continue
+		}
+		checks[c.Name] = "ok"
+	}
+	if !ready {
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "checks": checks})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "checks": checks})
+}
+
+// withBodyLimit caps request bodies at the contract's 1 MiB. A declared
+// length over the limit is refused before anything is read.
+func (s *Server) withBodyLimit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authed verifies the access token before h runs. Authentication comes
+// before any look at the body (CONTRACT §11), and a token lacking mandatory
+// scope items is refused here for every API call.
+func (s *Server) authed(h func(http.ResponseWriter, *http.Request, core.Principal)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw := bearerToken(r)
+		if raw == "" {
+			writeError(w, r, s.Logger, core.Errorf(core.CodeUnauthenticated, "an access token is required in the Access-Key header"))
+			return
+		}
+		p, err := s.Verifier.Verify(r.Context(), raw)
+		if err != nil {
+			writeError(w, r, s.Logger, err)
+			return
+		}
+		if !p.Complete {
+			writeError(w, r, s.Logger, p.Authorize(core.ActionReadAccount))
+			return
+		}
+		if rec, ok := w.(*recorder); ok {
+			rec.accountID = p.AccountID
+		}
+		h(w, r.WithContext(core.WithPrincipal(r.Context(), p)), p)
+	})
+}
+
+// bearerToken reads the Access-Key header, or an Authorization Bearer token.
+func bearerToken(r *http.Request) string {
+	if v := strings.TrimSpace(r.Header.Get("Access-Key")); v != "" {
+		return v
+	}
+	auth := r.Header.Get("Authorization")
+	if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		return strings.TrimSpace(auth[7:])
+	}
+	return ""
+}
+
+// MeResponse is the body of GET /api/v1/accounts/me.
+type MeResponse struct {
+	AccountID string   `json:"accountId"`
+	Name      string   `json:"name"`
+	Role      string   `json:"role"`
+	MountUIDs []string `json:"mountUids"`
+	Scopes    []string `json:"scopes"`
+	ExpiresAt Time     `json:"expiresAt"`
+}
+
+func (s *Server) me(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	if err := p.Authorize(core.ActionReadAccount); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	acc, err := s.Accounts.Account(r.Context(), p.AccountID)
+	if core.ErrorCode(err) == core.CodeNotFound {
+		err = core.Errorf(core.CodeUnauthenticated, "the token's account does not exist")
+	}
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	mountUIDs := []string{}
+	if p.Role == core.RoleRestricted {
+		mountUIDs = p.MountUIDs
+	}
+	writeJSON(w, http.StatusOK, MeResponse{AccountID: acc.ID, Name: acc.Name, Role: string(p.Role),
+		MountUIDs: mountUIDs, Scopes: p.Scopes, ExpiresAt: Time(p.ExpiresAt)})
+}

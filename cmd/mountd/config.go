@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Config is every setting of mountd; each has a flag and an environment
+// variable (CONTRACT §1).
+type Config struct {
+	Listen            string
+	PublicURL         string
+	DataDir           string
+	DatabaseURL       string
+	RedisURL          string
+	Issuer            string
+	ProjectID         string
+	IDPName           string
+	MasterKey         string
+	AssociationWindow time.Duration
+	TokenTTL          time.Duration
+	DownloadTTL       time.Duration
+	BlobURL           string
+	LogLevel          string
+	LogFormat         string
+}
+
+// resolve fills the defaults that derive from other settings. listenAddr is
+// the address actually bound, which differs from Listen when its port is 0.
+func (c *Config) resolve(listenAddr string) error {
+	if c.DataDir == "" {
+		c.DataDir = "./data"
+	}
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = "sqlite://" + filepath.Join(c.DataDir, "mountd.db")
+	}
+	if c.PublicURL == "" && listenAddr != "" {
+		c.PublicURL = "http://" + listenAddr
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	c.Issuer = strings.TrimRight(c.Issuer, "/")
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || u.Scheme == "" || u.Host == "" {
+			return fmt.Errorf("public url %q must be an absolute http(s) URL", c.PublicURL)
+		}
+	}
+	if c.TokenTTL <= 0 {
+		return fmt.Errorf("token ttl must be positive")
+	}
+	if c.AssociationWindow <= 0 {
+		return fmt.Errorf("association window must be positive")
+	}
+	return nil
+}
+
+// issuer is the external issuer, or ourselves.
+func (c *Config) issuer() string {
+	if c.Issuer != "" {
+		return c.Issuer
+	}
+	return c.PublicURL
+}

@@ -1,0 +1,195 @@
+// Command mountd is the Mount Management Service: `mountd serve` runs the
+// REST and GraphQL API with the embedded identity provider; the other
+// subcommands administer the same database.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v3"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newCommand(os.Stdout, os.Stderr).Run(ctx, os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "mountd:", err)
+		os.Exit(1)
+	}
+}
+
+// newCommand builds the CLI. Output goes to stdout and stderr as given, so
+// tests can run it in-process.
+func newCommand(stdout, stderr io.Writer) *cli.Command {
+	cfg := &Config{}
+	flags := configFlags(cfg)
+	logger := func() *slog.Logger { return newLogger(stderr, cfg.LogLevel, cfg.LogFormat) }
+	return &cli.Command{
+		Name:      "mountd",
+		Usage:     "Mount Management Service: mounts, states, signed commands, NFC tags and firmware",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags:     flags,
+		Commands: []*cli.Command{
+			{
+				Name:  "serve",
+				Usage: "run the HTTP API (REST, GraphQL, embedded identity provider)",
+				Action: func(ctx context.Context, _ *cli.Command) error {
+					return serve(ctx, *cfg, logger(), nil)
+				},
+			},
+			{
+				Name:  "migrate",
+				Usage: "apply pending database migrations and exit",
+				Action: func(ctx context.Context, _ *cli.Command) error {
+					if err := cfg.resolve(""); err != nil {
+						return err
+					}
+					_, cleanup, err := newAccountService(ctx, *cfg, logger())
+					if err != nil {
+						return err
+					}
+					cleanup()
+					fmt.Fprintln(stdout, "migrations are up to date")
+					return nil
+				},
+			},
+			{
+				Name:  "accounts",
+				Usage: "administer operator accounts",
+				Commands: []*cli.Command{{
+					Name:  "create",
+					Usage: "create an account and its client credentials (the secret is shown once)",
+					Flags: []cli.Flag{
+						&cli.StringFlag{Name: "name", Usage: "account name", Required: true},
+						&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+					},
+					Action: func(ctx context.Context, cmd *cli.Command) error {
+						if err := cfg.resolve(""); err != nil {
+							return err
+						}
+						accounts, cleanup, err := newAccountService(ctx, *cfg, logger())
+						if err != nil {
+							return err
+						}
+						defer cleanup()
+						created, err := accounts.Create(ctx, cmd.String("name"))
+						if err != nil {
+							return err
+						}
+						if cmd.Bool("json") {
+							return json.NewEncoder(stdout).Encode(created)
+						}
+						fmt.Fprintf(stdout, "account id:     %s\nclient id:      %s\nclient secret:  %s\n\nThe secret is shown only now: keep it in a password manager or an environment variable.\n",
+							created.AccountID, created.ClientID, created.ClientSecret)
+						return nil
+					},
+				}},
+			},
+		},
+	}
+}
+
+func configFlags(cfg *Config) []cli.Flag {
+	str := func(name, env, value, usage string, dst *string) cli.Flag {
+		return &cli.StringFlag{Name: name, Value: value, Usage: usage, Sources: cli.EnvVars(env), Destination: dst}
+	}
+	dur := func(name, env string, value time.Duration, usage string, dst *time.Duration) cli.Flag {
+		return &cli.DurationFlag{Name: name, Value: value, Usage: usage, Sources: cli.EnvVars(env), Destination: dst}
+	}
+	return []cli.Flag{
+		str("listen", "MOUNTD_LISTEN", "127.0.0.1:8080", "HTTP listener (REST, GraphQL, embedded identity provider)", &cfg.Listen),
+		str("public-url", "MOUNTD_PUBLIC_URL", "", "external base address, used as issuer and in download links (default http://<listen>)", &cfg.PublicURL),
+		str("data-dir", "MOUNTD_DATA_DIR", "./data", "embedded database, local firmware blobs, generated keys", &cfg.DataDir),
+		str("database-url", "MOUNTD_DATABASE_URL", "", "postgres://... or sqlite://PATH (default sqlite://<data dir>/mountd.db)", &cfg.DatabaseURL),
+		str("redis-url", "MOUNTD_REDIS_URL", "", "redis://host:port/db; empty: in-process cache, scheduler and event bus", &cfg.RedisURL),
+		str("issuer", "MOUNTD_ISSUER", "", "external OIDC issuer; empty: the embedded identity provider", &cfg.Issuer),
+		str("project-id", "MOUNTD_PROJECT_ID", "mountd", "project id in the audience scope item and the token's aud", &cfg.ProjectID),
+		str("idp-name", "MOUNTD_IDP_NAME", "mountd", "the <idp> in urn:<idp>:iam:org:project:id:<project_id>:aud", &cfg.IDPName),
+		str("master-key", "MOUNTD_MASTER_KEY", "", "32-byte key (hex or base64) sealing signing keys; default: generated into the data dir", &cfg.MasterKey),
+		dur("association-window", "MOUNTD_ASSOCIATION_WINDOW", 10*time.Minute, "time to confirm an association", &cfg.AssociationWindow),
+		dur("token-ttl", "MOUNTD_TOKEN_TTL", time.Hour, "lifetime of tokens from the embedded identity provider", &cfg.TokenTTL),
+		dur("download-ttl", "MOUNTD_DOWNLOAD_TTL", 15*time.Minute, "lifetime of firmware download links", &cfg.DownloadTTL),
+		str("blob-url", "MOUNTD_BLOB_URL", "", "s3://bucket?endpoint=... for S3-compatible firmware storage; empty: the data dir", &cfg.BlobURL),
+		str("log-level", "MOUNTD_LOG_LEVEL", "info", "debug, info, warn or error", &cfg.LogLevel),
+		str("log-format", "MOUNTD_LOG_FORMAT", "text", "text or json", &cfg.LogFormat),
+	}
+}
+
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if strings.EqualFold(format, "json") {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs the server until ctx ends, then shuts down gracefully. When
+// ready is not nil it receives the bound address once requests are served.
+func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- string) error {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	defer ln.Close()
+	if err := cfg.resolve(ln.Addr().String()); err != nil {
+		return err
+	}
+	handler, cleanup, err := newServer(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("mountd serving", "listen", ln.Addr().String(), "public_url", cfg.PublicURL,
+		"issuer", cfg.issuer(), "database", redactURL(cfg.DatabaseURL), "redis", cfg.RedisURL != "")
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// redactURL hides a password in a connection URL for the log.
+func redactURL(raw string) string {
+	if i := strings.Index(raw, "://"); i >= 0 {
+		if at := strings.LastIndex(raw, "@"); at > i {
+			return raw[:i+3] + "***" + raw[at:]
+		}
+	}
+	return raw
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/google/wire"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/mountd/mountd/adapters/bunstore"
+	"github.com/mountd/mountd/adapters/idp"
+	"github.com/mountd/mountd/adapters/keyring"
+	"github.com/mountd/mountd/adapters/oidcverify"
+	redisadapter "github.com/mountd/mountd/adapters/redis"
+	"github.com/mountd/mountd/adapters/rest"
+	"github.com/mountd/mountd/core"
+)
+
+// storeSet provides the database and the core services that need only it.
+var storeSet = wire.NewSet(
+	provideStore,
+	wire.Bind(new(core.AccountStore), new(*bunstore.Store)),
+	wire.Bind(new(keyring.SigningKeyStore), new(*bunstore.Store)),
+	core.NewAccountService,
+)
+
+// serverSet provides everything `mountd serve` runs.
+var serverSet = wire.NewSet(
+	storeSet,
+	provideSealer,
+	provideScopeRules,
+	provideIdentityProvider,
+	provideVerifier,
+	provideRedis,
+	provideChecks,
+	provideMountable,
+	rest.NewMetrics,
+	wire.Struct(new(rest.Deps), "*"),
+	rest.NewServer,
+)
+
+// provideStore opens the database and applies pending migrations, so that
+// every command starts on the current schema.
+func provideStore(ctx context.Context, cfg Config, logger *slog.Logger) (*bunstore.Store, func(), error) {
+	store, closeStore, err := bunstore.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	applied, err := store.Migrate(ctx)
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	if len(applied) > 0 {
+		logger.Info("applied migrations", "migrations", applied)
+	}
+	return store, closeStore, nil
+}
+
+func provideSealer(cfg Config, logger *slog.Logger) (*keyring.Sealer, error) {
+	key, err := keyring.LoadMasterKey(cfg.MasterKey, cfg.DataDir, logger)
+	if err != nil {
+		return nil, err
+	}
+	return keyring.NewSealer(key)
+}
+
+func provideScopeRules(cfg Config) core.ScopeRules {
+	return core.ScopeRules{IDPName: cfg.IDPName, ProjectID: cfg.ProjectID}
+}
+
+// provideIdentityProvider builds the embedded identity provider, or nil when
+// an external issuer is configured.
+func provideIdentityProvider(ctx context.Context, cfg Config, store keyring.SigningKeyStore, sealer *keyring.Sealer,
+	accounts *core.AccountService, rules core.ScopeRules, logger *slog.Logger) (*idp.Provider, error) {
+	if cfg.Issuer != "" {
+		return nil, nil
+	}
+	kid, key, err := keyring.IdentityKey(ctx, store, sealer)
+	if err != nil {
+		return nil, err
+	}
+	return idp.New(idp.Config{
+		Issuer:    cfg.PublicURL,
+		TokenTTL:  cfg.TokenTTL,
+		Scopes:    rules,
+		CryptoKey: sealer.DerivedKey("oidc op crypto"),
+	}, accounts, idp.SigningKey{ID: kid, Key: key}, logger)
+}
+
+func provideVerifier(cfg Config, provider *idp.Provider, rules core.ScopeRules, logger *slog.Logger) core.TokenVerifier {
+	if provider == nil {
+		return oidcverify.NewRemote(cfg.Issuer, rules, logger)
+	}
+	return oidcverify.NewStatic(cfg.issuer(), provider.PublicKeys(), rules, logger)
+}
+
+// provideMountable keeps a nil provider a nil interface.
+func provideMountable(provider *idp.Provider) rest.Mountable {
+	if provider == nil {
+		return nil
+	}
+	return provider
+}
+
+// provideRedis connects when a Redis URL is configured; nil means the
+// in-process adapters.
+func provideRedis(ctx context.Context, cfg Config) (*goredis.Client, func(), error) {
+	if cfg.RedisURL == "" {
+		return nil, func() {}, nil
+	}
+	return redisadapter.Open(ctx, cfg.RedisURL)
+}
+
+func provideChecks(store *bunstore.Store, rdb *goredis.Client) []rest.Checker {
+	checks := []rest.Checker{{Name: "database", Check: store.Ping}}
+	if rdb != nil {
+		checks = append(checks, rest.Checker{Name: "redis", Check: func(ctx context.Context) error {
+			return rdb.Ping(ctx).Err()
+		}})
+	}
+	return checks
+}

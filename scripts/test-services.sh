@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Runs a command with a throw-away PostgreSQL and Redis on free ports in a temp
+# dir, exporting their URLs to it:
+#   MOUNTD_TEST_DATABASE_URL  postgres://... (an admin URL; tests create their own databases)
+#   MOUNTD_TEST_REDIS_URL     redis://127.0.0.1:PORT/0 (tests use their own key prefixes)
+# Installs postgresql and redis-server with apt-get when they are missing and
+# this runs as root. Both servers are stopped on exit, also on failure.
+# Usage: scripts/test-services.sh go test ./...
+set -euo pipefail
+
+log() { echo "test-services: $*" >&2; }
+
+find_pg_bin() {
+  local d
+  for d in /usr/lib/postgresql/*/bin; do
+    [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && { echo "$d"; return 0; }
+  done
+  if command -v initdb >/dev/null && command -v pg_ctl >/dev/null; then
+    dirname "$(command -v pg_ctl)"; return 0
+  fi
+  return 1
+}
+
+install_missing() {
+  local pkgs=()
+  find_pg_bin >/dev/null || pkgs+=(postgresql)
+  command -v redis-server >/dev/null || pkgs+=(redis-server)
+  [ ${#pkgs[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    log "missing ${pkgs[*]} and not root: install them (apt-get install ${pkgs[*]})"; exit 1
+  fi
+  log "installing ${pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+}
+
+free_port() {
+  python3 - <<'PY' 2>/dev/null || echo $(( 20000 + RANDOM % 20000 ))
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
+PY
+}
+
+install_missing
+PG_BIN=$(find_pg_bin)
+TMP=$(mktemp -d /tmp/mountd-test-XXXXXX)
+PG_DATA="$TMP/pg"
+PG_SOCK="$TMP/sock"
+mkdir -p "$PG_DATA" "$PG_SOCK"
+PG_PORT=$(free_port)
+REDIS_PORT=$(free_port)
+while [ "$REDIS_PORT" = "$PG_PORT" ]; do REDIS_PORT=$(free_port); done
+
+# PostgreSQL refuses to run as root: run it as the postgres user.
+as_pg=()
+if [ "$(id -u)" -eq 0 ]; then
+  id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+  chown -R postgres "$TMP"
+  chmod 700 "$TMP"
+  as_pg=(runuser -u postgres --)
+fi
+
+REDIS_PID=""
+cleanup() {
+  local rc=$?
+  "${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$PG_DATA" -m immediate stop >/dev/null 2>&1 || true
+  [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null || true
+  rm -rf "$TMP"
+  exit $rc
+}
+trap cleanup EXIT INT TERM
+
+"${as_pg[@]}" "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust --no-sync >/dev/null
+"${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$TMP/pg.log" -w -t 60 \
+  -o "-h 127.0.0.1 -p $PG_PORT -k $PG_SOCK -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+  start >/dev/null || { cat "$TMP/pg.log" >&2; exit 1; }
+
+redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \
+  --dir "$TMP" --logfile "$TMP/redis.log" &
+REDIS_PID=$!
+for _ in $(seq 1 100); do
+  redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
+  sleep 0.05
+done
+redis-cli -p "$REDIS_PORT" ping >/dev/null || { log "redis did not start"; cat "$TMP/redis.log" >&2; exit 1; }
+
+export MOUNTD_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+export MOUNTD_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+# Tests that need these servers fail instead of skipping when this is set.
+export MOUNTD_TEST_REQUIRE_SERVICES=1
+log "postgres on :$PG_PORT, redis on :$REDIS_PORT"
+"$@"
