@@ -1,0 +1,207 @@
+package core
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// AssociationState is where a mount stands in its association lifecycle.
+type AssociationState string
+
+// The association states (CONTRACT §4).
+const (
+	StateInactive   AssociationState = "INACTIVE"
+	StateIdle       AssociationState = "IDLE"
+	StateAssociated AssociationState = "ASSOCIATED"
+)
+
+// Mount is a helmet-locking device installed on a vehicle.
+type Mount struct {
+	UID              string
+	Name             string
+	SerialNumber     string
+	MACAddress       string
+	FirmwareRevision string
+	SoftwareRevision string
+	ModelNumber      string
+	State            AssociationState
+	// OwnerID is the owning account; empty while INACTIVE.
+	OwnerID string
+	// ExpiredOwnerID is the account whose confirmation window lapsed, kept
+	// so that its late confirm answers 410 until the mount is claimed again.
+	ExpiredOwnerID string
+	IdleDeadline   time.Time // zero unless IDLE
+	AssociatedAt   time.Time // zero until confirmed
+	Key            MountKey  // zero while INACTIVE
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	Latest         LatestStates
+}
+
+// MountKey is an association's Ed25519 key pair; the private half is sealed
+// under the master key and never leaves the signing adapter in the clear.
+type MountKey struct {
+	ID               string
+	PublicKey        []byte
+	SealedPrivateKey string
+}
+
+// MountFields are the descriptive fields a client sets with POST /mounts;
+// nil leaves the stored value.
+type MountFields struct {
+	Name             *string
+	SerialNumber     *string
+	MACAddress       *string
+	FirmwareRevision *string
+	SoftwareRevision *string
+	ModelNumber      *string
+}
+
+// MountUpdate is a PATCH /mounts/{uid}; nil leaves the field unchanged.
+type MountUpdate struct {
+	Name             *string
+	SoftwareRevision *string
+}
+
+// MountFilter narrows a mount listing; filters match exactly, MACAddress
+// case-insensitively.
+type MountFilter struct {
+	MACAddress   *string
+	MountUID     *string
+	SerialNumber *string
+	// UIDs, when not nil, limits the listing to these mounts (a restricted
+	// token's mount items).
+	UIDs []string
+}
+
+// Page asks for one page of a list.
+type Page struct {
+	CurrentPage int
+	PageSize    int
+}
+
+// Offset is the number of items before the page.
+func (p Page) Offset() int { return (p.CurrentPage - 1) * p.PageSize }
+
+// Pagination describes a page of a list (every list response carries one).
+type Pagination struct {
+	CurrentPage int `json:"currentPage"`
+	PageSize    int `json:"pageSize"`
+	TotalItems  int `json:"totalItems"`
+	TotalPages  int `json:"totalPages"`
+}
+
+// NewPagination computes the pagination object for a page of total items.
+func NewPagination(p Page, total int) Pagination {
+	pages := 0
+	if total > 0 {
+		pages = (total + p.PageSize - 1) / p.PageSize
+	}
+	return Pagination{CurrentPage: p.CurrentPage, PageSize: p.PageSize, TotalItems: total, TotalPages: pages}
+}
+
+// MaxPageSize is the largest page any list serves.
+const MaxPageSize = 100
+
+var macPattern = regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`)
+
+// ValidateMountFields checks POST /mounts fields and normalises the MAC
+// address to upper case.
+func ValidateMountFields(uid string, f *MountFields) error {
+	var v Validation
+	if !ValidMountUID(uid) {
+		v.Add("uid", "is required: 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'")
+	}
+	if f.MACAddress != nil {
+		if !macPattern.MatchString(*f.MACAddress) {
+			v.Add("macAddress", "must be six colon-separated hexadecimal byte pairs, like AA:BB:CC:DD:EE:FF")
+		} else {
+			upper := strings.ToUpper(*f.MACAddress)
+			f.MACAddress = &upper
+		}
+	}
+	checkText(&v, "name", f.Name, 100)
+	checkText(&v, "serialNumber", f.SerialNumber, 100)
+	checkText(&v, "firmwareRevision", f.FirmwareRevision, 64)
+	checkText(&v, "softwareRevision", f.SoftwareRevision, 64)
+	checkText(&v, "modelNumber", f.ModelNumber, 64)
+	return v.Err()
+}
+
+// ValidateMountUpdate checks a PATCH /mounts/{uid} body.
+func ValidateMountUpdate(u MountUpdate) error {
+	var v Validation
+	checkText(&v, "name", u.Name, 100)
+	checkText(&v, "softwareRevision", u.SoftwareRevision, 64)
+	return v.Err()
+}
+
+func checkText(v *Validation, field string, s *string, max int) {
+	if s == nil {
+		return
+	}
+	if len([]rune(*s)) > max {
+		v.Add(field, "must be at most %d characters", max)
+	}
+	for _, r := range *s {
+		if r < 0x20 || r == 0x7f {
+			v.Add(field, "must not contain control characters")
+			return
+		}
+	}
+}
+
+// MountStore persists mounts. Each lifecycle method is one conditional write
+// that checks what it assumes, so transitions are race-free across replicas.
+type MountStore interface {
+	// ClaimMount makes accountID the owner of uid: it creates an unknown
+	// uid, takes an INACTIVE mount, or refreshes one accountID already owns
+	// (an IDLE mount restarts its window, an ASSOCIATED one stays so). The
+	// fields given overwrite stored ones and key replaces the key.
+	// MOUNT_ALREADY_OWNED when another account owns it.
+	ClaimMount(ctx context.Context, c Claim) (Mount, error)
+	// ConfirmAssociation turns an IDLE mount of accountID whose deadline is
+	// after now into ASSOCIATED; ok is false (and the mount as stored is
+	// returned, or MOUNT_NOT_FOUND) when the row did not qualify.
+	ConfirmAssociation(ctx context.Context, uid, accountID string, now time.Time) (m Mount, ok bool, err error)
+	// ExpireAssociation turns uid INACTIVE if it is IDLE with a deadline at
+	// or before now, clearing owner and key; ok says whether it changed.
+	ExpireAssociation(ctx context.Context, uid string, now time.Time) (m Mount, ok bool, err error)
+	// AbandonMount turns a mount of accountID INACTIVE, keeping record and
+	// history. MOUNT_NOT_FOUND when accountID does not own it.
+	AbandonMount(ctx context.Context, uid, accountID string, now time.Time) (Mount, error)
+	// DeleteMount removes a mount of accountID with its states, tag links and
+	// commands. MOUNT_NOT_FOUND when accountID does not own it.
+	DeleteMount(ctx context.Context, uid, accountID string) (Mount, error)
+	// RekeyMount replaces the key of a mount accountID owns.
+	RekeyMount(ctx context.Context, uid, accountID string, key MountKey, now time.Time) (Mount, error)
+	// UpdateMount applies u to a mount of accountID. MOUNT_NOT_FOUND when
+	// accountID does not own it.
+	UpdateMount(ctx context.Context, uid, accountID string, u MountUpdate, now time.Time) (Mount, error)
+	// Mount returns a mount with its latest states, whoever owns it.
+	// MOUNT_NOT_FOUND when the uid is unknown.
+	Mount(ctx context.Context, uid string) (Mount, error)
+	// ListMounts lists the mounts accountID owns, ordered by uid.
+	ListMounts(ctx context.Context, accountID string, f MountFilter, p Page) ([]Mount, int, error)
+	// IdleDeadlines lists every IDLE mount's deadline, so that a scheduler
+	// can recover after a restart.
+	IdleDeadlines(ctx context.Context) ([]Deadline, error)
+}
+
+// Claim is one POST /mounts.
+type Claim struct {
+	UID       string
+	AccountID string
+	Fields    MountFields
+	Key       MountKey
+	Now       time.Time
+	Deadline  time.Time
+}
+
+// Deadline is when an IDLE mount's window lapses.
+type Deadline struct {
+	UID string
+	At  time.Time
+}

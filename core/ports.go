@@ -1,0 +1,73 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// EventType names what happened to a mount (CONTRACT §9).
+type EventType string
+
+// The event types.
+const (
+	EventStatesReported       EventType = "STATES_REPORTED"
+	EventAssociationRequested EventType = "ASSOCIATION_REQUESTED"
+	EventAssociationConfirmed EventType = "ASSOCIATION_CONFIRMED"
+	EventAssociationExpired   EventType = "ASSOCIATION_EXPIRED"
+	EventAbandoned            EventType = "ABANDONED"
+	EventDeleted              EventType = "DELETED"
+	EventNfcTagsSynced        EventType = "NFC_TAGS_SYNCED"
+	EventCommandIssued        EventType = "COMMAND_ISSUED"
+)
+
+// Event is something that happened to a mount, published after the change
+// committed.
+type Event struct {
+	Type EventType `json:"type"`
+	UID  string    `json:"uid"`
+	// AccountID is the account the event belongs to: the owner, or for
+	// expiry, abandon and delete, the account that lost the mount.
+	AccountID  string       `json:"accountId"`
+	Mount      Mount        `json:"mount"`
+	States     []StateEntry `json:"states,omitempty"`
+	OccurredAt time.Time    `json:"occurredAt"`
+}
+
+// EventBus publishes mount events and delivers them to subscribers, in order
+// per mount.
+type EventBus interface {
+	// Publish delivers e to current subscribers; it never waits for a slow
+	// subscriber.
+	Publish(ctx context.Context, e Event) error
+	// Subscribe delivers events of accountID until ctx ends, then closes the
+	// channel. A subscriber that falls behind is dropped (its channel closes).
+	Subscribe(ctx context.Context, accountID string) (<-chan Event, error)
+}
+
+// StateCache holds each mount's latest entry per code in front of the
+// database, which stays the source of truth. Every write merges per code and
+// keeps the newer entry (core.Newer), so concurrent writers can never move a
+// value backwards. A mount's entry counts as a hit only once Fill has stored
+// a complete set; Offer alone leaves a miss that the next read fills.
+type StateCache interface {
+	// Latest returns the cached latest entries; ok is false on a miss.
+	Latest(ctx context.Context, uid string) (entries []StateEntry, ok bool, err error)
+	// Offer merges newly stored entries.
+	Offer(ctx context.Context, uid string, entries []StateEntry) error
+	// Fill merges the complete latest set read from the database and marks
+	// the mount's entry complete.
+	Fill(ctx context.Context, uid string, entries []StateEntry) error
+	// Forget drops a mount's entry (delete, abandon).
+	Forget(ctx context.Context, uid string) error
+}
+
+// ExpiryScheduler remembers association deadlines and calls back when one
+// passes. With several replicas each deadline fires on exactly one of them.
+type ExpiryScheduler interface {
+	// Schedule sets (or moves) uid's deadline.
+	Schedule(ctx context.Context, uid string, at time.Time) error
+	// Cancel forgets uid's deadline.
+	Cancel(ctx context.Context, uid string) error
+	// Run calls fire for each due deadline until ctx ends.
+	Run(ctx context.Context, fire func(ctx context.Context, uid string)) error
+}

@@ -1,0 +1,187 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// StateCode names what a state entry reports.
+type StateCode string
+
+// The state codes (CONTRACT §5).
+const (
+	CodeBatteryLevel   StateCode = "BATTERY_LEVEL"
+	CodeCPUTemperature StateCode = "CPU_TEMPERATURE"
+	CodeMountLocked    StateCode = "MOUNT_LOCKED"
+	CodeHelmetMounted  StateCode = "HELMET_MOUNTED"
+)
+
+// StateCodes lists every known code.
+var StateCodes = []StateCode{CodeBatteryLevel, CodeCPUTemperature, CodeMountLocked, CodeHelmetMounted}
+
+// MaxStatesPerReport is the contract's limit on one report.
+const MaxStatesPerReport = 500
+
+// futureTolerance is how far ahead of our clock an entry may claim to be.
+const futureTolerance = 5 * time.Minute
+
+// StateEntry is one reported observation.
+type StateEntry struct {
+	Code       StateCode
+	Value      string
+	OccurredAt time.Time // truncated to milliseconds, UTC
+	ReceivedAt time.Time
+}
+
+// LatestStates are a mount's computed fields: the value of the latest entry
+// per code, nil when none was reported.
+type LatestStates struct {
+	MountLocked    *bool
+	HelmetMounted  *bool
+	BatteryLevel   *int
+	CPUTemperature *float64
+	// At holds the occurredAt of each code's latest entry.
+	At map[StateCode]time.Time
+}
+
+// ValidateState checks one entry's code and value.
+func ValidateState(code StateCode, value string) error {
+	switch code {
+	case CodeBatteryLevel:
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil || math.IsNaN(f) || f < 0 || f > 100 {
+			return fmt.Errorf("must be a number from 0 to 100")
+		}
+	case CodeCPUTemperature:
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil || math.IsNaN(f) || f < -60 || f > 150 {
+			return fmt.Errorf("must be a number from -60 to 150")
+		}
+	case CodeMountLocked, CodeHelmetMounted:
+		if value != "0" && value != "1" {
+			return fmt.Errorf("must be 1 or 0")
+		}
+	default:
+		return fmt.Errorf("unknown code")
+	}
+	return nil
+}
+
+// StateInput is an entry as a client sent it, before validation.
+type StateInput struct {
+	Code       string
+	Value      string
+	OccurredAt time.Time
+	// HasOccurredAt is false when the client sent no occurredAt.
+	HasOccurredAt bool
+}
+
+// ValidateStates checks a whole report; any bad entry rejects the report.
+func ValidateStates(in []StateInput, now time.Time) ([]StateEntry, error) {
+	var v Validation
+	if len(in) == 0 {
+		v.Add("states", "must hold at least one entry")
+	}
+	out := make([]StateEntry, 0, len(in))
+	for i, s := range in {
+		if s.Code == "" {
+			v.Add(fmt.Sprintf("states[%d].code", i), "is required")
+		} else if err := ValidateState(StateCode(s.Code), "0"); err != nil && err.Error() == "unknown code" {
+			v.Add(fmt.Sprintf("states[%d].code", i), "must be one of BATTERY_LEVEL, CPU_TEMPERATURE, MOUNT_LOCKED, HELMET_MOUNTED")
+		} else if err := ValidateState(StateCode(s.Code), s.Value); err != nil {
+			v.Add(fmt.Sprintf("states[%d].value", i), "%s", err.Error())
+		}
+		switch {
+		case !s.HasOccurredAt:
+			v.Add(fmt.Sprintf("states[%d].occurredAt", i), "is required")
+		case s.OccurredAt.After(now.Add(futureTolerance)):
+			v.Add(fmt.Sprintf("states[%d].occurredAt", i), "must not be more than 5 minutes in the future")
+		}
+		out = append(out, StateEntry{Code: StateCode(s.Code), Value: s.Value,
+			OccurredAt: s.OccurredAt.UTC().Truncate(time.Millisecond), ReceivedAt: now})
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LatestPerCode keeps, of entries, the latest per code (ties broken by the
+// larger value text so that every replica picks the same one).
+func LatestPerCode(entries []StateEntry) []StateEntry {
+	best := map[StateCode]StateEntry{}
+	for _, e := range entries {
+		if b, ok := best[e.Code]; !ok || Newer(e, b) {
+			best[e.Code] = e
+		}
+	}
+	out := make([]StateEntry, 0, len(best))
+	for _, c := range StateCodes {
+		if e, ok := best[c]; ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Newer reports whether a supersedes b as the latest entry of its code.
+func Newer(a, b StateEntry) bool {
+	if !a.OccurredAt.Equal(b.OccurredAt) {
+		return a.OccurredAt.After(b.OccurredAt)
+	}
+	return a.Value > b.Value
+}
+
+// ComputeLatest derives a mount's computed fields from the latest entry per
+// code: battery rounded to an integer, temperature to one decimal, half away
+// from zero.
+func ComputeLatest(latest []StateEntry) LatestStates {
+	var l LatestStates
+	l.At = map[StateCode]time.Time{}
+	for _, e := range latest {
+		l.At[e.Code] = e.OccurredAt
+		switch e.Code {
+		case CodeMountLocked:
+			b := e.Value == "1"
+			l.MountLocked = &b
+		case CodeHelmetMounted:
+			b := e.Value == "1"
+			l.HelmetMounted = &b
+		case CodeBatteryLevel:
+			if f, err := strconv.ParseFloat(e.Value, 64); err == nil {
+				n := int(math.Round(f))
+				l.BatteryLevel = &n
+			}
+		case CodeCPUTemperature:
+			if f, err := strconv.ParseFloat(e.Value, 64); err == nil {
+				t := math.Round(f*10) / 10
+				l.CPUTemperature = &t
+			}
+		}
+	}
+	return l
+}
+
+// StateFilter narrows a state history listing; From is inclusive, To
+// exclusive.
+type StateFilter struct {
+	Code *StateCode
+	From *time.Time
+	To   *time.Time
+}
+
+// StateStore persists reported states.
+type StateStore interface {
+	// InsertStates stores entries for a mount accountID owns (IDLE or
+	// ASSOCIATED) in one transaction, skipping duplicates, and moves the
+	// latest value per code forward. It returns the entries newly stored.
+	// MOUNT_NOT_FOUND when accountID does not own the mount.
+	InsertStates(ctx context.Context, uid, accountID string, entries []StateEntry) ([]StateEntry, error)
+	// LatestStates returns the latest entry per code of a mount.
+	LatestStates(ctx context.Context, uid string) ([]StateEntry, error)
+	// ListStates lists a mount's history, newest first.
+	ListStates(ctx context.Context, uid string, f StateFilter, p Page) ([]StateEntry, int, error)
+}
