@@ -205,3 +205,9 @@ type Deadline struct {
 	UID string
 	At  time.Time
 }
+
+// TimeLayout is the contract's date-time output: UTC with milliseconds.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// FormatTime renders t in the contract's date-time text.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }

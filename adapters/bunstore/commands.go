@@ -1,0 +1,57 @@
+package bunstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+
+	"github.com/uptrace/bun"
+
+	"github.com/mountd/mountd/core"
+)
+
+type commandRow struct {
+	bun.BaseModel `bun:"table:commands"`
+	ID            string         `bun:"id,pk"`
+	MountUID      string         `bun:"mount_uid"`
+	AccountID     string         `bun:"account_id"`
+	Code          string         `bun:"code"`
+	Payload       string         `bun:"payload"`
+	SignedToken   sql.NullString `bun:"signed_token"`
+	Data          string         `bun:"data"`
+	GeneratedAt   int64          `bun:"generated_at"`
+	IssuedBy      string         `bun:"issued_by"`
+}
+
+// InsertCommand implements core.CommandStore.
+func (s *Store) InsertCommand(ctx context.Context, c core.Command) error {
+	data, err := json.Marshal(c.Data)
+	if err != nil {
+		return err
+	}
+	row := &commandRow{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: string(c.Code), Payload: c.Payload,
+		SignedToken: sql.NullString{String: c.SignedToken, Valid: c.SignedToken != ""},
+		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy}
+	_, err = s.db.NewInsert().Model(row).Exec(ctx)
+	return translate(err, core.CodeMountNotFound, "mount")
+}
+
+// ListCommands implements core.CommandStore.
+func (s *Store) ListCommands(ctx context.Context, uid string, p core.Page) ([]core.Command, int, error) {
+	var rows []commandRow
+	total, err := s.db.NewSelect().Model(&rows).Where("mount_uid = ?", uid).
+		OrderExpr("generated_at DESC, id DESC").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]core.Command, len(rows))
+	for i, r := range rows {
+		var data map[string]any
+		if err := json.Unmarshal([]byte(r.Data), &data); err != nil {
+			return nil, 0, err
+		}
+		out[i] = core.Command{ID: r.ID, MountUID: r.MountUID, AccountID: r.AccountID, Code: core.CommandCode(r.Code),
+			Data: data, GeneratedAt: fromMillis(r.GeneratedAt), Payload: r.Payload, SignedToken: r.SignedToken.String, IssuedBy: r.IssuedBy}
+	}
+	return out, total, nil
+}

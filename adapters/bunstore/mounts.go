@@ -1,0 +1,273 @@
+package bunstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/mountd/mountd/core"
+)
+
+var (
+	_ core.MountStore   = (*Store)(nil)
+	_ core.StateStore   = (*Store)(nil)
+	_ core.CommandStore = (*Store)(nil)
+)
+
+type mountRow struct {
+	bun.BaseModel    `bun:"table:mounts"`
+	UID              string         `bun:"uid,pk"`
+	Name             string         `bun:"name"`
+	SerialNumber     string         `bun:"serial_number"`
+	MACAddress       string         `bun:"mac_address"`
+	FirmwareRevision string         `bun:"firmware_revision"`
+	SoftwareRevision string         `bun:"software_revision"`
+	ModelNumber      string         `bun:"model_number"`
+	State            string         `bun:"association_state"`
+	OwnerID          sql.NullString `bun:"owner_account_id"`
+	ExpiredOwnerID   sql.NullString `bun:"expired_owner_id"`
+	IdleDeadline     sql.NullInt64  `bun:"idle_deadline"`
+	AssociatedAt     sql.NullInt64  `bun:"associated_at"`
+	KeyID            sql.NullString `bun:"key_id"`
+	PublicKey        sql.NullString `bun:"public_key"`
+	SealedPrivateKey sql.NullString `bun:"sealed_private_key"`
+	CreatedAt        int64          `bun:"created_at"`
+	UpdatedAt        int64          `bun:"updated_at"`
+}
+
+func (r *mountRow) toMount() core.Mount {
+	m := core.Mount{
+		UID: r.UID, Name: r.Name, SerialNumber: r.SerialNumber, MACAddress: r.MACAddress,
+		FirmwareRevision: r.FirmwareRevision, SoftwareRevision: r.SoftwareRevision, ModelNumber: r.ModelNumber,
+		State: core.AssociationState(r.State), OwnerID: r.OwnerID.String, ExpiredOwnerID: r.ExpiredOwnerID.String,
+		CreatedAt: fromMillis(r.CreatedAt), UpdatedAt: fromMillis(r.UpdatedAt),
+	}
+	if r.IdleDeadline.Valid {
+		m.IdleDeadline = fromMillis(r.IdleDeadline.Int64)
+	}
+	if r.AssociatedAt.Valid {
+		m.AssociatedAt = fromMillis(r.AssociatedAt.Int64)
+	}
+	if r.KeyID.Valid {
+		pub, _ := hex.DecodeString(r.PublicKey.String)
+		m.Key = core.MountKey{ID: r.KeyID.String, PublicKey: pub, SealedPrivateKey: r.SealedPrivateKey.String}
+	}
+	return m
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// ClaimMount implements core.MountStore: an insert for an unknown uid, else
+// one conditional update that only an INACTIVE mount or the owner's passes.
+func (s *Store) ClaimMount(ctx context.Context, c core.Claim) (core.Mount, error) {
+	f := c.Fields
+	for attempt := 0; attempt < 3; attempt++ {
+		row := &mountRow{
+			UID: c.UID, Name: deref(f.Name), SerialNumber: deref(f.SerialNumber), MACAddress: deref(f.MACAddress),
+			FirmwareRevision: deref(f.FirmwareRevision), SoftwareRevision: deref(f.SoftwareRevision), ModelNumber: deref(f.ModelNumber),
+			State:            string(core.StateIdle),
+			OwnerID:          sql.NullString{String: c.AccountID, Valid: true},
+			IdleDeadline:     sql.NullInt64{Int64: millis(c.Deadline), Valid: true},
+			KeyID:            sql.NullString{String: c.Key.ID, Valid: true},
+			PublicKey:        sql.NullString{String: hex.EncodeToString(c.Key.PublicKey), Valid: true},
+			SealedPrivateKey: sql.NullString{String: c.Key.SealedPrivateKey, Valid: true},
+			CreatedAt:        millis(c.Now), UpdatedAt: millis(c.Now),
+		}
+		res, err := s.db.NewInsert().Model(row).On("CONFLICT (uid) DO NOTHING").Exec(ctx)
+		if err != nil {
+			return core.Mount{}, err
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			return row.toMount(), nil
+		}
+		var out mountRow
+		err = s.db.NewRaw(`UPDATE mounts SET
+				name = COALESCE(?, name),
+				serial_number = COALESCE(?, serial_number),
+				mac_address = COALESCE(?, mac_address),
+				firmware_revision = COALESCE(?, firmware_revision),
+				software_revision = COALESCE(?, software_revision),
+				model_number = COALESCE(?, model_number),
+				idle_deadline = CASE WHEN association_state = 'ASSOCIATED' THEN NULL ELSE ? END,
+				associated_at = CASE WHEN association_state = 'ASSOCIATED' THEN associated_at ELSE NULL END,
+				association_state = CASE WHEN association_state = 'ASSOCIATED' THEN 'ASSOCIATED' ELSE 'IDLE' END,
+				owner_account_id = ?,
+				expired_owner_id = NULL,
+				key_id = ?, public_key = ?, sealed_private_key = ?,
+				updated_at = ?
+			WHERE uid = ? AND (association_state = 'INACTIVE' OR owner_account_id = ?)
+			RETURNING *`,
+			f.Name, f.SerialNumber, f.MACAddress, f.FirmwareRevision, f.SoftwareRevision, f.ModelNumber,
+			millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
+			millis(c.Now), c.UID, c.AccountID).Scan(ctx, &out)
+		if err == nil {
+			return out.toMount(), nil
+		}
+		if err != sql.ErrNoRows {
+			return core.Mount{}, err
+		}
+		exists, err := s.db.NewSelect().Model((*mountRow)(nil)).Where("uid = ?", c.UID).Exists(ctx)
+		if err != nil {
+			return core.Mount{}, err
+		}
+		if exists {
+			return core.Mount{}, core.Errorf(core.CodeMountAlreadyOwned, "mount %q belongs to another account", c.UID)
+		}
+		// Deleted between the insert and the update: try again.
+	}
+	return core.Mount{}, core.Errorf(core.CodeConflict, "mount %q changed concurrently; retry", c.UID)
+}
+
+// ConfirmAssociation implements core.MountStore.
+func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, now time.Time) (core.Mount, bool, error) {
+	var out mountRow
+	err := s.db.NewRaw(`UPDATE mounts SET association_state = 'ASSOCIATED', associated_at = ?, idle_deadline = NULL, updated_at = ?
+		WHERE uid = ? AND association_state = 'IDLE' AND owner_account_id = ? AND idle_deadline > ?
+		RETURNING *`, millis(now), millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
+	if err == nil {
+		return out.toMount(), true, nil
+	}
+	if err != sql.ErrNoRows {
+		return core.Mount{}, false, err
+	}
+	m, err := s.Mount(ctx, uid)
+	return m, false, err
+}
+
+// ExpireAssociation implements core.MountStore.
+func (s *Store) ExpireAssociation(ctx context.Context, uid string, now time.Time) (core.Mount, bool, error) {
+	var out mountRow
+	err := s.db.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = owner_account_id,
+			owner_account_id = NULL, idle_deadline = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL, updated_at = ?
+		WHERE uid = ? AND association_state = 'IDLE' AND idle_deadline <= ?
+		RETURNING *`, millis(now), uid, millis(now)).Scan(ctx, &out)
+	if err == sql.ErrNoRows {
+		return core.Mount{}, false, nil
+	}
+	if err != nil {
+		return core.Mount{}, false, err
+	}
+	return out.toMount(), true, nil
+}
+
+// AbandonMount implements core.MountStore.
+func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now time.Time) (core.Mount, error) {
+	var out mountRow
+	err := s.db.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = NULL,
+			owner_account_id = NULL, idle_deadline = NULL, associated_at = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL, updated_at = ?
+		WHERE uid = ? AND owner_account_id = ? AND association_state IN ('IDLE', 'ASSOCIATED')
+		RETURNING *`, millis(now), uid, accountID).Scan(ctx, &out)
+	if err != nil {
+		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
+	}
+	return out.toMount(), nil
+}
+
+// DeleteMount implements core.MountStore; the schema cascades to states,
+// tag links and commands.
+func (s *Store) DeleteMount(ctx context.Context, uid, accountID string) (core.Mount, error) {
+	var out mountRow
+	err := s.db.NewRaw(`DELETE FROM mounts WHERE uid = ? AND owner_account_id = ? RETURNING *`, uid, accountID).Scan(ctx, &out)
+	if err != nil {
+		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
+	}
+	return out.toMount(), nil
+}
+
+// RekeyMount implements core.MountStore.
+func (s *Store) RekeyMount(ctx context.Context, uid, accountID string, key core.MountKey, now time.Time) (core.Mount, error) {
+	var out mountRow
+	err := s.db.NewRaw(`UPDATE mounts SET key_id = ?, public_key = ?, sealed_private_key = ?, updated_at = ?
+		WHERE uid = ? AND owner_account_id = ? AND association_state IN ('IDLE', 'ASSOCIATED')
+		RETURNING *`, key.ID, hex.EncodeToString(key.PublicKey), key.SealedPrivateKey, millis(now), uid, accountID).Scan(ctx, &out)
+	if err != nil {
+		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
+	}
+	return out.toMount(), nil
+}
+
+// UpdateMount implements core.MountStore.
+func (s *Store) UpdateMount(ctx context.Context, uid, accountID string, u core.MountUpdate, now time.Time) (core.Mount, error) {
+	var out mountRow
+	err := s.db.NewRaw(`UPDATE mounts SET name = COALESCE(?, name), software_revision = COALESCE(?, software_revision),
+			updated_at = CASE WHEN ? THEN ? ELSE updated_at END
+		WHERE uid = ? AND owner_account_id = ? AND association_state IN ('IDLE', 'ASSOCIATED')
+		RETURNING *`, u.Name, u.SoftwareRevision, u.Name != nil || u.SoftwareRevision != nil, millis(now), uid, accountID).Scan(ctx, &out)
+	if err != nil {
+		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
+	}
+	return out.toMount(), nil
+}
+
+// Mount implements core.MountStore.
+func (s *Store) Mount(ctx context.Context, uid string) (core.Mount, error) {
+	var row mountRow
+	if err := s.db.NewSelect().Model(&row).Where("uid = ?", uid).Scan(ctx); err != nil {
+		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
+	}
+	return row.toMount(), nil
+}
+
+// ListMounts implements core.MountStore. The page's latest states come in a
+// second query, so a page costs two queries whatever its size.
+func (s *Store) ListMounts(ctx context.Context, accountID string, f core.MountFilter, p core.Page) ([]core.Mount, int, error) {
+	var rows []mountRow
+	q := s.db.NewSelect().Model(&rows).
+		Where("owner_account_id = ?", accountID).
+		Where("association_state <> 'INACTIVE'")
+	if f.MACAddress != nil {
+		q = q.Where("mac_address = ?", strings.ToUpper(*f.MACAddress))
+	}
+	if f.MountUID != nil {
+		q = q.Where("uid = ?", *f.MountUID)
+	}
+	if f.SerialNumber != nil {
+		q = q.Where("serial_number = ?", *f.SerialNumber)
+	}
+	if f.UIDs != nil {
+		q = q.Where("uid IN (?)", bun.In(f.UIDs))
+	}
+	total, err := q.Order("uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	mounts := make([]core.Mount, len(rows))
+	uids := make([]string, len(rows))
+	for i := range rows {
+		mounts[i] = rows[i].toMount()
+		uids[i] = rows[i].UID
+	}
+	if len(uids) > 0 {
+		latest, err := s.latestFor(ctx, uids)
+		if err != nil {
+			return nil, 0, err
+		}
+		for i := range mounts {
+			mounts[i].Latest = core.ComputeLatest(latest[mounts[i].UID])
+		}
+	}
+	return mounts, total, nil
+}
+
+// IdleDeadlines implements core.MountStore.
+func (s *Store) IdleDeadlines(ctx context.Context) ([]core.Deadline, error) {
+	var rows []mountRow
+	if err := s.db.NewSelect().Model(&rows).Column("uid", "idle_deadline").
+		Where("association_state = 'IDLE'").Where("idle_deadline IS NOT NULL").Scan(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]core.Deadline, len(rows))
+	for i, r := range rows {
+		out[i] = core.Deadline{UID: r.UID, At: fromMillis(r.IdleDeadline.Int64)}
+	}
+	return out, nil
+}

@@ -1,0 +1,136 @@
+package bunstore
+
+import (
+	"context"
+	"strings"
+
+	"github.com/uptrace/bun"
+
+	"github.com/mountd/mountd/core"
+)
+
+type stateRow struct {
+	bun.BaseModel `bun:"table:mount_states"`
+	MountUID      string `bun:"mount_uid,pk"`
+	Code          string `bun:"code,pk"`
+	OccurredAt    int64  `bun:"occurred_at,pk"`
+	Value         string `bun:"value,pk"`
+	ReceivedAt    int64  `bun:"received_at"`
+}
+
+type latestRow struct {
+	bun.BaseModel `bun:"table:mount_latest_states"`
+	MountUID      string `bun:"mount_uid,pk"`
+	Code          string `bun:"code,pk"`
+	OccurredAt    int64  `bun:"occurred_at"`
+	Value         string `bun:"value"`
+}
+
+func (r stateRow) toEntry() core.StateEntry {
+	return core.StateEntry{Code: core.StateCode(r.Code), Value: r.Value, OccurredAt: fromMillis(r.OccurredAt), ReceivedAt: fromMillis(r.ReceivedAt)}
+}
+
+// InsertStates implements core.StateStore: one multi-row insert that skips
+// duplicates and returns what it stored, then one upsert that moves the
+// latest value per code forward only, both in one transaction.
+func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries []core.StateEntry) ([]core.StateEntry, error) {
+	var accepted []core.StateEntry
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		accepted = accepted[:0]
+		owned, err := tx.NewSelect().Model((*mountRow)(nil)).
+			Where("uid = ? AND owner_account_id = ? AND association_state IN ('IDLE', 'ASSOCIATED')", uid, accountID).
+			Exists(ctx)
+		if err != nil {
+			return err
+		}
+		if !owned {
+			return core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
+		}
+		var sb strings.Builder
+		args := make([]any, 0, len(entries)*5)
+		sb.WriteString("INSERT INTO mount_states (mount_uid, code, occurred_at, value, received_at) VALUES ")
+		for i, e := range entries {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString("(?, ?, ?, ?, ?)")
+			args = append(args, uid, string(e.Code), millis(e.OccurredAt), e.Value, millis(e.ReceivedAt))
+		}
+		sb.WriteString(" ON CONFLICT DO NOTHING RETURNING mount_uid, code, occurred_at, value, received_at")
+		var rows []stateRow
+		if err := tx.NewRaw(sb.String(), args...).Scan(ctx, &rows); err != nil {
+			return translate(err, core.CodeMountNotFound, "mount")
+		}
+		for _, r := range rows {
+			accepted = append(accepted, r.toEntry())
+		}
+		latest := core.LatestPerCode(accepted)
+		if len(latest) == 0 {
+			return nil
+		}
+		sb.Reset()
+		args = args[:0]
+		sb.WriteString("INSERT INTO mount_latest_states (mount_uid, code, occurred_at, value) VALUES ")
+		for i, e := range latest {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString("(?, ?, ?, ?)")
+			args = append(args, uid, string(e.Code), millis(e.OccurredAt), e.Value)
+		}
+		sb.WriteString(` ON CONFLICT (mount_uid, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value
+			WHERE excluded.occurred_at > mount_latest_states.occurred_at
+			   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value > mount_latest_states.value)`)
+		_, err = tx.NewRaw(sb.String(), args...).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return accepted, nil
+}
+
+// LatestStates implements core.StateStore.
+func (s *Store) LatestStates(ctx context.Context, uid string) ([]core.StateEntry, error) {
+	latest, err := s.latestFor(ctx, []string{uid})
+	if err != nil {
+		return nil, err
+	}
+	return latest[uid], nil
+}
+
+func (s *Store) latestFor(ctx context.Context, uids []string) (map[string][]core.StateEntry, error) {
+	var rows []latestRow
+	if err := s.db.NewSelect().Model(&rows).Where("mount_uid IN (?)", bun.In(uids)).Scan(ctx); err != nil {
+		return nil, err
+	}
+	out := make(map[string][]core.StateEntry, len(uids))
+	for _, r := range rows {
+		out[r.MountUID] = append(out[r.MountUID], core.StateEntry{Code: core.StateCode(r.Code), Value: r.Value, OccurredAt: fromMillis(r.OccurredAt)})
+	}
+	return out, nil
+}
+
+// ListStates implements core.StateStore.
+func (s *Store) ListStates(ctx context.Context, uid string, f core.StateFilter, p core.Page) ([]core.StateEntry, int, error) {
+	var rows []stateRow
+	q := s.db.NewSelect().Model(&rows).Where("mount_uid = ?", uid)
+	if f.Code != nil {
+		q = q.Where("code = ?", string(*f.Code))
+	}
+	if f.From != nil {
+		q = q.Where("occurred_at >= ?", millis(*f.From))
+	}
+	if f.To != nil {
+		q = q.Where("occurred_at < ?", millis(*f.To))
+	}
+	total, err := q.OrderExpr("occurred_at DESC, code, value").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]core.StateEntry, len(rows))
+	for i, r := range rows {
+		out[i] = r.toEntry()
+	}
+	return out, total, nil
+}

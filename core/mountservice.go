@@ -1,0 +1,425 @@
+package core
+
+import (
+	"context"
+	"encoding/hex"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// MountService holds the association lifecycle (CONTRACT §4), state ingest
+// (§5) and command issuing (§6). Every transport calls it; it asks the
+// principal for permission before anything else.
+type MountService struct {
+	mounts    MountStore
+	states    StateStore
+	commands  CommandStore
+	signer    Signer
+	cache     StateCache
+	scheduler ExpiryScheduler
+	events    EventBus
+	window    AssociationWindow
+	logger    *slog.Logger
+	now       func() time.Time
+}
+
+// AssociationWindow is how long an IDLE mount waits for confirmation.
+type AssociationWindow time.Duration
+
+// MountDeps are the ports MountService uses.
+type MountDeps struct {
+	Mounts    MountStore
+	States    StateStore
+	Commands  CommandStore
+	Signer    Signer
+	Cache     StateCache
+	Scheduler ExpiryScheduler
+	Events    EventBus
+	Window    AssociationWindow
+	Logger    *slog.Logger
+}
+
+// NewMountService returns a MountService over its ports.
+func NewMountService(d MountDeps) *MountService {
+	return &MountService{mounts: d.Mounts, states: d.States, commands: d.Commands, signer: d.Signer,
+		cache: d.Cache, scheduler: d.Scheduler, events: d.Events, window: d.Window, logger: d.Logger, now: time.Now}
+}
+
+// SetClock replaces the service's clock (tests of the window).
+func (s *MountService) SetClock(now func() time.Time) { s.now = now }
+
+func (s *MountService) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
+
+// publish sends an event after its change committed; a failure to publish
+// never undoes the change, it is logged.
+func (s *MountService) publish(ctx context.Context, e Event) {
+	if err := s.events.Publish(context.WithoutCancel(ctx), e); err != nil {
+		s.logger.WarnContext(ctx, "publish event failed", "type", e.Type, "uid", e.UID, "err", err)
+	}
+}
+
+// RequestAssociation handles POST /mounts: it claims or refreshes the mount
+// with a fresh key pair and returns the ASSOCIATE_OWNER command.
+func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid string, f MountFields) ([]Command, error) {
+	if err := p.Authorize(ActionRequestAssociation); err != nil {
+		return nil, err
+	}
+	if err := ValidateMountFields(uid, &f); err != nil {
+		return nil, err
+	}
+	key, err := s.signer.NewKey(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock()
+	m, err := s.mounts.ClaimMount(ctx, Claim{UID: uid, AccountID: p.AccountID, Fields: f, Key: key,
+		Now: now, Deadline: now.Add(time.Duration(s.window))})
+	if err != nil {
+		return nil, err
+	}
+	if m.State == StateIdle {
+		if err := s.scheduler.Schedule(ctx, uid, m.IdleDeadline); err != nil {
+			// The deadline still holds at confirm time; the worker only
+			// makes expiry visible sooner.
+			s.logger.WarnContext(ctx, "schedule expiry failed", "uid", uid, "err", err)
+		}
+	}
+	cmd, err := s.issue(ctx, p, m, CmdAssociateOwner, map[string]string{
+		"accountId": p.AccountID,
+		"publicKey": hex.EncodeToString(m.Key.PublicKey),
+	}, now)
+	if err != nil {
+		return nil, err
+	}
+	s.publish(ctx, Event{Type: EventAssociationRequested, UID: uid, AccountID: p.AccountID, Mount: m, OccurredAt: now})
+	return []Command{cmd}, nil
+}
+
+// ConfirmAssociation handles POST /mounts/{uid}/confirm-association.
+func (s *MountService) ConfirmAssociation(ctx context.Context, p Principal, uid string) (Mount, error) {
+	if err := p.AuthorizeMount(ActionConfirmAssociation, uid); err != nil {
+		return Mount{}, err
+	}
+	now := s.clock()
+	m, ok, err := s.mounts.ConfirmAssociation(ctx, uid, p.AccountID, now)
+	if err != nil {
+		return Mount{}, err
+	}
+	if ok {
+		_ = s.scheduler.Cancel(ctx, uid)
+		s.withLatest(ctx, &m)
+		s.publish(ctx, Event{Type: EventAssociationConfirmed, UID: uid, AccountID: p.AccountID, Mount: m, OccurredAt: now})
+		return m, nil
+	}
+	// The row did not qualify: decide why from what is stored.
+	switch {
+	case m.State == StateAssociated && m.OwnerID == p.AccountID:
+		s.withLatest(ctx, &m)
+		return m, nil // confirming twice is harmless
+	case m.State == StateIdle && m.OwnerID == p.AccountID:
+		// The window passed and the worker has not caught up: expire now.
+		s.expire(ctx, uid)
+		return Mount{}, Errorf(CodeAssociationExpired, "the association window of mount %q has passed; request the association again", uid)
+	case m.State == StateInactive && m.ExpiredOwnerID == p.AccountID:
+		return Mount{}, Errorf(CodeAssociationExpired, "the association window of mount %q has passed; request the association again", uid)
+	case m.State == StateInactive && p.Role == RoleOwner:
+		return Mount{}, Errorf(CodeAssociationNotPend, "mount %q has no pending association", uid)
+	}
+	return Mount{}, Errorf(CodeMountNotFound, "mount %q not found", uid)
+}
+
+// Expire makes a lapsed IDLE mount INACTIVE and announces it; the expiry
+// worker calls it, and it is safe on every replica at once.
+func (s *MountService) Expire(ctx context.Context, uid string) { s.expire(ctx, uid) }
+
+func (s *MountService) expire(ctx context.Context, uid string) {
+	now := s.clock()
+	m, ok, err := s.mounts.ExpireAssociation(ctx, uid, now)
+	if err != nil {
+		if ErrorCode(err) != CodeMountNotFound {
+			s.logger.ErrorContext(ctx, "expire association failed", "uid", uid, "err", err)
+		}
+		return
+	}
+	if !ok {
+		return
+	}
+	s.logger.InfoContext(ctx, "association expired", "uid", uid, "account", m.ExpiredOwnerID)
+	s.withLatest(ctx, &m)
+	s.publish(ctx, Event{Type: EventAssociationExpired, UID: uid, AccountID: m.ExpiredOwnerID, Mount: m, OccurredAt: now})
+}
+
+// RecoverDeadlines schedules every pending deadline found in the database,
+// so that expiry survives restarts, and expires what is already due.
+func (s *MountService) RecoverDeadlines(ctx context.Context) error {
+	deadlines, err := s.mounts.IdleDeadlines(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range deadlines {
+		if err := s.scheduler.Schedule(ctx, d.UID, d.At); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RunExpiry runs the expiry worker until ctx ends.
+func (s *MountService) RunExpiry(ctx context.Context) error {
+	if err := s.RecoverDeadlines(ctx); err != nil {
+		s.logger.ErrorContext(ctx, "recover association deadlines failed", "err", err)
+	}
+	return s.scheduler.Run(ctx, func(ctx context.Context, uid string) { s.expire(ctx, uid) })
+}
+
+// owned loads a mount the principal may act on: it must be reachable by the
+// token and owned by its account; anything else is MOUNT_NOT_FOUND.
+func (s *MountService) owned(ctx context.Context, p Principal, a Action, uid string) (Mount, error) {
+	if err := p.AuthorizeMount(a, uid); err != nil {
+		return Mount{}, err
+	}
+	m, err := s.mounts.Mount(ctx, uid)
+	if err != nil {
+		return Mount{}, err
+	}
+	if m.OwnerID != p.AccountID || m.State == StateInactive {
+		return Mount{}, Errorf(CodeMountNotFound, "mount %q not found", uid)
+	}
+	return m, nil
+}
+
+// Mount handles GET /mounts/{uid}.
+func (s *MountService) Mount(ctx context.Context, p Principal, uid string) (Mount, error) {
+	m, err := s.owned(ctx, p, ActionReadMount, uid)
+	if err != nil {
+		return Mount{}, err
+	}
+	s.withLatest(ctx, &m)
+	return m, nil
+}
+
+// withLatest fills the computed fields, from the cache when it can.
+func (s *MountService) withLatest(ctx context.Context, m *Mount) {
+	entries, ok, err := s.cache.Latest(ctx, m.UID)
+	if err != nil || !ok {
+		if err != nil {
+			s.logger.WarnContext(ctx, "state cache read failed", "uid", m.UID, "err", err)
+		}
+		entries, err = s.states.LatestStates(ctx, m.UID)
+		if err != nil {
+			s.logger.ErrorContext(ctx, "read latest states failed", "uid", m.UID, "err", err)
+			return
+		}
+		if err := s.cache.Fill(ctx, m.UID, entries); err != nil {
+			s.logger.WarnContext(ctx, "state cache fill failed", "uid", m.UID, "err", err)
+		}
+	}
+	m.Latest = ComputeLatest(entries)
+}
+
+// ListMounts handles GET /mounts.
+func (s *MountService) ListMounts(ctx context.Context, p Principal, f MountFilter, page Page) ([]Mount, Pagination, error) {
+	if err := p.Authorize(ActionListMounts); err != nil {
+		return nil, Pagination{}, err
+	}
+	if p.Role == RoleRestricted && len(p.MountUIDs) > 0 {
+		f.UIDs = p.MountUIDs
+	}
+	mounts, total, err := s.mounts.ListMounts(ctx, p.AccountID, f, page)
+	if err != nil {
+		return nil, Pagination{}, err
+	}
+	for i := range mounts {
+		if mounts[i].Latest.At == nil {
+			s.withLatest(ctx, &mounts[i])
+		}
+	}
+	return mounts, NewPagination(page, total), nil
+}
+
+// UpdateMount handles PATCH /mounts/{uid}.
+func (s *MountService) UpdateMount(ctx context.Context, p Principal, uid string, u MountUpdate) (Mount, error) {
+	if err := p.AuthorizeMount(ActionUpdateMount, uid); err != nil {
+		return Mount{}, err
+	}
+	if err := ValidateMountUpdate(u); err != nil {
+		return Mount{}, err
+	}
+	m, err := s.mounts.UpdateMount(ctx, uid, p.AccountID, u, s.clock())
+	if err != nil {
+		return Mount{}, err
+	}
+	s.withLatest(ctx, &m)
+	return m, nil
+}
+
+// DeleteMount handles DELETE /mounts/{uid}.
+func (s *MountService) DeleteMount(ctx context.Context, p Principal, uid string) error {
+	if err := p.AuthorizeMount(ActionDeleteMount, uid); err != nil {
+		return err
+	}
+	m, err := s.mounts.DeleteMount(ctx, uid, p.AccountID)
+	if err != nil {
+		return err
+	}
+	_ = s.scheduler.Cancel(ctx, uid)
+	_ = s.cache.Forget(ctx, uid)
+	s.publish(ctx, Event{Type: EventDeleted, UID: uid, AccountID: p.AccountID, Mount: m, OccurredAt: s.clock()})
+	return nil
+}
+
+// AbandonMount handles DELETE /mounts/{uid}/abandon.
+func (s *MountService) AbandonMount(ctx context.Context, p Principal, uid string) error {
+	if err := p.AuthorizeMount(ActionAbandonMount, uid); err != nil {
+		return err
+	}
+	now := s.clock()
+	m, err := s.mounts.AbandonMount(ctx, uid, p.AccountID, now)
+	if err != nil {
+		return err
+	}
+	_ = s.scheduler.Cancel(ctx, uid)
+	s.withLatest(ctx, &m)
+	s.publish(ctx, Event{Type: EventAbandoned, UID: uid, AccountID: p.AccountID, Mount: m, OccurredAt: now})
+	return nil
+}
+
+// ReportResult is the answer to a state report.
+type ReportResult struct {
+	Accepted   int `json:"accepted"`
+	Duplicates int `json:"duplicates"`
+}
+
+// ReportStates handles POST /mounts/{uid}/states: the batch is validated
+// whole, stored in one transaction, and announced once if anything was new.
+func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string, in []StateInput) (ReportResult, error) {
+	if err := p.AuthorizeMount(ActionReportStates, uid); err != nil {
+		return ReportResult{}, err
+	}
+	if len(in) > MaxStatesPerReport {
+		return ReportResult{}, Errorf(CodePayloadTooLarge, "a report holds at most %d entries", MaxStatesPerReport)
+	}
+	now := s.clock()
+	entries, err := ValidateStates(in, now)
+	if err != nil {
+		return ReportResult{}, err
+	}
+	accepted, err := s.states.InsertStates(ctx, uid, p.AccountID, entries)
+	if err != nil {
+		return ReportResult{}, err
+	}
+	res := ReportResult{Accepted: len(accepted), Duplicates: len(entries) - len(accepted)}
+	if len(accepted) == 0 {
+		return res, nil
+	}
+	if err := s.cache.Offer(ctx, uid, LatestPerCode(accepted)); err != nil {
+		s.logger.WarnContext(ctx, "state cache offer failed", "uid", uid, "err", err)
+		_ = s.cache.Forget(ctx, uid)
+	}
+	m, err := s.mounts.Mount(ctx, uid)
+	if err != nil {
+		s.logger.WarnContext(ctx, "reload mount for event failed", "uid", uid, "err", err)
+		return res, nil
+	}
+	s.withLatest(ctx, &m)
+	s.publish(ctx, Event{Type: EventStatesReported, UID: uid, AccountID: p.AccountID, Mount: m, States: accepted, OccurredAt: now})
+	return res, nil
+}
+
+// StateHistory handles GET /mounts/{uid}/states.
+func (s *MountService) StateHistory(ctx context.Context, p Principal, uid string, f StateFilter, page Page) ([]StateEntry, Pagination, error) {
+	if _, err := s.owned(ctx, p, ActionReadStates, uid); err != nil {
+		return nil, Pagination{}, err
+	}
+	entries, total, err := s.states.ListStates(ctx, uid, f, page)
+	if err != nil {
+		return nil, Pagination{}, err
+	}
+	return entries, NewPagination(page, total), nil
+}
+
+// QueryCommand handles GET /mounts/{uid}/query: one fresh signed command.
+func (s *MountService) QueryCommand(ctx context.Context, p Principal, uid, code string, params CommandParams, tagUIDs func(ctx context.Context, uid string) ([]string, error)) ([]Command, error) {
+	m, err := s.owned(ctx, p, ActionQueryCommand, uid)
+	if err != nil {
+		return nil, err
+	}
+	cc, norm, err := ValidateCommandQuery(code, params)
+	if err != nil {
+		return nil, err
+	}
+	if m.State != StateAssociated {
+		return nil, Errorf(CodeMountNotAssociated, "mount %q is not associated", uid)
+	}
+	if cc == CmdSyncNfcTags {
+		tags := []string{}
+		if tagUIDs != nil {
+			if tags, err = tagUIDs(ctx, uid); err != nil {
+				return nil, err
+			}
+		}
+		norm["tagUids"] = strings.Join(tags, "+")
+	}
+	cmd, err := s.issue(ctx, p, m, cc, norm, s.clock())
+	if err != nil {
+		return nil, err
+	}
+	return []Command{cmd}, nil
+}
+
+// CommandAudit handles GET /mounts/{uid}/commands (owners only).
+func (s *MountService) CommandAudit(ctx context.Context, p Principal, uid string, page Page) ([]Command, Pagination, error) {
+	if _, err := s.owned(ctx, p, ActionReadCommandAudit, uid); err != nil {
+		return nil, Pagination{}, err
+	}
+	cmds, total, err := s.commands.ListCommands(ctx, uid, page)
+	if err != nil {
+		return nil, Pagination{}, err
+	}
+	return cmds, NewPagination(page, total), nil
+}
+
+// RotateKey gives an owned mount a new key pair; the next ASSOCIATE_OWNER
+// carries it (mountd keys rotate).
+func (s *MountService) RotateKey(ctx context.Context, accountID, uid string) (Mount, error) {
+	key, err := s.signer.NewKey(ctx, uid)
+	if err != nil {
+		return Mount{}, err
+	}
+	return s.mounts.RekeyMount(ctx, uid, accountID, key, s.clock())
+}
+
+// issue builds, signs and records one command.
+func (s *MountService) issue(ctx context.Context, p Principal, m Mount, code CommandCode, params map[string]string, now time.Time) (Command, error) {
+	nonce := NewNonce()
+	payload := BuildPayload(now, code, m.UID, params, nonce)
+	data := map[string]any{}
+	for k, v := range params {
+		data[k] = v
+	}
+	if code == CmdSyncNfcTags {
+		// data carries the list as a list; the payload joins it with '+'.
+		data["tagUids"] = []string{}
+		if params["tagUids"] != "" {
+			data["tagUids"] = strings.Split(params["tagUids"], "+")
+		}
+	}
+	data["expiresAt"] = FormatTime(now.Add(CommandLifetime))
+	cmd := Command{ID: "cmd_" + randomHex(12), MountUID: m.UID, AccountID: p.AccountID, Code: code, Params: params,
+		Data: data, GeneratedAt: now, Payload: payload, IssuedBy: p.ClientID}
+	if code != CmdAssociateOwner {
+		sig, err := s.signer.Sign(ctx, m.UID, m.Key, []byte(payload))
+		if err != nil {
+			return Command{}, err
+		}
+		cmd.SignedToken = hex.EncodeToString(sig)
+	}
+	if err := s.commands.InsertCommand(ctx, cmd); err != nil {
+		return Command{}, err
+	}
+	if code != CmdAssociateOwner {
+		s.publish(ctx, Event{Type: EventCommandIssued, UID: m.UID, AccountID: p.AccountID, Mount: m, OccurredAt: now})
+	}
+	return cmd, nil
+}
