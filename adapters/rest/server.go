@@ -62,7 +62,6 @@ func NewServer(d Deps) *Server {
 	api := http.NewServeMux()
 	api.Handle("GET /api/v1/accounts/me", s.authed(s.me))
 	mux.Handle("/api/v1/", s.withBodyLimit(routeProblems(api, d.Logger)))
-	mux.Handle("/", http.HandlerFunc(s.notFound))
 
 	s.handler = s.observe(routeProblems(mux, s.Logger))
 	return s
@@ -70,10 +69,6 @@ func NewServer(d Deps) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
-
-func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	writeError(w, r, s.Logger, core.Errorf(core.CodeNotFound, "no such resource: %s", r.URL.Path))
-}
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
