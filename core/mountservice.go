@@ -382,12 +382,19 @@ func (s *MountService) CommandAudit(ctx context.Context, p Principal, uid string
 
 // RotateKey gives an owned mount a new key pair; the next ASSOCIATE_OWNER
 // carries it (mountd keys rotate).
-func (s *MountService) RotateKey(ctx context.Context, accountID, uid string) (Mount, error) {
+func (s *MountService) RotateKey(ctx context.Context, uid string) (Mount, error) {
+	m, err := s.mounts.Mount(ctx, uid)
+	if err != nil {
+		return Mount{}, err
+	}
+	if m.State == StateInactive {
+		return Mount{}, Errorf(CodeMountNotAssociated, "mount %q has no association to re-key", uid)
+	}
 	key, err := s.signer.NewKey(ctx, uid)
 	if err != nil {
 		return Mount{}, err
 	}
-	return s.mounts.RekeyMount(ctx, uid, accountID, key, s.clock())
+	return s.mounts.RekeyMount(ctx, uid, m.OwnerID, key, s.clock())
 }
 
 // issue builds, signs and records one command.

@@ -32,6 +32,9 @@ type Deps struct {
 	Logger   *slog.Logger
 	Verifier core.TokenVerifier
 	Accounts *core.AccountService
+	Mounts   *core.MountService
+	// TagUIDs lists a mount's authorised NFC tags for SYNC_NFC_TAGS.
+	TagUIDs func(ctx context.Context, uid string) ([]string, error)
 	Checks   []Checker
 	Metrics  *Metrics
 	// IdentityProvider is nil when an external issuer is configured.
@@ -61,6 +64,17 @@ func NewServer(d Deps) *Server {
 
 	api := http.NewServeMux()
 	api.Handle("GET /api/v1/accounts/me", s.authed(s.me))
+	api.Handle("GET /api/v1/mounts", s.authed(s.listMounts))
+	api.Handle("POST /api/v1/mounts", s.authed(s.requestAssociation))
+	api.Handle("POST /api/v1/mounts/{uid}/confirm-association", s.authed(s.confirmAssociation))
+	api.Handle("GET /api/v1/mounts/{uid}", s.authed(s.getMount))
+	api.Handle("PATCH /api/v1/mounts/{uid}", s.authed(s.updateMount))
+	api.Handle("DELETE /api/v1/mounts/{uid}", s.authed(s.deleteMount))
+	api.Handle("POST /api/v1/mounts/{uid}/states", s.authed(s.reportStates))
+	api.Handle("GET /api/v1/mounts/{uid}/states", s.authed(s.stateHistory))
+	api.Handle("GET /api/v1/mounts/{uid}/query", s.authed(s.queryCommand))
+	api.Handle("GET /api/v1/mounts/{uid}/commands", s.authed(s.commandAudit))
+	api.Handle("DELETE /api/v1/mounts/{uid}/abandon", s.authed(s.abandonMount))
 	mux.Handle("/api/v1/", s.withBodyLimit(routeProblems(api, d.Logger)))
 
 	s.handler = s.observe(routeProblems(mux, s.Logger))

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,6 +66,38 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 					fmt.Fprintln(stdout, "migrations are up to date")
 					return nil
 				},
+			},
+			{
+				Name:  "keys",
+				Usage: "administer signing keys",
+				Commands: []*cli.Command{{
+					Name:  "rotate",
+					Usage: "give a mount's association a new key pair; the next ASSOCIATE_OWNER carries it",
+					Flags: []cli.Flag{
+						&cli.StringFlag{Name: "mount", Usage: "mount uid", Required: true},
+						&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+					},
+					Action: func(ctx context.Context, cmd *cli.Command) error {
+						if err := cfg.resolve(""); err != nil {
+							return err
+						}
+						mounts, cleanup, err := newMountService(ctx, *cfg, logger())
+						if err != nil {
+							return err
+						}
+						defer cleanup()
+						m, err := mounts.RotateKey(ctx, cmd.String("mount"))
+						if err != nil {
+							return err
+						}
+						pub := hex.EncodeToString(m.Key.PublicKey)
+						if cmd.Bool("json") {
+							return json.NewEncoder(stdout).Encode(map[string]string{"mountUid": m.UID, "keyId": m.Key.ID, "publicKey": pub})
+						}
+						fmt.Fprintf(stdout, "mount %s has a new key %s (public key %s)\n", m.UID, m.Key.ID, pub)
+						return nil
+					},
+				}},
 			},
 			{
 				Name:  "accounts",
@@ -151,11 +184,21 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 	if err := cfg.resolve(ln.Addr().String()); err != nil {
 		return err
 	}
-	handler, cleanup, err := newServer(ctx, cfg, logger)
+	a, cleanup, err := newApp(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	workerCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	workersDone := make(chan struct{})
+	go func() {
+		defer close(workersDone)
+		if err := a.Mounts.RunExpiry(workerCtx); err != nil && !errors.Is(err, context.Canceled) {
+			logger.Error("expiry worker stopped", "err", err)
+		}
+	}()
+	defer func() { stopWorkers(); <-workersDone }()
+	handler := a.Handler
 
 	srv := &http.Server{
 		Handler:           handler,

@@ -91,7 +91,10 @@ func start(t testing.TB, cfg Config) *instance {
 
 type testWriter struct{ t testing.TB }
 
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
 
 // runCLI runs a mountd subcommand in-process against the instance's database.
 func (in *instance) runCLI(args ...string) string {

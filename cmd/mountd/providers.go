@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/google/wire"
 	goredis "github.com/redis/go-redis/v9"
@@ -10,6 +11,7 @@ import (
 	"github.com/mountd/mountd/adapters/bunstore"
 	"github.com/mountd/mountd/adapters/idp"
 	"github.com/mountd/mountd/adapters/keyring"
+	"github.com/mountd/mountd/adapters/memory"
 	"github.com/mountd/mountd/adapters/oidcverify"
 	redisadapter "github.com/mountd/mountd/adapters/redis"
 	"github.com/mountd/mountd/adapters/rest"
@@ -20,19 +22,36 @@ import (
 var storeSet = wire.NewSet(
 	provideStore,
 	wire.Bind(new(core.AccountStore), new(*bunstore.Store)),
+	wire.Bind(new(core.MountStore), new(*bunstore.Store)),
+	wire.Bind(new(core.StateStore), new(*bunstore.Store)),
+	wire.Bind(new(core.CommandStore), new(*bunstore.Store)),
 	wire.Bind(new(keyring.SigningKeyStore), new(*bunstore.Store)),
 	core.NewAccountService,
+)
+
+// mountSet provides the mount service with its signer and the cache,
+// scheduler and event bus: Redis when configured, in-process otherwise.
+var mountSet = wire.NewSet(
+	provideSealer,
+	keyring.NewMountSigner,
+	wire.Bind(new(core.Signer), new(*keyring.MountSigner)),
+	provideRedis,
+	provideSharedState,
+	provideWindow,
+	wire.FieldsOf(new(sharedState), "Cache", "Scheduler", "Events"),
+	wire.Struct(new(core.MountDeps), "*"),
+	core.NewMountService,
 )
 
 // serverSet provides everything `mountd serve` runs.
 var serverSet = wire.NewSet(
 	storeSet,
-	provideSealer,
+	mountSet,
 	provideScopeRules,
 	provideIdentityProvider,
 	provideVerifier,
-	provideRedis,
 	provideChecks,
+	provideTagUIDs,
 	provideMountable,
 	rest.NewMetrics,
 	wire.Struct(new(rest.Deps), "*"),
@@ -120,4 +139,48 @@ func provideChecks(store *bunstore.Store, rdb *goredis.Client) []rest.Checker {
 		}})
 	}
 	return checks
+}
+
+func provideWindow(cfg Config) core.AssociationWindow {
+	return core.AssociationWindow(cfg.AssociationWindow)
+}
+
+// sharedState is what replicas must share: on Redis when configured.
+type sharedState struct {
+	Cache     core.StateCache
+	Scheduler core.ExpiryScheduler
+	Events    core.EventBus
+}
+
+const redisPrefix = "mountd:"
+
+func provideSharedState(rdb *goredis.Client, logger *slog.Logger) (sharedState, func(), error) {
+	if rdb == nil {
+		return sharedState{
+			Cache:     memory.NewStateCache(),
+			Scheduler: memory.NewExpiryScheduler(),
+			Events:    memory.NewEventBus(logger),
+		}, func() {}, nil
+	}
+	bus, stopBus, err := redisadapter.NewEventBus(rdb, redisPrefix, logger)
+	if err != nil {
+		return sharedState{}, nil, err
+	}
+	return sharedState{
+		Cache:     redisadapter.NewStateCache(rdb, redisPrefix, time.Hour),
+		Scheduler: redisadapter.NewExpiryScheduler(rdb, redisPrefix, 250*time.Millisecond),
+		Events:    bus,
+	}, stopBus, nil
+}
+
+// provideTagUIDs lists a mount's authorised NFC tags (none until the NFC
+// store exists).
+func provideTagUIDs() func(ctx context.Context, uid string) ([]string, error) {
+	return nil
+}
+
+// app is what `mountd serve` runs: the HTTP handler and the workers.
+type app struct {
+	Handler *rest.Server
+	Mounts  *core.MountService
 }

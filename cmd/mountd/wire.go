@@ -8,16 +8,20 @@ import (
 
 	"github.com/google/wire"
 
-	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/core"
 )
 
-// newServer wires everything `mountd serve` runs.
-func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*rest.Server, func(), error) {
-	panic(wire.Build(serverSet))
+// newApp wires everything `mountd serve` runs.
+func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(), error) {
+	panic(wire.Build(serverSet, wire.Struct(new(app), "*")))
 }
 
 // newAccountService wires what the admin commands on accounts need.
 func newAccountService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.AccountService, func(), error) {
 	panic(wire.Build(storeSet))
+}
+
+// newMountService wires what the admin commands on mount keys need.
+func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.MountService, func(), error) {
+	panic(wire.Build(storeSet, mountSet))
 }

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"github.com/mountd/mountd/adapters/keyring"
 	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/core"
 	"log/slog"
@@ -15,8 +16,8 @@ import (
 
 // Injectors from wire.go:
 
-// newServer wires everything `mountd serve` runs.
-func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*rest.Server, func(), error) {
+// newApp wires everything `mountd serve` runs.
+func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(), error) {
 	store, cleanup, err := provideStore(ctx, cfg, logger)
 	if err != nil {
 		return nil, nil, err
@@ -34,24 +35,55 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*rest.Serv
 		return nil, nil, err
 	}
 	tokenVerifier := provideVerifier(cfg, provider, scopeRules, logger)
+	mountSigner := keyring.NewMountSigner(sealer)
 	client, cleanup2, err := provideRedis(ctx, cfg)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	v := provideChecks(store, client)
+	mainSharedState, cleanup3, err := provideSharedState(client, logger)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	stateCache := mainSharedState.Cache
+	expiryScheduler := mainSharedState.Scheduler
+	eventBus := mainSharedState.Events
+	associationWindow := provideWindow(cfg)
+	mountDeps := core.MountDeps{
+		Mounts:    store,
+		States:    store,
+		Commands:  store,
+		Signer:    mountSigner,
+		Cache:     stateCache,
+		Scheduler: expiryScheduler,
+		Events:    eventBus,
+		Window:    associationWindow,
+		Logger:    logger,
+	}
+	mountService := core.NewMountService(mountDeps)
+	v := provideTagUIDs()
+	v2 := provideChecks(store, client)
 	metrics := rest.NewMetrics()
 	mountable := provideMountable(provider)
 	deps := rest.Deps{
 		Logger:           logger,
 		Verifier:         tokenVerifier,
 		Accounts:         accountService,
-		Checks:           v,
+		Mounts:           mountService,
+		TagUIDs:          v,
+		Checks:           v2,
 		Metrics:          metrics,
 		IdentityProvider: mountable,
 	}
 	server := rest.NewServer(deps)
-	return server, func() {
+	mainApp := &app{
+		Handler: server,
+		Mounts:  mountService,
+	}
+	return mainApp, func() {
+		cleanup3()
 		cleanup2()
 		cleanup()
 	}, nil
@@ -65,6 +97,52 @@ func newAccountService(ctx context.Context, cfg Config, logger *slog.Logger) (*c
 	}
 	accountService := core.NewAccountService(store)
 	return accountService, func() {
+		cleanup()
+	}, nil
+}
+
+// newMountService wires what the admin commands on mount keys need.
+func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.MountService, func(), error) {
+	store, cleanup, err := provideStore(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	sealer, err := provideSealer(cfg, logger)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	mountSigner := keyring.NewMountSigner(sealer)
+	client, cleanup2, err := provideRedis(ctx, cfg)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	mainSharedState, cleanup3, err := provideSharedState(client, logger)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	stateCache := mainSharedState.Cache
+	expiryScheduler := mainSharedState.Scheduler
+	eventBus := mainSharedState.Events
+	associationWindow := provideWindow(cfg)
+	mountDeps := core.MountDeps{
+		Mounts:    store,
+		States:    store,
+		Commands:  store,
+		Signer:    mountSigner,
+		Cache:     stateCache,
+		Scheduler: expiryScheduler,
+		Events:    eventBus,
+		Window:    associationWindow,
+		Logger:    logger,
+	}
+	mountService := core.NewMountService(mountDeps)
+	return mountService, func() {
+		cleanup3()
+		cleanup2()
 		cleanup()
 	}, nil
 }

@@ -1,0 +1,345 @@
+package rest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+// MountJSON is a Mount as the API shows it.
+type MountJSON struct {
+	UID              string   `json:"uid"`
+	Name             string   `json:"name"`
+	SerialNumber     string   `json:"serialNumber"`
+	MACAddress       string   `json:"macAddress"`
+	FirmwareRevision string   `json:"firmwareRevision"`
+	SoftwareRevision string   `json:"softwareRevision"`
+	ModelNumber      string   `json:"modelNumber"`
+	AssociationState string   `json:"associationState"`
+	MountLocked      *bool    `json:"mountLocked"`
+	HelmetMounted    *bool    `json:"helmetMounted"`
+	BatteryLevel     *int     `json:"batteryLevel"`
+	CPUTemperature   *float64 `json:"cpuTemperature"`
+	AssociatedAt     *Time    `json:"associatedAt"`
+}
+
+func mountJSON(m core.Mount) MountJSON {
+	out := MountJSON{UID: m.UID, Name: m.Name, SerialNumber: m.SerialNumber, MACAddress: m.MACAddress,
+		FirmwareRevision: m.FirmwareRevision, SoftwareRevision: m.SoftwareRevision, ModelNumber: m.ModelNumber,
+		AssociationState: string(m.State), MountLocked: m.Latest.MountLocked, HelmetMounted: m.Latest.HelmetMounted,
+		BatteryLevel: m.Latest.BatteryLevel, CPUTemperature: m.Latest.CPUTemperature}
+	if !m.AssociatedAt.IsZero() {
+		t := Time(m.AssociatedAt)
+		out.AssociatedAt = &t
+	}
+	return out
+}
+
+// CommandJSON is a Command as the API shows it.
+type CommandJSON struct {
+	Code        string         `json:"code"`
+	Data        map[string]any `json:"data"`
+	GeneratedAt Time           `json:"generatedAt"`
+	Payload     string         `json:"payload"`
+	SignedToken *string        `json:"signedToken"`
+	IssuedBy    string         `json:"issuedBy,omitempty"`
+}
+
+func commandJSON(c core.Command, withIssuer bool) CommandJSON {
+	out := CommandJSON{Code: string(c.Code), Data: c.Data, GeneratedAt: Time(c.GeneratedAt), Payload: c.Payload}
+	if c.SignedToken != "" {
+		tok := c.SignedToken
+		out.SignedToken = &tok
+	}
+	if withIssuer {
+		out.IssuedBy = c.IssuedBy
+	}
+	return out
+}
+
+func commandsJSON(cmds []core.Command, withIssuer bool) []CommandJSON {
+	out := make([]CommandJSON, len(cmds))
+	for i, c := range cmds {
+		out[i] = commandJSON(c, withIssuer)
+	}
+	return out
+}
+
+func (s *Server) listMounts(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	q := newQuery(r, "currentPage", "pageSize", "macAddress", "mountUid", "serialNumber")
+	page := q.page(20)
+	f := core.MountFilter{MACAddress: q.str("macAddress"), MountUID: q.str("mountUid"), SerialNumber: q.str("serialNumber")}
+	if err := q.err(); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	mounts, pagination, err := s.Mounts.ListMounts(r.Context(), p, f, page)
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	out := make([]MountJSON, len(mounts))
+	for i, m := range mounts {
+		out[i] = mountJSON(m)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"mounts": out, "pagination": pagination})
+}
+
+type associationRequest struct {
+	UID              *string `json:"uid"`
+	SerialNumber     *string `json:"serialNumber"`
+	MACAddress       *string `json:"macAddress"`
+	FirmwareRevision *string `json:"firmwareRevision"`
+	SoftwareRevision *string `json:"softwareRevision"`
+	ModelNumber      *string `json:"modelNumber"`
+	Name             *string `json:"name"`
+}
+
+func (s *Server) requestAssociation(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	if err := p.Authorize(core.ActionRequestAssociation); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	var body associationRequest
+	if err := decodeJSON(r, &body); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	uid := ""
+	if body.UID != nil {
+		uid = *body.UID
+	}
+	cmds, err := s.Mounts.RequestAssociation(r.Context(), p, uid, core.MountFields{
+		Name: body.Name, SerialNumber: body.SerialNumber, MACAddress: body.MACAddress,
+		FirmwareRevision: body.FirmwareRevision, SoftwareRevision: body.SoftwareRevision, ModelNumber: body.ModelNumber})
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, commandsJSON(cmds, false))
+}
+
+func (s *Server) confirmAssociation(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	m, err := s.Mounts.ConfirmAssociation(r.Context(), p, r.PathValue("uid"))
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, mountJSON(m))
+}
+
+func (s *Server) getMount(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	if err := newQuery(r).err(); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	m, err := s.Mounts.Mount(r.Context(), p, r.PathValue("uid"))
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, []MountJSON{mountJSON(m)})
+}
+
+type mountPatch struct {
+	Name             *string `json:"name"`
+	SoftwareRevision *string `json:"softwareRevision"`
+}
+
+func (s *Server) updateMount(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	uid := r.PathValue("uid")
+	if err := p.AuthorizeMount(core.ActionUpdateMount, uid); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	var body mountPatch
+	if err := decodeJSON(r, &body); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	m, err := s.Mounts.UpdateMount(r.Context(), p, uid, core.MountUpdate{Name: body.Name, SoftwareRevision: body.SoftwareRevision})
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, []MountJSON{mountJSON(m)})
+}
+
+func (s *Server) deleteMount(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	if err := s.Mounts.DeleteMount(r.Context(), p, r.PathValue("uid")); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) abandonMount(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	if err := s.Mounts.AbandonMount(r.Context(), p, r.PathValue("uid")); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type stateEntryJSON struct {
+	Code       *string `json:"code"`
+	Value      *string `json:"value"`
+	OccurredAt *string `json:"occurredAt"`
+}
+
+func (s *Server) reportStates(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	uid := r.PathValue("uid")
+	if err := p.AuthorizeMount(core.ActionReportStates, uid); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	var body struct {
+		States []json.RawMessage `json:"states"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	// The count is refused before any entry is looked at (CONTRACT §11).
+	if len(body.States) > core.MaxStatesPerReport {
+		writeError(w, r, s.Logger, core.Errorf(core.CodePayloadTooLarge, "a report holds at most %d entries", core.MaxStatesPerReport))
+		return
+	}
+	var v core.Validation
+	if body.States == nil {
+		v.Add("states", "is required")
+	}
+	in := make([]core.StateInput, 0, len(body.States))
+	for i, raw := range body.States {
+		var e stateEntryJSON
+		if err := decodeJSONBytes(raw, &e); err != nil {
+			for _, fe := range fieldErrors(err) {
+				v.Add(fmt.Sprintf("states[%d]%s", i, prefixDot(fe.Field)), "%s", fe.Message)
+			}
+			continue
+		}
+		si := core.StateInput{}
+		if e.Code != nil {
+			si.Code = *e.Code
+		}
+		if e.Value != nil {
+			si.Value = *e.Value
+		} else {
+			v.Add(fmt.Sprintf("states[%d].value", i), "is required")
+		}
+		if e.OccurredAt != nil {
+			t, err := time.Parse(time.RFC3339Nano, *e.OccurredAt)
+			if err != nil {
+				v.Add(fmt.Sprintf("states[%d].occurredAt", i), "must be an RFC 3339 date-time")
+				continue
+			}
+			si.OccurredAt, si.HasOccurredAt = t, true
+		}
+		in = append(in, si)
+	}
+	if err := v.Err(); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	res, err := s.Mounts.ReportStates(r.Context(), p, uid, in)
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// fieldErrors returns the fields a decoding error names, or one entry
+// without a field.
+func fieldErrors(err error) []core.FieldError {
+	if ce, ok := err.(*core.Error); ok && len(ce.Fields) > 0 {
+		return ce.Fields
+	}
+	return []core.FieldError{{Message: core.ErrorMessage(err)}}
+}
+
+func prefixDot(field string) string {
+	if field == "" {
+		return ""
+	}
+	return "." + field
+}
+
+type stateJSON struct {
+	Code       string `json:"code"`
+	Value      string `json:"value"`
+	OccurredAt Time   `json:"occurredAt"`
+	ReceivedAt Time   `json:"receivedAt"`
+}
+
+func (s *Server) stateHistory(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	q := newQuery(r, "code", "from", "to", "currentPage", "pageSize")
+	page := q.page(20)
+	var f core.StateFilter
+	if c := q.str("code"); c != nil {
+		if err := core.ValidateState(core.StateCode(*c), "1"); err != nil && err.Error() == "unknown code" {
+			q.v.Add("code", "must be one of BATTERY_LEVEL, CPU_TEMPERATURE, MOUNT_LOCKED, HELMET_MOUNTED")
+		}
+		code := core.StateCode(*c)
+		f.Code = &code
+	}
+	f.From, f.To = q.time("from"), q.time("to")
+	if err := q.err(); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	entries, pagination, err := s.Mounts.StateHistory(r.Context(), p, r.PathValue("uid"), f, page)
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	out := make([]stateJSON, len(entries))
+	for i, e := range entries {
+		out[i] = stateJSON{Code: string(e.Code), Value: e.Value, OccurredAt: Time(e.OccurredAt), ReceivedAt: Time(e.ReceivedAt)}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"states": out, "pagination": pagination})
+}
+
+func (s *Server) queryCommand(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	values := r.URL.Query()
+	params := core.CommandParams{}
+	var v core.Validation
+	for name, vals := range values {
+		if name == "code" {
+			continue
+		}
+		if len(vals) != 1 {
+			v.Add(name, "must be given once")
+			continue
+		}
+		params[name] = vals[0]
+	}
+	if err := v.Err(); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	cmds, err := s.Mounts.QueryCommand(r.Context(), p, r.PathValue("uid"), values.Get("code"), params, s.TagUIDs)
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, commandsJSON(cmds, false))
+}
+
+func (s *Server) commandAudit(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	q := newQuery(r, "currentPage", "pageSize")
+	page := q.page(20)
+	if err := q.err(); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	cmds, pagination, err := s.Mounts.CommandAudit(r.Context(), p, r.PathValue("uid"), page)
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"commands": commandsJSON(cmds, true), "pagination": pagination})
+}

@@ -1,0 +1,78 @@
+package rest
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+// query reads and checks query parameters: names outside allowed are
+// refused, so that a typo never silently widens a listing.
+type query struct {
+	values url.Values
+	v      core.Validation
+}
+
+func newQuery(r *http.Request, allowed ...string) *query {
+	q := &query{values: r.URL.Query()}
+	ok := map[string]bool{}
+	for _, a := range allowed {
+		ok[a] = true
+	}
+	for name := range q.values {
+		if !ok[name] {
+			q.v.Add(name, "is not a known parameter")
+		}
+	}
+	return q
+}
+
+// str returns an optional text parameter.
+func (q *query) str(name string) *string {
+	if _, ok := q.values[name]; !ok {
+		return nil
+	}
+	s := q.values.Get(name)
+	return &s
+}
+
+// page reads currentPage and pageSize (CONTRACT §2).
+func (q *query) page(defaultSize int) core.Page {
+	p := core.Page{CurrentPage: 1, PageSize: defaultSize}
+	if s := q.str("currentPage"); s != nil {
+		n, err := strconv.Atoi(*s)
+		if err != nil || n < 1 {
+			q.v.Add("currentPage", "must be an integer of at least 1")
+		} else {
+			p.CurrentPage = n
+		}
+	}
+	if s := q.str("pageSize"); s != nil {
+		n, err := strconv.Atoi(*s)
+		if err != nil || n < 1 || n > core.MaxPageSize {
+			q.v.Add("pageSize", "must be an integer from 1 to %d", core.MaxPageSize)
+		} else {
+			p.PageSize = n
+		}
+	}
+	return p
+}
+
+// time reads an optional RFC 3339 parameter.
+func (q *query) time(name string) *time.Time {
+	s := q.str(name)
+	if s == nil {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	if err != nil {
+		q.v.Add(name, "must be an RFC 3339 date-time")
+		return nil
+	}
+	return &t
+}
+
+func (q *query) err() error { return q.v.Err() }
