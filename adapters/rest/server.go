@@ -35,8 +35,8 @@ type Deps struct {
 	Mounts   *core.MountService
 	// TagUIDs lists a mount's authorised NFC tags for SYNC_NFC_TAGS.
 	TagUIDs func(ctx context.Context, uid string) ([]string, error)
-	Checks   []Checker
-	Metrics  *Metrics
+	Checks  []Checker
+	Metrics *Metrics
 	// IdentityProvider is nil when an external issuer is configured.
 	IdentityProvider Mountable
 }
