@@ -321,7 +321,7 @@ func (s *Server) queryCommand(w http.ResponseWriter, r *http.Request, p core.Pri
 		writeError(w, r, s.Logger, err)
 		return
 	}
-	cmds, err := s.Mounts.QueryCommand(r.Context(), p, r.PathValue("uid"), values.Get("code"), params, s.TagUIDs)
+	cmds, err := s.Mounts.QueryCommand(r.Context(), p, r.PathValue("uid"), values.Get("code"), params, s.Nfc.MountTagUIDs)
 	if err != nil {
 		writeError(w, r, s.Logger, err)
 		return

@@ -33,8 +33,10 @@ type Deps struct {
 	Verifier core.TokenVerifier
 	Accounts *core.AccountService
 	Mounts   *core.MountService
-	// TagUIDs lists a mount's authorised NFC tags for SYNC_NFC_TAGS.
-	TagUIDs func(ctx context.Context, uid string) ([]string, error)
+	Nfc      *core.NfcService
+	Firmware *core.FirmwareService
+	// Blobs serves local firmware files; nil with S3 storage.
+	Blobs   BlobOpener
 	Checks  []Checker
 	Metrics *Metrics
 	// IdentityProvider is nil when an external issuer is configured.
@@ -75,6 +77,13 @@ func NewServer(d Deps) *Server {
 	api.Handle("GET /api/v1/mounts/{uid}/query", s.authed(s.queryCommand))
 	api.Handle("GET /api/v1/mounts/{uid}/commands", s.authed(s.commandAudit))
 	api.Handle("DELETE /api/v1/mounts/{uid}/abandon", s.authed(s.abandonMount))
+	api.Handle("GET /api/v1/nfc-tags", s.authed(s.listTags))
+	api.Handle("POST /api/v1/nfc-tags", s.authed(s.syncTags))
+	api.Handle("PATCH /api/v1/nfc-tags/{uid}", s.authed(s.updateTag))
+	api.Handle("GET /api/v1/firmware/versions", s.authed(s.listFirmware))
+	api.Handle("GET /api/v1/firmware/check-update", s.authed(s.checkUpdate))
+	api.Handle("GET /api/v1/firmware/download", s.authed(s.downloadFirmware))
+	api.Handle("GET /api/v1/firmware/blobs/{key...}", http.HandlerFunc(s.serveBlob))
 	mux.Handle("/api/v1/", s.withBodyLimit(routeProblems(api, d.Logger)))
 
 	s.handler = s.observe(routeProblems(mux, s.Logger))

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/mountd/mountd/core"
 )
 
 func main() {
@@ -65,6 +67,76 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 					cleanup()
 					fmt.Fprintln(stdout, "migrations are up to date")
 					return nil
+				},
+			},
+			{
+				Name:  "firmware",
+				Usage: "administer the firmware catalogue",
+				Commands: []*cli.Command{
+					{
+						Name:  "publish",
+						Usage: "store a firmware binary and add it to the catalogue",
+						Flags: []cli.Flag{
+							&cli.StringFlag{Name: "model", Usage: "model number", Required: true},
+							&cli.StringFlag{Name: "revision", Usage: "software revision, a semantic version (1.4.0)", Required: true},
+							&cli.StringFlag{Name: "file", Usage: "the firmware binary", Required: true},
+							&cli.StringFlag{Name: "available-since", Usage: "RFC 3339 time from which it is offered (default now)"},
+							&cli.BoolFlag{Name: "mandatory", Usage: "devices below it must update"},
+							&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+						},
+						Action: func(ctx context.Context, cmd *cli.Command) error {
+							var since *time.Time
+							if s := cmd.String("available-since"); s != "" {
+								t, err := time.Parse(time.RFC3339Nano, s)
+								if err != nil {
+									return fmt.Errorf("--available-since must be an RFC 3339 time: %w", err)
+								}
+								since = &t
+							}
+							f, err := os.Open(cmd.String("file"))
+							if err != nil {
+								return err
+							}
+							defer f.Close()
+							if err := cfg.resolve(""); err != nil {
+								return err
+							}
+							fw, cleanup, err := newFirmwareService(ctx, *cfg, logger())
+							if err != nil {
+								return err
+							}
+							defer cleanup()
+							v, err := fw.Publish(ctx, cmd.String("model"), cmd.String("revision"), since, cmd.Bool("mandatory"), f)
+							if err != nil {
+								return cliError(err)
+							}
+							return printFirmware(stdout, v, cmd.Bool("json"))
+						},
+					},
+					{
+						Name:  "deprecate",
+						Usage: "mark a firmware version deprecated",
+						Flags: []cli.Flag{
+							&cli.StringFlag{Name: "model", Usage: "model number", Required: true},
+							&cli.StringFlag{Name: "revision", Usage: "software revision", Required: true},
+							&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+						},
+						Action: func(ctx context.Context, cmd *cli.Command) error {
+							if err := cfg.resolve(""); err != nil {
+								return err
+							}
+							fw, cleanup, err := newFirmwareService(ctx, *cfg, logger())
+							if err != nil {
+								return err
+							}
+							defer cleanup()
+							v, err := fw.Deprecate(ctx, cmd.String("model"), cmd.String("revision"))
+							if err != nil {
+								return cliError(err)
+							}
+							return printFirmware(stdout, v, cmd.Bool("json"))
+						},
+					},
 				},
 			},
 			{
@@ -235,4 +307,30 @@ func redactURL(raw string) string {
 		}
 	}
 	return raw
+}
+
+// printFirmware prints a version as the API shows it.
+func printFirmware(w io.Writer, v core.FirmwareVersion, asJSON bool) error {
+	out := map[string]any{"softwareRevision": v.SoftwareRevision, "modelNumber": v.ModelNumber,
+		"availableSince": core.FormatTime(v.AvailableSince), "deprecated": v.Deprecated, "mandatory": v.Mandatory,
+		"sha256": v.SHA256, "size": v.Size}
+	if asJSON {
+		return json.NewEncoder(w).Encode(out)
+	}
+	_, err := fmt.Fprintf(w, "%s %s: %d bytes, sha256 %s, available since %s, deprecated %v, mandatory %v\n",
+		v.ModelNumber, v.SoftwareRevision, v.Size, v.SHA256, core.FormatTime(v.AvailableSince), v.Deprecated, v.Mandatory)
+	return err
+}
+
+// cliError shows a coded error with the fields it names.
+func cliError(err error) error {
+	var ce *core.Error
+	if errors.As(err, &ce) && len(ce.Fields) > 0 {
+		parts := make([]string, len(ce.Fields))
+		for i, f := range ce.Fields {
+			parts[i] = f.Field + " " + f.Message
+		}
+		return fmt.Errorf("%s: %s", ce.Message, strings.Join(parts, "; "))
+	}
+	return err
 }

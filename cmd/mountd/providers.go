@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/google/wire"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/mountd/mountd/adapters/blob/local"
 	"github.com/mountd/mountd/adapters/bunstore"
 	"github.com/mountd/mountd/adapters/idp"
 	"github.com/mountd/mountd/adapters/keyring"
@@ -25,6 +28,8 @@ var storeSet = wire.NewSet(
 	wire.Bind(new(core.MountStore), new(*bunstore.Store)),
 	wire.Bind(new(core.StateStore), new(*bunstore.Store)),
 	wire.Bind(new(core.CommandStore), new(*bunstore.Store)),
+	wire.Bind(new(core.TagStore), new(*bunstore.Store)),
+	wire.Bind(new(core.FirmwareStore), new(*bunstore.Store)),
 	wire.Bind(new(keyring.SigningKeyStore), new(*bunstore.Store)),
 	core.NewAccountService,
 )
@@ -41,17 +46,27 @@ var mountSet = wire.NewSet(
 	wire.FieldsOf(new(sharedState), "Cache", "Scheduler", "Events"),
 	wire.Struct(new(core.MountDeps), "*"),
 	core.NewMountService,
+	core.NewNfcService,
+)
+
+// firmwareSet provides the firmware catalogue and its blob store.
+var firmwareSet = wire.NewSet(
+	provideLocalBlobs,
+	provideBlobStore,
+	provideBlobOpener,
+	provideDownloadTTL,
+	core.NewFirmwareService,
 )
 
 // serverSet provides everything `mountd serve` runs.
 var serverSet = wire.NewSet(
 	storeSet,
 	mountSet,
+	firmwareSet,
 	provideScopeRules,
 	provideIdentityProvider,
 	provideVerifier,
 	provideChecks,
-	provideTagUIDs,
 	provideMountable,
 	rest.NewMetrics,
 	wire.Struct(new(rest.Deps), "*"),
@@ -173,14 +188,34 @@ func provideSharedState(rdb *goredis.Client, logger *slog.Logger) (sharedState, 
 	}, stopBus, nil
 }
 
-// provideTagUIDs lists a mount's authorised NFC tags (none until the NFC
-// store exists).
-func provideTagUIDs() func(ctx context.Context, uid string) ([]string, error) {
-	return nil
-}
-
 // app is what `mountd serve` runs: the HTTP handler and the workers.
 type app struct {
 	Handler *rest.Server
 	Mounts  *core.MountService
+}
+
+func provideDownloadTTL(cfg Config) core.DownloadTTL { return core.DownloadTTL(cfg.DownloadTTL) }
+
+// provideLocalBlobs keeps firmware under the data dir unless an S3 URL is
+// configured; nil then.
+func provideLocalBlobs(cfg Config, sealer *keyring.Sealer) (*local.Store, error) {
+	if cfg.BlobURL != "" {
+		return nil, nil
+	}
+	return local.New(filepath.Join(cfg.DataDir, "blobs"), cfg.PublicURL, sealer.DerivedKey("firmware download links"))
+}
+
+func provideBlobStore(cfg Config, localBlobs *local.Store) (core.BlobStore, error) {
+	if localBlobs != nil {
+		return localBlobs, nil
+	}
+	return nil, fmt.Errorf("blob url %q: S3 storage is not available in this build", cfg.BlobURL)
+}
+
+// provideBlobOpener keeps a nil store a nil interface.
+func provideBlobOpener(localBlobs *local.Store) rest.BlobOpener {
+	if localBlobs == nil {
+		return nil
+	}
+	return localBlobs
 }

@@ -25,3 +25,8 @@ func newAccountService(ctx context.Context, cfg Config, logger *slog.Logger) (*c
 func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.MountService, func(), error) {
 	panic(wire.Build(storeSet, mountSet))
 }
+
+// newFirmwareService wires what the admin commands on firmware need.
+func newFirmwareService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.FirmwareService, func(), error) {
+	panic(wire.Build(storeSet, provideSealer, firmwareSet))
+}

@@ -63,8 +63,25 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Logger:    logger,
 	}
 	mountService := core.NewMountService(mountDeps)
-	v := provideTagUIDs()
-	v2 := provideChecks(store, client)
+	nfcService := core.NewNfcService(store, store, eventBus, logger)
+	localStore, err := provideLocalBlobs(cfg, sealer)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	blobStore, err := provideBlobStore(cfg, localStore)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	downloadTTL := provideDownloadTTL(cfg)
+	firmwareService := core.NewFirmwareService(store, blobStore, downloadTTL, logger)
+	blobOpener := provideBlobOpener(localStore)
+	v := provideChecks(store, client)
 	metrics := rest.NewMetrics()
 	mountable := provideMountable(provider)
 	deps := rest.Deps{
@@ -72,8 +89,10 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Verifier:         tokenVerifier,
 		Accounts:         accountService,
 		Mounts:           mountService,
-		TagUIDs:          v,
-		Checks:           v2,
+		Nfc:              nfcService,
+		Firmware:         firmwareService,
+		Blobs:            blobOpener,
+		Checks:           v,
 		Metrics:          metrics,
 		IdentityProvider: mountable,
 	}
@@ -143,6 +162,34 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 	return mountService, func() {
 		cleanup3()
 		cleanup2()
+		cleanup()
+	}, nil
+}
+
+// newFirmwareService wires what the admin commands on firmware need.
+func newFirmwareService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.FirmwareService, func(), error) {
+	store, cleanup, err := provideStore(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	sealer, err := provideSealer(cfg, logger)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	localStore, err := provideLocalBlobs(cfg, sealer)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	blobStore, err := provideBlobStore(cfg, localStore)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	downloadTTL := provideDownloadTTL(cfg)
+	firmwareService := core.NewFirmwareService(store, blobStore, downloadTTL, logger)
+	return firmwareService, func() {
 		cleanup()
 	}, nil
 }

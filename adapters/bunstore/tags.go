@@ -1,0 +1,165 @@
+package bunstore
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/mountd/mountd/core"
+)
+
+var _ core.TagStore = (*Store)(nil)
+
+type tagRow struct {
+	bun.BaseModel `bun:"table:nfc_tags"`
+	AccountID     string `bun:"account_id,pk"`
+	UID           string `bun:"uid,pk"`
+	Name          string `bun:"name"`
+	Color         string `bun:"color"`
+	IconName      string `bun:"icon_name"`
+	CreatedAt     int64  `bun:"created_at"`
+	UpdatedAt     int64  `bun:"updated_at"`
+}
+
+type tagLinkRow struct {
+	bun.BaseModel `bun:"table:nfc_tag_mounts"`
+	AccountID     string `bun:"account_id"`
+	TagUID        string `bun:"tag_uid,pk"`
+	MountUID      string `bun:"mount_uid,pk"`
+	LinkedAt      int64  `bun:"linked_at"`
+}
+
+func (r tagRow) toTag(mounts []string) core.NfcTag {
+	if mounts == nil {
+		mounts = []string{}
+	}
+	return core.NfcTag{UID: r.UID, AccountID: r.AccountID, Name: r.Name, Color: r.Color, IconName: r.IconName,
+		MountUIDs: mounts, CreatedAt: fromMillis(r.CreatedAt), UpdatedAt: fromMillis(r.UpdatedAt)}
+}
+
+// ListTags implements core.TagStore: one query for the page, one for its links.
+func (s *Store) ListTags(ctx context.Context, accountID string, mountUIDs []string, p core.Page) ([]core.NfcTag, int, error) {
+	var rows []tagRow
+	q := s.db.NewSelect().Model(&rows).Where("account_id = ?", accountID)
+	if mountUIDs != nil {
+		q = q.Where("uid IN (SELECT tag_uid FROM nfc_tag_mounts WHERE account_id = ? AND mount_uid IN (?))", accountID, bun.In(mountUIDs))
+	}
+	total, err := q.Order("uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	links, err := s.tagLinks(ctx, s.db, accountID, rows)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]core.NfcTag, len(rows))
+	for i, r := range rows {
+		out[i] = r.toTag(links[r.UID])
+	}
+	return out, total, nil
+}
+
+func (s *Store) tagLinks(ctx context.Context, db bun.IDB, accountID string, rows []tagRow) (map[string][]string, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	uids := make([]string, len(rows))
+	for i, r := range rows {
+		uids[i] = r.UID
+	}
+	var links []tagLinkRow
+	if err := db.NewSelect().Model(&links).Where("account_id = ? AND tag_uid IN (?)", accountID, bun.In(uids)).
+		Order("tag_uid", "mount_uid").Scan(ctx); err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, l := range links {
+		out[l.TagUID] = append(out[l.TagUID], l.MountUID)
+	}
+	return out, nil
+}
+
+// SyncTags implements core.TagStore in one transaction.
+func (s *Store) SyncTags(ctx context.Context, accountID, mountUID string, tagUIDs []string, now time.Time) (added, removed int, err error) {
+	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		added, removed = 0, 0
+		var m mountRow
+		if err := tx.NewSelect().Model(&m).Column("association_state", "owner_account_id").Where("uid = ?", mountUID).Scan(ctx); err != nil {
+			return translate(err, core.CodeMountNotFound, "mount")
+		}
+		if m.OwnerID.String != accountID || m.State == string(core.StateInactive) {
+			return core.Errorf(core.CodeMountNotFound, "mount %q not found", mountUID)
+		}
+		if m.State != string(core.StateAssociated) {
+			return core.Errorf(core.CodeMountNotAssociated, "mount %q is not associated", mountUID)
+		}
+		if len(tagUIDs) > 0 {
+			rows := make([]tagRow, len(tagUIDs))
+			for i, uid := range tagUIDs {
+				rows[i] = tagRow{AccountID: accountID, UID: uid, CreatedAt: millis(now), UpdatedAt: millis(now)}
+			}
+			if _, err := tx.NewInsert().Model(&rows).On("CONFLICT (account_id, uid) DO NOTHING").Exec(ctx); err != nil {
+				return err
+			}
+		}
+		del := tx.NewDelete().Model((*tagLinkRow)(nil)).Where("mount_uid = ?", mountUID)
+		if len(tagUIDs) > 0 {
+			del = del.Where("tag_uid NOT IN (?)", bun.In(tagUIDs))
+		}
+		res, err := del.Exec(ctx)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		removed = int(n)
+		if len(tagUIDs) > 0 {
+			links := make([]tagLinkRow, len(tagUIDs))
+			for i, uid := range tagUIDs {
+				links[i] = tagLinkRow{AccountID: accountID, TagUID: uid, MountUID: mountUID, LinkedAt: millis(now)}
+			}
+			res, err := tx.NewInsert().Model(&links).On("CONFLICT (mount_uid, tag_uid) DO NOTHING").Exec(ctx)
+			if err != nil {
+				return err
+			}
+			n, _ := res.RowsAffected()
+			added = int(n)
+		}
+		return nil
+	})
+	return added, removed, err
+}
+
+// UpdateTag implements core.TagStore.
+func (s *Store) UpdateTag(ctx context.Context, accountID, uid string, u core.NfcTagUpdate, now time.Time) (core.NfcTag, error) {
+	var row tagRow
+	err := s.db.NewRaw(`UPDATE nfc_tags SET name = COALESCE(?, name), color = COALESCE(?, color), icon_name = COALESCE(?, icon_name),
+			updated_at = CASE WHEN ? THEN ? ELSE updated_at END
+		WHERE account_id = ? AND uid = ? RETURNING *`,
+		u.Name, upperPtr(u.Color), u.IconName, u.Name != nil || u.Color != nil || u.IconName != nil, millis(now), accountID, uid).Scan(ctx, &row)
+	if err != nil {
+		return core.NfcTag{}, translate(err, core.CodeNfcTagNotFound, "NFC tag")
+	}
+	links, err := s.tagLinks(ctx, s.db, accountID, []tagRow{row})
+	if err != nil {
+		return core.NfcTag{}, err
+	}
+	return row.toTag(links[row.UID]), nil
+}
+
+func upperPtr(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	u := strings.ToUpper(*s)
+	return &u
+}
+
+// MountTagUIDs implements core.TagStore.
+func (s *Store) MountTagUIDs(ctx context.Context, mountUID string) ([]string, error) {
+	var uids []string
+	err := s.db.NewSelect().Model((*tagLinkRow)(nil)).Column("tag_uid").Where("mount_uid = ?", mountUID).
+		Order("tag_uid").Scan(ctx, &uids)
+	return uids, err
+}

@@ -1,0 +1,190 @@
+// Command mountbench is a load generator for a running mountd. It creates an
+// account (directly in the database, through core.AccountService), a token and
+// a set of mounts, then drives the server over HTTP with many concurrent
+// clients and reports throughput and p50/p99/p999 latency, each beside a
+// baseline measured in the same run:
+//
+//   - ingest: closed loop, --clients workers POST batches of --batch state
+//     entries to /api/v1/mounts/{uid}/states; the baseline inserts the same
+//     rows (same batch size, same concurrency) with a plain multi-row INSERT
+//     through bun into a scratch copy of mount_states. Afterwards the stored
+//     entries are counted in the database: lost = accepted - counted.
+//   - get: open loop at a fixed arrival rate (--rate) of
+//     GET /api/v1/mounts/{uid}; the baseline is a bare net/http handler
+//     started here on 127.0.0.1:0 that answers the same JSON bytes, driven
+//     with the identical load.
+//
+// Every loop ends by --duration and the tool stops by itself. Only loopback
+// targets are accepted. Usage: mountbench --help; docs/performance.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config is every flag of mountbench.
+type config struct {
+	Base        string
+	DatabaseURL string
+	Scenario    string
+	Clients     int
+	Duration    time.Duration
+	Warmup      time.Duration
+	Rate        float64
+	Batch       int
+	Mounts      int
+	Scope       string
+	JSON        bool
+	Baseline    bool
+	Watch       string
+	Timeout     time.Duration
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "mountbench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("mountbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Base, "base", "", "base address of a running mountd, e.g. http://127.0.0.1:8080 (loopback only)")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://... of that mountd's database (loopback only): account creation, baseline, counting")
+	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get or all")
+	fs.IntVar(&c.Clients, "clients", 32, "concurrent clients (ingest workers; get workers serving the arrival schedule)")
+	fs.DurationVar(&c.Duration, "duration", 15*time.Second, "measured time of each phase")
+	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "unmeasured warm-up before each phase (its ingest entries are still counted)")
+	fs.Float64Var(&c.Rate, "rate", 2000, "get: fixed arrival rate in requests per second (open loop)")
+	fs.IntVar(&c.Batch, "batch", 50, "ingest: state entries per request (1-500)")
+	fs.IntVar(&c.Mounts, "mounts", 200, "mounts to create (POST /api/v1/mounts, then confirm-association)")
+	fs.StringVar(&c.Scope, "scope", "openid sub urn:mountd:iam:org:project:id:mountd:aud", "scope asked for at POST /oauth/v2/token")
+	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&c.Baseline, "baseline", true, "also measure the same-run baselines (bun INSERT; bare net/http handler)")
+	fs.StringVar(&c.Watch, "watch", "", "name=pid,... processes whose CPU use is reported per phase (children included); PostgreSQL is found by itself")
+	fs.DurationVar(&c.Timeout, "timeout", 30*time.Second, "timeout of one HTTP request or database statement")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: mountbench --base http://127.0.0.1:PORT --database-url postgres://...@127.0.0.1:PORT/DB [flags]\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return c, c.validate()
+}
+
+func (c *config) validate() error {
+	c.Base = strings.TrimRight(c.Base, "/")
+	if c.Base == "" || c.DatabaseURL == "" {
+		return errors.New("--base and --database-url are required")
+	}
+	u, err := url.Parse(c.Base)
+	if err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("--base %q must be http://127.0.0.1:PORT", c.Base)
+	}
+	if !loopback(u.Hostname()) {
+		return fmt.Errorf("--base %q: only loopback targets are allowed", c.Base)
+	}
+	d, err := url.Parse(c.DatabaseURL)
+	if err != nil || (d.Scheme != "postgres" && d.Scheme != "postgresql") {
+		return errors.New("--database-url must be a postgres:// URL")
+	}
+	if !loopback(d.Hostname()) {
+		return fmt.Errorf("--database-url host %q: only loopback targets are allowed", d.Hostname())
+	}
+	switch c.Scenario {
+	case "ingest", "get", "all":
+	default:
+		return fmt.Errorf("--scenario %q: want ingest, get or all", c.Scenario)
+	}
+	switch {
+	case c.Clients < 1 || c.Clients > 1024:
+		return errors.New("--clients must be 1 to 1024")
+	case c.Duration <= 0 || c.Duration > time.Hour:
+		return errors.New("--duration must be positive and at most 1h")
+	case c.Warmup < 0 || c.Warmup > 10*time.Minute:
+		return errors.New("--warmup must be 0 to 10m")
+	case c.Rate <= 0 || c.Rate > 200000:
+		return errors.New("--rate must be positive and at most 200000")
+	case c.Batch < 1 || c.Batch > 500:
+		return errors.New("--batch must be 1 to 500")
+	case c.Mounts < 1 || c.Mounts > 100000:
+		return errors.New("--mounts must be 1 to 100000")
+	case c.Timeout <= 0:
+		return errors.New("--timeout must be positive")
+	}
+	_, err = parseWatch(c.Watch)
+	return err
+}
+
+// loopback reports whether host names this machine's loopback interface.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func parseWatch(s string) ([]watched, error) {
+	var out []watched
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, pid, ok := strings.Cut(item, "=")
+		n, err := strconv.Atoi(pid)
+		if !ok || name == "" || err != nil || n <= 0 {
+			return nil, fmt.Errorf("--watch %q: want name=pid", item)
+		}
+		out = append(out, watched{name: name, pid: n})
+	}
+	return out, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	b, err := newBench(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	rep, err := b.run(ctx)
+	if err != nil {
+		return err
+	}
+	if cfg.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	rep.print(stdout)
+	return nil
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/mountd/mountd/adapters/bunstore"
+	"github.com/mountd/mountd/core"
+)
+
+// bench holds what every phase shares: the HTTP client, the database, the
+// account's token and the mounts.
+type bench struct {
+	cfg    config
+	log    io.Writer
+	client *http.Client
+	db     *bun.DB
+	close  func()
+	runID  string
+	token  string
+	uids   []string
+	cpu    *cpuWatch
+}
+
+func newBench(ctx context.Context, cfg config, log io.Writer) (*bench, error) {
+	store, closeStore, err := bunstore.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if !store.Postgres() {
+		closeStore()
+		return nil, fmt.Errorf("--database-url must be PostgreSQL")
+	}
+	b := &bench{cfg: cfg, log: log, client: newHTTPClient(cfg.Clients, cfg.Timeout), db: store.DB(), close: closeStore}
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	b.runID = hex.EncodeToString(id[:])
+	watch, _ := parseWatch(cfg.Watch)
+	b.cpu = newCPUWatch(ctx, b.db, watch)
+	return b, nil
+}
+
+// newHTTPClient keeps one idle keep-alive connection per client.
+func newHTTPClient(clients int, timeout time.Duration) *http.Client {
+	tr := &http.Transport{
+		Proxy:               nil,
+		MaxIdleConns:        clients * 2,
+		MaxIdleConnsPerHost: clients,
+		MaxConnsPerHost:     clients,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	}
+	return &http.Client{Transport: tr, Timeout: timeout}
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, "mountbench: "+format+"\n", args...)
+}
+
+// setup creates the account in the database, asks the embedded identity
+// provider for an owner token and associates --mounts mounts.
+func (b *bench) setup(ctx context.Context) error {
+	store, closeStore, err := bunstore.Open(ctx, b.cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	acc, err := core.NewAccountService(store).Create(ctx, "mountbench "+b.runID)
+	closeStore()
+	if err != nil {
+		return fmt.Errorf("create account: %w", err)
+	}
+	if b.token, err = b.fetchToken(ctx, acc.ClientID, acc.ClientSecret); err != nil {
+		return err
+	}
+	b.uids = make([]string, b.cfg.Mounts)
+	for i := range b.uids {
+		b.uids[i] = fmt.Sprintf("mb-%s-%05d", b.runID, i)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	next := make(chan string)
+	for range min(b.cfg.Clients, 8) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for uid := range next {
+				if err := b.associate(ctx, uid); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for _, uid := range b.uids {
+		next <- uid
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	b.logf("account %s, %d mounts associated in %s", acc.AccountID, len(b.uids), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (b *bench) fetchToken(ctx context.Context, clientID, secret string) (string, error) {
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {clientID},
+		"client_secret": {secret}, "scope": {b.cfg.Scope}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.cfg.Base+"/oauth/v2/token", strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	status, body, err := b.do(req)
+	if err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	if status != http.StatusOK || json.Unmarshal(body, &tok) != nil || tok.AccessToken == "" {
+		return "", fmt.Errorf("token: %d %s", status, body)
+	}
+	return tok.AccessToken, nil
+}
+
+func (b *bench) associate(ctx context.Context, uid string) error {
+	body, _ := json.Marshal(map[string]string{"uid": uid})
+	if status, raw, err := b.api(ctx, http.MethodPost, "/api/v1/mounts", body); err != nil || status != http.StatusOK {
+		return fmt.Errorf("POST /api/v1/mounts %s: %d %s %v", uid, status, raw, err)
+	}
+	if status, raw, err := b.api(ctx, http.MethodPost, "/api/v1/mounts/"+uid+"/confirm-association", nil); err != nil || status != http.StatusOK {
+		return fmt.Errorf("confirm-association %s: %d %s %v", uid, status, raw, err)
+	}
+	return nil
+}
+
+// api sends one authorised API request and reads the whole answer.
+func (b *bench) api(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, b.cfg.Base+path, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Access-Key", b.token)
+	return b.do(req)
+}
+
+func (b *bench) do(req *http.Request) (int, []byte, error) {
+	res, err := b.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	return res.StatusCode, body, err
+}
+
+// seed gives every mount one entry per code, so that GET answers carry
+// computed fields when the ingest phase did not run.
+func (b *bench) seed(ctx context.Context) error {
+	g := newGenerator(4, time.Now())
+	var buf []byte
+	for i, uid := range b.uids {
+		buf = g.appendBody(buf[:0], g.next(i))
+		status, raw, err := b.api(ctx, http.MethodPost, "/api/v1/mounts/"+uid+"/states", buf)
+		if err != nil || status != http.StatusOK {
+			return fmt.Errorf("seed %s: %d %s %v", uid, status, raw, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// latency summarises a set of request durations (milliseconds).
+type latency struct {
+	Count int     `json:"count"`
+	Min   float64 `json:"minMs"`
+	Mean  float64 `json:"meanMs"`
+	P50   float64 `json:"p50Ms"`
+	P90   float64 `json:"p90Ms"`
+	P99   float64 `json:"p99Ms"`
+	P999  float64 `json:"p999Ms"`
+	Max   float64 `json:"maxMs"`
+}
+
+// summarize sorts d in place and reads nearest-rank percentiles from it.
+func summarize(d []time.Duration) latency {
+	if len(d) == 0 {
+		return latency{}
+	}
+	slices.Sort(d)
+	var sum time.Duration
+	for _, v := range d {
+		sum += v
+	}
+	return latency{
+		Count: len(d),
+		Min:   ms(d[0]),
+		Mean:  ms(sum / time.Duration(len(d))),
+		P50:   ms(percentile(d, 0.50)),
+		P90:   ms(percentile(d, 0.90)),
+		P99:   ms(percentile(d, 0.99)),
+		P999:  ms(percentile(d, 0.999)),
+		Max:   ms(d[len(d)-1]),
+	}
+}
+
+// percentile is the nearest-rank percentile of sorted d.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+
+// loadAvg reads the 1, 5 and 15 minute load averages.
+func loadAvg() [3]float64 {
+	var out [3]float64
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return out
+	}
+	for i, f := range strings.Fields(string(raw)) {
+		if i >= 3 {
+			break
+		}
+		out[i], _ = strconv.ParseFloat(f, 64)
+	}
+	return out
+}
+
+// watched is a process whose CPU time (its own, and its children's) is
+// reported per phase.
+type watched struct {
+	name string
+	pid  int
+}
+
+// cpuWatch samples the CPU time of mountbench itself, of the processes
+// named with --watch and of the PostgreSQL server (found through
+// pg_backend_pid when it runs on this machine).
+type cpuWatch struct {
+	procs []watched
+}
+
+// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+func newCPUWatch(ctx context.Context, db *bun.DB, procs []watched) *cpuWatch {
+	w := &cpuWatch{procs: append([]watched{{name: "mountbench", pid: os.Getpid()}}, procs...)}
+	var backend int
+	if err := db.NewRaw("SELECT pg_backend_pid()").Scan(ctx, &backend); err == nil && backend > 0 {
+		if st, ok := readStat(backend); ok && st.ppid > 1 {
+			w.procs = append(w.procs, watched{name: "postgres", pid: st.ppid})
+		}
+	}
+	return w
+}
+
+type procStat struct {
+	ppid                         int
+	utime, stime, cutime, cstime int64
+}
+
+func readStat(pid int) (procStat, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	// the command name is in parentheses and may hold spaces
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 15 {
+		return procStat{}, false
+	}
+	// f[0] is field 3 (state): ppid is field 4, utime…cstime fields 14–17
+	n := func(k int) int64 { v, _ := strconv.ParseInt(f[k-3], 10, 64); return v }
+	return procStat{ppid: int(n(4)), utime: n(14), stime: n(15), cutime: n(16), cstime: n(17)}, true
+}
+
+// sample returns each watched process's CPU seconds so far: its own time,
+// its reaped children's, and its live children's.
+func (w *cpuWatch) sample() map[string]float64 {
+	out := make(map[string]float64, len(w.procs))
+	roots := make(map[int]string, len(w.procs))
+	for _, p := range w.procs {
+		st, ok := readStat(p.pid)
+		if !ok {
+			continue
+		}
+		roots[p.pid] = p.name
+		out[p.name] += float64(st.utime+st.stime+st.cutime+st.cstime) / clockTicks
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		if _, root := roots[pid]; root {
+			continue
+		}
+		st, ok := readStat(pid)
+		if !ok {
+			continue
+		}
+		if name, child := roots[st.ppid]; child {
+			out[name] += float64(st.utime+st.stime) / clockTicks
+		}
+	}
+	return out
+}
+
+// cpuSpan is what a phase cost in CPU, per process, in percent of one core.
+func cpuSpan(before, after map[string]float64, elapsed time.Duration) map[string]float64 {
+	out := make(map[string]float64, len(after))
+	for name, v := range after {
+		out[name] = math.Round((v-before[name])/elapsed.Seconds()*1000) / 10
+	}
+	return out
+}

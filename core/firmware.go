@@ -1,0 +1,263 @@
+package core
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+)
+
+// FirmwareVersion is one published firmware binary for a model.
+type FirmwareVersion struct {
+	ModelNumber      string
+	SoftwareRevision string
+	AvailableSince   time.Time
+	Deprecated       bool
+	Mandatory        bool
+	SHA256           string
+	Size             int64
+	BlobKey          string
+}
+
+// Update codes of check-update.
+const (
+	UpdateUpToDate  = "UP_TO_DATE"
+	UpdateAvailable = "UPDATE_AVAILABLE"
+	UpdateMandatory = "MANDATORY_UPDATE"
+)
+
+// UpdateCheck is the answer of check-update; Version is nil when up to date.
+type UpdateCheck struct {
+	Code    string
+	Version *FirmwareVersion
+}
+
+// Download is a temporary link to a firmware binary.
+type Download struct {
+	Version   FirmwareVersion
+	Link      string
+	ExpiresAt time.Time
+}
+
+// FirmwareStore persists the firmware catalogue.
+type FirmwareStore interface {
+	// InsertFirmware adds a version; CONFLICT when model and revision exist.
+	InsertFirmware(ctx context.Context, v FirmwareVersion) error
+	// ListFirmware lists versions visible at now (availableSince <= now),
+	// deprecated ones too, newest availableSince first; model filters when set.
+	ListFirmware(ctx context.Context, model *string, now time.Time, p Page) ([]FirmwareVersion, int, error)
+	// ModelFirmware returns every version of a model visible at now.
+	ModelFirmware(ctx context.Context, model string, now time.Time) ([]FirmwareVersion, error)
+	// DeprecateFirmware marks a version deprecated; FIRMWARE_NOT_FOUND when absent.
+	DeprecateFirmware(ctx context.Context, model, revision string) (FirmwareVersion, error)
+}
+
+// BlobStore keeps firmware binaries and hands out temporary links to them.
+type BlobStore interface {
+	// Put stores r under key, returning its size and hex SHA-256, streaming.
+	Put(ctx context.Context, key string, r io.Reader) (size int64, sha256 string, err error)
+	// Delete removes key (a failed publish cleans up with it).
+	Delete(ctx context.Context, key string) error
+	// Link returns a URL that serves key until expires, without a token.
+	Link(ctx context.Context, key string, expires time.Time) (string, error)
+}
+
+// DownloadTTL is how long a firmware download link lives.
+type DownloadTTL time.Duration
+
+// FirmwareService holds the rules of CONTRACT §8.
+type FirmwareService struct {
+	store  FirmwareStore
+	blobs  BlobStore
+	ttl    DownloadTTL
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// NewFirmwareService returns a FirmwareService over its ports.
+func NewFirmwareService(store FirmwareStore, blobs BlobStore, ttl DownloadTTL, logger *slog.Logger) *FirmwareService {
+	return &FirmwareService{store: store, blobs: blobs, ttl: ttl, logger: logger, now: time.Now}
+}
+
+// Publish is `mountd firmware publish`: the binary is written to the blob
+// store first and the catalogue row after it; a failed insert removes the
+// blob again, so a failed publish leaves neither row nor orphan file.
+func (s *FirmwareService) Publish(ctx context.Context, model, revision string, availableSince *time.Time, mandatory bool, r io.Reader) (FirmwareVersion, error) {
+	var v Validation
+	if model == "" || len(model) > 64 {
+		v.Add("model", "must be 1 to 64 characters")
+	}
+	ver, err := semver.StrictNewVersion(revision)
+	if err != nil {
+		v.Add("revision", "must be a semantic version such as 1.4.0")
+	}
+	if err := v.Err(); err != nil {
+		return FirmwareVersion{}, err
+	}
+	since := s.now().UTC().Truncate(time.Millisecond)
+	if availableSince != nil {
+		since = availableSince.UTC().Truncate(time.Millisecond)
+	}
+	key := "firmware/" + model + "/" + ver.String() + "-" + randomHex(6) + ".bin"
+	size, sum, err := s.blobs.Put(ctx, key, r)
+	if err != nil {
+		return FirmwareVersion{}, err
+	}
+	fw := FirmwareVersion{ModelNumber: model, SoftwareRevision: ver.String(), AvailableSince: since,
+		Mandatory: mandatory, SHA256: sum, Size: size, BlobKey: key}
+	if err := s.store.InsertFirmware(ctx, fw); err != nil {
+		if derr := s.blobs.Delete(context.WithoutCancel(ctx), key); derr != nil {
+			s.logger.ErrorContext(ctx, "remove blob of failed publish", "key", key, "err", derr)
+		}
+		if ErrorCode(err) == CodeConflict {
+			return FirmwareVersion{}, Errorf(CodeConflict, "firmware %s %s is already published", model, ver.String())
+		}
+		return FirmwareVersion{}, err
+	}
+	return fw, nil
+}
+
+// Deprecate is `mountd firmware deprecate`.
+func (s *FirmwareService) Deprecate(ctx context.Context, model, revision string) (FirmwareVersion, error) {
+	if v, err := semver.StrictNewVersion(revision); err == nil {
+		revision = v.String()
+	}
+	return s.store.DeprecateFirmware(ctx, model, revision)
+}
+
+// List handles GET /firmware/versions.
+func (s *FirmwareService) List(ctx context.Context, p Principal, model *string, page Page) ([]FirmwareVersion, Pagination, error) {
+	if err := p.Authorize(ActionReadFirmware); err != nil {
+		return nil, Pagination{}, err
+	}
+	list, total, err := s.store.ListFirmware(ctx, model, s.now().UTC(), page)
+	if err != nil {
+		return nil, Pagination{}, err
+	}
+	return list, NewPagination(page, total), nil
+}
+
+// parseRevision checks an optional softwareRevision parameter.
+func parseRevision(rev *string) (*semver.Version, error) {
+	if rev == nil {
+		return nil, nil
+	}
+	v, err := semver.NewVersion(*rev)
+	if err != nil {
+		var val Validation
+		val.Add("softwareRevision", "must be a semantic version such as 1.4.0")
+		return nil, val.Err()
+	}
+	return v, nil
+}
+
+func validateModel(model string) error {
+	if model == "" {
+		var v Validation
+		v.Add("modelNumber", "is required")
+		return v.Err()
+	}
+	return nil
+}
+
+// candidates returns the model's visible versions and, of them, the
+// non-deprecated latest by semantic version (nil when there is none).
+func (s *FirmwareService) candidates(ctx context.Context, model string) ([]FirmwareVersion, *FirmwareVersion, error) {
+	all, err := s.store.ModelFirmware(ctx, model, s.now().UTC())
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(all) == 0 {
+		return nil, nil, Errorf(CodeFirmwareNotFound, "no firmware for model %q", model)
+	}
+	var latest *FirmwareVersion
+	var latestVer *semver.Version
+	for i := range all {
+		v, err := semver.NewVersion(all[i].SoftwareRevision)
+		if err != nil || all[i].Deprecated {
+			continue
+		}
+		if latestVer == nil || v.GreaterThan(latestVer) {
+			latest, latestVer = &all[i], v
+		}
+	}
+	return all, latest, nil
+}
+
+// CheckUpdate handles GET /firmware/check-update.
+func (s *FirmwareService) CheckUpdate(ctx context.Context, p Principal, model string, rev *string) (UpdateCheck, error) {
+	if err := p.Authorize(ActionReadFirmware); err != nil {
+		return UpdateCheck{}, err
+	}
+	if err := validateModel(model); err != nil {
+		return UpdateCheck{}, err
+	}
+	current, err := parseRevision(rev)
+	if err != nil {
+		return UpdateCheck{}, err
+	}
+	all, latest, err := s.candidates(ctx, model)
+	if err != nil {
+		return UpdateCheck{}, err
+	}
+	if latest == nil {
+		// Every version is deprecated: nothing to move to.
+		return UpdateCheck{Code: UpdateUpToDate}, nil
+	}
+	latestVer := semver.MustParse(latest.SoftwareRevision)
+	if current != nil && !current.LessThan(latestVer) {
+		return UpdateCheck{Code: UpdateUpToDate}, nil
+	}
+	code := UpdateAvailable
+	for _, v := range all {
+		ver, err := semver.NewVersion(v.SoftwareRevision)
+		if err != nil {
+			continue
+		}
+		currentDeprecated := current != nil && v.Deprecated && ver.Equal(current)
+		mandatoryAbove := !v.Deprecated && v.Mandatory && (current == nil || ver.GreaterThan(current))
+		if currentDeprecated || mandatoryAbove {
+			code = UpdateMandatory
+		}
+	}
+	return UpdateCheck{Code: code, Version: latest}, nil
+}
+
+// Download handles GET /firmware/download.
+func (s *FirmwareService) Download(ctx context.Context, p Principal, model string, rev *string) (Download, error) {
+	if err := p.Authorize(ActionReadFirmware); err != nil {
+		return Download{}, err
+	}
+	if err := validateModel(model); err != nil {
+		return Download{}, err
+	}
+	want, err := parseRevision(rev)
+	if err != nil {
+		return Download{}, err
+	}
+	all, latest, err := s.candidates(ctx, model)
+	if err != nil {
+		return Download{}, err
+	}
+	var chosen *FirmwareVersion
+	if want == nil {
+		chosen = latest
+	} else {
+		for i := range all {
+			if v, err := semver.NewVersion(all[i].SoftwareRevision); err == nil && v.Equal(want) {
+				chosen = &all[i]
+			}
+		}
+	}
+	if chosen == nil {
+		return Download{}, Errorf(CodeFirmwareNotFound, "no such firmware for model %q", model)
+	}
+	expires := s.now().UTC().Truncate(time.Second).Add(time.Duration(s.ttl))
+	link, err := s.blobs.Link(ctx, chosen.BlobKey, expires)
+	if err != nil {
+		return Download{}, err
+	}
+	return Download{Version: *chosen, Link: link, ExpiresAt: expires}, nil
+}

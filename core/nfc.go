@@ -1,0 +1,165 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"time"
+)
+
+// MaxTagsPerSync is the contract's limit on one synchronisation.
+const MaxTagsPerSync = 200
+
+// NfcTag is an NFC tag of an account, authorised on some of its mounts.
+type NfcTag struct {
+	UID       string // upper-case hex without colons
+	AccountID string
+	Name      string
+	Color     string
+	IconName  string
+	MountUIDs []string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// NfcTagUpdate is a PATCH /nfc-tags/{uid}; nil leaves the field unchanged.
+type NfcTagUpdate struct {
+	Name     *string
+	Color    *string
+	IconName *string
+}
+
+// SyncResult is the answer to a synchronisation.
+type SyncResult struct {
+	MountUID string
+	Added    int
+	Removed  int
+}
+
+// TagStore persists NFC tags and their links to mounts.
+type TagStore interface {
+	// ListTags lists an account's tags by uid; with mountUIDs not nil, only
+	// tags linked to one of them.
+	ListTags(ctx context.Context, accountID string, mountUIDs []string, p Page) ([]NfcTag, int, error)
+	// SyncTags makes the mount's authorised set exactly tagUIDs, creating
+	// tags as needed, in one transaction. The mount must be ASSOCIATED and
+	// owned by accountID: MOUNT_NOT_FOUND or MOUNT_NOT_ASSOCIATED otherwise.
+	SyncTags(ctx context.Context, accountID, mountUID string, tagUIDs []string, now time.Time) (added, removed int, err error)
+	// UpdateTag applies u; NFC_TAG_NOT_FOUND when the account has no such tag.
+	UpdateTag(ctx context.Context, accountID, uid string, u NfcTagUpdate, now time.Time) (NfcTag, error)
+	// MountTagUIDs lists the tags authorised on a mount, sorted ascending.
+	MountTagUIDs(ctx context.Context, mountUID string) ([]string, error)
+}
+
+// NfcService holds the rules of CONTRACT §7.
+type NfcService struct {
+	tags   TagStore
+	mounts MountStore
+	events EventBus
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// NewNfcService returns an NfcService over its ports.
+func NewNfcService(tags TagStore, mounts MountStore, events EventBus, logger *slog.Logger) *NfcService {
+	return &NfcService{tags: tags, mounts: mounts, events: events, logger: logger, now: time.Now}
+}
+
+var (
+	colorPattern    = regexp.MustCompile(`^#[0-9A-Fa-f]{6}$`)
+	iconNamePattern = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+)
+
+// ListTags handles GET /nfc-tags: an owner or maintainer sees the account's
+// tags, a token with mount items only the tags of its mounts.
+func (s *NfcService) ListTags(ctx context.Context, p Principal, page Page) ([]NfcTag, Pagination, error) {
+	if err := p.Authorize(ActionReadNfcTags); err != nil {
+		return nil, Pagination{}, err
+	}
+	var mountUIDs []string
+	if p.Role == RoleRestricted && len(p.MountUIDs) > 0 {
+		mountUIDs = p.MountUIDs
+	}
+	tags, total, err := s.tags.ListTags(ctx, p.AccountID, mountUIDs, page)
+	if err != nil {
+		return nil, Pagination{}, err
+	}
+	return tags, NewPagination(page, total), nil
+}
+
+// SyncTags handles POST /nfc-tags.
+func (s *NfcService) SyncTags(ctx context.Context, p Principal, mountUID string, tagUIDs []string) (SyncResult, error) {
+	if err := p.Authorize(ActionWriteNfcTags); err != nil {
+		return SyncResult{}, err
+	}
+	if len(tagUIDs) > MaxTagsPerSync {
+		return SyncResult{}, Errorf(CodePayloadTooLarge, "a synchronisation holds at most %d tags", MaxTagsPerSync)
+	}
+	var v Validation
+	if mountUID == "" {
+		v.Add("mountUid", "is required")
+	} else if !ValidMountUID(mountUID) {
+		v.Add("mountUid", "is not a mount uid")
+	}
+	seen := map[string]bool{}
+	uids := make([]string, 0, len(tagUIDs))
+	for i, t := range tagUIDs {
+		if !ValidTagUID(t) {
+			v.Add(fmt.Sprintf("tagUids[%d]", i), "must be a tag uid of 4, 7 or 10 bytes in hexadecimal")
+			continue
+		}
+		n := NormalizeTagUID(t)
+		if !seen[n] {
+			seen[n] = true
+			uids = append(uids, n)
+		}
+	}
+	if err := v.Err(); err != nil {
+		return SyncResult{}, err
+	}
+	if err := p.AuthorizeMount(ActionWriteNfcTags, mountUID); err != nil {
+		return SyncResult{}, err
+	}
+	sort.Strings(uids)
+	now := s.now().UTC().Truncate(time.Millisecond)
+	added, removed, err := s.tags.SyncTags(ctx, p.AccountID, mountUID, uids, now)
+	if err != nil {
+		return SyncResult{}, err
+	}
+	if m, err := s.mounts.Mount(ctx, mountUID); err == nil {
+		if err := s.events.Publish(context.WithoutCancel(ctx), Event{Type: EventNfcTagsSynced, UID: mountUID,
+			AccountID: p.AccountID, Mount: m, OccurredAt: now}); err != nil {
+			s.logger.WarnContext(ctx, "publish event failed", "type", EventNfcTagsSynced, "uid", mountUID, "err", err)
+		}
+	}
+	return SyncResult{MountUID: mountUID, Added: added, Removed: removed}, nil
+}
+
+// UpdateTag handles PATCH /nfc-tags/{uid}.
+func (s *NfcService) UpdateTag(ctx context.Context, p Principal, uid string, u NfcTagUpdate) (NfcTag, error) {
+	if err := p.Authorize(ActionWriteNfcTags); err != nil {
+		return NfcTag{}, err
+	}
+	var v Validation
+	if !ValidTagUID(uid) {
+		return NfcTag{}, Errorf(CodeNfcTagNotFound, "NFC tag %q not found", uid)
+	}
+	checkText(&v, "name", u.Name, 100)
+	if u.Color != nil && !colorPattern.MatchString(*u.Color) {
+		v.Add("color", "must be #RRGGBB")
+	}
+	if u.IconName != nil && !iconNamePattern.MatchString(*u.IconName) {
+		v.Add("iconName", "must be 1 to 64 characters of a-z, 0-9, '_' or '-'")
+	}
+	if err := v.Err(); err != nil {
+		return NfcTag{}, err
+	}
+	return s.tags.UpdateTag(ctx, p.AccountID, NormalizeTagUID(uid), u, s.now().UTC().Truncate(time.Millisecond))
+}
+
+// MountTagUIDs lists a mount's authorised tags, for SYNC_NFC_TAGS.
+func (s *NfcService) MountTagUIDs(ctx context.Context, mountUID string) ([]string, error) {
+	return s.tags.MountTagUIDs(ctx, mountUID)
+}
