@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// runGet drives GET {base}/api/v1/mounts/{uid} open loop: request i is due
+// at start + i/rate whatever happened to earlier ones, and a free client
+// sends it. Latency counts from the due time, so time spent waiting for a
+// free client or a late dispatcher is part of it (no coordinated omission);
+// service time (from the actual send) and the send lag are kept beside it.
+func (b *bench) runGet(ctx context.Context, target, base string, d time.Duration) phase {
+	ph := phase{Target: target, LoadAvg: loadAvg(), Statuses: map[string]int{}}
+	urls := make([]string, len(b.uids))
+	for i, uid := range b.uids {
+		urls[i] = base + "/api/v1/mounts/" + uid
+	}
+	due := make(chan time.Time, b.cfg.Clients)
+	var (
+		mu                  sync.Mutex
+		lats, service, lags []time.Duration
+		seq                 atomic.Int64
+		wg                  sync.WaitGroup
+	)
+	cpu0 := b.cpu.sample()
+	start := time.Now()
+	go func() {
+		defer close(due)
+		interval := float64(time.Second) / b.cfg.Rate
+		for i := 0; ; i++ {
+			at := start.Add(time.Duration(float64(i) * interval))
+			if at.Sub(start) >= d || ctx.Err() != nil {
+				return
+			}
+			if wait := time.Until(at); wait > 0 {
+				time.Sleep(wait)
+			}
+			due <- at
+		}
+	}()
+	for range b.cfg.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var local, localService, localLag []time.Duration
+			statuses := map[string]int{}
+			var firstErr string
+			for at := range due {
+				url := urls[(seq.Add(1)-1)%int64(len(urls))]
+				sent := time.Now()
+				status, err := b.get(ctx, url)
+				done := time.Now()
+				local = append(local, done.Sub(at))
+				localService = append(localService, done.Sub(sent))
+				localLag = append(localLag, sent.Sub(at))
+				if err != nil {
+					statuses[status]++
+					if firstErr == "" {
+						firstErr = err.Error()
+					}
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			lats = append(lats, local...)
+			service = append(service, localService...)
+			lags = append(lags, localLag...)
+			for k, v := range statuses {
+				ph.Statuses[k] += v
+				ph.Errors += v
+			}
+			if ph.FirstError == "" {
+				ph.FirstError = firstErr
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	ph.CPU = cpuSpan(cpu0, b.cpu.sample(), elapsed)
+	ph.Seconds = round(elapsed.Seconds(), 3)
+	ph.Requests = len(lats)
+	ph.RequestsPerSec = round(float64(ph.Requests)/elapsed.Seconds(), 1)
+	ph.Latency = summarize(lats)
+	s, l := summarize(service), summarize(lags)
+	ph.Service, ph.SendLag = &s, &l
+	return ph
+}
+
+func (b *bench) get(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "request", err
+	}
+	req.Header.Set("Access-Key", b.token)
+	res, err := b.client.Do(req)
+	if err != nil {
+		return "transport", err
+	}
+	_, err = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if err != nil {
+		return "transport", err
+	}
+	if res.StatusCode != http.StatusOK {
+		return strconv.Itoa(res.StatusCode), fmt.Errorf("GET %s: %d", url, res.StatusCode)
+	}
+	return "", nil
+}
+
+// getScenario measures GET /api/v1/mounts/{uid} on mountd and on a bare
+// net/http handler answering the same bytes, with the identical schedule.
+func (b *bench) getScenario(ctx context.Context) (*getReport, error) {
+	rep := &getReport{Rate: b.cfg.Rate, Clients: b.cfg.Clients, TargetP99Ms: 5}
+	bodies := make(map[string][]byte, len(b.uids))
+	for _, uid := range b.uids {
+		status, body, err := b.api(ctx, http.MethodGet, "/api/v1/mounts/"+uid, nil)
+		if err != nil || status != http.StatusOK {
+			return nil, fmt.Errorf("GET /api/v1/mounts/%s: %d %s %v", uid, status, body, err)
+		}
+		bodies[uid] = body
+		rep.BodyBytes = len(body)
+	}
+	if b.cfg.Warmup > 0 {
+		b.runGet(ctx, "mountd (warm-up)", b.cfg.Base, b.cfg.Warmup)
+	}
+	b.logf("get: measuring mountd at %.0f/s for %s (load %v)", b.cfg.Rate, b.cfg.Duration, loadAvg())
+	rep.Server = b.runGet(ctx, "mountd GET /api/v1/mounts/{uid}", b.cfg.Base, b.cfg.Duration)
+	rep.Pass = rep.Server.Errors == 0 && rep.Server.Latency.P99 <= rep.TargetP99Ms &&
+		rep.Server.RequestsPerSec >= 0.98*b.cfg.Rate
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !b.cfg.Baseline {
+		return rep, nil
+	}
+	base, stop, err := bareServer(bodies)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	if b.cfg.Warmup > 0 {
+		b.runGet(ctx, "baseline (warm-up)", base, b.cfg.Warmup)
+	}
+	b.logf("get: measuring the bare net/http baseline at %.0f/s for %s (load %v)", b.cfg.Rate, b.cfg.Duration, loadAvg())
+	ph := b.runGet(ctx, "baseline: bare net/http handler on "+base, base, b.cfg.Duration)
+	rep.Baseline = &ph
+	if ph.Latency.P50 > 0 {
+		rep.P50Ratio = round(rep.Server.Latency.P50/ph.Latency.P50, 2)
+		rep.P99Ratio = round(rep.Server.Latency.P99/ph.Latency.P99, 2)
+		rep.P999Ratio = round(rep.Server.Latency.P999/ph.Latency.P999, 2)
+	}
+	return rep, ctx.Err()
+}
+
+// bareServer answers GET /api/v1/mounts/{uid} with the bytes mountd gave
+// for that mount, on 127.0.0.1:0, and nothing else.
+func bareServer(bodies map[string][]byte) (string, func(), error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/mounts/{uid}", func(w http.ResponseWriter, r *http.Request) {
+		body, ok := bodies[r.PathValue("uid")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write(body)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Println("mountbench: baseline server:", err)
+		}
+	}()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close(); <-done }, nil
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// phase is one measured run against one target.
+type phase struct {
+	Target         string             `json:"target"`
+	LoadAvg        [3]float64         `json:"loadAvgBefore"`
+	Seconds        float64            `json:"seconds"`
+	Requests       int                `json:"requests"`
+	Errors         int                `json:"errors"`
+	Statuses       map[string]int     `json:"failures,omitempty"`
+	FirstError     string             `json:"firstError,omitempty"`
+	RequestsPerSec float64            `json:"requestsPerSec"`
+	EntriesPerSec  float64            `json:"entriesPerSec,omitempty"`
+	Accepted       int64              `json:"accepted,omitempty"`
+	Duplicates     int64              `json:"duplicates,omitempty"`
+	Latency        latency            `json:"latency"`
+	Service        *latency           `json:"serviceTime,omitempty"`
+	SendLag        *latency           `json:"sendLag,omitempty"`
+	CPU            map[string]float64 `json:"cpuPercentOfOneCore"`
+}
+
+type ingestReport struct {
+	Batch               int             `json:"batch"`
+	Clients             int             `json:"clients"`
+	Server              phase           `json:"server"`
+	Expected            int64           `json:"expected"`
+	Counted             int64           `json:"counted"`
+	Lost                int64           `json:"lost"`
+	Extra               int64           `json:"extra"`
+	Duplicates          int64           `json:"duplicates"`
+	Baseline            *ingestBaseline `json:"baseline,omitempty"`
+	ThroughputRatio     float64         `json:"throughputRatio,omitempty"`
+	P50Ratio            float64         `json:"p50Ratio,omitempty"`
+	P99Ratio            float64         `json:"p99Ratio,omitempty"`
+	TargetEntriesPerSec float64         `json:"targetEntriesPerSec"`
+	Pass                bool            `json:"pass"`
+}
+
+type ingestBaseline struct {
+	Table    string `json:"table"`
+	Phase    phase  `json:"phase"`
+	Expected int64  `json:"expected"`
+	Counted  int64  `json:"counted"`
+	Lost     int64  `json:"lost"`
+}
+
+type getReport struct {
+	Rate        float64 `json:"rate"`
+	Clients     int     `json:"clients"`
+	BodyBytes   int     `json:"bodyBytes"`
+	Server      phase   `json:"server"`
+	Baseline    *phase  `json:"baseline,omitempty"`
+	P50Ratio    float64 `json:"p50Ratio,omitempty"`
+	P99Ratio    float64 `json:"p99Ratio,omitempty"`
+	P999Ratio   float64 `json:"p999Ratio,omitempty"`
+	TargetP99Ms float64 `json:"targetP99Ms"`
+	Pass        bool    `json:"pass"`
+}
+
+type report struct {
+	Started      time.Time     `json:"started"`
+	Base         string        `json:"base"`
+	Scenario     string        `json:"scenario"`
+	Clients      int           `json:"clients"`
+	Duration     string        `json:"duration"`
+	Warmup       string        `json:"warmup"`
+	Mounts       int           `json:"mounts"`
+	CPUs         int           `json:"cpus"`
+	GoVersion    string        `json:"goVersion"`
+	Kernel       string        `json:"kernel,omitempty"`
+	LoadAvgStart [3]float64    `json:"loadAvgStart"`
+	LoadAvgEnd   [3]float64    `json:"loadAvgEnd"`
+	Watched      []string      `json:"watched"`
+	Ingest       *ingestReport `json:"ingest,omitempty"`
+	Get          *getReport    `json:"get,omitempty"`
+}
+
+func (b *bench) run(ctx context.Context) (*report, error) {
+	rep := &report{Started: time.Now().UTC(), Base: b.cfg.Base, Scenario: b.cfg.Scenario, Clients: b.cfg.Clients,
+		Duration: b.cfg.Duration.String(), Warmup: b.cfg.Warmup.String(), Mounts: b.cfg.Mounts,
+		CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg()}
+	if raw, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		rep.Kernel = strings.TrimSpace(string(raw))
+	}
+	for _, p := range b.cpu.procs {
+		rep.Watched = append(rep.Watched, fmt.Sprintf("%s=%d", p.name, p.pid))
+	}
+	if err := b.setup(ctx); err != nil {
+		return nil, err
+	}
+	var err error
+	if b.cfg.Scenario == "ingest" || b.cfg.Scenario == "all" {
+		if rep.Ingest, err = b.ingestScenario(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := b.seed(ctx); err != nil {
+		return nil, err
+	}
+	if b.cfg.Scenario == "get" || b.cfg.Scenario == "all" {
+		if rep.Get, err = b.getScenario(ctx); err != nil {
+			return nil, err
+		}
+	}
+	rep.LoadAvgEnd = loadAvg()
+	return rep, nil
+}
+
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+func passText(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func (r *report) print(w io.Writer) {
+	fmt.Fprintf(w, "mountbench %s  base=%s  clients=%d  duration=%s (+%s warm-up)  mounts=%d\n",
+		r.Started.Format(time.RFC3339), r.Base, r.Clients, r.Duration, r.Warmup, r.Mounts)
+	fmt.Fprintf(w, "machine: %d CPUs, %s, kernel %s; load average at start %.2f %.2f %.2f, at end %.2f %.2f %.2f\n",
+		r.CPUs, r.GoVersion, r.Kernel, r.LoadAvgStart[0], r.LoadAvgStart[1], r.LoadAvgStart[2],
+		r.LoadAvgEnd[0], r.LoadAvgEnd[1], r.LoadAvgEnd[2])
+	if in := r.Ingest; in != nil {
+		fmt.Fprintf(w, "\nINGEST  closed loop, %d clients, batches of %d entries\n", in.Clients, in.Batch)
+		header(w, "entries/s")
+		row(w, in.Server, in.Server.EntriesPerSec)
+		if in.Baseline != nil {
+			row(w, in.Baseline.Phase, in.Baseline.Phase.EntriesPerSec)
+			fmt.Fprintf(w, "  ratio mountd/baseline: throughput %.3f, p50 %.2fx, p99 %.2fx\n", in.ThroughputRatio, in.P50Ratio, in.P99Ratio)
+			fmt.Fprintf(w, "  baseline rows: inserted %d, counted %d, lost %d\n", in.Baseline.Expected, in.Baseline.Counted, in.Baseline.Lost)
+		}
+		fmt.Fprintf(w, "  mountd entries (warm-up included): accepted %d, counted in mount_states %d, lost %d, extra %d, duplicates %d\n",
+			in.Expected, in.Counted, in.Lost, in.Extra, in.Duplicates)
+		fmt.Fprintf(w, "  target >= %.0f entries/s, no error, none lost: %s\n", in.TargetEntriesPerSec, passText(in.Pass))
+	}
+	if g := r.Get; g != nil {
+		fmt.Fprintf(w, "\nGET /api/v1/mounts/{uid}  open loop at %.0f/s, %d clients, %d-byte answers; latency from the due time\n", g.Rate, g.Clients, g.BodyBytes)
+		header(w, "req/s")
+		row(w, g.Server, g.Server.RequestsPerSec)
+		if g.Baseline != nil {
+			row(w, *g.Baseline, g.Baseline.RequestsPerSec)
+			fmt.Fprintf(w, "  ratio mountd/baseline: p50 %.2fx, p99 %.2fx, p999 %.2fx\n", g.P50Ratio, g.P99Ratio, g.P999Ratio)
+		}
+		for _, p := range []*phase{&g.Server, g.Baseline} {
+			if p != nil && p.Service != nil {
+				fmt.Fprintf(w, "  %-8s service time p50 %.2f p99 %.2f ms; send lag p99 %.2f max %.2f ms\n",
+					shortName(*p), p.Service.P50, p.Service.P99, p.SendLag.P99, p.SendLag.Max)
+			}
+		}
+		fmt.Fprintf(w, "  target p99 <= %.0f ms at %.0f/s, no error: %s\n", g.TargetP99Ms, g.Rate, passText(g.Pass))
+	}
+}
+
+func header(w io.Writer, unit string) {
+	fmt.Fprintf(w, "  %-9s %10s %8s %8s %8s %8s %8s %6s  %-6s %s\n", "target", unit, "req/s", "p50 ms", "p99 ms", "p999 ms", "max ms", "errors", "load", "CPU % of one core")
+}
+
+func row(w io.Writer, p phase, rate float64) {
+	names := make([]string, 0, len(p.CPU))
+	for n := range p.CPU {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var cpu []string
+	for _, n := range names {
+		cpu = append(cpu, fmt.Sprintf("%s %.0f", n, p.CPU[n]))
+	}
+	fmt.Fprintf(w, "  %-9s %10.1f %8.1f %8.2f %8.2f %8.2f %8.2f %6d  %-6.2f %s\n", shortName(p), rate, p.RequestsPerSec,
+		p.Latency.P50, p.Latency.P99, p.Latency.P999, p.Latency.Max, p.Errors, p.LoadAvg[0], strings.Join(cpu, ", "))
+	if p.Errors > 0 {
+		fmt.Fprintf(w, "            failures %v; first: %s\n", p.Statuses, p.FirstError)
+	}
+}
+
+func shortName(p phase) string {
+	if strings.HasPrefix(p.Target, "baseline") {
+		return "baseline"
+	}
+	return "mountd"
+}
