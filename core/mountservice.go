@@ -54,6 +54,7 @@ func (s *MountService) clock() time.Time { return s.now().UTC().Truncate(time.Mi
 // publish sends an event after its change committed; a failure to publish
 // never undoes the change, it is logged.
 func (s *MountService) publish(ctx context.Context, e Event) {
+	e.Mount.Key = MountKey{} // events cross Redis: no key material in them
 	if err := s.events.Publish(context.WithoutCancel(ctx), e); err != nil {
 		s.logger.WarnContext(ctx, "publish event failed", "type", e.Type, "uid", e.UID, "err", err)
 	}

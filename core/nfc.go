@@ -129,6 +129,7 @@ func (s *NfcService) SyncTags(ctx context.Context, p Principal, mountUID string,
 		return SyncResult{}, err
 	}
 	if m, err := s.mounts.Mount(ctx, mountUID); err == nil {
+		m.Key = MountKey{}
 		if err := s.events.Publish(context.WithoutCancel(ctx), Event{Type: EventNfcTagsSynced, UID: mountUID,
 			AccountID: p.AccountID, Mount: m, OccurredAt: now}); err != nil {
 			s.logger.WarnContext(ctx, "publish event failed", "type", EventNfcTagsSynced, "uid", mountUID, "err", err)
