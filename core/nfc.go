@@ -51,6 +51,9 @@ type TagStore interface {
 	UpdateTag(ctx context.Context, accountID, uid string, u NfcTagUpdate, now time.Time) (NfcTag, error)
 	// MountTagUIDs lists the tags authorised on a mount, sorted ascending.
 	MountTagUIDs(ctx context.Context, mountUID string) ([]string, error)
+	// TagsOfMounts returns the tags of accountID authorised on each mount,
+	// in one round trip whatever the number of mounts.
+	TagsOfMounts(ctx context.Context, accountID string, mountUIDs []string) (map[string][]NfcTag, error)
 }
 
 // NfcService holds the rules of CONTRACT §7.
@@ -163,4 +166,22 @@ func (s *NfcService) UpdateTag(ctx context.Context, p Principal, uid string, u N
 // MountTagUIDs lists a mount's authorised tags, for SYNC_NFC_TAGS.
 func (s *NfcService) MountTagUIDs(ctx context.Context, mountUID string) ([]string, error) {
 	return s.tags.MountTagUIDs(ctx, mountUID)
+}
+
+// TagsOfMounts returns the tags authorised on each of the mounts the
+// principal may see (GraphQL batches Mount.nfcTags through it).
+func (s *NfcService) TagsOfMounts(ctx context.Context, p Principal, mountUIDs []string) (map[string][]NfcTag, error) {
+	if err := p.Authorize(ActionReadNfcTags); err != nil {
+		return nil, err
+	}
+	visible := make([]string, 0, len(mountUIDs))
+	for _, uid := range mountUIDs {
+		if p.CanSeeMount(uid) {
+			visible = append(visible, uid)
+		}
+	}
+	if len(visible) == 0 {
+		return map[string][]NfcTag{}, nil
+	}
+	return s.tags.TagsOfMounts(ctx, p.AccountID, visible)
 }

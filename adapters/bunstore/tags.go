@@ -163,3 +163,34 @@ func (s *Store) MountTagUIDs(ctx context.Context, mountUID string) ([]string, er
 		Order("tag_uid").Scan(ctx, &uids)
 	return uids, err
 }
+
+// TagsOfMounts implements core.TagStore with one join.
+func (s *Store) TagsOfMounts(ctx context.Context, accountID string, mountUIDs []string) (map[string][]core.NfcTag, error) {
+	var rows []struct {
+		tagRow
+		MountUID string `bun:"mount_uid"`
+	}
+	err := s.db.NewRaw(`SELECT t.*, l.mount_uid FROM nfc_tag_mounts l
+		JOIN nfc_tags t ON t.account_id = l.account_id AND t.uid = l.tag_uid
+		WHERE l.account_id = ? AND l.mount_uid IN (?) ORDER BY l.mount_uid, t.uid`, accountID, bun.In(mountUIDs)).Scan(ctx, &rows)
+	if err != nil {
+		return nil, err
+	}
+	unique := map[string]tagRow{}
+	for _, r := range rows {
+		unique[r.UID] = r.tagRow
+	}
+	tags := make([]tagRow, 0, len(unique))
+	for _, t := range unique {
+		tags = append(tags, t)
+	}
+	links, err := s.tagLinks(ctx, s.db, accountID, tags)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]core.NfcTag{}
+	for _, r := range rows {
+		out[r.MountUID] = append(out[r.MountUID], r.tagRow.toTag(links[r.UID]))
+	}
+	return out, nil
+}

@@ -66,6 +66,7 @@ func NewServer(d Deps) *Server {
 
 	api := http.NewServeMux()
 	api.Handle("GET /api/v1/accounts/me", s.authed(s.me))
+	api.Handle("GET /api/v1/openapi.json", http.HandlerFunc(s.openAPI))
 	api.Handle("GET /api/v1/mounts", s.authed(s.listMounts))
 	api.Handle("POST /api/v1/mounts", s.authed(s.requestAssociation))
 	api.Handle("POST /api/v1/mounts/{uid}/confirm-association", s.authed(s.confirmAssociation))

@@ -173,12 +173,17 @@ func header(w io.Writer, unit string) {
 func row(w io.Writer, p phase, rate float64) {
 	names := make([]string, 0, len(p.CPU))
 	for n := range p.CPU {
-		names = append(names, n)
+		if n != machineKey && n != "other" {
+			names = append(names, n)
+		}
 	}
 	slices.Sort(names)
+	names = append(names, "other", machineKey)
 	var cpu []string
 	for _, n := range names {
-		cpu = append(cpu, fmt.Sprintf("%s %.0f", n, p.CPU[n]))
+		if v, ok := p.CPU[n]; ok {
+			cpu = append(cpu, fmt.Sprintf("%s %.0f", n, v))
+		}
 	}
 	fmt.Fprintf(w, "  %-9s %10.1f %8.1f %8.2f %8.2f %8.2f %8.2f %6d  %-6.2f %s\n", shortName(p), rate, p.RequestsPerSec,
 		p.Latency.P50, p.Latency.P99, p.Latency.P999, p.Latency.Max, p.Errors, p.LoadAvg[0], strings.Join(cpu, ", "))

@@ -127,7 +127,10 @@ func readStat(pid int) (procStat, bool) {
 // sample returns each watched process's CPU seconds so far: its own time,
 // its reaped children's, and its live children's.
 func (w *cpuWatch) sample() map[string]float64 {
-	out := make(map[string]float64, len(w.procs))
+	out := make(map[string]float64, len(w.procs)+1)
+	if busy, ok := machineBusy(); ok {
+		out[machineKey] = busy
+	}
 	roots := make(map[int]string, len(w.procs))
 	for _, p := range w.procs {
 		st, ok := readStat(p.pid)
@@ -157,11 +160,49 @@ func (w *cpuWatch) sample() map[string]float64 {
 	return out
 }
 
-// cpuSpan is what a phase cost in CPU, per process, in percent of one core.
+// machineKey holds the CPU seconds the whole machine spent busy (all
+// processes, kernel included) in a sample.
+const machineKey = "machine"
+
+// machineBusy reads the busy CPU seconds of the whole machine from
+// /proc/stat (everything except idle and iowait).
+func machineBusy() (float64, bool) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, false
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		// fields: user nice system idle iowait irq softirq steal (guest
+		// time is already part of user)
+		if i == 3 || i == 4 || i >= 8 {
+			continue
+		}
+		busy += n
+	}
+	return float64(busy) / clockTicks, true
+}
+
+// cpuSpan is what a phase cost in CPU, per process, in percent of one core;
+// "machine" is the whole machine and "other" what neither the watched
+// processes nor mountbench used (other engineers' work: a disturbance).
 func cpuSpan(before, after map[string]float64, elapsed time.Duration) map[string]float64 {
-	out := make(map[string]float64, len(after))
+	out := make(map[string]float64, len(after)+1)
+	var watchedSum float64
 	for name, v := range after {
 		out[name] = math.Round((v-before[name])/elapsed.Seconds()*1000) / 10
+		if name != machineKey {
+			watchedSum += out[name]
+		}
+	}
+	if m, ok := out[machineKey]; ok {
+		out["other"] = math.Round(max(0, m-watchedSum)*10) / 10
 	}
 	return out
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mountd/mountd/adapters/rest/openapitest"
 )
 
 type versionView struct {
@@ -189,6 +191,7 @@ func get(t *testing.T, link string, h http.Header) (*http.Response, []byte) {
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
+	openapitest.New(t).Check(t, req, res, body)
 	return res, body
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mountd/mountd/adapters/rest/openapitest"
 	"github.com/mountd/mountd/adapters/testenv"
 )
 
@@ -154,6 +155,8 @@ func (in *instance) tokenRequest(form url.Values, header http.Header) (*http.Res
 	return in.do(req)
 }
 
+// do sends req and checks the answer against the OpenAPI document, so the
+// document cannot drift from what the server does.
 func (in *instance) do(req *http.Request) (*http.Response, []byte) {
 	in.t.Helper()
 	res, err := http.DefaultClient.Do(req)
@@ -162,6 +165,7 @@ func (in *instance) do(req *http.Request) (*http.Response, []byte) {
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
+	openapitest.New(in.t).Check(in.t, req, res, body)
 	return res, body
 }
 

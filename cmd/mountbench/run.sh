@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Builds mountd and mountbench, starts a throw-away PostgreSQL and Redis
+# (scripts/test-services.sh), serves mountd on them on a free loopback port,
+# waits for /readyz, runs mountbench (default --scenario all) and stops
+# everything again. Arguments go to mountbench, e.g.
+#   cmd/mountbench/run.sh --duration 30s --clients 32 --json
+# Environment: BENCH_DIR (default /tmp/bench) holds the binaries and, per
+# run, the server log; MOUNTBENCH_MAX_LOAD (default 1.0) makes the script
+# wait, in 30 s steps for up to 10 minutes, until the 1-minute load average
+# is below it before it starts (0 disables); MOUNTBENCH_PERF=1 records a perf
+# profile of mountd during the run into $BENCH_DIR/mountd.perf.data.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BENCH_DIR=${BENCH_DIR:-/tmp/bench}
+
+if [ -z "${MOUNTBENCH_UNDER_SERVICES:-}" ]; then
+  mkdir -p "$BENCH_DIR"
+  (cd "$ROOT" && go build -o "$BENCH_DIR/mountd" ./cmd/mountd && go build -o "$BENCH_DIR/mountbench" ./cmd/mountbench)
+  max_load=${MOUNTBENCH_MAX_LOAD:-1.0}
+  if [ "$max_load" != 0 ]; then
+    for i in $(seq 0 20); do
+      load=$(cut -d' ' -f1 /proc/loadavg)
+      awk -v l="$load" -v m="$max_load" 'BEGIN { exit !(l < m) }' && break
+      [ "$i" -eq 20 ] && { echo "run.sh: load average $load still >= $max_load after 10 minutes; running anyway" >&2; break; }
+      echo "run.sh: load average $load >= $max_load, waiting 30s" >&2
+      sleep 30
+    done
+  fi
+  export MOUNTBENCH_UNDER_SERVICES=1 BENCH_DIR
+  exec "$ROOT/scripts/test-services.sh" "$0" "$@"
+fi
+
+log() { echo "run.sh: $*" >&2; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+PORT=$(free_port)
+DATA=$(mktemp -d /tmp/mountbench-data-XXXXXX)
+SERVER_LOG="$BENCH_DIR/mountd.log"
+MOUNTD_PID=""
+PERF_PID=""
+stop_server() {
+  if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID" 2>/dev/null || true; wait "$PERF_PID" 2>/dev/null || true; fi
+  if [ -n "$MOUNTD_PID" ]; then
+    kill -TERM "$MOUNTD_PID" 2>/dev/null || true
+    wait "$MOUNTD_PID" 2>/dev/null || true
+  fi
+  rm -rf "$DATA"
+}
+trap stop_server EXIT
+
+MOUNTD_DATABASE_URL=$MOUNTD_TEST_DATABASE_URL MOUNTD_REDIS_URL=$MOUNTD_TEST_REDIS_URL \
+MOUNTD_LISTEN=127.0.0.1:$PORT MOUNTD_DATA_DIR=$DATA MOUNTD_LOG_LEVEL=warn \
+MOUNTD_MASTER_KEY=$(printf 'ab%.0s' $(seq 32)) \
+  "$BENCH_DIR/mountd" serve >"$SERVER_LOG" 2>&1 &
+MOUNTD_PID=$!
+
+BASE="http://127.0.0.1:$PORT"
+for _ in $(seq 1 300); do
+  curl -fs "$BASE/readyz" >/dev/null 2>&1 && break
+  kill -0 "$MOUNTD_PID" 2>/dev/null || { log "mountd exited"; cat "$SERVER_LOG" >&2; exit 1; }
+  sleep 0.1
+done
+curl -fs "$BASE/readyz" >/dev/null || { log "mountd not ready after 30s"; cat "$SERVER_LOG" >&2; exit 1; }
+log "mountd (pid $MOUNTD_PID) ready on $BASE"
+
+REDIS_PORT=${MOUNTD_TEST_REDIS_URL##*:}
+REDIS_PORT=${REDIS_PORT%%/*}
+WATCH="mountd=$MOUNTD_PID"
+REDIS_PID=$(redis-cli -p "$REDIS_PORT" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p')
+[ -n "$REDIS_PID" ] && WATCH="$WATCH,redis=$REDIS_PID"
+
+if [ -n "${MOUNTBENCH_PERF:-}" ]; then
+  perf record -F 499 -g -p "$MOUNTD_PID" -o "$BENCH_DIR/mountd.perf.data" >/dev/null 2>&1 &
+  PERF_PID=$!
+fi
+
+# The admin URL of the throw-away server; mountd migrated it at start.
+"$BENCH_DIR/mountbench" --base "$BASE" --database-url "$MOUNTD_TEST_DATABASE_URL" --watch "$WATCH" "$@"
+rc=$?
+if [ -s "$SERVER_LOG" ]; then
+  log "mountd log (warnings and errors), last lines:"
+  tail -n 20 "$SERVER_LOG" >&2
+fi
+exit $rc
