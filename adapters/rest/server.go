@@ -41,6 +41,9 @@ type Deps struct {
 	Metrics *Metrics
 	// IdentityProvider is nil when an external issuer is configured.
 	IdentityProvider Mountable
+	// GraphQL is the /graphql endpoint and GraphiQL its browser page.
+	GraphQL  GraphQLHandler
+	GraphiQL GraphiQLHandler
 }
 
 // Server is the HTTP handler tree of mountd.
@@ -86,6 +89,12 @@ func NewServer(d Deps) *Server {
 	api.Handle("GET /api/v1/firmware/download", s.authed(s.downloadFirmware))
 	api.Handle("GET /api/v1/firmware/blobs/{key...}", http.HandlerFunc(s.serveBlob))
 	mux.Handle("/api/v1/", s.withBodyLimit(routeProblems(api, d.Logger)))
+	if d.GraphQL != nil {
+		mux.Handle("/graphql", s.withBodyLimit(s.graphqlAuth(d.GraphQL)))
+	}
+	if d.GraphiQL != nil {
+		mux.Handle("GET /graphiql", d.GraphiQL)
+	}
 
 	s.handler = s.observe(routeProblems(mux, s.Logger))
 	return s
@@ -152,6 +161,26 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, core.Principa
 			rec.accountID = p.AccountID
 		}
 		h(w, r.WithContext(core.WithPrincipal(r.Context(), p)), p)
+	})
+}
+
+// GraphQLHandler serves /graphql; GraphiQLHandler its browser page. Named
+// types so that wire can tell them apart.
+type (
+	GraphQLHandler  http.Handler
+	GraphiQLHandler http.Handler
+)
+
+// graphqlAuth authenticates GraphQL over HTTP like REST (401/403 as
+// problem+json); a WebSocket upgrade authenticates in connection_init.
+func (s *Server) graphqlAuth(next http.Handler) http.Handler {
+	authed := s.authed(func(w http.ResponseWriter, r *http.Request, _ core.Principal) { next.ServeHTTP(w, r) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		authed.ServeHTTP(w, r)
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 	redisadapter "github.com/mountd/mountd/adapters/redis"
 	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/graph"
 )
 
 // storeSet provides the database and the core services that need only it.
@@ -69,6 +70,9 @@ var serverSet = wire.NewSet(
 	provideChecks,
 	provideMountable,
 	rest.NewMetrics,
+	wire.Struct(new(graph.Resolver), "*"),
+	provideGraphQL,
+	provideGraphiQL,
 	wire.Struct(new(rest.Deps), "*"),
 	rest.NewServer,
 )
@@ -219,3 +223,9 @@ func provideBlobOpener(localBlobs *local.Store) rest.BlobOpener {
 	}
 	return localBlobs
 }
+
+func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier) rest.GraphQLHandler {
+	return graph.NewHandler(r, verifier, graph.DefaultOptions)
+}
+
+func provideGraphiQL() rest.GraphiQLHandler { return graph.Playground() }

@@ -11,6 +11,7 @@ import (
 	"github.com/mountd/mountd/adapters/keyring"
 	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/graph"
 	"log/slog"
 )
 
@@ -84,6 +85,16 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	v := provideChecks(store, client)
 	metrics := rest.NewMetrics()
 	mountable := provideMountable(provider)
+	resolver := &graph.Resolver{
+		Accounts:        accountService,
+		MountService:    mountService,
+		NfcService:      nfcService,
+		FirmwareService: firmwareService,
+		Events:          eventBus,
+		Logger:          logger,
+	}
+	graphQLHandler := provideGraphQL(resolver, tokenVerifier)
+	graphiQLHandler := provideGraphiQL()
 	deps := rest.Deps{
 		Logger:           logger,
 		Verifier:         tokenVerifier,
@@ -95,6 +106,8 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Checks:           v,
 		Metrics:          metrics,
 		IdentityProvider: mountable,
+		GraphQL:          graphQLHandler,
+		GraphiQL:         graphiQLHandler,
 	}
 	server := rest.NewServer(deps)
 	mainApp := &app{

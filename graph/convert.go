@@ -1,0 +1,95 @@
+package graph
+
+import (
+	"time"
+
+	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/graph/model"
+)
+
+func dateTime(t time.Time) model.DateTime { return model.DateTime(t) }
+
+func optDateTime(t time.Time) *model.DateTime {
+	if t.IsZero() {
+		return nil
+	}
+	d := model.DateTime(t)
+	return &d
+}
+
+func toMount(m core.Mount) *model.Mount {
+	return &model.Mount{UID: m.UID, Name: m.Name, SerialNumber: m.SerialNumber, MacAddress: m.MACAddress,
+		FirmwareRevision: m.FirmwareRevision, SoftwareRevision: m.SoftwareRevision, ModelNumber: m.ModelNumber,
+		AssociationState: string(m.State), MountLocked: m.Latest.MountLocked, HelmetMounted: m.Latest.HelmetMounted,
+		BatteryLevel: m.Latest.BatteryLevel, CPUTemperature: m.Latest.CPUTemperature, AssociatedAt: optDateTime(m.AssociatedAt)}
+}
+
+func toPagination(p core.Pagination) *model.Pagination {
+	return &model.Pagination{CurrentPage: p.CurrentPage, PageSize: p.PageSize, TotalItems: p.TotalItems, TotalPages: p.TotalPages}
+}
+
+func toState(e core.StateEntry) model.MountState {
+	return model.MountState{Code: string(e.Code), Value: e.Value, OccurredAt: dateTime(e.OccurredAt), ReceivedAt: optDateTime(e.ReceivedAt)}
+}
+
+func toStates(entries []core.StateEntry) []model.MountState {
+	out := make([]model.MountState, len(entries))
+	for i, e := range entries {
+		out[i] = toState(e)
+	}
+	return out
+}
+
+func toCommand(c core.Command, withIssuer bool) model.Command {
+	out := model.Command{Code: string(c.Code), Data: c.Data, GeneratedAt: dateTime(c.GeneratedAt), Payload: c.Payload}
+	if c.SignedToken != "" {
+		tok := c.SignedToken
+		out.SignedToken = &tok
+	}
+	if withIssuer {
+		issuer := c.IssuedBy
+		out.IssuedBy = &issuer
+	}
+	return out
+}
+
+func toCommands(cmds []core.Command, withIssuer bool) []model.Command {
+	out := make([]model.Command, len(cmds))
+	for i, c := range cmds {
+		out[i] = toCommand(c, withIssuer)
+	}
+	return out
+}
+
+func toTag(t core.NfcTag) model.NfcTag {
+	uids := t.MountUIDs
+	if uids == nil {
+		uids = []string{}
+	}
+	return model.NfcTag{UID: t.UID, Name: t.Name, Color: t.Color, IconName: t.IconName, MountUids: uids,
+		CreatedAt: dateTime(t.CreatedAt), UpdatedAt: dateTime(t.UpdatedAt)}
+}
+
+func toFirmware(v core.FirmwareVersion) *model.FirmwareVersion {
+	return &model.FirmwareVersion{SoftwareRevision: v.SoftwareRevision, ModelNumber: v.ModelNumber,
+		AvailableSince: dateTime(v.AvailableSince), Deprecated: v.Deprecated, Mandatory: v.Mandatory, Sha256: v.SHA256, Size: int(v.Size)}
+}
+
+// page turns GraphQL page arguments into a core page, validated like REST.
+func page(currentPage, pageSize *int, defaultSize int) (core.Page, error) {
+	p := core.Page{CurrentPage: 1, PageSize: defaultSize}
+	var v core.Validation
+	if currentPage != nil {
+		if *currentPage < 1 {
+			v.Add("currentPage", "must be at least 1")
+		}
+		p.CurrentPage = *currentPage
+	}
+	if pageSize != nil {
+		if *pageSize < 1 || *pageSize > core.MaxPageSize {
+			v.Add("pageSize", "must be from 1 to %d", core.MaxPageSize)
+		}
+		p.PageSize = *pageSize
+	}
+	return p, v.Err()
+}

@@ -1,0 +1,135 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/graph/generated"
+)
+
+// Options tune the GraphQL endpoint.
+type Options struct {
+	Introspection   bool
+	ComplexityLimit int
+	DepthLimit      int
+	// OriginPatterns are the origins allowed to open a WebSocket from a
+	// browser (github.com/coder/websocket patterns); same-origin is always allowed.
+	OriginPatterns []string
+	KeepAlive      time.Duration
+}
+
+// DefaultOptions are what `mountd serve` uses.
+var DefaultOptions = Options{Introspection: true, ComplexityLimit: 1000, DepthLimit: 10, KeepAlive: 10 * time.Second}
+
+// NewHandler returns the /graphql endpoint: POST and GET queries, and
+// subscriptions over WebSocket (graphql-transport-ws, and legacy graphql-ws).
+// HTTP requests arrive authenticated (rest puts the principal in the
+// context); a WebSocket authenticates in its connection_init payload.
+func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Handler {
+	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r}))
+	srv.AddTransport(transport.Websocket{
+		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: acceptOptions(opts.OriginPatterns)},
+		InitFunc:       websocketInit(verifier),
+		InitTimeout:    3 * time.Second,
+		// graphql-ws (legacy) keep-alive, and graphql-transport-ws pings.
+		KeepAlivePingInterval: opts.KeepAlive,
+		PingPongInterval:      opts.KeepAlive,
+	})
+	srv.AddTransport(transport.Options{})
+	srv.AddTransport(transport.GET{})
+	srv.AddTransport(transport.POST{})
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	if opts.Introspection {
+		srv.Use(extension.Introspection{})
+	}
+	srv.Use(extension.FixedComplexityLimit(opts.ComplexityLimit))
+	srv.Use(depthLimit(opts.DepthLimit))
+	srv.SetErrorPresenter(errorPresenter(r.Logger))
+	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
+		r.Logger.ErrorContext(ctx, "panic in resolver", "panic", v)
+		return errors.New("internal error")
+	})
+	return r.WithLoaders(srv)
+}
+
+// Playground serves GraphiQL for /graphql.
+func Playground() http.Handler { return playground.Handler("mountd GraphQL", "/graphql") }
+
+// errorPresenter gives every error the REST code in extensions.code; an
+// uncoded error is logged and shown only as "internal error".
+func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		gqlErr := graphql.DefaultErrorPresenter(ctx, err)
+		var ce *core.Error
+		if errors.As(err, &ce) {
+			gqlErr.Message = ce.Message
+			if gqlErr.Extensions == nil {
+				gqlErr.Extensions = map[string]any{}
+			}
+			gqlErr.Extensions["code"] = string(ce.Code)
+			if len(ce.Fields) > 0 {
+				gqlErr.Extensions["errors"] = ce.Fields
+			}
+			return gqlErr
+		}
+		var existing *gqlerror.Error
+		if errors.As(err, &existing) && existing.Extensions["code"] != nil {
+			return gqlErr // parse and validation errors carry gqlgen's codes
+		}
+		logger.ErrorContext(ctx, "internal error in GraphQL", "err", err)
+		gqlErr.Message = "internal error"
+		gqlErr.Extensions = map[string]any{"code": string(core.CodeInternal)}
+		return gqlErr
+	}
+}
+
+// websocketInit authenticates a WebSocket from its connection_init payload:
+// {"Access-Key": "..."} or {"Authorization": "Bearer ..."}. A bad token closes
+// the socket with 4403; the connection ends when the token expires.
+func websocketInit(verifier core.TokenVerifier) transport.WebsocketInitFunc {
+	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+		raw := payload.GetString("Access-Key")
+		if raw == "" {
+			raw = payload.GetString("access-key")
+		}
+		if raw == "" {
+			auth := payload.Authorization()
+			if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+				raw = strings.TrimSpace(auth[7:])
+			}
+		}
+		if raw == "" {
+			return transport.WithWebsocketCloseCode(ctx, 4403), nil, errors.New("an access token is required in the connection_init payload")
+		}
+		p, err := verifier.Verify(ctx, raw)
+		if err != nil {
+			return transport.WithWebsocketCloseCode(ctx, 4403), nil, errors.New(core.ErrorMessage(err))
+		}
+		if !p.Complete {
+			return transport.WithWebsocketCloseCode(ctx, 4403), nil, errors.New("the token lacks a mandatory scope item and grants no rights")
+		}
+		ctx = core.WithPrincipal(ctx, p)
+		ctx = transport.AppendCloseReason(ctx, "the access token expired")
+		// The connection lives no longer than its token; nil payload, so the
+		// token is never echoed in connection_ack.
+		ctx, cancel := context.WithDeadline(ctx, p.ExpiresAt)
+		// The upgrade request's context ends with the socket and takes this
+		// one with it; cancel frees the timer at once when that happens.
+		context.AfterFunc(ctx, cancel)
+		return ctx, nil, nil
+	}
+}

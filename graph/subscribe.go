@@ -1,0 +1,47 @@
+package graph
+
+import (
+	"context"
+
+	"github.com/mountd/mountd/core"
+)
+
+// subscribe checks the caller's rights and returns the account's events,
+// narrowed to the given mounts (when named) and to what the token may see.
+// A named mount the caller cannot reach is MOUNT_NOT_FOUND, as in REST.
+func (r *Resolver) subscribe(ctx context.Context, uids []string, named bool) (<-chan core.Event, error) {
+	p, err := core.PrincipalFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Authorize(core.ActionSubscribe); err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, uid := range uids {
+		// Reading the mount applies the same rules as GET /mounts/{uid}.
+		if _, err := r.MountService.Mount(ctx, p, uid); err != nil {
+			return nil, err
+		}
+		want[uid] = true
+	}
+	all, err := r.Events.Subscribe(ctx, p.AccountID)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan core.Event, 16)
+	go func() {
+		defer close(out)
+		for e := range all {
+			if (named && !want[e.UID]) || !p.CanSeeMount(e.UID) {
+				continue
+			}
+			select {
+			case out <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
