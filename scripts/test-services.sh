@@ -85,6 +85,15 @@ for _ in $(seq 1 100); do
 done
 redis-cli -p "$REDIS_PORT" ping >/dev/null || { log "redis did not start"; cat "$TMP/redis.log" >&2; exit 1; }
 
+# A real S3-compatible server (versitygw, built from its Go module in
+# tools/s3server) for the S3 blob store tests.
+if s3bin=$(bash "$(dirname "$0")/../tools/s3server/build.sh" 2>"$TMP/s3build.log"); then
+  export MOUNTD_TEST_S3_SERVER="$s3bin"
+else
+  log "WARNING: building the S3 test server failed; the S3 adapter tests will skip:"
+  tail -5 "$TMP/s3build.log" >&2
+fi
+
 export MOUNTD_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
 export MOUNTD_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 # Tests that need these servers fail instead of skipping when this is set.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -29,7 +30,18 @@ import (
 type Store struct {
 	db       *bun.DB
 	postgres bool
+	queries  atomic.Int64
 }
+
+// queryCounter counts every statement sent to the database, so operators
+// (and tests of N+1 behaviour) can see how many queries a request costs.
+type queryCounter struct{ n *atomic.Int64 }
+
+func (q queryCounter) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context { return ctx }
+func (q queryCounter) AfterQuery(context.Context, *bun.QueryEvent)                        { q.n.Add(1) }
+
+// Queries returns how many statements the store has sent.
+func (s *Store) Queries() int64 { return s.queries.Load() }
 
 // Open connects to a `postgres://` or `sqlite://PATH` URL. The returned
 // function closes the pool.
@@ -65,6 +77,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 	default:
 		return nil, nil, fmt.Errorf("database url must start with postgres:// or sqlite://")
 	}
+	s.db.AddQueryHook(queryCounter{n: &s.queries})
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.db.PingContext(pingCtx); err != nil {

@@ -31,11 +31,14 @@ func TestSealerBindsAdditionalData(t *testing.T) {
 		t.Fatalf("Open = %q, %v", pt, err)
 	}
 	for name, open := range map[string]func() ([]byte, error){
-		"other aad":    func() ([]byte, error) { return s.Open(sealed, []byte("mount:M2:k1")) },
-		"tampered":     func() ([]byte, error) { return s.Open(sealed[:len(sealed)-4]+"AAAA", []byte("mount:M1:k1")) },
-		"not base64":   func() ([]byte, error) { return s.Open("%%%", nil) },
-		"too short":    func() ([]byte, error) { return s.Open("AAAA", nil) },
-		"other master": func() ([]byte, error) { o, _ := keyring.NewSealer(bytes.Repeat([]byte{8}, 32)); return o.Open(sealed, []byte("mount:M1:k1")) },
+		"other aad":  func() ([]byte, error) { return s.Open(sealed, []byte("mount:M2:k1")) },
+		"tampered":   func() ([]byte, error) { return s.Open(sealed[:len(sealed)-4]+"AAAA", []byte("mount:M1:k1")) },
+		"not base64": func() ([]byte, error) { return s.Open("%%%", nil) },
+		"too short":  func() ([]byte, error) { return s.Open("AAAA", nil) },
+		"other master": func() ([]byte, error) {
+			o, _ := keyring.NewSealer(bytes.Repeat([]byte{8}, 32))
+			return o.Open(sealed, []byte("mount:M1:k1"))
+		},
 	} {
 		if _, err := open(); err == nil {
 			t.Errorf("%s: opened", name)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mountd/mountd/core"
 )
 
@@ -39,6 +41,8 @@ type Deps struct {
 	Blobs   BlobOpener
 	Checks  []Checker
 	Metrics *Metrics
+	// Collectors are further metrics to serve (database, cache).
+	Collectors []prometheus.Collector
 	// IdentityProvider is nil when an external issuer is configured.
 	IdentityProvider Mountable
 	// GraphQL is the /graphql endpoint and GraphiQL its browser page.
@@ -55,6 +59,9 @@ type Server struct {
 // NewServer builds the handler tree.
 func NewServer(d Deps) *Server {
 	s := &Server{Deps: d}
+	for _, c := range d.Collectors {
+		d.Metrics.registry.MustRegister(c)
+	}
 	mux := http.NewServeMux()
 
 	mux.HandleFunc("GET /healthz", s.healthz)

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/google/wire"
+	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mountd/mountd/adapters/blob/local"
+	"github.com/mountd/mountd/adapters/blob/s3"
 	"github.com/mountd/mountd/adapters/bunstore"
 	"github.com/mountd/mountd/adapters/idp"
 	"github.com/mountd/mountd/adapters/keyring"
@@ -68,6 +70,7 @@ var serverSet = wire.NewSet(
 	provideIdentityProvider,
 	provideVerifier,
 	provideChecks,
+	provideCollectors,
 	provideMountable,
 	rest.NewMetrics,
 	wire.Struct(new(graph.Resolver), "*"),
@@ -209,11 +212,16 @@ func provideLocalBlobs(cfg Config, sealer *keyring.Sealer) (*local.Store, error)
 	return local.New(filepath.Join(cfg.DataDir, "blobs"), cfg.PublicURL, sealer.DerivedKey("firmware download links"))
 }
 
-func provideBlobStore(cfg Config, localBlobs *local.Store) (core.BlobStore, error) {
+// provideBlobStore picks the local store or S3 (MOUNTD_BLOB_URL=s3://...).
+func provideBlobStore(ctx context.Context, cfg Config, localBlobs *local.Store) (core.BlobStore, error) {
 	if localBlobs != nil {
 		return localBlobs, nil
 	}
-	return nil, fmt.Errorf("blob url %q: S3 storage is not available in this build", cfg.BlobURL)
+	store, err := s3.New(ctx, cfg.BlobURL)
+	if err != nil {
+		return nil, fmt.Errorf("firmware blob storage: %w", err)
+	}
+	return store, nil
 }
 
 // provideBlobOpener keeps a nil store a nil interface.
@@ -229,3 +237,10 @@ func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier) rest.GraphQL
 }
 
 func provideGraphiQL() rest.GraphiQLHandler { return graph.Playground() }
+
+func provideCollectors(store *bunstore.Store) []prometheus.Collector {
+	return []prometheus.Collector{prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "mountd_db_queries_total",
+		Help: "SQL statements sent to the database.",
+	}, func() float64 { return float64(store.Queries()) })}
+}

@@ -72,7 +72,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		cleanup()
 		return nil, nil, err
 	}
-	blobStore, err := provideBlobStore(cfg, localStore)
+	blobStore, err := provideBlobStore(ctx, cfg, localStore)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -84,6 +84,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
 	metrics := rest.NewMetrics()
+	v2 := provideCollectors(store)
 	mountable := provideMountable(provider)
 	resolver := &graph.Resolver{
 		Accounts:        accountService,
@@ -105,6 +106,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Blobs:            blobOpener,
 		Checks:           v,
 		Metrics:          metrics,
+		Collectors:       v2,
 		IdentityProvider: mountable,
 		GraphQL:          graphQLHandler,
 		GraphiQL:         graphiQLHandler,
@@ -195,7 +197,7 @@ func newFirmwareService(ctx context.Context, cfg Config, logger *slog.Logger) (*
 		cleanup()
 		return nil, nil, err
 	}
-	blobStore, err := provideBlobStore(cfg, localStore)
+	blobStore, err := provideBlobStore(ctx, cfg, localStore)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
