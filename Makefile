@@ -19,15 +19,16 @@ run: build
 test: check-generate
 	scripts/test-services.sh $(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-## generate: regenerate wire (and gqlgen) code and tidy go.mod
+## generate: regenerate gqlgen and wire code and tidy go.mod
 generate:
+	$(GO) tool gqlgen generate
 	$(GO) tool wire gen ./cmd/mountd
 	$(GO) mod tidy
+	gofmt -w graph cmd/mountd/wire_gen.go
 
-## check-generate: fail when generated code is out of date
-check-generate:
-	@$(GO) tool wire check ./cmd/mountd
-	@$(GO) tool wire diff ./cmd/mountd >/dev/null || { echo "wire_gen.go is out of date: run make generate"; exit 1; }
+## check-generate: fail when `make generate` would change anything
+check-generate: generate
+	@git diff --exit-code --stat -- graph cmd go.mod go.sum || { echo "generated code is out of date: run make generate and commit"; exit 1; }
 
 ## lint: gofmt and go vet
 lint:

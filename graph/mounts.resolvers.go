@@ -16,7 +16,7 @@ import (
 
 // NfcTags is the resolver for the nfcTags field.
 func (r *mountResolver) NfcTags(ctx context.Context, obj *model.Mount) ([]model.NfcTag, error) {
-	tags, err := r.loaders(ctx).mountTags.Load(ctx, obj.UID)
+	tags, err := r.loaders(ctx).tagsOf(ctx, obj.UID)
 	if err != nil {
 		return nil, err
 	}
@@ -149,8 +149,13 @@ func (r *queryResolver) Mounts(ctx context.Context, currentPage *int, pageSize *
 		return nil, err
 	}
 	out := make([]model.Mount, len(mounts))
+	uids := make([]string, len(mounts))
 	for i, m := range mounts {
 		out[i] = *toMount(m)
+		uids[i] = m.UID
+	}
+	if err := r.prefetchTags(ctx, uids, "mounts", "nfcTags"); err != nil {
+		return nil, err
 	}
 	return &model.MountPage{Mounts: out, Pagination: toPagination(pagination)}, nil
 }
