@@ -1,0 +1,163 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// The GATT layout every mount and both radio adapters follow (docs/ble.md).
+const (
+	// BLEServiceUUID is the mount service, advertised by every mount.
+	BLEServiceUUID = "6d6e7464-0001-4d6f-756e-742053657276"
+	// BLEInfoUUID is read: the mount's identity as JSON (BLEInfo).
+	BLEInfoUUID = "6d6e7464-0002-4d6f-756e-742053657276"
+	// BLECommandUUID is written (with response): framed command JSON.
+	BLECommandUUID = "6d6e7464-0003-4d6f-756e-742053657276"
+	// BLEStateUUID notifies: framed state and result JSON (BLEMessage).
+	BLEStateUUID = "6d6e7464-0004-4d6f-756e-742053657276"
+	// BLENamePrefix starts the advertised local name; the mount uid follows.
+	BLENamePrefix = "MNT-"
+	// BLEDefaultMTU is the ATT MTU assumed until negotiated; frames fit in it.
+	BLEDefaultMTU = 23
+)
+
+// BLEDevice is a mount seen in a scan.
+type BLEDevice struct {
+	Address  string `json:"address"`
+	Name     string `json:"name"`
+	MountUID string `json:"mountUid"`
+	RSSI     int    `json:"rssi"`
+}
+
+// BLEInfo is the content of the info characteristic.
+type BLEInfo struct {
+	UID              string `json:"uid"`
+	SerialNumber     string `json:"serialNumber"`
+	MACAddress       string `json:"macAddress"`
+	FirmwareRevision string `json:"firmwareRevision"`
+	SoftwareRevision string `json:"softwareRevision"`
+	ModelNumber      string `json:"modelNumber"`
+}
+
+// BLECommand is what is written to the command characteristic: the
+// API's Command, as the API returned it.
+type BLECommand struct {
+	Code        string         `json:"code"`
+	Data        map[string]any `json:"data"`
+	GeneratedAt string         `json:"generatedAt"`
+	Payload     string         `json:"payload"`
+	SignedToken *string        `json:"signedToken"`
+}
+
+// BLEStateEntry is one state a mount notifies.
+type BLEStateEntry struct {
+	Code       string `json:"code"`
+	Value      string `json:"value"`
+	OccurredAt string `json:"occurredAt"`
+}
+
+// BLEMessage is what the state characteristic notifies: either the mount's
+// current states (Type "states") or the outcome of a command (Type "result").
+type BLEMessage struct {
+	Type   string          `json:"type"`
+	States []BLEStateEntry `json:"states,omitempty"`
+	// For results: the command code, the payload's nonce, and whether the
+	// mount accepted it (with the reason when it did not).
+	Code     string `json:"code,omitempty"`
+	Nonce    string `json:"nonce,omitempty"`
+	Accepted bool   `json:"accepted,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Radio is the central side of BLE, as a phone uses it.
+type Radio interface {
+	// Scan reports mounts advertising the mount service until ctx ends.
+	Scan(ctx context.Context, found func(BLEDevice)) error
+	// Connect opens a GATT connection to the mount at address.
+	Connect(ctx context.Context, address string) (BLELink, error)
+}
+
+// BLELink is a GATT connection to one mount.
+type BLELink interface {
+	// ReadInfo reads the info characteristic.
+	ReadInfo(ctx context.Context) ([]byte, error)
+	// WriteFrame writes one frame to the command characteristic.
+	WriteFrame(ctx context.Context, frame []byte) error
+	// Frames delivers the state characteristic's notifications, one frame
+	// each, until the link closes.
+	Frames() <-chan []byte
+	// MTU is the negotiated ATT MTU.
+	MTU() int
+	// Close disconnects.
+	Close() error
+}
+
+// Frames split a message for characteristics whose value is limited by the
+// ATT MTU: each frame is one header byte, then up to MTU-4 bytes (3 bytes of
+// ATT header). Header bit 7 marks the last frame of a message; bits 0-6
+// count frames within the message, from 0, wrapping at 128.
+const (
+	frameLast    = 0x80
+	frameSeqMask = 0x7f
+	attOverhead  = 3
+)
+
+// ErrFrame is returned for a frame out of sequence or a message too large.
+var ErrFrame = errors.New("ble: bad frame")
+
+// MaxBLEMessage bounds a reassembled message (a command is well under 1 KiB).
+const MaxBLEMessage = 16 << 10
+
+// SplitFrames cuts msg into frames for an ATT MTU.
+func SplitFrames(msg []byte, mtu int) [][]byte {
+	chunk := mtu - attOverhead - 1
+	if chunk < 1 {
+		chunk = BLEDefaultMTU - attOverhead - 1
+	}
+	var frames [][]byte
+	for seq := 0; ; seq++ {
+		n := min(chunk, len(msg))
+		header := byte(seq & frameSeqMask)
+		if n == len(msg) {
+			header |= frameLast
+		}
+		frames = append(frames, append([]byte{header}, msg[:n]...))
+		msg = msg[n:]
+		if header&frameLast != 0 {
+			return frames
+		}
+	}
+}
+
+// Reassembler joins frames back into messages.
+type Reassembler struct {
+	buf  []byte
+	next int
+}
+
+// Add takes one frame; it returns the message when the frame completes one.
+// A frame out of sequence discards the partial message and is an error.
+func (r *Reassembler) Add(frame []byte) (msg []byte, done bool, err error) {
+	if len(frame) == 0 {
+		return nil, false, fmt.Errorf("%w: empty frame", ErrFrame)
+	}
+	seq := int(frame[0] & frameSeqMask)
+	if seq != r.next&frameSeqMask {
+		r.buf, r.next = nil, 0
+		if seq != 0 {
+			return nil, false, fmt.Errorf("%w: frame %d out of sequence", ErrFrame, seq)
+		}
+	}
+	r.buf = append(r.buf, frame[1:]...)
+	r.next++
+	if len(r.buf) > MaxBLEMessage {
+		r.buf, r.next = nil, 0
+		return nil, false, fmt.Errorf("%w: message over %d bytes", ErrFrame, MaxBLEMessage)
+	}
+	if frame[0]&frameLast == 0 {
+		return nil, false, nil
+	}
+	msg, r.buf, r.next = r.buf, nil, 0
+	return msg, true, nil
+}
