@@ -1,0 +1,139 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+// Outcome is what an action achieved: the mount's answer and the states it
+// reported afterwards (sent on to the API).
+type Outcome struct {
+	Result CommandResult
+	States []core.BLEStateEntry
+}
+
+// ReleaseHelmet unlocks the mount and waits until it reports the helmet
+// gone and the lock open.
+func (c *Client) ReleaseHelmet(ctx context.Context, uid string) (Outcome, error) {
+	return c.run(ctx, uid, string(core.CmdReleaseHelmet), nil, func(s map[string]string) bool {
+		return s[string(core.CodeMountLocked)] == "0" && s[string(core.CodeHelmetMounted)] == "0"
+	})
+}
+
+// ConfigureAlarm sets the alarm's mode (OFF, ON, SILENT), sensitivity and
+// volume (LOW, MEDIUM, HIGH).
+func (c *Client) ConfigureAlarm(ctx context.Context, uid, mode, sensitivity, volume string) (Outcome, error) {
+	return c.run(ctx, uid, string(core.CmdConfigureAlarm),
+		map[string]string{"alarmMode": mode, "alarmSensitivity": sensitivity, "alarmVolume": volume}, nil)
+}
+
+// SetRFIDMode sets the NFC reader's mode (NORMAL, LEARN, DISABLED).
+func (c *Client) SetRFIDMode(ctx context.Context, uid, mode string) (Outcome, error) {
+	return c.run(ctx, uid, string(core.CmdSetRFIDMode), map[string]string{"rfidMode": mode}, nil)
+}
+
+// SyncNFCTags sends the mount its whole authorised tag list from the API.
+func (c *Client) SyncNFCTags(ctx context.Context, uid string) (Outcome, error) {
+	return c.run(ctx, uid, string(core.CmdSyncNfcTags), nil, nil)
+}
+
+// Deliver writes a command obtained elsewhere (an operator's
+// ASSOCIATE_OWNER from POST /mounts) to a connected mount and waits for its
+// answer. No token check: the command came from the API already.
+func (c *Client) Deliver(ctx context.Context, uid string, cmd core.BLECommand) (CommandResult, error) {
+	d, err := c.connected(uid)
+	if err != nil {
+		return CommandResult{}, err
+	}
+	res, _, err := c.write(ctx, d, cmd, nil)
+	return res, err
+}
+
+// run is every action's path: token check with the identity provider,
+// command from the API, write over BLE, wait for the mount's confirmation,
+// report the resulting states.
+func (c *Client) run(ctx context.Context, uid, code string, params map[string]string, confirmed func(map[string]string) bool) (Outcome, error) {
+	if err := c.api.validate(ctx, uid); err != nil {
+		c.engine.publish(ErrorEvent{UID: uid, Err: err, At: time.Now()})
+		return Outcome{}, err
+	}
+	d, err := c.connected(uid)
+	if err != nil {
+		return Outcome{}, err
+	}
+	cmd, err := c.api.command(ctx, uid, code, params)
+	if err != nil {
+		return Outcome{}, err
+	}
+	res, states, err := c.write(ctx, d, cmd, confirmed)
+	if err != nil {
+		return Outcome{Result: res}, err
+	}
+	if len(states) > 0 {
+		if err := c.api.report(ctx, uid, states); err != nil {
+			return Outcome{Result: res, States: states}, fmt.Errorf("sdk: the mount confirmed, but reporting its states failed: %w", err)
+		}
+	}
+	return Outcome{Result: res, States: states}, nil
+}
+
+// write sends cmd and waits for the mount's result for its nonce, then (when
+// confirmed is set) for states that satisfy it.
+func (c *Client) write(ctx context.Context, d *device, cmd core.BLECommand, confirmed func(map[string]string) bool) (CommandResult, []core.BLEStateEntry, error) {
+	d.writeMu.Lock()
+	defer d.writeMu.Unlock()
+	raw, err := json.Marshal(cmd)
+	if err != nil {
+		return CommandResult{}, nil, err
+	}
+	msgs, stop := d.watch()
+	defer stop()
+	if err := d.send(ctx, raw); err != nil {
+		return CommandResult{}, nil, err
+	}
+	nonce := cmd.Payload[strings.LastIndex(cmd.Payload, ";")+1:]
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConfirmTimeout)
+	defer cancel()
+	var result *CommandResult
+	var last []core.BLEStateEntry
+	for {
+		select {
+		case <-ctx.Done():
+			if result != nil {
+				return *result, last, fmt.Errorf("%w: no confirming state after %s", ErrTimeout, cmd.Code)
+			}
+			return CommandResult{}, nil, fmt.Errorf("%w: no answer to %s", ErrTimeout, cmd.Code)
+		case <-d.done:
+			return CommandResult{}, nil, fmt.Errorf("%w: %s disconnected", ErrNotConnected, d.uid)
+		case m := <-msgs:
+			switch {
+			case m.Type == "result" && m.Nonce == nonce:
+				result = &CommandResult{Code: m.Code, Nonce: m.Nonce, Accepted: m.Accepted, Reason: m.Reason}
+				if !m.Accepted {
+					return *result, nil, &RefusedError{Code: m.Code, Reason: m.Reason}
+				}
+				if confirmed == nil {
+					return *result, nil, nil // nothing further to wait for
+				}
+			case m.Type == "states" && result != nil:
+				last = m.States
+				if confirmed(byCode(m.States)) {
+					return *result, last, nil
+				}
+			}
+		}
+	}
+}
+
+func byCode(states []core.BLEStateEntry) map[string]string {
+	out := make(map[string]string, len(states))
+	for _, s := range states {
+		out[s.Code] = s.Value
+	}
+	return out
+}

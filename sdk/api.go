@@ -1,0 +1,219 @@
+package sdk
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+// apiClient talks to the mountd API and its identity provider with the token.
+type apiClient struct {
+	base  string
+	token string
+	http  *http.Client
+
+	mu       sync.Mutex
+	userinfo string // found through discovery, once
+}
+
+// APIError is an API answer other than success, from its problem document.
+type APIError struct {
+	Status int
+	Code   string
+	Detail string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("sdk: API answered %d %s: %s", e.Status, e.Code, e.Detail)
+}
+
+func (a *apiClient) do(ctx context.Context, method, path string, body, out any) error {
+	var r io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Access-Key", a.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := a.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
+	if err != nil {
+		return err
+	}
+	if res.StatusCode >= 300 {
+		var p struct {
+			Code   string `json:"code"`
+			Detail string `json:"detail"`
+		}
+		_ = json.Unmarshal(raw, &p)
+		return &APIError{Status: res.StatusCode, Code: p.Code, Detail: p.Detail}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// tokenClaims reads the token's claims without verifying them: the
+// identity provider verifies; this only finds the issuer and the scope.
+func tokenClaims(token string) (iss string, scope []string, exp time.Time, err error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return "", nil, time.Time{}, fmt.Errorf("%w: not a JWT", ErrTokenRejected)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", nil, time.Time{}, fmt.Errorf("%w: malformed", ErrTokenRejected)
+	}
+	var c struct {
+		Iss   string `json:"iss"`
+		Scope string `json:"scope"`
+		Exp   int64  `json:"exp"`
+	}
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return "", nil, time.Time{}, fmt.Errorf("%w: malformed claims", ErrTokenRejected)
+	}
+	return strings.TrimRight(c.Iss, "/"), strings.Fields(c.Scope), time.Unix(c.Exp, 0), nil
+}
+
+// validate asks the identity provider whether the token is valid (its
+// userinfo endpoint, found through discovery) and checks that its scope
+// reaches uid. It runs before anything is written over BLE.
+func (a *apiClient) validate(ctx context.Context, uid string) error {
+	iss, scope, exp, err := tokenClaims(a.token)
+	if err != nil {
+		return err
+	}
+	if time.Now().After(exp) {
+		return fmt.Errorf("%w: expired", ErrTokenRejected)
+	}
+	endpoint, err := a.userinfoEndpoint(ctx, iss)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	res, err := a.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("sdk: identity provider unreachable: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%w: userinfo answered %d", ErrTokenRejected, res.StatusCode)
+	}
+	var info struct {
+		Scope string `json:"scope"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&info); err != nil {
+		return fmt.Errorf("%w: unreadable userinfo", ErrTokenRejected)
+	}
+	if info.Scope != "" {
+		scope = strings.Fields(info.Scope)
+	}
+	return scopeAllows(scope, uid)
+}
+
+// scopeAllows applies CONTRACT §3 to a mount: the mandatory items must be
+// there; a restricted token with mount items reaches only those mounts.
+func scopeAllows(scope []string, uid string) error {
+	var openid, sub, aud, restricted bool
+	var mounts []string
+	for _, item := range scope {
+		switch {
+		case item == "openid":
+			openid = true
+		case item == "sub":
+			sub = true
+		case strings.HasPrefix(item, "urn:") && strings.HasSuffix(item, ":aud"):
+			aud = true
+		case item == "role:restricted":
+			restricted = true
+		case strings.HasPrefix(item, "mount:"):
+			mounts = append(mounts, strings.TrimPrefix(item, "mount:"))
+		}
+	}
+	if !openid || !sub || !aud {
+		return fmt.Errorf("%w: a mandatory scope item is missing", ErrTokenRejected)
+	}
+	if !restricted || len(mounts) == 0 {
+		return nil
+	}
+	for _, m := range mounts {
+		if m == uid {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrMountNotAllowed, uid)
+}
+
+func (a *apiClient) userinfoEndpoint(ctx context.Context, issuer string) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.userinfo != "" {
+		return a.userinfo, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, issuer+"/.well-known/openid-configuration", nil)
+	if err != nil {
+		return "", fmt.Errorf("%w: bad issuer %q", ErrTokenRejected, issuer)
+	}
+	res, err := a.http.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("sdk: identity provider unreachable: %w", err)
+	}
+	defer res.Body.Close()
+	var doc struct {
+		Userinfo string `json:"userinfo_endpoint"`
+	}
+	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&doc) != nil || doc.Userinfo == "" {
+		return "", fmt.Errorf("sdk: identity provider discovery failed (%d)", res.StatusCode)
+	}
+	a.userinfo = doc.Userinfo
+	return a.userinfo, nil
+}
+
+// command fetches one fresh signed command for uid.
+func (a *apiClient) command(ctx context.Context, uid, code string, params map[string]string) (core.BLECommand, error) {
+	q := url.Values{"code": {code}}
+	for k, v := range params {
+		q.Set(k, v)
+	}
+	var cmds []core.BLECommand
+	if err := a.do(ctx, http.MethodGet, "/mounts/"+url.PathEscape(uid)+"/query?"+q.Encode(), nil, &cmds); err != nil {
+		return core.BLECommand{}, err
+	}
+	if len(cmds) != 1 {
+		return core.BLECommand{}, fmt.Errorf("sdk: the API returned %d commands", len(cmds))
+	}
+	return cmds[0], nil
+}
+
+// report sends the mount's states to the API.
+func (a *apiClient) report(ctx context.Context, uid string, states []core.BLEStateEntry) error {
+	return a.do(ctx, http.MethodPost, "/mounts/"+url.PathEscape(uid)+"/states", map[string]any{"states": states}, nil)
+}

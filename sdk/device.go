@@ -1,0 +1,101 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+// device is an open connection to one mount: it reassembles notifications,
+// publishes them on the mount's stream and hands them to waiting actions.
+type device struct {
+	uid    string
+	info   core.BLEInfo
+	link   core.BLELink
+	events *broadcaster[DeviceEvent]
+
+	mu      sync.Mutex
+	waiters []chan core.BLEMessage
+	writeMu sync.Mutex // one command on the link at a time
+	once    sync.Once
+	done    chan struct{}
+}
+
+func newDevice(uid string, info core.BLEInfo, link core.BLELink, onClose func()) *device {
+	d := &device{uid: uid, info: info, link: link, events: newBroadcaster[DeviceEvent](), done: make(chan struct{})}
+	go d.read(onClose)
+	return d
+}
+
+func (d *device) read(onClose func()) {
+	defer func() {
+		d.once.Do(func() { close(d.done) })
+		d.events.close()
+		onClose()
+	}()
+	var r core.Reassembler
+	for frame := range d.link.Frames() {
+		raw, complete, err := r.Add(frame)
+		if err != nil || !complete {
+			continue
+		}
+		var msg core.BLEMessage
+		if json.Unmarshal(raw, &msg) != nil {
+			continue
+		}
+		ev := DeviceEvent{UID: d.uid, At: time.Now()}
+		switch msg.Type {
+		case "states":
+			ev.States = msg.States
+		case "result":
+			ev.Result = &CommandResult{Code: msg.Code, Nonce: msg.Nonce, Accepted: msg.Accepted, Reason: msg.Reason}
+		default:
+			continue
+		}
+		d.events.publish(ev)
+		d.mu.Lock()
+		for _, w := range d.waiters {
+			select {
+			case w <- msg:
+			default:
+			}
+		}
+		d.mu.Unlock()
+	}
+}
+
+// watch returns the mount's messages from now on until stop is called.
+func (d *device) watch() (<-chan core.BLEMessage, func()) {
+	ch := make(chan core.BLEMessage, streamBuffer)
+	d.mu.Lock()
+	d.waiters = append(d.waiters, ch)
+	d.mu.Unlock()
+	return ch, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for i, w := range d.waiters {
+			if w == ch {
+				d.waiters = append(d.waiters[:i], d.waiters[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// send writes a message over the link in MTU-sized frames.
+func (d *device) send(ctx context.Context, msg []byte) error {
+	for _, f := range core.SplitFrames(msg, d.link.MTU()) {
+		if err := d.link.WriteFrame(ctx, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *device) close() error {
+	err := d.link.Close()
+	return err
+}

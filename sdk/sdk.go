@@ -1,0 +1,270 @@
+// Package sdk is the mobile-client library of mountd: with an API base
+// address and a scoped token (never client credentials) it scans for mounts
+// over BLE, connects to them, and carries signed commands from the API to a
+// mount, checking the token with the identity provider first and reporting
+// the mount's resulting states back to the API.
+//
+// Two streams report what happens: EngineEvents (global: scans, connections,
+// errors) and DeviceStates (per mount uid: states and command results).
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL is the API base address, ending in /api/v1.
+	BaseURL string
+	// Token is a scoped access token, typically role:restricted with one
+	// mount:<uid> item, obtained by the operator's server.
+	Token string
+	// Radio is the BLE adapter: real BLE or the simulated radio.
+	Radio core.Radio
+	// HTTPClient defaults to a client with a 15 s timeout.
+	HTTPClient *http.Client
+	// ConfirmTimeout bounds the wait for a mount to confirm a command
+	// (default 10 s).
+	ConfirmTimeout time.Duration
+}
+
+// Client is one phone's view of the fleet.
+type Client struct {
+	cfg    Config
+	api    *apiClient
+	engine *broadcaster[EngineEvent]
+
+	mu      sync.Mutex
+	seen    map[string]core.BLEDevice // uid → last advertisement
+	devices map[string]*device
+	closed  bool
+}
+
+// Errors an action can return; wrap-aware (errors.Is).
+var (
+	// ErrTokenRejected: the identity provider does not accept the token
+	// (invalid, expired, or lacking a mandatory scope item).
+	ErrTokenRejected = errors.New("sdk: the identity provider rejected the token")
+	// ErrMountNotAllowed: the token's scope does not cover this mount.
+	ErrMountNotAllowed = errors.New("sdk: the token does not allow this mount")
+	// ErrNotConnected: Connect the mount first.
+	ErrNotConnected = errors.New("sdk: not connected to this mount")
+	// ErrNotFound: no mount with this uid was seen in a scan.
+	ErrNotFound = errors.New("sdk: mount not found nearby")
+	// ErrTimeout: the mount did not confirm in time.
+	ErrTimeout = errors.New("sdk: the mount did not confirm in time")
+	// ErrClosed: the client is closed.
+	ErrClosed = errors.New("sdk: client closed")
+)
+
+// RefusedError is returned when the mount refuses a command.
+type RefusedError struct {
+	Code   string
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("sdk: the mount refused %s: %s", e.Code, e.Reason)
+}
+
+// New returns a Client.
+func New(cfg Config) (*Client, error) {
+	if cfg.BaseURL == "" || cfg.Token == "" || cfg.Radio == nil {
+		return nil, errors.New("sdk: BaseURL, Token and Radio are required")
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 15 * time.Second}
+	}
+	if cfg.ConfirmTimeout <= 0 {
+		cfg.ConfirmTimeout = 10 * time.Second
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	return &Client{
+		cfg:     cfg,
+		api:     &apiClient{base: cfg.BaseURL, token: cfg.Token, http: cfg.HTTPClient},
+		engine:  newBroadcaster[EngineEvent](),
+		seen:    map[string]core.BLEDevice{},
+		devices: map[string]*device{},
+	}, nil
+}
+
+// EngineEvents returns the global BLE engine state stream: ScanStarted,
+// ScanResultEvent (the devices found so far), ScanStopped, Connected,
+// Disconnected and ErrorEvent. Each call gets its own channel, closed by
+// Close; a reader that falls behind misses events rather than blocking.
+func (c *Client) EngineEvents() <-chan EngineEvent { return c.engine.subscribe() }
+
+// Scan looks for mounts for timeout and returns what it found. Results also
+// arrive on the engine stream as ScanResultEvents carrying the device list.
+func (c *Client) Scan(ctx context.Context, timeout time.Duration) ([]core.BLEDevice, error) {
+	if err := c.open(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c.engine.publish(ScanStarted{At: time.Now()})
+	var mu sync.Mutex
+	found := map[string]core.BLEDevice{}
+	order := []string{}
+	err := c.cfg.Radio.Scan(ctx, func(d core.BLEDevice) {
+		mu.Lock()
+		_, known := found[d.MountUID]
+		found[d.MountUID] = d
+		if !known {
+			order = append(order, d.MountUID)
+		}
+		list := make([]core.BLEDevice, len(order))
+		for i, uid := range order {
+			list[i] = found[uid]
+		}
+		mu.Unlock()
+		c.mu.Lock()
+		c.seen[d.MountUID] = d
+		c.mu.Unlock()
+		if !known {
+			c.engine.publish(ScanResultEvent{Devices: list, At: time.Now()})
+		}
+	})
+	mu.Lock()
+	list := make([]core.BLEDevice, len(order))
+	for i, uid := range order {
+		list[i] = found[uid]
+	}
+	mu.Unlock()
+	c.engine.publish(ScanStopped{Devices: list, At: time.Now()})
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		c.engine.publish(ErrorEvent{Err: err, At: time.Now()})
+		return list, err
+	}
+	return list, nil
+}
+
+// Connect opens a connection to the mount uid, seen in an earlier scan (or
+// found by a short scan now). Its states arrive on DeviceStates(uid).
+func (c *Client) Connect(ctx context.Context, uid string) (core.BLEInfo, error) {
+	if err := c.open(); err != nil {
+		return core.BLEInfo{}, err
+	}
+	c.mu.Lock()
+	d, ok := c.devices[uid]
+	adv, seen := c.seen[uid]
+	c.mu.Unlock()
+	if ok {
+		return d.info, nil
+	}
+	if !seen {
+		if _, err := c.Scan(ctx, 3*time.Second); err != nil {
+			return core.BLEInfo{}, err
+		}
+		c.mu.Lock()
+		adv, seen = c.seen[uid]
+		c.mu.Unlock()
+		if !seen {
+			return core.BLEInfo{}, fmt.Errorf("%w: %s", ErrNotFound, uid)
+		}
+	}
+	link, err := c.cfg.Radio.Connect(ctx, adv.Address)
+	if err != nil {
+		c.engine.publish(ErrorEvent{UID: uid, Err: err, At: time.Now()})
+		return core.BLEInfo{}, err
+	}
+	raw, err := link.ReadInfo(ctx)
+	var info core.BLEInfo
+	if err == nil {
+		err = json.Unmarshal(raw, &info)
+	}
+	if err == nil && info.UID != uid {
+		err = fmt.Errorf("sdk: device at %s is mount %q, not %q", adv.Address, info.UID, uid)
+	}
+	if err != nil {
+		_ = link.Close()
+		c.engine.publish(ErrorEvent{UID: uid, Err: err, At: time.Now()})
+		return core.BLEInfo{}, err
+	}
+	d = newDevice(uid, info, link, func() {
+		c.mu.Lock()
+		delete(c.devices, uid)
+		c.mu.Unlock()
+		c.engine.publish(Disconnected{UID: uid, At: time.Now()})
+	})
+	c.mu.Lock()
+	c.devices[uid] = d
+	c.mu.Unlock()
+	c.engine.publish(Connected{UID: uid, Info: info, At: time.Now()})
+	return info, nil
+}
+
+// DeviceStates returns the device state stream of a mount: its states and
+// command results, until the mount disconnects or the client closes. Each
+// call gets its own channel; a reader that falls behind misses events.
+func (c *Client) DeviceStates(uid string) (<-chan DeviceEvent, error) {
+	c.mu.Lock()
+	d, ok := c.devices[uid]
+	c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNotConnected, uid)
+	}
+	return d.events.subscribe(), nil
+}
+
+// Disconnect closes the connection to a mount.
+func (c *Client) Disconnect(uid string) error {
+	c.mu.Lock()
+	d, ok := c.devices[uid]
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNotConnected, uid)
+	}
+	return d.close()
+}
+
+// Close disconnects every mount and ends the streams.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	devices := make([]*device, 0, len(c.devices))
+	for _, d := range c.devices {
+		devices = append(devices, d)
+	}
+	c.mu.Unlock()
+	for _, d := range devices {
+		_ = d.close()
+	}
+	c.engine.close()
+	return nil
+}
+
+func (c *Client) open() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (c *Client) connected(uid string) (*device, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	d, ok := c.devices[uid]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNotConnected, uid)
+	}
+	return d, nil
+}
