@@ -1,7 +1,7 @@
 # mountd — `make help` lists the targets.
 GO        ?= go
 BIN       := bin
-PROGRAMS  := mountd
+PROGRAMS  := mountd mountctl mountsim
 PKGS      := ./...
 
 .DEFAULT_GOAL := help

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/sdk"
+)
+
+func tokenCommand(s *settings, out *printer) *cli.Command {
+	return &cli.Command{
+		Name:  "token",
+		Usage: "get an access token with client credentials (prints the token)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "client-id", Required: true, Sources: cli.EnvVars("MOUNTCTL_CLIENT_ID")},
+			&cli.StringFlag{Name: "client-secret", Required: true, Sources: cli.EnvVars("MOUNTCTL_CLIENT_SECRET")},
+			&cli.StringFlag{Name: "role", Value: "owner", Usage: "owner or restricted"},
+			&cli.StringSliceFlag{Name: "mount", Usage: "restrict to this mount uid (repeatable)"},
+			&cli.StringFlag{Name: "idp-name", Value: "mountd", Usage: "the <idp> of the audience item"},
+			&cli.StringFlag{Name: "project-id", Value: "mountd", Usage: "the project id of the audience item"},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			role := cmd.String("role")
+			if role != "owner" && role != "restricted" {
+				return fmt.Errorf("--role must be owner or restricted")
+			}
+			scope := []string{"openid", "sub", fmt.Sprintf("urn:%s:iam:org:project:id:%s:aud", cmd.String("idp-name"), cmd.String("project-id")), "role:" + role}
+			for _, m := range cmd.StringSlice("mount") {
+				scope = append(scope, "mount:"+m)
+			}
+			tok, err := s.requestToken(ctx, cmd.String("client-id"), cmd.String("client-secret"), scope)
+			if err != nil {
+				return err
+			}
+			return out.print(tok, func(w io.Writer) { fmt.Fprintln(w, tok["access_token"]) })
+		},
+	}
+}
+
+type mountView struct {
+	UID              string   `json:"uid"`
+	Name             string   `json:"name"`
+	SerialNumber     string   `json:"serialNumber"`
+	MACAddress       string   `json:"macAddress"`
+	ModelNumber      string   `json:"modelNumber"`
+	SoftwareRevision string   `json:"softwareRevision"`
+	AssociationState string   `json:"associationState"`
+	MountLocked      *bool    `json:"mountLocked"`
+	HelmetMounted    *bool    `json:"helmetMounted"`
+	BatteryLevel     *int     `json:"batteryLevel"`
+	CPUTemperature   *float64 `json:"cpuTemperature"`
+	AssociatedAt     *string  `json:"associatedAt"`
+}
+
+func (m mountView) line() string {
+	return fmt.Sprintf("%-20s %-11s locked=%s helmet=%s battery=%s temp=%s name=%q",
+		m.UID, m.AssociationState, optBool(m.MountLocked), optBool(m.HelmetMounted), optInt(m.BatteryLevel), optFloat(m.CPUTemperature), m.Name)
+}
+
+func optBool(b *bool) string {
+	if b == nil {
+		return "?"
+	}
+	return fmt.Sprint(*b)
+}
+
+func optInt(n *int) string {
+	if n == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%d%%", *n)
+}
+
+func optFloat(f *float64) string {
+	if f == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f°C", *f)
+}
+
+func mountsCommand(s *settings, out *printer) *cli.Command {
+	uidArg := func(cmd *cli.Command) (string, error) {
+		if cmd.Args().Len() != 1 {
+			return "", fmt.Errorf("give one mount uid")
+		}
+		return cmd.Args().First(), nil
+	}
+	return &cli.Command{
+		Name:  "mounts",
+		Usage: "mounts of the account: list, get, associate, confirm, abandon",
+		Commands: []*cli.Command{
+			{
+				Name: "list", Usage: "list mounts",
+				Flags: []cli.Flag{&cli.IntFlag{Name: "page", Value: 1}, &cli.IntFlag{Name: "page-size", Value: 20}},
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					var page struct {
+						Mounts     []mountView    `json:"mounts"`
+						Pagination map[string]int `json:"pagination"`
+					}
+					q := url.Values{"currentPage": {fmt.Sprint(cmd.Int("page"))}, "pageSize": {fmt.Sprint(cmd.Int("page-size"))}}
+					if err := s.call(ctx, http.MethodGet, "/mounts?"+q.Encode(), nil, &page); err != nil {
+						return err
+					}
+					return out.print(page, func(w io.Writer) {
+						for _, m := range page.Mounts {
+							fmt.Fprintln(w, m.line())
+						}
+						fmt.Fprintf(w, "page %d of %d, %d mounts\n", page.Pagination["currentPage"], page.Pagination["totalPages"], page.Pagination["totalItems"])
+					})
+				},
+			},
+			{
+				Name: "get", Usage: "show one mount", ArgsUsage: "UID",
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					uid, err := uidArg(cmd)
+					if err != nil {
+						return err
+					}
+					var ms []mountView
+					if err := s.call(ctx, http.MethodGet, "/mounts/"+url.PathEscape(uid), nil, &ms); err != nil {
+						return err
+					}
+					return out.print(ms[0], func(w io.Writer) { fmt.Fprintln(w, ms[0].line()) })
+				},
+			},
+			{
+				Name: "associate", Usage: "request the association of a mount; with --deliver, carry ASSOCIATE_OWNER to it over BLE and confirm", ArgsUsage: "UID",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "name"}, &cli.StringFlag{Name: "serial-number"}, &cli.StringFlag{Name: "mac-address"}, &cli.StringFlag{Name: "model-number"},
+					&cli.BoolFlag{Name: "deliver", Usage: "deliver ASSOCIATE_OWNER over BLE, then confirm"},
+				},
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					uid, err := uidArg(cmd)
+					if err != nil {
+						return err
+					}
+					body := map[string]any{"uid": uid}
+					for flag, field := range map[string]string{"name": "name", "serial-number": "serialNumber", "mac-address": "macAddress", "model-number": "modelNumber"} {
+						if cmd.IsSet(flag) {
+							body[field] = cmd.String(flag)
+						}
+					}
+					var cmds []core.BLECommand
+					if err := s.call(ctx, http.MethodPost, "/mounts", body, &cmds); err != nil {
+						return err
+					}
+					result := map[string]any{"uid": uid, "commands": cmds}
+					if cmd.Bool("deliver") {
+						client, closeClient, err := s.sdkClient()
+						if err != nil {
+							return err
+						}
+						defer closeClient()
+						if _, err := client.Connect(ctx, uid); err != nil {
+							return err
+						}
+						res, err := client.Deliver(ctx, uid, cmds[0])
+						if err != nil {
+							return err
+						}
+						var m mountView
+						if err := s.call(ctx, http.MethodPost, "/mounts/"+url.PathEscape(uid)+"/confirm-association", nil, &m); err != nil {
+							return err
+						}
+						result["delivered"] = res
+						result["mount"] = m
+					}
+					return out.print(result, func(w io.Writer) {
+						fmt.Fprintf(w, "association of %s requested; ASSOCIATE_OWNER payload %s\n", uid, cmds[0].Payload)
+						if m, ok := result["mount"].(mountView); ok {
+							fmt.Fprintf(w, "delivered over BLE and confirmed: %s\n", m.line())
+						} else {
+							fmt.Fprintf(w, "deliver it to the mount, then: mountctl mounts confirm %s\n", uid)
+						}
+					})
+				},
+			},
+			{
+				Name: "confirm", Usage: "confirm an association (within the window)", ArgsUsage: "UID",
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					uid, err := uidArg(cmd)
+					if err != nil {
+						return err
+					}
+					var m mountView
+					if err := s.call(ctx, http.MethodPost, "/mounts/"+url.PathEscape(uid)+"/confirm-association", nil, &m); err != nil {
+						return err
+					}
+					return out.print(m, func(w io.Writer) { fmt.Fprintln(w, m.line()) })
+				},
+			},
+			{
+				Name: "abandon", Usage: "give a mount up (it becomes INACTIVE)", ArgsUsage: "UID",
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					uid, err := uidArg(cmd)
+					if err != nil {
+						return err
+					}
+					if err := s.call(ctx, http.MethodDelete, "/mounts/"+url.PathEscape(uid)+"/abandon", nil, nil); err != nil {
+						return err
+					}
+					return out.print(map[string]string{"uid": uid, "associationState": "INACTIVE"}, func(w io.Writer) { fmt.Fprintf(w, "%s abandoned\n", uid) })
+				},
+			},
+		},
+	}
+}
+
+func scanCommand(s *settings, out *printer) *cli.Command {
+	return &cli.Command{
+		Name:  "scan",
+		Usage: "scan for mounts nearby over BLE",
+		Flags: []cli.Flag{&cli.DurationFlag{Name: "duration", Value: 3 * time.Second}},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			client, closeClient, err := s.sdkClient()
+			if err != nil {
+				return err
+			}
+			defer closeClient()
+			devices, err := client.Scan(ctx, cmd.Duration("duration"))
+			if err != nil {
+				return err
+			}
+			return out.print(devices, func(w io.Writer) {
+				for _, d := range devices {
+					fmt.Fprintf(w, "%-20s %-24s rssi %d\n", d.MountUID, d.Address, d.RSSI)
+				}
+				fmt.Fprintf(w, "%d mounts\n", len(devices))
+			})
+		},
+	}
+}
+
+func connectCommand(s *settings, out *printer) *cli.Command {
+	return &cli.Command{
+		Name:      "connect",
+		Usage:     "connect to a mount over BLE and print its states as they come",
+		ArgsUsage: "UID",
+		Flags:     []cli.Flag{&cli.DurationFlag{Name: "duration", Value: 0, Usage: "stop after this long (default: until interrupted)"}},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() != 1 {
+				return fmt.Errorf("give one mount uid")
+			}
+			uid := cmd.Args().First()
+			client, closeClient, err := s.sdkClient()
+			if err != nil {
+				return err
+			}
+			defer closeClient()
+			info, err := client.Connect(ctx, uid)
+			if err != nil {
+				return err
+			}
+			_ = out.print(info, func(w io.Writer) {
+				fmt.Fprintf(w, "connected to %s (serial %s, model %s, software %s)\n", info.UID, info.SerialNumber, info.ModelNumber, info.SoftwareRevision)
+			})
+			events, err := client.DeviceStates(uid)
+			if err != nil {
+				return err
+			}
+			if d := cmd.Duration("duration"); d > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, d)
+				defer cancel()
+			}
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case ev, ok := <-events:
+					if !ok {
+						return fmt.Errorf("%s disconnected", uid)
+					}
+					_ = out.print(ev, func(w io.Writer) { fmt.Fprintln(w, describe(ev)) })
+				}
+			}
+		},
+	}
+}
+
+func describe(ev sdk.DeviceEvent) string {
+	if ev.Result != nil {
+		if ev.Result.Accepted {
+			return fmt.Sprintf("%s accepted %s", ev.UID, ev.Result.Code)
+		}
+		return fmt.Sprintf("%s refused %s: %s", ev.UID, ev.Result.Code, ev.Result.Reason)
+	}
+	parts := make([]string, len(ev.States))
+	for i, st := range ev.States {
+		parts[i] = st.Code + "=" + st.Value
+	}
+	return fmt.Sprintf("%s %s", ev.UID, strings.Join(parts, " "))
+}
+
+func releaseCommand(s *settings, out *printer) *cli.Command {
+	return &cli.Command{
+		Name:      "release-helmet",
+		Usage:     "release the helmet of a mount over BLE (the token must allow this mount)",
+		ArgsUsage: "UID",
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() != 1 {
+				return fmt.Errorf("give one mount uid")
+			}
+			uid := cmd.Args().First()
+			ctx, cancel := context.WithTimeout(ctx, s.Timeout)
+			defer cancel()
+			client, closeClient, err := s.sdkClient()
+			if err != nil {
+				return err
+			}
+			defer closeClient()
+			if _, err := client.Connect(ctx, uid); err != nil {
+				return err
+			}
+			outcome, err := client.ReleaseHelmet(ctx, uid)
+			if err != nil {
+				return err
+			}
+			return out.print(outcome, func(w io.Writer) {
+				fmt.Fprintf(w, "helmet of %s released: %s\n", uid, describe(sdk.DeviceEvent{UID: uid, States: outcome.States}))
+			})
+		},
+	}
+}
+
+// sdkClient builds an SDK client on the configured radio.
+func (s *settings) sdkClient() (*sdk.Client, func(), error) {
+	if err := s.requireToken(); err != nil {
+		return nil, nil, err
+	}
+	radio, closeRadio, err := openRadio(s.BLE)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := sdk.New(sdk.Config{BaseURL: s.apiBase(), Token: s.Token, Radio: radio})
+	if err != nil {
+		closeRadio()
+		return nil, nil, err
+	}
+	return client, func() { _ = client.Close(); closeRadio() }, nil
+}
