@@ -12,7 +12,9 @@ build:
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(PROGRAMS))
 
 ## run: start mountd serve on the embedded default (SQLite, in-process, embedded identity provider)
-run: build
+run:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/mountd
 	./$(BIN)/mountd serve
 
 ## test: run every test (-race) with throw-away PostgreSQL and Redis, and check generated code
