@@ -57,10 +57,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 				Name:  "migrate",
 				Usage: "apply pending database migrations and exit",
 				Action: func(ctx context.Context, _ *cli.Command) error {
-					if err := cfg.resolve(""); err != nil {
-						return err
-					}
-					_, cleanup, err := newAccountService(ctx, *cfg, logger())
+					_, cleanup, err := adminService(ctx, cfg, logger(), newAccountService)
 					if err != nil {
 						return err
 					}
@@ -98,10 +95,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 								return err
 							}
 							defer f.Close()
-							if err := cfg.resolve(""); err != nil {
-								return err
-							}
-							fw, cleanup, err := newFirmwareService(ctx, *cfg, logger())
+							fw, cleanup, err := adminService(ctx, cfg, logger(), newFirmwareService)
 							if err != nil {
 								return err
 							}
@@ -122,10 +116,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 							&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 						},
 						Action: func(ctx context.Context, cmd *cli.Command) error {
-							if err := cfg.resolve(""); err != nil {
-								return err
-							}
-							fw, cleanup, err := newFirmwareService(ctx, *cfg, logger())
+							fw, cleanup, err := adminService(ctx, cfg, logger(), newFirmwareService)
 							if err != nil {
 								return err
 							}
@@ -150,10 +141,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 						&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 					},
 					Action: func(ctx context.Context, cmd *cli.Command) error {
-						if err := cfg.resolve(""); err != nil {
-							return err
-						}
-						mounts, cleanup, err := newMountService(ctx, *cfg, logger())
+						mounts, cleanup, err := adminService(ctx, cfg, logger(), newMountService)
 						if err != nil {
 							return err
 						}
@@ -182,10 +170,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 						&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 					},
 					Action: func(ctx context.Context, cmd *cli.Command) error {
-						if err := cfg.resolve(""); err != nil {
-							return err
-						}
-						accounts, cleanup, err := newAccountService(ctx, *cfg, logger())
+						accounts, cleanup, err := adminService(ctx, cfg, logger(), newAccountService)
 						if err != nil {
 							return err
 						}
@@ -333,4 +318,15 @@ func cliError(err error) error {
 		return fmt.Errorf("%s: %s", ce.Message, strings.Join(parts, "; "))
 	}
 	return err
+}
+
+// adminService builds what an admin command needs on the configured
+// database, applying pending migrations on the way.
+func adminService[T any](ctx context.Context, cfg *Config, logger *slog.Logger,
+	build func(context.Context, Config, *slog.Logger) (T, func(), error)) (T, func(), error) {
+	var zero T
+	if err := cfg.resolve(""); err != nil {
+		return zero, nil, err
+	}
+	return build(ctx, *cfg, logger)
 }
