@@ -4,16 +4,23 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mountd/mountd/adapters/ble/sim"
+	"github.com/mountd/mountd/adapters/ble/tinygo"
 	"github.com/mountd/mountd/core"
 )
 
-// openRadio opens the BLE radio named by spec.
+// openRadio opens the BLE radio named by spec: mountsim's simulated radio,
+// or this machine's adapter through BlueZ.
 func openRadio(spec string) (core.Radio, func(), error) {
 	switch {
 	case strings.HasPrefix(spec, "sim://"):
-		return nil, nil, fmt.Errorf("simulated radio: not yet wired")
+		return sim.Dial(spec), func() {}, nil
 	case spec == "bluez":
-		return nil, nil, fmt.Errorf("bluez: not yet wired")
+		r, err := tinygo.New()
+		if err != nil {
+			return nil, nil, fmt.Errorf("BLE adapter: %w", err)
+		}
+		return r, func() {}, nil
 	}
 	return nil, nil, fmt.Errorf("--ble must be sim://HOST:PORT or bluez, not %q", spec)
 }

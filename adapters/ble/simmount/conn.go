@@ -1,0 +1,98 @@
+package simmount
+
+import (
+	"encoding/json"
+
+	"github.com/mountd/mountd/adapters/ble/sim"
+	"github.com/mountd/mountd/core"
+)
+
+var _ sim.Peripheral = (*Mount)(nil)
+
+// outbox bounds the messages waiting for one central. A central that reads
+// nothing for that long loses the oldest news, not the mount's attention.
+const outbox = 32
+
+// peer is one connected central. Messages leave through one goroutine, so
+// the frames of two messages never interleave and the mount never waits on
+// a slow phone.
+type peer struct {
+	conn sim.PeripheralConn
+	out  chan []byte
+}
+
+// send queues a message; when the queue is full the oldest gives way.
+func (p *peer) send(msg []byte) {
+	for {
+		select {
+		case p.out <- msg:
+			return
+		default:
+		}
+		select {
+		case <-p.out:
+		default:
+		}
+	}
+}
+
+func (p *peer) write() {
+	for {
+		select {
+		case <-p.conn.Done():
+			return
+		case msg := <-p.out:
+			for _, f := range core.SplitFrames(msg, p.conn.MTU()) {
+				if p.conn.Notify(f) != nil {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Connected implements sim.Peripheral: the mount notifies its states once
+// the central is there, then answers every command written.
+func (m *Mount) Connected(conn sim.PeripheralConn) {
+	p := &peer{conn: conn, out: make(chan []byte, outbox)}
+	m.mu.Lock()
+	m.peers[p] = struct{}{}
+	p.send(statesMessage(m.statesLocked()))
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.peers, p)
+		m.mu.Unlock()
+	}()
+	go p.write()
+
+	var r core.Reassembler
+	for {
+		select {
+		case <-conn.Done():
+			return
+		case frame := <-conn.Frames():
+			raw, done, err := r.Add(frame)
+			if err != nil {
+				m.countRefused()
+				p.send(resultMessage(core.BLEMessage{Type: "result", Reason: ReasonBadFrame}))
+				continue
+			}
+			if !done {
+				continue
+			}
+			res, lockChanged, notify := m.handle(raw)
+			p.send(resultMessage(res))
+			if lockChanged {
+				m.changed()
+			} else if notify {
+				m.broadcastStates()
+			}
+		}
+	}
+}
+
+func resultMessage(res core.BLEMessage) []byte {
+	raw, _ := json.Marshal(res)
+	return raw
+}

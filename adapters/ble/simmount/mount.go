@@ -1,0 +1,483 @@
+// Package simmount is simulated mount firmware on the simulated radio: it
+// advertises, answers the info read, takes framed commands, verifies them
+// as a real mount must (CONTRACT §6) and notifies results and states, as
+// docs/ble.md describes. mountsim runs fleets of them; end-to-end tests put
+// them on an in-process sim.Air.
+package simmount
+
+import (
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+// Refusal reasons in result messages.
+const (
+	ReasonMalformed     = "malformed"
+	ReasonBadFrame      = "bad frame"
+	ReasonNoOwner       = "no owner key"
+	ReasonBadSignature  = "bad signature"
+	ReasonWrongMount    = "wrong mount"
+	ReasonCodeMismatch  = "code mismatch"
+	ReasonStale         = "stale command"
+	ReasonReplayed      = "replayed nonce"
+	ReasonUnknown       = "unknown command"
+	ReasonBadParameters = "bad parameters"
+)
+
+// maxNonces bounds the replay memory. A mount sees far fewer commands in
+// five minutes; past the bound the oldest are forgotten and everything as
+// old as they were is refused, so no replay slips through.
+const maxNonces = 1024
+
+// Config describes one mount. Zero values take defaults.
+type Config struct {
+	UID              string // required
+	SerialNumber     string
+	MACAddress       string // also the BLE address; required to go on the air
+	ModelNumber      string // default "MNT-SIM"
+	FirmwareRevision string // default "1.0.0"
+	SoftwareRevision string // default "1.0.0"
+
+	Battery      float64 // starting level in percent (default 100)
+	BatteryDrain float64 // percent per hour (default 1); negative: none
+	Temperature  float64 // starting CPU temperature in °C (default 30)
+	RSSI         int     // advertised strength in dBm; 0: the air picks
+
+	// Now is the mount's clock (default time.Now); tests move it.
+	Now func() time.Time
+	// Seed makes the temperature drift repeatable (default: from UID).
+	Seed uint64
+	// OnChange runs after the lock or helmet changed, outside any lock:
+	// mountsim reports such changes at once instead of waiting its turn.
+	OnChange func(*Mount)
+}
+
+// Settings are what configuration commands stored.
+type Settings struct {
+	AlarmMode        string   `json:"alarmMode,omitempty"`
+	AlarmSensitivity string   `json:"alarmSensitivity,omitempty"`
+	AlarmVolume      string   `json:"alarmVolume,omitempty"`
+	RFIDMode         string   `json:"rfidMode,omitempty"`
+	Tags             []string `json:"tags"`
+}
+
+// Status is a snapshot of the mount, for tests and tools.
+type Status struct {
+	Locked        bool
+	HelmetMounted bool
+	Battery       float64
+	Temperature   float64
+	OwnerKey      ed25519.PublicKey // nil until associated
+	AccountID     string
+	Settings      Settings
+	Accepted      int // commands accepted since boot
+	Refused       int
+}
+
+// Mount is one simulated mount. Safe for concurrent use.
+type Mount struct {
+	cfg    Config
+	bootAt time.Time
+
+	mu        sync.Mutex
+	locked    bool
+	helmet    bool
+	lockAt    time.Time // when the lock last changed: re-reports are duplicates
+	helmetAt  time.Time
+	temp      float64
+	tempAt    time.Time
+	rng       *rand.Rand
+	owner     ed25519.PublicKey
+	accountID string
+	settings  Settings
+	tags      map[string]bool
+	nonces    map[string]int64 // nonce → payload time (ms)
+	floor     int64            // commands at or before this time are refused
+	accepted  int
+	refused   int
+	peers     map[*peer]struct{}
+}
+
+// New boots a mount: locked, helmet in place, no owner.
+func New(cfg Config) *Mount {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ModelNumber == "" {
+		cfg.ModelNumber = "MNT-SIM"
+	}
+	if cfg.FirmwareRevision == "" {
+		cfg.FirmwareRevision = "1.0.0"
+	}
+	if cfg.SoftwareRevision == "" {
+		cfg.SoftwareRevision = "1.0.0"
+	}
+	if cfg.Battery == 0 {
+		cfg.Battery = 100
+	}
+	if cfg.BatteryDrain == 0 {
+		cfg.BatteryDrain = 1
+	}
+	if cfg.Temperature == 0 {
+		cfg.Temperature = 30
+	}
+	if cfg.Seed == 0 {
+		h := fnv.New64a()
+		h.Write([]byte(cfg.UID))
+		cfg.Seed = h.Sum64()
+	}
+	now := cfg.Now()
+	return &Mount{
+		cfg: cfg, bootAt: now,
+		locked: true, helmet: true, lockAt: now, helmetAt: now,
+		temp: cfg.Temperature, tempAt: now,
+		rng:    rand.New(rand.NewPCG(cfg.Seed, 0x6d6e7464)),
+		tags:   map[string]bool{},
+		nonces: map[string]int64{},
+		peers:  map[*peer]struct{}{},
+	}
+}
+
+// UID is the mount's uid.
+func (m *Mount) UID() string { return m.cfg.UID }
+
+// BLEInfo is the identity the info characteristic holds.
+func (m *Mount) BLEInfo() core.BLEInfo {
+	return core.BLEInfo{
+		UID: m.cfg.UID, SerialNumber: m.cfg.SerialNumber, MACAddress: m.cfg.MACAddress,
+		FirmwareRevision: m.cfg.FirmwareRevision, SoftwareRevision: m.cfg.SoftwareRevision,
+		ModelNumber: m.cfg.ModelNumber,
+	}
+}
+
+// Advertisement implements sim.Peripheral.
+func (m *Mount) Advertisement() core.BLEDevice {
+	return core.BLEDevice{Address: m.cfg.MACAddress, Name: core.BLENamePrefix + m.cfg.UID, MountUID: m.cfg.UID, RSSI: m.cfg.RSSI}
+}
+
+// Info implements sim.Peripheral: the info characteristic's JSON.
+func (m *Mount) Info() []byte {
+	raw, _ := json.Marshal(m.BLEInfo())
+	return raw
+}
+
+// States returns the four states as the mount reports them now. The lock
+// and helmet carry the time they last changed, so reporting them again is
+// idempotent at the API; battery and temperature are measured now.
+func (m *Mount) States() []core.BLEStateEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.statesLocked()
+}
+
+func (m *Mount) statesLocked() []core.BLEStateEntry {
+	now := m.cfg.Now()
+	at := core.FormatTime(now)
+	return []core.BLEStateEntry{
+		{Code: string(core.CodeBatteryLevel), Value: strconv.Itoa(int(math.Round(m.batteryLocked(now)))), OccurredAt: at},
+		{Code: string(core.CodeCPUTemperature), Value: strconv.FormatFloat(m.temperatureLocked(now), 'f', 1, 64), OccurredAt: at},
+		{Code: string(core.CodeMountLocked), Value: bit(m.locked), OccurredAt: core.FormatTime(m.lockAt)},
+		{Code: string(core.CodeHelmetMounted), Value: bit(m.helmet), OccurredAt: core.FormatTime(m.helmetAt)},
+	}
+}
+
+func bit(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func (m *Mount) batteryLocked(now time.Time) float64 {
+	drain := max(m.cfg.BatteryDrain, 0) * now.Sub(m.bootAt).Hours()
+	return max(0, min(100, m.cfg.Battery-drain))
+}
+
+// temperatureLocked drifts the CPU temperature: a random walk pulled back
+// towards the starting value, scaled by the time since the last reading.
+func (m *Mount) temperatureLocked(now time.Time) float64 {
+	minutes := min(now.Sub(m.tempAt).Minutes(), 60)
+	if minutes > 0 {
+		pull := min(1, 0.05*minutes) * (m.cfg.Temperature - m.temp)
+		m.temp += pull + m.rng.NormFloat64()*0.4*math.Sqrt(minutes)
+		m.temp = max(-60, min(150, m.temp))
+		m.tempAt = now
+	}
+	return math.Round(m.temp*10) / 10
+}
+
+// Status returns a snapshot of the mount.
+func (m *Mount) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.cfg.Now()
+	s := Status{
+		Locked: m.locked, HelmetMounted: m.helmet,
+		Battery: m.batteryLocked(now), Temperature: m.temperatureLocked(now),
+		OwnerKey: slices.Clone(m.owner), AccountID: m.accountID,
+		Settings: m.settings, Accepted: m.accepted, Refused: m.refused,
+	}
+	s.Settings.Tags = m.tagListLocked()
+	return s
+}
+
+func (m *Mount) tagListLocked() []string {
+	tags := make([]string, 0, len(m.tags))
+	for t := range m.tags {
+		tags = append(tags, t)
+	}
+	slices.Sort(tags)
+	return tags
+}
+
+// ReturnHelmet is a rider putting the helmet back: it is mounted and
+// locked again, and connected centrals are told.
+func (m *Mount) ReturnHelmet() {
+	m.mu.Lock()
+	now := m.cfg.Now()
+	changed := !m.locked || !m.helmet
+	if !m.helmet {
+		m.helmet, m.helmetAt = true, now
+	}
+	if !m.locked {
+		m.locked, m.lockAt = true, now
+	}
+	m.mu.Unlock()
+	if changed {
+		m.changed()
+	}
+}
+
+// changed tells every connected central the new states and calls OnChange.
+func (m *Mount) changed() {
+	m.broadcastStates()
+	if m.cfg.OnChange != nil {
+		m.cfg.OnChange(m)
+	}
+}
+
+func (m *Mount) broadcastStates() {
+	m.mu.Lock()
+	msg := statesMessage(m.statesLocked())
+	peers := make([]*peer, 0, len(m.peers))
+	for p := range m.peers {
+		peers = append(peers, p)
+	}
+	m.mu.Unlock()
+	for _, p := range peers {
+		p.send(msg)
+	}
+}
+
+func statesMessage(states []core.BLEStateEntry) []byte {
+	raw, _ := json.Marshal(core.BLEMessage{Type: "states", States: states})
+	return raw
+}
+
+// Handle runs one command (the JSON written to the command characteristic)
+// and returns its result. Centrals connected get the new states when they
+// changed. mountsim uses it to deliver ASSOCIATE_OWNER without a phone.
+func (m *Mount) Handle(raw []byte) core.BLEMessage {
+	res, lockChanged, notify := m.handle(raw)
+	if lockChanged {
+		m.changed()
+	} else if notify {
+		m.broadcastStates()
+	}
+	return res
+}
+
+// handle verifies and executes a command. It reports whether the lock or
+// helmet changed and whether the states are due to centrals anyway.
+func (m *Mount) handle(raw []byte) (res core.BLEMessage, lockChanged, notify bool) {
+	res = core.BLEMessage{Type: "result"}
+	var cmd core.BLECommand
+	if err := json.Unmarshal(raw, &cmd); err != nil {
+		res.Reason = ReasonMalformed
+		m.countRefused()
+		return res, false, false
+	}
+	res.Code = cmd.Code
+	p, ok := parsePayload(cmd.Payload)
+	if !ok {
+		res.Reason = ReasonMalformed
+		m.countRefused()
+		return res, false, false
+	}
+	res.Nonce = p.nonce
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.cfg.Now()
+	refuse := func(reason string) (core.BLEMessage, bool, bool) {
+		res.Reason = reason
+		m.refused++
+		return res, false, false
+	}
+	if core.CommandCode(cmd.Code) == core.CmdAssociateOwner {
+		// Unsigned by design: it brings the key everything else is checked with.
+		switch {
+		case p.uid != m.cfg.UID:
+			return refuse(ReasonWrongMount)
+		case p.code != cmd.Code:
+			return refuse(ReasonCodeMismatch)
+		}
+		key, account, ok := ownerOf(cmd, p)
+		if !ok {
+			return refuse(ReasonMalformed)
+		}
+		if account != m.accountID {
+			clear(m.tags) // another account's tags are no longer authorised
+			m.settings = Settings{}
+		}
+		m.owner, m.accountID = key, account
+		m.accepted++
+		res.Accepted = true
+		return res, false, true
+	}
+
+	sig, err := hex.DecodeString(deref(cmd.SignedToken))
+	switch {
+	case m.owner == nil:
+		return refuse(ReasonNoOwner)
+	case err != nil || len(sig) != ed25519.SignatureSize || !ed25519.Verify(m.owner, []byte(cmd.Payload), sig):
+		return refuse(ReasonBadSignature)
+	case p.uid != m.cfg.UID:
+		return refuse(ReasonWrongMount)
+	case p.code != cmd.Code:
+		return refuse(ReasonCodeMismatch)
+	case abs(now.UnixMilli()-p.millis) > core.CommandLifetime.Milliseconds():
+		return refuse(ReasonStale)
+	case m.seenLocked(p.nonce, p.millis):
+		return refuse(ReasonReplayed)
+	}
+	m.rememberLocked(p.nonce, p.millis, now)
+
+	// Parameters come from the signed payload, never from the unsigned data.
+	switch core.CommandCode(cmd.Code) {
+	case core.CmdReleaseHelmet:
+		if m.locked {
+			m.locked, m.lockAt, lockChanged = false, now, true
+		}
+		if m.helmet {
+			m.helmet, m.helmetAt, lockChanged = false, now, true
+		}
+		notify = true // the confirmation the phone waits for, even if unchanged
+	case core.CmdConfigureAlarm:
+		mode, sens, vol := p.params["alarmMode"], p.params["alarmSensitivity"], p.params["alarmVolume"]
+		if !oneOf(mode, "OFF", "ON", "SILENT") || !oneOf(sens, "LOW", "MEDIUM", "HIGH") || !oneOf(vol, "LOW", "MEDIUM", "HIGH") {
+			return refuse(ReasonBadParameters)
+		}
+		m.settings.AlarmMode, m.settings.AlarmSensitivity, m.settings.AlarmVolume = mode, sens, vol
+	case core.CmdSetRFIDMode:
+		mode := p.params["rfidMode"]
+		if !oneOf(mode, "NORMAL", "LEARN", "DISABLED") {
+			return refuse(ReasonBadParameters)
+		}
+		m.settings.RFIDMode = mode
+	case core.CmdAddNfcTag, core.CmdRemoveNfcTag:
+		tag := p.params["tagUid"]
+		if !core.ValidTagUID(tag) {
+			return refuse(ReasonBadParameters)
+		}
+		if core.CommandCode(cmd.Code) == core.CmdAddNfcTag {
+			m.tags[core.NormalizeTagUID(tag)] = true
+		} else {
+			delete(m.tags, core.NormalizeTagUID(tag))
+		}
+	case core.CmdSyncNfcTags:
+		list, present := p.params["tagUids"]
+		if !present {
+			return refuse(ReasonBadParameters)
+		}
+		next := map[string]bool{}
+		for _, tag := range splitList(list) {
+			if !core.ValidTagUID(tag) {
+				return refuse(ReasonBadParameters)
+			}
+			next[core.NormalizeTagUID(tag)] = true
+		}
+		m.tags = next
+	default:
+		return refuse(ReasonUnknown)
+	}
+	m.accepted++
+	res.Accepted = true
+	return res, lockChanged, notify
+}
+
+func (m *Mount) countRefused() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refused++
+}
+
+// seenLocked reports a nonce already used, or a command too old to tell.
+func (m *Mount) seenLocked(nonce string, millis int64) bool {
+	_, seen := m.nonces[nonce]
+	return seen || millis <= m.floor
+}
+
+// rememberLocked keeps a nonce for as long as its command could pass the
+// time check, within maxNonces.
+func (m *Mount) rememberLocked(nonce string, millis int64, now time.Time) {
+	m.nonces[nonce] = millis
+	if len(m.nonces) <= maxNonces {
+		return
+	}
+	horizon := now.Add(-core.CommandLifetime).UnixMilli()
+	for n, at := range m.nonces {
+		if at < horizon {
+			delete(m.nonces, n)
+		}
+	}
+	for len(m.nonces) > maxNonces {
+		oldest, at := "", int64(math.MaxInt64)
+		for n, t := range m.nonces {
+			if t < at {
+				oldest, at = n, t
+			}
+		}
+		delete(m.nonces, oldest)
+		m.floor = max(m.floor, at)
+	}
+}
+
+// ownerOf reads ASSOCIATE_OWNER's key and account; the data and the
+// payload's parameters must agree.
+func ownerOf(cmd core.BLECommand, p payload) (ed25519.PublicKey, string, bool) {
+	keyHex, _ := cmd.Data["publicKey"].(string)
+	account, _ := cmd.Data["accountId"].(string)
+	key, err := hex.DecodeString(keyHex)
+	if err != nil || len(key) != ed25519.PublicKeySize || account == "" ||
+		p.params["publicKey"] != keyHex || p.params["accountId"] != account {
+		return nil, "", false
+	}
+	return key, account, true
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func oneOf(v string, allowed ...string) bool { return slices.Contains(allowed, v) }

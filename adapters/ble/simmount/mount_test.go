@@ -1,0 +1,488 @@
+package simmount_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mountd/mountd/adapters/ble/sim"
+	"github.com/mountd/mountd/adapters/ble/simmount"
+	"github.com/mountd/mountd/core"
+)
+
+// clock is a settable time for a mount.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+var epoch = time.Date(2026, 11, 22, 1, 40, 13, 0, time.UTC)
+
+func newKey(t *testing.T) (ed25519.PublicKey, ed25519.PrivateKey) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub, priv
+}
+
+// spec is a command as the API would issue it; zero fields take the
+// mount's uid, the code, a fresh nonce, the clock's now.
+type spec struct {
+	code    core.CommandCode
+	payCode core.CommandCode // the code inside the payload, if different
+	uid     string
+	params  map[string]string
+	at      time.Time
+	nonce   string
+	key     ed25519.PrivateKey // nil: unsigned
+	payload string             // overrides the built payload (signed as is)
+}
+
+func (s spec) build() []byte {
+	payCode := s.payCode
+	if payCode == "" {
+		payCode = s.code
+	}
+	payload := core.BuildPayload(s.at, payCode, s.uid, s.params, s.nonce)
+	if s.payload != "" {
+		payload = s.payload
+	}
+	cmd := core.BLECommand{Code: string(s.code), Data: map[string]any{}, GeneratedAt: core.FormatTime(s.at), Payload: payload}
+	for k, v := range s.params {
+		cmd.Data[k] = v
+	}
+	if s.key != nil {
+		sig := hex.EncodeToString(ed25519.Sign(s.key, []byte(payload)))
+		cmd.SignedToken = &sig
+	}
+	raw, _ := json.Marshal(cmd)
+	return raw
+}
+
+func associate(uid string, pub ed25519.PublicKey, account string, at time.Time) []byte {
+	key := hex.EncodeToString(pub)
+	params := map[string]string{"accountId": account, "publicKey": key}
+	cmd := core.BLECommand{
+		Code: string(core.CmdAssociateOwner), GeneratedAt: core.FormatTime(at),
+		Data:    map[string]any{"accountId": account, "publicKey": key, "expiresAt": core.FormatTime(at.Add(5 * time.Minute))},
+		Payload: core.BuildPayload(at, core.CmdAssociateOwner, uid, params, core.NewNonce()),
+	}
+	raw, _ := json.Marshal(cmd)
+	return raw
+}
+
+type fixture struct {
+	m     *simmount.Mount
+	clock *clock
+	pub   ed25519.PublicKey
+	priv  ed25519.PrivateKey
+}
+
+func newFixture(t *testing.T, associated bool) *fixture {
+	f := &fixture{clock: &clock{t: epoch}}
+	f.pub, f.priv = newKey(t)
+	f.m = simmount.New(simmount.Config{UID: "M1", MACAddress: "02:00:00:00:00:01", Now: f.clock.Now})
+	if associated {
+		if res := f.m.Handle(associate("M1", f.pub, "acc-1", f.clock.Now())); !res.Accepted {
+			t.Fatalf("ASSOCIATE_OWNER refused: %+v", res)
+		}
+	}
+	return f
+}
+
+// signed is a valid command for the fixture's mount now.
+func (f *fixture) signed(code core.CommandCode, params map[string]string) spec {
+	return spec{code: code, uid: "M1", params: params, at: f.clock.Now(), nonce: core.NewNonce(), key: f.priv}
+}
+
+func TestCommands(t *testing.T) {
+	_, otherKey := newKey(t)
+	tests := []struct {
+		name       string
+		associated bool
+		// steps run in order; all but the last must be accepted.
+		steps  func(f *fixture) [][]byte
+		reason string // of the last step; "" means accepted
+		check  func(t *testing.T, s simmount.Status)
+	}{
+		{"valid release", true, func(f *fixture) [][]byte {
+			return [][]byte{f.signed(core.CmdReleaseHelmet, nil).build()}
+		}, "", func(t *testing.T, s simmount.Status) {
+			if s.Locked || s.HelmetMounted {
+				t.Fatalf("after release: %+v", s)
+			}
+		}},
+		{"no owner key", false, func(f *fixture) [][]byte {
+			return [][]byte{f.signed(core.CmdReleaseHelmet, nil).build()}
+		}, simmount.ReasonNoOwner, func(t *testing.T, s simmount.Status) {
+			if !s.Locked || !s.HelmetMounted {
+				t.Fatal("a refused command changed the mount")
+			}
+		}},
+		{"signed with another key", true, func(f *fixture) [][]byte {
+			s := f.signed(core.CmdReleaseHelmet, nil)
+			s.key = otherKey
+			return [][]byte{s.build()}
+		}, simmount.ReasonBadSignature, nil},
+		{"unsigned", true, func(f *fixture) [][]byte {
+			s := f.signed(core.CmdReleaseHelmet, nil)
+			s.key = nil
+			return [][]byte{s.build()}
+		}, simmount.ReasonBadSignature, nil},
+		{"signature over another payload", true, func(f *fixture) [][]byte {
+			s := f.signed(core.CmdConfigureAlarm, map[string]string{"alarmMode": "OFF", "alarmSensitivity": "LOW", "alarmVolume": "LOW"})
+			raw := string(s.build())
+			return [][]byte{[]byte(strings.Replace(raw, "alarmMode=OFF", "alarmMode=ON", 1))}
+		}, simmount.ReasonBadSignature, nil},
+		{"another mount's uid", true, func(f *fixture) [][]byte {
+			s := f.signed(core.CmdReleaseHelmet, nil)
+			s.uid = "M2"
+			return [][]byte{s.build()}
+		}, simmount.ReasonWrongMount, nil},
+		{"code differs from the payload's", true, func(f *fixture) [][]byte {
+			s := f.signed(core.CmdReleaseHelmet, nil)
+			s.payCode = core.CmdSetRFIDMode
+			return [][]byte{s.build()}
+		}, simmount.ReasonCodeMismatch, nil},
+		{"6 minutes old", true, func(f *fixture) [][]byte {
+			s := f.signed(core.CmdReleaseHelmet, nil)
+			s.at = s.at.Add(-6 * time.Minute)
+			return [][]byte{s.build()}
+		}, simmount.ReasonStale, nil},
+		{"6 minutes ahead", true, func(f *fixture) [][]byte {
+			s := f.signed(core.CmdReleaseHelmet, nil)
+			s.at = s.at.Add(6 * time.Minute)
+			return [][]byte{s.build()}
+		}, simmount.ReasonStale, nil},
+		{"4 minutes old and 4 ahead pass", true, func(f *fixture) [][]byte {
+			a, b := f.signed(core.CmdReleaseHelmet, nil), f.signed(core.CmdReleaseHelmet, nil)
+			a.at, b.at = a.at.Add(-4*time.Minute), b.at.Add(4*time.Minute)
+			return [][]byte{a.build(), b.build()}
+		}, "", nil},
+		{"replayed", true, func(f *fixture) [][]byte {
+			raw := f.signed(core.CmdReleaseHelmet, nil).build()
+			return [][]byte{raw, raw}
+		}, simmount.ReasonReplayed, nil},
+		{"re-association replaces the key", true, func(f *fixture) [][]byte {
+			old := f.priv
+			f.pub, f.priv = newKey(t)
+			s := f.signed(core.CmdReleaseHelmet, nil)
+			s.key = old
+			return [][]byte{associate("M1", f.pub, "acc-1", f.clock.Now()), f.signed(core.CmdSetRFIDMode, map[string]string{"rfidMode": "LEARN"}).build(), s.build()}
+		}, simmount.ReasonBadSignature, func(t *testing.T, s simmount.Status) {
+			if s.Settings.RFIDMode != "LEARN" {
+				t.Fatalf("the new key's command did not apply: %+v", s.Settings)
+			}
+		}},
+		{"association for another mount", false, func(f *fixture) [][]byte {
+			return [][]byte{associate("M2", f.pub, "acc-1", f.clock.Now())}
+		}, simmount.ReasonWrongMount, func(t *testing.T, s simmount.Status) {
+			if s.OwnerKey != nil {
+				t.Fatal("a refused association set a key")
+			}
+		}},
+		{"association whose data and payload disagree", false, func(f *fixture) [][]byte {
+			raw := associate("M1", f.pub, "acc-1", f.clock.Now())
+			other, _ := newKey(t)
+			return [][]byte{[]byte(strings.Replace(string(raw), `"publicKey":"`+hex.EncodeToString(f.pub), `"publicKey":"`+hex.EncodeToString(other), 1))}
+		}, simmount.ReasonMalformed, nil},
+		{"not JSON", true, func(f *fixture) [][]byte { return [][]byte{[]byte("{")} }, simmount.ReasonMalformed, nil},
+		{"payload of four fields", true, func(f *fixture) [][]byte {
+			s := f.signed(core.CmdReleaseHelmet, nil)
+			s.payload = "1;RELEASE_HELMET;M1;"
+			return [][]byte{s.build()}
+		}, simmount.ReasonMalformed, nil},
+		{"nonce not hex", true, func(f *fixture) [][]byte {
+			s := f.signed(core.CmdReleaseHelmet, nil)
+			s.nonce = strings.Repeat("Z", 32)
+			return [][]byte{s.build()}
+		}, simmount.ReasonMalformed, nil},
+		{"unknown code", true, func(f *fixture) [][]byte {
+			return [][]byte{f.signed("SELF_DESTRUCT", nil).build()}
+		}, simmount.ReasonUnknown, nil},
+		{"alarm settings", true, func(f *fixture) [][]byte {
+			return [][]byte{f.signed(core.CmdConfigureAlarm, map[string]string{"alarmMode": "SILENT", "alarmSensitivity": "HIGH", "alarmVolume": "LOW"}).build()}
+		}, "", func(t *testing.T, s simmount.Status) {
+			if s.Settings.AlarmMode != "SILENT" || s.Settings.AlarmSensitivity != "HIGH" || s.Settings.AlarmVolume != "LOW" {
+				t.Fatalf("settings %+v", s.Settings)
+			}
+		}},
+		{"alarm value outside the list", true, func(f *fixture) [][]byte {
+			return [][]byte{f.signed(core.CmdConfigureAlarm, map[string]string{"alarmMode": "LOUD", "alarmSensitivity": "HIGH", "alarmVolume": "LOW"}).build()}
+		}, simmount.ReasonBadParameters, nil},
+		{"rfid mode missing", true, func(f *fixture) [][]byte {
+			return [][]byte{f.signed(core.CmdSetRFIDMode, nil).build()}
+		}, simmount.ReasonBadParameters, nil},
+		{"tags: add, add, remove, sync", true, func(f *fixture) [][]byte {
+			return [][]byte{
+				f.signed(core.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
+				f.signed(core.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4D5E6F7"}).build(),
+				f.signed(core.CmdRemoveNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
+				f.signed(core.CmdSyncNfcTags, map[string]string{"tagUids": "04A2B3C4D5E6F7+0102030405060708090A"}).build(),
+				f.signed(core.CmdAddNfcTag, map[string]string{"tagUid": "AABBCCDD"}).build(),
+			}
+		}, "", func(t *testing.T, s simmount.Status) {
+			if strings.Join(s.Settings.Tags, ",") != "0102030405060708090A,04A2B3C4D5E6F7,AABBCCDD" {
+				t.Fatalf("tags %v", s.Settings.Tags)
+			}
+		}},
+		{"sync to no tags", true, func(f *fixture) [][]byte {
+			return [][]byte{
+				f.signed(core.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
+				f.signed(core.CmdSyncNfcTags, map[string]string{"tagUids": ""}).build(),
+			}
+		}, "", func(t *testing.T, s simmount.Status) {
+			if len(s.Settings.Tags) != 0 {
+				t.Fatalf("tags %v", s.Settings.Tags)
+			}
+		}},
+		{"bad tag uid", true, func(f *fixture) [][]byte {
+			return [][]byte{f.signed(core.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3"}).build()}
+		}, simmount.ReasonBadParameters, nil},
+		{"another account's association drops the tags", true, func(f *fixture) [][]byte {
+			return [][]byte{
+				f.signed(core.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
+				associate("M1", f.pub, "acc-2", f.clock.Now()),
+			}
+		}, "", func(t *testing.T, s simmount.Status) {
+			if len(s.Settings.Tags) != 0 || s.AccountID != "acc-2" {
+				t.Fatalf("%+v", s)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, tt.associated)
+			steps := tt.steps(f)
+			for i, raw := range steps {
+				res := f.m.Handle(raw)
+				var cmd core.BLECommand
+				if json.Unmarshal(raw, &cmd) == nil && res.Code != cmd.Code {
+					t.Fatalf("step %d: result code %q, want %q", i, res.Code, cmd.Code)
+				}
+				if res.Type != "result" {
+					t.Fatalf("step %d: %+v", i, res)
+				}
+				last := i == len(steps)-1
+				want := ""
+				if last {
+					want = tt.reason
+				}
+				if res.Accepted != (want == "") || res.Reason != want {
+					t.Fatalf("step %d: accepted=%v reason=%q, want reason %q", i, res.Accepted, res.Reason, want)
+				}
+				if p := cmd.Payload; want != simmount.ReasonMalformed && res.Nonce != p[strings.LastIndex(p, ";")+1:] {
+					t.Fatalf("step %d: result nonce %q for payload %q", i, res.Nonce, p)
+				}
+			}
+			if tt.check != nil {
+				tt.check(t, f.m.Status())
+			}
+		})
+	}
+}
+
+func TestNonceMemoryIsBounded(t *testing.T) {
+	f := newFixture(t, true)
+	first := f.signed(core.CmdSetRFIDMode, map[string]string{"rfidMode": "NORMAL"}).build()
+	if res := f.m.Handle(first); !res.Accepted {
+		t.Fatal(res.Reason)
+	}
+	for i := range 1100 { // past the memory's bound of 1024
+		f.clock.Add(50 * time.Millisecond) // all within a minute
+		if res := f.m.Handle(f.signed(core.CmdSetRFIDMode, map[string]string{"rfidMode": "NORMAL"}).build()); !res.Accepted {
+			t.Fatalf("command %d: %s", i, res.Reason)
+		}
+	}
+	// The first nonce is forgotten by now, still within five minutes:
+	// refused all the same.
+	if res := f.m.Handle(first); res.Accepted || res.Reason != simmount.ReasonReplayed {
+		t.Fatalf("replay after eviction: %+v", res)
+	}
+}
+
+func TestStates(t *testing.T) {
+	f := newFixture(t, true)
+	changes := 0
+	c := &clock{t: epoch}
+	m := simmount.New(simmount.Config{UID: "M1", Now: c.Now, Battery: 80, BatteryDrain: 2, Temperature: 40,
+		OnChange: func(*simmount.Mount) { changes++ }})
+	m.Handle(associate("M1", f.pub, "acc-1", c.Now()))
+	check := func(want map[string]string) []core.BLEStateEntry {
+		t.Helper()
+		states := m.States()
+		if len(states) != 4 {
+			t.Fatalf("%d states", len(states))
+		}
+		for _, s := range states {
+			if err := core.ValidateState(core.StateCode(s.Code), s.Value); err != nil {
+				t.Fatalf("%s=%s: %v", s.Code, s.Value, err)
+			}
+			at, err := time.Parse(core.TimeLayout, s.OccurredAt)
+			if err != nil || !strings.HasSuffix(s.OccurredAt, "Z") || len(s.OccurredAt) != len("2026-11-22T01:40:13.000Z") || at.After(c.Now()) {
+				t.Fatalf("occurredAt %q", s.OccurredAt)
+			}
+			if w, ok := want[s.Code]; ok && s.Value != w {
+				t.Fatalf("%s=%s, want %s", s.Code, s.Value, w)
+			}
+		}
+		return states
+	}
+	check(map[string]string{"BATTERY_LEVEL": "80", "CPU_TEMPERATURE": "40.0", "MOUNT_LOCKED": "1", "HELMET_MOUNTED": "1"})
+	c.Add(5 * time.Hour)
+	states := check(map[string]string{"BATTERY_LEVEL": "70", "MOUNT_LOCKED": "1"})
+	if states[2].OccurredAt != core.FormatTime(epoch) {
+		t.Fatalf("an unchanged lock must keep its time: %s", states[2].OccurredAt)
+	}
+	if states[0].OccurredAt != core.FormatTime(c.Now()) {
+		t.Fatal("battery is measured now")
+	}
+	sig := spec{code: core.CmdReleaseHelmet, uid: "M1", at: c.Now(), nonce: core.NewNonce(), key: f.priv}
+	if res := m.Handle(sig.build()); !res.Accepted {
+		t.Fatal(res.Reason)
+	}
+	check(map[string]string{"MOUNT_LOCKED": "0", "HELMET_MOUNTED": "0"})
+	c.Add(time.Minute)
+	m.ReturnHelmet()
+	m.ReturnHelmet() // nothing to change the second time
+	states = check(map[string]string{"MOUNT_LOCKED": "1", "HELMET_MOUNTED": "1"})
+	if states[3].OccurredAt != core.FormatTime(c.Now()) || changes != 2 {
+		t.Fatalf("return: %v, %d changes", states, changes)
+	}
+	c.Add(100 * time.Hour)
+	check(map[string]string{"BATTERY_LEVEL": "0"})
+	// The temperature drifts, within bounds.
+	moved := false
+	for range 50 {
+		c.Add(10 * time.Minute)
+		if m.States()[1].Value != "40.0" {
+			moved = true
+		}
+	}
+	if !moved {
+		t.Fatal("temperature never drifted")
+	}
+}
+
+// TestOverTheAir runs the firmware on a simulated radio, in process and
+// over a socket: association, a release with its result and states, and
+// the helmet coming back.
+func TestOverTheAir(t *testing.T) {
+	air := sim.NewAir(sim.Config{AdvertisingInterval: 20 * time.Millisecond})
+	changed := make(chan struct{}, 8)
+	m := simmount.New(simmount.Config{UID: "SIM-0001", MACAddress: "02:53:49:4D:00:01", SerialNumber: "SN1",
+		OnChange: func(*simmount.Mount) { changed <- struct{}{} }})
+	if err := air.Register(m); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := sim.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go sim.Serve(ctx, air, ln)
+	pub, priv := newKey(t)
+
+	for name, radio := range map[string]core.Radio{"in-process": air.Central(), "socket": sim.Dial(ln.Addr().String())} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var dev core.BLEDevice
+			scanCtx, stop := context.WithCancel(ctx)
+			radio.Scan(scanCtx, func(d core.BLEDevice) { dev = d; stop() })
+			if dev.MountUID != "SIM-0001" || dev.Name != "MNT-SIM-0001" {
+				t.Fatalf("scan: %+v", dev)
+			}
+			link, err := radio.Connect(ctx, dev.Address)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer link.Close()
+			raw, err := link.ReadInfo(ctx)
+			var info core.BLEInfo
+			if err != nil || json.Unmarshal(raw, &info) != nil || info.UID != "SIM-0001" || info.SerialNumber != "SN1" || info.MACAddress != dev.Address {
+				t.Fatalf("info %s %v", raw, err)
+			}
+			msgs := messages(link)
+			next := func() core.BLEMessage {
+				select {
+				case msg := <-msgs:
+					return msg
+				case <-ctx.Done():
+					t.Fatal("no message")
+				}
+				return core.BLEMessage{}
+			}
+			if first := next(); first.Type != "states" || len(first.States) != 4 {
+				t.Fatalf("on connect: %+v", first)
+			}
+			send := func(raw []byte) {
+				for _, f := range core.SplitFrames(raw, link.MTU()) {
+					if err := link.WriteFrame(ctx, f); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			send(associate("SIM-0001", pub, "acc-1", time.Now()))
+			if res := next(); res.Type != "result" || !res.Accepted || res.Code != "ASSOCIATE_OWNER" {
+				t.Fatalf("association: %+v", res)
+			}
+			next() // states after association
+			send(spec{code: core.CmdReleaseHelmet, uid: "SIM-0001", at: time.Now(), nonce: core.NewNonce(), key: priv}.build())
+			if res := next(); !res.Accepted || res.Code != "RELEASE_HELMET" {
+				t.Fatalf("release: %+v", res)
+			}
+			st := next()
+			if st.Type != "states" || st.States[2].Value != "0" || st.States[3].Value != "0" {
+				t.Fatalf("after release: %+v", st)
+			}
+			<-changed
+			m.ReturnHelmet()
+			<-changed
+			if st := next(); st.Type != "states" || st.States[2].Value != "1" || st.States[3].Value != "1" {
+				t.Fatalf("after return: %+v", st)
+			}
+			// A broken frame sequence is answered, and the link goes on.
+			if err := link.WriteFrame(ctx, []byte{0x05, 'x'}); err != nil {
+				t.Fatal(err)
+			}
+			if res := next(); res.Accepted || res.Reason != simmount.ReasonBadFrame {
+				t.Fatalf("bad frame: %+v", res)
+			}
+		})
+	}
+}
+
+// messages reassembles a link's notifications.
+func messages(link core.BLELink) <-chan core.BLEMessage {
+	out := make(chan core.BLEMessage, 16)
+	go func() {
+		var r core.Reassembler
+		for f := range link.Frames() {
+			raw, done, err := r.Add(f)
+			if err != nil || !done {
+				continue
+			}
+			var msg core.BLEMessage
+			if json.Unmarshal(raw, &msg) == nil {
+				out <- msg
+			}
+		}
+	}()
+	return out
+}

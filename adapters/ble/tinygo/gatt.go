@@ -1,0 +1,44 @@
+// Package tinygo is the real BLE radio: core.Radio and core.BLELink over
+// tinygo.org/x/bluetooth, which on Linux drives BlueZ through D-Bus (no
+// cgo). It follows docs/ble.md exactly as the simulated radio does: scan
+// filtered on the mount service, connect, discover the three
+// characteristics, read info, write command frames with response, take
+// state frames as notifications.
+package tinygo
+
+import (
+	"strings"
+
+	"tinygo.org/x/bluetooth"
+
+	"github.com/mountd/mountd/core"
+)
+
+// The GATT layout in the library's form, parsed once from core's text.
+var (
+	serviceUUID = mustUUID(core.BLEServiceUUID)
+	infoUUID    = mustUUID(core.BLEInfoUUID)
+	commandUUID = mustUUID(core.BLECommandUUID)
+	stateUUID   = mustUUID(core.BLEStateUUID)
+)
+
+func mustUUID(s string) bluetooth.UUID {
+	u, err := bluetooth.ParseUUID(s)
+	if err != nil {
+		panic("tinygo: bad UUID " + s + ": " + err.Error())
+	}
+	return u
+}
+
+// MountUID reads the mount uid from an advertised local name, MNT-<uid>.
+func MountUID(localName string) (string, bool) {
+	uid, ok := strings.CutPrefix(localName, core.BLENamePrefix)
+	if !ok || uid == "" {
+		return "", false
+	}
+	return uid, true
+}
+
+// maxInfo is the largest attribute value ATT allows; BlueZ reads long
+// values (Read Blob) by itself, so the info JSON may exceed one MTU.
+const maxInfo = 512

@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mountd/mountd/adapters/ble/sim"
+	"github.com/mountd/mountd/adapters/ble/simmount"
+	"github.com/mountd/mountd/core"
+)
+
+// Config is everything the flags set.
+type Config struct {
+	Mounts                                    int
+	Prefix                                    string
+	Air                                       string
+	API, ClientID, ClientSecret               string
+	ProjectID, IDPName                        string
+	ReportInterval                            time.Duration
+	Associate                                 bool
+	ReturnAfter                               time.Duration
+	Concurrency                               int
+	Duration                                  time.Duration
+	MTU, MaxLinks                             int
+	AdvInterval, ConnInterval                 time.Duration
+	BatteryDrain                              float64
+	Model, FirmwareRevision, SoftwareRevision string
+	LogLevel                                  string
+	JSON                                      bool
+}
+
+// Summary is what a run did, printed when it stops.
+type Summary struct {
+	Mounts           int              `json:"mounts"`
+	Air              string           `json:"air,omitempty"`
+	Associated       int64            `json:"associated"`
+	Reports          int64            `json:"reports"`
+	EntriesAccepted  int64            `json:"entriesAccepted"`
+	Duplicates       int64            `json:"duplicates"`
+	Errors           int64            `json:"errors"`
+	ErrorsByKind     map[string]int64 `json:"errorsByKind,omitempty"`
+	CommandsAccepted int              `json:"commandsAccepted"`
+	CommandsRefused  int              `json:"commandsRefused"`
+	Seconds          float64          `json:"seconds"`
+}
+
+// identity is the deterministic name of the i-th mount (from 1): uid,
+// serial number and a locally administered MAC whose middle bytes come from
+// the prefix, so two fleets with different prefixes do not collide.
+func identity(prefix string, i int) (uid, serial, mac string) {
+	h := fnv.New32a()
+	h.Write([]byte(prefix))
+	p := h.Sum32()
+	uid = fmt.Sprintf("%s-%04d", prefix, i)
+	serial = fmt.Sprintf("SN-%s-%06d", prefix, i)
+	mac = fmt.Sprintf("02:%02X:%02X:%02X:%02X:%02X", byte(p>>16), byte(p>>8), byte(p), byte(i>>8), byte(i))
+	return
+}
+
+// unit is one mount of the fleet and its reporting state.
+type unit struct {
+	m       *simmount.Mount
+	changed chan struct{} // a state change waits to be reported
+}
+
+type fleet struct {
+	cfg   Config
+	log   *slog.Logger
+	units []*unit
+	api   *apiClient // nil: nothing is reported
+
+	associated, reports, accepted, duplicates, errs atomic.Int64
+	kindsMu                                         sync.Mutex
+	kinds                                           map[string]int64
+}
+
+func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<- string) error {
+	if cfg.Mounts < 1 || cfg.Mounts > 65535 {
+		return errors.New("--mounts must be from 1 to 65535")
+	}
+	if cfg.ReportInterval <= 0 {
+		return errors.New("--report-interval must be positive")
+	}
+	cfg.Concurrency = max(cfg.Concurrency, 1)
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	start := time.Now()
+	if cfg.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
+	}
+
+	f := &fleet{cfg: cfg, log: log, kinds: map[string]int64{}}
+	if cfg.API != "" && cfg.ClientID != "" {
+		f.api = newAPIClient(cfg)
+	} else if cfg.Associate {
+		return errors.New("--associate needs --api, --client-id and --client-secret")
+	} else {
+		log.Warn("no credentials (--client-id, --client-secret): states are not reported")
+	}
+
+	drain := cfg.BatteryDrain
+	if drain == 0 {
+		drain = -1 // simmount reads zero as its default
+	}
+	air := sim.NewAir(sim.Config{MTU: cfg.MTU, AdvertisingInterval: cfg.AdvInterval, ConnectionInterval: cfg.ConnInterval, MaxLinks: cfg.MaxLinks})
+	for i := 1; i <= cfg.Mounts; i++ {
+		uid, serial, mac := identity(cfg.Prefix, i)
+		u := &unit{changed: make(chan struct{}, 1)}
+		u.m = simmount.New(simmount.Config{
+			UID: uid, SerialNumber: serial, MACAddress: mac, ModelNumber: cfg.Model,
+			FirmwareRevision: cfg.FirmwareRevision, SoftwareRevision: cfg.SoftwareRevision,
+			Battery: 60 + float64(i%41), BatteryDrain: drain,
+			OnChange: func(m *simmount.Mount) { f.onChange(ctx, u) },
+		})
+		if err := air.Register(u.m); err != nil {
+			return err
+		}
+		f.units = append(f.units, u)
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var airAddr string
+	if cfg.Air != "" {
+		ln, err := sim.Listen(cfg.Air)
+		if err != nil {
+			return fmt.Errorf("air: %w", err)
+		}
+		airAddr = ln.Addr().String()
+		if ln.Addr().Network() == "unix" {
+			airAddr = "unix:" + airAddr
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := sim.Serve(ctx, air, ln); err != nil {
+				log.Error("air stopped", "err", err)
+			}
+		}()
+	}
+	log.Info("fleet up", "mounts", cfg.Mounts, "first", f.units[0].m.UID(), "last", f.units[len(f.units)-1].m.UID(), "air", airAddr)
+
+	if cfg.Associate {
+		f.associateAll(ctx)
+	}
+	if f.api != nil {
+		for _, u := range f.units {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f.reportLoop(ctx, u)
+			}()
+		}
+	}
+	if ready != nil {
+		ready <- airAddr
+	}
+	<-ctx.Done()
+	cancel()
+	wg.Wait()
+
+	sum := f.summary(time.Since(start))
+	sum.Air = airAddr
+	if cfg.JSON {
+		return json.NewEncoder(stdout).Encode(sum)
+	}
+	fmt.Fprintf(stdout, "mounts %d, associated %d, reports %d, entries accepted %d, duplicates %d, errors %d, commands accepted %d, refused %d, in %.1fs\n",
+		sum.Mounts, sum.Associated, sum.Reports, sum.EntriesAccepted, sum.Duplicates, sum.Errors, sum.CommandsAccepted, sum.CommandsRefused, sum.Seconds)
+	kinds := make([]string, 0, len(sum.ErrorsByKind))
+	for k := range sum.ErrorsByKind {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		fmt.Fprintf(stdout, "  errors %s: %d\n", k, sum.ErrorsByKind[k])
+	}
+	return nil
+}
+
+// onChange runs when a mount's lock or helmet changed: report it at once
+// and, when the helmet left, bring it back later if asked to.
+func (f *fleet) onChange(ctx context.Context, u *unit) {
+	select {
+	case u.changed <- struct{}{}:
+	default:
+	}
+	if f.cfg.ReturnAfter > 0 && !u.m.Status().HelmetMounted {
+		time.AfterFunc(f.cfg.ReturnAfter, func() {
+			if ctx.Err() == nil {
+				u.m.ReturnHelmet()
+			}
+		})
+	}
+}
+
+// reportLoop reports a mount's states every interval (±20%), starting at a
+// random point of the first interval so a fleet does not report in step,
+// and at once after a change.
+func (f *fleet) reportLoop(ctx context.Context, u *unit) {
+	jitter := func() time.Duration {
+		return time.Duration(float64(f.cfg.ReportInterval) * (0.8 + 0.4*rand.Float64()))
+	}
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(f.cfg.ReportInterval))))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-u.changed:
+		}
+		f.report(ctx, u)
+		t.Reset(jitter())
+	}
+}
+
+func (f *fleet) report(ctx context.Context, u *unit) {
+	states := u.m.States()
+	var res struct {
+		Accepted   int64 `json:"accepted"`
+		Duplicates int64 `json:"duplicates"`
+	}
+	err := f.api.call(ctx, f.api.maintainer, "POST", "/api/v1/mounts/"+u.m.UID()+"/states", map[string]any{"states": states}, &res)
+	if errors.Is(err, errNotSent) {
+		return
+	}
+	f.reports.Add(1)
+	if err != nil {
+		f.fail(u.m.UID(), "report", err)
+		return
+	}
+	f.accepted.Add(res.Accepted)
+	f.duplicates.Add(res.Duplicates)
+}
+
+// fail counts an error by kind and logs the first of each kind at warn.
+func (f *fleet) fail(uid, what string, err error) {
+	f.errs.Add(1)
+	kind := what + " " + errorKind(err)
+	f.kindsMu.Lock()
+	f.kinds[kind]++
+	first := f.kinds[kind] == 1
+	f.kindsMu.Unlock()
+	lv := slog.LevelDebug
+	if first {
+		lv = slog.LevelWarn
+	}
+	f.log.Log(context.Background(), lv, what+" failed", "uid", uid, "err", err)
+}
+
+// associateAll associates and confirms every mount with an owner token,
+// giving each mount its ASSOCIATE_OWNER straight away (no phone needed).
+func (f *fleet) associateAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	next := make(chan *unit)
+	for range f.cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range next {
+				if err := f.associate(ctx, u.m); errors.Is(err, errNotSent) {
+					continue
+				} else if err != nil {
+					f.fail(u.m.UID(), "associate", err)
+				} else {
+					f.associated.Add(1)
+				}
+			}
+		}()
+	}
+	for _, u := range f.units {
+		select {
+		case next <- u:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	f.log.Info("association done", "associated", f.associated.Load(), "of", len(f.units))
+}
+
+func (f *fleet) associate(ctx context.Context, m *simmount.Mount) error {
+	info := m.BLEInfo()
+	body := map[string]string{
+		"uid": info.UID, "serialNumber": info.SerialNumber, "macAddress": info.MACAddress,
+		"firmwareRevision": info.FirmwareRevision, "softwareRevision": info.SoftwareRevision, "modelNumber": info.ModelNumber,
+	}
+	var cmds []json.RawMessage
+	if err := f.api.call(ctx, f.api.owner, "POST", "/api/v1/mounts", body, &cmds); err != nil {
+		return err
+	}
+	delivered := false
+	for _, raw := range cmds {
+		var c core.BLECommand
+		if json.Unmarshal(raw, &c) != nil || c.Code != string(core.CmdAssociateOwner) {
+			continue
+		}
+		if res := m.Handle(raw); !res.Accepted {
+			return fmt.Errorf("the mount refused ASSOCIATE_OWNER: %s", res.Reason)
+		}
+		delivered = true
+	}
+	if !delivered {
+		return errors.New("no ASSOCIATE_OWNER in the answer")
+	}
+	return f.api.call(ctx, f.api.owner, "POST", "/api/v1/mounts/"+m.UID()+"/confirm-association", nil, nil)
+}
+
+func (f *fleet) summary(d time.Duration) Summary {
+	s := Summary{
+		Mounts: len(f.units), Associated: f.associated.Load(), Reports: f.reports.Load(),
+		EntriesAccepted: f.accepted.Load(), Duplicates: f.duplicates.Load(), Errors: f.errs.Load(),
+		Seconds: d.Seconds(),
+	}
+	f.kindsMu.Lock()
+	if len(f.kinds) > 0 {
+		s.ErrorsByKind = make(map[string]int64, len(f.kinds))
+		for k, v := range f.kinds {
+			s.ErrorsByKind[strings.TrimSpace(k)] = v
+		}
+	}
+	f.kindsMu.Unlock()
+	for _, u := range f.units {
+		st := u.m.Status()
+		s.CommandsAccepted += st.Accepted
+		s.CommandsRefused += st.Refused
+	}
+	return s
+}

@@ -1,0 +1,75 @@
+// Command mountsim runs a fleet of simulated mounts: firmware behaviour
+// (adapters/ble/simmount) on a simulated BLE radio served on a socket, so
+// mountctl and the SDK can scan, connect and release helmets, and state
+// reports to mountd over HTTP on a schedule, as the mounts' gateway would.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v3"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newCommand(os.Stdout, os.Stderr, nil).Run(ctx, os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "mountsim:", err)
+		os.Exit(1)
+	}
+}
+
+// newCommand builds the CLI; ready (if set) receives the air's address once
+// the fleet is up, so tests can run it in process.
+func newCommand(stdout, stderr io.Writer, ready chan<- string) *cli.Command {
+	cfg := Config{}
+	str := func(name, env, value, usage string, dst *string) cli.Flag {
+		return &cli.StringFlag{Name: name, Value: value, Usage: usage, Sources: cli.EnvVars(env), Destination: dst}
+	}
+	dur := func(name, env string, value time.Duration, usage string, dst *time.Duration) cli.Flag {
+		return &cli.DurationFlag{Name: name, Value: value, Usage: usage, Sources: cli.EnvVars(env), Destination: dst}
+	}
+	num := func(name, env string, value int, usage string, dst *int) cli.Flag {
+		return &cli.IntFlag{Name: name, Value: value, Usage: usage, Sources: cli.EnvVars(env), Destination: dst}
+	}
+	return &cli.Command{
+		Name:      "mountsim",
+		Usage:     "a fleet of simulated mounts on a simulated BLE radio, reporting their states to mountd",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags: []cli.Flag{
+			num("mounts", "MOUNTSIM_MOUNTS", 10, "number of mounts", &cfg.Mounts),
+			str("prefix", "MOUNTSIM_PREFIX", "SIM", "uid prefix: PREFIX-0001, PREFIX-0002, ...", &cfg.Prefix),
+			str("air", "MOUNTSIM_AIR", "127.0.0.1:7390", "where the simulated radio is served: HOST:PORT or a Unix socket path; empty: not served", &cfg.Air),
+			str("api", "MOUNTSIM_API", "http://127.0.0.1:8080", "mountd's address (and its identity provider's); the only address mountsim calls", &cfg.API),
+			str("client-id", "MOUNTSIM_CLIENT_ID", "", "account client id; without credentials nothing is reported", &cfg.ClientID),
+			str("client-secret", "MOUNTSIM_CLIENT_SECRET", "", "account client secret", &cfg.ClientSecret),
+			str("project-id", "MOUNTSIM_PROJECT_ID", "mountd", "project id in the audience scope item", &cfg.ProjectID),
+			str("idp-name", "MOUNTSIM_IDP_NAME", "mountd", "the <idp> in urn:<idp>:iam:org:project:id:<project_id>:aud", &cfg.IDPName),
+			dur("report-interval", "MOUNTSIM_REPORT_INTERVAL", 10*time.Second, "time between two reports of a mount (±20% jitter); state changes are reported at once", &cfg.ReportInterval),
+			&cli.BoolFlag{Name: "associate", Usage: "associate and confirm every mount with an owner token, delivering ASSOCIATE_OWNER to it directly", Sources: cli.EnvVars("MOUNTSIM_ASSOCIATE"), Destination: &cfg.Associate},
+			dur("return-after", "MOUNTSIM_RETURN_AFTER", 0, "a released helmet comes back (mounted and locked) after this long; 0: never", &cfg.ReturnAfter),
+			num("concurrency", "MOUNTSIM_CONCURRENCY", 16, "HTTP requests in flight at most", &cfg.Concurrency),
+			dur("duration", "MOUNTSIM_DURATION", 0, "stop after this long; 0: until SIGINT or SIGTERM", &cfg.Duration),
+			num("mtu", "MOUNTSIM_MTU", 23, "ATT MTU of every link", &cfg.MTU),
+			dur("adv-interval", "MOUNTSIM_ADV_INTERVAL", 100*time.Millisecond, "advertising interval", &cfg.AdvInterval),
+			dur("conn-interval", "MOUNTSIM_CONN_INTERVAL", 0, "simulated time of each ATT exchange (e.g. 30ms); 0: none", &cfg.ConnInterval),
+			num("max-links", "MOUNTSIM_MAX_LINKS", 1, "centrals a mount accepts at once", &cfg.MaxLinks),
+			&cli.FloatFlag{Name: "battery-drain", Value: 1, Usage: "battery percent lost per hour", Sources: cli.EnvVars("MOUNTSIM_BATTERY_DRAIN"), Destination: &cfg.BatteryDrain},
+			str("model", "MOUNTSIM_MODEL", "MNT-SIM", "model number of the mounts", &cfg.Model),
+			str("firmware-revision", "MOUNTSIM_FIRMWARE_REVISION", "1.0.0", "firmware revision of the mounts", &cfg.FirmwareRevision),
+			str("software-revision", "MOUNTSIM_SOFTWARE_REVISION", "1.0.0", "software revision of the mounts", &cfg.SoftwareRevision),
+			str("log-level", "MOUNTSIM_LOG_LEVEL", "info", "debug, info, warn or error", &cfg.LogLevel),
+			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON", Destination: &cfg.JSON},
+		},
+		Action: func(ctx context.Context, _ *cli.Command) error {
+			return run(ctx, cfg, stdout, stderr, ready)
+		},
+	}
+}

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mountd/mountd/adapters/ble/sim"
+	"github.com/mountd/mountd/core"
+)
+
+// fakeAPI is as much of mountd as mountsim talks to: the token endpoint,
+// association, confirmation and state reports, with tokens that really
+// expire and duplicates that really count.
+type fakeAPI struct {
+	t         *testing.T
+	expiresIn time.Duration
+
+	mu        sync.Mutex
+	tokens    map[string]fakeToken
+	issued    map[string]int // role → tokens issued
+	keys      map[string]ed25519.PrivateKey
+	confirmed map[string]bool
+	entries   map[string]bool // uid|code|occurredAt|value
+	reports   chan fakeReport
+}
+
+type fakeToken struct {
+	role string
+	exp  time.Time
+}
+
+type fakeReport struct {
+	uid    string
+	states map[string]string
+}
+
+func newFakeAPI(t *testing.T, expiresIn time.Duration) (*fakeAPI, *httptest.Server) {
+	f := &fakeAPI{t: t, expiresIn: expiresIn, tokens: map[string]fakeToken{}, issued: map[string]int{},
+		keys: map[string]ed25519.PrivateKey{}, confirmed: map[string]bool{}, entries: map[string]bool{},
+		reports: make(chan fakeReport, 1000)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /oauth/v2/token", f.token)
+	mux.HandleFunc("POST /api/v1/mounts", f.auth("owner", f.claim))
+	mux.HandleFunc("POST /api/v1/mounts/{uid}/confirm-association", f.auth("owner", f.confirm))
+	mux.HandleFunc("POST /api/v1/mounts/{uid}/states", f.auth("restricted", f.states))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("unexpected %s %s", r.Method, r.URL)
+		http.NotFound(w, r)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return f, srv
+}
+
+func (f *fakeAPI) token(w http.ResponseWriter, r *http.Request) {
+	if r.ParseForm() != nil || r.PostForm.Get("grant_type") != "client_credentials" ||
+		r.PostForm.Get("client_id") != "cid" || r.PostForm.Get("client_secret") != "csec" {
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":"invalid_client"}`)
+		return
+	}
+	scope := " " + r.PostForm.Get("scope") + " "
+	for _, item := range []string{"openid", "sub", "urn:mountd:iam:org:project:id:mountd:aud"} {
+		if !strings.Contains(scope, " "+item+" ") {
+			f.t.Errorf("scope %q lacks %s", scope, item)
+		}
+	}
+	role := "owner"
+	if strings.Contains(scope, " role:restricted ") {
+		role = "restricted"
+	}
+	if strings.Contains(scope, "mount:") {
+		f.t.Errorf("scope %q: a maintainer token has no mount items", scope)
+	}
+	f.mu.Lock()
+	f.issued[role]++
+	tok := fmt.Sprintf("%s-%d", role, f.issued[role])
+	f.tokens[tok] = fakeToken{role: role, exp: time.Now().Add(f.expiresIn)}
+	f.mu.Unlock()
+	fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":%d}`, tok, int(f.expiresIn.Seconds()))
+}
+
+func (f *fakeAPI) auth(role string, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		tok, ok := f.tokens[r.Header.Get("Access-Key")]
+		f.mu.Unlock()
+		switch {
+		case !ok || time.Now().After(tok.exp):
+			problem(w, 401, "UNAUTHENTICATED")
+		case tok.role != role:
+			problem(w, 403, "FORBIDDEN")
+		default:
+			next(w, r)
+		}
+	}
+}
+
+func problem(w http.ResponseWriter, status int, code string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"status":%d,"code":%q}`, status, code)
+}
+
+var macPattern = regexp.MustCompile(`^([0-9A-F]{2}:){5}[0-9A-F]{2}$`)
+
+func (f *fakeAPI) claim(w http.ResponseWriter, r *http.Request) {
+	var body map[string]string
+	if json.NewDecoder(r.Body).Decode(&body) != nil || body["uid"] == "" || !macPattern.MatchString(body["macAddress"]) ||
+		body["serialNumber"] == "" || body["modelNumber"] == "" {
+		problem(w, 400, "VALIDATION_FAILED")
+		return
+	}
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	f.mu.Lock()
+	f.keys[body["uid"]] = priv
+	f.mu.Unlock()
+	now := time.Now()
+	key := hex.EncodeToString(pub)
+	cmd := core.BLECommand{
+		Code: "ASSOCIATE_OWNER", GeneratedAt: core.FormatTime(now),
+		Data:    map[string]any{"accountId": "acc-1", "publicKey": key, "expiresAt": core.FormatTime(now.Add(5 * time.Minute))},
+		Payload: core.BuildPayload(now, core.CmdAssociateOwner, body["uid"], map[string]string{"accountId": "acc-1", "publicKey": key}, core.NewNonce()),
+	}
+	json.NewEncoder(w).Encode([]core.BLECommand{cmd})
+}
+
+func (f *fakeAPI) confirm(w http.ResponseWriter, r *http.Request) {
+	uid := r.PathValue("uid")
+	f.mu.Lock()
+	_, claimed := f.keys[uid]
+	f.confirmed[uid] = claimed
+	f.mu.Unlock()
+	if !claimed {
+		problem(w, 404, "MOUNT_NOT_FOUND")
+		return
+	}
+	fmt.Fprintf(w, `{"uid":%q,"associationState":"ASSOCIATED"}`, uid)
+}
+
+func (f *fakeAPI) states(w http.ResponseWriter, r *http.Request) {
+	uid := r.PathValue("uid")
+	var body struct {
+		States []core.BLEStateEntry `json:"states"`
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if dec.Decode(&body) != nil || len(body.States) != 4 {
+		problem(w, 400, "VALIDATION_FAILED")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.confirmed[uid] {
+		problem(w, 404, "MOUNT_NOT_FOUND")
+		return
+	}
+	rep := fakeReport{uid: uid, states: map[string]string{}}
+	accepted, dups := 0, 0
+	for _, s := range body.States {
+		if err := core.ValidateState(core.StateCode(s.Code), s.Value); err != nil {
+			problem(w, 400, "VALIDATION_FAILED")
+			return
+		}
+		if _, err := time.Parse(time.RFC3339, s.OccurredAt); err != nil {
+			problem(w, 400, "VALIDATION_FAILED")
+			return
+		}
+		rep.states[s.Code] = s.Value
+		k := uid + "|" + s.Code + "|" + s.OccurredAt + "|" + s.Value
+		if f.entries[k] {
+			dups++
+		} else {
+			f.entries[k] = true
+			accepted++
+		}
+	}
+	f.reports <- rep
+	fmt.Fprintf(w, `{"accepted":%d,"duplicates":%d}`, accepted, dups)
+}
+
+func TestIdentity(t *testing.T) {
+	uid, serial, mac := identity("SIM", 1)
+	if uid != "SIM-0001" || serial != "SN-SIM-000001" || !macPattern.MatchString(mac) || !strings.HasPrefix(mac, "02:") {
+		t.Fatal(uid, serial, mac)
+	}
+	seen := map[string]bool{}
+	for _, p := range []string{"SIM", "LOAD"} {
+		for i := 1; i <= 300; i++ {
+			u, s, m := identity(p, i)
+			if u2, s2, m2 := identity(p, i); u2 != u || s2 != s || m2 != m {
+				t.Fatal("identity is not deterministic")
+			}
+			if seen[m] {
+				t.Fatalf("MAC %s twice", m)
+			}
+			seen[m] = true
+		}
+	}
+}
+
+func TestFleetReports(t *testing.T) {
+	api, srv := newFakeAPI(t, time.Second)
+	var out, errs bytes.Buffer
+	err := newCommand(&out, &errs, nil).Run(context.Background(), []string{"mountsim",
+		"--mounts", "3", "--prefix", "T", "--air", "127.0.0.1:0", "--api", srv.URL + "/",
+		"--client-id", "cid", "--client-secret", "csec", "--report-interval", "150ms",
+		"--associate", "--json", "--duration", "2s"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errs.String())
+	}
+	var sum Summary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatalf("summary %q: %v", out.String(), err)
+	}
+	if sum.Mounts != 3 || sum.Associated != 3 || sum.Errors != 0 || sum.CommandsAccepted != 3 {
+		t.Fatalf("summary %+v\n%s", sum, errs.String())
+	}
+	// About 2s / 150ms reports per mount, less the random start.
+	if sum.Reports < 3*6 || sum.EntriesAccepted < sum.Reports*2 || sum.Duplicates < sum.Reports {
+		t.Fatalf("summary %+v: the lock and helmet re-reported must be duplicates, battery and temperature new", sum)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.issued["restricted"] < 2 {
+		t.Fatalf("%d maintainer tokens for a 2s run of 1s tokens: no renewal", api.issued["restricted"])
+	}
+	if api.issued["owner"] < 1 {
+		t.Fatal("no owner token")
+	}
+	per := map[string]int{}
+	close(api.reports)
+	for r := range api.reports {
+		per[r.uid]++
+		if r.states["MOUNT_LOCKED"] != "1" || r.states["HELMET_MOUNTED"] != "1" {
+			t.Fatalf("report %+v", r)
+		}
+	}
+	if len(per) != 3 || per["T-0001"] == 0 || per["T-0003"] == 0 {
+		t.Fatalf("reports per mount %v", per)
+	}
+}
+
+func TestReleaseIsReportedAtOnce(t *testing.T) {
+	api, srv := newFakeAPI(t, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	var out, errs bytes.Buffer
+	go func() {
+		done <- newCommand(&out, &errs, ready).Run(ctx, []string{"mountsim",
+			"--mounts", "2", "--prefix", "R", "--air", "127.0.0.1:0", "--api", srv.URL,
+			"--client-id", "cid", "--client-secret", "csec", "--report-interval", "1h",
+			"--return-after", "200ms", "--associate", "--json"})
+	}()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("mountsim: %v\n%s", err, errs.String())
+	}
+
+	// The phone's part: connect over the air and release the helmet.
+	_, _, mac := identity("R", 2)
+	tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer tcancel()
+	link, err := sim.Dial(addr).Connect(tctx, mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	api.mu.Lock()
+	key := api.keys["R-0002"]
+	api.mu.Unlock()
+	now := time.Now()
+	payload := core.BuildPayload(now, core.CmdReleaseHelmet, "R-0002", nil, core.NewNonce())
+	sig := hex.EncodeToString(ed25519.Sign(key, []byte(payload)))
+	raw, _ := json.Marshal(core.BLECommand{Code: "RELEASE_HELMET", Data: map[string]any{}, GeneratedAt: core.FormatTime(now), Payload: payload, SignedToken: &sig})
+	for _, f := range core.SplitFrames(raw, link.MTU()) {
+		if err := link.WriteFrame(tctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var r core.Reassembler
+	for accepted := false; !accepted; {
+		select {
+		case f := <-link.Frames():
+			msg, complete, _ := r.Add(f)
+			var m core.BLEMessage
+			if complete && json.Unmarshal(msg, &m) == nil && m.Type == "result" {
+				if !m.Accepted {
+					t.Fatalf("refused: %s", m.Reason)
+				}
+				accepted = true
+			}
+		case <-tctx.Done():
+			t.Fatal("no result")
+		}
+	}
+
+	// With an hour between scheduled reports, only the changes are reported:
+	// first the release, then the helmet coming back.
+	for _, want := range []string{"0", "1"} {
+		select {
+		case rep := <-api.reports:
+			if rep.uid != "R-0002" || rep.states["MOUNT_LOCKED"] != want || rep.states["HELMET_MOUNTED"] != want {
+				t.Fatalf("report %+v, want lock and helmet %s", rep, want)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("no prompt report of lock %s", want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var sum Summary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Reports != 2 || sum.CommandsAccepted != 3 || sum.Errors != 0 || sum.Air != addr {
+		t.Fatalf("summary %+v", sum)
+	}
+}
+
+func TestWithoutCredentials(t *testing.T) {
+	var out, errs bytes.Buffer
+	err := newCommand(&out, &errs, nil).Run(context.Background(), []string{"mountsim", "--associate", "--air", "", "--api", "http://127.0.0.1:1"})
+	if err == nil || !strings.Contains(err.Error(), "--client-id") {
+		t.Fatalf("--associate without credentials: %v", err)
+	}
+	out.Reset()
+	err = newCommand(&out, &errs, nil).Run(context.Background(), []string{"mountsim", "--mounts", "2", "--air", "", "--duration", "100ms"})
+	if err != nil || !strings.Contains(out.String(), "mounts 2, associated 0, reports 0") {
+		t.Fatalf("simulation only: %v %q", err, out.String())
+	}
+}
