@@ -19,6 +19,7 @@ import (
 
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/graph/generated"
+	"github.com/mountd/mountd/graph/wsproto"
 )
 
 // Options tune the GraphQL endpoint.
@@ -41,14 +42,18 @@ var DefaultOptions = Options{Introspection: true, ComplexityLimit: 1000, DepthLi
 // context); a WebSocket authenticates in its connection_init payload.
 func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Handler {
 	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r}))
-	srv.AddTransport(transport.Websocket{
+	// gqlgen's transport behind wsproto, which adds the graphql-transport-ws
+	// rules gqlgen lacks (close codes 4400, 4401, 4403, 4408, 4409, 4429,
+	// error messages for refused operations); see graph/wsproto.
+	srv.AddTransport(wsproto.Transport{Websocket: transport.Websocket{
+		// Cross-origin browser upgrades are refused unless allowed here.
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: acceptOptions(opts.OriginPatterns)},
 		InitFunc:       websocketInit(verifier),
-		InitTimeout:    3 * time.Second,
+		InitTimeout:    3 * time.Second, // then 4408
 		// graphql-ws (legacy) keep-alive, and graphql-transport-ws pings.
 		KeepAlivePingInterval: opts.KeepAlive,
 		PingPongInterval:      opts.KeepAlive,
-	})
+	}})
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
@@ -98,8 +103,10 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 }
 
 // websocketInit authenticates a WebSocket from its connection_init payload:
-// {"Access-Key": "..."} or {"Authorization": "Bearer ..."}. A bad token closes
-// the socket with 4403; the connection ends when the token expires.
+// {"Access-Key": "..."} or {"Authorization": "Bearer ..."}. A missing, bad or
+// expired token, or one lacking a mandatory scope item, closes the socket
+// with 4403 Forbidden; the socket closes with 4403 too when the token
+// expires. The ack carries no payload, so the token is never echoed.
 func websocketInit(verifier core.TokenVerifier) transport.WebsocketInitFunc {
 	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		raw := payload.GetString("Access-Key")
@@ -113,23 +120,22 @@ func websocketInit(verifier core.TokenVerifier) transport.WebsocketInitFunc {
 			}
 		}
 		if raw == "" {
-			return transport.WithWebsocketCloseCode(ctx, 4403), nil, errors.New("an access token is required in the connection_init payload")
+			return wsproto.Reject(ctx), nil, errors.New("an access token is required in the connection_init payload")
 		}
 		p, err := verifier.Verify(ctx, raw)
 		if err != nil {
-			return transport.WithWebsocketCloseCode(ctx, 4403), nil, errors.New(core.ErrorMessage(err))
+			return wsproto.Reject(ctx), nil, errors.New(core.ErrorMessage(err))
 		}
 		if !p.Complete {
-			return transport.WithWebsocketCloseCode(ctx, 4403), nil, errors.New("the token lacks a mandatory scope item and grants no rights")
+			return wsproto.Reject(ctx), nil, errors.New("the token lacks a mandatory scope item and grants no rights")
 		}
 		ctx = core.WithPrincipal(ctx, p)
-		ctx = transport.AppendCloseReason(ctx, "the access token expired")
-		// The connection lives no longer than its token; nil payload, so the
-		// token is never echoed in connection_ack.
-		ctx, cancel := context.WithDeadline(ctx, p.ExpiresAt)
+		// The connection lives no longer than its token: at expiry wsproto
+		// closes it with 4403.
+		ctx, cancel := wsproto.WithExpiry(ctx, p.ExpiresAt)
 		// The upgrade request's context ends with the socket and takes this
 		// one with it; cancel frees the timer at once when that happens.
 		context.AfterFunc(ctx, cancel)
-		return ctx, nil, nil
+		return ctx, nil, nil // no ack payload: the token is never echoed
 	}
 }
