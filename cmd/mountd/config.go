@@ -16,6 +16,7 @@ type Config struct {
 	DataDir           string
 	DatabaseURL       string
 	RedisURL          string
+	RedisPrefix       string
 	Issuer            string
 	ProjectID         string
 	IDPName           string
@@ -33,6 +34,9 @@ type Config struct {
 func (c *Config) resolve(listenAddr string) error {
 	if c.DataDir == "" {
 		c.DataDir = "./data"
+	}
+	if c.RedisPrefix == "" {
+		c.RedisPrefix = "mountd:"
 	}
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = "sqlite://" + filepath.Join(c.DataDir, "mountd.db")

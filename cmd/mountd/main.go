@@ -205,6 +205,7 @@ func configFlags(cfg *Config) []cli.Flag {
 		str("data-dir", "MOUNTD_DATA_DIR", "./data", "embedded database, local firmware blobs, generated keys", &cfg.DataDir),
 		str("database-url", "MOUNTD_DATABASE_URL", "", "postgres://... or sqlite://PATH (default sqlite://<data dir>/mountd.db)", &cfg.DatabaseURL),
 		str("redis-url", "MOUNTD_REDIS_URL", "", "redis://host:port/db; empty: in-process cache, scheduler and event bus", &cfg.RedisURL),
+		str("redis-prefix", "MOUNTD_REDIS_PREFIX", "mountd:", "prefix of every Redis key and channel, to share one Redis between installations", &cfg.RedisPrefix),
 		str("issuer", "MOUNTD_ISSUER", "", "external OIDC issuer; empty: the embedded identity provider", &cfg.Issuer),
 		str("project-id", "MOUNTD_PROJECT_ID", "mountd", "project id in the audience scope item and the token's aud", &cfg.ProjectID),
 		str("idp-name", "MOUNTD_IDP_NAME", "mountd", "the <idp> in urn:<idp>:iam:org:project:id:<project_id>:aud", &cfg.IDPName),

@@ -37,7 +37,7 @@ func backends(t *testing.T) map[string]func(t *testing.T) Config {
 		},
 		"postgres+redis": func(t *testing.T) Config {
 			cfg := testConfig(t.TempDir(), testenv.PostgresURL(t))
-			cfg.RedisURL, _ = testenv.RedisURL(t)
+			cfg.RedisURL, cfg.RedisPrefix = testenv.RedisURL(t)
 			return cfg
 		},
 	}

@@ -174,9 +174,7 @@ type sharedState struct {
 	Events    core.EventBus
 }
 
-const redisPrefix = "mountd:"
-
-func provideSharedState(rdb *goredis.Client, logger *slog.Logger) (sharedState, func(), error) {
+func provideSharedState(cfg Config, rdb *goredis.Client, logger *slog.Logger) (sharedState, func(), error) {
 	if rdb == nil {
 		return sharedState{
 			Cache:     memory.NewStateCache(),
@@ -184,13 +182,13 @@ func provideSharedState(rdb *goredis.Client, logger *slog.Logger) (sharedState, 
 			Events:    memory.NewEventBus(logger),
 		}, func() {}, nil
 	}
-	bus, stopBus, err := redisadapter.NewEventBus(rdb, redisPrefix, logger)
+	bus, stopBus, err := redisadapter.NewEventBus(rdb, cfg.RedisPrefix, logger)
 	if err != nil {
 		return sharedState{}, nil, err
 	}
 	return sharedState{
-		Cache:     redisadapter.NewStateCache(rdb, redisPrefix, time.Hour),
-		Scheduler: redisadapter.NewExpiryScheduler(rdb, redisPrefix, 250*time.Millisecond),
+		Cache:     redisadapter.NewStateCache(rdb, cfg.RedisPrefix, time.Hour),
+		Scheduler: redisadapter.NewExpiryScheduler(rdb, cfg.RedisPrefix, 250*time.Millisecond),
 		Events:    bus,
 	}, stopBus, nil
 }

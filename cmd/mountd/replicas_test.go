@@ -15,10 +15,10 @@ import (
 // database, are the same and a token from one is valid on the other).
 func TestReplicas(t *testing.T) {
 	dbURL := testenv.PostgresURL(t)
-	redisURL, _ := testenv.RedisURL(t)
+	redisURL, redisPrefix := testenv.RedisURL(t)
 	replica := func(window time.Duration) Config {
 		cfg := testConfig(t.TempDir(), dbURL)
-		cfg.RedisURL = redisURL
+		cfg.RedisURL, cfg.RedisPrefix = redisURL, redisPrefix
 		cfg.PublicURL = "http://mountd.test"
 		cfg.AssociationWindow = window
 		return cfg

@@ -42,7 +42,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		cleanup()
 		return nil, nil, err
 	}
-	mainSharedState, cleanup3, err := provideSharedState(client, logger)
+	mainSharedState, cleanup3, err := provideSharedState(cfg, client, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -152,7 +152,7 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 		cleanup()
 		return nil, nil, err
 	}
-	mainSharedState, cleanup3, err := provideSharedState(client, logger)
+	mainSharedState, cleanup3, err := provideSharedState(cfg, client, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()
