@@ -161,15 +161,10 @@ func (c *Client) Connect(ctx context.Context, uid string) (core.BLEInfo, error) 
 	if ok {
 		return d.info, nil
 	}
+	var err error
 	if !seen {
-		if _, err := c.Scan(ctx, 3*time.Second); err != nil {
+		if adv, err = c.find(ctx, uid, 3*time.Second); err != nil {
 			return core.BLEInfo{}, err
-		}
-		c.mu.Lock()
-		adv, seen = c.seen[uid]
-		c.mu.Unlock()
-		if !seen {
-			return core.BLEInfo{}, fmt.Errorf("%w: %s", ErrNotFound, uid)
 		}
 	}
 	link, err := c.cfg.Radio.Connect(ctx, adv.Address)
@@ -267,4 +262,27 @@ func (c *Client) connected(uid string) (*device, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotConnected, uid)
 	}
 	return d, nil
+}
+
+// find scans until it hears uid, for at most timeout.
+func (c *Client) find(ctx context.Context, uid string, timeout time.Duration) (core.BLEDevice, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var found core.BLEDevice
+	var once sync.Once
+	err := c.cfg.Radio.Scan(ctx, func(d core.BLEDevice) {
+		c.mu.Lock()
+		c.seen[d.MountUID] = d
+		c.mu.Unlock()
+		if d.MountUID == uid {
+			once.Do(func() { found = d; cancel() })
+		}
+	})
+	if found.MountUID == uid {
+		return found, nil
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return core.BLEDevice{}, err
+	}
+	return core.BLEDevice{}, fmt.Errorf("%w: %s", ErrNotFound, uid)
 }
