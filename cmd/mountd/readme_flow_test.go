@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReadmeOperatorFlow runs the README's operator flow with the real
+// mountctl and mountsim binaries against a running mountd.
+func TestReadmeOperatorFlow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds binaries")
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "../mountctl", "../mountsim")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	in := start(t, testConfig(t.TempDir(), ""))
+	acc := in.createAccount("Demo Fleet")
+	air := freeAddr(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sim := exec.CommandContext(ctx, filepath.Join(bin, "mountsim"), "--mounts", "3", "--air", air, "--api", in.base,
+		"--client-id", acc.ClientID, "--client-secret", acc.ClientSecret, "--report-interval", "1h")
+	var simOut bytes.Buffer
+	sim.Stdout, sim.Stderr = &simOut, &simOut
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = sim.Wait() }()
+	waitListening(t, air)
+
+	env := append(os.Environ(), "MOUNTCTL_API="+in.base, "MOUNTCTL_BLE=sim://"+air,
+		"MOUNTCTL_CLIENT_ID="+acc.ClientID, "MOUNTCTL_CLIENT_SECRET="+acc.ClientSecret)
+	mountctl := func(token string, args ...string) (string, error) {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(bin, "mountctl"), args...)
+		cmd.Env = append(env, "MOUNTCTL_TOKEN="+token)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	must := func(token string, args ...string) string {
+		t.Helper()
+		out, err := mountctl(token, args...)
+		if err != nil {
+			t.Fatalf("mountctl %v: %v\n%s\nmountsim:\n%s", args, err, out, simOut.String())
+		}
+		return out
+	}
+
+	owner := strings.TrimSpace(must("", "token"))
+	if out := must(owner, "scan", "--duration", "1s"); !strings.Contains(out, "SIM-0001") || !strings.Contains(out, "3 mounts") {
+		t.Fatalf("scan:\n%s", out)
+	}
+	if out := must(owner, "mounts", "associate", "SIM-0001", "--deliver"); !strings.Contains(out, "delivered over BLE and confirmed") {
+		t.Fatalf("associate:\n%s", out)
+	}
+	rider := strings.TrimSpace(must("", "token", "--role", "restricted", "--mount", "SIM-0001"))
+	if out := must(rider, "release-helmet", "SIM-0001"); !strings.Contains(out, "MOUNT_LOCKED=0") || !strings.Contains(out, "HELMET_MOUNTED=0") {
+		t.Fatalf("release-helmet:\n%s", out)
+	}
+	if out := must(owner, "mounts", "get", "SIM-0001"); !strings.Contains(out, "locked=false helmet=false") {
+		t.Fatalf("mounts get:\n%s", out)
+	}
+	if out := must(owner, "--json", "mounts", "list"); !strings.Contains(out, `"totalItems":1`) {
+		t.Fatalf("mounts list --json:\n%s", out)
+	}
+	// A rider token for another mount is refused with a clear error.
+	other := strings.TrimSpace(must("", "token", "--role", "restricted", "--mount", "SIM-0002"))
+	if out, err := mountctl(other, "release-helmet", "SIM-0001"); err == nil || !strings.Contains(out, "does not allow this mount") {
+		t.Fatalf("foreign token: %v\n%s", err, out)
+	}
+	// watch prints a live report.
+	done := make(chan string, 1)
+	go func() { out, _ := mountctl(owner, "watch", "SIM-0001", "--count", "1"); done <- out }()
+	deadline := time.After(15 * time.Second)
+	for i := 0; ; i++ {
+		in.call("POST", "/api/v1/mounts/SIM-0001/states", owner, map[string]any{"states": []any{
+			entry("BATTERY_LEVEL", fmt.Sprint(40+i%50), time.Now().UTC())}})
+		select {
+		case out := <-done:
+			if !strings.Contains(out, "BATTERY_LEVEL=") {
+				t.Fatalf("watch:\n%s", out)
+			}
+			return
+		case <-deadline:
+			t.Fatal("watch printed nothing")
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+	}
+	t.Fatalf("nothing listens on %s", addr)
+}
