@@ -129,6 +129,7 @@ func (b *bench) getScenario(ctx context.Context) (*getReport, error) {
 		bodies[uid] = body
 		rep.BodyBytes = len(body)
 	}
+	b.quiet(ctx)
 	if b.cfg.Warmup > 0 {
 		b.runGet(ctx, "mountd (warm-up)", b.cfg.Base, b.cfg.Warmup)
 	}
@@ -147,6 +148,7 @@ func (b *bench) getScenario(ctx context.Context) (*getReport, error) {
 		return nil, err
 	}
 	defer stop()
+	b.quiet(ctx)
 	if b.cfg.Warmup > 0 {
 		b.runGet(ctx, "baseline (warm-up)", base, b.cfg.Warmup)
 	}

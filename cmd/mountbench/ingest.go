@@ -163,6 +163,7 @@ func (b *bench) ingestScenario(ctx context.Context) (*ingestReport, error) {
 	// entries lie in the past, one millisecond apart (none is a duplicate)
 	g := newGenerator(b.cfg.Batch, time.Now().Add(-48*time.Hour))
 	send := b.postStates(g)
+	b.quiet(ctx)
 	if b.cfg.Warmup > 0 {
 		w := b.runIngest(ctx, "mountd (warm-up)", g, send, b.cfg.Warmup)
 		rep.Expected += w.Accepted
@@ -219,6 +220,7 @@ func (b *bench) ingestBaseline(ctx context.Context) (*ingestBaseline, error) {
 	out := &ingestBaseline{Table: table}
 	g := newGenerator(b.cfg.Batch, time.Now().Add(-48*time.Hour))
 	send := b.insertRows(g, table)
+	b.quiet(ctx)
 	if b.cfg.Warmup > 0 {
 		out.Expected += b.runIngest(ctx, "baseline (warm-up)", g, send, b.cfg.Warmup).Accepted
 	}

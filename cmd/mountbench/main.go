@@ -51,6 +51,7 @@ type config struct {
 	Baseline    bool
 	Watch       string
 	Timeout     time.Duration
+	MaxLoad     float64
 }
 
 func main() {
@@ -83,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.Baseline, "baseline", true, "also measure the same-run baselines (bun INSERT; bare net/http handler)")
 	fs.StringVar(&c.Watch, "watch", "", "name=pid,... processes whose CPU use is reported per phase (children included); PostgreSQL is found by itself")
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Second, "timeout of one HTTP request or database statement")
+	fs.Float64Var(&c.MaxLoad, "max-load", 0, "before each measured phase wait (30 s steps, at most 10 min) until the 1-minute load average is below this; 0: do not wait")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: mountbench --base http://127.0.0.1:PORT --database-url postgres://...@127.0.0.1:PORT/DB [flags]\n\n")
 		fs.PrintDefaults()
@@ -135,6 +137,8 @@ func (c *config) validate() error {
 		return errors.New("--mounts must be 1 to 100000")
 	case c.Timeout <= 0:
 		return errors.New("--timeout must be positive")
+	case c.MaxLoad < 0:
+		return errors.New("--max-load must not be negative")
 	}
 	_, err = parseWatch(c.Watch)
 	return err

@@ -7,7 +7,8 @@
 # Environment: BENCH_DIR (default /tmp/bench) holds the binaries and, per
 # run, the server log; MOUNTBENCH_MAX_LOAD (default 1.0) makes the script
 # wait, in 30 s steps for up to 10 minutes, until the 1-minute load average
-# is below it before it starts (0 disables); MOUNTBENCH_PERF=1 records a perf
+# is below it before it starts and before each measured phase (mountbench
+# --max-load; 0 disables); MOUNTBENCH_PERF=1 records a perf
 # profile of mountd during the run into $BENCH_DIR/mountd.perf.data.
 set -euo pipefail
 
@@ -53,7 +54,7 @@ stop_server() {
 trap stop_server EXIT
 
 MOUNTD_DATABASE_URL=$MOUNTD_TEST_DATABASE_URL MOUNTD_REDIS_URL=$MOUNTD_TEST_REDIS_URL \
-MOUNTD_LISTEN=127.0.0.1:$PORT MOUNTD_DATA_DIR=$DATA MOUNTD_LOG_LEVEL=warn \
+MOUNTD_LISTEN=127.0.0.1:$PORT MOUNTD_DATA_DIR=$DATA MOUNTD_LOG_LEVEL=warn MOUNTD_TOKEN_TTL=6h \
 MOUNTD_MASTER_KEY=$(printf 'ab%.0s' $(seq 32)) \
   "$BENCH_DIR/mountd" serve >"$SERVER_LOG" 2>&1 &
 MOUNTD_PID=$!
@@ -79,8 +80,8 @@ if [ -n "${MOUNTBENCH_PERF:-}" ]; then
 fi
 
 # The admin URL of the throw-away server; mountd migrated it at start.
-"$BENCH_DIR/mountbench" --base "$BASE" --database-url "$MOUNTD_TEST_DATABASE_URL" --watch "$WATCH" "$@"
-rc=$?
+rc=0
+"$BENCH_DIR/mountbench" --base "$BASE" --database-url "$MOUNTD_TEST_DATABASE_URL" --watch "$WATCH" --max-load "${MOUNTBENCH_MAX_LOAD:-1.0}" "$@" || rc=$?
 if [ -s "$SERVER_LOG" ]; then
   log "mountd log (warnings and errors), last lines:"
   tail -n 20 "$SERVER_LOG" >&2

@@ -72,6 +72,9 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(b.log, "mountbench: "+format+"\n", args...)
 }
 
+// quiet waits for a quiet machine before a measurement (--max-load).
+func (b *bench) quiet(ctx context.Context) { waitQuiet(ctx, b.cfg.MaxLoad, b.logf) }
+
 // setup creates the account in the database, asks the embedded identity
 // provider for an owner token and associates --mounts mounts.
 func (b *bench) setup(ctx context.Context) error {

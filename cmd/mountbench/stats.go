@@ -71,6 +71,29 @@ func loadAvg() [3]float64 {
 	return out
 }
 
+// waitQuiet waits, in steps of 30 s and for at most 10 minutes, until the
+// 1-minute load average is below maxLoad (0: no wait). It returns the load
+// average it ends with.
+func waitQuiet(ctx context.Context, maxLoad float64, logf func(string, ...any)) [3]float64 {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		l := loadAvg()
+		if maxLoad <= 0 || l[0] < maxLoad {
+			return l
+		}
+		if time.Now().After(deadline) {
+			logf("load average %.2f still >= %.2f after 10 minutes: measuring anyway", l[0], maxLoad)
+			return l
+		}
+		logf("load average %.2f >= %.2f: waiting 30s", l[0], maxLoad)
+		select {
+		case <-ctx.Done():
+			return l
+		case <-time.After(30 * time.Second):
+		}
+	}
+}
+
 // watched is a process whose CPU time (its own, and its children's) is
 // reported per phase.
 type watched struct {

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// defaultQuery lists states { occurredAt } first: the subscriber finds the
+// message key as the first occurredAt of the `next` message (keyMillis).
+// It stays away from Mount.nfcTags, the one field that reads the database.
+const defaultQuery = `subscription Bench($uid: ID!) {
+  mountStateChanged(uid: $uid) {
+    states { occurredAt code value receivedAt }
+    uid
+    occurredAt
+    mount { uid name associationState mountLocked helmetMounted batteryLevel cpuTemperature associatedAt }
+  }
+}`
+
+const audienceScope = "openid sub urn:mountd:iam:org:project:id:mountd:aud"
+
+// mountdClient drives the REST side of a running mountd.
+type mountdClient struct {
+	base  string
+	http  *http.Client
+	token string
+	uid   string
+}
+
+type credentials struct {
+	ClientID     string `json:"clientId"`
+	ClientSecret string `json:"clientSecret"`
+}
+
+// createAccount runs `mountd [global flags] accounts create --name N --json`
+// against the server's database.
+func createAccount(ctx context.Context, bin string, global []string, name string) (credentials, error) {
+	args := append(append([]string{}, global...), "accounts", "create", "--name", name, "--json")
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return credentials{}, fmt.Errorf("%s accounts create: %w: %s", bin, err, strings.TrimSpace(stderr.String()))
+	}
+	var c credentials
+	if err := json.Unmarshal(out, &c); err != nil || c.ClientID == "" || c.ClientSecret == "" {
+		return credentials{}, fmt.Errorf("accounts create printed %q", out)
+	}
+	return c, nil
+}
+
+// fetchToken asks the embedded identity provider for an owner token.
+func (m *mountdClient) fetchToken(ctx context.Context, c credentials) error {
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {c.ClientID},
+		"client_secret": {c.ClientSecret}, "scope": {audienceScope}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.base+"/oauth/v2/token", strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := m.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("token: %s %s", res.Status, body)
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.Unmarshal(body, &tok); err != nil || tok.AccessToken == "" {
+		return fmt.Errorf("token answer %s", body)
+	}
+	m.token = tok.AccessToken
+	return nil
+}
+
+// call sends a JSON request with the token and returns the body of a 200.
+func (m *mountdClient) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, m.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Access-Key", m.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := m.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	out, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s %s: %s %s", method, path, res.Status, out)
+	}
+	return out, nil
+}
+
+// createMount requests and confirms the association of m.uid.
+func (m *mountdClient) createMount(ctx context.Context) error {
+	body, _ := json.Marshal(map[string]string{"uid": m.uid})
+	if _, err := m.call(ctx, http.MethodPost, "/api/v1/mounts", body); err != nil {
+		return err
+	}
+	_, err := m.call(ctx, http.MethodPost, "/api/v1/mounts/"+url.PathEscape(m.uid)+"/confirm-association", nil)
+	return err
+}
+
+// report posts one BATTERY_LEVEL entry whose occurredAt is the key ms. It
+// returns when the response body has been read.
+func (m *mountdClient) report(ctx context.Context, ms int64) error {
+	body := fmt.Appendf(nil, `{"states":[{"code":"BATTERY_LEVEL","value":"%d","occurredAt":"%s"}]}`, ms%101, keyAt(ms))
+	_, err := m.call(ctx, http.MethodPost, "/api/v1/mounts/"+url.PathEscape(m.uid)+"/states", body)
+	return err
+}
+
+// wsSystem is the mountd side: N graphql-transport-ws subscriptions to
+// mountStateChanged(uid), one socket each, published to by POST /states.
+type wsSystem struct {
+	api         *mountdClient
+	url         string
+	query       string
+	concurrency int
+
+	dialer  *http.Client
+	conns   []*websocket.Conn
+	readers sync.WaitGroup
+	closing atomic.Bool
+	// ended counts subscriptions the server ended (error, complete, close).
+	ended   atomic.Int64
+	lastErr atomic.Value
+}
+
+func newWSSystem(api *mountdClient, query string, concurrency int) *wsSystem {
+	u := "ws" + strings.TrimPrefix(api.base, "http") + "/graphql"
+	return &wsSystem{api: api, url: u, query: query, concurrency: concurrency,
+		dialer: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1}}}
+}
+
+func (w *wsSystem) Name() string { return "mountd" }
+
+// dial opens one socket and starts the subscription: connection_init with
+// the token, connection_ack, subscribe.
+func (w *wsSystem) dial(ctx context.Context) (*websocket.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, w.url, &websocket.DialOptions{
+		HTTPClient: w.dialer, Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*websocket.Conn, error) {
+		c.CloseNow()
+		return nil, err
+	}
+	if p := c.Subprotocol(); p != "graphql-transport-ws" {
+		return fail(fmt.Errorf("server chose subprotocol %q", p))
+	}
+	c.SetReadLimit(1 << 20)
+	init, _ := json.Marshal(map[string]any{"type": "connection_init", "payload": map[string]string{"Access-Key": w.api.token}})
+	if err := c.Write(ctx, websocket.MessageText, init); err != nil {
+		return fail(err)
+	}
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			return fail(fmt.Errorf("waiting for connection_ack: %w", err))
+		}
+		switch t := msgType(data); t {
+		case "connection_ack":
+			sub, _ := json.Marshal(map[string]any{"id": "1", "type": "subscribe",
+				"payload": map[string]any{"query": w.query, "variables": map[string]string{"uid": w.api.uid}}})
+			if err := c.Write(ctx, websocket.MessageText, sub); err != nil {
+				return fail(err)
+			}
+			return c, nil
+		case "ping":
+			if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`)); err != nil {
+				return fail(err)
+			}
+		default:
+			return fail(fmt.Errorf("unexpected %q before connection_ack: %s", t, data))
+		}
+	}
+}
+
+// msgType is the graphql-transport-ws message type. gqlgen writes
+// {"payload":...,"id":...,"type":...}, so the last "type" is the envelope's.
+func msgType(data []byte) string {
+	i := bytes.LastIndex(data, []byte(`"type":"`))
+	if i < 0 {
+		return ""
+	}
+	rest := data[i+len(`"type":"`):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
+}
+
+// read delivers `next` messages of subscriber sub and answers pings.
+func (w *wsSystem) read(ctx context.Context, sub int, c *websocket.Conn, deliver func(int, []byte, int64), now func() int64) {
+	defer w.readers.Done()
+	for {
+		_, data, err := c.Read(ctx)
+		at := now()
+		if err != nil {
+			if !w.closing.Load() {
+				w.ended.Add(1)
+				w.lastErr.Store(fmt.Sprintf("subscriber %d: %v", sub, err))
+			}
+			return
+		}
+		switch msgType(data) {
+		case "next":
+			deliver(sub, data, at)
+		case "ping":
+			_ = c.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`))
+		case "pong":
+		default:
+			w.ended.Add(1)
+			w.lastErr.Store(fmt.Sprintf("subscriber %d: %s", sub, data))
+		}
+	}
+}
+
+func (w *wsSystem) Connect(ctx context.Context, n int, deliver func(int, []byte, int64), now func() int64) error {
+	w.conns = make([]*websocket.Conn, n)
+	err := parallel(ctx, n, w.concurrency, func(ctx context.Context, i int) error {
+		c, err := w.dial(ctx)
+		if err != nil {
+			return fmt.Errorf("subscriber %d: %w", i, err)
+		}
+		w.conns[i] = c
+		w.readers.Add(1)
+		go w.read(context.WithoutCancel(ctx), i, c, deliver, now)
+		return nil
+	})
+	return err
+}
+
+func (w *wsSystem) Publish(ctx context.Context, ms int64) error { return w.api.report(ctx, ms) }
+
+func (w *wsSystem) Ended() int { return int(w.ended.Load()) }
+
+func (w *wsSystem) LastError() string {
+	s, _ := w.lastErr.Load().(string)
+	return s
+}
+
+// Close ends every subscription and closes the sockets normally.
+func (w *wsSystem) Close() {
+	w.closing.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_ = parallel(ctx, len(w.conns), 64, func(ctx context.Context, i int) error {
+		if c := w.conns[i]; c != nil {
+			_ = c.Write(ctx, websocket.MessageText, []byte(`{"id":"1","type":"complete"}`))
+			if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+				c.CloseNow()
+			}
+		}
+		return nil
+	})
+	done := make(chan struct{})
+	go func() { w.readers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// captureTemplate opens one subscription, posts a report with key ms and
+// returns the `next` message it got: the payload the brokers send, and a
+// warm-up of the server's code paths before its memory is measured.
+func (w *wsSystem) captureTemplate(ctx context.Context, ms int64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := w.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = c.Write(ctx, websocket.MessageText, []byte(`{"id":"1","type":"complete"}`))
+		_ = c.Close(websocket.StatusNormalClosure, "")
+	}()
+	const tries = 50
+	got := make(chan []byte, 1)
+	go func() {
+		for {
+			_, data, err := c.Read(ctx)
+			if err != nil {
+				return
+			}
+			switch msgType(data) {
+			case "next":
+				if k, ok := keyMillis(data); ok && k >= ms && k < ms+tries {
+					got <- data
+					return
+				}
+			case "ping":
+				_ = c.Write(ctx, websocket.MessageText, []byte(`{"type":"pong"}`))
+			case "error", "complete":
+				return
+			}
+		}
+	}()
+	// The subscription is live once the server ran the resolver: repeat
+	// the report (new keys) until one arrives.
+	for k := ms; k < ms+tries; k++ {
+		if err := w.api.report(ctx, k); err != nil {
+			return nil, err
+		}
+		select {
+		case data := <-got:
+			return data, nil
+		case <-time.After(300 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, errors.New("no event arrived for the warm-up subscription in 30s")
+		}
+	}
+	return nil, errors.New("the warm-up subscription got no event")
+}
