@@ -25,6 +25,7 @@ require (
 	github.com/vikstrous/dataloadgen v0.0.10
 	github.com/zitadel/oidc/v3 v3.49.2
 	golang.org/x/crypto v0.57.0
+	tinygo.org/x/bluetooth v0.15.0
 )
 
 require (
@@ -109,7 +110,6 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.11.0 // indirect
 	modernc.org/sqlite v1.46.1 // indirect
-	tinygo.org/x/bluetooth v0.15.0 // indirect
 )
 
 tool (
