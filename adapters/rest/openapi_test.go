@@ -31,7 +31,8 @@ import (
 // undocumented lists the routes registered with a literal pattern that are
 // deliberately outside the OpenAPI document: they are not REST.
 var undocumented = map[string]string{
-	"GET /metrics": "Prometheus text exposition",
+	"GET /metrics":  "Prometheus text exposition",
+	"GET /graphiql": "an HTML page for GraphQL, not part of the REST API",
 }
 
 // alwaysDocumented lists routes the document must have even before they
