@@ -19,6 +19,9 @@ type device struct {
 
 	mu      sync.Mutex
 	waiters []chan core.BLEMessage
+	// latest states, replayed to a new subscriber of the device stream so
+	// it never misses the report a mount makes right after connecting
+	latest *DeviceEvent
 	writeMu sync.Mutex // one command on the link at a time
 	once    sync.Once
 	done    chan struct{}
@@ -55,6 +58,12 @@ func (d *device) read(onClose func()) {
 		default:
 			continue
 		}
+		d.mu.Lock()
+		if ev.States != nil {
+			latest := ev
+			d.latest = &latest
+		}
+		d.mu.Unlock()
 		d.events.publish(ev)
 		d.mu.Lock()
 		for _, w := range d.waiters {
@@ -98,4 +107,12 @@ func (d *device) send(ctx context.Context, msg []byte) error {
 func (d *device) close() error {
 	err := d.link.Close()
 	return err
+}
+
+// subscribe returns the device stream, starting with the latest states.
+func (d *device) subscribe() <-chan DeviceEvent {
+	d.mu.Lock()
+	latest := d.latest
+	d.mu.Unlock()
+	return d.events.subscribeWith(latest)
 }

@@ -82,10 +82,16 @@ const streamBuffer = 64
 
 func newBroadcaster[T any]() *broadcaster[T] { return &broadcaster[T]{} }
 
-func (b *broadcaster[T]) subscribe() <-chan T {
+func (b *broadcaster[T]) subscribe() <-chan T { return b.subscribeWith(nil) }
+
+// subscribeWith subscribes and queues first, when given, as the first event.
+func (b *broadcaster[T]) subscribeWith(first *T) <-chan T {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ch := make(chan T, streamBuffer)
+	if first != nil {
+		ch <- *first
+	}
 	if b.closed {
 		close(ch)
 		return ch

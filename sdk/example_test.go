@@ -25,13 +25,15 @@ func ExampleClient_Scan() {
 	defer client.Close()
 
 	events := client.EngineEvents()
-	devices, _ := client.Scan(context.Background(), 100*time.Millisecond)
+	devices, _ := client.Scan(context.Background(), 500*time.Millisecond)
 	for _, d := range devices {
 		fmt.Println("found", d.MountUID)
 	}
 	for ev := range events {
 		if r, ok := ev.(sdk.ScanResultEvent); ok {
 			fmt.Println("scan result event with", len(r.Devices), "device")
+		}
+		if _, ok := ev.(sdk.ScanStopped); ok {
 			break
 		}
 	}
@@ -55,7 +57,7 @@ func ExampleClient_Connect() {
 	}
 	fmt.Println("connected to", info.UID, info.SerialNumber)
 	states, _ := client.DeviceStates("M-0001")
-	ev := <-states // a mount reports its states when a phone connects
+	ev := <-states // the stream starts with the states the mount reported on connecting
 	for _, s := range ev.States {
 		if s.Code == "MOUNT_LOCKED" || s.Code == "HELMET_MOUNTED" {
 			fmt.Println(s.Code, s.Value)

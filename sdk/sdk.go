@@ -199,8 +199,9 @@ func (c *Client) Connect(ctx context.Context, uid string) (core.BLEInfo, error) 
 }
 
 // DeviceStates returns the device state stream of a mount: its states and
-// command results, until the mount disconnects or the client closes. Each
-// call gets its own channel; a reader that falls behind misses events.
+// command results, until the mount disconnects or the client closes. It
+// starts with the latest states the mount reported. Each call gets its own
+// channel; a reader that falls behind misses events.
 func (c *Client) DeviceStates(uid string) (<-chan DeviceEvent, error) {
 	c.mu.Lock()
 	d, ok := c.devices[uid]
@@ -208,7 +209,7 @@ func (c *Client) DeviceStates(uid string) (<-chan DeviceEvent, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrNotConnected, uid)
 	}
-	return d.events.subscribe(), nil
+	return d.subscribe(), nil
 }
 
 // Disconnect closes the connection to a mount.
