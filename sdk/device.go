@@ -21,7 +21,7 @@ type device struct {
 	waiters []chan core.BLEMessage
 	// latest states, replayed to a new subscriber of the device stream so
 	// it never misses the report a mount makes right after connecting
-	latest *DeviceEvent
+	latest  *DeviceEvent
 	writeMu sync.Mutex // one command on the link at a time
 	once    sync.Once
 	done    chan struct{}

@@ -214,4 +214,3 @@ func (f fleet) command(t *testing.T, uid, code string) core.BLECommand {
 func toBLE(c commandView) core.BLECommand {
 	return core.BLECommand{Code: c.Code, Data: c.Data, GeneratedAt: c.GeneratedAt, Payload: c.Payload, SignedToken: c.SignedToken}
 }
-
