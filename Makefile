@@ -18,7 +18,7 @@ run:
 	./$(BIN)/mountd serve
 
 ## test: run every test (-race) with throw-away PostgreSQL and Redis, and check generated code
-test: check-generate
+test: check-generate lint
 	scripts/test-services.sh $(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 ## generate: regenerate gqlgen and wire code and tidy go.mod
