@@ -644,7 +644,9 @@ func summarise(res *Result, cfg config, out io.Writer) {
 			P99FromAck:  ratio(ours.Latency.FromAck.P99, b.Latency.FromAck.P99),
 			P99FromSend: ratio(ours.Latency.FromSend.P99, b.Latency.FromSend.P99),
 			P50FromSend: ratio(ours.Latency.FromSend.P50, b.Latency.FromSend.P50)}
-		if ours.Memory != nil && b.Memory != nil {
+		// A long-running broker reuses memory earlier clients freed, so a
+		// near-zero or negative ΔRSS says nothing per subscriber.
+		if ours.Memory != nil && b.Memory != nil && b.Memory.PerSubscriberBytes >= 1024 {
 			r.IdleMemory = ratio(ours.Memory.PerSubscriberBytes, b.Memory.PerSubscriberBytes)
 		}
 		if ours.ServerCPUSeconds > 0 && b.ServerCPUSeconds > 0 {
@@ -700,6 +702,9 @@ func printPhase(out io.Writer, ph Phase) {
 		fmt.Fprintf(out, "   RSS pid %d: %.1f MiB → %.1f MiB idle: %.1f KiB per subscriber; after the messages %.1f MiB: %.1f KiB per subscriber\n",
 			mem.Pid, float64(mem.RSSBefore)/(1<<20), float64(mem.RSSIdle)/(1<<20), mem.PerSubscriberBytes/1024,
 			float64(mem.RSSAfter)/(1<<20), mem.AfterPerSubscriberBytes/1024)
+		if ph.System != "mountd" {
+			fmt.Fprintf(out, "   (a long-running broker reuses memory that earlier clients freed: its ΔRSS is a lower bound, valid only when it starts from a low RSS)\n")
+		}
 		keys := make([]string, 0, len(mem.Runtime))
 		for k := range mem.Runtime {
 			keys = append(keys, k)
