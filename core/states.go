@@ -47,6 +47,16 @@ type LatestStates struct {
 	At map[StateCode]time.Time
 }
 
+// KnownStateCode reports whether code is one of the state codes.
+func KnownStateCode(code StateCode) bool {
+	for _, c := range StateCodes {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
 // ValidateState checks one entry's code and value.
 func ValidateState(code StateCode, value string) error {
 	switch code {
@@ -89,7 +99,7 @@ func ValidateStates(in []StateInput, now time.Time) ([]StateEntry, error) {
 	for i, s := range in {
 		if s.Code == "" {
 			v.Add(fmt.Sprintf("states[%d].code", i), "is required")
-		} else if err := ValidateState(StateCode(s.Code), "0"); err != nil && err.Error() == "unknown code" {
+		} else if !KnownStateCode(StateCode(s.Code)) {
 			v.Add(fmt.Sprintf("states[%d].code", i), "must be one of BATTERY_LEVEL, CPU_TEMPERATURE, MOUNT_LOCKED, HELMET_MOUNTED")
 		} else if err := ValidateState(StateCode(s.Code), s.Value); err != nil {
 			v.Add(fmt.Sprintf("states[%d].value", i), "%s", err.Error())
