@@ -115,45 +115,49 @@ func TestNfcTags(t *testing.T) {
 }
 
 func TestNfcTagValidation(t *testing.T) {
-	in := start(t, testConfig(t.TempDir(), ""))
-	a := newFleet(in, "A")
-	a.associate(t, "T1", nil)
-	a.confirm(t, "T1")
-	a.ok(t, http.MethodPost, "/api/v1/nfc-tags", map[string]any{"mountUid": "T1", "tagUids": []string{"04A2B3C4"}})
-	tooMany := make([]string, 201)
-	for i := range tooMany {
-		tooMany[i] = "zz"
-	}
-	cases := []struct {
-		name, method, path string
-		body               any
-		status             int
-		code, field        string
-	}{
-		{"bad tag uid", "POST", "/api/v1/nfc-tags", map[string]any{"mountUid": "T1", "tagUids": []string{"04A2B3C4", "XYZ"}}, 400, "VALIDATION_FAILED", "tagUids[1]"},
-		{"5-byte tag", "POST", "/api/v1/nfc-tags", map[string]any{"mountUid": "T1", "tagUids": []string{"0102030405"}}, 400, "VALIDATION_FAILED", "tagUids[0]"},
-		{"missing mountUid", "POST", "/api/v1/nfc-tags", map[string]any{"tagUids": []string{}}, 400, "VALIDATION_FAILED", "mountUid"},
-		{"missing tagUids", "POST", "/api/v1/nfc-tags", map[string]any{"mountUid": "T1"}, 400, "VALIDATION_FAILED", "tagUids"},
-		{"tagUids not a list", "POST", "/api/v1/nfc-tags", `{"mountUid":"T1","tagUids":"04A2B3C4"}`, 400, "VALIDATION_FAILED", "tagUids"},
-		{"more than 200 tags", "POST", "/api/v1/nfc-tags", map[string]any{"mountUid": "T1", "tagUids": tooMany}, 413, "PAYLOAD_TOO_LARGE", ""},
-		{"unknown mount", "POST", "/api/v1/nfc-tags", map[string]any{"mountUid": "T9", "tagUids": []string{}}, 404, "MOUNT_NOT_FOUND", ""},
-		{"bad color", "PATCH", "/api/v1/nfc-tags/04A2B3C4", map[string]any{"color": "blue"}, 400, "VALIDATION_FAILED", "color"},
-		{"bad icon", "PATCH", "/api/v1/nfc-tags/04A2B3C4", map[string]any{"iconName": "Big Icon"}, 400, "VALIDATION_FAILED", "iconName"},
-		{"long name", "PATCH", "/api/v1/nfc-tags/04A2B3C4", map[string]any{"name": strings.Repeat("n", 101)}, 400, "VALIDATION_FAILED", "name"},
-		{"unknown tag", "PATCH", "/api/v1/nfc-tags/0A0B0C0D", map[string]any{"name": "x"}, 404, "NFC_TAG_NOT_FOUND", ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			res, raw := a.call(c.method, c.path, c.body)
-			p := wantProblem(t, res, raw, c.status, c.code)
-			if c.field != "" && (len(p.Errors) == 0 || p.Errors[0].Field != c.field) {
-				t.Fatalf("errors %s; want field %s", raw, c.field)
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			a := newFleet(in, "A")
+			a.associate(t, "T1", nil)
+			a.confirm(t, "T1")
+			a.ok(t, http.MethodPost, "/api/v1/nfc-tags", map[string]any{"mountUid": "T1", "tagUids": []string{"04A2B3C4"}})
+			tooMany := make([]string, 201)
+			for i := range tooMany {
+				tooMany[i] = "zz"
+			}
+			cases := []struct {
+				name, method, path string
+				body               any
+				status             int
+				code, field        string
+			}{
+				{"bad tag uid", "POST", "/api/v1/nfc-tags", map[string]any{"mountUid": "T1", "tagUids": []string{"04A2B3C4", "XYZ"}}, 400, "VALIDATION_FAILED", "tagUids[1]"},
+				{"5-byte tag", "POST", "/api/v1/nfc-tags", map[string]any{"mountUid": "T1", "tagUids": []string{"0102030405"}}, 400, "VALIDATION_FAILED", "tagUids[0]"},
+				{"missing mountUid", "POST", "/api/v1/nfc-tags", map[string]any{"tagUids": []string{}}, 400, "VALIDATION_FAILED", "mountUid"},
+				{"missing tagUids", "POST", "/api/v1/nfc-tags", map[string]any{"mountUid": "T1"}, 400, "VALIDATION_FAILED", "tagUids"},
+				{"tagUids not a list", "POST", "/api/v1/nfc-tags", `{"mountUid":"T1","tagUids":"04A2B3C4"}`, 400, "VALIDATION_FAILED", "tagUids"},
+				{"more than 200 tags", "POST", "/api/v1/nfc-tags", map[string]any{"mountUid": "T1", "tagUids": tooMany}, 413, "PAYLOAD_TOO_LARGE", ""},
+				{"unknown mount", "POST", "/api/v1/nfc-tags", map[string]any{"mountUid": "T9", "tagUids": []string{}}, 404, "MOUNT_NOT_FOUND", ""},
+				{"bad color", "PATCH", "/api/v1/nfc-tags/04A2B3C4", map[string]any{"color": "blue"}, 400, "VALIDATION_FAILED", "color"},
+				{"bad icon", "PATCH", "/api/v1/nfc-tags/04A2B3C4", map[string]any{"iconName": "Big Icon"}, 400, "VALIDATION_FAILED", "iconName"},
+				{"long name", "PATCH", "/api/v1/nfc-tags/04A2B3C4", map[string]any{"name": strings.Repeat("n", 101)}, 400, "VALIDATION_FAILED", "name"},
+				{"unknown tag", "PATCH", "/api/v1/nfc-tags/0A0B0C0D", map[string]any{"name": "x"}, 404, "NFC_TAG_NOT_FOUND", ""},
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					res, raw := a.call(c.method, c.path, c.body)
+					p := wantProblem(t, res, raw, c.status, c.code)
+					if c.field != "" && (len(p.Errors) == 0 || p.Errors[0].Field != c.field) {
+						t.Fatalf("errors %s; want field %s", raw, c.field)
+					}
+				})
+			}
+			// nothing partial was stored
+			l := decode[tagList](t, a.ok(t, http.MethodGet, "/api/v1/nfc-tags", nil))
+			if l.Pagination["totalItems"] != 1 || l.Tags[0].Name != "" || strings.Join(l.Tags[0].MountUIDs, ",") != "T1" {
+				t.Fatalf("after refused requests %+v", l)
 			}
 		})
-	}
-	// nothing partial was stored
-	l := decode[tagList](t, a.ok(t, http.MethodGet, "/api/v1/nfc-tags", nil))
-	if l.Pagination["totalItems"] != 1 || l.Tags[0].Name != "" || strings.Join(l.Tags[0].MountUIDs, ",") != "T1" {
-		t.Fatalf("after refused requests %+v", l)
 	}
 }
