@@ -5,6 +5,7 @@ package oidcverify
 import (
 	"context"
 	"crypto"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/mountd/mountd/core"
 )
@@ -20,10 +22,21 @@ import (
 var _ core.TokenVerifier = (*Verifier)(nil)
 
 // Verifier checks signature, issuer and expiry, then reads the scope items.
+//
+// A token's verification depends only on its bytes, the issuer's keys and
+// the clock, so a verified principal is remembered until its token expires:
+// clients reuse one token for many requests, and a signature check (RSA and
+// two JSON parses) costs more than the rest of a GET /mounts/{uid}. Failures
+// are never remembered.
 type Verifier struct {
 	issuer string
 	rules  core.ScopeRules
 	logger *slog.Logger
+	now    func() time.Time
+
+	// verified maps the SHA-256 of a raw token to the principal it grants.
+	// Principals are shared between requests and must not be modified.
+	verified *lru.Cache[[sha256.Size]byte, core.Principal]
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
@@ -33,20 +46,31 @@ type Verifier struct {
 
 var supportedAlgs = []string{oidc.RS256, oidc.ES256, oidc.EdDSA}
 
+// verifiedTokens bounds the cache: far more tokens than clients use at once,
+// a few megabytes at most.
+const verifiedTokens = 10_000
+
+func newVerifier(issuer string, rules core.ScopeRules, logger *slog.Logger, newKeySet func(ctx context.Context) (oidc.KeySet, error)) *Verifier {
+	cache, err := lru.New[[sha256.Size]byte, core.Principal](verifiedTokens)
+	if err != nil {
+		panic(err) // only for a non-positive size
+	}
+	return &Verifier{issuer: issuer, rules: rules, logger: logger, now: time.Now, verified: cache, newKeySet: newKeySet}
+}
+
 // NewStatic verifies tokens signed by the given keys, as the embedded
 // identity provider issues them; no HTTP round trip to ourselves.
 func NewStatic(issuer string, keys []crypto.PublicKey, rules core.ScopeRules, logger *slog.Logger) *Verifier {
 	ks := &oidc.StaticKeySet{PublicKeys: keys}
-	return &Verifier{issuer: issuer, rules: rules, logger: logger,
-		newKeySet: func(context.Context) (oidc.KeySet, error) { return ks, nil }}
+	return newVerifier(issuer, rules, logger, func(context.Context) (oidc.KeySet, error) { return ks, nil })
 }
 
 // NewRemote verifies tokens of an external issuer. Discovery happens on first
 // use and is retried on later requests while it fails, so mountd starts even
 // when the issuer is briefly down.
 func NewRemote(issuer string, rules core.ScopeRules, logger *slog.Logger) *Verifier {
-	return &Verifier{issuer: issuer, rules: rules, logger: logger,
-		newKeySet: func(ctx context.Context) (oidc.KeySet, error) {
+	return newVerifier(issuer, rules, logger,
+		func(ctx context.Context) (oidc.KeySet, error) {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			p, err := oidc.NewProvider(ctx, issuer)
@@ -61,7 +85,7 @@ func NewRemote(issuer string, rules core.ScopeRules, logger *slog.Logger) *Verif
 			}
 			// The key set outlives this request: it refetches keys on rotation.
 			return oidc.NewRemoteKeySet(context.Background(), meta.JWKSURI), nil
-		}}
+		})
 }
 
 func (v *Verifier) tokenVerifier(ctx context.Context) (*oidc.IDTokenVerifier, error) {
@@ -80,6 +104,7 @@ func (v *Verifier) tokenVerifier(ctx context.Context) (*oidc.IDTokenVerifier, er
 		// audience is checked below as a scope rule.
 		SkipClientIDCheck:    true,
 		SupportedSigningAlgs: supportedAlgs,
+		Now:                  v.now,
 	})
 	return v.verifier, nil
 }
@@ -93,6 +118,22 @@ type accessClaims struct {
 
 // Verify implements core.TokenVerifier.
 func (v *Verifier) Verify(ctx context.Context, raw string) (core.Principal, error) {
+	key := sha256.Sum256([]byte(raw))
+	if p, ok := v.verified.Get(key); ok {
+		if v.now().Before(p.ExpiresAt) {
+			return p, nil
+		}
+		v.verified.Remove(key)
+	}
+	p, err := v.verify(ctx, raw)
+	if err != nil {
+		return core.Principal{}, err
+	}
+	v.verified.Add(key, p)
+	return p, nil
+}
+
+func (v *Verifier) verify(ctx context.Context, raw string) (core.Principal, error) {
 	tv, err := v.tokenVerifier(ctx)
 	if err != nil {
 		return core.Principal{}, err
