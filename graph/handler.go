@@ -45,7 +45,7 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	// gqlgen's transport behind wsproto, which adds the graphql-transport-ws
 	// rules gqlgen lacks (close codes 4400, 4401, 4403, 4408, 4409, 4429,
 	// error messages for refused operations); see graph/wsproto.
-	srv.AddTransport(wsproto.Transport{Websocket: transport.Websocket{
+	srv.AddTransport(wsproto.Transport{Share: wsproto.NewSharing(r.shareKey), Websocket: transport.Websocket{
 		// Cross-origin browser upgrades are refused unless allowed here.
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: acceptOptions(opts.OriginPatterns)},
 		InitFunc:       websocketInit(verifier),

@@ -14,15 +14,11 @@ func (r *Resolver) subscribe(ctx context.Context, uids []string, named bool) (<-
 	if err != nil {
 		return nil, err
 	}
-	if err := p.Authorize(core.ActionSubscribe); err != nil {
+	if err := r.authorizeSubscription(ctx, p, uids); err != nil {
 		return nil, err
 	}
 	want := map[string]bool{}
 	for _, uid := range uids {
-		// Reading the mount applies the same rules as GET /mounts/{uid}.
-		if _, err := r.MountService.Mount(ctx, p, uid); err != nil {
-			return nil, err
-		}
 		want[uid] = true
 	}
 	all, err := r.Events.Subscribe(ctx, p.AccountID)
@@ -44,4 +40,19 @@ func (r *Resolver) subscribe(ctx context.Context, uids []string, named bool) (<-
 		}
 	}()
 	return out, nil
+}
+
+// authorizeSubscription decides whether p may subscribe to the events of
+// the named mounts (or of every mount it may see, for none).
+func (r *Resolver) authorizeSubscription(ctx context.Context, p core.Principal, uids []string) error {
+	if err := p.Authorize(core.ActionSubscribe); err != nil {
+		return err
+	}
+	for _, uid := range uids {
+		// Reading the mount applies the same rules as GET /mounts/{uid}.
+		if _, err := r.MountService.Mount(ctx, p, uid); err != nil {
+			return err
+		}
+	}
+	return nil
 }

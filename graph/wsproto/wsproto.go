@@ -1,22 +1,18 @@
-// Package wsproto makes gqlgen's WebSocket transport follow the
+// Package wsproto serves GraphQL over WebSocket for gqlgen: the
 // graphql-transport-ws protocol as github.com/enisdenjo/graphql-ws
-// PROTOCOL.md states it, where gqlgen's own transport.Websocket falls short.
+// PROTOCOL.md states it, and the legacy graphql-ws protocol through gqlgen's
+// own transport.
 //
-// gqlgen does the GraphQL work: the upgrade (coder/websocket, with its origin
-// check), connection_init and the InitFunc (whose ack payload it sends),
-// executing operations, next, complete when a stream ends, cancelling an
-// operation on a client complete, its own pings and keep-alives, and the
-// legacy graphql-ws subprotocol. Configuration covers what it can: a rejected
-// init closes with the code and reason the InitFunc puts in its context
-// (Reject). Transport wraps the rest: it hands gqlgen a connection that sees
-// every message both ways, answers or drops some, rewrites a few and closes
-// with the protocol's codes.
+// graphql-transport-ws is served here (server.go) on gqlgen's executor:
+// gqlgen parses, validates, applies its extensions and runs the resolvers;
+// this package owns the socket, the protocol and the fan-out, where gqlgen's
+// transport.Websocket falls short:
 //
-//	client does / server state              gqlgen alone                 with wsproto
+//	client does / server state              gqlgen's transport           here
 //	nothing within InitTimeout              1002                         4408 Connection initialisation timeout
 //	invalid message (JSON, type, id, ...)   1002, 1000, or accepted      4400 Invalid message received: ...
 //	subscribe before connection_ack         1002                         4401 Unauthorized
-//	connection_init refused                 InitFunc's code              4403 Forbidden (Reject)
+//	connection_init refused                 InitFunc's code              4403 Forbidden
 //	subscribe with an active id             replaces the operation       4409 Subscriber for <id> already exists
 //	second connection_init                  1002                         4429 Too many initialisation requests
 //	ping before connection_ack              1002                         pong, payload echoed
@@ -24,15 +20,18 @@
 //	operation refused before any result     next {errors} + complete     error [errors], no complete
 //	after error, after a client complete,   complete (and late next)     nothing
 //	or while the socket closes
+//	client reads too slowly                 unbounded goroutines         1013 after MaxQueuedMessages
 //
-// Operation ids are rewritten on the way to gqlgen to ids unique on the
-// socket, so an operation the client completed can never be confused with a
-// new one that reuses its id while gqlgen winds the old one down.
+// Fan-out (Sharing): sockets whose subscriptions are equal (same operation,
+// variables and rights, as the Sharing's Key decides) share one execution;
+// each event is resolved and encoded once and the same bytes are queued on
+// every socket. An idle socket holds one goroutine (its reader); a writer
+// goroutine runs only while messages wait.
 //
-// The legacy graphql-ws subprotocol (subscriptions-transport-ws) passes
-// through unchanged except for what applies to it too: the initialisation
-// timeout (4408) and the close codes at init (Reject) and when the connection
-// context ends (WithExpiry).
+// The legacy graphql-ws subprotocol (subscriptions-transport-ws) runs on
+// gqlgen's transport, unchanged except for what applies to it too: the
+// initialisation timeout (4408) and the close codes at init (Reject) and
+// when the connection context ends (WithExpiry).
 package wsproto
 
 import (
@@ -43,7 +42,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -98,8 +96,15 @@ func WithExpiry(ctx context.Context, t time.Time) (context.Context, context.Canc
 // Transport is gqlgen's WebSocket transport with the protocol rules it
 // lacks. Configure the embedded transport.Websocket as usual; InitTimeout
 // (default 3s) is enforced here with 4408 rather than by gqlgen.
+//
+// graphql-transport-ws connections are served by this package (see
+// server.go) on gqlgen's executor; legacy graphql-ws connections by gqlgen's
+// transport with the init timeout and close codes applied.
 type Transport struct {
 	transport.Websocket
+	// Share, when set, lets equal subscriptions share one execution
+	// (graphql-transport-ws only).
+	Share *Sharing
 }
 
 var _ graphql.Transport = Transport{}
@@ -107,9 +112,14 @@ var _ graphql.Transport = Transport{}
 // DefaultInitTimeout is the connection_init wait when InitTimeout is zero.
 const DefaultInitTimeout = 3 * time.Second
 
-// Do serves one WebSocket through gqlgen with a conn that applies the rules.
+// Do serves one WebSocket: graphql-transport-ws here, legacy graphql-ws
+// through gqlgen with a conn that applies the init timeout and close codes.
 func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	c := &conn{initTimeout: t.InitTimeout, ops: map[string]*operation{}, byClient: map[string]string{}}
+	if offers(r, TransportWS) {
+		t.serve(w, r, exec)
+		return
+	}
+	c := &conn{initTimeout: t.InitTimeout}
 	if c.initTimeout <= 0 {
 		c.initTimeout = DefaultInitTimeout
 	}
@@ -147,7 +157,6 @@ func (a acceptor) Accept(w http.ResponseWriter, r *http.Request, opts transport.
 	}
 	c := a.c
 	c.inner = ws
-	c.modern = ws.Subprotocol() == TransportWS
 	c.mu.Lock()
 	c.timer = time.AfterFunc(c.initTimeout, func() {
 		c.mu.Lock()
@@ -161,28 +170,16 @@ func (a acceptor) Accept(w http.ResponseWriter, r *http.Request, opts transport.
 	return c, nil
 }
 
-// operation is one subscribe the client sent, under the id gqlgen knows.
-type operation struct {
-	clientID  string
-	cancelled bool // the client completed it: gqlgen's messages for it are dropped
-	sent      bool // a message for it reached the client
-}
-
-// conn sits between gqlgen's transport and the socket.
+// conn sits between gqlgen's legacy graphql-ws transport and the socket.
 type conn struct {
 	initTimeout time.Duration
 	inner       transport.WebsocketConn
-	modern      bool // graphql-transport-ws; otherwise legacy graphql-ws
 
 	mu       sync.Mutex
 	timer    *time.Timer
 	initSeen bool
-	acked    bool
 	closed   bool
 	connCtx  context.Context // what InitFunc returned, once accepted
-	lastID   uint64
-	ops      map[string]*operation // by gqlgen's id
-	byClient map[string]string     // active client id → gqlgen's id
 }
 
 var (
@@ -191,48 +188,28 @@ var (
 	_ transport.WebsocketReadDeadliner = (*conn)(nil)
 )
 
-// message is a graphql-transport-ws message as forwarded either way.
+// message is a graphql-transport-ws client message.
 type message struct {
 	Type    string          `json:"type"`
 	ID      string          `json:"id,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
-// NextReader returns the next message gqlgen should see. It answers pings,
-// drops what gqlgen must not see and closes the socket on a violation.
+// NextReader returns the next message for gqlgen, noting connection_init.
 func (c *conn) NextReader() (int, io.Reader, error) {
-	for {
-		typ, r, err := c.inner.NextReader()
-		if err != nil {
-			if c.isClosed() {
-				return typ, nil, transport.ErrWebsocketClosed
-			}
-			return typ, nil, err
-		}
-		data, err := io.ReadAll(r)
-		if err != nil {
-			return typ, nil, err
-		}
-		if !c.modern {
-			c.sawLegacy(data)
-			return typ, bytes.NewReader(data), nil
-		}
-		fwd, reply, ce := c.receive(data)
-		if ce != nil {
-			c.close(ce.Code, ce.Reason)
+	typ, r, err := c.inner.NextReader()
+	if err != nil {
+		if c.isClosed() {
 			return typ, nil, transport.ErrWebsocketClosed
 		}
-		if reply != nil {
-			_ = c.send(reply)
-		}
-		if fwd != nil {
-			b, err := json.Marshal(fwd)
-			if err != nil {
-				return typ, nil, err
-			}
-			return typ, bytes.NewReader(b), nil
-		}
+		return typ, nil, err
 	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return typ, nil, err
+	}
+	c.sawLegacy(data)
+	return typ, bytes.NewReader(data), nil
 }
 
 // sawLegacy stops the init timer at a legacy connection_init.
@@ -246,56 +223,6 @@ func (c *conn) sawLegacy(data []byte) {
 		c.mu.Unlock()
 		c.stopTimer()
 	}
-}
-
-// receive applies the protocol to one client message: what to forward to
-// gqlgen, what to answer directly, or why to close.
-func (c *conn) receive(data []byte) (fwd, reply *message, ce *CloseError) {
-	m, err := parse(data)
-	if err != nil {
-		return nil, nil, &CloseError{Code: CloseBadRequest, Reason: "Invalid message received: " + err.Error()}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch m.Type {
-	case "connection_init":
-		if c.initSeen {
-			return nil, nil, &CloseError{Code: CloseTooManyInitRequests, Reason: "Too many initialisation requests"}
-		}
-		c.initSeen = true
-		if c.timer != nil {
-			c.timer.Stop()
-		}
-		return m, nil, nil
-	case "ping":
-		return nil, &message{Type: "pong", Payload: m.Payload}, nil
-	case "pong":
-		if !c.acked {
-			return nil, nil, nil // gqlgen expects only connection_init before the ack
-		}
-		return m, nil, nil // gqlgen clears its pong deadline
-	case "subscribe":
-		if !c.acked {
-			return nil, nil, &CloseError{Code: CloseUnauthorized, Reason: "Unauthorized"}
-		}
-		if _, ok := c.byClient[m.ID]; ok {
-			return nil, nil, &CloseError{Code: CloseSubscriberAlreadyExists, Reason: "Subscriber for " + m.ID + " already exists"}
-		}
-		c.lastID++
-		id := strconv.FormatUint(c.lastID, 10)
-		c.ops[id] = &operation{clientID: m.ID}
-		c.byClient[m.ID] = id
-		return &message{Type: m.Type, ID: id, Payload: m.Payload}, nil, nil
-	case "complete":
-		id, ok := c.byClient[m.ID]
-		if !ok {
-			return nil, nil, nil // not active (any more): nothing to stop
-		}
-		delete(c.byClient, m.ID)
-		c.ops[id].cancelled = true
-		return &message{Type: m.Type, ID: id}, nil, nil
-	}
-	panic("unreachable: parse admits only client message types")
 }
 
 // parse validates a client message as the reference implementation does
@@ -360,95 +287,8 @@ func isNull(v json.RawMessage) bool   { return string(v) == "null" }
 // isObjectOrNull admits an absent value too.
 func isObjectOrNull(v json.RawMessage) bool { return len(v) == 0 || isNull(v) || isObject(v) }
 
-// WriteJSON sends a message from gqlgen, with the client's operation id,
-// dropping what the protocol says must not be sent.
-func (c *conn) WriteJSON(v any) error {
-	if !c.modern {
-		return c.inner.WriteJSON(v)
-	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	var m message
-	if err := json.Unmarshal(data, &m); err != nil {
-		return err
-	}
-	send, err := c.outgoing(&m)
-	if !send || err != nil {
-		return err
-	}
-	return c.send(&m)
-}
-
-// outgoing updates the state for a server message and rewrites it; false
-// means drop it.
-func (c *conn) outgoing(m *message) (bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch m.Type {
-	case "connection_ack":
-		c.acked = true
-		return true, nil
-	case "next", "error", "complete":
-	default:
-		return true, nil
-	}
-	op := c.ops[m.ID]
-	if op == nil || c.closed || (c.connCtx != nil && c.connCtx.Err() != nil) {
-		// Unknown or finished, or the connection is ending: gqlgen
-		// completes every operation as it winds down, but a client must not
-		// take that for the end of its subscriptions (it resubscribes
-		// after reconnecting).
-		return false, nil
-	}
-	first := !op.sent
-	op.sent = true
-	if op.cancelled {
-		if m.Type != "next" {
-			delete(c.ops, m.ID)
-		}
-		return false, nil
-	}
-	if m.Type == "next" && first {
-		if errs, ok := operationErrors(m.Payload); ok {
-			m.Type, m.Payload = "error", errs
-		}
-	}
-	if m.Type != "next" { // error or complete ends the operation; nothing follows
-		delete(c.ops, m.ID)
-		delete(c.byClient, op.clientID)
-	}
-	m.ID = op.clientID
-	return true, nil
-}
-
-// operationErrors recognises a result that holds errors and no data at all:
-// the operation failed before producing anything (its subscription resolver
-// refused, or validation failed). graphql-transport-ws sends that as an
-// error message whose payload is the errors.
-func operationErrors(payload json.RawMessage) (json.RawMessage, bool) {
-	var res struct {
-		Data   json.RawMessage `json:"data"`
-		Errors json.RawMessage `json:"errors"`
-	}
-	if json.Unmarshal(payload, &res) != nil || !(len(res.Data) == 0 || isNull(res.Data)) {
-		return nil, false
-	}
-	var errs []json.RawMessage
-	if json.Unmarshal(res.Errors, &errs) != nil || len(errs) == 0 {
-		return nil, false
-	}
-	return res.Errors, true
-}
-
-func (c *conn) send(m *message) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return c.inner.WriteJSON(json.RawMessage(b))
-}
+// WriteJSON sends a message from gqlgen unchanged.
+func (c *conn) WriteJSON(v any) error { return c.inner.WriteJSON(v) }
 
 // WriteClose closes with gqlgen's code, unless the connection context ended
 // with a *CloseError cause.

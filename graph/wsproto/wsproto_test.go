@@ -36,12 +36,14 @@ type fixture struct {
 	active atomic.Int32 // running subscriptions
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
+
+func newFixtureWith(t *testing.T, share *wsproto.Sharing) *fixture {
 	t.Helper()
 	f := &fixture{ticks: make(chan int)}
 	schema := gqlparser.MustLoadSchema(&ast.Source{Input: `
 		type Query { hello: String! }
-		type Subscription { ticks: Int!  finite(n: Int!): Int!  forbidden: Int! }
+		type Subscription { ticks: Int!  finite(n: Int!): Int!  forbidden: Int!  big(n: Int!): String! }
 	`})
 	srv := handler.New(&graphql.ExecutableSchemaMock{
 		SchemaFunc: func() *ast.Schema { return schema },
@@ -50,7 +52,7 @@ func newFixture(t *testing.T) *fixture {
 		},
 		ExecFunc: f.exec,
 	})
-	srv.AddTransport(wsproto.Transport{Websocket: transport.Websocket{
+	srv.AddTransport(wsproto.Transport{Share: share, Websocket: transport.Websocket{
 		InitFunc:    initFunc,
 		InitTimeout: initTimeout,
 	}})
@@ -83,6 +85,17 @@ func (f *fixture) exec(ctx context.Context) graphql.ResponseHandler {
 	case "forbidden":
 		graphql.AddError(ctx, &gqlerror.Error{Message: "mount not found", Extensions: map[string]any{"code": "MOUNT_NOT_FOUND"}})
 		return nil
+	case "big":
+		n, _ := field.ArgumentMap(oc.Variables)["n"].(int64)
+		data := []byte(`{"big":"` + strings.Repeat("x", 64<<10) + `"}`)
+		i := int64(0)
+		return func(context.Context) *graphql.Response {
+			if i == n {
+				return nil
+			}
+			i++
+			return &graphql.Response{Data: data}
+		}
 	case "finite":
 		n, _ := field.ArgumentMap(oc.Variables)["n"].(int64)
 		i := int64(0)
@@ -505,7 +518,18 @@ func TestLegacyProtocol(t *testing.T) {
 
 // A client that vanishes mid-stream leaves no goroutine behind.
 func TestNoGoroutineLeak(t *testing.T) {
-	f := newFixture(t)
+	for _, tc := range []struct {
+		name  string
+		share *wsproto.Sharing
+	}{
+		{"own executions", nil},
+		{"shared execution", wsproto.NewSharing(func(context.Context, *graphql.OperationContext) (string, error) { return "all", nil })},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testNoGoroutineLeak(t, newFixtureWith(t, tc.share), tc.share != nil) })
+	}
+}
+
+func testNoGoroutineLeak(t *testing.T, f *fixture, shared bool) {
 	warm := f.ready(t) // let the server's lazily started goroutines start
 	warm.Close()
 	settle := func() int {
@@ -521,7 +545,11 @@ func TestNoGoroutineLeak(t *testing.T) {
 			c.Subscribe("s", "subscription { ticks }", nil)
 			clients = append(clients, c)
 		}
-		waitFor(t, "the subscriptions", func() bool { return f.active.Load() == 5 })
+		want := int32(5)
+		if shared {
+			want = 1
+		}
+		waitFor(t, "the subscriptions", func() bool { return f.active.Load() == want })
 		for _, c := range clients {
 			c.Drop()
 		}

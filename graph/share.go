@@ -1,0 +1,68 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"github.com/mountd/mountd/core"
+)
+
+// shareKey lets sockets with equal event subscriptions share one execution
+// (wsproto.Sharing): the key holds everything the results depend on, the
+// account and the grant (which mounts the token may see), the operation
+// and its variables. Every subscriber's rights are checked here, as the
+// resolver would, because a socket joining a running execution does not run
+// the resolver itself. Anything else runs per socket ("").
+func (r *Resolver) shareKey(ctx context.Context, op *graphql.OperationContext) (string, error) {
+	p, err := core.PrincipalFrom(ctx)
+	if err != nil {
+		return "", nil // the resolver refuses it on its own
+	}
+	fields := graphql.CollectFields(op, op.Operation.SelectionSet, []string{"Subscription"})
+	if len(fields) != 1 {
+		return "", nil
+	}
+	args := fields[0].ArgumentMap(op.Variables)
+	var uids []string
+	switch fields[0].Name {
+	case "mountStateChanged":
+		uid, ok := args["uid"].(string)
+		if !ok {
+			return "", nil
+		}
+		uids = []string{uid}
+	case "mountEvents":
+		if v, present := args["uids"]; present && v != nil {
+			list, ok := v.([]any)
+			if !ok {
+				return "", nil
+			}
+			uids = []string{}
+			for _, item := range list {
+				uid, ok := item.(string)
+				if !ok {
+					return "", nil
+				}
+				uids = append(uids, uid)
+			}
+		}
+	default:
+		return "", nil
+	}
+	if err := r.authorizeSubscription(ctx, p, uids); err != nil {
+		return "", err
+	}
+	key, err := json.Marshal(struct {
+		Account       string
+		Grant         core.Grant
+		Query         string
+		OperationName string
+		Variables     map[string]any
+	}{p.AccountID, p.Grant, op.RawQuery, op.OperationName, op.Variables})
+	if err != nil {
+		return "", nil
+	}
+	return string(key), nil
+}

@@ -1,0 +1,706 @@
+package wsproto
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/coder/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+)
+
+// MaxQueuedMessages bounds what one socket may have waiting to be written.
+// A client that falls this far behind is closed with CloseTooSlow rather
+// than slowing anyone else down or growing without bound; it may reconnect
+// and resubscribe.
+const MaxQueuedMessages = 128
+
+// CloseTooSlow closes a socket whose client does not read fast enough
+// (1013 Try Again Later: the server is fine, this client fell behind).
+const CloseTooSlow = 1013
+
+// defaultReadLimit is gqlgen's default for a client message.
+const defaultReadLimit = 1 << 20
+
+// offers reports whether the upgrade request lists subprotocol.
+func offers(r *http.Request, subprotocol string) bool {
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			if strings.TrimSpace(p) == subprotocol {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// acceptOptions are the configured Implementation's options when it is
+// gqlgen's coder/websocket adapter (origin patterns), for graphql-transport-ws.
+func (t Transport) acceptOptions() websocket.AcceptOptions {
+	var opts websocket.AcceptOptions
+	if impl, ok := t.Implementation.(transport.CoderWebsocketImplementation); ok {
+		opts = impl.AcceptOptions
+	}
+	opts.Subprotocols = []string{TransportWS}
+	return opts
+}
+
+// serve runs one graphql-transport-ws connection. The calling goroutine
+// reads; a writer goroutine exists only while messages wait to be written,
+// so an idle socket costs one goroutine here (and none in coder/websocket).
+func (t Transport) serve(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	opts := t.acceptOptions()
+	ws, err := websocket.Accept(w, r, &opts)
+	if err != nil {
+		return // Accept answered the request (403 for a refused origin)
+	}
+	limit := int64(defaultReadLimit)
+	if t.PayloadReadLimit != nil {
+		limit = *t.PayloadReadLimit
+	}
+	ws.SetReadLimit(limit)
+
+	ctx, cancel := context.WithCancel(r.Context())
+	s := &session{t: t, exec: exec, ws: ws, header: r.Header, ctx: ctx, ops: map[string]*op{}}
+	initTimeout := t.InitTimeout
+	if initTimeout <= 0 {
+		initTimeout = DefaultInitTimeout
+	}
+	s.mu.Lock()
+	s.initTimer = time.AfterFunc(initTimeout, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.initSeen {
+			s.closeLocked(CloseInitTimeout, "Connection initialisation timeout")
+		}
+	})
+	s.mu.Unlock()
+	defer func() {
+		s.shutdown()
+		cancel()
+	}()
+	for {
+		_, data, err := ws.Read(context.Background())
+		if err != nil {
+			return
+		}
+		if !s.receive(data) {
+			// Keep reading until the close handshake ends the connection.
+			continue
+		}
+	}
+}
+
+// session is the server side of one graphql-transport-ws connection.
+type session struct {
+	t      Transport
+	exec   graphql.GraphExecutor
+	ws     *websocket.Conn
+	header http.Header
+	ctx    context.Context // ends with the connection
+
+	mu        sync.Mutex
+	initTimer *time.Timer
+	pingTimer *time.Timer
+	initSeen  bool
+	acked     bool
+	closing   bool
+	// closeCode and closeReason are sent once the queue is written.
+	closeCode   websocket.StatusCode
+	closeReason string
+	opCtx       context.Context // what InitFunc returned
+	ops         map[string]*op  // active operations by the client's id
+	queue       [][]byte
+	spare       [][]byte
+	writing     bool
+	pongDue     time.Time // a ping is unanswered until then (zero: none)
+}
+
+// op is one active subscribe.
+type op struct {
+	id     string
+	quoted []byte // the id as a JSON string
+	ctx    context.Context
+	cancel context.CancelFunc
+	sent   bool
+	group  *group // set when it shares an execution
+	member *member
+}
+
+// receive handles one client message; false once the socket is closing.
+func (s *session) receive(data []byte) bool {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return false
+	}
+	m, err := parse(data)
+	if err != nil {
+		s.close(CloseBadRequest, "Invalid message received: "+err.Error())
+		return false
+	}
+	switch m.Type {
+	case "connection_init":
+		return s.init(m.Payload)
+	case "ping":
+		s.send(frame("pong", nil, m.Payload))
+	case "pong":
+		s.mu.Lock()
+		s.pongDue = time.Time{}
+		s.mu.Unlock()
+	case "subscribe":
+		s.mu.Lock()
+		if !s.acked {
+			s.closeLocked(CloseUnauthorized, "Unauthorized")
+			s.mu.Unlock()
+			return false
+		}
+		if _, ok := s.ops[m.ID]; ok {
+			s.closeLocked(CloseSubscriberAlreadyExists, "Subscriber for "+m.ID+" already exists")
+			s.mu.Unlock()
+			return false
+		}
+		quoted, _ := json.Marshal(m.ID)
+		o := &op{id: m.ID, quoted: quoted}
+		o.ctx, o.cancel = context.WithCancel(s.opCtx)
+		s.ops[m.ID] = o
+		s.mu.Unlock()
+		go s.start(o, m.Payload)
+	case "complete":
+		s.mu.Lock()
+		o := s.ops[m.ID]
+		if o != nil {
+			delete(s.ops, m.ID)
+		}
+		s.mu.Unlock()
+		if o != nil {
+			s.stop(o)
+		}
+	}
+	return true
+}
+
+// init runs the InitFunc for the first connection_init.
+func (s *session) init(payload json.RawMessage) bool {
+	s.mu.Lock()
+	if s.initSeen {
+		s.closeLocked(CloseTooManyInitRequests, "Too many initialisation requests")
+		s.mu.Unlock()
+		return false
+	}
+	s.initSeen = true
+	s.initTimer.Stop()
+	s.mu.Unlock()
+
+	var p transport.InitPayload
+	if len(payload) > 0 {
+		if err := json.Unmarshal(payload, &p); err != nil {
+			s.close(CloseBadRequest, "Invalid message received: connection_init payload")
+			return false
+		}
+	}
+	ctx := s.ctx
+	var ack *transport.InitPayload
+	if s.t.InitFunc != nil {
+		var err error
+		ctx, ack, err = s.t.InitFunc(ctx, p)
+		if err != nil {
+			s.close(CloseForbidden, "Forbidden")
+			return false
+		}
+	}
+	var ackPayload []byte
+	if ack != nil && *ack != nil {
+		ackPayload, _ = json.Marshal(*ack)
+	}
+	s.mu.Lock()
+	s.opCtx = ctx
+	s.acked = true
+	s.sendLocked(frame("connection_ack", nil, ackPayload))
+	if iv := s.t.PingPongInterval; iv > 0 {
+		s.pingTimer = time.AfterFunc(iv, s.ping)
+	}
+	s.mu.Unlock()
+	// The connection lives as long as InitFunc's context: when it ends
+	// with a CloseError cause (WithExpiry), the socket closes with its code.
+	context.AfterFunc(ctx, func() {
+		var ce *CloseError
+		if errors.As(context.Cause(ctx), &ce) {
+			s.close(websocket.StatusCode(ce.Code), ce.Reason)
+			return
+		}
+		s.close(websocket.StatusNormalClosure, "")
+	})
+	return true
+}
+
+// ping sends a keep-alive ping; a client that left the previous one
+// unanswered for two intervals is gone and its socket is closed.
+func (s *session) ping() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return
+	}
+	now := time.Now()
+	if !s.pongDue.IsZero() && now.After(s.pongDue) {
+		s.closeLocked(websocket.StatusGoingAway, "no pong")
+		return
+	}
+	iv := s.t.PingPongInterval
+	if s.pongDue.IsZero() {
+		s.pongDue = now.Add(2 * iv)
+	}
+	s.sendLocked(frame("ping", nil, nil))
+	s.pingTimer.Reset(iv)
+}
+
+// start prepares the operation and runs it, on its own or shared.
+func (s *session) start(o *op, payload json.RawMessage) {
+	var params graphql.RawParams
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber() // as gqlgen: variables keep their exact numbers
+	if err := dec.Decode(&params); err != nil {
+		s.fail(o, gqlerror.List{{Message: "invalid json"}})
+		return
+	}
+	params.Headers = s.header
+	params.ReadTime = graphql.TraceTiming{Start: graphql.Now(), End: graphql.Now()}
+	ctx := graphql.StartOperationTrace(o.ctx)
+	rc, errs := s.exec.CreateOperationContext(ctx, &params)
+	if errs != nil {
+		s.fail(o, s.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs).Errors)
+		return
+	}
+	ctx = graphql.WithOperationContext(ctx, rc)
+	if rc.Operation.Operation == ast.Subscription && s.t.Share != nil {
+		key, err := s.t.Share.Key(ctx, rc)
+		if err != nil {
+			s.fail(o, s.exec.DispatchError(ctx, gqlerror.List{gqlerror.WrapIfUnwrapped(err)}).Errors)
+			return
+		}
+		if key != "" {
+			s.t.Share.join(key, s, o, ctx, rc)
+			return
+		}
+	}
+	s.run(o, ctx, rc)
+}
+
+// run executes an operation for this socket alone.
+func (s *session) run(o *op, ctx context.Context, rc *graphql.OperationContext) {
+	defer o.cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			err := rc.Recover(ctx, r)
+			s.fail(o, gqlerror.List{gqlerror.WrapIfUnwrapped(err)})
+		}
+	}()
+	responses, ctx := s.exec.DispatchOperation(ctx, rc)
+	for {
+		resp := responses(ctx)
+		if resp == nil {
+			break
+		}
+		payload, err := json.Marshal(resp)
+		if err != nil {
+			s.fail(o, gqlerror.List{{Message: "internal error"}})
+			return
+		}
+		var errPayload []byte
+		if failedBeforeData(resp) {
+			errPayload, _ = json.Marshal(resp.Errors)
+		}
+		if !s.deliver(o, payload, errPayload) {
+			return
+		}
+	}
+	s.finish(o)
+}
+
+// failedBeforeData recognises a result with errors and no data at all: the
+// operation failed before producing anything. graphql-transport-ws sends
+// that, as the first result, as an error message whose payload is the errors.
+func failedBeforeData(resp *graphql.Response) bool {
+	return len(resp.Errors) > 0 && (len(resp.Data) == 0 || string(resp.Data) == "null")
+}
+
+// deliver sends one result of o: next, or error when it is the first
+// result and errPayload is set (which ends o). False when o is over.
+func (s *session) deliver(o *op, payload, errPayload []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ops[o.id] != o || s.closing {
+		return false
+	}
+	first := !o.sent
+	o.sent = true
+	if first && errPayload != nil {
+		delete(s.ops, o.id)
+		s.sendLocked(frame("error", o.quoted, errPayload))
+		return false
+	}
+	s.sendLocked(frame("next", o.quoted, payload))
+	return true
+}
+
+// fail ends o with an error message.
+func (s *session) fail(o *op, errs gqlerror.List) {
+	payload, _ := json.Marshal(errs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ops[o.id] != o || s.closing {
+		return
+	}
+	delete(s.ops, o.id)
+	o.cancel()
+	s.sendLocked(frame("error", o.quoted, payload))
+}
+
+// finish completes o when its stream ended on the server's side.
+func (s *session) finish(o *op) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ops[o.id] != o || s.closing {
+		return
+	}
+	delete(s.ops, o.id)
+	s.sendLocked(frame("complete", o.quoted, nil))
+}
+
+// stop ends o for the client's complete or the socket's end.
+func (s *session) stop(o *op) {
+	o.cancel()
+	s.mu.Lock()
+	g, m := o.group, o.member
+	s.mu.Unlock()
+	if g != nil {
+		g.leave(m)
+	}
+}
+
+// frame encodes a server message; id and payload are JSON or nil.
+func frame(typ string, id, payload []byte) []byte {
+	b := make([]byte, 0, len(`{"type":"","id":,"payload":}`)+len(typ)+len(id)+len(payload))
+	b = append(b, `{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, '"')
+	if id != nil {
+		b = append(b, `,"id":`...)
+		b = append(b, id...)
+	}
+	if payload != nil {
+		b = append(b, `,"payload":`...)
+		b = append(b, payload...)
+	}
+	return append(b, '}')
+}
+
+func (s *session) send(msg []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sendLocked(msg)
+}
+
+// sendLocked queues msg and makes sure a writer is running.
+func (s *session) sendLocked(msg []byte) {
+	if s.closing {
+		return
+	}
+	if len(s.queue) >= MaxQueuedMessages {
+		s.queue = nil // not worth delivering late: the client resubscribes
+		s.closeLocked(CloseTooSlow, "Subscriber too slow")
+		return
+	}
+	s.queue = append(s.queue, msg)
+	if !s.writing {
+		s.writing = true
+		go s.write()
+	}
+}
+
+// write drains the queue and exits when it is empty.
+func (s *session) write() {
+	for {
+		s.mu.Lock()
+		batch := s.queue
+		if len(batch) == 0 {
+			s.writing = false
+			code, reason, closing := s.closeCode, s.closeReason, s.closing
+			s.mu.Unlock()
+			if closing && code != 0 {
+				_ = s.ws.Close(code, reason)
+			}
+			return
+		}
+		s.queue = s.spare[:0]
+		s.mu.Unlock()
+		for i, msg := range batch {
+			if err := s.ws.Write(context.Background(), websocket.MessageText, msg); err != nil {
+				s.mu.Lock()
+				s.queue, s.writing = nil, false
+				s.mu.Unlock()
+				_ = s.ws.CloseNow()
+				return
+			}
+			batch[i] = nil
+		}
+		s.mu.Lock()
+		s.spare = batch[:0]
+		s.mu.Unlock()
+	}
+}
+
+func (s *session) close(code websocket.StatusCode, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeLocked(code, reason)
+}
+
+// closeLocked starts the close handshake once, after what is already
+// queued (an error message, say); the reader then sees the connection end
+// and shuts the session down.
+func (s *session) closeLocked(code websocket.StatusCode, reason string) {
+	if s.closing {
+		return
+	}
+	s.closing = true
+	s.closeCode, s.closeReason = code, truncate(reason, 123)
+	if s.initTimer != nil {
+		s.initTimer.Stop()
+	}
+	if s.pingTimer != nil {
+		s.pingTimer.Stop()
+	}
+	if !s.writing {
+		go func() { _ = s.ws.Close(code, s.closeReason) }()
+		return
+	}
+	// The writer closes after the queue; a client that stopped reading
+	// would keep it waiting forever.
+	time.AfterFunc(closeGrace, func() { _ = s.ws.CloseNow() })
+}
+
+// closeGrace is how long a close may wait for queued messages to be written.
+const closeGrace = 5 * time.Second
+
+// shutdown stops every operation once the connection is gone.
+func (s *session) shutdown() {
+	s.mu.Lock()
+	s.closing = true
+	if s.initTimer != nil {
+		s.initTimer.Stop()
+	}
+	if s.pingTimer != nil {
+		s.pingTimer.Stop()
+	}
+	ops := s.ops
+	s.ops = map[string]*op{}
+	s.queue = nil
+	s.mu.Unlock()
+	for _, o := range ops {
+		s.stop(o)
+	}
+	_ = s.ws.CloseNow()
+}
+
+// Sharing lets sockets that subscribe with the same operation, variables
+// and rights share one execution: each event is resolved and encoded once
+// and the same bytes go to every socket. Without it, 1,000 subscribers to
+// one mount would run the same selection set 1,000 times per event.
+type Sharing struct {
+	// Key returns the key under which the operation may be shared, or ""
+	// to run it for this socket alone. It is called for every subscribe and
+	// must check the caller's rights, since a socket that joins a running
+	// execution does not run the resolver itself: an error refuses the
+	// operation as a resolver's would. Operations with equal keys must
+	// produce the same results for every caller.
+	Key func(ctx context.Context, op *graphql.OperationContext) (string, error)
+
+	mu     sync.Mutex
+	groups map[string]*group
+}
+
+// NewSharing returns a Sharing with the given key function.
+func NewSharing(key func(ctx context.Context, op *graphql.OperationContext) (string, error)) *Sharing {
+	return &Sharing{Key: key, groups: map[string]*group{}}
+}
+
+// Executions returns how many shared executions are running (for metrics and tests).
+func (sh *Sharing) Executions() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return len(sh.groups)
+}
+
+// Subscribers returns how many operations take part in shared executions.
+func (sh *Sharing) Subscribers() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	n := 0
+	for _, g := range sh.groups {
+		g.mu.Lock()
+		n += len(g.members)
+		g.mu.Unlock()
+	}
+	return n
+}
+
+// group is one shared execution and the sockets it feeds.
+type group struct {
+	sh     *Sharing
+	key    string
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	ended   bool
+	sent    bool
+	members map[*member]struct{}
+}
+
+type member struct {
+	s *session
+	o *op
+}
+
+// join adds o to the execution under key, starting it when there is none.
+// The execution runs in the context of the socket that starts it, detached
+// from that socket's end: it stops when its last member leaves.
+func (sh *Sharing) join(key string, s *session, o *op, ctx context.Context, rc *graphql.OperationContext) {
+	m := &member{s: s, o: o}
+	s.mu.Lock()
+	o.member = m
+	s.mu.Unlock()
+
+	sh.mu.Lock()
+	g := sh.groups[key]
+	if g != nil {
+		g.mu.Lock()
+		if !g.ended {
+			g.members[m] = struct{}{}
+			g.mu.Unlock()
+			sh.mu.Unlock()
+			s.joined(o, g)
+			return
+		}
+		g.mu.Unlock()
+	}
+	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	g = &group{sh: sh, key: key, cancel: cancel, members: map[*member]struct{}{m: {}}}
+	sh.groups[key] = g
+	sh.mu.Unlock()
+	s.joined(o, g)
+	go g.run(gctx, s.exec, rc)
+}
+
+// joined records o's group, or leaves it again when o already stopped.
+func (s *session) joined(o *op, g *group) {
+	s.mu.Lock()
+	o.group = g
+	active := s.ops[o.id] == o && !s.closing
+	s.mu.Unlock()
+	if !active {
+		g.leave(o.member)
+	}
+}
+
+func (g *group) run(ctx context.Context, exec graphql.GraphExecutor, rc *graphql.OperationContext) {
+	defer g.end(nil)
+	defer func() {
+		if r := recover(); r != nil {
+			payload, _ := json.Marshal(gqlerror.List{gqlerror.WrapIfUnwrapped(rc.Recover(ctx, r))})
+			g.end(payload)
+		}
+	}()
+	responses, ctx := exec.DispatchOperation(ctx, rc)
+	for {
+		resp := responses(ctx)
+		if resp == nil {
+			return
+		}
+		payload, err := json.Marshal(resp)
+		if err != nil {
+			payload, _ = json.Marshal(graphql.Response{Errors: gqlerror.List{{Message: "internal error"}}})
+		}
+		g.mu.Lock()
+		first := !g.sent
+		g.sent = true
+		g.mu.Unlock()
+		if first && failedBeforeData(resp) {
+			errPayload, _ := json.Marshal(resp.Errors)
+			g.end(errPayload)
+			return
+		}
+		g.mu.Lock()
+		for m := range g.members {
+			m.s.deliver(m.o, payload, nil)
+		}
+		g.mu.Unlock()
+	}
+}
+
+// end stops the group: its members get errPayload as an error message, or
+// complete when it is nil.
+func (g *group) end(errPayload []byte) {
+	g.mu.Lock()
+	if g.ended && len(g.members) == 0 {
+		g.mu.Unlock()
+		return
+	}
+	g.ended = true
+	members := g.members
+	g.members = map[*member]struct{}{}
+	g.mu.Unlock()
+	g.cancel()
+	g.sh.remove(g)
+	for m := range members {
+		if errPayload != nil {
+			m.s.endWith(m.o, frame("error", m.o.quoted, errPayload))
+		} else {
+			m.s.finish(m.o)
+		}
+	}
+}
+
+// endWith ends o with msg.
+func (s *session) endWith(o *op, msg []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ops[o.id] != o || s.closing {
+		return
+	}
+	delete(s.ops, o.id)
+	s.sendLocked(msg)
+}
+
+// leave removes m; the last member to leave stops the execution.
+func (g *group) leave(m *member) {
+	g.mu.Lock()
+	delete(g.members, m)
+	last := len(g.members) == 0 && !g.ended
+	if last {
+		g.ended = true
+	}
+	g.mu.Unlock()
+	if last {
+		g.cancel()
+		g.sh.remove(g)
+	}
+}
+
+func (sh *Sharing) remove(g *group) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.groups[g.key] == g {
+		delete(sh.groups, g.key)
+	}
+}

@@ -1,0 +1,137 @@
+package wsproto_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/coder/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/mountd/mountd/graph/wsproto"
+)
+
+// sharedFixture shares "ticks" subscriptions and refuses "forbidden" in the
+// key function, as graph's does for a mount the caller may not see.
+func sharedFixture(t *testing.T) (*fixture, *wsproto.Sharing) {
+	share := wsproto.NewSharing(func(ctx context.Context, op *graphql.OperationContext) (string, error) {
+		switch op.Operation.SelectionSet[0].(*ast.Field).Name {
+		case "ticks":
+			return "ticks", nil
+		case "forbidden":
+			return "", &gqlerror.Error{Message: "mount not found", Extensions: map[string]any{"code": "MOUNT_NOT_FOUND"}}
+		}
+		return "", nil
+	})
+	return newFixtureWith(t, share), share
+}
+
+// Equal subscriptions run once and every socket gets every event; the
+// execution ends with its last subscriber.
+func TestSharedSubscription(t *testing.T) {
+	f, share := sharedFixture(t)
+	a, b, c := f.ready(t), f.ready(t), f.ready(t)
+	a.Subscribe("1", "subscription { ticks }", nil)
+	b.Subscribe("x", "subscription { ticks }", nil)
+	c.Subscribe("1", "subscription { finite(n: 1) }", nil) // not shared
+	wantNext(t, c.Next(), "1", `{"finite":1}`)
+	c.Expect("complete")
+	waitFor(t, "one shared execution", func() bool { return f.active.Load() == 1 && share.Executions() == 1 })
+
+	f.tick(t, 1)
+	wantNext(t, a.Next(), "1", `{"ticks":1}`)
+	wantNext(t, b.Next(), "x", `{"ticks":1}`)
+
+	// A socket joining later gets the events from then on.
+	c.Subscribe("late", "subscription { ticks }", nil)
+	waitFor(t, "the join", func() bool { return share.Subscribers() == 3 })
+	f.tick(t, 2)
+	wantNext(t, a.Next(), "1", `{"ticks":2}`)
+	wantNext(t, b.Next(), "x", `{"ticks":2}`)
+	wantNext(t, c.Next(), "late", `{"ticks":2}`)
+	if got := f.active.Load(); got != 1 {
+		t.Fatalf("%d executions for three equal subscriptions", got)
+	}
+
+	a.Complete("1")
+	c.Drop()
+	waitFor(t, "two to leave", func() bool { return share.Subscribers() == 1 })
+	f.tick(t, 3)
+	wantNext(t, b.Next(), "x", `{"ticks":3}`)
+	a.Quiet(100 * time.Millisecond)
+
+	b.Complete("x")
+	waitFor(t, "the execution to stop with its last subscriber", func() bool {
+		return f.active.Load() == 0 && share.Executions() == 0
+	})
+	b.Quiet(100 * time.Millisecond)
+
+	// A new subscriber starts a new execution.
+	a.Subscribe("again", "subscription { ticks }", nil)
+	waitFor(t, "a new execution", func() bool { return f.active.Load() == 1 })
+	f.tick(t, 4)
+	wantNext(t, a.Next(), "again", `{"ticks":4}`)
+}
+
+// The key function refuses as a resolver would: an error message, no
+// execution, and the socket stays usable.
+func TestSharedSubscriptionRefused(t *testing.T) {
+	f, share := sharedFixture(t)
+	c := f.ready(t)
+	c.Subscribe("e", "subscription { forbidden }", nil)
+	m := c.Expect("error")
+	if errs := m.Errors(); m.ID != "e" || len(errs) == 0 || errs[0].Code() != "MOUNT_NOT_FOUND" {
+		t.Fatalf("error %s; want MOUNT_NOT_FOUND", m)
+	}
+	if share.Executions() != 0 {
+		t.Fatal("a refused subscription started an execution")
+	}
+	c.Subscribe("ok", "subscription { finite(n: 1) }", nil)
+	wantNext(t, c.Next(), "ok", `{"finite":1}`)
+}
+
+// A client that stops reading is closed with 1013 once MaxQueuedMessages
+// wait for it; the server does not buffer without bound.
+func TestSlowSubscriberClosed(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+f.url[len("http"):], &websocket.DialOptions{Subprotocols: []string{wsproto.TransportWS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(1 << 20)
+	write := func(v any) {
+		b, _ := json.Marshal(v)
+		if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(map[string]any{"type": "connection_init", "payload": map[string]any{"token": "good"}})
+	if _, data, err := ws.Read(ctx); err != nil || !json.Valid(data) {
+		t.Fatalf("ack: %v", err)
+	}
+	// 64 KiB results, far more than the socket buffers and the queue hold.
+	write(map[string]any{"type": "subscribe", "id": "big", "payload": map[string]any{"query": "subscription { big(n: 2000) }"}})
+	time.Sleep(time.Second) // not reading
+
+	nexts := 0
+	for {
+		_, _, err := ws.Read(ctx)
+		if err != nil {
+			if code := websocket.CloseStatus(err); code != wsproto.CloseTooSlow {
+				t.Fatalf("after %d results: %v; want close %d", nexts, err, wsproto.CloseTooSlow)
+			}
+			break
+		}
+		nexts++
+	}
+	if nexts >= 2000 {
+		t.Fatalf("all %d results arrived; the queue did not bound the slow client", nexts)
+	}
+}
+
