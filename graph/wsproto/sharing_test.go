@@ -134,4 +134,3 @@ func TestSlowSubscriberClosed(t *testing.T) {
 		t.Fatalf("all %d results arrived; the queue did not bound the slow client", nexts)
 	}
 }
-
