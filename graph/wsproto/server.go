@@ -339,7 +339,7 @@ func failedBeforeData(resp *graphql.Response) bool {
 func (s *session) deliver(o *op, payload, errPayload []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ops[o.id] != o || s.closing {
+	if !s.activeLocked(o) {
 		return false
 	}
 	first := !o.sent
@@ -353,12 +353,19 @@ func (s *session) deliver(o *op, payload, errPayload []byte) bool {
 	return true
 }
 
+// activeLocked reports whether o may still send. Once the connection's
+// context has ended the socket is closing: the operations it cancelled
+// must not look completed to the client (it resubscribes after reconnecting).
+func (s *session) activeLocked(o *op) bool {
+	return s.ops[o.id] == o && !s.closing && s.opCtx.Err() == nil
+}
+
 // fail ends o with an error message.
 func (s *session) fail(o *op, errs gqlerror.List) {
 	payload, _ := json.Marshal(errs)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ops[o.id] != o || s.closing {
+	if !s.activeLocked(o) {
 		return
 	}
 	delete(s.ops, o.id)
@@ -370,7 +377,7 @@ func (s *session) fail(o *op, errs gqlerror.List) {
 func (s *session) finish(o *op) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ops[o.id] != o || s.closing {
+	if !s.activeLocked(o) {
 		return
 	}
 	delete(s.ops, o.id)
@@ -675,7 +682,7 @@ func (g *group) end(errPayload []byte) {
 func (s *session) endWith(o *op, msg []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ops[o.id] != o || s.closing {
+	if !s.activeLocked(o) {
 		return
 	}
 	delete(s.ops, o.id)
