@@ -49,6 +49,7 @@ type config struct {
 	natsPid, mqttPid         int
 	payloadBytes             int
 	query                    string
+	distinct                 bool
 	jsonOut                  string
 	targetP99Ms, targetIdleK float64
 	loadMax                  float64
@@ -86,6 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.mqttPid, "mqtt-pid", 0, "pid of the MQTT broker for its memory (0: the process named mosquitto, if any)")
 	fs.IntVar(&c.payloadBytes, "payload-bytes", 600, "broker payload size when mountd is not measured (otherwise mountd's own `next` message)")
 	fs.StringVar(&c.query, "query", defaultQuery, "subscription document; its first occurredAt must be states[0].occurredAt")
+	fs.BoolVar(&c.distinct, "distinct", false, "give every subscriber its own operation text (a comment), so mountd cannot share executions: the worst case")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.Float64Var(&c.loadMax, "load-max", 0, "before each system, wait until the 1-min load average is below this and the CPUs are ≥ 75% idle over 2s (0: do not wait)")
 	fs.DurationVar(&c.loadWait, "load-wait", 10*time.Minute, "longest wait for --load-max, in 30s steps; then measure anyway")
@@ -302,7 +304,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*Result, error) {
 		if err := api.createMount(ctx); err != nil {
 			return res, err
 		}
-		ws = newWSSystem(api, cfg.query, cfg.concurrency)
+		ws = newWSSystem(api, cfg.query, cfg.concurrency, cfg.distinct)
 		// Warm-up: one subscription and one event, so the server's lazy
 		// start-up (schema, query cache, pools) is not counted per subscriber.
 		raw, err := ws.captureTemplate(ctx, keyBase()-60_000)

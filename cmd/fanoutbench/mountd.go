@@ -145,6 +145,10 @@ type wsSystem struct {
 	url         string
 	query       string
 	concurrency int
+	// distinct gives every subscriber its own operation text, so that the
+	// server cannot share one execution between them.
+	distinct bool
+	dialed   atomic.Int64
 
 	dialer  *http.Client
 	conns   []*websocket.Conn
@@ -155,9 +159,9 @@ type wsSystem struct {
 	lastErr atomic.Value
 }
 
-func newWSSystem(api *mountdClient, query string, concurrency int) *wsSystem {
+func newWSSystem(api *mountdClient, query string, concurrency int, distinct bool) *wsSystem {
 	u := "ws" + strings.TrimPrefix(api.base, "http") + "/graphql"
-	return &wsSystem{api: api, url: u, query: query, concurrency: concurrency,
+	return &wsSystem{api: api, url: u, query: query, concurrency: concurrency, distinct: distinct,
 		dialer: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1}}}
 }
 
@@ -192,8 +196,12 @@ func (w *wsSystem) dial(ctx context.Context) (*websocket.Conn, error) {
 		}
 		switch t := msgType(data); t {
 		case "connection_ack":
+			query := w.query
+			if w.distinct {
+				query += fmt.Sprintf("\n# subscriber %d", w.dialed.Add(1))
+			}
 			sub, _ := json.Marshal(map[string]any{"id": "1", "type": "subscribe",
-				"payload": map[string]any{"query": w.query, "variables": map[string]string{"uid": w.api.uid}}})
+				"payload": map[string]any{"query": query, "variables": map[string]string{"uid": w.api.uid}}})
 			if err := c.Write(ctx, websocket.MessageText, sub); err != nil {
 				return fail(err)
 			}
