@@ -14,45 +14,17 @@ import (
 
 // MountStateChanged is the resolver for the mountStateChanged field.
 func (r *subscriptionResolver) MountStateChanged(ctx context.Context, uid string) (<-chan *model.MountStateEvent, error) {
-	events, err := r.subscribe(ctx, []string{uid}, true)
-	if err != nil {
-		return nil, err
-	}
-	out := make(chan *model.MountStateEvent, 1)
-	go func() {
-		defer close(out)
-		for e := range events {
-			if e.Type != core.EventStatesReported {
-				continue
-			}
-			ev := &model.MountStateEvent{UID: e.UID, Mount: toMount(e.Mount), States: toStates(e.States), OccurredAt: dateTime(e.OccurredAt)}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
-			}
+	return subscribe(ctx, r.Resolver, []string{uid}, true, func(e core.Event) (*model.MountStateEvent, bool) {
+		if e.Type != core.EventStatesReported {
+			return nil, false
 		}
-	}()
-	return out, nil
+		return &model.MountStateEvent{UID: e.UID, Mount: toMount(e.Mount), States: toStates(e.States), OccurredAt: dateTime(e.OccurredAt)}, true
+	})
 }
 
 // MountEvents is the resolver for the mountEvents field.
 func (r *subscriptionResolver) MountEvents(ctx context.Context, uids []string) (<-chan *model.MountEvent, error) {
-	events, err := r.subscribe(ctx, uids, uids != nil)
-	if err != nil {
-		return nil, err
-	}
-	out := make(chan *model.MountEvent, 1)
-	go func() {
-		defer close(out)
-		for e := range events {
-			ev := &model.MountEvent{Type: model.MountEventType(e.Type), UID: e.UID, Mount: toMount(e.Mount), OccurredAt: dateTime(e.OccurredAt)}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out, nil
+	return subscribe(ctx, r.Resolver, uids, uids != nil, func(e core.Event) (*model.MountEvent, bool) {
+		return &model.MountEvent{Type: model.MountEventType(e.Type), UID: e.UID, Mount: toMount(e.Mount), OccurredAt: dateTime(e.OccurredAt)}, true
+	})
 }

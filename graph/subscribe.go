@@ -6,10 +6,12 @@ import (
 	"github.com/mountd/mountd/core"
 )
 
-// subscribe checks the caller's rights and returns the account's events,
-// narrowed to the given mounts (when named) and to what the token may see.
+// subscribe checks the caller's rights and streams the account's events,
+// narrowed to the given mounts (when named) and to what the token may see,
+// converted by convert (false skips an event). One goroutine per
+// subscription does the filtering and the conversion.
 // A named mount the caller cannot reach is MOUNT_NOT_FOUND, as in REST.
-func (r *Resolver) subscribe(ctx context.Context, uids []string, named bool) (<-chan core.Event, error) {
+func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named bool, convert func(core.Event) (T, bool)) (<-chan T, error) {
 	p, err := core.PrincipalFrom(ctx)
 	if err != nil {
 		return nil, err
@@ -25,15 +27,19 @@ func (r *Resolver) subscribe(ctx context.Context, uids []string, named bool) (<-
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan core.Event, 16)
+	out := make(chan T, 1)
 	go func() {
 		defer close(out)
 		for e := range all {
 			if (named && !want[e.UID]) || !p.CanSeeMount(e.UID) {
 				continue
 			}
+			v, ok := convert(e)
+			if !ok {
+				continue
+			}
 			select {
-			case out <- e:
+			case out <- v:
 			case <-ctx.Done():
 				return
 			}
