@@ -220,21 +220,22 @@ func TestExpiredDownloadLink(t *testing.T) {
 
 // TestPublishRefusals: bad revisions and duplicates leave nothing behind.
 func TestPublishRefusals(t *testing.T) {
-	cfg := testConfig(t.TempDir(), "")
-	in := start(t, cfg)
-	in.publish(t, "HM-1", "1.0.0", 100)
-	path := filepath.Join(t.TempDir(), "fw.bin")
-	_ = os.WriteFile(path, []byte("x"), 0o600)
-	for _, rev := range []string{"1.0", "v1.0.0", "latest", "1.0.0"} {
-		var out, errOut strings.Builder
-		err := newCommand(&out, &errOut).Run(t.Context(), []string{"mountd", "--data-dir", cfg.DataDir, "--master-key", cfg.MasterKey,
-			"firmware", "publish", "--model", "HM-1", "--revision", rev, "--file", path})
-		if err == nil {
-			t.Errorf("publish %s succeeded", rev)
-		}
-	}
-	blobs, _ := filepath.Glob(filepath.Join(cfg.DataDir, "blobs", "firmware", "HM-1", "*"))
-	if len(blobs) != 1 {
-		t.Fatalf("blob files after refused publishes: %v (want only the first)", blobs)
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			cfg := newConfig(t)
+			in := start(t, cfg)
+			in.publish(t, "HM-1", "1.0.0", 100)
+			path := filepath.Join(t.TempDir(), "fw.bin")
+			_ = os.WriteFile(path, []byte("x"), 0o600)
+			for _, rev := range []string{"1.0", "v1.0.0", "latest", "1.0.0"} {
+				if _, _, err := in.tryCLI("firmware", "publish", "--model", "HM-1", "--revision", rev, "--file", path); err == nil {
+					t.Errorf("publish %s succeeded", rev)
+				}
+			}
+			blobs, _ := filepath.Glob(filepath.Join(cfg.DataDir, "blobs", "firmware", "HM-1", "*"))
+			if len(blobs) != 1 {
+				t.Fatalf("blob files after refused publishes: %v (want only the first)", blobs)
+			}
+		})
 	}
 }

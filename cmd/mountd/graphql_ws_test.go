@@ -872,3 +872,37 @@ func waitGoroutines(t *testing.T, base int) {
 		}
 	}
 }
+
+// Equal subscriptions share one execution only when their rights are equal:
+// two owner tokens of one account share, a restricted token of the same
+// account with the same query does not, and it still sees only its mounts.
+func TestSharedSubscriptionsKeepRights(t *testing.T) {
+	in := start(t, testConfig(t.TempDir(), ""))
+	a := newFleet(in, "A")
+	m1, m2 := uniqueUID("M1"), uniqueUID("M2")
+	a.associated(t, m1)
+	a.associated(t, m2)
+	secondOwner := in.token(a.creds, "openid", "sub", audItem)
+	rider := fleet{in: in, creds: a.creds, token: in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:"+m1)}
+
+	owner1, owner2, restricted := in.wsReady(t, a.token), in.wsReady(t, secondOwner), in.wsReady(t, rider.token)
+	for _, c := range []*wsprototest.Client{owner1, owner2, restricted} {
+		c.Subscribe("all", eventsSubscription, nil)
+	}
+	prime(t, rider, m1, sub{owner1, "all", "mountEvents"}, sub{owner2, "all", "mountEvents"}, sub{restricted, "all", "mountEvents"})
+
+	a.report(t, m2, entry("BATTERY_LEVEL", "12", time.Now()))
+	a.report(t, m1, entry("BATTERY_LEVEL", "77", time.Now()))
+	for _, c := range []*wsprototest.Client{owner1, owner2} {
+		if e := data[mountEvent](t, c.Next(), "all", "mountEvents"); e.UID != m2 {
+			t.Fatalf("owner's first event %+v; want %s", e, m2)
+		}
+		if e := data[mountEvent](t, c.Next(), "all", "mountEvents"); e.UID != m1 {
+			t.Fatalf("owner's second event %+v; want %s", e, m1)
+		}
+	}
+	if e := data[mountEvent](t, restricted.Next(), "all", "mountEvents"); e.UID != m1 || e.Mount.BatteryLevel == nil || *e.Mount.BatteryLevel != 77 {
+		t.Fatalf("restricted token's event %+v; want only %s", e, m1)
+	}
+	restricted.Quiet(300 * time.Millisecond)
+}

@@ -100,15 +100,23 @@ func (w testWriter) Write(p []byte) (int, error) {
 // runCLI runs a mountd subcommand in-process against the instance's database.
 func (in *instance) runCLI(args ...string) string {
 	in.t.Helper()
+	out, errOut, err := in.tryCLI(args...)
+	if err != nil {
+		in.t.Fatalf("mountd %v: %v\n%s", args, err, errOut)
+	}
+	return out
+}
+
+// tryCLI runs an admin command against the instance's data dir and
+// database and returns its output and error.
+func (in *instance) tryCLI(args ...string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
 	full := append([]string{"mountd", "--data-dir", in.cfg.DataDir, "--master-key", in.cfg.MasterKey, "--log-level", "warn"}, args...)
 	if in.cfg.DatabaseURL != "" {
 		full = append([]string{"mountd", "--database-url", in.cfg.DatabaseURL}, full[1:]...)
 	}
-	if err := newCommand(&out, &errOut).Run(context.Background(), full); err != nil {
-		in.t.Fatalf("mountd %v: %v\n%s", args, err, errOut.String())
-	}
-	return out.String()
+	err = newCommand(&out, &errOut).Run(context.Background(), full)
+	return out.String(), errOut.String(), err
 }
 
 type credentials struct {
