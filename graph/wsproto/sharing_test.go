@@ -12,6 +12,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/mountd/mountd/graph/wsproto"
+	"github.com/mountd/mountd/graph/wsproto/wsprototest"
 )
 
 // sharedFixture shares "ticks" subscriptions and refuses "forbidden" in the
@@ -133,4 +134,30 @@ func TestSlowSubscriberClosed(t *testing.T) {
 	if nexts >= 2000 {
 		t.Fatalf("all %d results arrived; the queue did not bound the slow client", nexts)
 	}
+}
+
+// Keep-alive: the server pings every PingPongInterval once the connection
+// is acknowledged; a client that answers stays, one that leaves a ping
+// unanswered for two intervals is closed (1001 Going Away).
+func TestKeepAlivePings(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	f := newFixtureOpts(t, nil, interval)
+	t.Run("answering client stays", func(t *testing.T) {
+		c := wsprototest.MustDial(t, f.url, wsprototest.Options{})
+		c.Init(map[string]any{"token": "good"})
+		c.Quiet(6 * interval) // pings arrive and are answered (wsprototest pongs)
+		c.Subscribe("ok", "subscription { finite(n: 1) }", nil)
+		wantNext(t, c.Next(), "ok", `{"finite":1}`)
+	})
+	t.Run("silent client is closed", func(t *testing.T) {
+		c := wsprototest.MustDial(t, f.url, wsprototest.Options{NoAutoPong: true})
+		c.Init(map[string]any{"token": "good"})
+		if m, err := c.ExpectRaw(5 * interval); err != nil || m.Type != "ping" {
+			t.Fatalf("got %v %v; want a ping", m, err)
+		}
+		code, _, _ := c.WaitClose(10 * interval)
+		if code != int(websocket.StatusGoingAway) {
+			t.Fatalf("closed with %d; want %d", code, websocket.StatusGoingAway)
+		}
+	})
 }

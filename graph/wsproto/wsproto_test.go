@@ -39,6 +39,10 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
 
 func newFixtureWith(t *testing.T, share *wsproto.Sharing) *fixture {
+	return newFixtureOpts(t, share, 0)
+}
+
+func newFixtureOpts(t *testing.T, share *wsproto.Sharing, pingInterval time.Duration) *fixture {
 	t.Helper()
 	f := &fixture{ticks: make(chan int)}
 	schema := gqlparser.MustLoadSchema(&ast.Source{Input: `
@@ -53,8 +57,9 @@ func newFixtureWith(t *testing.T, share *wsproto.Sharing) *fixture {
 		ExecFunc: f.exec,
 	})
 	srv.AddTransport(wsproto.Transport{Share: share, Websocket: transport.Websocket{
-		InitFunc:    initFunc,
-		InitTimeout: initTimeout,
+		InitFunc:         initFunc,
+		InitTimeout:      initTimeout,
+		PingPongInterval: pingInterval,
 	}})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
