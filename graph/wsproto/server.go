@@ -87,15 +87,14 @@ func (t Transport) serve(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		s.shutdown()
 		cancel()
 	}()
+	// Once the socket is closing, reading goes on until the close handshake
+	// ends the connection; receive ignores what arrives meanwhile.
 	for {
 		_, data, err := ws.Read(context.Background())
 		if err != nil {
 			return
 		}
-		if !s.receive(data) {
-			// Keep reading until the close handshake ends the connection.
-			continue
-		}
+		s.receive(data)
 	}
 }
 
@@ -135,22 +134,22 @@ type op struct {
 	member *member
 }
 
-// receive handles one client message; false once the socket is closing.
-func (s *session) receive(data []byte) bool {
+// receive handles one client message; nothing once the socket is closing.
+func (s *session) receive(data []byte) {
 	s.mu.Lock()
 	closing := s.closing
 	s.mu.Unlock()
 	if closing {
-		return false
+		return
 	}
 	m, err := parse(data)
 	if err != nil {
 		s.close(CloseBadRequest, "Invalid message received: "+err.Error())
-		return false
+		return
 	}
 	switch m.Type {
 	case "connection_init":
-		return s.init(m.Payload)
+		s.init(m.Payload)
 	case "ping":
 		s.send(frame("pong", nil, m.Payload))
 	case "pong":
@@ -162,12 +161,12 @@ func (s *session) receive(data []byte) bool {
 		if !s.acked {
 			s.closeLocked(CloseUnauthorized, "Unauthorized")
 			s.mu.Unlock()
-			return false
+			return
 		}
 		if _, ok := s.ops[m.ID]; ok {
 			s.closeLocked(CloseSubscriberAlreadyExists, "Subscriber for "+m.ID+" already exists")
 			s.mu.Unlock()
-			return false
+			return
 		}
 		quoted, _ := json.Marshal(m.ID)
 		o := &op{id: m.ID, quoted: quoted}
@@ -186,16 +185,15 @@ func (s *session) receive(data []byte) bool {
 			s.stop(o)
 		}
 	}
-	return true
 }
 
 // init runs the InitFunc for the first connection_init.
-func (s *session) init(payload json.RawMessage) bool {
+func (s *session) init(payload json.RawMessage) {
 	s.mu.Lock()
 	if s.initSeen {
 		s.closeLocked(CloseTooManyInitRequests, "Too many initialisation requests")
 		s.mu.Unlock()
-		return false
+		return
 	}
 	s.initSeen = true
 	s.initTimer.Stop()
@@ -205,7 +203,7 @@ func (s *session) init(payload json.RawMessage) bool {
 	if len(payload) > 0 {
 		if err := json.Unmarshal(payload, &p); err != nil {
 			s.close(CloseBadRequest, "Invalid message received: connection_init payload")
-			return false
+			return
 		}
 	}
 	ctx := s.ctx
@@ -215,7 +213,7 @@ func (s *session) init(payload json.RawMessage) bool {
 		ctx, ack, err = s.t.InitFunc(ctx, p)
 		if err != nil {
 			s.close(CloseForbidden, "Forbidden")
-			return false
+			return
 		}
 	}
 	var ackPayload []byte
@@ -240,7 +238,6 @@ func (s *session) init(payload json.RawMessage) bool {
 		}
 		s.close(websocket.StatusNormalClosure, "")
 	})
-	return true
 }
 
 // ping sends a keep-alive ping; a client that left the previous one
