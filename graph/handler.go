@@ -31,6 +31,8 @@ type Options struct {
 	// browser (github.com/coder/websocket patterns); same-origin is always allowed.
 	OriginPatterns []string
 	KeepAlive      time.Duration
+	// WebSocketStats, when set, is kept up to date for metrics.
+	WebSocketStats *wsproto.Stats
 }
 
 // DefaultOptions are what `mountd serve` uses.
@@ -45,7 +47,11 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	// gqlgen's transport behind wsproto, which adds the graphql-transport-ws
 	// rules gqlgen lacks (close codes 4400, 4401, 4403, 4408, 4409, 4429,
 	// error messages for refused operations); see graph/wsproto.
-	srv.AddTransport(wsproto.Transport{Share: wsproto.NewSharing(r.shareKey), Websocket: transport.Websocket{
+	share := wsproto.NewSharing(r.shareKey)
+	if opts.WebSocketStats != nil {
+		opts.WebSocketStats.Observe(share)
+	}
+	srv.AddTransport(wsproto.Transport{Share: share, Stats: opts.WebSocketStats, Websocket: transport.Websocket{
 		// Cross-origin browser upgrades are refused unless allowed here.
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: acceptOptions(opts.OriginPatterns)},
 		InitFunc:       websocketInit(verifier),

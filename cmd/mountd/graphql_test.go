@@ -222,13 +222,19 @@ func TestGraphQLQueryCount(t *testing.T) {
 // queries reads the server's database query counter.
 func (in *instance) queries(t *testing.T) float64 {
 	t.Helper()
+	return in.metric(t, "mountd_db_queries_total")
+}
+
+// metric reads one unlabelled metric from /metrics.
+func (in *instance) metric(t *testing.T, name string) float64 {
+	t.Helper()
 	_, raw := in.call(http.MethodGet, "/metrics", "", nil)
 	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "mountd_db_queries_total ") {
-			v, _ := strconv.ParseFloat(strings.TrimPrefix(line, "mountd_db_queries_total "), 64)
+		if strings.HasPrefix(line, name+" ") {
+			v, _ := strconv.ParseFloat(strings.TrimPrefix(line, name+" "), 64)
 			return v
 		}
 	}
-	t.Fatal("no mountd_db_queries_total in /metrics")
+	t.Fatalf("no %s in /metrics", name)
 	return 0
 }

@@ -890,6 +890,17 @@ func TestSharedSubscriptionsKeepRights(t *testing.T) {
 		c.Subscribe("all", eventsSubscription, nil)
 	}
 	prime(t, rider, m1, sub{owner1, "all", "mountEvents"}, sub{owner2, "all", "mountEvents"}, sub{restricted, "all", "mountEvents"})
+	// The two owners share one execution, the restricted token has its own.
+	for name, want := range map[string]float64{
+		"mountd_graphql_ws_connections":        3,
+		"mountd_graphql_ws_shared_executions":  2,
+		"mountd_graphql_ws_shared_subscribers": 3,
+		"mountd_graphql_ws_slow_closes_total":  0,
+	} {
+		if got := in.metric(t, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
 
 	a.report(t, m2, entry("BATTERY_LEVEL", "12", time.Now()))
 	a.report(t, m1, entry("BATTERY_LEVEL", "77", time.Now()))

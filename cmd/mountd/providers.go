@@ -22,6 +22,7 @@ import (
 	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/graph"
+	"github.com/mountd/mountd/graph/wsproto"
 )
 
 // storeSet provides the database and the core services that need only it.
@@ -71,6 +72,7 @@ var serverSet = wire.NewSet(
 	provideVerifier,
 	provideChecks,
 	provideCollectors,
+	provideWebSocketStats,
 	provideMountable,
 	rest.NewMetrics,
 	wire.Struct(new(graph.Resolver), "*"),
@@ -230,15 +232,33 @@ func provideBlobOpener(localBlobs *local.Store) rest.BlobOpener {
 	return localBlobs
 }
 
-func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier) rest.GraphQLHandler {
-	return graph.NewHandler(r, verifier, graph.DefaultOptions)
+func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier, stats *wsproto.Stats) rest.GraphQLHandler {
+	opts := graph.DefaultOptions
+	opts.WebSocketStats = stats
+	return graph.NewHandler(r, verifier, opts)
 }
+
+func provideWebSocketStats() *wsproto.Stats { return &wsproto.Stats{} }
 
 func provideGraphiQL() rest.GraphiQLHandler { return graph.Playground() }
 
-func provideCollectors(store *bunstore.Store) []prometheus.Collector {
-	return []prometheus.Collector{prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "mountd_db_queries_total",
-		Help: "SQL statements sent to the database.",
-	}, func() float64 { return float64(store.Queries()) })}
+func provideCollectors(store *bunstore.Store, ws *wsproto.Stats) []prometheus.Collector {
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	return []prometheus.Collector{
+		counter("mountd_db_queries_total", "SQL statements sent to the database.",
+			func() float64 { return float64(store.Queries()) }),
+		gauge("mountd_graphql_ws_connections", "Open graphql-transport-ws connections.",
+			func() float64 { return float64(ws.Connections()) }),
+		gauge("mountd_graphql_ws_shared_executions", "Running subscription executions shared by equal subscriptions.",
+			func() float64 { return float64(ws.SharedExecutions()) }),
+		gauge("mountd_graphql_ws_shared_subscribers", "Subscriptions fed by shared executions.",
+			func() float64 { return float64(ws.SharedSubscribers()) }),
+		counter("mountd_graphql_ws_slow_closes_total", "Connections closed with 1013 because the client fell too far behind.",
+			func() float64 { return float64(ws.SlowCloses()) }),
+	}
 }

@@ -84,7 +84,8 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
 	metrics := rest.NewMetrics()
-	v2 := provideCollectors(store)
+	stats := provideWebSocketStats()
+	v2 := provideCollectors(store, stats)
 	mountable := provideMountable(provider)
 	resolver := &graph.Resolver{
 		Accounts:        accountService,
@@ -94,7 +95,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Events:          eventBus,
 		Logger:          logger,
 	}
-	graphQLHandler := provideGraphQL(resolver, tokenVerifier)
+	graphQLHandler := provideGraphQL(resolver, tokenVerifier, stats)
 	graphiQLHandler := provideGraphiQL()
 	deps := rest.Deps{
 		Logger:           logger,

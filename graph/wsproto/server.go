@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -67,6 +68,10 @@ func (t Transport) serve(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		limit = *t.PayloadReadLimit
 	}
 	ws.SetReadLimit(limit)
+	if t.Stats != nil {
+		t.Stats.connections.Add(1)
+		defer t.Stats.connections.Add(-1)
+	}
 
 	ctx, cancel := context.WithCancel(r.Context())
 	s := &session{t: t, exec: exec, ws: ws, header: r.Header, ctx: ctx, ops: map[string]*op{}}
@@ -422,6 +427,9 @@ func (s *session) sendLocked(msg []byte) {
 	}
 	if len(s.queue) >= MaxQueuedMessages {
 		s.queue = nil // not worth delivering late: the client resubscribes
+		if s.t.Stats != nil {
+			s.t.Stats.slowCloses.Add(1)
+		}
 		s.closeLocked(CloseTooSlow, "Subscriber too slow")
 		return
 	}
@@ -707,4 +715,37 @@ func (sh *Sharing) remove(g *group) {
 	if sh.groups[g.key] == g {
 		delete(sh.groups, g.key)
 	}
+}
+
+// Stats counts what an operator watches on the graphql-transport-ws side;
+// a Transport with Stats set keeps it up to date. Safe for concurrent use.
+type Stats struct {
+	connections atomic.Int64
+	slowCloses  atomic.Int64
+	share       atomic.Pointer[Sharing]
+}
+
+// Observe makes the shared-execution figures come from sh.
+func (st *Stats) Observe(sh *Sharing) { st.share.Store(sh) }
+
+// Connections returns the open graphql-transport-ws connections.
+func (st *Stats) Connections() int64 { return st.connections.Load() }
+
+// SlowCloses returns how many connections were closed with CloseTooSlow.
+func (st *Stats) SlowCloses() int64 { return st.slowCloses.Load() }
+
+// SharedExecutions returns the running shared executions.
+func (st *Stats) SharedExecutions() int {
+	if sh := st.share.Load(); sh != nil {
+		return sh.Executions()
+	}
+	return 0
+}
+
+// SharedSubscribers returns the operations fed by shared executions.
+func (st *Stats) SharedSubscribers() int {
+	if sh := st.share.Load(); sh != nil {
+		return sh.Subscribers()
+	}
+	return 0
 }

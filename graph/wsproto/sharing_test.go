@@ -134,6 +134,10 @@ func TestSlowSubscriberClosed(t *testing.T) {
 	if nexts >= 2000 {
 		t.Fatalf("all %d results arrived; the queue did not bound the slow client", nexts)
 	}
+	if got := f.stats.SlowCloses(); got != 1 {
+		t.Fatalf("SlowCloses = %d, want 1", got)
+	}
+	waitFor(t, "the connection to be gone", func() bool { return f.stats.Connections() == 0 })
 }
 
 // Keep-alive: the server pings every PingPongInterval once the connection

@@ -105,6 +105,8 @@ type Transport struct {
 	// Share, when set, lets equal subscriptions share one execution
 	// (graphql-transport-ws only).
 	Share *Sharing
+	// Stats, when set, counts connections and slow-client closes.
+	Stats *Stats
 }
 
 var _ graphql.Transport = Transport{}

@@ -32,6 +32,7 @@ const initTimeout = 300 * time.Millisecond
 //	forbidden: the resolver refuses (MOUNT_NOT_FOUND)
 type fixture struct {
 	url    string
+	stats  *wsproto.Stats
 	ticks  chan int
 	active atomic.Int32 // running subscriptions
 }
@@ -44,7 +45,7 @@ func newFixtureWith(t *testing.T, share *wsproto.Sharing) *fixture {
 
 func newFixtureOpts(t *testing.T, share *wsproto.Sharing, pingInterval time.Duration) *fixture {
 	t.Helper()
-	f := &fixture{ticks: make(chan int)}
+	f := &fixture{ticks: make(chan int), stats: &wsproto.Stats{}}
 	schema := gqlparser.MustLoadSchema(&ast.Source{Input: `
 		type Query { hello: String! }
 		type Subscription { ticks: Int!  finite(n: Int!): Int!  forbidden: Int!  big(n: Int!): String! }
@@ -56,7 +57,7 @@ func newFixtureOpts(t *testing.T, share *wsproto.Sharing, pingInterval time.Dura
 		},
 		ExecFunc: f.exec,
 	})
-	srv.AddTransport(wsproto.Transport{Share: share, Websocket: transport.Websocket{
+	srv.AddTransport(wsproto.Transport{Share: share, Stats: f.stats, Websocket: transport.Websocket{
 		InitFunc:         initFunc,
 		InitTimeout:      initTimeout,
 		PingPongInterval: pingInterval,
