@@ -183,7 +183,8 @@ type MountStore interface {
 	// Mount returns a mount with its latest states, whoever owns it.
 	// MOUNT_NOT_FOUND when the uid is unknown.
 	Mount(ctx context.Context, uid string) (Mount, error)
-	// ListMounts lists the mounts accountID owns, ordered by uid.
+	// ListMounts lists the mounts accountID owns, ordered by uid, with
+	// their computed fields (Latest) read in the same call.
 	ListMounts(ctx context.Context, accountID string, f MountFilter, p Page) ([]Mount, int, error)
 	// IdleDeadlines lists every IDLE mount's deadline, so that a scheduler
 	// can recover after a restart.
