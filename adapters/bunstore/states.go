@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"github.com/mountd/mountd/core"
 )
@@ -33,12 +32,8 @@ func (r stateRow) toEntry() core.StateEntry {
 
 // InsertStates implements core.StateStore: one multi-row insert that skips
 // duplicates and returns what it stored, then one upsert that moves the
-// latest value per code forward only, all or nothing. On PostgreSQL that is
-// a single statement; on SQLite one transaction.
+// latest value per code forward only, both in one transaction.
 func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries []core.StateEntry) ([]core.StateEntry, error) {
-	if s.postgres {
-		return s.insertStatesPostgres(ctx, uid, accountID, entries)
-	}
 	var accepted []core.StateEntry
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		accepted = accepted[:0]
@@ -83,9 +78,16 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 			sb.WriteString("(?, ?, ?, ?)")
 			args = append(args, uid, string(e.Code), millis(e.OccurredAt), e.Value)
 		}
+		// Ties on the instant go to the greater value in byte order, as in
+		// core.Newer and the cache; PostgreSQL would otherwise compare under
+		// the database's collation (SQLite compares bytes already).
+		byteOrder := ""
+		if s.postgres {
+			byteOrder = ` COLLATE "C"`
+		}
 		sb.WriteString(` ON CONFLICT (mount_uid, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value
 			WHERE excluded.occurred_at > mount_latest_states.occurred_at
-			   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value > mount_latest_states.value)`)
+			   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value` + byteOrder + ` > mount_latest_states.value` + byteOrder + `)`)
 		_, err = tx.NewRaw(sb.String(), args...).Exec(ctx)
 		return err
 	})
@@ -138,66 +140,4 @@ func (s *Store) ListStates(ctx context.Context, uid string, f core.StateFilter, 
 		out[i] = r.toEntry()
 	}
 	return out, total, nil
-}
-
-// insertStatesPostgres does InsertStates in one statement, so a batch costs
-// one round trip instead of five (BEGIN, ownership check, insert, latest
-// upsert, COMMIT): the batch arrives as four arrays, data-modifying CTEs
-// insert it and move the latest values, and the first column tells an
-// unowned mount from a batch of duplicates. A single statement is atomic.
-// Ties on occurred_at are broken by the value in byte order (COLLATE "C"),
-// as core.Newer and the cache do.
-func (s *Store) insertStatesPostgres(ctx context.Context, uid, accountID string, entries []core.StateEntry) ([]core.StateEntry, error) {
-	codes := make([]string, len(entries))
-	occurred := make([]int64, len(entries))
-	values := make([]string, len(entries))
-	received := make([]int64, len(entries))
-	for i, e := range entries {
-		codes[i], occurred[i], values[i], received[i] = string(e.Code), millis(e.OccurredAt), e.Value, millis(e.ReceivedAt)
-	}
-	var rows []struct {
-		Owned      int64   `bun:"owned"`
-		MountUID   *string `bun:"mount_uid"`
-		Code       *string `bun:"code"`
-		OccurredAt *int64  `bun:"occurred_at"`
-		Value      *string `bun:"value"`
-		ReceivedAt *int64  `bun:"received_at"`
-	}
-	err := s.db.NewRaw(`
-		WITH owned AS (
-			SELECT uid FROM mounts
-			WHERE uid = ? AND owner_account_id = ? AND association_state IN ('IDLE', 'ASSOCIATED')
-		), batch AS (
-			SELECT * FROM unnest(?::text[], ?::bigint[], ?::text[], ?::bigint[]) AS b(code, occurred_at, value, received_at)
-		), ins AS (
-			INSERT INTO mount_states (mount_uid, code, occurred_at, value, received_at)
-			SELECT owned.uid, batch.code, batch.occurred_at, batch.value, batch.received_at FROM owned CROSS JOIN batch
-			ON CONFLICT DO NOTHING
-			RETURNING mount_uid, code, occurred_at, value, received_at
-		), latest AS (
-			INSERT INTO mount_latest_states AS l (mount_uid, code, occurred_at, value)
-			SELECT DISTINCT ON (code) mount_uid, code, occurred_at, value FROM ins
-			ORDER BY code, occurred_at DESC, value COLLATE "C" DESC
-			ON CONFLICT (mount_uid, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value
-			WHERE excluded.occurred_at > l.occurred_at
-			   OR (excluded.occurred_at = l.occurred_at AND excluded.value COLLATE "C" > l.value COLLATE "C")
-		)
-		SELECT (SELECT count(*) FROM owned) AS owned, ins.* FROM (SELECT 1) AS one LEFT JOIN ins ON true`,
-		uid, accountID, pgdialect.Array(codes), pgdialect.Array(occurred), pgdialect.Array(values), pgdialect.Array(received),
-	).Scan(ctx, &rows)
-	if err != nil {
-		return nil, translate(err, core.CodeMountNotFound, "mount")
-	}
-	if len(rows) == 0 || rows[0].Owned == 0 {
-		return nil, core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
-	}
-	accepted := make([]core.StateEntry, 0, len(rows))
-	for _, r := range rows {
-		if r.MountUID == nil {
-			continue // the LEFT JOIN's row when nothing was new
-		}
-		accepted = append(accepted, stateRow{MountUID: *r.MountUID, Code: *r.Code, OccurredAt: *r.OccurredAt,
-			Value: *r.Value, ReceivedAt: *r.ReceivedAt}.toEntry())
-	}
-	return accepted, nil
 }
