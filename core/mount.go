@@ -180,7 +180,8 @@ type MountStore interface {
 	// UpdateMount applies u to a mount of accountID. MOUNT_NOT_FOUND when
 	// accountID does not own it.
 	UpdateMount(ctx context.Context, uid, accountID string, u MountUpdate, now time.Time) (Mount, error)
-	// Mount returns a mount with its latest states, whoever owns it.
+	// Mount returns a mount as stored, whoever owns it (its computed
+	// fields come from the state cache).
 	// MOUNT_NOT_FOUND when the uid is unknown.
 	Mount(ctx context.Context, uid string) (Mount, error)
 	// ListMounts lists the mounts accountID owns, ordered by uid, with
