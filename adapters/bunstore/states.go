@@ -79,15 +79,10 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 			args = append(args, uid, string(e.Code), millis(e.OccurredAt), e.Value)
 		}
 		// Ties on the instant go to the greater value in byte order, as in
-		// core.Newer and the cache; PostgreSQL would otherwise compare under
-		// the database's collation (SQLite compares bytes already).
-		byteOrder := ""
-		if s.postgres {
-			byteOrder = ` COLLATE "C"`
-		}
+		// core.Newer (the value columns compare bytes on both databases).
 		sb.WriteString(` ON CONFLICT (mount_uid, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value
 			WHERE excluded.occurred_at > mount_latest_states.occurred_at
-			   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value` + byteOrder + ` > mount_latest_states.value` + byteOrder + `)`)
+			   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value > mount_latest_states.value)`)
 		_, err = tx.NewRaw(sb.String(), args...).Exec(ctx)
 		return err
 	})

@@ -134,7 +134,6 @@ type op struct {
 	quoted []byte // the id as a JSON string
 	ctx    context.Context
 	cancel context.CancelFunc
-	sent   bool
 	group  *group // set when it shares an execution
 	member *member
 }
@@ -301,54 +300,46 @@ func (s *session) start(o *op, payload json.RawMessage) {
 // run executes an operation for this socket alone.
 func (s *session) run(o *op, ctx context.Context, rc *graphql.OperationContext) {
 	defer o.cancel()
+	s.end(o, execute(ctx, s.exec, rc, func(payload []byte) bool { return s.deliver(o, payload) }))
+}
+
+// execute runs an operation and hands each encoded result to emit until the
+// stream ends or emit returns false. It returns nil when the operation
+// completes, or the errors that end it instead: a first result with errors
+// and no data at all (the operation failed before producing anything,
+// which graphql-transport-ws sends as an error message), or a panic.
+func execute(ctx context.Context, exec graphql.GraphExecutor, rc *graphql.OperationContext, emit func(payload []byte) bool) (errPayload []byte) {
 	defer func() {
 		if r := recover(); r != nil {
-			err := rc.Recover(ctx, r)
-			s.fail(o, gqlerror.List{gqlerror.WrapIfUnwrapped(err)})
+			errPayload, _ = json.Marshal(gqlerror.List{gqlerror.WrapIfUnwrapped(rc.Recover(ctx, r))})
 		}
 	}()
-	responses, ctx := s.exec.DispatchOperation(ctx, rc)
-	for {
+	responses, ctx := exec.DispatchOperation(ctx, rc)
+	for first := true; ; first = false {
 		resp := responses(ctx)
 		if resp == nil {
-			break
+			return nil
+		}
+		if first && len(resp.Errors) > 0 && (len(resp.Data) == 0 || string(resp.Data) == "null") {
+			errPayload, _ = json.Marshal(resp.Errors)
+			return errPayload
 		}
 		payload, err := json.Marshal(resp)
 		if err != nil {
-			s.fail(o, gqlerror.List{{Message: "internal error"}})
-			return
+			errPayload, _ = json.Marshal(gqlerror.List{{Message: "internal error"}})
+			return errPayload
 		}
-		var errPayload []byte
-		if failedBeforeData(resp) {
-			errPayload, _ = json.Marshal(resp.Errors)
-		}
-		if !s.deliver(o, payload, errPayload) {
-			return
+		if !emit(payload) {
+			return nil
 		}
 	}
-	s.finish(o)
 }
 
-// failedBeforeData recognises a result with errors and no data at all: the
-// operation failed before producing anything. graphql-transport-ws sends
-// that, as the first result, as an error message whose payload is the errors.
-func failedBeforeData(resp *graphql.Response) bool {
-	return len(resp.Errors) > 0 && (len(resp.Data) == 0 || string(resp.Data) == "null")
-}
-
-// deliver sends one result of o: next, or error when it is the first
-// result and errPayload is set (which ends o). False when o is over.
-func (s *session) deliver(o *op, payload, errPayload []byte) bool {
+// deliver sends one result of o as a next message; false when o is over.
+func (s *session) deliver(o *op, payload []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.activeLocked(o) {
-		return false
-	}
-	first := !o.sent
-	o.sent = true
-	if first && errPayload != nil {
-		delete(s.ops, o.id)
-		s.sendLocked(frame("error", o.quoted, errPayload))
 		return false
 	}
 	s.sendLocked(frame("next", o.quoted, payload))
@@ -365,25 +356,25 @@ func (s *session) activeLocked(o *op) bool {
 // fail ends o with an error message.
 func (s *session) fail(o *op, errs gqlerror.List) {
 	payload, _ := json.Marshal(errs)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.activeLocked(o) {
-		return
-	}
-	delete(s.ops, o.id)
 	o.cancel()
-	s.sendLocked(frame("error", o.quoted, payload))
+	s.end(o, payload)
 }
 
-// finish completes o when its stream ended on the server's side.
-func (s *session) finish(o *op) {
+// end ends o, if it is still active, with an error message carrying
+// errPayload, or with complete when that is nil (its stream ended on the
+// server's side).
+func (s *session) end(o *op, errPayload []byte) {
+	msg := frame("complete", o.quoted, nil)
+	if errPayload != nil {
+		msg = frame("error", o.quoted, errPayload)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.activeLocked(o) {
 		return
 	}
 	delete(s.ops, o.id)
-	s.sendLocked(frame("complete", o.quoted, nil))
+	s.sendLocked(msg)
 }
 
 // stop ends o for the client's complete or the socket's end.
@@ -575,7 +566,6 @@ type group struct {
 
 	mu      sync.Mutex
 	ended   bool
-	sent    bool
 	members map[*member]struct{}
 }
 
@@ -618,7 +608,7 @@ func (sh *Sharing) join(key string, s *session, o *op, ctx context.Context, rc *
 func (s *session) joined(o *op, g *group) {
 	s.mu.Lock()
 	o.group = g
-	active := s.ops[o.id] == o && !s.closing
+	active := s.activeLocked(o)
 	s.mu.Unlock()
 	if !active {
 		g.leave(o.member)
@@ -626,48 +616,23 @@ func (s *session) joined(o *op, g *group) {
 }
 
 func (g *group) run(ctx context.Context, exec graphql.GraphExecutor, rc *graphql.OperationContext) {
-	defer g.end(nil)
-	defer func() {
-		if r := recover(); r != nil {
-			payload, _ := json.Marshal(gqlerror.List{gqlerror.WrapIfUnwrapped(rc.Recover(ctx, r))})
-			g.end(payload)
-		}
-	}()
-	responses, ctx := exec.DispatchOperation(ctx, rc)
-	for {
-		resp := responses(ctx)
-		if resp == nil {
-			return
-		}
-		payload, err := json.Marshal(resp)
-		if err != nil {
-			payload, _ = json.Marshal(graphql.Response{Errors: gqlerror.List{{Message: "internal error"}}})
-		}
-		g.mu.Lock()
-		first := !g.sent
-		g.sent = true
-		g.mu.Unlock()
-		if first && failedBeforeData(resp) {
-			errPayload, _ := json.Marshal(resp.Errors)
-			g.end(errPayload)
-			return
-		}
-		g.mu.Lock()
-		for m := range g.members {
-			m.s.deliver(m.o, payload, nil)
-		}
-		g.mu.Unlock()
+	g.end(execute(ctx, exec, rc, g.broadcast))
+}
+
+// broadcast queues one encoded result on every member's socket.
+func (g *group) broadcast(payload []byte) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for m := range g.members {
+		m.s.deliver(m.o, payload)
 	}
+	return !g.ended
 }
 
 // end stops the group: its members get errPayload as an error message, or
 // complete when it is nil.
 func (g *group) end(errPayload []byte) {
 	g.mu.Lock()
-	if g.ended && len(g.members) == 0 {
-		g.mu.Unlock()
-		return
-	}
 	g.ended = true
 	members := g.members
 	g.members = map[*member]struct{}{}
@@ -675,23 +640,8 @@ func (g *group) end(errPayload []byte) {
 	g.cancel()
 	g.sh.remove(g)
 	for m := range members {
-		if errPayload != nil {
-			m.s.endWith(m.o, frame("error", m.o.quoted, errPayload))
-		} else {
-			m.s.finish(m.o)
-		}
+		m.s.end(m.o, errPayload)
 	}
-}
-
-// endWith ends o with msg.
-func (s *session) endWith(o *op, msg []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.activeLocked(o) {
-		return
-	}
-	delete(s.ops, o.id)
-	s.sendLocked(msg)
 }
 
 // leave removes m; the last member to leave stops the execution.
