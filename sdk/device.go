@@ -19,16 +19,17 @@ type device struct {
 
 	mu      sync.Mutex
 	waiters []chan core.BLEMessage
-	// latest states, replayed to a new subscriber of the device stream so
-	// it never misses the report a mount makes right after connecting
-	latest  *DeviceEvent
 	writeMu sync.Mutex // one command on the link at a time
 	once    sync.Once
 	done    chan struct{}
 }
 
 func newDevice(uid string, info core.BLEInfo, link core.BLELink, onClose func()) *device {
-	d := &device{uid: uid, info: info, link: link, events: newBroadcaster[DeviceEvent](), done: make(chan struct{})}
+	// The latest states are replayed to a new subscriber of the device
+	// stream, so it never misses the report a mount makes right after
+	// connecting.
+	hasStates := func(e DeviceEvent) bool { return e.States != nil }
+	d := &device{uid: uid, info: info, link: link, events: newBroadcaster(hasStates), done: make(chan struct{})}
 	go d.read(onClose)
 	return d
 }
@@ -58,12 +59,6 @@ func (d *device) read(onClose func()) {
 		default:
 			continue
 		}
-		d.mu.Lock()
-		if ev.States != nil {
-			latest := ev
-			d.latest = &latest
-		}
-		d.mu.Unlock()
 		d.events.publish(ev)
 		d.mu.Lock()
 		for _, w := range d.waiters {
@@ -110,9 +105,4 @@ func (d *device) close() error {
 }
 
 // subscribe returns the device stream, starting with the latest states.
-func (d *device) subscribe() <-chan DeviceEvent {
-	d.mu.Lock()
-	latest := d.latest
-	d.mu.Unlock()
-	return d.events.subscribeWith(latest)
-}
+func (d *device) subscribe() <-chan DeviceEvent { return d.events.subscribe() }

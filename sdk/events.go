@@ -72,25 +72,30 @@ type CommandResult struct {
 
 // broadcaster fans events out to subscribers through bounded buffers; a
 // subscriber that falls behind misses events, so the BLE reader never waits.
+// With retain set, the latest event it accepts is kept and queued first for
+// every new subscriber, under the same lock as publishing, so a subscriber
+// never starts from an older event than the ones it is sent.
 type broadcaster[T any] struct {
+	retain func(T) bool
+
 	mu     sync.Mutex
 	subs   []chan T
 	closed bool
+	last   *T
 }
 
 const streamBuffer = 64
 
-func newBroadcaster[T any]() *broadcaster[T] { return &broadcaster[T]{} }
+func newBroadcaster[T any](retain func(T) bool) *broadcaster[T] {
+	return &broadcaster[T]{retain: retain}
+}
 
-func (b *broadcaster[T]) subscribe() <-chan T { return b.subscribeWith(nil) }
-
-// subscribeWith subscribes and queues first, when given, as the first event.
-func (b *broadcaster[T]) subscribeWith(first *T) <-chan T {
+func (b *broadcaster[T]) subscribe() <-chan T {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ch := make(chan T, streamBuffer)
-	if first != nil {
-		ch <- *first
+	if b.last != nil {
+		ch <- *b.last
 	}
 	if b.closed {
 		close(ch)
@@ -103,6 +108,9 @@ func (b *broadcaster[T]) subscribeWith(first *T) <-chan T {
 func (b *broadcaster[T]) publish(v T) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.retain != nil && b.retain(v) {
+		b.last = &v
+	}
 	for _, ch := range b.subs {
 		select {
 		case ch <- v:

@@ -91,7 +91,7 @@ func New(cfg Config) (*Client, error) {
 	return &Client{
 		cfg:     cfg,
 		api:     &apiClient{base: cfg.BaseURL, token: cfg.Token, http: cfg.HTTPClient},
-		engine:  newBroadcaster[EngineEvent](),
+		engine:  newBroadcaster[EngineEvent](nil),
 		seen:    map[string]core.BLEDevice{},
 		devices: map[string]*device{},
 	}, nil
