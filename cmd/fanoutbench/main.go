@@ -355,7 +355,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*Result, error) {
 		waited := waitQuiet(ctx, cfg, out)
 		logf(out, "%s (%s): connecting %d subscribers; load average %s", name, target, cfg.subscribers, loadAvg())
 		ph, err := measure(ctx, cfg, sys, pid, metricsURL, out)
-		ph.QuietWaitSeconds = waited
+		ph.QuietWaitSeconds += waited // measure adds its own waits
 		ph.Target, ph.PayloadBytes = target, len(tpl.raw)
 		if err != nil {
 			ph.Error = err.Error()
@@ -459,12 +459,9 @@ func measure(ctx context.Context, cfg config, sys system, pid int, metricsURL st
 	// --max-other-cpu of the machine meanwhile, wait for quiet and send
 	// them again (the subscribers stay connected).
 	for attempt := 1; ; attempt++ {
-		if attempt > 1 || cfg.loadMax > 0 {
-			waited := waitQuiet(ctx, cfg, out)
-			if ctx.Err() != nil {
-				return ph, ctx.Err()
-			}
-			ph.QuietWaitSeconds += waited
+		ph.QuietWaitSeconds += waitQuiet(ctx, cfg, out)
+		if ctx.Err() != nil {
+			return ph, ctx.Err()
 		}
 		baseMs = max(keyBase(), baseMs+int64(m)+1000)
 		rec = newRecorder(n, m, baseMs)

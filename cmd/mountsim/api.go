@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mountd/mountd/core"
 )
 
 // requestTimeout bounds one HTTP exchange. Requests run on a context of
@@ -41,7 +43,7 @@ func newAPIClient(cfg Config) *apiClient {
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	aud := "urn:" + cfg.IDPName + ":iam:org:project:id:" + cfg.ProjectID + ":aud"
+	aud := core.ScopeRules{IDPName: cfg.IDPName, ProjectID: cfg.ProjectID}.AudienceItem()
 	src := func(scope string) *tokenSource {
 		return &tokenSource{url: base + "/oauth/v2/token", http: hc, clientID: cfg.ClientID, secret: cfg.ClientSecret, scope: scope}
 	}
