@@ -109,6 +109,12 @@ var ErrFrame = errors.New("ble: bad frame")
 // MaxBLEMessage bounds a reassembled message (a command is well under 1 KiB).
 const MaxBLEMessage = 16 << 10
 
+// FrameFits reports whether a frame can be written in one ATT write at mtu:
+// not empty, and at most the MTU less the ATT header.
+func FrameFits(frame []byte, mtu int) bool {
+	return len(frame) > 0 && len(frame) <= mtu-attOverhead
+}
+
 // SplitFrames cuts msg into frames for an ATT MTU.
 func SplitFrames(msg []byte, mtu int) [][]byte {
 	chunk := mtu - attOverhead - 1

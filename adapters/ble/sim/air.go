@@ -311,9 +311,12 @@ func (l *link) close() {
 	})
 }
 
-func (l *link) checkFrame(frame []byte) error {
-	if len(frame) == 0 || len(frame) > l.mtu-3 {
-		return fmt.Errorf("%w: %d bytes at MTU %d", ErrTooLong, len(frame), l.mtu)
+func (l *link) checkFrame(frame []byte) error { return checkFrame(frame, l.mtu) }
+
+// checkFrame refuses a frame that does not fit one write at mtu.
+func checkFrame(frame []byte, mtu int) error {
+	if !core.FrameFits(frame, mtu) {
+		return fmt.Errorf("%w: %d bytes at MTU %d", ErrTooLong, len(frame), mtu)
 	}
 	return nil
 }

@@ -430,8 +430,8 @@ func (l *remoteLink) ReadInfo(ctx context.Context) ([]byte, error) {
 }
 
 func (l *remoteLink) WriteFrame(ctx context.Context, frame []byte) error {
-	if len(frame) == 0 || len(frame) > l.mtu-3 {
-		return fmt.Errorf("%w: %d bytes at MTU %d", ErrTooLong, len(frame), l.mtu)
+	if err := checkFrame(frame, l.mtu); err != nil {
+		return err
 	}
 	_, err := l.request(ctx, msgWrite, frame, msgWritten)
 	return err

@@ -225,7 +225,7 @@ func (l *link) ReadInfo(ctx context.Context) ([]byte, error) {
 }
 
 func (l *link) WriteFrame(ctx context.Context, frame []byte) error {
-	if len(frame) == 0 || len(frame) > l.mtu-3 {
+	if !core.FrameFits(frame, l.mtu) {
 		return fmt.Errorf("tinygo: frame of %d bytes at MTU %d", len(frame), l.mtu)
 	}
 	if l.isClosed() {
