@@ -406,8 +406,8 @@ func (s *MountService) issue(ctx context.Context, p Principal, m Mount, code Com
 	if code == CmdSyncNfcTags {
 		// data carries the list as a list; the payload joins it with '+'.
 		data["tagUids"] = []string{}
-		if params["tagUids"] != "" {
-			data["tagUids"] = strings.Split(params["tagUids"], "+")
+		if list := ListParam(params["tagUids"]); list != nil {
+			data["tagUids"] = list
 		}
 	}
 	data["expiresAt"] = FormatTime(now.Add(CommandLifetime))

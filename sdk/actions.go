@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/mountd/mountd/core"
@@ -96,7 +95,8 @@ func (c *Client) write(ctx context.Context, d *device, cmd core.BLECommand, conf
 	if err := d.send(ctx, raw); err != nil {
 		return CommandResult{}, nil, err
 	}
-	nonce := cmd.Payload[strings.LastIndex(cmd.Payload, ";")+1:]
+	payload, _ := core.ParsePayload(cmd.Payload) // a malformed one is refused by the mount
+	nonce := payload.Nonce
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConfirmTimeout)
 	defer cancel()
 	var result *CommandResult

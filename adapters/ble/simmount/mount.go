@@ -308,13 +308,13 @@ func (m *Mount) handle(raw []byte) (res core.BLEMessage, lockChanged, notify boo
 		return res, false, false
 	}
 	res.Code = cmd.Code
-	p, ok := parsePayload(cmd.Payload)
+	p, ok := core.ParsePayload(cmd.Payload)
 	if !ok {
 		res.Reason = ReasonMalformed
 		m.countRefused()
 		return res, false, false
 	}
-	res.Nonce = p.nonce
+	res.Nonce = p.Nonce
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -327,9 +327,9 @@ func (m *Mount) handle(raw []byte) (res core.BLEMessage, lockChanged, notify boo
 	if core.CommandCode(cmd.Code) == core.CmdAssociateOwner {
 		// Unsigned by design: it brings the key everything else is checked with.
 		switch {
-		case p.uid != m.cfg.UID:
+		case p.MountUID != m.cfg.UID:
 			return refuse(ReasonWrongMount)
-		case p.code != cmd.Code:
+		case string(p.Code) != cmd.Code:
 			return refuse(ReasonCodeMismatch)
 		}
 		key, account, ok := ownerOf(cmd, p)
@@ -352,16 +352,16 @@ func (m *Mount) handle(raw []byte) (res core.BLEMessage, lockChanged, notify boo
 		return refuse(ReasonNoOwner)
 	case err != nil || len(sig) != ed25519.SignatureSize || !ed25519.Verify(m.owner, []byte(cmd.Payload), sig):
 		return refuse(ReasonBadSignature)
-	case p.uid != m.cfg.UID:
+	case p.MountUID != m.cfg.UID:
 		return refuse(ReasonWrongMount)
-	case p.code != cmd.Code:
+	case string(p.Code) != cmd.Code:
 		return refuse(ReasonCodeMismatch)
-	case abs(now.UnixMilli()-p.millis) > core.CommandLifetime.Milliseconds():
+	case abs(now.UnixMilli()-p.GeneratedAt.UnixMilli()) > core.CommandLifetime.Milliseconds():
 		return refuse(ReasonStale)
-	case m.seenLocked(p.nonce, p.millis):
+	case m.seenLocked(p.Nonce, p.GeneratedAt.UnixMilli()):
 		return refuse(ReasonReplayed)
 	}
-	m.rememberLocked(p.nonce, p.millis, now)
+	m.rememberLocked(p.Nonce, p.GeneratedAt.UnixMilli(), now)
 
 	// Parameters come from the signed payload, never from the unsigned data.
 	switch core.CommandCode(cmd.Code) {
@@ -374,19 +374,20 @@ func (m *Mount) handle(raw []byte) (res core.BLEMessage, lockChanged, notify boo
 		}
 		notify = true // the confirmation the phone waits for, even if unchanged
 	case core.CmdConfigureAlarm:
-		mode, sens, vol := p.params["alarmMode"], p.params["alarmSensitivity"], p.params["alarmVolume"]
-		if !oneOf(mode, "OFF", "ON", "SILENT") || !oneOf(sens, "LOW", "MEDIUM", "HIGH") || !oneOf(vol, "LOW", "MEDIUM", "HIGH") {
+		mode, sens, vol := p.Params["alarmMode"], p.Params["alarmSensitivity"], p.Params["alarmVolume"]
+		if !core.ValidCommandParam(p.Code, "alarmMode", mode) || !core.ValidCommandParam(p.Code, "alarmSensitivity", sens) ||
+			!core.ValidCommandParam(p.Code, "alarmVolume", vol) {
 			return refuse(ReasonBadParameters)
 		}
 		m.settings.AlarmMode, m.settings.AlarmSensitivity, m.settings.AlarmVolume = mode, sens, vol
 	case core.CmdSetRFIDMode:
-		mode := p.params["rfidMode"]
-		if !oneOf(mode, "NORMAL", "LEARN", "DISABLED") {
+		mode := p.Params["rfidMode"]
+		if !core.ValidCommandParam(p.Code, "rfidMode", mode) {
 			return refuse(ReasonBadParameters)
 		}
 		m.settings.RFIDMode = mode
 	case core.CmdAddNfcTag, core.CmdRemoveNfcTag:
-		tag := p.params["tagUid"]
+		tag := p.Params["tagUid"]
 		if !core.ValidTagUID(tag) {
 			return refuse(ReasonBadParameters)
 		}
@@ -396,12 +397,12 @@ func (m *Mount) handle(raw []byte) (res core.BLEMessage, lockChanged, notify boo
 			delete(m.tags, core.NormalizeTagUID(tag))
 		}
 	case core.CmdSyncNfcTags:
-		list, present := p.params["tagUids"]
+		list, present := p.Params["tagUids"]
 		if !present {
 			return refuse(ReasonBadParameters)
 		}
 		next := map[string]bool{}
-		for _, tag := range splitList(list) {
+		for _, tag := range core.ListParam(list) {
 			if !core.ValidTagUID(tag) {
 				return refuse(ReasonBadParameters)
 			}
@@ -455,12 +456,12 @@ func (m *Mount) rememberLocked(nonce string, millis int64, now time.Time) {
 
 // ownerOf reads ASSOCIATE_OWNER's key and account; the data and the
 // payload's parameters must agree.
-func ownerOf(cmd core.BLECommand, p payload) (ed25519.PublicKey, string, bool) {
+func ownerOf(cmd core.BLECommand, p core.Payload) (ed25519.PublicKey, string, bool) {
 	keyHex, _ := cmd.Data["publicKey"].(string)
 	account, _ := cmd.Data["accountId"].(string)
 	key, err := hex.DecodeString(keyHex)
 	if err != nil || len(key) != ed25519.PublicKeySize || account == "" ||
-		p.params["publicKey"] != keyHex || p.params["accountId"] != account {
+		p.Params["publicKey"] != keyHex || p.Params["accountId"] != account {
 		return nil, "", false
 	}
 	return key, account, true
@@ -479,5 +480,3 @@ func abs(v int64) int64 {
 	}
 	return v
 }
-
-func oneOf(v string, allowed ...string) bool { return slices.Contains(allowed, v) }
