@@ -115,37 +115,50 @@ func (c *Client) Scan(ctx context.Context, timeout time.Duration) ([]core.BLEDev
 	var mu sync.Mutex
 	found := map[string]core.BLEDevice{}
 	order := []string{}
-	err := c.cfg.Radio.Scan(ctx, func(d core.BLEDevice) {
+	list := func() []core.BLEDevice {
+		out := make([]core.BLEDevice, len(order))
+		for i, uid := range order {
+			out[i] = found[uid]
+		}
+		return out
+	}
+	err := c.scan(ctx, func(d core.BLEDevice) {
 		mu.Lock()
 		_, known := found[d.MountUID]
 		found[d.MountUID] = d
 		if !known {
 			order = append(order, d.MountUID)
 		}
-		list := make([]core.BLEDevice, len(order))
-		for i, uid := range order {
-			list[i] = found[uid]
-		}
+		devices := list()
 		mu.Unlock()
-		c.mu.Lock()
-		c.seen[d.MountUID] = d
-		c.mu.Unlock()
 		if !known {
-			c.engine.publish(ScanResultEvent{Devices: list, At: time.Now()})
+			c.engine.publish(ScanResultEvent{Devices: devices, At: time.Now()})
 		}
 	})
 	mu.Lock()
-	list := make([]core.BLEDevice, len(order))
-	for i, uid := range order {
-		list[i] = found[uid]
-	}
+	devices := list()
 	mu.Unlock()
-	c.engine.publish(ScanStopped{Devices: list, At: time.Now()})
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+	c.engine.publish(ScanStopped{Devices: devices, At: time.Now()})
+	if err != nil {
 		c.engine.publish(ErrorEvent{Err: err, At: time.Now()})
-		return list, err
+		return devices, err
 	}
-	return list, nil
+	return devices, nil
+}
+
+// scan runs the radio's scan, remembering every mount heard for Connect;
+// the scan's normal end (its context's deadline or cancellation) is no error.
+func (c *Client) scan(ctx context.Context, each func(core.BLEDevice)) error {
+	err := c.cfg.Radio.Scan(ctx, func(d core.BLEDevice) {
+		c.mu.Lock()
+		c.seen[d.MountUID] = d
+		c.mu.Unlock()
+		each(d)
+	})
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }
 
 // Connect opens a connection to the mount uid, seen in an earlier scan (or
@@ -271,10 +284,7 @@ func (c *Client) find(ctx context.Context, uid string, timeout time.Duration) (c
 	defer cancel()
 	var found core.BLEDevice
 	var once sync.Once
-	err := c.cfg.Radio.Scan(ctx, func(d core.BLEDevice) {
-		c.mu.Lock()
-		c.seen[d.MountUID] = d
-		c.mu.Unlock()
+	err := c.scan(ctx, func(d core.BLEDevice) {
 		if d.MountUID == uid {
 			once.Do(func() { found = d; cancel() })
 		}
@@ -282,7 +292,7 @@ func (c *Client) find(ctx context.Context, uid string, timeout time.Duration) (c
 	if found.MountUID == uid {
 		return found, nil
 	}
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+	if err != nil {
 		return core.BLEDevice{}, err
 	}
 	return core.BLEDevice{}, fmt.Errorf("%w: %s", ErrNotFound, uid)
