@@ -57,8 +57,15 @@ type BLEStateEntry struct {
 	OccurredAt string `json:"occurredAt"`
 }
 
+// Types of BLEMessage.
+const (
+	BLEMessageStates = "states"
+	BLEMessageResult = "result"
+)
+
 // BLEMessage is what the state characteristic notifies: either the mount's
-// current states (Type "states") or the outcome of a command (Type "result").
+// current states (Type BLEMessageStates) or the outcome of a command (Type
+// BLEMessageResult).
 type BLEMessage struct {
 	Type   string          `json:"type"`
 	States []BLEStateEntry `json:"states,omitempty"`

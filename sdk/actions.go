@@ -112,7 +112,7 @@ func (c *Client) write(ctx context.Context, d *device, cmd core.BLECommand, conf
 			return CommandResult{}, nil, fmt.Errorf("%w: %s disconnected", ErrNotConnected, d.uid)
 		case m := <-msgs:
 			switch {
-			case m.Type == "result" && m.Nonce == nonce:
+			case m.Type == core.BLEMessageResult && m.Nonce == nonce:
 				result = &CommandResult{Code: m.Code, Nonce: m.Nonce, Accepted: m.Accepted, Reason: m.Reason}
 				if !m.Accepted {
 					return *result, nil, &RefusedError{Code: m.Code, Reason: m.Reason}
@@ -120,7 +120,7 @@ func (c *Client) write(ctx context.Context, d *device, cmd core.BLECommand, conf
 				if confirmed == nil {
 					return *result, nil, nil // nothing further to wait for
 				}
-			case m.Type == "states" && result != nil:
+			case m.Type == core.BLEMessageStates && result != nil:
 				last = m.States
 				if confirmed(byCode(m.States)) {
 					return *result, last, nil

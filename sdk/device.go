@@ -52,9 +52,9 @@ func (d *device) read(onClose func()) {
 		}
 		ev := DeviceEvent{UID: d.uid, At: time.Now()}
 		switch msg.Type {
-		case "states":
+		case core.BLEMessageStates:
 			ev.States = msg.States
-		case "result":
+		case core.BLEMessageResult:
 			ev.Result = &CommandResult{Code: msg.Code, Nonce: msg.Nonce, Accepted: msg.Accepted, Reason: msg.Reason}
 		default:
 			continue

@@ -75,7 +75,7 @@ func (m *Mount) Connected(conn sim.PeripheralConn) {
 			raw, done, err := r.Add(frame)
 			if err != nil {
 				m.countRefused()
-				p.send(resultMessage(core.BLEMessage{Type: "result", Reason: ReasonBadFrame}))
+				p.send(resultMessage(core.BLEMessage{Type: core.BLEMessageResult, Reason: ReasonBadFrame}))
 				continue
 			}
 			if !done {

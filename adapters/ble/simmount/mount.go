@@ -280,7 +280,7 @@ func (m *Mount) broadcastStates() {
 }
 
 func statesMessage(states []core.BLEStateEntry) []byte {
-	raw, _ := json.Marshal(core.BLEMessage{Type: "states", States: states})
+	raw, _ := json.Marshal(core.BLEMessage{Type: core.BLEMessageStates, States: states})
 	return raw
 }
 
@@ -300,7 +300,7 @@ func (m *Mount) Handle(raw []byte) core.BLEMessage {
 // handle verifies and executes a command. It reports whether the lock or
 // helmet changed and whether the states are due to centrals anyway.
 func (m *Mount) handle(raw []byte) (res core.BLEMessage, lockChanged, notify bool) {
-	res = core.BLEMessage{Type: "result"}
+	res = core.BLEMessage{Type: core.BLEMessageResult}
 	var cmd core.BLECommand
 	if err := json.Unmarshal(raw, &cmd); err != nil {
 		res.Reason = ReasonMalformed
