@@ -1,8 +1,6 @@
 package simmount
 
 import (
-	"encoding/json"
-
 	"github.com/mountd/mountd/adapters/ble/sim"
 	"github.com/mountd/mountd/core"
 )
@@ -75,24 +73,15 @@ func (m *Mount) Connected(conn sim.PeripheralConn) {
 			raw, done, err := r.Add(frame)
 			if err != nil {
 				m.countRefused()
-				p.send(resultMessage(core.BLEMessage{Type: core.BLEMessageResult, Reason: ReasonBadFrame}))
+				p.send(encode(core.BLEMessage{Type: core.BLEMessageResult, Reason: ReasonBadFrame}))
 				continue
 			}
 			if !done {
 				continue
 			}
 			res, lockChanged, notify := m.handle(raw)
-			p.send(resultMessage(res))
-			if lockChanged {
-				m.changed()
-			} else if notify {
-				m.broadcastStates()
-			}
+			p.send(encode(res)) // the result before the states it may cause
+			m.announce(lockChanged, notify)
 		}
 	}
-}
-
-func resultMessage(res core.BLEMessage) []byte {
-	raw, _ := json.Marshal(res)
-	return raw
 }

@@ -280,7 +280,12 @@ func (m *Mount) broadcastStates() {
 }
 
 func statesMessage(states []core.BLEStateEntry) []byte {
-	raw, _ := json.Marshal(core.BLEMessage{Type: core.BLEMessageStates, States: states})
+	return encode(core.BLEMessage{Type: core.BLEMessageStates, States: states})
+}
+
+// encode renders a message for the state characteristic.
+func encode(msg core.BLEMessage) []byte {
+	raw, _ := json.Marshal(msg)
 	return raw
 }
 
@@ -289,12 +294,19 @@ func statesMessage(states []core.BLEStateEntry) []byte {
 // changed. mountsim uses it to deliver ASSOCIATE_OWNER without a phone.
 func (m *Mount) Handle(raw []byte) core.BLEMessage {
 	res, lockChanged, notify := m.handle(raw)
+	m.announce(lockChanged, notify)
+	return res
+}
+
+// announce tells connected centrals what a command changed: a lock or
+// helmet change runs the full change path, otherwise the states are sent
+// when the command asked for it.
+func (m *Mount) announce(lockChanged, notify bool) {
 	if lockChanged {
 		m.changed()
 	} else if notify {
 		m.broadcastStates()
 	}
-	return res
 }
 
 // handle verifies and executes a command. It reports whether the lock or
