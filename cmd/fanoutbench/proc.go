@@ -6,13 +6,14 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mountd/mountd/internal/benchstat"
 )
 
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
@@ -80,17 +81,10 @@ func procStat(pid int) (cpu float64, started int64, err error) {
 	return (ut + st) / clockTicks, start, nil
 }
 
-// loadAvg is the first three fields of /proc/loadavg.
+// loadAvg is the three load averages as /proc/loadavg writes them.
 func loadAvg() string {
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(raw))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
+	l := benchstat.LoadAvg()
+	return fmt.Sprintf("%.2f %.2f %.2f", l[0], l[1], l[2])
 }
 
 // findPid returns the pid of the process whose comm is name, or 0.
@@ -156,11 +150,7 @@ func mustLoopback(raw string) error {
 	if err != nil {
 		return err
 	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if benchstat.Loopback(u.Hostname()) {
 		return nil
 	}
 	return fmt.Errorf("%s: only loopback targets (127.0.0.1) are allowed", raw)
@@ -194,18 +184,7 @@ func cpuBusySeconds() (float64, error) {
 }
 
 // load1 is the 1-minute load average.
-func load1() float64 {
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(raw))
-	if len(f) == 0 {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(f[0], 64)
-	return v
-}
+func load1() float64 { return benchstat.LoadAvg()[0] }
 
 // procTimes is the CPU seconds of every process, by pid, with its name.
 type procTimes map[int]procTime

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/mountd/mountd/internal/benchstat"
 )
 
 // keyLayout is how message keys (states[0].occurredAt) are written; it is
@@ -102,42 +104,13 @@ func (r *recorder) received() int {
 }
 
 // Dist summarises a latency distribution in milliseconds.
-type Dist struct {
-	Count int     `json:"count"`
-	Min   float64 `json:"minMs"`
-	Mean  float64 `json:"meanMs"`
-	P50   float64 `json:"p50Ms"`
-	P90   float64 `json:"p90Ms"`
-	P99   float64 `json:"p99Ms"`
-	P999  float64 `json:"p999Ms"`
-	Max   float64 `json:"maxMs"`
-}
+type Dist = benchstat.Latency
 
 // quantile is the nearest-rank quantile of sorted values.
-func quantile(sorted []int64, q float64) int64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(q*float64(len(sorted)))) - 1
-	rank = max(0, min(rank, len(sorted)-1))
-	return sorted[rank]
-}
+func quantile(sorted []int64, q float64) int64 { return benchstat.Percentile(sorted, q) }
 
-func distOf(ns []int64) Dist {
-	if len(ns) == 0 {
-		return Dist{}
-	}
-	s := slices.Clone(ns)
-	slices.Sort(s)
-	var sum float64
-	for _, v := range s {
-		sum += float64(v)
-	}
-	ms := func(v int64) float64 { return math.Round(float64(v)/1e3) / 1e3 }
-	return Dist{Count: len(s), Min: ms(s[0]), Mean: math.Round(sum/float64(len(s))/1e3) / 1e3,
-		P50: ms(quantile(s, 0.50)), P90: ms(quantile(s, 0.90)), P99: ms(quantile(s, 0.99)),
-		P999: ms(quantile(s, 0.999)), Max: ms(s[len(s)-1])}
-}
+// distOf summarises nanosecond latencies, leaving ns as it was.
+func distOf(ns []int64) Dist { return benchstat.Summarize(slices.Clone(ns)) }
 
 // Latency is the outcome of one fan-out measurement.
 type Latency struct {

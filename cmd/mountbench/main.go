@@ -25,7 +25,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -33,6 +32,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mountd/mountd/internal/benchstat"
 )
 
 // config is every flag of mountbench.
@@ -144,14 +145,7 @@ func (c *config) validate() error {
 	return err
 }
 
-// loopback reports whether host names this machine's loopback interface.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func loopback(host string) bool { return benchstat.Loopback(host) }
 
 func parseWatch(s string) ([]watched, error) {
 	var out []watched

@@ -5,71 +5,23 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/mountd/mountd/internal/benchstat"
 )
 
 // latency summarises a set of request durations (milliseconds).
-type latency struct {
-	Count int     `json:"count"`
-	Min   float64 `json:"minMs"`
-	Mean  float64 `json:"meanMs"`
-	P50   float64 `json:"p50Ms"`
-	P90   float64 `json:"p90Ms"`
-	P99   float64 `json:"p99Ms"`
-	P999  float64 `json:"p999Ms"`
-	Max   float64 `json:"maxMs"`
-}
+type latency = benchstat.Latency
 
 // summarize sorts d in place and reads nearest-rank percentiles from it.
-func summarize(d []time.Duration) latency {
-	if len(d) == 0 {
-		return latency{}
-	}
-	slices.Sort(d)
-	var sum time.Duration
-	for _, v := range d {
-		sum += v
-	}
-	return latency{
-		Count: len(d),
-		Min:   ms(d[0]),
-		Mean:  ms(sum / time.Duration(len(d))),
-		P50:   ms(percentile(d, 0.50)),
-		P90:   ms(percentile(d, 0.90)),
-		P99:   ms(percentile(d, 0.99)),
-		P999:  ms(percentile(d, 0.999)),
-		Max:   ms(d[len(d)-1]),
-	}
-}
-
-// percentile is the nearest-rank percentile of sorted d.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
-func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+func summarize(d []time.Duration) latency { return benchstat.Summarize(d) }
 
 // loadAvg reads the 1, 5 and 15 minute load averages.
-func loadAvg() [3]float64 {
-	var out [3]float64
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return out
-	}
-	for i, f := range strings.Fields(string(raw)) {
-		if i >= 3 {
-			break
-		}
-		out[i], _ = strconv.ParseFloat(f, 64)
-	}
-	return out
-}
+func loadAvg() [3]float64 { return benchstat.LoadAvg() }
 
 // waitQuiet waits, in steps of 30 s and for at most 10 minutes, until the
 // 1-minute load average is below maxLoad (0: no wait). It returns the load
