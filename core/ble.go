@@ -20,6 +20,9 @@ const (
 	BLENamePrefix = "MNT-"
 	// BLEDefaultMTU is the ATT MTU assumed until negotiated; frames fit in it.
 	BLEDefaultMTU = 23
+	// BLEMaxAttrValue is the largest attribute value ATT allows (long reads
+	// included): the info characteristic's JSON fits in it.
+	BLEMaxAttrValue = 512
 )
 
 // BLEDevice is a mount seen in a scan.

@@ -30,9 +30,6 @@ var (
 	ErrTooLong = errors.New("sim: frame longer than MTU-3")
 )
 
-// maxAttrValue is the largest attribute value ATT allows (long reads included).
-const maxAttrValue = 512
-
 // Peripheral is the firmware side of a simulated device.
 type Peripheral interface {
 	// Advertisement is what the device advertises: Address (unique on the
@@ -331,8 +328,8 @@ func (l *link) readInfo(ctx context.Context) ([]byte, error) {
 	default:
 	}
 	info := l.dev.p.Info()
-	if len(info) > maxAttrValue {
-		info = info[:maxAttrValue]
+	if len(info) > core.BLEMaxAttrValue {
+		info = info[:core.BLEMaxAttrValue]
 	}
 	return append([]byte(nil), info...), nil
 }

@@ -38,7 +38,3 @@ func MountUID(localName string) (string, bool) {
 	}
 	return uid, true
 }
-
-// maxInfo is the largest attribute value ATT allows; BlueZ reads long
-// values (Read Blob) by itself, so the info JSON may exceed one MTU.
-const maxInfo = 512

@@ -218,7 +218,9 @@ func (l *link) ReadInfo(ctx context.Context) ([]byte, error) {
 		return nil, ErrClosed
 	}
 	return await(ctx, func() ([]byte, error) {
-		buf := make([]byte, maxInfo)
+		// BlueZ reads long values (Read Blob) by itself, so the info JSON
+		// may exceed one MTU.
+		buf := make([]byte, core.BLEMaxAttrValue)
 		n, err := l.info.Read(buf)
 		return buf[:min(n, len(buf))], err
 	}, nil)
