@@ -40,7 +40,9 @@ func TestSharedSubscription(t *testing.T) {
 	c.Subscribe("1", "subscription { finite(n: 1) }", nil) // not shared
 	wantNext(t, c.Next(), "1", `{"finite":1}`)
 	c.Expect("complete")
-	waitFor(t, "one shared execution", func() bool { return f.active.Load() == 1 && share.Executions() == 1 })
+	waitFor(t, "one shared execution for both", func() bool {
+		return f.active.Load() == 1 && share.Executions() == 1 && share.Subscribers() == 2
+	})
 
 	f.tick(t, 1)
 	wantNext(t, a.Next(), "1", `{"ticks":1}`)
