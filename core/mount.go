@@ -180,10 +180,12 @@ type MountStore interface {
 	// UpdateMount applies u to a mount of accountID. MOUNT_NOT_FOUND when
 	// accountID does not own it.
 	UpdateMount(ctx context.Context, uid, accountID string, u MountUpdate, now time.Time) (Mount, error)
-	// Mount returns a mount as stored, whoever owns it (its computed
-	// fields come from the state cache).
-	// MOUNT_NOT_FOUND when the uid is unknown.
+	// Mount returns a mount as stored, whoever owns it, without its
+	// computed fields. MOUNT_NOT_FOUND when the uid is unknown.
 	Mount(ctx context.Context, uid string) (Mount, error)
+	// MountWithLatest is Mount with the computed fields (Latest) read in
+	// the same statement. MOUNT_NOT_FOUND when the uid is unknown.
+	MountWithLatest(ctx context.Context, uid string) (Mount, error)
 	// ListMounts lists the mounts accountID owns, ordered by uid, with
 	// their computed fields (Latest) read in the same call.
 	ListMounts(ctx context.Context, accountID string, f MountFilter, p Page) ([]Mount, int, error)

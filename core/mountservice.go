@@ -177,10 +177,15 @@ func (s *MountService) RunExpiry(ctx context.Context) error {
 // owned loads a mount the principal may act on: it must be reachable by the
 // token and owned by its account; anything else is MOUNT_NOT_FOUND.
 func (s *MountService) owned(ctx context.Context, p Principal, a Action, uid string) (Mount, error) {
+	return s.ownedWith(ctx, p, a, uid, s.mounts.Mount)
+}
+
+func (s *MountService) ownedWith(ctx context.Context, p Principal, a Action, uid string,
+	load func(ctx context.Context, uid string) (Mount, error)) (Mount, error) {
 	if err := p.AuthorizeMount(a, uid); err != nil {
 		return Mount{}, err
 	}
-	m, err := s.mounts.Mount(ctx, uid)
+	m, err := load(ctx, uid)
 	if err != nil {
 		return Mount{}, err
 	}
@@ -190,31 +195,37 @@ func (s *MountService) owned(ctx context.Context, p Principal, a Action, uid str
 	return m, nil
 }
 
-// Mount handles GET /mounts/{uid}.
+// Mount handles GET /mounts/{uid}. The row has to come from the database
+// (ownership is decided on it) and the latest values are stored beside it,
+// so one statement reads both: a state cache read would be a second round
+// trip, not a saved one (docs/architecture.md, "Latest values").
 func (s *MountService) Mount(ctx context.Context, p Principal, uid string) (Mount, error) {
-	m, err := s.owned(ctx, p, ActionReadMount, uid)
-	if err != nil {
-		return Mount{}, err
-	}
-	s.withLatest(ctx, &m)
-	return m, nil
+	return s.ownedWith(ctx, p, ActionReadMount, uid, s.mounts.MountWithLatest)
 }
 
 // withLatest fills the computed fields, from the cache when it can.
 func (s *MountService) withLatest(ctx context.Context, m *Mount) {
 	entries, ok, err := s.cache.Latest(ctx, m.UID)
+	if err != nil {
+		s.logger.WarnContext(ctx, "state cache read failed", "uid", m.UID, "err", err)
+	}
 	if err != nil || !ok {
-		if err != nil {
-			s.logger.WarnContext(ctx, "state cache read failed", "uid", m.UID, "err", err)
-		}
-		entries, err = s.states.LatestStates(ctx, m.UID)
-		if err != nil {
-			s.logger.ErrorContext(ctx, "read latest states failed", "uid", m.UID, "err", err)
-			return
-		}
-		if err := s.cache.Fill(ctx, m.UID, entries); err != nil {
-			s.logger.WarnContext(ctx, "state cache fill failed", "uid", m.UID, "err", err)
-		}
+		s.fillLatest(ctx, m)
+		return
+	}
+	m.Latest = ComputeLatest(entries)
+}
+
+// fillLatest reads the computed fields from the database and completes the
+// mount's cache entry with them.
+func (s *MountService) fillLatest(ctx context.Context, m *Mount) {
+	entries, err := s.states.LatestStates(ctx, m.UID)
+	if err != nil {
+		s.logger.ErrorContext(ctx, "read latest states failed", "uid", m.UID, "err", err)
+		return
+	}
+	if err := s.cache.Fill(ctx, m.UID, entries); err != nil {
+		s.logger.WarnContext(ctx, "state cache fill failed", "uid", m.UID, "err", err)
 	}
 	m.Latest = ComputeLatest(entries)
 }
@@ -303,7 +314,7 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	if err != nil {
 		return ReportResult{}, err
 	}
-	accepted, err := s.states.InsertStates(ctx, uid, p.AccountID, entries)
+	m, accepted, err := s.states.InsertStates(ctx, uid, p.AccountID, entries)
 	if err != nil {
 		return ReportResult{}, err
 	}
@@ -311,16 +322,19 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	if len(accepted) == 0 {
 		return res, nil
 	}
-	if err := s.cache.Offer(ctx, uid, LatestPerCode(accepted)); err != nil {
+	// The event carries the merged latest values; the cache returns them
+	// with the merge, so announcing costs no further read.
+	latest, ok, err := s.cache.Offer(ctx, uid, LatestPerCode(accepted))
+	switch {
+	case err != nil:
 		s.logger.WarnContext(ctx, "state cache offer failed", "uid", uid, "err", err)
 		_ = s.cache.Forget(ctx, uid)
+		s.fillLatest(ctx, &m)
+	case !ok:
+		s.fillLatest(ctx, &m)
+	default:
+		m.Latest = ComputeLatest(latest)
 	}
-	m, err := s.mounts.Mount(ctx, uid)
-	if err != nil {
-		s.logger.WarnContext(ctx, "reload mount for event failed", "uid", uid, "err", err)
-		return res, nil
-	}
-	s.withLatest(ctx, &m)
 	s.publish(ctx, Event{Type: EventStatesReported, UID: uid, AccountID: p.AccountID, Mount: m, States: accepted, OccurredAt: now})
 	return res, nil
 }

@@ -52,8 +52,9 @@ type EventBus interface {
 type StateCache interface {
 	// Latest returns the cached latest entries; ok is false on a miss.
 	Latest(ctx context.Context, uid string) (entries []StateEntry, ok bool, err error)
-	// Offer merges newly stored entries.
-	Offer(ctx context.Context, uid string, entries []StateEntry) error
+	// Offer merges newly stored entries and, in the same step, returns the
+	// mount's merged latest entries as Latest would (ok is false on a miss).
+	Offer(ctx context.Context, uid string, entries []StateEntry) (latest []StateEntry, ok bool, err error)
 	// Fill merges the complete latest set read from the database and marks
 	// the mount's entry complete.
 	Fill(ctx context.Context, uid string, entries []StateEntry) error

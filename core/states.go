@@ -187,9 +187,10 @@ type StateFilter struct {
 type StateStore interface {
 	// InsertStates stores entries for a mount accountID owns (IDLE or
 	// ASSOCIATED) in one transaction, skipping duplicates, and moves the
-	// latest value per code forward. It returns the entries newly stored.
-	// MOUNT_NOT_FOUND when accountID does not own the mount.
-	InsertStates(ctx context.Context, uid, accountID string, entries []StateEntry) ([]StateEntry, error)
+	// latest value per code forward. It returns the mount as it was read
+	// for the ownership check (without computed fields) and the entries
+	// newly stored. MOUNT_NOT_FOUND when accountID does not own the mount.
+	InsertStates(ctx context.Context, uid, accountID string, entries []StateEntry) (Mount, []StateEntry, error)
 	// LatestStates returns the latest entry per code of a mount.
 	LatestStates(ctx context.Context, uid string) ([]StateEntry, error)
 	// ListStates lists a mount's history, newest first.

@@ -2,6 +2,8 @@ package bunstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"strings"
 
 	"github.com/uptrace/bun"
@@ -33,18 +35,21 @@ func (r stateRow) toEntry() core.StateEntry {
 // InsertStates implements core.StateStore: one multi-row insert that skips
 // duplicates and returns what it stored, then one upsert that moves the
 // latest value per code forward only, both in one transaction.
-func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries []core.StateEntry) ([]core.StateEntry, error) {
-	var accepted []core.StateEntry
+func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries []core.StateEntry) (core.Mount, []core.StateEntry, error) {
+	var (
+		mount    mountRow
+		accepted []core.StateEntry
+	)
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		accepted = accepted[:0]
-		owned, err := tx.NewSelect().Model((*mountRow)(nil)).
+		err := tx.NewSelect().Model(&mount).
 			Where("uid = ? AND owner_account_id = ? AND association_state IN ('IDLE', 'ASSOCIATED')", uid, accountID).
-			Exists(ctx)
+			Scan(ctx)
+		if errors.Is(err, sql.ErrNoRows) {
+			return core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
+		}
 		if err != nil {
 			return err
-		}
-		if !owned {
-			return core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
 		}
 		var sb strings.Builder
 		args := make([]any, 0, len(entries)*5)
@@ -87,9 +92,9 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return core.Mount{}, nil, err
 	}
-	return accepted, nil
+	return mount.toMount(), accepted, nil
 }
 
 // LatestStates implements core.StateStore.

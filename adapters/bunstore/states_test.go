@@ -2,6 +2,7 @@ package bunstore_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -34,11 +35,26 @@ func TestInsertStates(t *testing.T) {
 		e := func(code core.StateCode, value string, occurred time.Time) core.StateEntry {
 			return core.StateEntry{Code: code, Value: value, OccurredAt: occurred, ReceivedAt: now}
 		}
+		// A mount without states reads with empty computed fields.
+		if m, err := store.MountWithLatest(ctx, "S1"); err != nil || m.UID != "S1" || !reflect.DeepEqual(m.Latest, core.ComputeLatest(nil)) {
+			t.Fatalf("MountWithLatest before any state = %+v, %v", m, err)
+		}
+		if _, err := store.MountWithLatest(ctx, "nope"); core.ErrorCode(err) != core.CodeMountNotFound {
+			t.Fatalf("MountWithLatest(unknown) = %v, want %s", err, core.CodeMountNotFound)
+		}
 		latest := func() map[core.StateCode]string {
 			t.Helper()
 			entries, err := store.LatestStates(ctx, "S1")
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The one-statement read agrees with the latest rows.
+			m, err := store.MountWithLatest(ctx, "S1")
+			if err != nil || m.UID != "S1" || m.OwnerID != owner.AccountID {
+				t.Fatalf("MountWithLatest = %+v, %v", m, err)
+			}
+			if want := core.ComputeLatest(entries); !reflect.DeepEqual(m.Latest, want) {
+				t.Fatalf("MountWithLatest computed %+v, want %+v", m.Latest, want)
 			}
 			out := map[core.StateCode]string{}
 			for _, x := range entries {
@@ -81,12 +97,14 @@ func TestInsertStates(t *testing.T) {
 				"", 2, map[core.StateCode]string{core.CodeBatteryLevel: "60", core.CodeCPUTemperature: "10.0", core.CodeMountLocked: "1"}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				stored, err := store.InsertStates(ctx, tc.uid, tc.account, tc.entries)
+				mount, stored, err := store.InsertStates(ctx, tc.uid, tc.account, tc.entries)
 				switch {
 				case tc.wantErr == "" && err != nil:
 					t.Fatalf("InsertStates: %v", err)
 				case tc.wantErr != "" && core.ErrorCode(err) != tc.wantErr:
 					t.Fatalf("InsertStates: %v, want %s", err, tc.wantErr)
+				case tc.wantErr == "" && (mount.UID != tc.uid || mount.OwnerID != tc.account || mount.State != core.StateIdle):
+					t.Fatalf("InsertStates returned mount %+v, want %s owned by %s", mount, tc.uid, tc.account)
 				}
 				if len(stored) != tc.wantStored {
 					t.Fatalf("stored %d entries %v, want %d", len(stored), stored, tc.wantStored)

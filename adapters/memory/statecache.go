@@ -33,27 +33,38 @@ func NewStateCache() *StateCache {
 func (c *StateCache) Latest(_ context.Context, uid string) ([]core.StateEntry, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	out, ok := c.latestLocked(uid)
+	return out, ok, nil
+}
+
+// Offer merges entries without completing the mount and returns what
+// Latest would right after.
+func (c *StateCache) Offer(_ context.Context, uid string, entries []core.StateEntry) ([]core.StateEntry, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mergeLocked(uid, entries, false)
+	out, ok := c.latestLocked(uid)
+	return out, ok, nil
+}
+
+func (c *StateCache) latestLocked(uid string) ([]core.StateEntry, bool) {
 	m, ok := c.mounts[uid]
 	if !ok || !m.complete {
-		return nil, false, nil
+		return nil, false
 	}
 	out := make([]core.StateEntry, 0, len(m.codes))
 	for _, e := range m.codes {
 		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Code < out[j].Code })
-	return out, true, nil
-}
-
-// Offer merges entries without completing the mount.
-func (c *StateCache) Offer(_ context.Context, uid string, entries []core.StateEntry) error {
-	c.merge(uid, entries, false)
-	return nil
+	return out, true
 }
 
 // Fill merges entries and completes the mount.
 func (c *StateCache) Fill(_ context.Context, uid string, entries []core.StateEntry) error {
-	c.merge(uid, entries, true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mergeLocked(uid, entries, true)
 	return nil
 }
 
@@ -65,12 +76,10 @@ func (c *StateCache) Forget(_ context.Context, uid string) error {
 	return nil
 }
 
-func (c *StateCache) merge(uid string, entries []core.StateEntry, complete bool) {
+func (c *StateCache) mergeLocked(uid string, entries []core.StateEntry, complete bool) {
 	if len(entries) == 0 && !complete {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	m, ok := c.mounts[uid]
 	if !ok {
 		m = &cachedMount{codes: map[core.StateCode]core.StateEntry{}}

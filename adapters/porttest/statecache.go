@@ -26,7 +26,7 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 	t.Run("MissBeforeFill", func(t *testing.T) {
 		c := newCache(t)
 		expectMiss(t, c, "m1")
-		must(t, c.Offer(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "50", 1)}))
+		offer(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "50", 1)})
 		expectMiss(t, c, "m1") // an Offer alone never makes a hit
 	})
 
@@ -45,7 +45,7 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 
 	t.Run("FillMergesWithOffer", func(t *testing.T) {
 		c := newCache(t)
-		must(t, c.Offer(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "70", 200)}))
+		offer(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "70", 200)})
 		// The database read raced the offer and returned an older value.
 		must(t, c.Fill(ctx, "m1", []core.StateEntry{
 			entry(core.CodeBatteryLevel, "90", 100), entry(core.CodeMountLocked, "0", 100)}))
@@ -56,14 +56,14 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 	t.Run("OlderNeverReplacesNewer", func(t *testing.T) {
 		c := newCache(t)
 		must(t, c.Fill(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "60", 500)}))
-		must(t, c.Offer(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "99", 499)}))
+		offer(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "99", 499)})
 		must(t, c.Fill(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "98", 1)}))
 		expectEntries(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "60", 500)})
-		must(t, c.Offer(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "10", 501)}))
+		offer(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "10", 501)})
 		expectEntries(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "10", 501)})
 		// Within one batch, too, the newest wins whatever its position.
-		must(t, c.Offer(ctx, "m1", []core.StateEntry{
-			entry(core.CodeMountLocked, "1", 900), entry(core.CodeMountLocked, "0", 800)}))
+		offer(t, c, "m1", []core.StateEntry{
+			entry(core.CodeMountLocked, "1", 900), entry(core.CodeMountLocked, "0", 800)})
 		expectEntries(t, c, "m1", []core.StateEntry{
 			entry(core.CodeBatteryLevel, "10", 501), entry(core.CodeMountLocked, "1", 900)})
 	})
@@ -71,10 +71,10 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 	t.Run("EqualInstantTie", func(t *testing.T) {
 		c := newCache(t)
 		// core.Newer breaks a tie by the larger value, in any order.
-		must(t, c.Offer(ctx, "a", []core.StateEntry{entry(core.CodeHelmetMounted, "1", 5)}))
-		must(t, c.Offer(ctx, "a", []core.StateEntry{entry(core.CodeHelmetMounted, "0", 5)}))
-		must(t, c.Offer(ctx, "b", []core.StateEntry{entry(core.CodeHelmetMounted, "0", 5)}))
-		must(t, c.Offer(ctx, "b", []core.StateEntry{entry(core.CodeHelmetMounted, "1", 5)}))
+		offer(t, c, "a", []core.StateEntry{entry(core.CodeHelmetMounted, "1", 5)})
+		offer(t, c, "a", []core.StateEntry{entry(core.CodeHelmetMounted, "0", 5)})
+		offer(t, c, "b", []core.StateEntry{entry(core.CodeHelmetMounted, "0", 5)})
+		offer(t, c, "b", []core.StateEntry{entry(core.CodeHelmetMounted, "1", 5)})
 		must(t, c.Fill(ctx, "c", []core.StateEntry{
 			entry(core.CodeHelmetMounted, "1", 5), entry(core.CodeHelmetMounted, "0", 5)}))
 		// Bytewise, not numerically: "9" > "10".
@@ -107,9 +107,12 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 			wg.Go(func() {
 				for len(mine) > 0 {
 					n := min(1+rand.IntN(5), len(mine))
-					write := c.Offer
-					if g == 0 {
-						write = c.Fill
+					write := c.Fill
+					if g != 0 {
+						write = func(ctx context.Context, uid string, es []core.StateEntry) error {
+							_, _, err := c.Offer(ctx, uid, es)
+							return err
+						}
 					}
 					if err := write(ctx, "m1", mine[:n]); err != nil {
 						errs <- err
@@ -134,7 +137,7 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 		must(t, c.Forget(ctx, "m1"))
 		expectMiss(t, c, "m1")
 		// The marker went too: a later Offer does not revive the entry.
-		must(t, c.Offer(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "51", 2)}))
+		offer(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "51", 2)})
 		expectMiss(t, c, "m1")
 		expectEntries(t, c, "m2", []core.StateEntry{entry(core.CodeBatteryLevel, "40", 1)})
 		must(t, c.Forget(ctx, "never-seen"))
@@ -152,7 +155,7 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 		c := newCache(t)
 		must(t, c.Fill(ctx, "m1", nil))
 		expectEntries(t, c, "m1", nil)
-		must(t, c.Offer(ctx, "m1", []core.StateEntry{entry(core.CodeMountLocked, "1", 3)}))
+		offer(t, c, "m1", []core.StateEntry{entry(core.CodeMountLocked, "1", 3)})
 		expectEntries(t, c, "m1", []core.StateEntry{entry(core.CodeMountLocked, "1", 3)})
 	})
 
@@ -163,8 +166,8 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 		a, b := newCache(t), newCache(t)
 		must(t, a.Fill(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "50", 10)}))
 		expectEntries(t, b, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "50", 10)})
-		must(t, b.Offer(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "49", 11)}))
-		must(t, a.Offer(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "70", 9)}))
+		offer(t, b, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "49", 11)})
+		offer(t, a, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "70", 9)})
 		expectEntries(t, a, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "49", 11)})
 		must(t, b.Forget(ctx, "m1"))
 		expectMiss(t, a, "m1")
@@ -175,6 +178,23 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// offer calls Offer and checks that what it returns is what Latest returns
+// right after.
+func offer(t *testing.T, c core.StateCache, uid string, entries []core.StateEntry) {
+	t.Helper()
+	got, ok, err := c.Offer(context.Background(), uid, entries)
+	if err != nil {
+		t.Fatalf("Offer(%s): %v", uid, err)
+	}
+	want, wantOK, err := c.Latest(context.Background(), uid)
+	if err != nil {
+		t.Fatalf("Latest(%s): %v", uid, err)
+	}
+	if ok != wantOK || !sameEntries(got, want) {
+		t.Fatalf("Offer(%s) = %s (hit %v), Latest = %s (hit %v)", uid, formatEntries(got), ok, formatEntries(want), wantOK)
 	}
 }
 
@@ -200,6 +220,14 @@ func expectEntries(t *testing.T, c core.StateCache, uid string, want []core.Stat
 	if !ok {
 		t.Fatalf("Latest(%s) missed, want a hit", uid)
 	}
+	if !sameEntries(got, want) {
+		t.Fatalf("Latest(%s) = %s, want %s", uid, formatEntries(got), formatEntries(want))
+	}
+}
+
+// sameEntries compares in any order code, value and instant (ReceivedAt is
+// not kept), requiring UTC in got.
+func sameEntries(got, want []core.StateEntry) bool {
 	sortEntries := func(es []core.StateEntry) []core.StateEntry {
 		es = append([]core.StateEntry(nil), es...)
 		sort.Slice(es, func(i, j int) bool { return es[i].Code < es[j].Code })
@@ -212,9 +240,7 @@ func expectEntries(t *testing.T, c core.StateCache, uid string, want []core.Stat
 		same = g.Code == w.Code && g.Value == w.Value && g.OccurredAt.Equal(w.OccurredAt) &&
 			g.OccurredAt.Location() == time.UTC
 	}
-	if !same {
-		t.Fatalf("Latest(%s) = %s, want %s", uid, formatEntries(got), formatEntries(want))
-	}
+	return same
 }
 
 func formatEntries(es []core.StateEntry) string {

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -23,9 +24,11 @@ const completeField = "#complete"
 // (core.Newer), atomically, so that replicas writing at once can never move
 // a value backwards.
 //
-// KEYS[1] the hash; ARGV[1] TTL in ms (0: none); ARGV[2] "1" to mark the
-// hash complete; then code, unix ms, value for each entry. Values compare
-// bytewise like Go strings (Lua's < would follow the server's locale).
+// KEYS[1] the hash; ARGV[1] TTL in ms (0: none); ARGV[2] "fill" to mark the
+// hash complete, "offer" to return the whole hash (flat field/value list)
+// when it is complete and false otherwise; then code, unix ms, value for
+// each entry. Values compare bytewise like Go strings (Lua's < would follow
+// the server's locale).
 var mergeScript = goredis.NewScript(`
 local function greater(a, b)
   for i = 1, math.min(#a, #b) do
@@ -49,9 +52,13 @@ for i = 3, #ARGV, 3 do
   end
   if newer then redis.call('HSET', key, code, ARGV[i + 1] .. '|' .. value) end
 end
-if ARGV[2] == '1' then redis.call('HSET', key, '` + completeField + `', '1') end
+if ARGV[2] == 'fill' then redis.call('HSET', key, '` + completeField + `', '1') end
 local ttl = tonumber(ARGV[1])
 if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+if ARGV[2] == 'offer' then
+  if redis.call('HEXISTS', key, '` + completeField + `') == 1 then return redis.call('HGETALL', key) end
+  return false
+end
 return 1
 `)
 
@@ -88,29 +95,47 @@ func (c *StateCache) Latest(ctx context.Context, uid string) ([]core.StateEntry,
 		if code == completeField {
 			continue
 		}
-		msText, value, ok := strings.Cut(v, "|")
-		ms, err := strconv.ParseInt(msText, 10, 64)
-		if !ok || err != nil {
-			return nil, false, fmt.Errorf("state cache latest: malformed field %s=%q", code, v)
+		e, err := decodeField(code, v)
+		if err != nil {
+			return nil, false, fmt.Errorf("state cache latest: %w", err)
 		}
-		out = append(out, core.StateEntry{Code: core.StateCode(code), Value: value,
-			OccurredAt: time.UnixMilli(ms).UTC()})
+		out = append(out, e)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Code < out[j].Code })
+	sortByCode(out)
 	return out, true, nil
 }
 
-// Offer merges entries without completing the mount.
-func (c *StateCache) Offer(ctx context.Context, uid string, entries []core.StateEntry) error {
-	if len(entries) == 0 {
-		return nil
+// Offer merges entries without completing the mount and, in the same script,
+// returns what Latest would right after.
+func (c *StateCache) Offer(ctx context.Context, uid string, entries []core.StateEntry) ([]core.StateEntry, bool, error) {
+	pairs, err := c.merge(ctx, uid, entries, "offer").StringSlice()
+	if errors.Is(err, goredis.Nil) {
+		return nil, false, nil // not complete: a miss
 	}
-	return c.merge(ctx, uid, entries, false)
+	if err != nil {
+		return nil, false, fmt.Errorf("state cache offer: %w", err)
+	}
+	out := make([]core.StateEntry, 0, len(pairs)/2)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i] == completeField {
+			continue
+		}
+		e, err := decodeField(pairs[i], pairs[i+1])
+		if err != nil {
+			return nil, false, fmt.Errorf("state cache offer: %w", err)
+		}
+		out = append(out, e)
+	}
+	sortByCode(out)
+	return out, true, nil
 }
 
 // Fill merges entries and completes the mount.
 func (c *StateCache) Fill(ctx context.Context, uid string, entries []core.StateEntry) error {
-	return c.merge(ctx, uid, entries, true)
+	if err := c.merge(ctx, uid, entries, "fill").Err(); err != nil {
+		return fmt.Errorf("state cache fill: %w", err)
+	}
+	return nil
 }
 
 // Forget deletes the mount's hash, marker included.
@@ -121,18 +146,25 @@ func (c *StateCache) Forget(ctx context.Context, uid string) error {
 	return nil
 }
 
-func (c *StateCache) merge(ctx context.Context, uid string, entries []core.StateEntry, complete bool) error {
+func (c *StateCache) merge(ctx context.Context, uid string, entries []core.StateEntry, mode string) *goredis.Cmd {
 	args := make([]any, 0, 2+3*len(entries))
-	mark := "0"
-	if complete {
-		mark = "1"
-	}
-	args = append(args, c.ttl.Milliseconds(), mark)
+	args = append(args, c.ttl.Milliseconds(), mode)
 	for _, e := range entries {
 		args = append(args, string(e.Code), e.OccurredAt.UnixMilli(), e.Value)
 	}
-	if err := mergeScript.Run(ctx, c.client, []string{c.key(uid)}, args...).Err(); err != nil {
-		return fmt.Errorf("state cache merge: %w", err)
+	return mergeScript.Run(ctx, c.client, []string{c.key(uid)}, args...)
+}
+
+// decodeField reads one "<unix ms>|<value>" field of a mount's hash.
+func decodeField(code, v string) (core.StateEntry, error) {
+	msText, value, ok := strings.Cut(v, "|")
+	ms, err := strconv.ParseInt(msText, 10, 64)
+	if !ok || err != nil {
+		return core.StateEntry{}, fmt.Errorf("malformed field %s=%q", code, v)
 	}
-	return nil
+	return core.StateEntry{Code: core.StateCode(code), Value: value, OccurredAt: time.UnixMilli(ms).UTC()}, nil
+}
+
+func sortByCode(es []core.StateEntry) {
+	sort.Slice(es, func(i, j int) bool { return es[i].Code < es[j].Code })
 }
