@@ -11,7 +11,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +33,10 @@ type Store struct {
 	db       *bun.DB
 	postgres bool
 	queries  atomic.Int64
+	// stmts holds prepared statements by query text (*sql.Stmt).
+	stmts sync.Map
+	// sql holds query texts built once from the dialect and row types.
+	sql struct{ mountWithLatest string }
 }
 
 // queryCounter counts every statement sent to the database, so operators
@@ -78,6 +84,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 		return nil, nil, fmt.Errorf("database url must start with postgres:// or sqlite://")
 	}
 	s.db.AddQueryHook(queryCounter{n: &s.queries})
+	s.sql.mountWithLatest = s.mountWithLatestSQL()
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.db.PingContext(pingCtx); err != nil {
@@ -85,6 +92,60 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 		return nil, nil, fmt.Errorf("connect to database: %w", err)
 	}
 	return s, func() { _ = s.db.Close() }, nil
+}
+
+// prepared returns query prepared on the pool (database/sql prepares it on
+// each connection the first time that connection runs it). For the hottest
+// reads this skips the server's parse and plan: a mount read by uid costs
+// PostgreSQL about half as much prepared (docs/performance.md). Queries must
+// name their columns: a prepared "*" breaks when a migration adds one.
+func (s *Store) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := s.stmts.Load(query); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.db.DB.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
+		_ = st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+// queryPrepared runs a prepared query and scans its rows into dest with
+// bun's mapping, counting it like every other statement.
+func (s *Store) queryPrepared(ctx context.Context, query string, dest any, args ...any) error {
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return err
+	}
+	s.queries.Add(1)
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	return s.db.ScanRows(ctx, rows, dest)
+}
+
+// param is the n-th (from 1) bind parameter in the dialect's syntax.
+func (s *Store) param(n int) string {
+	if s.postgres {
+		return fmt.Sprintf("$%d", n)
+	}
+	return "?"
+}
+
+// columns lists the columns of a bun model type for a select, each
+// qualified by alias.
+func (s *Store) columns(typ reflect.Type, alias string) string {
+	fields := s.db.Table(typ).Fields
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = alias + "." + string(f.SQLName)
+	}
+	return strings.Join(names, ", ")
 }
 
 // DB exposes the bun handle to tests and benchmarks in this module.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"reflect"
 	"strings"
 	"time"
 
@@ -226,16 +227,20 @@ type mountLatestRow struct {
 	LatestValue      sql.NullString `bun:"latest_value"`
 }
 
-// MountWithLatest implements core.MountStore in one statement: a mount has
-// one latest row per code, a handful, so the join repeats the mount's
-// columns a few times rather than costing a second round trip.
+func (s *Store) mountWithLatestSQL() string {
+	return `SELECT ` + s.columns(reflect.TypeFor[mountRow](), "m") + `,
+		l.code AS latest_code, l.occurred_at AS latest_occurred_at, l.value AS latest_value
+		FROM mounts AS m LEFT JOIN mount_latest_states AS l ON l.mount_uid = m.uid
+		WHERE m.uid = ` + s.param(1)
+}
+
+// MountWithLatest implements core.MountStore in one prepared statement: a
+// mount has one latest row per code, a handful, so the join repeats the
+// mount's columns a few times rather than costing a second round trip.
 func (s *Store) MountWithLatest(ctx context.Context, uid string) (core.Mount, error) {
 	var rows []mountLatestRow
-	err := s.db.NewRaw(`SELECT m.*, l.code AS latest_code, l.occurred_at AS latest_occurred_at, l.value AS latest_value
-		FROM mounts AS m LEFT JOIN mount_latest_states AS l ON l.mount_uid = m.uid
-		WHERE m.uid = ?`, uid).Scan(ctx, &rows)
-	if err != nil {
-		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
+	if err := s.queryPrepared(ctx, s.sql.mountWithLatest, &rows, uid); err != nil {
+		return core.Mount{}, err
 	}
 	if len(rows) == 0 {
 		return core.Mount{}, core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
