@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mountd/mountd/graph/wsproto"
 	"github.com/mountd/mountd/graph/wsproto/wsprototest"
@@ -709,6 +712,25 @@ func TestMountStateChangedSubscription(t *testing.T) {
 			e = nextData[stateEvent](t, c, "s", "mountStateChanged")
 			if len(e.States) != 1 || e.States[0].Value != "10" || *e.Mount.BatteryLevel != 88 {
 				t.Fatalf("late entry %+v", e)
+			}
+			if in.cfg.RedisURL != "" {
+				// The event's computed fields come from the cache's merge; with
+				// the mount's hash gone (TTL, eviction) they come from the
+				// database, and the same.
+				opt, err := goredis.ParseURL(in.cfg.RedisURL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rc := goredis.NewClient(opt)
+				defer rc.Close()
+				if n, err := rc.Del(context.Background(), in.cfg.RedisPrefix+"state:"+uid).Result(); err != nil || n != 1 {
+					t.Fatalf("delete the cached hash: %d, %v", n, err)
+				}
+				a.report(t, uid, entry("HELMET_MOUNTED", "1", later))
+				e = nextData[stateEvent](t, c, "s", "mountStateChanged")
+				if m := e.Mount; *m.BatteryLevel != 88 || *m.MountLocked || !*m.HelmetMounted || *m.CPUTemperature != 41.3 {
+					t.Fatalf("event after a cache miss %+v", m)
+				}
 			}
 			// one event per report, in order; another mount's reports are not its
 			for i := 0; i < 5; i++ {
