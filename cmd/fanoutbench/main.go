@@ -30,6 +30,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/mountd/mountd/internal/benchstat"
 )
 
 type config struct {
@@ -90,7 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.distinct, "distinct", false, "give every subscriber its own operation text (a comment), so mountd cannot share executions: the worst case")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.Float64Var(&c.loadMax, "load-max", 0, "before each system, wait until the 1-min load average is below this and the CPUs are ≥ 75% idle over 2s (0: do not wait)")
-	fs.DurationVar(&c.loadWait, "load-wait", 10*time.Minute, "longest wait for --load-max, in 30s steps; then measure anyway")
+	fs.DurationVar(&c.loadWait, "load-wait", 10*time.Minute, "longest wait for --load-max, in 10s steps; then measure anyway")
 	fs.IntVar(&c.retries, "retries", 2, "send the measured messages again, at most this often, when other processes disturbed them")
 	fs.Float64Var(&c.maxOtherCPU, "max-other-cpu", 0.25, "disturbed: other processes used more than this many CPUs on average during the messages")
 	fs.Float64Var(&c.targetP99Ms, "target-p99-ms", 50, "goal for mountd's p99 from the POST response, milliseconds")
@@ -315,7 +317,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*Result, error) {
 			return res, err
 		}
 		logf(out, "mount %s; a `next` message is %d bytes: %s", api.uid, len(raw), truncate(raw, 240))
-		if err := sleepCtx(ctx, 2*time.Second); err != nil {
+		if err := benchstat.Sleep(ctx, 2*time.Second); err != nil {
 			return res, err
 		}
 	} else {
@@ -370,7 +372,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*Result, error) {
 			break
 		}
 		// Let the closed sockets' work finish before the next system.
-		_ = sleepCtx(ctx, 2*time.Second)
+		_ = benchstat.Sleep(ctx, 2*time.Second)
 	}
 	res.LoadAtEnd = loadAvg()
 	summarise(res, cfg, out)
@@ -425,13 +427,13 @@ func measure(ctx context.Context, cfg config, sys system, pid int, metricsURL st
 		}
 		ph.PrimeMessages++
 		for w := 0; w < 50 && rec.primedCount.Load() < int64(n); w++ {
-			if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			if err := benchstat.Sleep(ctx, 10*time.Millisecond); err != nil {
 				return ph, err
 			}
 		}
 	}
 	logf(out, "%s: all %d subscribed (%d priming messages); idle for %s", sys.Name(), n, ph.PrimeMessages, cfg.settle)
-	if err := sleepCtx(ctx, cfg.settle); err != nil {
+	if err := benchstat.Sleep(ctx, cfg.settle); err != nil {
 		return ph, err
 	}
 	if ph.Memory != nil {
@@ -522,14 +524,14 @@ func window(ctx context.Context, cfg config, sys system, rec *recorder, pid int,
 	n, m := rec.n, rec.m
 	cpuServer0, _ := cpuSeconds(pid)
 	cpuSelf0, _ := cpuSeconds(0)
-	cpuAll0, _ := cpuBusySeconds()
+	cpuAll0, _ := benchstat.MachineBusySeconds()
 	procs0 := snapshotProcs()
 	w0 := time.Now()
 	logf(out, "%s: sending %d messages; load average %s", sys.Name(), m, att.LoadBefore)
 	var pubErr error
 	for i := 0; i < m; i++ {
 		if d := time.Until(w0.Add(time.Duration(i) * cfg.interval)); d > 0 {
-			if err := sleepCtx(ctx, d); err != nil {
+			if err := benchstat.Sleep(ctx, d); err != nil {
 				pubErr = err
 				break
 			}
@@ -549,7 +551,7 @@ func window(ctx context.Context, cfg config, sys system, rec *recorder, pid int,
 	}
 	drainEnd := time.Now().Add(cfg.drain)
 	for rec.received() < published*n && time.Now().Before(drainEnd) {
-		if sleepCtx(ctx, 20*time.Millisecond) != nil {
+		if benchstat.Sleep(ctx, 20*time.Millisecond) != nil {
 			break
 		}
 	}
@@ -562,7 +564,7 @@ func window(ctx context.Context, cfg config, sys system, rec *recorder, pid int,
 	if c, err := cpuSeconds(0); err == nil {
 		att.ClientCPUSeconds = round3(c - cpuSelf0)
 	}
-	if c, err := cpuBusySeconds(); err == nil {
+	if c, err := benchstat.MachineBusySeconds(); err == nil {
 		att.OtherCPUSeconds = round3(max(0, c-cpuAll0-att.ServerCPUSeconds-att.ClientCPUSeconds))
 	}
 	att.OtherProcesses = busiest(procs0, snapshotProcs(), 6, pid, os.Getpid())
@@ -580,43 +582,13 @@ func procList(ps []ProcCPU) string {
 	return strings.Join(parts, ", ")
 }
 
-// waitQuiet waits, in 30s steps and at most --load-wait, until the 1-min
-// load average is below --load-max and the machine's CPUs were at least 75%
-// idle in two 2s samples 3s apart (another benchmark waiting for the same
-// load would start in between); it returns the seconds waited.
+// waitQuiet waits, at most --load-wait, until the 1-min load average is
+// below --load-max and the machine's CPUs are at least 75% idle; it returns
+// the seconds waited.
 func waitQuiet(ctx context.Context, cfg config, out io.Writer) float64 {
-	if cfg.loadMax <= 0 {
-		return 0
-	}
-	start := time.Now()
-	busy := func() float64 {
-		b0, _ := cpuBusySeconds()
-		if sleepCtx(ctx, 2*time.Second) != nil {
-			return 0
-		}
-		b1, _ := cpuBusySeconds()
-		return (b1 - b0) / 2 / float64(max(1, cpuCount()))
-	}
-	for ctx.Err() == nil {
-		used := busy()
-		if load1() < cfg.loadMax && used < 0.25 {
-			if sleepCtx(ctx, 3*time.Second) != nil {
-				break
-			}
-			if used = busy(); load1() < cfg.loadMax && used < 0.25 {
-				break
-			}
-		}
-		if time.Since(start) >= cfg.loadWait {
-			logf(out, "load average %s, CPUs %.0f%% busy after %s: measuring anyway", loadAvg(), used*100, cfg.loadWait)
-			break
-		}
-		logf(out, "load average %s, CPUs %.0f%% busy: waiting 30s", loadAvg(), used*100)
-		if sleepCtx(ctx, 28*time.Second) != nil {
-			break
-		}
-	}
-	return round3(time.Since(start).Seconds())
+	q := benchstat.Quiet{MaxLoad: cfg.loadMax, MaxBusy: 0.25, Timeout: cfg.loadWait}
+	waited := q.Wait(ctx, func(format string, args ...any) { logf(out, format, args...) })
+	return round3(waited.Seconds())
 }
 
 func summarise(res *Result, cfg config, out io.Writer) {
@@ -747,17 +719,6 @@ func truncate(b []byte, n int) string {
 		return string(b)
 	}
 	return string(b[:n]) + "…"
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // cpuCount is the CPUs this process may run on.

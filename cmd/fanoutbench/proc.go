@@ -156,36 +156,6 @@ func mustLoopback(raw string) error {
 	return fmt.Errorf("%s: only loopback targets (127.0.0.1) are allowed", raw)
 }
 
-// cpuBusySeconds is the CPU time all processes on the machine used since
-// boot, from the first line of /proc/stat.
-func cpuBusySeconds() (float64, error) {
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, err
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, fmt.Errorf("unexpected /proc/stat %q", line)
-	}
-	var busy float64
-	// user nice system idle iowait irq softirq steal
-	for i, v := range f[1:9] {
-		if i == 3 || i == 4 {
-			continue
-		}
-		n, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return 0, err
-		}
-		busy += n
-	}
-	return busy / clockTicks, nil
-}
-
-// load1 is the 1-minute load average.
-func load1() float64 { return benchstat.LoadAvg()[0] }
-
 // procTimes is the CPU seconds of every process, by pid, with its name.
 type procTimes map[int]procTime
 

@@ -53,6 +53,7 @@ type config struct {
 	Watch       string
 	Timeout     time.Duration
 	MaxLoad     float64
+	MaxBusy     float64
 }
 
 func main() {
@@ -85,7 +86,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.Baseline, "baseline", true, "also measure the same-run baselines (bun INSERT; bare net/http handler)")
 	fs.StringVar(&c.Watch, "watch", "", "name=pid,... processes whose CPU use is reported per phase (children included); PostgreSQL is found by itself")
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Second, "timeout of one HTTP request or database statement")
-	fs.Float64Var(&c.MaxLoad, "max-load", 0, "before each measured phase wait (30 s steps, at most 10 min) until the 1-minute load average is below this; 0: do not wait")
+	fs.Float64Var(&c.MaxLoad, "max-load", 0, "before each measured phase wait (10 s steps, at most 10 min) until the 1-minute load average is below this; 0: do not wait")
+	fs.Float64Var(&c.MaxBusy, "max-busy", 0.10, "with --max-load, also wait until the share of all CPUs busy over 2 s is below this (0.10: 10 %); 0: do not check the CPUs")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: mountbench --base http://127.0.0.1:PORT --database-url postgres://...@127.0.0.1:PORT/DB [flags]\n\n")
 		fs.PrintDefaults()
@@ -140,6 +142,8 @@ func (c *config) validate() error {
 		return errors.New("--timeout must be positive")
 	case c.MaxLoad < 0:
 		return errors.New("--max-load must not be negative")
+	case c.MaxBusy < 0 || c.MaxBusy > 1:
+		return errors.New("--max-busy must be 0 to 1")
 	}
 	_, err = parseWatch(c.Watch)
 	return err

@@ -78,6 +78,10 @@ func TestLoopbackOnly(t *testing.T) {
 		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--batch", "501"}, false},
 		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--watch", "mountd=12,redis=34"}, true},
 		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--watch", "mountd"}, false},
+		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--max-load", "1", "--max-busy", "0.25"}, true},
+		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--max-load", "1", "--max-busy", "0"}, true},
+		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--max-busy", "-0.1"}, false},
+		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--max-busy", "10"}, false},
 	} {
 		_, err := parseFlags(c.args, io.Discard)
 		if (err == nil) != c.ok {

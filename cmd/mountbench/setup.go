@@ -19,6 +19,7 @@ import (
 
 	"github.com/mountd/mountd/adapters/bunstore"
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/internal/benchstat"
 )
 
 // bench holds what every phase shares: the HTTP client, the database, the
@@ -72,8 +73,12 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(b.log, "mountbench: "+format+"\n", args...)
 }
 
-// quiet waits for a quiet machine before a measurement (--max-load).
-func (b *bench) quiet(ctx context.Context) { waitQuiet(ctx, b.cfg.MaxLoad, b.logf) }
+// quiet waits, for at most 10 minutes, for a quiet machine before a
+// measurement (--max-load, --max-busy).
+func (b *bench) quiet(ctx context.Context) {
+	q := benchstat.Quiet{MaxLoad: b.cfg.MaxLoad, MaxBusy: b.cfg.MaxBusy, Timeout: 10 * time.Minute}
+	q.Wait(ctx, b.logf)
+}
 
 // setup creates the account in the database, asks the embedded identity
 // provider for an owner token and associates --mounts mounts.

@@ -23,29 +23,6 @@ func summarize(d []time.Duration) latency { return benchstat.Summarize(d) }
 // loadAvg reads the 1, 5 and 15 minute load averages.
 func loadAvg() [3]float64 { return benchstat.LoadAvg() }
 
-// waitQuiet waits, in steps of 30 s and for at most 10 minutes, until the
-// 1-minute load average is below maxLoad (0: no wait). It returns the load
-// average it ends with.
-func waitQuiet(ctx context.Context, maxLoad float64, logf func(string, ...any)) [3]float64 {
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		l := loadAvg()
-		if maxLoad <= 0 || l[0] < maxLoad {
-			return l
-		}
-		if time.Now().After(deadline) {
-			logf("load average %.2f still >= %.2f after 10 minutes: measuring anyway", l[0], maxLoad)
-			return l
-		}
-		logf("load average %.2f >= %.2f: waiting 30s", l[0], maxLoad)
-		select {
-		case <-ctx.Done():
-			return l
-		case <-time.After(30 * time.Second):
-		}
-	}
-}
-
 // watched is a process whose CPU time (its own, and its children's) is
 // reported per phase.
 type watched struct {
@@ -103,7 +80,7 @@ func readStat(pid int) (procStat, bool) {
 // its reaped children's, and its live children's.
 func (w *cpuWatch) sample() map[string]float64 {
 	out := make(map[string]float64, len(w.procs)+1)
-	if busy, ok := machineBusy(); ok {
+	if busy, err := benchstat.MachineBusySeconds(); err == nil {
 		out[machineKey] = busy
 	}
 	roots := make(map[int]string, len(w.procs))
@@ -138,31 +115,6 @@ func (w *cpuWatch) sample() map[string]float64 {
 // machineKey holds the CPU seconds the whole machine spent busy (all
 // processes, kernel included) in a sample.
 const machineKey = "machine"
-
-// machineBusy reads the busy CPU seconds of the whole machine from
-// /proc/stat (everything except idle and iowait).
-func machineBusy() (float64, bool) {
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, false
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0, false
-	}
-	var busy int64
-	for i, v := range f[1:] {
-		n, _ := strconv.ParseInt(v, 10, 64)
-		// fields: user nice system idle iowait irq softirq steal (guest
-		// time is already part of user)
-		if i == 3 || i == 4 || i >= 8 {
-			continue
-		}
-		busy += n
-	}
-	return float64(busy) / clockTicks, true
-}
 
 // cpuSpan is what a phase cost in CPU, per process, in percent of one core;
 // "machine" is the whole machine and "other" what neither the watched

@@ -1,9 +1,10 @@
 // Package benchstat holds what mountd's load tools (cmd/mountbench,
 // cmd/fanoutbench) share: latency summaries, machine readings from /proc,
-// and the loopback-only rule for their targets.
+// the wait for a quiet machine, and the loopback-only rule for their targets.
 package benchstat
 
 import (
+	"fmt"
 	"math"
 	"net"
 	"os"
@@ -66,6 +67,56 @@ func LoadAvg() [3]float64 {
 		out[i], _ = strconv.ParseFloat(f, 64)
 	}
 	return out
+}
+
+// clockTicks is USER_HZ, the unit of /proc/stat: 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100
+
+// MachineBusySeconds is the CPU time the whole machine (all processes and the
+// kernel, all CPUs together) has been busy since boot, from /proc/stat.
+func MachineBusySeconds() (float64, error) {
+	busy, _, err := readProcStat()
+	return busy, err
+}
+
+func readProcStat() (busySeconds float64, cpus int, err error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	ticks, cpus, err := parseProcStat(string(raw))
+	return float64(ticks) / clockTicks, cpus, err
+}
+
+// parseProcStat reads the busy clock ticks of all CPUs together from the
+// first ("cpu") line of /proc/stat and counts the per-CPU lines ("cpu0", …).
+// Busy is user, nice, system, irq, softirq and steal: idle and iowait are
+// not (a CPU waiting for the disk is free to run something), and guest is
+// already part of user.
+func parseProcStat(s string) (busyTicks int64, cpus int, err error) {
+	first, rest, _ := strings.Cut(s, "\n")
+	f := strings.Fields(first)
+	// user nice system idle is the least every kernel writes
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("unexpected /proc/stat line %q", first)
+	}
+	for i, v := range f[1:min(len(f), 9)] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("unexpected /proc/stat line %q", first)
+		}
+		busyTicks += n
+	}
+	for line := range strings.Lines(rest) {
+		if n, ok := strings.CutPrefix(line, "cpu"); ok && n != "" && n[0] >= '0' && n[0] <= '9' {
+			cpus++
+		}
+	}
+	return busyTicks, cpus, nil
 }
 
 // Loopback reports whether host names this machine's loopback interface:
