@@ -87,7 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.Watch, "watch", "", "name=pid,... processes whose CPU use is reported per phase (children included); PostgreSQL is found by itself")
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Second, "timeout of one HTTP request or database statement")
 	fs.Float64Var(&c.MaxLoad, "max-load", 0, "before each measured phase wait (10 s steps, at most 10 min) until the 1-minute load average is below this; 0: do not wait")
-	fs.Float64Var(&c.MaxBusy, "max-busy", 0.10, "with --max-load, also wait until the share of all CPUs busy over 2 s is below this (0.10: 10 %); 0: do not check the CPUs")
+	fs.Float64Var(&c.MaxBusy, "max-busy", 0.05, "with --max-load, also wait until the share of all CPUs busy over 2 s is below this (0.05: 5 %; an idle machine here is under 1 %); 0: do not check the CPUs")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: mountbench --base http://127.0.0.1:PORT --database-url postgres://...@127.0.0.1:PORT/DB [flags]\n\n")
 		fs.PrintDefaults()
