@@ -16,7 +16,7 @@
 #   SYSTEMS      fanoutbench --systems                 [mountd,nats,mqtt]
 #   LOAD_MAX     before each system, wait until the 1-min load
 #                is below this and the CPUs ≥ 75% idle  [1.0]
-#   LOAD_WAIT    ...in 30 s steps, at most this many s  [600]
+#   LOAD_WAIT    ...in 10 s steps, at most this many s  [600]
 #   OUT          results directory                     [a new /tmp/fanoutbench-XXXXXX]
 #   PERF=1       also record mountd with `perf record -g` (skews the figures; for
 #                finding where the time goes, not for the numbers)
