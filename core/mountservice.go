@@ -198,7 +198,7 @@ func (s *MountService) ownedWith(ctx context.Context, p Principal, a Action, uid
 // Mount handles GET /mounts/{uid}. The row has to come from the database
 // (ownership is decided on it) and the latest values are stored beside it,
 // so one statement reads both: a state cache read would be a second round
-// trip, not a saved one (docs/architecture.md, "Latest values").
+// trip, not a saved one (docs/architecture.md, "Who reads the latest values").
 func (s *MountService) Mount(ctx context.Context, p Principal, uid string) (Mount, error) {
 	return s.ownedWith(ctx, p, ActionReadMount, uid, s.mounts.MountWithLatest)
 }
