@@ -173,12 +173,12 @@ func header(w io.Writer, unit string) {
 func row(w io.Writer, p phase, rate float64) {
 	names := make([]string, 0, len(p.CPU))
 	for n := range p.CPU {
-		if n != machineKey && n != "other" {
+		if n != machineKey && n != "other" && n != stealKey {
 			names = append(names, n)
 		}
 	}
 	slices.Sort(names)
-	names = append(names, "other", machineKey)
+	names = append(names, "other", stealKey, machineKey)
 	var cpu []string
 	for _, n := range names {
 		if v, ok := p.CPU[n]; ok {

@@ -83,6 +83,9 @@ func (w *cpuWatch) sample() map[string]float64 {
 	if busy, err := benchstat.MachineBusySeconds(); err == nil {
 		out[machineKey] = busy
 	}
+	if steal, err := benchstat.MachineStealSeconds(); err == nil {
+		out[stealKey] = steal
+	}
 	roots := make(map[int]string, len(w.procs))
 	for _, p := range w.procs {
 		st, ok := readStat(p.pid)
@@ -116,16 +119,21 @@ func (w *cpuWatch) sample() map[string]float64 {
 // processes, kernel included) in a sample.
 const machineKey = "machine"
 
+// stealKey holds the part of the machine's busy time the hypervisor gave to
+// other guests: a disturbance from outside, reported apart from "other".
+const stealKey = "steal"
+
 // cpuSpan is what a phase cost in CPU, per process, in percent of one core;
-// "machine" is the whole machine and "other" what neither the watched
-// processes nor mountbench used (other engineers' work: a disturbance).
+// "machine" is the whole machine, "steal" what the hypervisor took for
+// other guests, and "other" what neither those nor the watched processes
+// and mountbench used (other work on this machine: a disturbance).
 func cpuSpan(before, after map[string]float64, elapsed time.Duration) map[string]float64 {
 	out := make(map[string]float64, len(after)+1)
 	var watchedSum float64
 	for name, v := range after {
 		out[name] = math.Round((v-before[name])/elapsed.Seconds()*1000) / 10
 		if name != machineKey {
-			watchedSum += out[name]
+			watchedSum += out[name] // steal included: it is not "other"
 		}
 	}
 	if m, ok := out[machineKey]; ok {

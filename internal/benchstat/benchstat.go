@@ -76,17 +76,31 @@ const clockTicks = 100
 // MachineBusySeconds is the CPU time the whole machine (all processes and the
 // kernel, all CPUs together) has been busy since boot, from /proc/stat.
 func MachineBusySeconds() (float64, error) {
-	busy, _, err := readProcStat()
-	return busy, err
+	t, err := readProcStat()
+	return t.busy, err
 }
 
-func readProcStat() (busySeconds float64, cpus int, err error) {
+// MachineStealSeconds is the time the hypervisor gave this machine's CPUs
+// to other guests while they had work, since boot (part of the busy time):
+// a load tool reports it apart, as a disturbance no process here caused.
+func MachineStealSeconds() (float64, error) {
+	t, err := readProcStat()
+	return t.steal, err
+}
+
+// procStatTimes are the machine-wide figures of /proc/stat, in seconds.
+type procStatTimes struct {
+	busy, steal float64
+	cpus        int
+}
+
+func readProcStat() (procStatTimes, error) {
 	raw, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, err
+		return procStatTimes{}, err
 	}
-	ticks, cpus, err := parseProcStat(string(raw))
-	return float64(ticks) / clockTicks, cpus, err
+	busy, steal, cpus, err := parseProcStat(string(raw))
+	return procStatTimes{busy: float64(busy) / clockTicks, steal: float64(steal) / clockTicks, cpus: cpus}, err
 }
 
 // parseProcStat reads the busy clock ticks of all CPUs together from the
@@ -94,12 +108,12 @@ func readProcStat() (busySeconds float64, cpus int, err error) {
 // Busy is user, nice, system, irq, softirq and steal: idle and iowait are
 // not (a CPU waiting for the disk is free to run something), and guest is
 // already part of user.
-func parseProcStat(s string) (busyTicks int64, cpus int, err error) {
+func parseProcStat(s string) (busyTicks, stealTicks int64, cpus int, err error) {
 	first, rest, _ := strings.Cut(s, "\n")
 	f := strings.Fields(first)
 	// user nice system idle is the least every kernel writes
 	if len(f) < 5 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("unexpected /proc/stat line %q", first)
+		return 0, 0, 0, fmt.Errorf("unexpected /proc/stat line %q", first)
 	}
 	for i, v := range f[1:min(len(f), 9)] {
 		if i == 3 || i == 4 { // idle, iowait
@@ -107,16 +121,19 @@ func parseProcStat(s string) (busyTicks int64, cpus int, err error) {
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("unexpected /proc/stat line %q", first)
+			return 0, 0, 0, fmt.Errorf("unexpected /proc/stat line %q", first)
 		}
 		busyTicks += n
+		if i == 7 {
+			stealTicks = n
+		}
 	}
 	for line := range strings.Lines(rest) {
 		if n, ok := strings.CutPrefix(line, "cpu"); ok && n != "" && n[0] >= '0' && n[0] <= '9' {
 			cpus++
 		}
 	}
-	return busyTicks, cpus, nil
+	return busyTicks, stealTicks, cpus, nil
 }
 
 // Loopback reports whether host names this machine's loopback interface:

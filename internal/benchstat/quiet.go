@@ -68,15 +68,16 @@ func (q Quiet) Wait(ctx context.Context, logf func(format string, args ...any)) 
 // then only the load average counts).
 func (q Quiet) sample(ctx context.Context) (load [3]float64, busy float64) {
 	if q.MaxBusy > 0 {
-		b0, cpus, err0 := readProcStat()
+		s0, err0 := readProcStat()
 		t0 := time.Now()
 		slept := Sleep(ctx, 2*time.Second)
-		b1, _, err1 := readProcStat()
+		s1, err1 := readProcStat()
+		cpus := s0.cpus
 		if cpus == 0 {
 			cpus = runtime.NumCPU()
 		}
 		if slept == nil && err0 == nil && err1 == nil {
-			busy = (b1 - b0) / time.Since(t0).Seconds() / float64(cpus)
+			busy = (s1.busy - s0.busy) / time.Since(t0).Seconds() / float64(cpus)
 		}
 	}
 	return LoadAvg(), busy
