@@ -47,13 +47,17 @@ func TestFirmware(t *testing.T) {
 			in := start(t, newConfig(t))
 			a := newFleet(in, "A")
 			rider := in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:X")
-			past := func(d time.Duration) string { return time.Now().Add(-d).UTC().Format(time.RFC3339) }
+			// One instant for every publish: two versions an hour old must
+			// tie (the listing then orders by model), whatever second each
+			// publish happens to run in.
+			now := time.Now()
+			past := func(d time.Duration) string { return now.Add(-d).UTC().Format(time.RFC3339) }
 
 			v100, _ := in.publish(t, "HM-1", "1.0.0", 1000, "--available-since", past(72*time.Hour))
 			in.publish(t, "HM-1", "1.1.0", 1000, "--available-since", past(48*time.Hour), "--mandatory")
 			v120, bin120 := in.publish(t, "HM-1", "1.2.0", 4<<20, "--available-since", past(24*time.Hour))
 			in.publish(t, "HM-1", "1.10.0", 1000, "--available-since", past(time.Hour))
-			in.publish(t, "HM-1", "2.0.0", 1000, "--available-since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)) // not yet visible
+			in.publish(t, "HM-1", "2.0.0", 1000, "--available-since", past(-time.Hour)) // not yet visible
 			in.publish(t, "HM-2", "0.9.0", 1000, "--available-since", past(time.Hour))
 			if v100.Size != 1000 || len(v100.SHA256) != 64 || v120.SHA256 != sha256hex(bin120) {
 				t.Fatalf("publish answers %+v %+v", v100, v120)
