@@ -20,7 +20,12 @@ run() {
   "$work/mountd" serve > "$work/mountd.log" 2>&1 &
   pid=$!
   trap 'kill $pid 2>/dev/null || true' EXIT
-  for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
+  for _ in $(seq 1 300); do
+    curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
+    kill -0 $pid 2>/dev/null || { echo "load.sh: mountd exited" >&2; cat "$work/mountd.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || { echo "load.sh: mountd not ready after 30s" >&2; cat "$work/mountd.log" >&2; exit 1; }
   acc=$("$work/mountd" accounts create --name load --json)
   id=$(sed -E 's/.*"clientId":"([^"]+)".*/\1/' <<<"$acc")
   secret=$(sed -E 's/.*"clientSecret":"([^"]+)".*/\1/' <<<"$acc")
