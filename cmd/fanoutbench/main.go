@@ -524,7 +524,7 @@ func window(ctx context.Context, cfg config, sys system, rec *recorder, pid int,
 	n, m := rec.n, rec.m
 	cpuServer0, _ := cpuSeconds(pid)
 	cpuSelf0, _ := cpuSeconds(0)
-	cpuAll0, _ := benchstat.MachineBusySeconds()
+	cpuAll0, _ := benchstat.MachineCPU()
 	procs0 := snapshotProcs()
 	w0 := time.Now()
 	logf(out, "%s: sending %d messages; load average %s", sys.Name(), m, att.LoadBefore)
@@ -564,8 +564,8 @@ func window(ctx context.Context, cfg config, sys system, rec *recorder, pid int,
 	if c, err := cpuSeconds(0); err == nil {
 		att.ClientCPUSeconds = round3(c - cpuSelf0)
 	}
-	if c, err := benchstat.MachineBusySeconds(); err == nil {
-		att.OtherCPUSeconds = round3(max(0, c-cpuAll0-att.ServerCPUSeconds-att.ClientCPUSeconds))
+	if c, err := benchstat.MachineCPU(); err == nil {
+		att.OtherCPUSeconds = round3(max(0, c.Busy-cpuAll0.Busy-att.ServerCPUSeconds-att.ClientCPUSeconds))
 	}
 	att.OtherProcesses = busiest(procs0, snapshotProcs(), 6, pid, os.Getpid())
 	att.Disturbed = att.OtherCPUSeconds > cfg.maxOtherCPU*att.WindowSeconds

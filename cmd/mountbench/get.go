@@ -67,7 +67,7 @@ func (b *bench) runGet(ctx context.Context, target, base string, d time.Duration
 			for at := range due {
 				path := paths[(seq.Add(1)-1)%int64(len(paths))]
 				sent := time.Now()
-				status, err := conn.get(host, path, b.token)
+				status, err := conn.get(path, b.token)
 				done := time.Now()
 				local = append(local, done.Sub(at))
 				localService = append(localService, done.Sub(sent))
@@ -120,7 +120,7 @@ type getConn struct {
 
 // get sends GET path and reads the whole answer; any failure drops the
 // connection, so the next request dials a fresh one.
-func (c *getConn) get(host, path, token string) (string, error) {
+func (c *getConn) get(path, token string) (string, error) {
 	if c.conn == nil {
 		conn, err := net.DialTimeout("tcp", c.addr, c.timeout)
 		if err != nil {
@@ -132,7 +132,7 @@ func (c *getConn) get(host, path, token string) (string, error) {
 	c.req = append(c.req[:0], "GET "...)
 	c.req = append(c.req, path...)
 	c.req = append(c.req, " HTTP/1.1\r\nHost: "...)
-	c.req = append(c.req, host...)
+	c.req = append(c.req, c.addr...)
 	c.req = append(c.req, "\r\nAccess-Key: "...)
 	c.req = append(c.req, token...)
 	c.req = append(c.req, "\r\n\r\n"...)

@@ -50,7 +50,7 @@ func TestGetConn(t *testing.T) {
 		{"/close", "tok", "", 1}, // the server closes after answering
 		{"/ok", "tok", "", 2},    // so this one dials again
 	} {
-		status, err := c.get(host, tc.path, tc.token)
+		status, err := c.get(tc.path, tc.token)
 		if status != tc.status || (err != nil) != (tc.status != "") {
 			t.Fatalf("GET %s: status %q, err %v; want %q", tc.path, status, err, tc.status)
 		}
@@ -59,7 +59,7 @@ func TestGetConn(t *testing.T) {
 		}
 	}
 	srv.Close()
-	if status, err := c.get(host, "/ok", "tok"); status != "transport" || err == nil {
+	if status, err := c.get("/ok", "tok"); status != "transport" || err == nil {
 		t.Fatalf("GET on a stopped server: %q, %v; want a transport error", status, err)
 	}
 }

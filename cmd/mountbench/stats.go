@@ -80,11 +80,8 @@ func readStat(pid int) (procStat, bool) {
 // its reaped children's, and its live children's.
 func (w *cpuWatch) sample() map[string]float64 {
 	out := make(map[string]float64, len(w.procs)+1)
-	if busy, err := benchstat.MachineBusySeconds(); err == nil {
-		out[machineKey] = busy
-	}
-	if steal, err := benchstat.MachineStealSeconds(); err == nil {
-		out[stealKey] = steal
+	if m, err := benchstat.MachineCPU(); err == nil {
+		out[machineKey], out[stealKey] = m.Busy, m.Steal
 	}
 	roots := make(map[int]string, len(w.procs))
 	for _, p := range w.procs {

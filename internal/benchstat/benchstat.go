@@ -73,34 +73,26 @@ func LoadAvg() [3]float64 {
 // architecture Go supports.
 const clockTicks = 100
 
-// MachineBusySeconds is the CPU time the whole machine (all processes and the
-// kernel, all CPUs together) has been busy since boot, from /proc/stat.
-func MachineBusySeconds() (float64, error) {
-	t, err := readProcStat()
-	return t.busy, err
+// MachineTimes are the machine-wide CPU figures of /proc/stat since boot,
+// in seconds, all CPUs together.
+type MachineTimes struct {
+	// Busy is the time the machine (all processes and the kernel) was busy.
+	Busy float64
+	// Steal is the part of Busy the hypervisor gave to other guests while
+	// this machine's CPUs had work: a disturbance no process here caused.
+	Steal float64
+	// CPUs is the number of per-CPU lines.
+	CPUs int
 }
 
-// MachineStealSeconds is the time the hypervisor gave this machine's CPUs
-// to other guests while they had work, since boot (part of the busy time):
-// a load tool reports it apart, as a disturbance no process here caused.
-func MachineStealSeconds() (float64, error) {
-	t, err := readProcStat()
-	return t.steal, err
-}
-
-// procStatTimes are the machine-wide figures of /proc/stat, in seconds.
-type procStatTimes struct {
-	busy, steal float64
-	cpus        int
-}
-
-func readProcStat() (procStatTimes, error) {
+// MachineCPU reads MachineTimes in one read of /proc/stat.
+func MachineCPU() (MachineTimes, error) {
 	raw, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return procStatTimes{}, err
+		return MachineTimes{}, err
 	}
 	busy, steal, cpus, err := parseProcStat(string(raw))
-	return procStatTimes{busy: float64(busy) / clockTicks, steal: float64(steal) / clockTicks, cpus: cpus}, err
+	return MachineTimes{Busy: float64(busy) / clockTicks, Steal: float64(steal) / clockTicks, CPUs: cpus}, err
 }
 
 // parseProcStat reads the busy clock ticks of all CPUs together from the

@@ -68,16 +68,16 @@ func (q Quiet) Wait(ctx context.Context, logf func(format string, args ...any)) 
 // then only the load average counts).
 func (q Quiet) sample(ctx context.Context) (load [3]float64, busy float64) {
 	if q.MaxBusy > 0 {
-		s0, err0 := readProcStat()
+		s0, err0 := MachineCPU()
 		t0 := time.Now()
 		slept := Sleep(ctx, 2*time.Second)
-		s1, err1 := readProcStat()
-		cpus := s0.cpus
+		s1, err1 := MachineCPU()
+		cpus := s0.CPUs
 		if cpus == 0 {
 			cpus = runtime.NumCPU()
 		}
 		if slept == nil && err0 == nil && err1 == nil {
-			busy = (s1.busy - s0.busy) / time.Since(t0).Seconds() / float64(cpus)
+			busy = (s1.Busy - s0.Busy) / time.Since(t0).Seconds() / float64(cpus)
 		}
 	}
 	return LoadAvg(), busy
