@@ -269,6 +269,7 @@ type Signer interface {
 type CommandStore interface {
 	// InsertCommand records an issued command.
 	InsertCommand(ctx context.Context, c Command) error
-	// ListCommands lists a mount's commands, newest first.
-	ListCommands(ctx context.Context, uid string, p Page) ([]Command, int, error)
+	// ListCommands lists the commands accountID issued to a mount, newest
+	// first; commands of one millisecond in reverse order of issue.
+	ListCommands(ctx context.Context, uid, accountID string, p Page) ([]Command, int, error)
 }

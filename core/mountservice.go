@@ -109,14 +109,14 @@ func (s *MountService) ConfirmAssociation(ctx context.Context, p Principal, uid 
 	}
 	if ok {
 		_ = s.scheduler.Cancel(ctx, uid)
-		s.withLatest(ctx, &m)
+		s.withLatest(ctx, &m, p.AccountID)
 		s.publish(ctx, Event{Type: EventAssociationConfirmed, UID: uid, AccountID: p.AccountID, Mount: m, OccurredAt: now})
 		return m, nil
 	}
 	// The row did not qualify: decide why from what is stored.
 	switch {
 	case m.State == StateAssociated && m.OwnerID == p.AccountID:
-		s.withLatest(ctx, &m)
+		s.withLatest(ctx, &m, p.AccountID)
 		return m, nil // confirming twice is harmless
 	case m.State == StateIdle && m.OwnerID == p.AccountID:
 		// The window passed and the worker has not caught up: expire now.
@@ -147,7 +147,8 @@ func (s *MountService) expire(ctx context.Context, uid string) {
 		return
 	}
 	s.logger.InfoContext(ctx, "association expired", "uid", uid, "account", m.ExpiredOwnerID)
-	s.withLatest(ctx, &m)
+	s.withLatest(ctx, &m, m.ExpiredOwnerID)
+	s.forgetLatest(ctx, uid, m.ExpiredOwnerID)
 	s.publish(ctx, Event{Type: EventAssociationExpired, UID: uid, AccountID: m.ExpiredOwnerID, Mount: m, OccurredAt: now})
 }
 
@@ -203,28 +204,42 @@ func (s *MountService) Mount(ctx context.Context, p Principal, uid string) (Moun
 	return s.ownedWith(ctx, p, ActionReadMount, uid, s.mounts.MountWithLatest)
 }
 
-// withLatest fills the computed fields, from the cache when it can.
-func (s *MountService) withLatest(ctx context.Context, m *Mount) {
-	entries, ok, err := s.cache.Latest(ctx, m.UID)
+// latestKey names a mount's latest values within one account's
+// associations in the state cache: a mount that changes hands must never
+// serve its former owner's values to the next.
+func latestKey(uid, accountID string) string { return accountID + "/" + uid }
+
+// withLatest fills the computed fields with what accountID's associations
+// reported, from the cache when it can.
+func (s *MountService) withLatest(ctx context.Context, m *Mount, accountID string) {
+	entries, ok, err := s.cache.Latest(ctx, latestKey(m.UID, accountID))
 	if err != nil {
 		s.logger.WarnContext(ctx, "state cache read failed", "uid", m.UID, "err", err)
 	}
 	if err != nil || !ok {
-		s.fillLatest(ctx, m)
+		s.fillLatest(ctx, m, accountID)
 		return
 	}
 	m.Latest = ComputeLatest(entries)
 }
 
+// forgetLatest drops an ended association's cache entry (the database keeps
+// the values for the former owner).
+func (s *MountService) forgetLatest(ctx context.Context, uid, accountID string) {
+	if err := s.cache.Forget(ctx, latestKey(uid, accountID)); err != nil {
+		s.logger.WarnContext(ctx, "state cache forget failed", "uid", uid, "err", err)
+	}
+}
+
 // fillLatest reads the computed fields from the database and completes the
-// mount's cache entry with them.
-func (s *MountService) fillLatest(ctx context.Context, m *Mount) {
-	entries, err := s.states.LatestStates(ctx, m.UID)
+// association's cache entry with them.
+func (s *MountService) fillLatest(ctx context.Context, m *Mount, accountID string) {
+	entries, err := s.states.LatestStates(ctx, m.UID, accountID)
 	if err != nil {
 		s.logger.ErrorContext(ctx, "read latest states failed", "uid", m.UID, "err", err)
 		return
 	}
-	if err := s.cache.Fill(ctx, m.UID, entries); err != nil {
+	if err := s.cache.Fill(ctx, latestKey(m.UID, accountID), entries); err != nil {
 		s.logger.WarnContext(ctx, "state cache fill failed", "uid", m.UID, "err", err)
 	}
 	m.Latest = ComputeLatest(entries)
@@ -259,7 +274,7 @@ func (s *MountService) UpdateMount(ctx context.Context, p Principal, uid string,
 	if err != nil {
 		return Mount{}, err
 	}
-	s.withLatest(ctx, &m)
+	s.withLatest(ctx, &m, p.AccountID)
 	return m, nil
 }
 
@@ -273,7 +288,7 @@ func (s *MountService) DeleteMount(ctx context.Context, p Principal, uid string)
 		return err
 	}
 	_ = s.scheduler.Cancel(ctx, uid)
-	_ = s.cache.Forget(ctx, uid)
+	s.forgetLatest(ctx, uid, p.AccountID)
 	s.publish(ctx, Event{Type: EventDeleted, UID: uid, AccountID: p.AccountID, Mount: m, OccurredAt: s.clock()})
 	return nil
 }
@@ -289,7 +304,8 @@ func (s *MountService) AbandonMount(ctx context.Context, p Principal, uid string
 		return err
 	}
 	_ = s.scheduler.Cancel(ctx, uid)
-	s.withLatest(ctx, &m)
+	s.withLatest(ctx, &m, p.AccountID)
+	s.forgetLatest(ctx, uid, p.AccountID)
 	s.publish(ctx, Event{Type: EventAbandoned, UID: uid, AccountID: p.AccountID, Mount: m, OccurredAt: now})
 	return nil
 }
@@ -324,14 +340,15 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	}
 	// The event carries the merged latest values; the cache returns them
 	// with the merge, so announcing costs no further read.
-	latest, ok, err := s.cache.Offer(ctx, uid, LatestPerCode(accepted))
+	key := latestKey(uid, p.AccountID)
+	latest, ok, err := s.cache.Offer(ctx, key, LatestPerCode(accepted))
 	switch {
 	case err != nil:
 		s.logger.WarnContext(ctx, "state cache offer failed", "uid", uid, "err", err)
-		_ = s.cache.Forget(ctx, uid)
-		s.fillLatest(ctx, &m)
+		_ = s.cache.Forget(ctx, key)
+		s.fillLatest(ctx, &m, p.AccountID)
 	case !ok:
-		s.fillLatest(ctx, &m)
+		s.fillLatest(ctx, &m, p.AccountID)
 	default:
 		m.Latest = ComputeLatest(latest)
 	}
@@ -344,7 +361,7 @@ func (s *MountService) StateHistory(ctx context.Context, p Principal, uid string
 	if _, err := s.owned(ctx, p, ActionReadStates, uid); err != nil {
 		return nil, Pagination{}, err
 	}
-	entries, total, err := s.states.ListStates(ctx, uid, f, page)
+	entries, total, err := s.states.ListStates(ctx, uid, p.AccountID, f, page)
 	if err != nil {
 		return nil, Pagination{}, err
 	}
@@ -352,7 +369,7 @@ func (s *MountService) StateHistory(ctx context.Context, p Principal, uid string
 }
 
 // QueryCommand handles GET /mounts/{uid}/query: one fresh signed command.
-func (s *MountService) QueryCommand(ctx context.Context, p Principal, uid, code string, params CommandParams, tagUIDs func(ctx context.Context, uid string) ([]string, error)) ([]Command, error) {
+func (s *MountService) QueryCommand(ctx context.Context, p Principal, uid, code string, params CommandParams, tagUIDs func(ctx context.Context, accountID, uid string) ([]string, error)) ([]Command, error) {
 	m, err := s.owned(ctx, p, ActionQueryCommand, uid)
 	if err != nil {
 		return nil, err
@@ -367,7 +384,7 @@ func (s *MountService) QueryCommand(ctx context.Context, p Principal, uid, code 
 	if cc == CmdSyncNfcTags {
 		tags := []string{}
 		if tagUIDs != nil {
-			if tags, err = tagUIDs(ctx, uid); err != nil {
+			if tags, err = tagUIDs(ctx, p.AccountID, uid); err != nil {
 				return nil, err
 			}
 		}
@@ -385,7 +402,7 @@ func (s *MountService) CommandAudit(ctx context.Context, p Principal, uid string
 	if _, err := s.owned(ctx, p, ActionReadCommandAudit, uid); err != nil {
 		return nil, Pagination{}, err
 	}
-	cmds, total, err := s.commands.ListCommands(ctx, uid, page)
+	cmds, total, err := s.commands.ListCommands(ctx, uid, p.AccountID, page)
 	if err != nil {
 		return nil, Pagination{}, err
 	}

@@ -49,8 +49,9 @@ type TagStore interface {
 	SyncTags(ctx context.Context, accountID, mountUID string, tagUIDs []string, now time.Time) (added, removed int, err error)
 	// UpdateTag applies u; NFC_TAG_NOT_FOUND when the account has no such tag.
 	UpdateTag(ctx context.Context, accountID, uid string, u NfcTagUpdate, now time.Time) (NfcTag, error)
-	// MountTagUIDs lists the tags authorised on a mount, sorted ascending.
-	MountTagUIDs(ctx context.Context, mountUID string) ([]string, error)
+	// MountTagUIDs lists the tags accountID authorised on a mount, sorted
+	// ascending; another account's links never show.
+	MountTagUIDs(ctx context.Context, accountID, mountUID string) ([]string, error)
 	// TagsOfMounts returns the tags of accountID authorised on each mount,
 	// in one round trip whatever the number of mounts.
 	TagsOfMounts(ctx context.Context, accountID string, mountUIDs []string) (map[string][]NfcTag, error)
@@ -164,8 +165,8 @@ func (s *NfcService) UpdateTag(ctx context.Context, p Principal, uid string, u N
 }
 
 // MountTagUIDs lists a mount's authorised tags, for SYNC_NFC_TAGS.
-func (s *NfcService) MountTagUIDs(ctx context.Context, mountUID string) ([]string, error) {
-	return s.tags.MountTagUIDs(ctx, mountUID)
+func (s *NfcService) MountTagUIDs(ctx context.Context, accountID, mountUID string) ([]string, error) {
+	return s.tags.MountTagUIDs(ctx, accountID, mountUID)
 }
 
 // TagsOfMounts returns the tags authorised on each of the mounts the

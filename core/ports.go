@@ -44,22 +44,24 @@ type EventBus interface {
 	Subscribe(ctx context.Context, accountID string) (<-chan Event, error)
 }
 
-// StateCache holds each mount's latest entry per code in front of the
-// database, which stays the source of truth. Every write merges per code and
+// StateCache holds each association's latest entry per code in front of
+// the database, which stays the source of truth. Entries are named by key,
+// which the core derives from the mount uid and its owner, so a mount that
+// changes hands starts with an empty entry. Every write merges per code and
 // keeps the newer entry (core.Newer), so concurrent writers can never move a
 // value backwards. A mount's entry counts as a hit only once Fill has stored
 // a complete set; Offer alone leaves a miss that the next read fills.
 type StateCache interface {
 	// Latest returns the cached latest entries; ok is false on a miss.
-	Latest(ctx context.Context, uid string) (entries []StateEntry, ok bool, err error)
+	Latest(ctx context.Context, key string) (entries []StateEntry, ok bool, err error)
 	// Offer merges newly stored entries and, in the same step, returns the
 	// mount's merged latest entries as Latest would (ok is false on a miss).
-	Offer(ctx context.Context, uid string, entries []StateEntry) (latest []StateEntry, ok bool, err error)
+	Offer(ctx context.Context, key string, entries []StateEntry) (latest []StateEntry, ok bool, err error)
 	// Fill merges the complete latest set read from the database and marks
 	// the mount's entry complete.
-	Fill(ctx context.Context, uid string, entries []StateEntry) error
-	// Forget drops a mount's entry (delete, abandon).
-	Forget(ctx context.Context, uid string) error
+	Fill(ctx context.Context, key string, entries []StateEntry) error
+	// Forget drops an entry (delete, abandon, expiry).
+	Forget(ctx context.Context, key string) error
 }
 
 // ExpiryScheduler remembers association deadlines and calls back when one

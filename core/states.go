@@ -191,8 +191,10 @@ type StateStore interface {
 	// for the ownership check (without computed fields) and the entries
 	// newly stored. MOUNT_NOT_FOUND when accountID does not own the mount.
 	InsertStates(ctx context.Context, uid, accountID string, entries []StateEntry) (Mount, []StateEntry, error)
-	// LatestStates returns the latest entry per code of a mount.
-	LatestStates(ctx context.Context, uid string) ([]StateEntry, error)
-	// ListStates lists a mount's history, newest first.
-	ListStates(ctx context.Context, uid string, f StateFilter, p Page) ([]StateEntry, int, error)
+	// LatestStates returns the latest entry per code that accountID's
+	// associations with the mount reported.
+	LatestStates(ctx context.Context, uid, accountID string) ([]StateEntry, error)
+	// ListStates lists the history accountID's associations with the mount
+	// reported, newest first.
+	ListStates(ctx context.Context, uid, accountID string, f StateFilter, p Page) ([]StateEntry, int, error)
 }

@@ -12,7 +12,10 @@ import (
 
 type commandRow struct {
 	bun.BaseModel `bun:"table:commands"`
-	ID            string         `bun:"id,pk"`
+	// Seq is assigned by the database at insert; it orders the commands of
+	// one millisecond as they were issued.
+	Seq           int64          `bun:"seq,pk,autoincrement"`
+	ID            string         `bun:"id"`
 	MountUID      string         `bun:"mount_uid"`
 	AccountID     string         `bun:"account_id"`
 	Code          string         `bun:"code"`
@@ -37,10 +40,10 @@ func (s *Store) InsertCommand(ctx context.Context, c core.Command) error {
 }
 
 // ListCommands implements core.CommandStore.
-func (s *Store) ListCommands(ctx context.Context, uid string, p core.Page) ([]core.Command, int, error) {
+func (s *Store) ListCommands(ctx context.Context, uid, accountID string, p core.Page) ([]core.Command, int, error) {
 	var rows []commandRow
-	total, err := s.db.NewSelect().Model(&rows).Where("mount_uid = ?", uid).
-		OrderExpr("generated_at DESC, id DESC").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := s.db.NewSelect().Model(&rows).Where("mount_uid = ? AND account_id = ?", uid, accountID).
+		OrderExpr("generated_at DESC, seq DESC").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -91,8 +91,10 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim) (core.Mount, error
 			return row.toMount(), nil
 		}
 		var out mountRow
+		// Taking an INACTIVE mount starts a new association: the former
+		// owner's name goes, the device's own fields stay.
 		err = s.db.NewRaw(`UPDATE mounts SET
-				name = COALESCE(?, name),
+				name = CASE WHEN association_state = 'INACTIVE' THEN COALESCE(?, '') ELSE COALESCE(?, name) END,
 				serial_number = COALESCE(?, serial_number),
 				mac_address = COALESCE(?, mac_address),
 				firmware_revision = COALESCE(?, firmware_revision),
@@ -107,10 +109,15 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim) (core.Mount, error
 				updated_at = ?
 			WHERE uid = ? AND (association_state = 'INACTIVE' OR owner_account_id = ?)
 			RETURNING *`,
-			f.Name, f.SerialNumber, f.MACAddress, f.FirmwareRevision, f.SoftwareRevision, f.ModelNumber,
+			f.Name, f.Name, f.SerialNumber, f.MACAddress, f.FirmwareRevision, f.SoftwareRevision, f.ModelNumber,
 			millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
 			millis(c.Now), c.UID, c.AccountID).Scan(ctx, &out)
 		if err == nil {
+			// Links left by another account (none should survive its
+			// abandon or expiry) are never signed into this owner's commands.
+			if err := s.unlinkOtherAccounts(ctx, s.db, c.UID, c.AccountID); err != nil {
+				return core.Mount{}, err
+			}
 			return out.toMount(), nil
 		}
 		if err != sql.ErrNoRows {
@@ -144,33 +151,56 @@ func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, n
 	return m, false, err
 }
 
-// ExpireAssociation implements core.MountStore.
+// ExpireAssociation implements core.MountStore. The lapsed association's
+// tag links go with it, in the same transaction.
 func (s *Store) ExpireAssociation(ctx context.Context, uid string, now time.Time) (core.Mount, bool, error) {
 	var out mountRow
-	err := s.db.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = owner_account_id,
-			owner_account_id = NULL, idle_deadline = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL, updated_at = ?
-		WHERE uid = ? AND association_state = 'IDLE' AND idle_deadline <= ?
-		RETURNING *`, millis(now), uid, millis(now)).Scan(ctx, &out)
-	if err == sql.ErrNoRows {
-		return core.Mount{}, false, nil
-	}
-	if err != nil {
+	expired := false
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		err := tx.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = owner_account_id,
+				owner_account_id = NULL, idle_deadline = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL, updated_at = ?
+			WHERE uid = ? AND association_state = 'IDLE' AND idle_deadline <= ?
+			RETURNING *`, millis(now), uid, millis(now)).Scan(ctx, &out)
+		if err == sql.ErrNoRows {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		expired = true
+		return s.unlinkOtherAccounts(ctx, tx, uid, "")
+	})
+	if err != nil || !expired {
 		return core.Mount{}, false, err
 	}
 	return out.toMount(), true, nil
 }
 
-// AbandonMount implements core.MountStore.
+// AbandonMount implements core.MountStore. The association's tag links go
+// with it, in the same transaction; its history stays, scoped to accountID.
 func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now time.Time) (core.Mount, error) {
 	var out mountRow
-	err := s.db.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = NULL,
-			owner_account_id = NULL, idle_deadline = NULL, associated_at = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL, updated_at = ?
-		WHERE uid = ? AND owner_account_id = ? AND association_state IN ('IDLE', 'ASSOCIATED')
-		RETURNING *`, millis(now), uid, accountID).Scan(ctx, &out)
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		err := tx.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = NULL,
+				owner_account_id = NULL, idle_deadline = NULL, associated_at = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL, updated_at = ?
+			WHERE uid = ? AND owner_account_id = ? AND association_state IN ('IDLE', 'ASSOCIATED')
+			RETURNING *`, millis(now), uid, accountID).Scan(ctx, &out)
+		if err != nil {
+			return translate(err, core.CodeMountNotFound, "mount")
+		}
+		return s.unlinkOtherAccounts(ctx, tx, uid, "")
+	})
 	if err != nil {
-		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
+		return core.Mount{}, err
 	}
 	return out.toMount(), nil
+}
+
+// unlinkOtherAccounts removes the mount's tag links of every account but
+// keep ("" removes them all).
+func (s *Store) unlinkOtherAccounts(ctx context.Context, db bun.IDB, uid, keep string) error {
+	_, err := db.NewDelete().Model((*tagLinkRow)(nil)).Where("mount_uid = ? AND account_id <> ?", uid, keep).Exec(ctx)
+	return err
 }
 
 // DeleteMount implements core.MountStore; the schema cascades to states,
@@ -230,7 +260,7 @@ type mountLatestRow struct {
 func (s *Store) mountWithLatestSQL() string {
 	return `SELECT ` + s.columns(reflect.TypeFor[mountRow](), "m") + `,
 		l.code AS latest_code, l.occurred_at AS latest_occurred_at, l.value AS latest_value
-		FROM mounts AS m LEFT JOIN mount_latest_states AS l ON l.mount_uid = m.uid
+		FROM mounts AS m LEFT JOIN mount_latest_states AS l ON l.mount_uid = m.uid AND l.account_id = m.owner_account_id
 		WHERE m.uid = ` + s.param(1)
 }
 
@@ -287,7 +317,7 @@ func (s *Store) ListMounts(ctx context.Context, accountID string, f core.MountFi
 		uids[i] = rows[i].UID
 	}
 	if len(uids) > 0 {
-		latest, err := s.latestFor(ctx, uids)
+		latest, err := s.latestFor(ctx, accountID, uids)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -14,6 +14,7 @@ import (
 type stateRow struct {
 	bun.BaseModel `bun:"table:mount_states"`
 	MountUID      string `bun:"mount_uid,pk"`
+	AccountID     string `bun:"account_id,pk"`
 	Code          string `bun:"code,pk"`
 	OccurredAt    int64  `bun:"occurred_at,pk"`
 	Value         string `bun:"value,pk"`
@@ -23,6 +24,7 @@ type stateRow struct {
 type latestRow struct {
 	bun.BaseModel `bun:"table:mount_latest_states"`
 	MountUID      string `bun:"mount_uid,pk"`
+	AccountID     string `bun:"account_id,pk"`
 	Code          string `bun:"code,pk"`
 	OccurredAt    int64  `bun:"occurred_at"`
 	Value         string `bun:"value"`
@@ -52,16 +54,16 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 			return err
 		}
 		var sb strings.Builder
-		args := make([]any, 0, len(entries)*5)
-		sb.WriteString("INSERT INTO mount_states (mount_uid, code, occurred_at, value, received_at) VALUES ")
+		args := make([]any, 0, len(entries)*6)
+		sb.WriteString("INSERT INTO mount_states (mount_uid, account_id, code, occurred_at, value, received_at) VALUES ")
 		for i, e := range entries {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
-			sb.WriteString("(?, ?, ?, ?, ?)")
-			args = append(args, uid, string(e.Code), millis(e.OccurredAt), e.Value, millis(e.ReceivedAt))
+			sb.WriteString("(?, ?, ?, ?, ?, ?)")
+			args = append(args, uid, accountID, string(e.Code), millis(e.OccurredAt), e.Value, millis(e.ReceivedAt))
 		}
-		sb.WriteString(" ON CONFLICT DO NOTHING RETURNING mount_uid, code, occurred_at, value, received_at")
+		sb.WriteString(" ON CONFLICT DO NOTHING RETURNING mount_uid, account_id, code, occurred_at, value, received_at")
 		var rows []stateRow
 		if err := tx.NewRaw(sb.String(), args...).Scan(ctx, &rows); err != nil {
 			return translate(err, core.CodeMountNotFound, "mount")
@@ -75,17 +77,17 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 		}
 		sb.Reset()
 		args = args[:0]
-		sb.WriteString("INSERT INTO mount_latest_states (mount_uid, code, occurred_at, value) VALUES ")
+		sb.WriteString("INSERT INTO mount_latest_states (mount_uid, account_id, code, occurred_at, value) VALUES ")
 		for i, e := range latest {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
-			sb.WriteString("(?, ?, ?, ?)")
-			args = append(args, uid, string(e.Code), millis(e.OccurredAt), e.Value)
+			sb.WriteString("(?, ?, ?, ?, ?)")
+			args = append(args, uid, accountID, string(e.Code), millis(e.OccurredAt), e.Value)
 		}
 		// Ties on the instant go to the greater value in byte order, as in
 		// core.Newer (the value columns compare bytes on both databases).
-		sb.WriteString(` ON CONFLICT (mount_uid, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value
+		sb.WriteString(` ON CONFLICT (mount_uid, account_id, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value
 			WHERE excluded.occurred_at > mount_latest_states.occurred_at
 			   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value > mount_latest_states.value)`)
 		_, err = tx.NewRaw(sb.String(), args...).Exec(ctx)
@@ -98,17 +100,19 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 }
 
 // LatestStates implements core.StateStore.
-func (s *Store) LatestStates(ctx context.Context, uid string) ([]core.StateEntry, error) {
-	latest, err := s.latestFor(ctx, []string{uid})
+func (s *Store) LatestStates(ctx context.Context, uid, accountID string) ([]core.StateEntry, error) {
+	latest, err := s.latestFor(ctx, accountID, []string{uid})
 	if err != nil {
 		return nil, err
 	}
 	return latest[uid], nil
 }
 
-func (s *Store) latestFor(ctx context.Context, uids []string) (map[string][]core.StateEntry, error) {
+// latestFor reads the latest entries accountID's associations produced on
+// each of uids.
+func (s *Store) latestFor(ctx context.Context, accountID string, uids []string) (map[string][]core.StateEntry, error) {
 	var rows []latestRow
-	if err := s.db.NewSelect().Model(&rows).Where("mount_uid IN (?)", bun.In(uids)).Scan(ctx); err != nil {
+	if err := s.db.NewSelect().Model(&rows).Where("account_id = ? AND mount_uid IN (?)", accountID, bun.In(uids)).Scan(ctx); err != nil {
 		return nil, err
 	}
 	out := make(map[string][]core.StateEntry, len(uids))
@@ -119,9 +123,9 @@ func (s *Store) latestFor(ctx context.Context, uids []string) (map[string][]core
 }
 
 // ListStates implements core.StateStore.
-func (s *Store) ListStates(ctx context.Context, uid string, f core.StateFilter, p core.Page) ([]core.StateEntry, int, error) {
+func (s *Store) ListStates(ctx context.Context, uid, accountID string, f core.StateFilter, p core.Page) ([]core.StateEntry, int, error) {
 	var rows []stateRow
-	q := s.db.NewSelect().Model(&rows).Where("mount_uid = ?", uid)
+	q := s.db.NewSelect().Model(&rows).Where("mount_uid = ? AND account_id = ?", uid, accountID)
 	if f.Code != nil {
 		q = q.Where("code = ?", string(*f.Code))
 	}

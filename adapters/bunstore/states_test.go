@@ -44,7 +44,7 @@ func TestInsertStates(t *testing.T) {
 		}
 		latest := func() map[core.StateCode]string {
 			t.Helper()
-			entries, err := store.LatestStates(ctx, "S1")
+			entries, err := store.LatestStates(ctx, "S1", owner.AccountID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +121,7 @@ func TestInsertStates(t *testing.T) {
 				}
 			})
 		}
-		history, total, err := store.ListStates(ctx, "S1", core.StateFilter{}, core.Page{CurrentPage: 1, PageSize: 100})
+		history, total, err := store.ListStates(ctx, "S1", owner.AccountID, core.StateFilter{}, core.Page{CurrentPage: 1, PageSize: 100})
 		if err != nil || total != 7 || len(history) != 7 {
 			t.Fatalf("history: %d of %d, %v; want 7 entries", len(history), total, err)
 		}

@@ -157,9 +157,9 @@ func upperPtr(s *string) *string {
 }
 
 // MountTagUIDs implements core.TagStore.
-func (s *Store) MountTagUIDs(ctx context.Context, mountUID string) ([]string, error) {
-	var uids []string
-	err := s.db.NewSelect().Model((*tagLinkRow)(nil)).Column("tag_uid").Where("mount_uid = ?", mountUID).
+func (s *Store) MountTagUIDs(ctx context.Context, accountID, mountUID string) ([]string, error) {
+	uids := []string{}
+	err := s.db.NewSelect().Model((*tagLinkRow)(nil)).Column("tag_uid").Where("account_id = ? AND mount_uid = ?", accountID, mountUID).
 		Order("tag_uid").Scan(ctx, &uids)
 	return uids, err
 }
