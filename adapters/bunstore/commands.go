@@ -14,16 +14,16 @@ type commandRow struct {
 	bun.BaseModel `bun:"table:commands"`
 	// Seq is assigned by the database at insert; it orders the commands of
 	// one millisecond as they were issued.
-	Seq           int64          `bun:"seq,pk,autoincrement"`
-	ID            string         `bun:"id"`
-	MountUID      string         `bun:"mount_uid"`
-	AccountID     string         `bun:"account_id"`
-	Code          string         `bun:"code"`
-	Payload       string         `bun:"payload"`
-	SignedToken   sql.NullString `bun:"signed_token"`
-	Data          string         `bun:"data"`
-	GeneratedAt   int64          `bun:"generated_at"`
-	IssuedBy      string         `bun:"issued_by"`
+	Seq         int64          `bun:"seq,pk,autoincrement"`
+	ID          string         `bun:"id"`
+	MountUID    string         `bun:"mount_uid"`
+	AccountID   string         `bun:"account_id"`
+	Code        string         `bun:"code"`
+	Payload     string         `bun:"payload"`
+	SignedToken sql.NullString `bun:"signed_token"`
+	Data        string         `bun:"data"`
+	GeneratedAt int64          `bun:"generated_at"`
+	IssuedBy    string         `bun:"issued_by"`
 }
 
 // InsertCommand implements core.CommandStore.
