@@ -177,9 +177,10 @@ func TestLifecycle(t *testing.T) {
 			// INACTIVE confirm → 409 for any owner token
 			res, raw = b.call(http.MethodPost, "/api/v1/mounts/M1/confirm-association", nil)
 			wantProblem(t, res, raw, 409, "ASSOCIATION_NOT_PENDING")
-			// INACTIVE POST → IDLE for the new caller; the history survived
+			// INACTIVE POST → IDLE for the new caller; A's history and name
+			// stay A's, so B sees neither
 			b.associate(t, "M1", nil)
-			if m := b.get(t, "M1"); m.AssociationState != "IDLE" || m.BatteryLevel == nil || *m.BatteryLevel != 80 || m.Name != "Rear" {
+			if m := b.get(t, "M1"); m.AssociationState != "IDLE" || m.BatteryLevel != nil || m.Name != "" || m.SerialNumber != "SN1" {
 				t.Fatalf("after re-claim: %+v", m)
 			}
 
