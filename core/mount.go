@@ -40,6 +40,13 @@ type Mount struct {
 	Latest         LatestStates
 }
 
+// Lapsed says whether m is IDLE with its window passed at now. The window
+// is in the row, so a lapsed mount counts as INACTIVE for every rule
+// whether or not the expiry worker has run yet.
+func (m Mount) Lapsed(now time.Time) bool {
+	return m.State == StateIdle && !m.IdleDeadline.After(now)
+}
+
 // MountKey is an association's Ed25519 key pair; the private half is sealed
 // under the master key and never leaves the signing adapter in the clear.
 type MountKey struct {
@@ -187,11 +194,15 @@ type MountStore interface {
 	// the same statement. MOUNT_NOT_FOUND when the uid is unknown.
 	MountWithLatest(ctx context.Context, uid string) (Mount, error)
 	// ListMounts lists the mounts accountID owns, ordered by uid, with
-	// their computed fields (Latest) read in the same call.
-	ListMounts(ctx context.Context, accountID string, f MountFilter, p Page) ([]Mount, int, error)
+	// their computed fields (Latest) read in the same call. An IDLE mount
+	// whose window lapsed by now is not listed, expired or not.
+	ListMounts(ctx context.Context, accountID string, f MountFilter, p Page, now time.Time) ([]Mount, int, error)
 	// IdleDeadlines lists every IDLE mount's deadline, so that a scheduler
 	// can recover after a restart.
 	IdleDeadlines(ctx context.Context) ([]Deadline, error)
+	// LapsedIdle lists up to limit IDLE mounts whose window lapsed by now,
+	// for the sweep that catches up on deadlines the scheduler missed.
+	LapsedIdle(ctx context.Context, now time.Time, limit int) ([]string, error)
 }
 
 // Claim is one POST /mounts.

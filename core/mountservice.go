@@ -73,6 +73,10 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 	if err != nil {
 		return nil, err
 	}
+	// A lapsed window ends its association first, whether or not the
+	// worker caught it: the former owner gets ASSOCIATION_EXPIRED and the
+	// claim below sees an INACTIVE mount.
+	s.expire(ctx, uid)
 	now := s.clock()
 	m, err := s.mounts.ClaimMount(ctx, Claim{UID: uid, AccountID: p.AccountID, Fields: f, Key: key,
 		Now: now, Deadline: now.Add(time.Duration(s.window))})
@@ -167,11 +171,53 @@ func (s *MountService) RecoverDeadlines(ctx context.Context) error {
 	return nil
 }
 
-// RunExpiry runs the expiry worker until ctx ends.
+// SweepEvery is how often the expiry worker looks in the database for
+// windows that lapsed without the scheduler firing (it was down, or the
+// schedule call failed).
+const SweepEvery = 30 * time.Second
+
+// sweepBatch bounds one read of the sweep; it reads again while full.
+const sweepBatch = 500
+
+// SweepLapsed expires every IDLE mount whose window lapsed, and returns
+// how many it read. Safe on every replica at once: expiry is conditional.
+func (s *MountService) SweepLapsed(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		uids, err := s.mounts.LapsedIdle(ctx, s.clock(), sweepBatch)
+		if err != nil {
+			return total, err
+		}
+		for _, uid := range uids {
+			s.expire(ctx, uid)
+		}
+		total += len(uids)
+		if len(uids) < sweepBatch || ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
+}
+
+// RunExpiry runs the expiry worker until ctx ends: the scheduler fires on
+// time, and a periodic sweep of the database catches what it missed.
 func (s *MountService) RunExpiry(ctx context.Context) error {
 	if err := s.RecoverDeadlines(ctx); err != nil {
 		s.logger.ErrorContext(ctx, "recover association deadlines failed", "err", err)
 	}
+	go func() {
+		tick := time.NewTicker(SweepEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if _, err := s.SweepLapsed(ctx); err != nil && ctx.Err() == nil {
+					s.logger.ErrorContext(ctx, "sweep lapsed associations failed", "err", err)
+				}
+			}
+		}
+	}()
 	return s.scheduler.Run(ctx, func(ctx context.Context, uid string) { s.expire(ctx, uid) })
 }
 
@@ -189,6 +235,10 @@ func (s *MountService) ownedWith(ctx context.Context, p Principal, a Action, uid
 	m, err := load(ctx, uid)
 	if err != nil {
 		return Mount{}, err
+	}
+	if m.Lapsed(s.clock()) {
+		s.expire(ctx, uid)
+		return Mount{}, Errorf(CodeMountNotFound, "mount %q not found", uid)
 	}
 	if m.OwnerID != p.AccountID || m.State == StateInactive {
 		return Mount{}, Errorf(CodeMountNotFound, "mount %q not found", uid)
@@ -255,7 +305,7 @@ func (s *MountService) ListMounts(ctx context.Context, p Principal, f MountFilte
 	}
 	// The store reads the page's latest states with the rows (one batch
 	// query), so a page costs no cache round trip per mount.
-	mounts, total, err := s.mounts.ListMounts(ctx, p.AccountID, f, page)
+	mounts, total, err := s.mounts.ListMounts(ctx, p.AccountID, f, page, s.clock())
 	if err != nil {
 		return nil, Pagination{}, err
 	}

@@ -36,6 +36,9 @@ func TestAssociationScope(t *testing.T) {
 			}
 		}
 		claim(a.AccountID, core.MountFields{Name: &name})
+		if _, ok, err := store.ConfirmAssociation(ctx, "MX", a.AccountID, now); err != nil || !ok {
+			t.Fatalf("confirm: %v %v", ok, err)
+		}
 		if _, _, err := store.SyncTags(ctx, a.AccountID, "MX", []string{"11223344", "AABBCCDDEEFF00"}, now); err != nil {
 			t.Fatal(err)
 		}

@@ -183,8 +183,8 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		err := tx.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = NULL,
 				owner_account_id = NULL, idle_deadline = NULL, associated_at = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL, updated_at = ?
-			WHERE uid = ? AND owner_account_id = ? AND association_state IN ('IDLE', 'ASSOCIATED')
-			RETURNING *`, millis(now), uid, accountID).Scan(ctx, &out)
+			WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
+			RETURNING *`, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
 		if err != nil {
 			return translate(err, core.CodeMountNotFound, "mount")
 		}
@@ -195,6 +195,12 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 	}
 	return out.toMount(), nil
 }
+
+// liveAssociation is the condition on a mount row that an association is in
+// force at the instant given as its one argument: ASSOCIATED, or IDLE
+// inside its window. A lapsed IDLE row counts as INACTIVE whether or not
+// the expiry worker has turned it yet.
+const liveAssociation = `(association_state = 'ASSOCIATED' OR (association_state = 'IDLE' AND idle_deadline > ?))`
 
 // unlinkOtherAccounts removes the mount's tag links of every account but
 // keep ("" removes them all).
@@ -218,8 +224,8 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string) (core.Mo
 func (s *Store) RekeyMount(ctx context.Context, uid, accountID string, key core.MountKey, now time.Time) (core.Mount, error) {
 	var out mountRow
 	err := s.db.NewRaw(`UPDATE mounts SET key_id = ?, public_key = ?, sealed_private_key = ?, updated_at = ?
-		WHERE uid = ? AND owner_account_id = ? AND association_state IN ('IDLE', 'ASSOCIATED')
-		RETURNING *`, key.ID, hex.EncodeToString(key.PublicKey), key.SealedPrivateKey, millis(now), uid, accountID).Scan(ctx, &out)
+		WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
+		RETURNING *`, key.ID, hex.EncodeToString(key.PublicKey), key.SealedPrivateKey, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
 	if err != nil {
 		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
 	}
@@ -231,8 +237,8 @@ func (s *Store) UpdateMount(ctx context.Context, uid, accountID string, u core.M
 	var out mountRow
 	err := s.db.NewRaw(`UPDATE mounts SET name = COALESCE(?, name), software_revision = COALESCE(?, software_revision),
 			updated_at = CASE WHEN ? THEN ? ELSE updated_at END
-		WHERE uid = ? AND owner_account_id = ? AND association_state IN ('IDLE', 'ASSOCIATED')
-		RETURNING *`, u.Name, u.SoftwareRevision, u.Name != nil || u.SoftwareRevision != nil, millis(now), uid, accountID).Scan(ctx, &out)
+		WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
+		RETURNING *`, u.Name, u.SoftwareRevision, u.Name != nil || u.SoftwareRevision != nil, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
 	if err != nil {
 		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
 	}
@@ -289,11 +295,11 @@ func (s *Store) MountWithLatest(ctx context.Context, uid string) (core.Mount, er
 
 // ListMounts implements core.MountStore. The page's latest states come in a
 // second query, so a page costs two queries whatever its size.
-func (s *Store) ListMounts(ctx context.Context, accountID string, f core.MountFilter, p core.Page) ([]core.Mount, int, error) {
+func (s *Store) ListMounts(ctx context.Context, accountID string, f core.MountFilter, p core.Page, now time.Time) ([]core.Mount, int, error) {
 	var rows []mountRow
 	q := s.db.NewSelect().Model(&rows).
 		Where("owner_account_id = ?", accountID).
-		Where("association_state <> 'INACTIVE'")
+		Where(liveAssociation, millis(now))
 	if f.MACAddress != nil {
 		q = q.Where("mac_address = ?", strings.ToUpper(*f.MACAddress))
 	}
@@ -340,4 +346,13 @@ func (s *Store) IdleDeadlines(ctx context.Context) ([]core.Deadline, error) {
 		out[i] = core.Deadline{UID: r.UID, At: fromMillis(r.IdleDeadline.Int64)}
 	}
 	return out, nil
+}
+
+// LapsedIdle implements core.MountStore.
+func (s *Store) LapsedIdle(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	var uids []string
+	err := s.db.NewSelect().Model((*mountRow)(nil)).Column("uid").
+		Where("association_state = 'IDLE' AND idle_deadline <= ?", millis(now)).
+		OrderExpr("idle_deadline").Limit(limit).Scan(ctx, &uids)
+	return uids, err
 }

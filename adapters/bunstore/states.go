@@ -38,14 +38,20 @@ func (r stateRow) toEntry() core.StateEntry {
 // duplicates and returns what it stored, then one upsert that moves the
 // latest value per code forward only, both in one transaction.
 func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries []core.StateEntry) (core.Mount, []core.StateEntry, error) {
+	if len(entries) == 0 {
+		return core.Mount{}, nil, core.Errorf(core.CodeValidation, "a report holds at least one entry")
+	}
 	var (
-		mount    mountRow
-		accepted []core.StateEntry
+		mount      mountRow
+		accepted   []core.StateEntry
+		receivedAt = entries[0].ReceivedAt
 	)
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		accepted = accepted[:0]
+		// The entries' ReceivedAt is the instant of the report.
 		err := tx.NewSelect().Model(&mount).
-			Where("uid = ? AND owner_account_id = ? AND association_state IN ('IDLE', 'ASSOCIATED')", uid, accountID).
+			Where("uid = ? AND owner_account_id = ?", uid, accountID).
+			Where(liveAssociation, millis(receivedAt)).
 			Scan(ctx)
 		if errors.Is(err, sql.ErrNoRows) {
 			return core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
