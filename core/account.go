@@ -45,13 +45,15 @@ type NewAccount struct {
 
 // AccountService holds the rules about accounts and client credentials.
 type AccountService struct {
-	store AccountStore
-	now   func() time.Time
+	store    AccountStore
+	failures FailureLimiter
+	now      func() time.Time
 }
 
-// NewAccountService returns an AccountService over store.
-func NewAccountService(store AccountStore) *AccountService {
-	return &AccountService{store: store, now: time.Now}
+// NewAccountService returns an AccountService over store that throttles
+// failed authentications through failures (nil: no throttle).
+func NewAccountService(store AccountStore, failures FailureLimiter) *AccountService {
+	return &AccountService{store: store, failures: failures, now: time.Now}
 }
 
 // Create makes an account with one client credential.
@@ -78,22 +80,54 @@ func (s *AccountService) Create(ctx context.Context, name string) (NewAccount, e
 	return NewAccount{AccountID: acc.ID, ClientID: cl.ClientID, ClientSecret: secret}, nil
 }
 
-// Authenticate checks a client's credentials. Every failure is the same
-// UNAUTHENTICATED error and costs one hash, so that unknown client ids cannot
-// be told from wrong secrets.
-func (s *AccountService) Authenticate(ctx context.Context, clientID, secret string) (APIClient, error) {
+// Authenticate checks a client's credentials presented from source (the
+// caller's address). Every failure is the same UNAUTHENTICATED error and
+// costs one hash, so that unknown client ids cannot be told from wrong
+// secrets. A source over its failure limits gets RATE_LIMITED before any
+// hashing; hashing waits for a slot of the process-wide gate.
+func (s *AccountService) Authenticate(ctx context.Context, clientID, secret, source string) (APIClient, error) {
+	keys := [...]struct {
+		key  string
+		rate Rate
+	}{
+		{"auth:client:" + clientID + "|" + source, ClientFailuresPerSource},
+		{"auth:addr:" + source, FailuresPerAddress},
+	}
+	if s.failures != nil {
+		for _, k := range keys {
+			wait, err := s.failures.Blocked(ctx, k.key, k.rate)
+			if err != nil {
+				// The gate still bounds hashing; a throttle that cannot be
+				// read must not lock every client out.
+				continue
+			}
+			if wait > 0 {
+				return APIClient{}, &Error{Code: CodeRateLimited, RetryAfter: wait,
+					Message: "too many failed authentications from this address; retry later"}
+			}
+		}
+	}
 	cl, err := s.store.APIClient(ctx, clientID)
 	if err != nil && ErrorCode(err) != CodeNotFound {
 		return APIClient{}, err
 	}
+	hash := cl.SecretHash
 	if err != nil {
-		VerifySecret(dummySecretHash, secret)
-		return APIClient{}, Errorf(CodeUnauthenticated, "invalid client credentials")
+		hash = dummySecretHash
 	}
-	if !VerifySecret(cl.SecretHash, secret) {
-		return APIClient{}, Errorf(CodeUnauthenticated, "invalid client credentials")
+	ok := false
+	if err := hashGate.Do(ctx, func() { ok = VerifySecret(hash, secret) }); err != nil {
+		return APIClient{}, err
 	}
-	return cl, nil
+	if ok && cl.ClientID != "" {
+		return cl, nil
+	}
+	if s.failures != nil {
+		for _, k := range keys {
+			_ = s.failures.Failed(context.WithoutCancel(ctx), k.key, k.rate)
+		}
+	}
+	return APIClient{}, Errorf(CodeUnauthenticated, "invalid client credentials")
 }
 
 // Client returns a client credential record by id.

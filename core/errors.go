@@ -5,6 +5,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a machine-readable error code from the contract. Transports map
@@ -46,6 +47,8 @@ type Error struct {
 	Code    Code
 	Message string
 	Fields  []FieldError
+	// RetryAfter, when set, is how long the client should wait (429, 503).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

@@ -100,7 +100,7 @@ func newLapseFixture(t *testing.T, dbURL string) lapseFixture {
 		Events: bus, Window: core.AssociationWindow(window), Logger: logger})
 	clock := &fakeClock{now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
 	svc.SetClock(clock.Now)
-	accounts := core.NewAccountService(store)
+	accounts := core.NewAccountService(store, nil)
 	principal := func(name string) core.Principal {
 		acc, err := accounts.Create(ctx, name)
 		if err != nil {

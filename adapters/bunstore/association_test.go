@@ -17,7 +17,7 @@ import (
 func TestAssociationScope(t *testing.T) {
 	forEachDatabase(t, func(t *testing.T, _ string, store *bunstore.Store) {
 		ctx := context.Background()
-		accounts := core.NewAccountService(store)
+		accounts := core.NewAccountService(store, nil)
 		a, err := accounts.Create(ctx, "A")
 		if err != nil {
 			t.Fatal(err)
@@ -93,7 +93,7 @@ func TestAssociationScope(t *testing.T) {
 func TestCommandOrderWithinMillisecond(t *testing.T) {
 	forEachDatabase(t, func(t *testing.T, _ string, store *bunstore.Store) {
 		ctx := context.Background()
-		acc, err := core.NewAccountService(store).Create(ctx, "A")
+		acc, err := core.NewAccountService(store, nil).Create(ctx, "A")
 		if err != nil {
 			t.Fatal(err)
 		}

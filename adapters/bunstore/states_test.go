@@ -16,7 +16,7 @@ import (
 func TestInsertStates(t *testing.T) {
 	forEachDatabase(t, func(t *testing.T, _ string, store *bunstore.Store) {
 		ctx := context.Background()
-		accounts := core.NewAccountService(store)
+		accounts := core.NewAccountService(store, nil)
 		owner, err := accounts.Create(ctx, "Owner")
 		if err != nil {
 			t.Fatal(err)

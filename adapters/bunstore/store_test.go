@@ -89,7 +89,7 @@ func TestAccountStore(t *testing.T) {
 func TestAccountServiceOnStore(t *testing.T) {
 	forEachDatabase(t, func(t *testing.T, _ string, store *bunstore.Store) {
 		ctx := context.Background()
-		svc := core.NewAccountService(store)
+		svc := core.NewAccountService(store, nil)
 		created, err := svc.Create(ctx, "Fleet")
 		if err != nil {
 			t.Fatal(err)
@@ -101,10 +101,10 @@ func TestAccountServiceOnStore(t *testing.T) {
 		if cl.SecretHash == created.ClientSecret || len(cl.SecretHash) < 60 {
 			t.Fatalf("secret stored as %q: want an argon2id hash", cl.SecretHash)
 		}
-		if _, err := svc.Authenticate(ctx, created.ClientID, created.ClientSecret); err != nil {
+		if _, err := svc.Authenticate(ctx, created.ClientID, created.ClientSecret, "test"); err != nil {
 			t.Fatalf("Authenticate with the right secret: %v", err)
 		}
-		if _, err := svc.Authenticate(ctx, created.ClientID, created.ClientSecret+"x"); core.ErrorCode(err) != core.CodeUnauthenticated {
+		if _, err := svc.Authenticate(ctx, created.ClientID, created.ClientSecret+"x", "test"); core.ErrorCode(err) != core.CodeUnauthenticated {
 			t.Fatalf("Authenticate with a wrong secret: %v", err)
 		}
 	})

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -228,6 +229,9 @@ func (p *Provider) serveToken(w http.ResponseWriter, r *http.Request) {
 		p.oauthError(w, r, oidc.ErrInvalidRequest().WithDescription("the body is not a valid form"), false)
 		return
 	}
+	if secretInQuery(w, r, p) {
+		return
+	}
 	switch r.Form.Get("grant_type") {
 	case string(oidc.GrantTypeClientCredentials):
 	case "":
@@ -245,7 +249,7 @@ func (p *Provider) serveToken(w http.ResponseWriter, r *http.Request) {
 		p.oauthError(w, r, err, basic)
 		return
 	}
-	ctx := op.ContextWithIssuer(r.Context(), p.cfg.Issuer)
+	ctx := withSource(op.ContextWithIssuer(r.Context(), p.cfg.Issuer), r)
 	cl, err := p.store.authenticate(ctx, req.ClientID, req.ClientSecret)
 	if err != nil {
 		p.oauthError(w, r, clientAuthError(err), basic)
@@ -277,6 +281,9 @@ func (p *Provider) serveIntrospect(w http.ResponseWriter, r *http.Request) {
 		p.oauthError(w, r, oidc.ErrInvalidRequest().WithDescription("the body is not a valid form"), false)
 		return
 	}
+	if secretInQuery(w, r, p) {
+		return
+	}
 	id, secret, basic := r.BasicAuth()
 	if basic {
 		var err1, err2 error
@@ -289,7 +296,7 @@ func (p *Provider) serveIntrospect(w http.ResponseWriter, r *http.Request) {
 	} else {
 		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
 	}
-	ctx := r.Context()
+	ctx := withSource(r.Context(), r)
 	caller, err := p.store.authenticate(ctx, id, secret)
 	if err != nil {
 		p.oauthError(w, r, clientAuthError(err), basic)
@@ -388,11 +395,48 @@ func claimString(c *oidc.AccessTokenClaims, name string) string {
 	return s
 }
 
+// secretInQuery refuses credentials in the URL (RFC 6749 §2.3.1: they
+// belong in the body or the Authorization header, never in a URL that
+// proxies and logs keep). It reports whether it answered.
+func secretInQuery(w http.ResponseWriter, r *http.Request, p *Provider) bool {
+	if !r.URL.Query().Has("client_secret") {
+		return false
+	}
+	p.oauthError(w, r, oidc.ErrInvalidRequest().WithDescription("client_secret must not be sent in the URL query"), false)
+	return true
+}
+
+// errTemporarilyUnavailable is the RFC 6749 §4.1.2.1 code, used here for a
+// refusal the client should retry after Retry-After.
+const errTemporarilyUnavailable = "temporarily_unavailable"
+
+// retryError is an OAuth error answered with status and Retry-After.
+type retryError struct {
+	oauth  *oidc.Error
+	status int
+	after  time.Duration
+}
+
+func (e *retryError) Error() string { return e.oauth.Error() }
+
 // clientAuthError maps a failed authentication: bad credentials are
-// invalid_client, anything else is a fault of ours.
+// invalid_client; throttling is 429 and a full hash queue or a dependency
+// that is down is 503, both with Retry-After; anything else is a fault of
+// ours.
 func clientAuthError(err error) error {
-	if core.ErrorCode(err) == core.CodeUnauthenticated {
+	var ce *core.Error
+	switch {
+	case core.ErrorCode(err) == core.CodeUnauthenticated:
 		return oidc.ErrInvalidClient().WithDescription("invalid client credentials")
+	case errors.As(err, &ce) && ce.Code == core.CodeRateLimited:
+		return &retryError{oauth: &oidc.Error{ErrorType: errTemporarilyUnavailable, Description: ce.Message},
+			status: http.StatusTooManyRequests, after: ce.RetryAfter}
+	case errors.As(err, &ce) && ce.Code == core.CodeUnavailable:
+		return &retryError{oauth: &oidc.Error{ErrorType: errTemporarilyUnavailable, Description: ce.Message},
+			status: http.StatusServiceUnavailable, after: ce.RetryAfter}
+	case core.IsUnavailable(err):
+		return &retryError{oauth: &oidc.Error{ErrorType: errTemporarilyUnavailable, Description: "a dependency is unavailable; retry shortly"},
+			status: http.StatusServiceUnavailable, after: core.UnavailableRetry}
 	}
 	return err
 }
@@ -401,6 +445,13 @@ func clientAuthError(err error) error {
 // Basic challenge when the client used Basic), server faults are 500 and
 // logged, everything else is 400. Error texts never carry secrets or tokens.
 func (p *Provider) oauthError(w http.ResponseWriter, r *http.Request, err error, basic bool) {
+	var re *retryError
+	if errors.As(err, &re) {
+		w.Header().Set("Retry-After", retryAfterSeconds(re.after))
+		p.log.WarnContext(r.Context(), "identity provider request deferred", "path", r.URL.Path, "status", re.status, "description", re.oauth.Description)
+		writeJSON(w, re.status, re.oauth)
+		return
+	}
 	var e *oidc.Error
 	if !errors.As(err, &e) {
 		e = oidc.ErrServerError().WithDescription("internal error")
@@ -431,4 +482,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Pragma", "no-cache")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// retryAfterSeconds renders a Retry-After in whole seconds, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
 }

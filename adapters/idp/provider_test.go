@@ -115,7 +115,7 @@ func newEnv(t *testing.T, ttl time.Duration) *env {
 	t.Helper()
 	ctx := context.Background()
 	store := newFakeStore()
-	accounts := core.NewAccountService(store)
+	accounts := core.NewAccountService(store, nil)
 	a1, err := accounts.Create(ctx, "first")
 	if err != nil {
 		t.Fatal(err)
@@ -741,7 +741,7 @@ func TestUserinfo(t *testing.T) {
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	accounts := core.NewAccountService(newFakeStore())
+	accounts := core.NewAccountService(newFakeStore(), nil)
 	good := idp.Config{Issuer: "http://127.0.0.1:8080", Scopes: rules}
 	key := idp.SigningKey{ID: keyID, Key: testKey()}
 	tests := []struct {

@@ -2,6 +2,8 @@ package idp
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
@@ -49,7 +51,24 @@ func (s *storage) authenticate(ctx context.Context, clientID, secret string) (co
 	if clientID == "" {
 		return core.APIClient{}, core.Errorf(core.CodeUnauthenticated, "no client credentials")
 	}
-	return s.accounts.Authenticate(ctx, clientID, secret)
+	return s.accounts.Authenticate(ctx, clientID, secret, sourceFrom(ctx))
+}
+
+type sourceKey struct{}
+
+// withSource carries the caller's address to authenticate, which
+// throttles failures per client id and address.
+func withSource(ctx context.Context, r *http.Request) context.Context {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return context.WithValue(ctx, sourceKey{}, host)
+}
+
+func sourceFrom(ctx context.Context) string {
+	s, _ := ctx.Value(sourceKey{}).(string)
+	return s
 }
 
 // tokenRequest turns a client and its requested scope items into what the

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/mountd/mountd/core"
 )
@@ -51,6 +53,9 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	case errors.As(err, &ce):
 	case errors.As(err, &tooLarge):
 		ce = core.Errorf(core.CodePayloadTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
+	case core.IsUnavailable(err):
+		logger.WarnContext(r.Context(), "dependency unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		ce = &core.Error{Code: core.CodeUnavailable, Message: "a dependency is unavailable; retry shortly", RetryAfter: core.UnavailableRetry}
 	default:
 		logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		ce = core.Errorf(core.CodeInternal, "internal error")
@@ -63,7 +68,9 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mountd"`)
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
-		if w.Header().Get("Retry-After") == "" {
+		if ce.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int((ce.RetryAfter+time.Second-1)/time.Second))))
+		} else if w.Header().Get("Retry-After") == "" {
 			w.Header().Set("Retry-After", "5")
 		}
 	}

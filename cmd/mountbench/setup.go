@@ -87,7 +87,7 @@ func (b *bench) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	acc, err := core.NewAccountService(store).Create(ctx, "mountbench "+b.runID)
+	acc, err := core.NewAccountService(store, nil).Create(ctx, "mountbench "+b.runID)
 	closeStore()
 	if err != nil {
 		return fmt.Errorf("create account: %w", err)

@@ -714,7 +714,8 @@ func TestMountStateChangedSubscription(t *testing.T) {
 				t.Fatalf("late entry %+v", e)
 			}
 			if in.cfg.RedisURL != "" {
-				// The event's computed fields come from the cache's merge; with
+				// The event's computed fields come from the cache's merge (keyed by
+				// account and mount); with
 				// the mount's hash gone (TTL, eviction) they come from the
 				// database, and the same.
 				opt, err := goredis.ParseURL(in.cfg.RedisURL)
@@ -723,7 +724,7 @@ func TestMountStateChangedSubscription(t *testing.T) {
 				}
 				rc := goredis.NewClient(opt)
 				defer rc.Close()
-				if n, err := rc.Del(context.Background(), in.cfg.RedisPrefix+"state:"+uid).Result(); err != nil || n != 1 {
+				if n, err := rc.Del(context.Background(), in.cfg.RedisPrefix+"state:"+a.creds.AccountID+"/"+uid).Result(); err != nil || n != 1 {
 					t.Fatalf("delete the cached hash: %d, %v", n, err)
 				}
 				a.report(t, uid, entry("HELMET_MOUNTED", "1", later))

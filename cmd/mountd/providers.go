@@ -35,7 +35,6 @@ var storeSet = wire.NewSet(
 	wire.Bind(new(core.TagStore), new(*bunstore.Store)),
 	wire.Bind(new(core.FirmwareStore), new(*bunstore.Store)),
 	wire.Bind(new(keyring.SigningKeyStore), new(*bunstore.Store)),
-	core.NewAccountService,
 )
 
 // mountSet provides the mount service with its signer and the cache,
@@ -47,7 +46,7 @@ var mountSet = wire.NewSet(
 	provideRedis,
 	provideSharedState,
 	provideWindow,
-	wire.FieldsOf(new(sharedState), "Cache", "Scheduler", "Events"),
+	wire.FieldsOf(new(sharedState), "Cache", "Scheduler", "Events", "Failures"),
 	wire.Struct(new(core.MountDeps), "*"),
 	core.NewMountService,
 	core.NewNfcService,
@@ -66,6 +65,7 @@ var firmwareSet = wire.NewSet(
 var serverSet = wire.NewSet(
 	storeSet,
 	mountSet,
+	core.NewAccountService,
 	firmwareSet,
 	provideScopeRules,
 	provideIdentityProvider,
@@ -174,6 +174,8 @@ type sharedState struct {
 	Cache     core.StateCache
 	Scheduler core.ExpiryScheduler
 	Events    core.EventBus
+	// Failures throttles failed authentications across replicas.
+	Failures core.FailureLimiter
 }
 
 func provideSharedState(cfg Config, rdb *goredis.Client, logger *slog.Logger) (sharedState, func(), error) {
@@ -182,6 +184,7 @@ func provideSharedState(cfg Config, rdb *goredis.Client, logger *slog.Logger) (s
 			Cache:     memory.NewStateCache(),
 			Scheduler: memory.NewExpiryScheduler(),
 			Events:    memory.NewEventBus(logger),
+			Failures:  memory.NewFailureLimiter(),
 		}, func() {}, nil
 	}
 	bus, stopBus, err := redisadapter.NewEventBus(rdb, cfg.RedisPrefix, logger)
@@ -192,6 +195,7 @@ func provideSharedState(cfg Config, rdb *goredis.Client, logger *slog.Logger) (s
 		Cache:     redisadapter.NewStateCache(rdb, cfg.RedisPrefix, time.Hour),
 		Scheduler: redisadapter.NewExpiryScheduler(rdb, cfg.RedisPrefix, 250*time.Millisecond),
 		Events:    bus,
+		Failures:  redisadapter.NewFailureLimiter(rdb, cfg.RedisPrefix),
 	}, stopBus, nil
 }
 
@@ -262,3 +266,6 @@ func provideCollectors(store *bunstore.Store, ws *wsproto.Stats) []prometheus.Co
 			func() float64 { return float64(ws.SlowCloses()) }),
 	}
 }
+
+// noFailureLimiter serves the admin commands, which authenticate nobody.
+func noFailureLimiter() core.FailureLimiter { return nil }

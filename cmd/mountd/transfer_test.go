@@ -38,7 +38,7 @@ func TestOwnershipTransfer(t *testing.T) {
 					a.confirm(t, uid)
 					a.ok(t, http.MethodPost, "/api/v1/nfc-tags", map[string]any{"mountUid": uid, "tagUids": []string{"11223344", "AABBCCDDEEFF00"}})
 					a.report(t, uid, entry("BATTERY_LEVEL", "80", time.Now().Add(-time.Minute)), entry("MOUNT_LOCKED", "1", time.Now().Add(-time.Minute)))
-					a.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/query?code=UNLOCK_MOUNT", nil)
+					a.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/query?code=RELEASE_HELMET", nil)
 					tc.leave(t, uid)
 
 					b.associate(t, uid, nil)
@@ -60,7 +60,7 @@ func TestOwnershipTransfer(t *testing.T) {
 					}
 					cmds := decode[map[string]any](t, b.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/commands", nil))
 					for _, c := range cmds["commands"].([]any) {
-						if c.(map[string]any)["issuedBy"] == a.creds.ClientID || strings.Contains(fmt.Sprint(c), "UNLOCK_MOUNT") {
+						if c.(map[string]any)["issuedBy"] == a.creds.ClientID || strings.Contains(fmt.Sprint(c), "RELEASE_HELMET") {
 							t.Fatalf("B reads A's command audit: %v", cmds)
 						}
 					}
@@ -74,7 +74,7 @@ func TestOwnershipTransfer(t *testing.T) {
 					}
 					got := string(r.Data)
 					if !strings.Contains(got, `"name":""`) || !strings.Contains(got, `"batteryLevel":null`) || !strings.Contains(got, `"nfcTags":[]`) ||
-						!strings.Contains(got, `"totalItems":0`) || strings.Contains(got, "UNLOCK_MOUNT") || strings.Contains(got, a.creds.ClientID) {
+						!strings.Contains(got, `"totalItems":0`) || strings.Contains(got, "RELEASE_HELMET") || strings.Contains(got, a.creds.ClientID) {
 						t.Fatalf("GraphQL shows B A's association: %s", got)
 					}
 					// A keeps its tags, unlinked; A's history stays A's.

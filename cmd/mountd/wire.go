@@ -18,7 +18,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 
 // newAccountService wires what the admin commands on accounts need.
 func newAccountService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.AccountService, func(), error) {
-	panic(wire.Build(storeSet))
+	panic(wire.Build(storeSet, noFailureLimiter, core.NewAccountService))
 }
 
 // newMountService wires what the admin commands on mount keys need.

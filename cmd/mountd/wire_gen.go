@@ -28,15 +28,6 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		cleanup()
 		return nil, nil, err
 	}
-	accountService := core.NewAccountService(store)
-	scopeRules := provideScopeRules(cfg)
-	provider, err := provideIdentityProvider(ctx, cfg, store, sealer, accountService, scopeRules, logger)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	tokenVerifier := provideVerifier(cfg, provider, scopeRules, logger)
-	mountSigner := keyring.NewMountSigner(sealer)
 	client, cleanup2, err := provideRedis(ctx, cfg)
 	if err != nil {
 		cleanup()
@@ -48,6 +39,18 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		cleanup()
 		return nil, nil, err
 	}
+	failureLimiter := mainSharedState.Failures
+	accountService := core.NewAccountService(store, failureLimiter)
+	scopeRules := provideScopeRules(cfg)
+	provider, err := provideIdentityProvider(ctx, cfg, store, sealer, accountService, scopeRules, logger)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	tokenVerifier := provideVerifier(cfg, provider, scopeRules, logger)
+	mountSigner := keyring.NewMountSigner(sealer)
 	stateCache := mainSharedState.Cache
 	expiryScheduler := mainSharedState.Scheduler
 	eventBus := mainSharedState.Events
@@ -130,7 +133,8 @@ func newAccountService(ctx context.Context, cfg Config, logger *slog.Logger) (*c
 	if err != nil {
 		return nil, nil, err
 	}
-	accountService := core.NewAccountService(store)
+	failureLimiter := noFailureLimiter()
+	accountService := core.NewAccountService(store, failureLimiter)
 	return accountService, func() {
 		cleanup()
 	}, nil
