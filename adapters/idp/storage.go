@@ -2,11 +2,11 @@ package idp
 
 import (
 	"context"
-	"net"
-	"net/http"
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 

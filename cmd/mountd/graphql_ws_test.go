@@ -714,10 +714,9 @@ func TestMountStateChangedSubscription(t *testing.T) {
 				t.Fatalf("late entry %+v", e)
 			}
 			if in.cfg.RedisURL != "" {
-				// The event's computed fields come from the cache's merge (keyed by
-				// account and mount); with
-				// the mount's hash gone (TTL, eviction) they come from the
-				// database, and the same.
+				// The event's computed fields come from the cache's merge (keyed
+				// by account and mount); with the mount's hash gone (TTL,
+				// eviction) they come from the database, and the same.
 				opt, err := goredis.ParseURL(in.cfg.RedisURL)
 				if err != nil {
 					t.Fatal(err)
