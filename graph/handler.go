@@ -101,6 +101,12 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 		if errors.As(err, &existing) && existing.Extensions["code"] != nil {
 			return gqlErr // parse and validation errors carry gqlgen's codes
 		}
+		if core.IsUnavailable(err) {
+			logger.WarnContext(ctx, "dependency unavailable in GraphQL", "err", err)
+			gqlErr.Message = "a dependency is unavailable; retry shortly"
+			gqlErr.Extensions = map[string]any{"code": string(core.CodeUnavailable), "retryAfter": int(core.UnavailableRetry / time.Second)}
+			return gqlErr
+		}
 		logger.ErrorContext(ctx, "internal error in GraphQL", "err", err)
 		gqlErr.Message = "internal error"
 		gqlErr.Extensions = map[string]any{"code": string(core.CodeInternal)}

@@ -8,12 +8,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/mountd/mountd/adapters/idp"
+	"github.com/mountd/mountd/adapters/memory"
 	"github.com/mountd/mountd/core"
 )
 
@@ -53,6 +56,7 @@ type fakeStore struct {
 	mu       sync.Mutex
 	accounts map[string]core.Account
 	clients  map[string]core.APIClient
+	down     bool // the database cannot be reached
 }
 
 func newFakeStore() *fakeStore {
@@ -80,6 +84,9 @@ func (s *fakeStore) Account(_ context.Context, id string) (core.Account, error) 
 func (s *fakeStore) APIClient(_ context.Context, id string) (core.APIClient, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.down {
+		return core.APIClient{}, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
 	c, ok := s.clients[id]
 	if !ok {
 		return core.APIClient{}, core.Errorf(core.CodeNotFound, "no client %q", id)
@@ -113,9 +120,14 @@ type env struct {
 
 func newEnv(t *testing.T, ttl time.Duration) *env {
 	t.Helper()
+	return newEnvWith(t, ttl, newFakeStore(), nil)
+}
+
+// newEnvWith is newEnv over store, throttling failures through failures.
+func newEnvWith(t *testing.T, ttl time.Duration, store *fakeStore, failures core.FailureLimiter) *env {
+	t.Helper()
 	ctx := context.Background()
-	store := newFakeStore()
-	accounts := core.NewAccountService(store, nil)
+	accounts := core.NewAccountService(store, failures)
 	a1, err := accounts.Create(ctx, "first")
 	if err != nil {
 		t.Fatal(err)
@@ -457,6 +469,7 @@ func TestTokenErrors(t *testing.T) {
 		rawBody     string
 		contentType string
 		basicRaw    [2]string // Basic credentials sent as is, when set
+		query       string    // URL query, when set
 		wantStatus  int
 		wantError   string
 		wantBasic   bool // WWW-Authenticate: Basic expected
@@ -483,6 +496,9 @@ func TestTokenErrors(t *testing.T) {
 		{name: "bad credentials win over bad scope", form: with(cc, "scope", "admin"), how: authPost, c: wrong, wantStatus: 401, wantError: "invalid_client"},
 		{name: "malformed form body", rawBody: "grant_type=client_credentials&scope=%zz", contentType: "application/x-www-form-urlencoded", wantStatus: 400, wantError: "invalid_request"},
 		{name: "JSON body", rawBody: `{"grant_type":"client_credentials"}`, contentType: "application/json", wantStatus: 400, wantError: "invalid_request"},
+		// RFC 6749 §2.3.1: credentials never in the URL.
+		{name: "client_secret in the query", form: cc, how: authPost, c: e.main, query: "client_secret=" + url.QueryEscape(e.main.secret), wantStatus: 400, wantError: "invalid_request"},
+		{name: "client_secret in the query only", form: with(cc, "client_id", e.main.id), query: "client_secret=" + url.QueryEscape(e.main.secret), wantStatus: 400, wantError: "invalid_request"},
 		{name: "oversized body", rawBody: "grant_type=client_credentials&scope=" + strings.Repeat("a", 70<<10), contentType: "application/x-www-form-urlencoded", wantStatus: 400, wantError: "invalid_request"},
 	}
 	for _, tt := range tests {
@@ -490,6 +506,18 @@ func TestTokenErrors(t *testing.T) {
 			var resp *http.Response
 			var body map[string]any
 			switch {
+			case tt.query != "":
+				form := url.Values{}
+				for k, v := range tt.form {
+					form[k] = v
+				}
+				if tt.how == authPost {
+					form.Set("client_id", tt.c.id)
+					form.Set("client_secret", tt.c.secret)
+				}
+				req := mustRequest(t, http.MethodPost, e.srv.URL+"/oauth/v2/token?"+tt.query, strings.NewReader(form.Encode()))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				resp, body = do(t, req)
 			case tt.rawBody != "":
 				req := mustRequest(t, http.MethodPost, e.srv.URL+"/oauth/v2/token", strings.NewReader(tt.rawBody))
 				req.Header.Set("Content-Type", tt.contentType)
@@ -808,4 +836,38 @@ func stringList(v any) []string {
 		return out
 	}
 	return nil
+}
+
+// TestClientAuthLimits: failed client authentications are throttled per
+// client id and address (429 with Retry-After, on the token endpoint and on
+// introspection alike), and a database that cannot be reached is 503 with
+// Retry-After, not server_error.
+func TestClientAuthLimits(t *testing.T) {
+	store := newFakeStore()
+	e := newEnvWith(t, 0, store, memory.NewFailureLimiter())
+	cc := url.Values{"grant_type": {"client_credentials"}, "scope": {fullScope}}
+	wrong := cred{id: e.main.id, secret: "not-the-secret"}
+	for i := 0; i < core.ClientFailuresPerSource.Limit; i++ {
+		if resp, body := e.post(t, "/oauth/v2/token", cc, authPost, wrong); resp.StatusCode != 401 {
+			t.Fatalf("failure %d: %d %v", i+1, resp.StatusCode, body)
+		}
+	}
+	for _, path := range []string{"/oauth/v2/token", "/oauth/v2/introspect"} {
+		resp, body := e.post(t, path, cc, authPost, wrong)
+		if resp.StatusCode != http.StatusTooManyRequests || body["error"] != "temporarily_unavailable" || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s over the limit: %d %v Retry-After %q", path, resp.StatusCode, body, resp.Header.Get("Retry-After"))
+		}
+	}
+	// Another client of the account is not locked out by them.
+	e.token(t, e.second, fullScope)
+
+	store.mu.Lock()
+	store.down = true
+	store.mu.Unlock()
+	for _, path := range []string{"/oauth/v2/token", "/oauth/v2/introspect"} {
+		resp, body := e.post(t, path, cc, authPost, e.other)
+		if resp.StatusCode != http.StatusServiceUnavailable || body["error"] != "temporarily_unavailable" || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s with the database down: %d %v Retry-After %q", path, resp.StatusCode, body, resp.Header.Get("Retry-After"))
+		}
+	}
 }

@@ -26,6 +26,10 @@ func TestExpiryScheduler(t *testing.T) {
 	porttest.RunExpiryScheduler(t, func(*testing.T) core.ExpiryScheduler { return memory.NewExpiryScheduler() })
 }
 
+func TestFailureLimiter(t *testing.T) {
+	porttest.RunFailureLimiter(t, func(*testing.T) core.FailureLimiter { return memory.NewFailureLimiter() })
+}
+
 func TestEventBusClose(t *testing.T) {
 	bus := memory.NewEventBus(nil)
 	ch, err := bus.Subscribe(t.Context(), "acc1")

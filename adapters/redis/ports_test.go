@@ -79,6 +79,13 @@ func TestExpiryScheduler(t *testing.T) {
 	}, porttest.Options{Shared: true})
 }
 
+func TestFailureLimiter(t *testing.T) {
+	url, base := setup(t)
+	porttest.RunFailureLimiter(t, func(t *testing.T) core.FailureLimiter {
+		return redis.NewFailureLimiter(newClient(t, url), base+t.Name()+":")
+	}, porttest.Options{Shared: true})
+}
+
 func TestStateCacheLayoutAndTTL(t *testing.T) {
 	url, base := setup(t)
 	client := newClient(t, url)
