@@ -86,6 +86,9 @@ func (s *AccountService) Create(ctx context.Context, name string) (NewAccount, e
 // secrets. A source over its failure limits gets RATE_LIMITED before any
 // hashing; hashing waits for a slot of the process-wide gate.
 func (s *AccountService) Authenticate(ctx context.Context, clientID, secret, source string) (APIClient, error) {
+	if hashGate.Full() {
+		return APIClient{}, busy()
+	}
 	keys := [...]struct {
 		key  string
 		rate Rate
@@ -102,22 +105,33 @@ func (s *AccountService) Authenticate(ctx context.Context, clientID, secret, sou
 				continue
 			}
 			if wait > 0 {
+				slowDown(ctx, wait)
 				return APIClient{}, &Error{Code: CodeRateLimited, RetryAfter: wait,
 					Message: "too many failed authentications from this address; retry later"}
 			}
 		}
 	}
-	cl, err := s.store.APIClient(ctx, clientID)
-	if err != nil && ErrorCode(err) != CodeNotFound {
+	var (
+		cl       APIClient
+		ok       bool
+		storeErr error
+	)
+	// The lookup runs in the slot too, so that callers turned away cost
+	// no database round trip.
+	if err := hashGate.Do(ctx, func() {
+		cl, storeErr = s.store.APIClient(ctx, clientID)
+		hash := cl.SecretHash
+		if storeErr != nil {
+			hash = dummySecretHash
+		}
+		if storeErr == nil || ErrorCode(storeErr) == CodeNotFound {
+			ok = VerifySecret(hash, secret)
+		}
+	}); err != nil {
 		return APIClient{}, err
 	}
-	hash := cl.SecretHash
-	if err != nil {
-		hash = dummySecretHash
-	}
-	ok := false
-	if err := hashGate.Do(ctx, func() { ok = VerifySecret(hash, secret) }); err != nil {
-		return APIClient{}, err
+	if storeErr != nil && ErrorCode(storeErr) != CodeNotFound {
+		return APIClient{}, storeErr
 	}
 	if ok && cl.ClientID != "" {
 		return cl, nil

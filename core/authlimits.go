@@ -38,7 +38,10 @@ var (
 // HashGate lets at most a fixed number of secret hashes run at once, each
 // holding about 19 MiB, behind a bounded queue with a short wait. Beyond
 // it the caller gets UNAVAILABLE with a Retry-After, so parallel wrong
-// secrets cost bounded memory and CPU whatever their number.
+// secrets cost bounded memory and CPU whatever their number. The queue is
+// long and the wait real on purpose: a waiting request costs a goroutine,
+// an instant refusal would only let a client that ignores Retry-After
+// come straight back and spend the CPU on refusals instead.
 type HashGate struct {
 	slots   chan struct{}
 	waiting atomic.Int64
@@ -52,11 +55,42 @@ func NewHashGate(slots, queue int, wait time.Duration) *HashGate {
 	return &HashGate{slots: make(chan struct{}, max(slots, 1)), queue: int64(max(queue, 0)), wait: wait}
 }
 
-// hashGate bounds every secret hash of the process.
-var hashGate = NewHashGate(runtime.GOMAXPROCS(0), 8*runtime.GOMAXPROCS(0), 2*time.Second)
+// hashGate bounds every secret hash of the process: half the processors at
+// most (at least one), so that a flood of wrong secrets leaves the other
+// half to the API.
+var hashGate = NewHashGate(max(1, runtime.GOMAXPROCS(0)/2), 1024, 2*time.Second)
+
+// tarpit delays refusals of throttled callers by up to a second, for at
+// most cap(tarpit) callers at once (beyond, they are answered at once), so
+// that a client hammering without heeding Retry-After waits between tries.
+var tarpit = make(chan struct{}, 1024)
+
+var tarpitDelay = time.Second
+
+func slowDown(ctx context.Context, d time.Duration) {
+	select {
+	case tarpit <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-tarpit }()
+	t := time.NewTimer(min(d, tarpitDelay))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
 
 // hashBusyRetry is what a caller turned away by the gate is told to wait.
 const hashBusyRetry = time.Second
+
+// Full reports whether a caller would be turned away now: every slot busy
+// and the queue full. It lets a flood be refused before it costs a
+// throttle or database round trip.
+func (g *HashGate) Full() bool {
+	return len(g.slots) == cap(g.slots) && g.waiting.Load() >= g.queue
+}
 
 // Do runs fn in a slot.
 func (g *HashGate) Do(ctx context.Context, fn func()) error {

@@ -50,6 +50,7 @@ func TestAuthenticateThrottle(t *testing.T) {
 	saved := core.FailuresPerAddress
 	core.FailuresPerAddress = core.Rate{Limit: 15, Period: time.Minute}
 	t.Cleanup(func() { core.FailuresPerAddress = saved })
+	t.Cleanup(core.SetTarpitDelay(time.Millisecond))
 
 	ctx := context.Background()
 	svc := core.NewAccountService(&accountMap{accounts: map[string]core.Account{}, clients: map[string]core.APIClient{}}, memory.NewFailureLimiter())

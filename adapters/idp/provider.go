@@ -448,7 +448,7 @@ func (p *Provider) oauthError(w http.ResponseWriter, r *http.Request, err error,
 	var re *retryError
 	if errors.As(err, &re) {
 		w.Header().Set("Retry-After", retryAfterSeconds(re.after))
-		p.log.WarnContext(r.Context(), "identity provider request deferred", "path", r.URL.Path, "status", re.status, "description", re.oauth.Description)
+		p.log.DebugContext(r.Context(), "identity provider request deferred", "path", r.URL.Path, "status", re.status, "description", re.oauth.Description)
 		writeJSON(w, re.status, re.oauth)
 		return
 	}

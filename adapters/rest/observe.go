@@ -100,8 +100,11 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			elapsed := time.Since(start)
 			s.Metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
 			s.Metrics.latency.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+			// 503 and 429 are refusals with Retry-After, expected under load
+			// or an outage (whose cause is logged where it is met): logging
+			// each at ERROR would let a flood of them flood the log too.
 			level := slog.LevelInfo
-			if rec.status >= 500 {
+			if rec.status >= 500 && rec.status != http.StatusServiceUnavailable {
 				level = slog.LevelError
 			}
 			attrs := []any{"method", r.Method, "path", r.URL.Path, "route", route, "status", rec.status,

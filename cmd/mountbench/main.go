@@ -13,6 +13,9 @@
 //     GET /api/v1/mounts/{uid}; the baseline is a bare net/http handler
 //     started here on 127.0.0.1:0 that answers the same JSON bytes, driven
 //     with the identical load.
+//   - tokenflood: the get loop alone (the baseline), then again while
+//     --flood-clients send wrong-secret token requests from many loopback
+//     addresses; reports GET latency under the flood and mountd's peak RSS.
 //
 // Every loop ends by --duration and the tool stops by itself. Only loopback
 // targets are accepted. Usage: mountbench --help; docs/performance.md.
@@ -54,6 +57,9 @@ type config struct {
 	Timeout     time.Duration
 	MaxLoad     float64
 	MaxBusy     float64
+	// tokenflood
+	FloodClients int
+	FloodSources int
 }
 
 func main() {
@@ -74,7 +80,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Base, "base", "", "base address of a running mountd, e.g. http://127.0.0.1:8080 (loopback only)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://... of that mountd's database (loopback only): account creation, baseline, counting")
-	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get or all")
+	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get, all (ingest then get) or tokenflood")
+	fs.IntVar(&c.FloodClients, "flood-clients", 200, "tokenflood: parallel clients sending wrong-secret token requests")
+	fs.IntVar(&c.FloodSources, "flood-sources", 200, "tokenflood: loopback source addresses (127.0.1.1 on) the flood comes from, 1-250")
 	fs.IntVar(&c.Clients, "clients", 32, "concurrent clients (ingest workers; get workers serving the arrival schedule)")
 	fs.DurationVar(&c.Duration, "duration", 15*time.Second, "measured time of each phase")
 	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "unmeasured warm-up before each phase (its ingest entries are still counted)")
@@ -121,9 +129,12 @@ func (c *config) validate() error {
 		return fmt.Errorf("--database-url host %q: only loopback targets are allowed", d.Hostname())
 	}
 	switch c.Scenario {
-	case "ingest", "get", "all":
+	case "ingest", "get", "all", "tokenflood":
 	default:
-		return fmt.Errorf("--scenario %q: want ingest, get or all", c.Scenario)
+		return fmt.Errorf("--scenario %q: want ingest, get, all or tokenflood", c.Scenario)
+	}
+	if c.FloodClients < 1 || c.FloodClients > 2000 || c.FloodSources < 1 || c.FloodSources > 250 {
+		return errors.New("--flood-clients must be 1 to 2000 and --flood-sources 1 to 250")
 	}
 	switch {
 	case c.Clients < 1 || c.Clients > 1024:

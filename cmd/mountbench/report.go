@@ -85,6 +85,7 @@ type report struct {
 	Watched      []string      `json:"watched"`
 	Ingest       *ingestReport `json:"ingest,omitempty"`
 	Get          *getReport    `json:"get,omitempty"`
+	TokenFlood   *floodReport  `json:"tokenFlood,omitempty"`
 }
 
 func (b *bench) run(ctx context.Context) (*report, error) {
@@ -110,6 +111,11 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	}
 	if b.cfg.Scenario == "get" || b.cfg.Scenario == "all" {
 		if rep.Get, err = b.getScenario(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if b.cfg.Scenario == "tokenflood" {
+		if rep.TokenFlood, err = b.floodScenario(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -163,6 +169,9 @@ func (r *report) print(w io.Writer) {
 			}
 		}
 		fmt.Fprintf(w, "  target p99 <= %.0f ms at %.0f/s, no error: %s\n", g.TargetP99Ms, g.Rate, passText(g.Pass))
+	}
+	if r.TokenFlood != nil {
+		r.TokenFlood.print(w)
 	}
 }
 

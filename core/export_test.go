@@ -1,0 +1,10 @@
+package core
+
+import "time"
+
+// SetTarpitDelay shortens the tarpit for the duration of a test.
+func SetTarpitDelay(d time.Duration) (restore func()) {
+	old := tarpitDelay
+	tarpitDelay = d
+	return func() { tarpitDelay = old }
+}
