@@ -64,6 +64,8 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.SetParserTokenLimit(MaxQueryTokens)
+	srv.Use(documentLimiter{})
 	if opts.Introspection {
 		srv.Use(extension.Introspection{})
 	}
@@ -100,6 +102,23 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 		var existing *gqlerror.Error
 		if errors.As(err, &existing) && existing.Extensions["code"] != nil {
 			return gqlErr // parse and validation errors carry gqlgen's codes
+		}
+		if errors.As(err, &existing) && len(existing.Path) == 0 {
+			// A request-level error: the body or parameters could not be
+			// read (not JSON, a JSON array, bad variables). gqlgen quotes the
+			// whole body in the message, secrets in variables included:
+			// keep a bounded reason only, in the answer and in the log.
+			reason := existing.Message
+			if i := strings.Index(reason, " body:"); i >= 0 {
+				reason = reason[:i]
+			}
+			if len(reason) > 200 {
+				reason = reason[:200] + "…"
+			}
+			logger.InfoContext(ctx, "GraphQL request refused", "reason", reason)
+			gqlErr.Message = reason
+			gqlErr.Extensions = map[string]any{"code": "BAD_REQUEST"}
+			return gqlErr
 		}
 		if core.IsUnavailable(err) {
 			logger.WarnContext(ctx, "dependency unavailable in GraphQL", "err", err)

@@ -3,14 +3,17 @@ package graph
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
 )
 
 // depthLimiter refuses operations nested deeper than its limit, before any
-// resolver runs.
+// resolver runs. Introspection fields do not count (CONTRACT §11): the
+// standard introspection query nests its type references ten levels deep.
 type depthLimiter struct{ limit int }
 
 func depthLimit(limit int) graphql.HandlerExtension { return depthLimiter{limit: limit} }
@@ -37,6 +40,9 @@ func selectionDepth(set ast.SelectionSet, seenFragments map[string]bool) int {
 		var d int
 		switch s := sel.(type) {
 		case *ast.Field:
+			if strings.HasPrefix(s.Name, "__") {
+				continue // __schema, __type, __typename
+			}
 			if len(s.SelectionSet) > 0 {
 				d = 1 + selectionDepth(s.SelectionSet, seenFragments)
 			} else {
@@ -62,3 +68,92 @@ func selectionDepth(set ast.SelectionSet, seenFragments map[string]bool) int {
 }
 
 var _ graphql.OperationContextMutator = depthLimiter{}
+
+// Limits on an operation's text, checked before gqlgen validates it: some
+// validation rules (overlapping fields) are quadratic in the number of
+// selections, so a 50 KB query of one field repeated would cost seconds of
+// CPU to any token holder, a rider's included.
+const (
+	// MaxQueryBytes bounds the query text.
+	MaxQueryBytes = 64 << 10
+	// MaxQueryTokens is the parser's token limit.
+	MaxQueryTokens = 15_000
+	// MaxSelections bounds the selections and arguments of an operation,
+	// fragment spreads expanded (the standard introspection query has 230):
+	// validation costs, and its error list grows, with both.
+	MaxSelections = 1_500
+)
+
+// documentLimiter enforces the limits above before the query is parsed by
+// gqlgen, so that nothing they forbid reaches validation.
+type documentLimiter struct{}
+
+func (documentLimiter) ExtensionName() string                   { return "DocumentLimits" }
+func (documentLimiter) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (documentLimiter) MutateOperationParameters(_ context.Context, params *graphql.RawParams) *gqlerror.Error {
+	if len(params.Query) > MaxQueryBytes {
+		return limitError("PAYLOAD_TOO_LARGE", "the query is %d bytes, more than the limit of %d", len(params.Query), MaxQueryBytes)
+	}
+	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: params.Query}, MaxQueryTokens)
+	if err != nil {
+		if strings.Contains(err.Error(), "exceeded token limit") {
+			return limitError("QUERY_LIMIT_EXCEEDED", "the query has more than %d tokens", MaxQueryTokens)
+		}
+		return nil // gqlgen reports the syntax error itself
+	}
+	fragments := make(map[string]*ast.FragmentDefinition, len(doc.Fragments))
+	for _, f := range doc.Fragments {
+		fragments[f.Name] = f
+	}
+	for _, op := range doc.Operations {
+		budget := MaxSelections
+		if !countSelections(op.SelectionSet, fragments, map[string]bool{}, &budget) {
+			return limitError("QUERY_LIMIT_EXCEEDED", "the operation has more than %d selections and arguments (fragments expanded)", MaxSelections)
+		}
+	}
+	return nil
+}
+
+// countSelections spends budget on every selection, expanding fragment
+// spreads, and reports false as soon as it runs out, so its own cost is
+// bounded by the budget.
+func countSelections(set ast.SelectionSet, fragments map[string]*ast.FragmentDefinition, visiting map[string]bool, budget *int) bool {
+	for _, sel := range set {
+		*budget--
+		if *budget < 0 {
+			return false
+		}
+		switch s := sel.(type) {
+		case *ast.Field:
+			*budget -= len(s.Arguments) + len(s.Directives)
+			if *budget < 0 || !countSelections(s.SelectionSet, fragments, visiting, budget) {
+				return false
+			}
+		case *ast.InlineFragment:
+			if !countSelections(s.SelectionSet, fragments, visiting, budget) {
+				return false
+			}
+		case *ast.FragmentSpread:
+			f := fragments[s.Name]
+			if f == nil || visiting[s.Name] {
+				continue // validation reports unknown and cyclic fragments
+			}
+			visiting[s.Name] = true
+			ok := countSelections(f.SelectionSet, fragments, visiting, budget)
+			delete(visiting, s.Name)
+			if !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func limitError(code, format string, args ...any) *gqlerror.Error {
+	err := gqlerror.Errorf(format, args...)
+	err.Extensions = map[string]any{"code": code}
+	return err
+}
+
+var _ graphql.OperationParameterMutator = documentLimiter{}
