@@ -2,10 +2,13 @@ package graph
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -54,7 +57,7 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	srv.AddTransport(wsproto.Transport{Share: share, Stats: opts.WebSocketStats, Websocket: transport.Websocket{
 		// Cross-origin browser upgrades are refused unless allowed here.
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: acceptOptions(opts.OriginPatterns)},
-		InitFunc:       websocketInit(verifier),
+		InitFunc:       websocketInit(verifier, newSocketCounter(MaxSocketsPerToken)),
 		InitTimeout:    3 * time.Second, // then 4408
 		// graphql-ws (legacy) keep-alive, and graphql-transport-ws pings.
 		KeepAlivePingInterval: opts.KeepAlive,
@@ -138,7 +141,7 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 // expired token, or one lacking a mandatory scope item, closes the socket
 // with 4403 Forbidden; the socket closes with 4403 too when the token
 // expires. The ack carries no payload, so the token is never echoed.
-func websocketInit(verifier core.TokenVerifier) transport.WebsocketInitFunc {
+func websocketInit(verifier core.TokenVerifier, sockets *socketCounter) transport.WebsocketInitFunc {
 	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		raw := payload.GetString("Access-Key")
 		if raw == "" {
@@ -160,6 +163,13 @@ func websocketInit(verifier core.TokenVerifier) transport.WebsocketInitFunc {
 		if !p.Complete {
 			return wsproto.Reject(ctx), nil, errors.New("the token lacks a mandatory scope item and grants no rights")
 		}
+		release, ok := sockets.acquire(raw)
+		if !ok {
+			return ctx, nil, &wsproto.CloseError{Code: wsproto.CloseTooManyInitRequests,
+				Reason: fmt.Sprintf("Too many connections: at most %d sockets per token", sockets.limit)}
+		}
+		// The upgrade request's context ends with the socket.
+		context.AfterFunc(ctx, release)
 		ctx = core.WithPrincipal(ctx, p)
 		// The connection lives no longer than its token: at expiry wsproto
 		// closes it with 4403.
@@ -169,4 +179,43 @@ func websocketInit(verifier core.TokenVerifier) transport.WebsocketInitFunc {
 		context.AfterFunc(ctx, cancel)
 		return ctx, nil, nil // no ack payload: the token is never echoed
 	}
+}
+
+// MaxSocketsPerToken bounds the WebSockets one access token may hold open
+// on one replica: each socket costs a goroutine and buffers, and a token
+// (a rider's one included) must not be able to open them without limit.
+const MaxSocketsPerToken = 10
+
+// socketCounter counts open sockets per token. Tokens are keyed by their
+// SHA-256, and only while a socket is open, so the map is bounded by the
+// open sockets.
+type socketCounter struct {
+	limit int
+	mu    sync.Mutex
+	open  map[[sha256.Size]byte]int
+}
+
+func newSocketCounter(limit int) *socketCounter {
+	return &socketCounter{limit: limit, open: map[[sha256.Size]byte]int{}}
+}
+
+// acquire takes a socket for token; release gives it back (once).
+func (c *socketCounter) acquire(token string) (release func(), ok bool) {
+	key := sha256.Sum256([]byte(token))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[key] >= c.limit {
+		return nil, false
+	}
+	c.open[key]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.open[key]--; c.open[key] <= 0 {
+				delete(c.open, key)
+			}
+		})
+	}, true
 }

@@ -279,7 +279,15 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 	logger.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err = srv.Shutdown(shutdownCtx)
+	// Shutdown does not track WebSockets (hijacked connections): close
+	// them with 1001, once the listener no longer takes new ones, so that
+	// clients reconnect and resubscribe rather than see their
+	// subscriptions complete; then the deferred cleanup closes the bus.
+	goingAway, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	a.WebSockets.GoingAway(goingAway)
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

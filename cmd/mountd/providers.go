@@ -203,6 +203,8 @@ func provideSharedState(cfg Config, rdb *goredis.Client, logger *slog.Logger) (s
 type app struct {
 	Handler *rest.Server
 	Mounts  *core.MountService
+	// WebSockets closes the subscription sockets at shutdown.
+	WebSockets *wsproto.Stats
 }
 
 func provideDownloadTTL(cfg Config) core.DownloadTTL { return core.DownloadTTL(cfg.DownloadTTL) }

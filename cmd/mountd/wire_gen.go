@@ -117,8 +117,9 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	}
 	server := rest.NewServer(deps)
 	mainApp := &app{
-		Handler: server,
-		Mounts:  mountService,
+		Handler:    server,
+		Mounts:     mountService,
+		WebSockets: stats,
 	}
 	return mainApp, func() {
 		cleanup3()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -27,6 +28,11 @@ const MaxQueuedMessages = 128
 // CloseTooSlow closes a socket whose client does not read fast enough
 // (1013 Try Again Later: the server is fine, this client fell behind).
 const CloseTooSlow = 1013
+
+// DefaultMaxOperations bounds the active operations of one socket when
+// Transport.MaxOperations is zero: each holds a goroutine and a
+// subscription, so a socket may not open them without limit.
+const DefaultMaxOperations = 100
 
 // defaultReadLimit is gqlgen's default for a client message.
 const defaultReadLimit = 1 << 20
@@ -68,13 +74,16 @@ func (t Transport) serve(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		limit = *t.PayloadReadLimit
 	}
 	ws.SetReadLimit(limit)
-	if t.Stats != nil {
-		t.Stats.connections.Add(1)
-		defer t.Stats.connections.Add(-1)
-	}
-
 	ctx, cancel := context.WithCancel(r.Context())
 	s := &session{t: t, exec: exec, ws: ws, header: r.Header, ctx: ctx, ops: map[string]*op{}}
+	if t.Stats != nil {
+		t.Stats.connections.Add(1)
+		t.Stats.track(s)
+		defer func() {
+			t.Stats.untrack(s)
+			t.Stats.connections.Add(-1)
+		}()
+	}
 	initTimeout := t.InitTimeout
 	if initTimeout <= 0 {
 		initTimeout = DefaultInitTimeout
@@ -173,6 +182,15 @@ func (s *session) receive(data []byte) {
 			return
 		}
 		quoted, _ := json.Marshal(m.ID)
+		if limit := s.t.maxOperations(); len(s.ops) >= limit {
+			// Refused like any operation, with an error message: the
+			// socket and its other operations go on.
+			payload, _ := json.Marshal(gqlerror.List{{Message: fmt.Sprintf("at most %d operations may be active on one socket", limit),
+				Extensions: map[string]any{"code": "TOO_MANY_OPERATIONS"}}})
+			s.sendLocked(frame("error", quoted, payload))
+			s.mu.Unlock()
+			return
+		}
 		o := &op{id: m.ID, quoted: quoted}
 		o.ctx, o.cancel = context.WithCancel(s.opCtx)
 		s.ops[m.ID] = o
@@ -215,6 +233,11 @@ func (s *session) init(payload json.RawMessage) {
 	if s.t.InitFunc != nil {
 		var err error
 		ctx, ack, err = s.t.InitFunc(ctx, p)
+		var ce *CloseError
+		if errors.As(err, &ce) {
+			s.close(websocket.StatusCode(ce.Code), ce.Reason)
+			return
+		}
 		if err != nil {
 			s.close(CloseForbidden, "Forbidden")
 			return
@@ -673,6 +696,59 @@ type Stats struct {
 	connections atomic.Int64
 	slowCloses  atomic.Int64
 	share       atomic.Pointer[Sharing]
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+	gone     chan struct{} // closed when the last session of a GoingAway ends
+}
+
+func (st *Stats) track(s *session) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.sessions == nil {
+		st.sessions = map[*session]struct{}{}
+	}
+	st.sessions[s] = struct{}{}
+}
+
+func (st *Stats) untrack(s *session) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.sessions, s)
+	if len(st.sessions) == 0 && st.gone != nil {
+		close(st.gone)
+		st.gone = nil
+	}
+}
+
+// GoingAway closes every graphql-transport-ws socket with 1001 (going
+// away) and no complete message, so that clients reconnect and resubscribe
+// (to another replica, or this one restarted), and waits until they are
+// closed or ctx ends. A server calls it when it shuts down.
+func (st *Stats) GoingAway(ctx context.Context) {
+	st.mu.Lock()
+	sessions := make([]*session, 0, len(st.sessions))
+	for s := range st.sessions {
+		sessions = append(sessions, s)
+	}
+	var gone chan struct{}
+	if len(sessions) > 0 {
+		if st.gone == nil {
+			st.gone = make(chan struct{})
+		}
+		gone = st.gone
+	}
+	st.mu.Unlock()
+	for _, s := range sessions {
+		s.close(websocket.StatusGoingAway, "server shutting down")
+	}
+	if gone == nil {
+		return
+	}
+	select {
+	case <-gone:
+	case <-ctx.Done():
+	}
 }
 
 // Observe makes the shared-execution figures come from sh.

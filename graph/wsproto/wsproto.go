@@ -21,6 +21,8 @@
 //	after error, after a client complete,   complete (and late next)     nothing
 //	or while the socket closes
 //	client reads too slowly                 unbounded goroutines         1013 after MaxQueuedMessages
+//	more than MaxOperations active          unbounded                    error [TOO_MANY_OPERATIONS]
+//	server shuts down (Stats.GoingAway)     complete, then EOF           1001, no complete
 //
 // Fan-out (Sharing): sockets whose subscriptions are equal (same operation,
 // variables and rights, as the Sharing's Key decides) share one execution;
@@ -105,8 +107,19 @@ type Transport struct {
 	// Share, when set, lets equal subscriptions share one execution
 	// (graphql-transport-ws only).
 	Share *Sharing
-	// Stats, when set, counts connections and slow-client closes.
+	// Stats, when set, counts connections and slow-client closes, and
+	// closes the connections when the server shuts down (GoingAway).
 	Stats *Stats
+	// MaxOperations bounds the active operations of one socket; zero:
+	// DefaultMaxOperations. Beyond, a subscribe gets an error message.
+	MaxOperations int
+}
+
+func (t Transport) maxOperations() int {
+	if t.MaxOperations > 0 {
+		return t.MaxOperations
+	}
+	return DefaultMaxOperations
 }
 
 var _ graphql.Transport = Transport{}

@@ -77,6 +77,8 @@ func initFunc(ctx context.Context, p transport.InitPayload) (context.Context, *t
 		ctx, cancel := wsproto.WithExpiry(ctx, time.Now().Add(300*time.Millisecond))
 		context.AfterFunc(ctx, cancel)
 		return ctx, nil, nil
+	case "busy":
+		return ctx, nil, &wsproto.CloseError{Code: wsproto.CloseTooManyInitRequests, Reason: "Too many connections"}
 	}
 	return wsproto.Reject(ctx), nil, errors.New("bad token")
 }
@@ -567,5 +569,63 @@ func testNoGoroutineLeak(t *testing.T, f *fixture, shared bool) {
 			buf := make([]byte, 1<<20)
 			t.Fatalf("%d goroutines, %d before:\n%s", n, base, buf[:runtime.Stack(buf, true)])
 		}
+	}
+}
+
+// Rule: at most MaxOperations active operations per socket; the one beyond
+// gets an error message and the socket and its other operations go on.
+func TestOperationLimit(t *testing.T) {
+	f := newFixture(t)
+	c := f.ready(t)
+	for i := range wsproto.DefaultMaxOperations {
+		c.Subscribe(fmt.Sprint("op", i), "subscription { ticks }", nil)
+	}
+	waitFor(t, "every subscription", func() bool { return f.active.Load() == wsproto.DefaultMaxOperations })
+	c.Subscribe("one-too-many", "subscription { ticks }", nil)
+	m := c.Expect("error")
+	if m.ID != "one-too-many" || len(m.Errors()) != 1 || m.Errors()[0].Code() != "TOO_MANY_OPERATIONS" {
+		t.Fatalf("refusal %s", m)
+	}
+	c.Complete("op0")
+	waitFor(t, "a freed operation", func() bool { return f.active.Load() == wsproto.DefaultMaxOperations-1 })
+	c.Subscribe("after-a-complete", "subscription { finite(n: 1) }", nil)
+	wantNext(t, c.Next(), "after-a-complete", `{"finite":1}`)
+	if c.Closed() {
+		t.Fatal("the socket closed")
+	}
+}
+
+// Rule: InitFunc may refuse with its own close code (a CloseError).
+func TestInitCloseError(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t, "")
+	c.Send(map[string]any{"type": "connection_init", "payload": map[string]any{"token": "busy"}})
+	c.ExpectClose(5*time.Second, wsproto.CloseTooManyInitRequests, "Too many connections")
+}
+
+// Rule: a server going away closes every socket with 1001 and sends no
+// complete, so that graphql-ws clients reconnect and resubscribe.
+func TestGoingAway(t *testing.T) {
+	f := newFixture(t)
+	clients := []*wsprototest.Client{f.ready(t), f.ready(t)}
+	for _, c := range clients {
+		c.Subscribe("a", "subscription { ticks }", nil)
+	}
+	waitFor(t, "the subscriptions", func() bool { return f.active.Load() == 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	f.stats.GoingAway(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("GoingAway waited until its deadline")
+	}
+	for _, c := range clients {
+		for _, m := range c.ExpectClose(5*time.Second, 1001, "server shutting down") {
+			if m.Type == "complete" {
+				t.Fatalf("complete sent before going away: %s", m)
+			}
+		}
+	}
+	if n := f.stats.Connections(); n != 0 {
+		t.Fatalf("%d connections after GoingAway", n)
 	}
 }
