@@ -117,6 +117,10 @@ func TestStateValidation(t *testing.T) {
 		{"unknown code", map[string]any{"states": []any{good, entry("SPEED", "1", now)}}, "states[1].code"},
 		{"battery above 100", map[string]any{"states": []any{entry("BATTERY_LEVEL", "101", now)}}, "states[0].value"},
 		{"battery not a number", map[string]any{"states": []any{entry("BATTERY_LEVEL", "full", now)}}, "states[0].value"},
+		{"hex float", map[string]any{"states": []any{entry("BATTERY_LEVEL", "0x1.9p5", now)}}, "states[0].value"},
+		{"underscores", map[string]any{"states": []any{entry("BATTERY_LEVEL", "1_0", now)}}, "states[0].value"},
+		{"plus sign", map[string]any{"states": []any{entry("BATTERY_LEVEL", "+50", now)}}, "states[0].value"},
+		{"exponent", map[string]any{"states": []any{entry("BATTERY_LEVEL", "5e1", now)}}, "states[0].value"},
 		{"temperature below -60", map[string]any{"states": []any{good, good, entry("CPU_TEMPERATURE", "-61", now)}}, "states[2].value"},
 		{"locked is 1 or 0", map[string]any{"states": []any{entry("MOUNT_LOCKED", "true", now)}}, "states[0].value"},
 		{"helmet is 1 or 0", map[string]any{"states": []any{entry("HELMET_MOUNTED", "2", now)}}, "states[0].value"},
@@ -313,5 +317,38 @@ func TestRestrictedTokens(t *testing.T) {
 	// the rider's report reached the mount
 	if m := a.get(t, "P1"); m.HelmetMounted == nil || *m.HelmetMounted {
 		t.Fatalf("after the rider's report: %+v", m)
+	}
+}
+
+// TestStateValueCanonical: a value is stored as canonical text, so that
+// spellings of one number are duplicates, and a value too long for an
+// index is refused on both databases, not a 500.
+func TestStateValueCanonical(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			a := newFleet(in, "A")
+			a.associate(t, "C1", nil)
+			at := time.Now().UTC().Add(-time.Minute)
+			if got := a.report(t, "C1", entry("BATTERY_LEVEL", "080.50", at), entry("CPU_TEMPERATURE", "-0.0", at)); got["accepted"] != 2 {
+				t.Fatalf("report %v", got)
+			}
+			if got := a.report(t, "C1", entry("BATTERY_LEVEL", "80.5", at)); got["accepted"] != 0 || got["duplicates"] != 1 {
+				t.Fatalf("80.5 after 080.50 at the same instant: %v, want a duplicate", got)
+			}
+			h := decode[historyView](t, a.ok(t, http.MethodGet, "/api/v1/mounts/C1/states", nil))
+			values := map[string]string{}
+			for _, s := range h.States {
+				values[s.Code] = s.Value
+			}
+			if values["BATTERY_LEVEL"] != "80.5" || values["CPU_TEMPERATURE"] != "0" {
+				t.Fatalf("stored %v", values)
+			}
+			res, raw := a.call(http.MethodPost, "/api/v1/mounts/C1/states", map[string]any{"states": []any{entry("BATTERY_LEVEL", strings.Repeat("9", 3000), at)}})
+			p := wantProblem(t, res, raw, 400, "VALIDATION_FAILED")
+			if len(p.Errors) != 1 || p.Errors[0].Field != "states[0].value" {
+				t.Fatalf("errors %+v", p.Errors)
+			}
+		})
 	}
 }

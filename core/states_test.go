@@ -1,0 +1,51 @@
+package core_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mountd/mountd/core"
+)
+
+// TestCanonicalState: plain decimals only, bounded, stored canonically.
+func TestCanonicalState(t *testing.T) {
+	for _, tc := range []struct {
+		code  core.StateCode
+		value string
+		want  string // "" when refused
+	}{
+		{core.CodeBatteryLevel, "50", "50"},
+		{core.CodeBatteryLevel, "050", "50"},
+		{core.CodeBatteryLevel, "80.50", "80.5"},
+		{core.CodeBatteryLevel, "80.0", "80"},
+		{core.CodeBatteryLevel, "-0", "0"},
+		{core.CodeBatteryLevel, "0.000", "0"},
+		{core.CodeBatteryLevel, "100", "100"},
+		{core.CodeBatteryLevel, "100.0001", ""},
+		{core.CodeBatteryLevel, "0x1.9p5", ""},
+		{core.CodeBatteryLevel, "1_0", ""},
+		{core.CodeBatteryLevel, "+50", ""},
+		{core.CodeBatteryLevel, "5e1", ""},
+		{core.CodeBatteryLevel, "Inf", ""},
+		{core.CodeBatteryLevel, "NaN", ""},
+		{core.CodeBatteryLevel, " 50", ""},
+		{core.CodeBatteryLevel, "50.", ""},
+		{core.CodeBatteryLevel, ".5", ""},
+		{core.CodeBatteryLevel, "", ""},
+		{core.CodeBatteryLevel, "0." + strings.Repeat("0", 29) + "1", "0." + strings.Repeat("0", 29) + "1"}, // 32 characters
+		{core.CodeBatteryLevel, "0." + strings.Repeat("0", 30) + "1", ""},                                    // 33
+		{core.CodeBatteryLevel, strings.Repeat("9", 3000), ""},
+		{core.CodeCPUTemperature, "-12.250", "-12.25"},
+		{core.CodeCPUTemperature, "-0.0", "0"},
+		{core.CodeCPUTemperature, "-60", "-60"},
+		{core.CodeCPUTemperature, "-60.5", ""},
+		{core.CodeMountLocked, "1", "1"},
+		{core.CodeMountLocked, "01", ""},
+		{core.CodeHelmetMounted, "true", ""},
+	} {
+		got, err := core.CanonicalState(tc.code, tc.value)
+		if tc.want == "" && err == nil || tc.want != "" && (err != nil || got != tc.want) {
+			t.Errorf("CanonicalState(%s, %.40q) = %q, %v; want %q", tc.code, tc.value, got, err, tc.want)
+		}
+	}
+}
