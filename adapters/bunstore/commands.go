@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 
 	"github.com/uptrace/bun"
 
@@ -36,7 +37,7 @@ func (s *Store) InsertCommand(ctx context.Context, c core.Command) error {
 		SignedToken: sql.NullString{String: c.SignedToken, Valid: c.SignedToken != ""},
 		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy}
 	_, err = s.db.NewInsert().Model(row).Exec(ctx)
-	return translate(err, core.CodeMountNotFound, "mount")
+	return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", c.MountUID))
 }
 
 // ListCommands implements core.CommandStore.

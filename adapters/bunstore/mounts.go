@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"reflect"
 	"strings"
 	"time"
@@ -186,7 +187,7 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 			WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
 			RETURNING *`, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
 		if err != nil {
-			return translate(err, core.CodeMountNotFound, "mount")
+			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
 		}
 		return s.unlinkOtherAccounts(ctx, tx, uid, "")
 	})
@@ -215,7 +216,7 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string) (core.Mo
 	var out mountRow
 	err := s.db.NewRaw(`DELETE FROM mounts WHERE uid = ? AND owner_account_id = ? RETURNING *`, uid, accountID).Scan(ctx, &out)
 	if err != nil {
-		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
+		return core.Mount{}, translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
 	}
 	return out.toMount(), nil
 }
@@ -227,7 +228,7 @@ func (s *Store) RekeyMount(ctx context.Context, uid, accountID string, key core.
 		WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
 		RETURNING *`, key.ID, hex.EncodeToString(key.PublicKey), key.SealedPrivateKey, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
 	if err != nil {
-		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
+		return core.Mount{}, translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
 	}
 	return out.toMount(), nil
 }
@@ -240,7 +241,7 @@ func (s *Store) UpdateMount(ctx context.Context, uid, accountID string, u core.M
 		WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
 		RETURNING *`, u.Name, u.SoftwareRevision, u.Name != nil || u.SoftwareRevision != nil, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
 	if err != nil {
-		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
+		return core.Mount{}, translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
 	}
 	return out.toMount(), nil
 }
@@ -249,7 +250,7 @@ func (s *Store) UpdateMount(ctx context.Context, uid, accountID string, u core.M
 func (s *Store) Mount(ctx context.Context, uid string) (core.Mount, error) {
 	var row mountRow
 	if err := s.db.NewSelect().Model(&row).Where("uid = ?", uid).Scan(ctx); err != nil {
-		return core.Mount{}, translate(err, core.CodeMountNotFound, "mount")
+		return core.Mount{}, translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
 	}
 	return row.toMount(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/uptrace/bun"
@@ -72,7 +73,7 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 		sb.WriteString(" ON CONFLICT DO NOTHING RETURNING mount_uid, account_id, code, occurred_at, value, received_at")
 		var rows []stateRow
 		if err := tx.NewRaw(sb.String(), args...).Scan(ctx, &rows); err != nil {
-			return translate(err, core.CodeMountNotFound, "mount")
+			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
 		}
 		for _, r := range rows {
 			accepted = append(accepted, r.toEntry())

@@ -2,6 +2,7 @@ package bunstore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -87,7 +88,7 @@ func (s *Store) SyncTags(ctx context.Context, accountID, mountUID string, tagUID
 		added, removed = 0, 0
 		var m mountRow
 		if err := tx.NewSelect().Model(&m).Column("association_state", "owner_account_id").Where("uid = ?", mountUID).Scan(ctx); err != nil {
-			return translate(err, core.CodeMountNotFound, "mount")
+			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", mountUID))
 		}
 		if m.OwnerID.String != accountID || m.State == string(core.StateInactive) {
 			return core.Errorf(core.CodeMountNotFound, "mount %q not found", mountUID)
