@@ -90,13 +90,37 @@ func (s *NfcService) ListTags(ctx context.Context, p Principal, page Page) ([]Nf
 	if err != nil {
 		return nil, Pagination{}, err
 	}
+	for i := range tags {
+		tags[i].MountUIDs = p.visibleMounts(tags[i].MountUIDs)
+	}
 	return tags, NewPagination(page, total), nil
+}
+
+// visibleMounts keeps, of uids, the mounts p may see: a tag linked to
+// other mounts too must not tell a restricted token their uids.
+func (p Principal) visibleMounts(uids []string) []string {
+	if p.Role != RoleRestricted || len(p.MountUIDs) == 0 {
+		return uids
+	}
+	out := make([]string, 0, len(uids))
+	for _, uid := range uids {
+		if p.CanSeeMount(uid) {
+			out = append(out, uid)
+		}
+	}
+	return out
 }
 
 // SyncTags handles POST /nfc-tags.
 func (s *NfcService) SyncTags(ctx context.Context, p Principal, mountUID string, tagUIDs []string) (SyncResult, error) {
-	if err := p.Authorize(ActionWriteNfcTags); err != nil {
-		return SyncResult{}, err
+	// A mount outside a restricted token's items is 404 before the role is
+	// considered (CONTRACT §11), as on every mount endpoint.
+	authorize := p.Authorize(ActionWriteNfcTags)
+	if mountUID != "" {
+		authorize = p.AuthorizeMount(ActionWriteNfcTags, mountUID)
+	}
+	if authorize != nil {
+		return SyncResult{}, authorize
 	}
 	if len(tagUIDs) > MaxTagsPerSync {
 		return SyncResult{}, Errorf(CodePayloadTooLarge, "a synchronisation holds at most %d tags", MaxTagsPerSync)
@@ -184,5 +208,14 @@ func (s *NfcService) TagsOfMounts(ctx context.Context, p Principal, mountUIDs []
 	if len(visible) == 0 {
 		return map[string][]NfcTag{}, nil
 	}
-	return s.tags.TagsOfMounts(ctx, p.AccountID, visible)
+	byMount, err := s.tags.TagsOfMounts(ctx, p.AccountID, visible)
+	if err != nil {
+		return nil, err
+	}
+	for _, tags := range byMount {
+		for i := range tags {
+			tags[i].MountUIDs = p.visibleMounts(tags[i].MountUIDs)
+		}
+	}
+	return byMount, nil
 }

@@ -102,14 +102,27 @@ func TestNfcTags(t *testing.T) {
 			res, raw = b.call(http.MethodPost, "/api/v1/nfc-tags", map[string]any{"mountUid": "N1", "tagUids": []string{}})
 			wantProblem(t, res, raw, 404, "MOUNT_NOT_FOUND")
 
-			// a rider reads only the tags of its mount and writes none
+			// a rider reads only the tags of its mount, and of their links
+			// only its mount; it writes none
+			sync(a, "N1", "04A2B3C4")
 			rider := in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:N2")
 			res, raw = in.call(http.MethodGet, "/api/v1/nfc-tags", rider, nil)
-			if l := decode[tagList](t, raw); res.StatusCode != 200 || l.Pagination["totalItems"] != 1 || l.Tags[0].UID != "04A2B3C4" {
+			if l := decode[tagList](t, raw); res.StatusCode != 200 || l.Pagination["totalItems"] != 1 || l.Tags[0].UID != "04A2B3C4" ||
+				strings.Join(l.Tags[0].MountUIDs, ",") != "N2" {
 				t.Fatalf("rider tags %d %s", res.StatusCode, raw)
+			}
+			r := in.gql(t, rider, `{ nfcTags { tags { uid mountUids } } mount(uid: "N2") { nfcTags { uid mountUids } } }`, nil)
+			if r.code() != "" || strings.Contains(string(r.Data), "N1") || !strings.Contains(string(r.Data), `"mountUids":["N2"]`) {
+				t.Fatalf("rider tags through GraphQL %s %+v", r.Data, r.Errors)
 			}
 			res, raw = in.call(http.MethodPost, "/api/v1/nfc-tags", rider, map[string]any{"mountUid": "N2", "tagUids": []string{}})
 			wantProblem(t, res, raw, 403, "FORBIDDEN")
+			// a mount outside its items is not found, before its role counts
+			res, raw = in.call(http.MethodPost, "/api/v1/nfc-tags", rider, map[string]any{"mountUid": "N1", "tagUids": []string{}})
+			wantProblem(t, res, raw, 404, "MOUNT_NOT_FOUND")
+			if r := in.gql(t, rider, `mutation { syncNfcTags(mountUid: "N1", tagUids: []) { added } }`, nil); r.code() != "MOUNT_NOT_FOUND" {
+				t.Fatalf("rider's GraphQL sync on another mount: %+v", r.Errors)
+			}
 		})
 	}
 }
