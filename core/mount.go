@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -89,8 +90,22 @@ type Page struct {
 	PageSize    int
 }
 
-// Offset is the number of items before the page.
-func (p Page) Offset() int { return (p.CurrentPage - 1) * p.PageSize }
+// MaxOffset is the largest offset a list query is given: the storage
+// layer takes 32-bit offsets, and no list holds that many items, so a page
+// further out is past the end all the same (an empty page, CONTRACT §2).
+const MaxOffset = math.MaxInt32
+
+// Offset is the number of items before the page, at most MaxOffset. It is
+// computed without overflow for any page number.
+func (p Page) Offset() int {
+	if p.CurrentPage < 1 || p.PageSize < 1 {
+		return 0
+	}
+	if p.CurrentPage-1 > MaxOffset/p.PageSize {
+		return MaxOffset
+	}
+	return (p.CurrentPage - 1) * p.PageSize
+}
 
 // Pagination describes a page of a list (every list response carries one).
 type Pagination struct {

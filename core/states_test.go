@@ -49,3 +49,21 @@ func TestCanonicalState(t *testing.T) {
 		}
 	}
 }
+
+// TestPageOffset: no page number overflows the offset.
+func TestPageOffset(t *testing.T) {
+	for _, tc := range []struct {
+		page, size, want int
+	}{
+		{1, 20, 0},
+		{2, 20, 20},
+		{2147483647, 100, core.MaxOffset},
+		{9223372036854775807, 100, core.MaxOffset},
+		{21474837, 100, 2147483600},
+		{21474838, 100, core.MaxOffset},
+	} {
+		if got := (core.Page{CurrentPage: tc.page, PageSize: tc.size}).Offset(); got != tc.want {
+			t.Errorf("Page{%d, %d}.Offset() = %d, want %d", tc.page, tc.size, got, tc.want)
+		}
+	}
+}
