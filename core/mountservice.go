@@ -408,6 +408,11 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 
 // StateHistory handles GET /mounts/{uid}/states.
 func (s *MountService) StateHistory(ctx context.Context, p Principal, uid string, f StateFilter, page Page) ([]StateEntry, Pagination, error) {
+	if f.Code != nil && !KnownStateCode(*f.Code) {
+		var v Validation
+		v.Add("code", "must be one of BATTERY_LEVEL, CPU_TEMPERATURE, MOUNT_LOCKED, HELMET_MOUNTED")
+		return nil, Pagination{}, v.Err()
+	}
 	if _, err := s.owned(ctx, p, ActionReadStates, uid); err != nil {
 		return nil, Pagination{}, err
 	}

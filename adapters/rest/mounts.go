@@ -280,10 +280,7 @@ func (s *Server) stateHistory(w http.ResponseWriter, r *http.Request, p core.Pri
 	page := q.page(20)
 	var f core.StateFilter
 	if c := q.str("code"); c != nil {
-		if !core.KnownStateCode(core.StateCode(*c)) {
-			q.v.Add("code", "must be one of BATTERY_LEVEL, CPU_TEMPERATURE, MOUNT_LOCKED, HELMET_MOUNTED")
-		}
-		code := core.StateCode(*c)
+		code := core.StateCode(*c) // core validates it
 		f.Code = &code
 	}
 	f.From, f.To = q.time("from"), q.time("to")

@@ -113,6 +113,10 @@ func TestGraphQLMirrorsREST(t *testing.T) {
 			if r.code() != "" || !strings.Contains(string(r.Data), `"pagination":{"totalItems":1,"pageSize":20}`) || !strings.Contains(string(r.Data), `"issuedBy":"`+a.creds.ClientID+`"`) {
 				t.Fatalf("lists %s %+v", r.Data, r.Errors)
 			}
+			// An unknown state code is refused as REST refuses it.
+			if r := a.gql(t, `{ mountStates(uid: "Q1", code: "SPEED") { states { code } } }`, nil); r.code() != "VALIDATION_FAILED" {
+				t.Fatalf("mountStates with an unknown code: %+v", r.Errors)
+			}
 			r = a.gql(t, `mutation { updateMount(uid: "Q1", input: {name: "Rear"}) { name } }`, nil)
 			if string(r.Data) != `{"updateMount":{"name":"Rear"}}` {
 				t.Fatalf("updateMount %s", r.Data)
