@@ -29,6 +29,7 @@ const (
 	CodeConflict           Code = "CONFLICT"
 	CodePayloadTooLarge    Code = "PAYLOAD_TOO_LARGE"
 	CodeRateLimited        Code = "RATE_LIMITED"
+	CodeRequestTimeout     Code = "REQUEST_TIMEOUT"
 	CodeMethodNotAllowed   Code = "METHOD_NOT_ALLOWED"
 	CodeUnsupportedMedia   Code = "UNSUPPORTED_MEDIA_TYPE"
 	CodeInternal           Code = "INTERNAL"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/mountd/mountd/core"
@@ -23,6 +24,9 @@ func decodeJSON(r *http.Request, dst any) error {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return core.Errorf(core.CodePayloadTooLarge, "the request body is larger than %d bytes", tooLarge.Limit)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return core.Errorf(core.CodeRequestTimeout, "the request body did not arrive in time")
 		}
 		return core.Errorf(core.CodeValidation, "the request body could not be read")
 	}

@@ -30,6 +30,7 @@ var statusByCode = map[core.Code]int{
 	core.CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
 	core.CodeUnsupportedMedia:   http.StatusUnsupportedMediaType,
 	core.CodeRateLimited:        http.StatusTooManyRequests,
+	core.CodeRequestTimeout:     http.StatusRequestTimeout,
 	core.CodeInternal:           http.StatusInternalServerError,
 	core.CodeUnavailable:        http.StatusServiceUnavailable,
 }

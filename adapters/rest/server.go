@@ -6,9 +6,11 @@ package rest
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,7 +50,18 @@ type Deps struct {
 	// GraphQL is the /graphql endpoint and GraphiQL its browser page.
 	GraphQL  GraphQLHandler
 	GraphiQL GraphiQLHandler
+	// BodyTimeout bounds how long a request body may take to arrive.
+	BodyTimeout BodyTimeout
 }
+
+// BodyTimeout is how long a request body may take to arrive once its
+// headers are in; zero: DefaultBodyTimeout. The server's ReadTimeout would
+// also cut WebSockets and long polls, so the deadline is set here, only
+// while a body is read.
+type BodyTimeout time.Duration
+
+// DefaultBodyTimeout lets the largest body (1 MiB) arrive at 35 KB/s.
+const DefaultBodyTimeout = 30 * time.Second
 
 // Server is the HTTP handler tree of mountd.
 type Server struct {
@@ -103,7 +116,7 @@ func NewServer(d Deps) *Server {
 		mux.Handle("GET /graphiql", d.GraphiQL)
 	}
 
-	s.handler = s.observe(routeProblems(mux, s.Logger))
+	s.handler = s.observe(s.withBodyDeadline(routeProblems(mux, s.Logger)))
 	return s
 }
 
@@ -134,6 +147,43 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "checks": checks})
+}
+
+// withBodyDeadline sets a read deadline for the request body and lifts it
+// once the body is read, so that a client trickling a body cannot hold a
+// connection and a goroutine for long; requests without a body (WebSocket
+// upgrades, long polls) get none.
+func (s *Server) withBodyDeadline(next http.Handler) http.Handler {
+	timeout := time.Duration(s.BodyTimeout)
+	if timeout <= 0 {
+		timeout = DefaultBodyTimeout
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.Header.Get("Upgrade") != "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(timeout)); err == nil {
+			r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts the read deadline when the body has been read whole.
+type deadlineBody struct {
+	io.ReadCloser
+	lift func()
+	once sync.Once
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.lift)
+	}
+	return n, err
 }
 
 // withBodyLimit caps request bodies at the contract's 1 MiB. A declared

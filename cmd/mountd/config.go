@@ -24,6 +24,7 @@ type Config struct {
 	AssociationWindow time.Duration
 	TokenTTL          time.Duration
 	DownloadTTL       time.Duration
+	BodyTimeout       time.Duration
 	BlobURL           string
 	LogLevel          string
 	LogFormat         string

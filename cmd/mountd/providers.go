@@ -58,6 +58,7 @@ var firmwareSet = wire.NewSet(
 	provideBlobStore,
 	provideBlobOpener,
 	provideDownloadTTL,
+	provideBodyTimeout,
 	core.NewFirmwareService,
 )
 
@@ -208,6 +209,8 @@ type app struct {
 }
 
 func provideDownloadTTL(cfg Config) core.DownloadTTL { return core.DownloadTTL(cfg.DownloadTTL) }
+
+func provideBodyTimeout(cfg Config) rest.BodyTimeout { return rest.BodyTimeout(cfg.BodyTimeout) }
 
 // provideLocalBlobs keeps firmware under the data dir unless an S3 URL is
 // configured; nil then.

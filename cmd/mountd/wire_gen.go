@@ -100,6 +100,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	}
 	graphQLHandler := provideGraphQL(resolver, tokenVerifier, stats)
 	graphiQLHandler := provideGraphiQL()
+	bodyTimeout := provideBodyTimeout(cfg)
 	deps := rest.Deps{
 		Logger:           logger,
 		Verifier:         tokenVerifier,
@@ -114,6 +115,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		IdentityProvider: mountable,
 		GraphQL:          graphQLHandler,
 		GraphiQL:         graphiQLHandler,
+		BodyTimeout:      bodyTimeout,
 	}
 	server := rest.NewServer(deps)
 	mainApp := &app{
