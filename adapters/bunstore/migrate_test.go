@@ -1,0 +1,91 @@
+package bunstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/uptrace/bun/migrate"
+
+	"github.com/mountd/mountd/adapters/testenv"
+	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/migrations"
+)
+
+// TestUpgradeScopesHistory: upgrading a database written before history was
+// scoped to associations keeps every row, gives it to the mount's owner (or
+// the owner whose window lapsed), keeps the command order, and drops tag
+// links an association left behind.
+func TestUpgradeScopesHistory(t *testing.T) {
+	for name, newURL := range testenv.Databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := MustOpen(t, newURL(t))
+			db := store.DB()
+			old := migrate.NewMigrations()
+			for _, m := range migrations.Migrations.Sorted() {
+				if !strings.HasPrefix(m.Name, "20261124000004") {
+					old.Add(m)
+				}
+			}
+			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
+				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
+			if err := m.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Migrate(ctx); err != nil {
+				t.Fatalf("migrate to the old schema: %v", err)
+			}
+			for _, q := range []string{
+				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'A', 1), ('acc_b', 'B', 1)`,
+				`INSERT INTO mounts (uid, association_state, owner_account_id, expired_owner_id, created_at, updated_at) VALUES
+					('M_OWNED', 'ASSOCIATED', 'acc_a', NULL, 1, 1),
+					('M_EXPIRED', 'INACTIVE', NULL, 'acc_b', 1, 1),
+					('M_ABANDONED', 'INACTIVE', NULL, NULL, 1, 1)`,
+				`INSERT INTO mount_states (mount_uid, code, occurred_at, value, received_at) VALUES
+					('M_OWNED', 'BATTERY_LEVEL', 10, '80', 11), ('M_EXPIRED', 'BATTERY_LEVEL', 10, '70', 11), ('M_ABANDONED', 'BATTERY_LEVEL', 10, '60', 11)`,
+				`INSERT INTO mount_latest_states (mount_uid, code, occurred_at, value) VALUES ('M_OWNED', 'BATTERY_LEVEL', 10, '80')`,
+				`INSERT INTO commands (id, mount_uid, account_id, code, payload, data, generated_at, issued_by) VALUES
+					('c2', 'M_OWNED', 'acc_a', 'LOCK_MOUNT', 'p', '{}', 20, 'cli_a'), ('c1', 'M_OWNED', 'acc_a', 'LOCK_MOUNT', 'p', '{}', 10, 'cli_a')`,
+				`INSERT INTO nfc_tags (account_id, uid, name, color, icon_name, created_at, updated_at) VALUES
+					('acc_a', '11223344', '', '', '', 1, 1), ('acc_b', 'AABBCCDD', '', '', '', 1, 1)`,
+				`INSERT INTO nfc_tag_mounts (account_id, tag_uid, mount_uid, linked_at) VALUES
+					('acc_a', '11223344', 'M_OWNED', 1), ('acc_b', 'AABBCCDD', 'M_EXPIRED', 1)`,
+			} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+
+			if _, err := store.Migrate(ctx); err != nil {
+				t.Fatalf("upgrade: %v", err)
+			}
+			for _, tc := range []struct {
+				uid, account string
+				states       int
+			}{
+				{"M_OWNED", "acc_a", 1},
+				{"M_EXPIRED", "acc_b", 1},
+				{"M_ABANDONED", "", 1},
+			} {
+				_, total, err := store.ListStates(ctx, tc.uid, tc.account, core.StateFilter{}, core.Page{CurrentPage: 1, PageSize: 10})
+				if err != nil || total != tc.states {
+					t.Fatalf("%s states of %q: %d, %v", tc.uid, tc.account, total, err)
+				}
+			}
+			if latest, err := store.LatestStates(ctx, "M_OWNED", "acc_a"); err != nil || len(latest) != 1 || latest[0].Value != "80" {
+				t.Fatalf("latest %v %v", latest, err)
+			}
+			cmds, _, err := store.ListCommands(ctx, "M_OWNED", "acc_a", core.Page{CurrentPage: 1, PageSize: 10})
+			if err != nil || len(cmds) != 2 || cmds[0].ID != "c2" || cmds[1].ID != "c1" {
+				t.Fatalf("commands %+v %v", cmds, err)
+			}
+			if tags, err := store.MountTagUIDs(ctx, "acc_a", "M_OWNED"); err != nil || len(tags) != 1 {
+				t.Fatalf("the owner's link went: %v %v", tags, err)
+			}
+			if tags, err := store.MountTagUIDs(ctx, "acc_b", "M_EXPIRED"); err != nil || len(tags) != 0 {
+				t.Fatalf("a lapsed association's link stayed: %v %v", tags, err)
+			}
+		})
+	}
+}
