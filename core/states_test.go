@@ -33,7 +33,7 @@ func TestCanonicalState(t *testing.T) {
 		{core.CodeBatteryLevel, ".5", ""},
 		{core.CodeBatteryLevel, "", ""},
 		{core.CodeBatteryLevel, "0." + strings.Repeat("0", 29) + "1", "0." + strings.Repeat("0", 29) + "1"}, // 32 characters
-		{core.CodeBatteryLevel, "0." + strings.Repeat("0", 30) + "1", ""},                                    // 33
+		{core.CodeBatteryLevel, "0." + strings.Repeat("0", 30) + "1", ""},                                   // 33
 		{core.CodeBatteryLevel, strings.Repeat("9", 3000), ""},
 		{core.CodeCPUTemperature, "-12.250", "-12.25"},
 		{core.CodeCPUTemperature, "-0.0", "0"},
