@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
 )
 
 // TestRequestErrorsAreBounded: a body gqlgen cannot decode is BAD_REQUEST,
@@ -31,5 +33,48 @@ func TestRequestErrorsAreBounded(t *testing.T) {
 				t.Fatalf("logged %q", logged.String())
 			}
 		})
+	}
+}
+
+// TestSelectionDepth: fields count, fragments do not add a level, and
+// introspection fields count toward nothing.
+func TestSelectionDepth(t *testing.T) {
+	for _, tc := range []struct {
+		query string
+		want  int
+	}{
+		{`{ me { name } }`, 2},
+		{`{ a { b { c { d { e { f { g { h { i { j { k { l } } } } } } } } } } } }`, 12},
+		{`{ a { ... on A { b { ...F } } } } fragment F on B { c { d } }`, 4},
+		{`{ __schema { types { fields { type { ofType { ofType { ofType { ofType { ofType { ofType { name } } } } } } } } } } }`, 0},
+		{`{ me { name __typename } __type(name: "Me") { fields { name } } }`, 2},
+	} {
+		doc, err := parser.ParseQuery(&ast.Source{Input: tc.query})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Resolve fragment spreads as validation would.
+		for _, op := range doc.Operations {
+			linkFragments(op.SelectionSet, doc)
+		}
+		if got := selectionDepth(doc.Operations[0].SelectionSet, map[string]bool{}); got != tc.want {
+			t.Errorf("depth of %s = %d, want %d", tc.query, got, tc.want)
+		}
+	}
+}
+
+func linkFragments(set ast.SelectionSet, doc *ast.QueryDocument) {
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			linkFragments(s.SelectionSet, doc)
+		case *ast.InlineFragment:
+			linkFragments(s.SelectionSet, doc)
+		case *ast.FragmentSpread:
+			s.Definition = doc.Fragments.ForName(s.Name)
+			if s.Definition != nil {
+				linkFragments(s.Definition.SelectionSet, doc)
+			}
+		}
 	}
 }
