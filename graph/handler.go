@@ -16,7 +16,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -81,9 +80,6 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	})
 	return r.WithLoaders(srv)
 }
-
-// Playground serves GraphiQL for /graphql.
-func Playground() http.Handler { return playground.Handler("mountd GraphQL", "/graphql") }
 
 // errorPresenter gives every error the REST code in extensions.code; an
 // uncoded error is logged and shown only as "internal error".

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs a command with a throw-away PostgreSQL and Redis on free ports in a temp
-# dir, exporting their URLs to it:
+# dir, and Debian's Chromium for browser tests, exporting to it:
 #   MOUNTD_TEST_DATABASE_URL  postgres://... (an admin URL; tests create their own databases)
 #   MOUNTD_TEST_REDIS_URL     redis://127.0.0.1:PORT/0 (tests use their own key prefixes)
-# Installs postgresql and redis-server with apt-get when they are missing and
-# this runs as root. Both servers are stopped on exit, also on failure.
+#   MOUNTD_TEST_CHROMIUM      the chromium binary (tests start it headless themselves)
+# Installs postgresql, redis-server and chromium with apt-get when they are
+# missing and this runs as root. Both servers are stopped on exit, also on failure.
 # Usage: scripts/test-services.sh go test ./...
 set -euo pipefail
 
@@ -21,10 +22,19 @@ find_pg_bin() {
   return 1
 }
 
+find_chromium() {
+  local c
+  for c in chromium chromium-browser google-chrome; do
+    command -v "$c" >/dev/null && { command -v "$c"; return 0; }
+  done
+  return 1
+}
+
 install_missing() {
   local pkgs=()
   find_pg_bin >/dev/null || pkgs+=(postgresql)
   command -v redis-server >/dev/null || pkgs+=(redis-server)
+  find_chromium >/dev/null || pkgs+=(chromium)
   [ ${#pkgs[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     log "missing ${pkgs[*]} and not root: install them (apt-get install ${pkgs[*]})"; exit 1
@@ -96,6 +106,9 @@ fi
 
 export MOUNTD_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
 export MOUNTD_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+# Headless Chromium for the browser tests (GraphiQL).
+MOUNTD_TEST_CHROMIUM=$(find_chromium)
+export MOUNTD_TEST_CHROMIUM
 # Tests that need these servers fail instead of skipping when this is set.
 export MOUNTD_TEST_REQUIRE_SERVICES=1
 log "postgres on :$PG_PORT, redis on :$REDIS_PORT"

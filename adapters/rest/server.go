@@ -77,6 +77,7 @@ func NewServer(d Deps) *Server {
 	}
 	mux := http.NewServeMux()
 
+	mux.HandleFunc("GET /{$}", s.home)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", d.Metrics.Handler())
@@ -114,6 +115,7 @@ func NewServer(d Deps) *Server {
 	}
 	if d.GraphiQL != nil {
 		mux.Handle("GET /graphiql", d.GraphiQL)
+		mux.Handle("GET /graphiql/", d.GraphiQL) // its embedded assets
 	}
 
 	s.handler = s.observe(s.withBodyDeadline(routeProblems(mux, s.Logger)))

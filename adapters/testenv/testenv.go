@@ -86,3 +86,13 @@ func Databases(tb testing.TB) map[string]func(testing.TB) string {
 		"postgres": PostgresURL,
 	}
 }
+
+// Chromium returns the path of the Chromium binary for browser tests.
+func Chromium(tb testing.TB) string {
+	tb.Helper()
+	p := os.Getenv("MOUNTD_TEST_CHROMIUM")
+	if p == "" {
+		missing(tb, "MOUNTD_TEST_CHROMIUM")
+	}
+	return p
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/graph"
+	"github.com/mountd/mountd/graph/graphiql"
 	"github.com/mountd/mountd/graph/wsproto"
 )
 
@@ -249,7 +250,7 @@ func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier, stats *wspro
 
 func provideWebSocketStats() *wsproto.Stats { return &wsproto.Stats{} }
 
-func provideGraphiQL() rest.GraphiQLHandler { return graph.Playground() }
+func provideGraphiQL() rest.GraphiQLHandler { return graphiql.Handler() }
 
 func provideCollectors(store *bunstore.Store, ws *wsproto.Stats) []prometheus.Collector {
 	counter := func(name, help string, f func() float64) prometheus.Collector {

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/mountd/mountd/adapters/testenv"
+)
+
+// TestGraphiQLInBrowser loads /graphiql in headless Chromium as a person
+// would: every asset comes from this server (nothing from a CDN, the page
+// works offline), the Access-Key header is offered, the schema loads once
+// a token is in it (the documentation explorer lists the query fields),
+// and a query runs.
+func TestGraphiQLInBrowser(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	in := start(t, testConfig(t.TempDir(), ""))
+	a := newFleet(in, "A")
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 800))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+
+	var (
+		mu       sync.Mutex
+		requests []string
+		failed   []string
+	)
+	base, _ := url.Parse(in.base)
+	if err := chromedp.Listen(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			requests = append(requests, e.Request.URL)
+		case *network.EventResponseReceived:
+			if e.Response.Status >= 400 && !strings.HasSuffix(e.Response.URL, "/graphql") {
+				failed = append(failed, e.Response.URL)
+			}
+		case *network.EventLoadingFailed:
+			failed = append(failed, e.ErrorText)
+		}
+	}); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+
+	step := func(what string, a chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, a); err != nil {
+			shot := filepath.Join(os.TempDir(), "graphiql-failure.png")
+			if png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot()); err == nil {
+				_ = os.WriteFile(shot, png, 0o644)
+			}
+			t.Fatalf("%s: %v (screenshot in %s)", what, err, shot)
+		}
+	}
+	load := chromedp.Steps(
+		chromedp.WaitVisible(chromedp.CSS(`.graphiql-container`)),
+		// the schema request has answered (401 without a token) once the
+		// result pane shows something
+		chromedp.Sleep(500*time.Millisecond),
+	)
+	if err := chromedp.Do(ctx, chromedp.Navigate(in.base+"/graphiql"), load); err != nil {
+		t.Fatalf("load GraphiQL: %v", err)
+	}
+	headers, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.graphiql-editor-tool`)))
+	if err != nil || !strings.Contains(headers, "Access-Key") {
+		t.Fatalf("the headers editor does not offer Access-Key: %q %v", headers, err)
+	}
+
+	// A person pastes a token into the headers editor and re-fetches the
+	// schema; the editors are CodeMirror instances, set as typing would.
+	query := "{ me { accountId role } }"
+	setEditor := func(editor, text string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector(`+jsString(editor+" .CodeMirror")+`).CodeMirror.setValue(`+jsString(text)+`); true`))
+			return err
+		})
+	}
+	// (the variables editor shares the tool pane, hidden)
+	step("enter the token", setEditor(".graphiql-editor-tool .graphiql-editor:not(.hidden)", `{"Access-Key": "`+a.token+`"}`))
+	step("enter a query", setEditor(".graphiql-query-editor", query))
+	step("re-fetch the schema", chromedp.Click(chromedp.CSS(`button[aria-label="Re-fetch GraphQL schema"]`)))
+	step("open the documentation explorer", chromedp.Click(chromedp.CSS(`button[aria-label="Show Documentation Explorer"]`)))
+	step("see the root types", chromedp.WaitVisible(chromedp.CSS(`.graphiql-doc-explorer-type-name`)))
+	step("open Query", chromedp.Click(chromedp.CSS(`.graphiql-doc-explorer a.graphiql-doc-explorer-type-name`)))
+	step("see Query's fields", chromedp.WaitVisible(chromedp.CSS(`.graphiql-doc-explorer-field-name`)))
+	docs, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.graphiql-doc-explorer`)))
+	if err != nil || !strings.Contains(docs, "mounts") || !strings.Contains(docs, "nfcTags") {
+		t.Fatalf("the documentation explorer does not list the query fields: %q %v", docs, err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`.graphiql-execute-button`)),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Run(ctx, chromedp.Poll[bool](`(document.querySelector('.result-window') || {innerText: ''}).innerText.includes('accountId')`,
+				chromedp.WithPollingTimeout(20*time.Second)))
+			return err
+		}),
+	); err != nil {
+		t.Fatalf("run a query through GraphiQL: %v", err)
+	}
+	result, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.result-window`)))
+	if err != nil || !strings.Contains(result, a.creds.AccountID) || !strings.Contains(result, "owner") {
+		t.Fatalf("query result %q %v", result, err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range requests {
+		u, err := url.Parse(r)
+		if err != nil || (u.Scheme != "data" && u.Host != base.Host) {
+			t.Errorf("the page asked another origin: %s", r)
+		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("requests failed: %v", failed)
+	}
+}
+
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	return `"` + r.Replace(s) + `"`
+}
