@@ -30,8 +30,9 @@ func TestReadmeOperatorFlow(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sim := exec.CommandContext(ctx, filepath.Join(bin, "mountsim"), "--mounts", "3", "--air", air, "--api", in.base,
-		"--client-id", acc.ClientID, "--client-secret", acc.ClientSecret, "--report-interval", "1h")
+	// Secrets in the environment, as the README passes them (not in argv).
+	sim := exec.CommandContext(ctx, filepath.Join(bin, "mountsim"), "--mounts", "3", "--air", air, "--api", in.base, "--report-interval", "1h")
+	sim.Env = append(os.Environ(), "MOUNTSIM_CLIENT_ID="+acc.ClientID, "MOUNTSIM_CLIENT_SECRET="+acc.ClientSecret)
 	var simOut bytes.Buffer
 	sim.Stdout, sim.Stderr = &simOut, &simOut
 	if err := sim.Start(); err != nil {

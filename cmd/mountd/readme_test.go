@@ -1,0 +1,49 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestReadmeForNewUsers checks what a new user following the README word
+// for word relies on: one account reused throughout, its secret file kept
+// out of git, secrets never on a command line, the firmware download shown
+// with its parameters and a tool that verifies it, and the ways in (Bearer,
+// health and metrics endpoints, GraphiQL's header).
+func TestReadmeForNewUsers(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	var code strings.Builder
+	for i, block := range strings.Split(readme, "```") {
+		if i%2 == 1 {
+			code.WriteString(block)
+		}
+	}
+	blocks := code.String()
+	if n := strings.Count(blocks, "accounts create"); n != 1 {
+		t.Errorf("the README's commands create %d accounts; one, reused, is enough", n)
+	}
+	if regexp.MustCompile(`--client-secret|client-secret "?\$`).MatchString(blocks) {
+		t.Error("a README command passes a client secret on the command line (ps shows it)")
+	}
+	gitignore, err := os.ReadFile("../../.gitignore")
+	if err != nil || !regexp.MustCompile(`(?m)^/?account\.json$`).Match(gitignore) {
+		t.Error(".gitignore does not keep account.json (it holds a client secret) out of git")
+	}
+	for _, want := range []string{
+		"Authorization: Bearer", "/healthz", "/readyz", "/metrics", "Access-Key",
+		"firmware/download?modelNumber=", "mountctl firmware download --model", "--version",
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("the README does not mention %q", want)
+		}
+	}
+	if strings.Contains(blocks, "sed") && regexp.MustCompile(`sed[^\n]*download`).MatchString(blocks) {
+		t.Error("the README extracts the download link with sed (it is JSON-escaped)")
+	}
+}
