@@ -3,18 +3,21 @@ GO        ?= go
 BIN       := bin
 PROGRAMS  := mountd mountctl mountsim
 PKGS      := ./...
+# Stamp the VCS revision into binaries (shown by --version) even where the
+# environment turns it off (GOFLAGS=-buildvcs=false); auto stays quiet outside git.
+BUILDFLAGS ?= -buildvcs=auto
 
 .DEFAULT_GOAL := help
 
 ## build: build every program into bin/
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(PROGRAMS))
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/ $(addprefix ./cmd/,$(PROGRAMS))
 
 ## run: start mountd serve on the embedded default (SQLite, in-process, embedded identity provider)
 run:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/mountd
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/ ./cmd/mountd
 	./$(BIN)/mountd serve
 
 ## test: run every test (-race) with throw-away PostgreSQL and Redis, and check generated code

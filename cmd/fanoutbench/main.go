@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/internal/benchstat"
+	"github.com/mountd/mountd/internal/version"
 )
 
 type config struct {
@@ -65,6 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var systems string
 	fs := flag.NewFlagSet("fanoutbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&c.base, "base", "http://127.0.0.1:8080", "base URL of the running mountd (loopback only)")
 	fs.StringVar(&c.mountdBin, "mountd-bin", "", "mountd binary to run `accounts create` with (needs the server's --data-dir/--database-url)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "the server's --data-dir, passed to `mountd accounts create`")
@@ -99,6 +101,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.targetIdleK, "target-idle-kib", 64, "goal for mountd's memory per idle subscriber, KiB")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if *showVersion {
+		fmt.Fprintln(os.Stdout, "fanoutbench version", version.String())
+		return c, flag.ErrHelp
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())

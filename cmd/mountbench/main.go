@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/internal/benchstat"
+	"github.com/mountd/mountd/internal/version"
 )
 
 // config is every flag of mountbench.
@@ -78,6 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("mountbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&c.Base, "base", "", "base address of a running mountd, e.g. http://127.0.0.1:8080 (loopback only)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://... of that mountd's database (loopback only): account creation, baseline, counting")
 	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get, all (ingest then get) or tokenflood")
@@ -102,6 +104,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if *showVersion {
+		fmt.Fprintln(os.Stdout, "mountbench version", version.String())
+		return c, flag.ErrHelp
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())

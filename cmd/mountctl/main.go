@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/mountd/mountd/internal/version"
 )
 
 func main() {
@@ -41,6 +43,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 	out := &printer{w: stdout, json: &s.JSON}
 	return &cli.Command{
 		Name:      "mountctl",
+		Version:   version.String(),
 		Usage:     "operate mounts: tokens, the mount API, and BLE actions through the SDK",
 		Writer:    stdout,
 		ErrWriter: stderr,

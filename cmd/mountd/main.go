@@ -23,6 +23,7 @@ import (
 
 	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/internal/version"
 )
 
 func main() {
@@ -42,6 +43,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 	logger := func() *slog.Logger { return newLogger(stderr, cfg.LogLevel, cfg.LogFormat) }
 	return &cli.Command{
 		Name:      "mountd",
+		Version:   version.String(),
 		Usage:     "Mount Management Service: mounts, states, signed commands, NFC tags and firmware",
 		Writer:    stdout,
 		ErrWriter: stderr,

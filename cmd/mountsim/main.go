@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/mountd/mountd/internal/version"
 )
 
 func main() {
@@ -40,6 +42,7 @@ func newCommand(stdout, stderr io.Writer, ready chan<- string) *cli.Command {
 	}
 	return &cli.Command{
 		Name:      "mountsim",
+		Version:   version.String(),
 		Usage:     "a fleet of simulated mounts on a simulated BLE radio, reporting their states to mountd",
 		Writer:    stdout,
 		ErrWriter: stderr,

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestVersionFlag: every program answers --version with its module version
+// and, built from a git checkout, the VCS revision.
+func TestVersionFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds binaries")
+	}
+	programs := []string{"mountd", "mountctl", "mountsim", "mountbench", "fanoutbench"}
+	bin := t.TempDir()
+	args := []string{"build", "-buildvcs=auto", "-o", bin + string(filepath.Separator)}
+	for _, p := range programs {
+		args = append(args, "../"+p)
+	}
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	rev := ""
+	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+		rev = strings.TrimSpace(string(out))[:12]
+	}
+	for _, p := range programs {
+		out, err := exec.Command(filepath.Join(bin, p), "--version").CombinedOutput()
+		got := strings.TrimSpace(string(out))
+		if err != nil || !strings.HasPrefix(got, p+" version ") || strings.Count(got, "\n") != 0 {
+			t.Errorf("%s --version: %v %q", p, err, got)
+			continue
+		}
+		if rev != "" && !strings.Contains(got, "rev "+rev) {
+			t.Errorf("%s --version does not name the revision %s: %q", p, rev, got)
+		}
+	}
+}
