@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,14 +22,25 @@ func tokenCommand(s *settings, out *printer) *cli.Command {
 		Name:  "token",
 		Usage: "get an access token with client credentials (prints the token)",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "client-id", Required: true, Sources: cli.EnvVars("MOUNTCTL_CLIENT_ID")},
-			&cli.StringFlag{Name: "client-secret", Required: true, Sources: cli.EnvVars("MOUNTCTL_CLIENT_SECRET")},
+			&cli.StringFlag{Name: "client-id", Usage: "the account's client id", Sources: cli.EnvVars("MOUNTCTL_CLIENT_ID")},
+			&cli.StringFlag{Name: "client-secret", Usage: "its secret (prefer the variable: ps shows flags)", Sources: cli.EnvVars("MOUNTCTL_CLIENT_SECRET")},
 			&cli.StringFlag{Name: "role", Value: "owner", Usage: "owner or restricted"},
 			&cli.StringSliceFlag{Name: "mount", Usage: "restrict to this mount uid (repeatable)"},
 			&cli.StringFlag{Name: "idp-name", Value: "mountd", Usage: "the <idp> of the audience item"},
 			&cli.StringFlag{Name: "project-id", Value: "mountd", Usage: "the project id of the audience item"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			// One line naming what is missing, rather than the whole help.
+			var missing []string
+			if cmd.String("client-id") == "" {
+				missing = append(missing, "--client-id (or MOUNTCTL_CLIENT_ID)")
+			}
+			if cmd.String("client-secret") == "" {
+				missing = append(missing, "--client-secret (or MOUNTCTL_CLIENT_SECRET)")
+			}
+			if len(missing) > 0 {
+				return fmt.Errorf("no client credentials: set %s", strings.Join(missing, " and "))
+			}
 			role := cmd.String("role")
 			if role != "owner" && role != "restricted" {
 				return fmt.Errorf("--role must be owner or restricted")
@@ -225,10 +238,15 @@ func scanCommand(s *settings, out *printer) *cli.Command {
 				return err
 			}
 			defer closeClient()
+			// Said on stderr, so that --json output stays one document.
+			fmt.Fprintf(cmd.Root().ErrWriter, "scanning for mounts nearby for %s…\n", cmd.Duration("duration"))
 			devices, err := client.Scan(ctx, cmd.Duration("duration"))
 			if err != nil {
 				return err
 			}
+			slices.SortFunc(devices, func(a, b core.BLEDevice) int {
+				return cmp.Or(cmp.Compare(a.MountUID, b.MountUID), cmp.Compare(a.Address, b.Address))
+			})
 			return out.print(devices, func(w io.Writer) {
 				for _, d := range devices {
 					fmt.Fprintf(w, "%-20s %-24s rssi %d\n", d.MountUID, d.Address, d.RSSI)

@@ -49,7 +49,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "api", Value: "http://127.0.0.1:8080", Usage: "mountd's address (the identity provider's issuer too)", Sources: cli.EnvVars("MOUNTCTL_API"), Destination: &s.API},
-			&cli.StringFlag{Name: "token", Usage: "access token (from `mountctl token`)", Sources: cli.EnvVars("MOUNTCTL_TOKEN"), Destination: &s.Token},
+			&cli.StringFlag{Name: "token", Usage: "access token (from mountctl token)", Sources: cli.EnvVars("MOUNTCTL_TOKEN"), Destination: &s.Token},
 			&cli.StringFlag{Name: "ble", Value: "sim://127.0.0.1:7390", Usage: "BLE radio: sim://HOST:PORT (mountsim's simulated radio) or bluez (this machine's adapter)", Sources: cli.EnvVars("MOUNTCTL_BLE"), Destination: &s.BLE},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON for scripts", Destination: &s.JSON},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "overall time limit of a command", Destination: &s.Timeout},

@@ -29,15 +29,22 @@ func watchCommand(s *settings, out *printer) *cli.Command {
 			if err := s.requireToken(); err != nil {
 				return err
 			}
-			return watch(ctx, s, cmd.Args().First(), int(cmd.Int("count")), func(ev json.RawMessage) error {
+			uid := cmd.Args().First()
+			ready := func() {
+				// On stderr, so that --json output stays one event per line.
+				fmt.Fprintf(cmd.Root().ErrWriter, "watching mount %s for state reports (Ctrl-C to stop)\n", uid)
+			}
+			return watch(ctx, s, uid, int(cmd.Int("count")), ready, func(ev json.RawMessage) error {
 				return out.print(ev, func(w io.Writer) { fmt.Fprintln(w, describeStateEvent(ev)) })
 			})
 		},
 	}
 }
 
-// watch subscribes over graphql-transport-ws and calls each for every event.
-func watch(ctx context.Context, s *settings, uid string, count int, each func(json.RawMessage) error) error {
+// watch subscribes over graphql-transport-ws, calls ready once the server
+// has accepted the connection and the subscription is sent, and each for
+// every event.
+func watch(ctx context.Context, s *settings, uid string, count int, ready func(), each func(json.RawMessage) error) error {
 	wsURL := "ws" + strings.TrimPrefix(strings.TrimRight(s.API, "/"), "http") + "/graphql"
 	conn, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
 	if err != nil {
@@ -47,10 +54,25 @@ func watch(ctx context.Context, s *settings, uid string, count int, each func(js
 	if err := wsjson.Write(ctx, conn, map[string]any{"type": "connection_init", "payload": map[string]string{"Access-Key": s.Token}}); err != nil {
 		return err
 	}
+	// The protocol wants the ack before a subscribe; a refused token closes
+	// the socket instead.
+	for acked := false; !acked; {
+		var msg struct {
+			Type string `json:"type"`
+		}
+		if err := wsjson.Read(ctx, conn, &msg); err != nil {
+			if status := websocket.CloseStatus(err); status != -1 {
+				return fmt.Errorf("the server refused the connection (%d): check the token", status)
+			}
+			return err
+		}
+		acked = msg.Type == "connection_ack"
+	}
 	if err := wsjson.Write(ctx, conn, map[string]any{"id": "1", "type": "subscribe",
 		"payload": map[string]any{"query": watchQuery, "variables": map[string]string{"uid": uid}}}); err != nil {
 		return err
 	}
+	ready()
 	seen := 0
 	for {
 		var msg struct {

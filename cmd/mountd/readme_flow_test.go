@@ -59,9 +59,19 @@ func TestReadmeOperatorFlow(t *testing.T) {
 		return out
 	}
 
+	// Without credentials, token says in one line what is missing.
+	bare := exec.Command(filepath.Join(bin, "mountctl"), "--api", in.base, "token")
+	bare.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	if out, err := bare.CombinedOutput(); err == nil || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 ||
+		!strings.Contains(string(out), "MOUNTCTL_CLIENT_ID") || !strings.Contains(string(out), "MOUNTCTL_CLIENT_SECRET") {
+		t.Fatalf("token without credentials: %v\n%s", err, out)
+	}
+
 	owner := strings.TrimSpace(must("", "token"))
-	if out := must(owner, "scan", "--duration", "1s"); !strings.Contains(out, "SIM-0001") || !strings.Contains(out, "3 mounts") {
-		t.Fatalf("scan:\n%s", out)
+	out := must(owner, "scan", "--duration", "1s")
+	i1, i2, i3 := strings.Index(out, "SIM-0001"), strings.Index(out, "SIM-0002"), strings.Index(out, "SIM-0003")
+	if !strings.Contains(out, "scanning for mounts nearby for 1s") || !strings.Contains(out, "3 mounts") || i1 < 0 || i1 > i2 || i2 > i3 {
+		t.Fatalf("scan (says it scans, lists sorted):\n%s", out)
 	}
 	if out := must(owner, "mounts", "associate", "SIM-0001", "--deliver"); !strings.Contains(out, "delivered over BLE and confirmed") {
 		t.Fatalf("associate:\n%s", out)
@@ -90,7 +100,7 @@ func TestReadmeOperatorFlow(t *testing.T) {
 			entry("BATTERY_LEVEL", fmt.Sprint(40+i%50), time.Now().UTC())}})
 		select {
 		case out := <-done:
-			if !strings.Contains(out, "BATTERY_LEVEL=") {
+			if !strings.Contains(out, "watching mount SIM-0001") || !strings.Contains(out, "BATTERY_LEVEL=") {
 				t.Fatalf("watch:\n%s", out)
 			}
 			return
