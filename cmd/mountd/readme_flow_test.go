@@ -86,6 +86,18 @@ func TestReadmeOperatorFlow(t *testing.T) {
 	if out := must(owner, "--json", "mounts", "list"); !strings.Contains(out, `"totalItems":1`) {
 		t.Fatalf("mounts list --json:\n%s", out)
 	}
+	// The README's firmware download: the latest of a model, verified.
+	_, image := in.publish(t, "HM-1", "1.4.0", 100_000)
+	fw := filepath.Join(t.TempDir(), "fw.bin")
+	if out := must(owner, "firmware", "download", "--model", "HM-1", "-o", fw); !strings.Contains(out, "verified") {
+		t.Fatalf("firmware download:\n%s", out)
+	}
+	if got, err := os.ReadFile(fw); err != nil || !bytes.Equal(got, image) {
+		t.Fatalf("downloaded file differs from the published one (%v)", err)
+	}
+	if out, err := mountctl(owner, "firmware", "download", "--model", "HM-1", "-o", fw); err == nil || !strings.Contains(out, "--force") {
+		t.Fatalf("download over an existing file: %v\n%s", err, out)
+	}
 	// A rider token for another mount is refused with a clear error.
 	other := strings.TrimSpace(must("", "token", "--role", "restricted", "--mount", "SIM-0002"))
 	if out, err := mountctl(other, "release-helmet", "SIM-0001"); err == nil || !strings.Contains(out, "does not allow this mount") {
