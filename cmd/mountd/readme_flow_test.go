@@ -115,6 +115,15 @@ func TestReadmeOperatorFlow(t *testing.T) {
 			if !strings.Contains(out, "watching mount SIM-0001") || !strings.Contains(out, "BATTERY_LEVEL=") {
 				t.Fatalf("watch:\n%s", out)
 			}
+			// mountsim's summary counts the mount the phone associated, and
+			// it never reported for the two that are not associated.
+			if err := sim.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			_ = sim.Wait()
+			if s := simOut.String(); !strings.Contains(s, "mounts 3, associated 1,") || !strings.Contains(s, "errors 0,") || !strings.Contains(s, "not associated on the server 0)") {
+				t.Fatalf("mountsim summary:\n%s", s)
+			}
 			return
 		case <-deadline:
 			t.Fatal("watch printed nothing")

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -44,8 +47,9 @@ type Config struct {
 type Summary struct {
 	Mounts           int              `json:"mounts"`
 	Air              string           `json:"air,omitempty"`
-	Associated       int64            `json:"associated"`
+	Associated       int64            `json:"associated"` // mounts holding an owner key at the end
 	Reports          int64            `json:"reports"`
+	NotAssociated    int64            `json:"reportsNotAssociated"` // answered 404: paused, not counted as errors
 	EntriesAccepted  int64            `json:"entriesAccepted"`
 	Duplicates       int64            `json:"duplicates"`
 	Errors           int64            `json:"errors"`
@@ -72,6 +76,12 @@ func identity(prefix string, i int) (uid, serial, mac string) {
 type unit struct {
 	m       *simmount.Mount
 	changed chan struct{} // a state change waits to be reported
+
+	// Set when the API answered 404 for the mount's current owner key:
+	// reports wait for a new association (a new key) or for the back-off.
+	refusedKey ed25519.PublicKey
+	retryAt    time.Time
+	backoff    time.Duration
 }
 
 type fleet struct {
@@ -81,6 +91,7 @@ type fleet struct {
 	api   *apiClient // nil: nothing is reported
 
 	associated, reports, accepted, duplicates, errs atomic.Int64
+	notFound                                        atomic.Int64 // reports answered 404 (paused, not errors)
 	kindsMu                                         sync.Mutex
 	kinds                                           map[string]int64
 }
@@ -182,8 +193,8 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	if cfg.JSON {
 		return json.NewEncoder(stdout).Encode(sum)
 	}
-	fmt.Fprintf(stdout, "mounts %d, associated %d, reports %d, entries accepted %d, duplicates %d, errors %d, commands accepted %d, refused %d, in %.1fs\n",
-		sum.Mounts, sum.Associated, sum.Reports, sum.EntriesAccepted, sum.Duplicates, sum.Errors, sum.CommandsAccepted, sum.CommandsRefused, sum.Seconds)
+	fmt.Fprintf(stdout, "mounts %d, associated %d, reports %d (not associated on the server %d), entries accepted %d, duplicates %d, errors %d, commands accepted %d, refused %d, in %.1fs\n",
+		sum.Mounts, sum.Associated, sum.Reports, sum.NotAssociated, sum.EntriesAccepted, sum.Duplicates, sum.Errors, sum.CommandsAccepted, sum.CommandsRefused, sum.Seconds)
 	kinds := make([]string, 0, len(sum.ErrorsByKind))
 	for k := range sum.ErrorsByKind {
 		kinds = append(kinds, k)
@@ -232,7 +243,17 @@ func (f *fleet) reportLoop(ctx context.Context, u *unit) {
 	}
 }
 
+// report sends the mount's states, only while it is associated: a mount
+// learns that from the ASSOCIATE_OWNER it receives (from this simulator or
+// a phone), and the API's 404 tells when the account no longer owns it.
 func (f *fleet) report(ctx context.Context, u *unit) {
+	key := u.m.Status().OwnerKey
+	switch {
+	case key == nil:
+		return // never associated: nobody to report to
+	case u.refusedKey != nil && bytes.Equal(key, u.refusedKey) && time.Now().Before(u.retryAt):
+		return // refused for this association; wait for a new one or the back-off
+	}
 	states := u.m.States()
 	var res struct {
 		Accepted   int64 `json:"accepted"`
@@ -243,10 +264,25 @@ func (f *fleet) report(ctx context.Context, u *unit) {
 		return
 	}
 	f.reports.Add(1)
+	var he *httpError
+	if errors.As(err, &he) && he.status == http.StatusNotFound {
+		// Not (or no longer) this account's mount: back off, doubling up to
+		// 32 intervals, and start over when the mount is associated again.
+		if !bytes.Equal(key, u.refusedKey) {
+			u.refusedKey, u.backoff = key, f.cfg.ReportInterval
+			f.log.Info("the API does not know the mount as this account's: reports paused", "uid", u.m.UID())
+		} else {
+			u.backoff = min(2*u.backoff, 32*f.cfg.ReportInterval)
+		}
+		u.retryAt = time.Now().Add(u.backoff)
+		f.notFound.Add(1)
+		return
+	}
 	if err != nil {
 		f.fail(u.m.UID(), "report", err)
 		return
 	}
+	u.refusedKey = nil
 	f.accepted.Add(res.Accepted)
 	f.duplicates.Add(res.Duplicates)
 }
@@ -326,7 +362,7 @@ func (f *fleet) associate(ctx context.Context, m *simmount.Mount) error {
 
 func (f *fleet) summary(d time.Duration) Summary {
 	s := Summary{
-		Mounts: len(f.units), Associated: f.associated.Load(), Reports: f.reports.Load(),
+		Mounts: len(f.units), Reports: f.reports.Load(), NotAssociated: f.notFound.Load(),
 		EntriesAccepted: f.accepted.Load(), Duplicates: f.duplicates.Load(), Errors: f.errs.Load(),
 		Seconds: d.Seconds(),
 	}
@@ -340,6 +376,9 @@ func (f *fleet) summary(d time.Duration) Summary {
 	f.kindsMu.Unlock()
 	for _, u := range f.units {
 		st := u.m.Status()
+		if st.OwnerKey != nil { // associated by this simulator or by a phone
+			s.Associated++
+		}
 		s.CommandsAccepted += st.Accepted
 		s.CommandsRefused += st.Refused
 	}

@@ -347,3 +347,56 @@ func TestWithoutCredentials(t *testing.T) {
 		t.Fatalf("simulation only: %v %q", err, out.String())
 	}
 }
+
+// TestReportsOnlyWhenAssociated: mounts that hold no owner key report
+// nothing (they used to post every interval and count each 404 as an
+// error), and a mount the API stops knowing is paused with a back-off
+// instead of being reported every interval.
+func TestReportsOnlyWhenAssociated(t *testing.T) {
+	t.Run("never associated", func(t *testing.T) {
+		_, srv := newFakeAPI(t, time.Hour)
+		var out, errs bytes.Buffer
+		err := newCommand(&out, &errs, nil).Run(context.Background(), []string{"mountsim",
+			"--mounts", "3", "--prefix", "N", "--air", "", "--api", srv.URL,
+			"--client-id", "cid", "--client-secret", "csec", "--report-interval", "50ms", "--json", "--duration", "700ms"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum Summary
+		if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+			t.Fatal(err)
+		}
+		if sum.Reports != 0 || sum.Errors != 0 || sum.Associated != 0 {
+			t.Fatalf("summary %+v: unassociated mounts must not report", sum)
+		}
+	})
+	t.Run("no longer known to the API", func(t *testing.T) {
+		api, srv := newFakeAPI(t, time.Hour)
+		go func() { // the account lets the mount go (abandon, expiry) mid-run
+			time.Sleep(300 * time.Millisecond)
+			api.mu.Lock()
+			delete(api.confirmed, "G-0001")
+			api.mu.Unlock()
+		}()
+		go func() {
+			for range api.reports {
+			}
+		}()
+		var out, errs bytes.Buffer
+		err := newCommand(&out, &errs, nil).Run(context.Background(), []string{"mountsim",
+			"--mounts", "1", "--prefix", "G", "--air", "", "--api", srv.URL, "--associate",
+			"--client-id", "cid", "--client-secret", "csec", "--report-interval", "50ms", "--json", "--duration", "2s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum Summary
+		if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+			t.Fatal(err)
+		}
+		// 1.7 s at 50 ms would be about 34 refused reports; doubling the
+		// wait from 50 ms leaves about 5.
+		if sum.Errors != 0 || sum.NotAssociated < 1 || sum.NotAssociated > 7 || sum.Associated != 1 {
+			t.Fatalf("summary %+v\n%s", sum, errs.String())
+		}
+	})
+}
