@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/mountd/mountd/core"
@@ -136,4 +138,61 @@ func byCode(states []core.BLEStateEntry) map[string]string {
 		out[s.Code] = s.Value
 	}
 	return out
+}
+
+// Association is what Associate did: the mount as the API confirmed it and
+// the mount's answer to ASSOCIATE_OWNER.
+type Association struct {
+	Info      core.BLEInfo
+	Delivered CommandResult
+	Mount     json.RawMessage // the confirmed mount, as the API answered
+}
+
+// Associate associates a mount nearby with the token's account: it connects,
+// reads the mount's info characteristic and requests the association with
+// what the mount says of itself (serial number, MAC address, model, firmware
+// and software revision; name is the operator's), delivers ASSOCIATE_OWNER
+// over BLE and confirms. It needs an owner token.
+func (c *Client) Associate(ctx context.Context, uid, name string) (Association, error) {
+	info, err := c.Connect(ctx, uid)
+	if err != nil {
+		return Association{}, err
+	}
+	body := AssociationRequest(info)
+	if name != "" {
+		body["name"] = name
+	}
+	var cmds []core.BLECommand
+	if err := c.api.do(ctx, http.MethodPost, "/mounts", body, &cmds); err != nil {
+		return Association{}, err
+	}
+	if len(cmds) != 1 || cmds[0].Code != string(core.CmdAssociateOwner) {
+		return Association{}, fmt.Errorf("sdk: the API answered no ASSOCIATE_OWNER for %s", uid)
+	}
+	res, err := c.Deliver(ctx, uid, cmds[0])
+	if err != nil {
+		return Association{}, err
+	}
+	if !res.Accepted {
+		return Association{Info: info, Delivered: res}, fmt.Errorf("sdk: the mount refused ASSOCIATE_OWNER: %s", res.Reason)
+	}
+	out := Association{Info: info, Delivered: res}
+	if err := c.api.do(ctx, http.MethodPost, "/mounts/"+url.PathEscape(uid)+"/confirm-association", nil, &out.Mount); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// AssociationRequest is the POST /mounts body for a mount as its info
+// characteristic describes it; empty fields are left out, so the stored
+// ones stay.
+func AssociationRequest(info core.BLEInfo) map[string]any {
+	body := map[string]any{"uid": info.UID}
+	for field, v := range map[string]string{"serialNumber": info.SerialNumber, "macAddress": info.MACAddress,
+		"modelNumber": info.ModelNumber, "firmwareRevision": info.FirmwareRevision, "softwareRevision": info.SoftwareRevision} {
+		if v != "" {
+			body[field] = v
+		}
+	}
+	return body
 }

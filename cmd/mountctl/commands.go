@@ -64,6 +64,7 @@ type mountView struct {
 	SerialNumber     string   `json:"serialNumber"`
 	MACAddress       string   `json:"macAddress"`
 	ModelNumber      string   `json:"modelNumber"`
+	FirmwareRevision string   `json:"firmwareRevision"`
 	SoftwareRevision string   `json:"softwareRevision"`
 	AssociationState string   `json:"associationState"`
 	MountLocked      *bool    `json:"mountLocked"`
@@ -156,6 +157,22 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 						return err
 					}
 					body := map[string]any{"uid": uid}
+					var client *sdk.Client
+					if cmd.Bool("deliver") {
+						// The mount is at hand: what it says of itself (its
+						// info characteristic) goes into the request.
+						c, closeClient, err := s.sdkClient()
+						if err != nil {
+							return err
+						}
+						defer closeClient()
+						info, err := c.Connect(ctx, uid)
+						if err != nil {
+							return err
+						}
+						client, body = c, sdk.AssociationRequest(info)
+					}
+					// Flags given by the operator win over the mount's word.
 					for flag, field := range map[string]string{"name": "name", "serial-number": "serialNumber", "mac-address": "macAddress", "model-number": "modelNumber"} {
 						if cmd.IsSet(flag) {
 							body[field] = cmd.String(flag)
@@ -166,15 +183,7 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 						return err
 					}
 					result := map[string]any{"uid": uid, "commands": cmds}
-					if cmd.Bool("deliver") {
-						client, closeClient, err := s.sdkClient()
-						if err != nil {
-							return err
-						}
-						defer closeClient()
-						if _, err := client.Connect(ctx, uid); err != nil {
-							return err
-						}
+					if client != nil {
 						res, err := client.Deliver(ctx, uid, cmds[0])
 						if err != nil {
 							return err

@@ -17,6 +17,8 @@ type mountView struct {
 	Name             string   `json:"name"`
 	SerialNumber     string   `json:"serialNumber"`
 	MACAddress       string   `json:"macAddress"`
+	ModelNumber      string   `json:"modelNumber"`
+	FirmwareRevision string   `json:"firmwareRevision"`
 	SoftwareRevision string   `json:"softwareRevision"`
 	AssociationState string   `json:"associationState"`
 	MountLocked      *bool    `json:"mountLocked"`

@@ -214,3 +214,39 @@ func (f fleet) command(t *testing.T, uid, code string) core.BLECommand {
 func toBLE(c commandView) core.BLECommand {
 	return core.BLECommand{Code: c.Code, Data: c.Data, GeneratedAt: c.GeneratedAt, Payload: c.Payload, SignedToken: c.SignedToken}
 }
+
+// TestAssociateSendsDeviceInfo: associating through the SDK sends what the
+// mount's info characteristic says (serial, MAC, model, revisions), so the
+// server's record of the mount is not empty.
+func TestAssociateSendsDeviceInfo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in := start(t, testConfig(t.TempDir(), ""))
+	operator := newFleet(in, "Operator")
+	uid := uniqueUID("INFO")
+	mount := simmount.New(simmount.Config{UID: uid, MACAddress: "02:00:00:00:00:09", SerialNumber: "SN-INFO-9",
+		ModelNumber: "HM-1", FirmwareRevision: "2.1.0", SoftwareRevision: "1.4.0"})
+	air := sim.NewAir(sim.Config{AdvertisingInterval: 20 * time.Millisecond})
+	if err := air.Register(mount); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := sim.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = sim.Serve(ctx, air, ln) }()
+	phone := mustSDK(t, in.base+"/api/v1", operator.token, sim.Dial("sim://"+ln.Addr().(*net.TCPAddr).String()))
+
+	a, err := phone.Associate(ctx, uid, "Front rack")
+	if err != nil || !a.Delivered.Accepted {
+		t.Fatalf("Associate: %+v %v", a, err)
+	}
+	m := operator.get(t, uid)
+	if m.AssociationState != "ASSOCIATED" || m.Name != "Front rack" || m.SerialNumber != "SN-INFO-9" || m.MACAddress != "02:00:00:00:00:09" ||
+		m.ModelNumber != "HM-1" || m.FirmwareRevision != "2.1.0" || m.SoftwareRevision != "1.4.0" {
+		t.Fatalf("the server's mount %+v lacks what the mount reported", m)
+	}
+	if st := mount.Status(); st.AccountID != operator.creds.AccountID {
+		t.Fatalf("the mount did not take the owner key: %+v", st)
+	}
+}

@@ -83,6 +83,12 @@ func TestReadmeOperatorFlow(t *testing.T) {
 	if out := must(owner, "mounts", "get", "SIM-0001"); !strings.Contains(out, "locked=false helmet=false") {
 		t.Fatalf("mounts get:\n%s", out)
 	}
+	// --deliver sent what the mount's info characteristic says.
+	if out := must(owner, "--json", "mounts", "get", "SIM-0001"); !strings.Contains(out, `"serialNumber":"SN-SIM-000001"`) ||
+		strings.Contains(out, `"macAddress":""`) || !strings.Contains(out, `"modelNumber":"MNT-SIM"`) ||
+		!strings.Contains(out, `"firmwareRevision":"1.0.0"`) || !strings.Contains(out, `"softwareRevision":"1.0.0"`) {
+		t.Fatalf("the associated mount lacks its device fields:\n%s", out)
+	}
 	if out := must(owner, "--json", "mounts", "list"); !strings.Contains(out, `"totalItems":1`) {
 		t.Fatalf("mounts list --json:\n%s", out)
 	}
