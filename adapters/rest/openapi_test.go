@@ -31,8 +31,10 @@ import (
 // undocumented lists the routes registered with a literal pattern that are
 // deliberately outside the OpenAPI document: they are not REST.
 var undocumented = map[string]string{
-	"GET /metrics":  "Prometheus text exposition",
-	"GET /graphiql": "an HTML page for GraphQL, not part of the REST API",
+	"GET /metrics":   "Prometheus text exposition",
+	"GET /graphiql":  "an HTML page for GraphQL, not part of the REST API",
+	"GET /graphiql/": "the files of that page",
+	"GET /{$}":       "an HTML page for a person in a browser (API clients get 404)",
 }
 
 // alwaysDocumented lists routes the document must have even before they

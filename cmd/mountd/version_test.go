@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -22,9 +23,15 @@ func TestVersionFlag(t *testing.T) {
 	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
+	// Go stamps the revision from a checkout whose .git is a folder (a
+	// clone; not a linked worktree, whose .git is a file).
 	rev := ""
-	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
-		rev = strings.TrimSpace(string(out))[:12]
+	if top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output(); err == nil {
+		if fi, err := os.Stat(filepath.Join(strings.TrimSpace(string(top)), ".git")); err == nil && fi.IsDir() {
+			if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+				rev = strings.TrimSpace(string(out))[:12]
+			}
+		}
 	}
 	for _, p := range programs {
 		out, err := exec.Command(filepath.Join(bin, p), "--version").CombinedOutput()
