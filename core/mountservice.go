@@ -129,7 +129,7 @@ func (s *MountService) ConfirmAssociation(ctx context.Context, p Principal, uid 
 	case m.State == StateInactive && m.ExpiredOwnerID == p.AccountID:
 		return Mount{}, Errorf(CodeAssociationExpired, "the association window of mount %q has passed; request the association again", uid)
 	case m.State == StateInactive && p.Role == RoleOwner:
-		return Mount{}, Errorf(CodeAssociationNotPend, "mount %q has no pending association", uid)
+		return Mount{}, Errorf(CodeAssociationNotPending, "mount %q has no pending association", uid)
 	}
 	return Mount{}, Errorf(CodeMountNotFound, "mount %q not found", uid)
 }

@@ -14,14 +14,14 @@ type StateCode string
 
 // The state codes (CONTRACT §5).
 const (
-	CodeBatteryLevel   StateCode = "BATTERY_LEVEL"
-	CodeCPUTemperature StateCode = "CPU_TEMPERATURE"
-	CodeMountLocked    StateCode = "MOUNT_LOCKED"
-	CodeHelmetMounted  StateCode = "HELMET_MOUNTED"
+	StateBatteryLevel   StateCode = "BATTERY_LEVEL"
+	StateCPUTemperature StateCode = "CPU_TEMPERATURE"
+	StateMountLocked    StateCode = "MOUNT_LOCKED"
+	StateHelmetMounted  StateCode = "HELMET_MOUNTED"
 )
 
 // StateCodes lists every known code.
-var StateCodes = []StateCode{CodeBatteryLevel, CodeCPUTemperature, CodeMountLocked, CodeHelmetMounted}
+var StateCodes = []StateCode{StateBatteryLevel, StateCPUTemperature, StateMountLocked, StateHelmetMounted}
 
 // MaxStatesPerReport is the contract's limit on one report.
 const MaxStatesPerReport = 500
@@ -90,11 +90,11 @@ func CanonicalState(code StateCode, value string) (string, error) {
 		return c, nil
 	}
 	switch code {
-	case CodeBatteryLevel:
+	case StateBatteryLevel:
 		return number(0, 100)
-	case CodeCPUTemperature:
+	case StateCPUTemperature:
 		return number(-60, 150)
-	case CodeMountLocked, CodeHelmetMounted:
+	case StateMountLocked, StateHelmetMounted:
 		if value != "0" && value != "1" {
 			return "", fmt.Errorf("must be 1 or 0")
 		}
@@ -214,18 +214,18 @@ func ComputeLatest(latest []StateEntry) LatestStates {
 	for _, e := range latest {
 		l.At[e.Code] = e.OccurredAt
 		switch e.Code {
-		case CodeMountLocked:
+		case StateMountLocked:
 			b := e.Value == "1"
 			l.MountLocked = &b
-		case CodeHelmetMounted:
+		case StateHelmetMounted:
 			b := e.Value == "1"
 			l.HelmetMounted = &b
-		case CodeBatteryLevel:
+		case StateBatteryLevel:
 			if f, err := strconv.ParseFloat(e.Value, 64); err == nil {
 				n := int(math.Round(f))
 				l.BatteryLevel = &n
 			}
-		case CodeCPUTemperature:
+		case StateCPUTemperature:
 			if f, err := strconv.ParseFloat(e.Value, 64); err == nil {
 				t := math.Round(f*10) / 10
 				l.CPUTemperature = &t

@@ -22,7 +22,7 @@ type Outcome struct {
 // gone and the lock open.
 func (c *Client) ReleaseHelmet(ctx context.Context, uid string) (Outcome, error) {
 	return c.run(ctx, uid, string(core.CmdReleaseHelmet), nil, func(s map[string]string) bool {
-		return s[string(core.CodeMountLocked)] == "0" && s[string(core.CodeHelmetMounted)] == "0"
+		return s[string(core.StateMountLocked)] == "0" && s[string(core.StateHelmetMounted)] == "0"
 	})
 }
 

@@ -42,7 +42,7 @@ func TestAssociationScope(t *testing.T) {
 		if _, _, err := store.SyncTags(ctx, a.AccountID, "MX", []string{"11223344", "AABBCCDDEEFF00"}, now); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := store.InsertStates(ctx, "MX", a.AccountID, []core.StateEntry{{Code: core.CodeBatteryLevel, Value: "80", OccurredAt: now, ReceivedAt: now}}); err != nil {
+		if _, _, err := store.InsertStates(ctx, "MX", a.AccountID, []core.StateEntry{{Code: core.StateBatteryLevel, Value: "80", OccurredAt: now, ReceivedAt: now}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := store.InsertCommand(ctx, core.Command{ID: "c-a", MountUID: "MX", AccountID: a.AccountID, Code: core.CommandCode("LOCK_MOUNT"), GeneratedAt: now, IssuedBy: a.ClientID}); err != nil {

@@ -73,28 +73,28 @@ func TestInsertStates(t *testing.T) {
 			wantLatest map[core.StateCode]string
 		}{
 			{"first batch", "S1", owner.AccountID,
-				[]core.StateEntry{e(core.CodeBatteryLevel, "80", at(0)), e(core.CodeCPUTemperature, "10.0", at(0)), e(core.CodeBatteryLevel, "79", at(time.Second))},
-				"", 3, map[core.StateCode]string{core.CodeBatteryLevel: "79", core.CodeCPUTemperature: "10.0"}},
+				[]core.StateEntry{e(core.StateBatteryLevel, "80", at(0)), e(core.StateCPUTemperature, "10.0", at(0)), e(core.StateBatteryLevel, "79", at(time.Second))},
+				"", 3, map[core.StateCode]string{core.StateBatteryLevel: "79", core.StateCPUTemperature: "10.0"}},
 			{"duplicates only", "S1", owner.AccountID,
-				[]core.StateEntry{e(core.CodeBatteryLevel, "80", at(0))},
-				"", 0, map[core.StateCode]string{core.CodeBatteryLevel: "79", core.CodeCPUTemperature: "10.0"}},
+				[]core.StateEntry{e(core.StateBatteryLevel, "80", at(0))},
+				"", 0, map[core.StateCode]string{core.StateBatteryLevel: "79", core.StateCPUTemperature: "10.0"}},
 			{"late entry kept, latest unchanged", "S1", owner.AccountID,
-				[]core.StateEntry{e(core.CodeBatteryLevel, "50", at(-time.Minute))},
-				"", 1, map[core.StateCode]string{core.CodeBatteryLevel: "79", core.CodeCPUTemperature: "10.0"}},
+				[]core.StateEntry{e(core.StateBatteryLevel, "50", at(-time.Minute))},
+				"", 1, map[core.StateCode]string{core.StateBatteryLevel: "79", core.StateCPUTemperature: "10.0"}},
 			// "10.0" > "-5.0" in byte order ('1' > '-'), not under a
 			// language collation that ignores the sign.
 			{"tie on the instant: byte order decides", "S1", owner.AccountID,
-				[]core.StateEntry{e(core.CodeCPUTemperature, "-5.0", at(0))},
-				"", 1, map[core.StateCode]string{core.CodeBatteryLevel: "79", core.CodeCPUTemperature: "10.0"}},
+				[]core.StateEntry{e(core.StateCPUTemperature, "-5.0", at(0))},
+				"", 1, map[core.StateCode]string{core.StateBatteryLevel: "79", core.StateCPUTemperature: "10.0"}},
 			{"another account's mount", "S1", other.AccountID,
-				[]core.StateEntry{e(core.CodeBatteryLevel, "1", at(time.Hour))},
-				core.CodeMountNotFound, 0, map[core.StateCode]string{core.CodeBatteryLevel: "79", core.CodeCPUTemperature: "10.0"}},
+				[]core.StateEntry{e(core.StateBatteryLevel, "1", at(time.Hour))},
+				core.CodeMountNotFound, 0, map[core.StateCode]string{core.StateBatteryLevel: "79", core.StateCPUTemperature: "10.0"}},
 			{"unknown mount", "nope", owner.AccountID,
-				[]core.StateEntry{e(core.CodeBatteryLevel, "1", at(time.Hour))},
-				core.CodeMountNotFound, 0, map[core.StateCode]string{core.CodeBatteryLevel: "79", core.CodeCPUTemperature: "10.0"}},
+				[]core.StateEntry{e(core.StateBatteryLevel, "1", at(time.Hour))},
+				core.CodeMountNotFound, 0, map[core.StateCode]string{core.StateBatteryLevel: "79", core.StateCPUTemperature: "10.0"}},
 			{"newer entries move the latest", "S1", owner.AccountID,
-				[]core.StateEntry{e(core.CodeBatteryLevel, "60", at(time.Minute)), e(core.CodeMountLocked, "1", at(time.Minute))},
-				"", 2, map[core.StateCode]string{core.CodeBatteryLevel: "60", core.CodeCPUTemperature: "10.0", core.CodeMountLocked: "1"}},
+				[]core.StateEntry{e(core.StateBatteryLevel, "60", at(time.Minute)), e(core.StateMountLocked, "1", at(time.Minute))},
+				"", 2, map[core.StateCode]string{core.StateBatteryLevel: "60", core.StateCPUTemperature: "10.0", core.StateMountLocked: "1"}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				mount, stored, err := store.InsertStates(ctx, tc.uid, tc.account, tc.entries)

@@ -214,11 +214,11 @@ func fullEvent() core.Event {
 			Key:       core.MountKey{ID: "key-1", PublicKey: []byte{0, 1, 2, 254, 255}, SealedPrivateKey: "sealed"},
 			CreatedAt: at.Add(-48 * time.Hour), UpdatedAt: at,
 			Latest: core.LatestStates{MountLocked: &locked, BatteryLevel: &battery, CPUTemperature: &temp,
-				At: map[core.StateCode]time.Time{core.CodeMountLocked: at, core.CodeBatteryLevel: at.Add(-time.Second)}},
+				At: map[core.StateCode]time.Time{core.StateMountLocked: at, core.StateBatteryLevel: at.Add(-time.Second)}},
 		},
 		States: []core.StateEntry{
-			{Code: core.CodeMountLocked, Value: "1", OccurredAt: at, ReceivedAt: at.Add(time.Millisecond)},
-			{Code: core.CodeBatteryLevel, Value: "87", OccurredAt: at.Add(-time.Second), ReceivedAt: at},
+			{Code: core.StateMountLocked, Value: "1", OccurredAt: at, ReceivedAt: at.Add(time.Millisecond)},
+			{Code: core.StateBatteryLevel, Value: "87", OccurredAt: at.Add(-time.Second), ReceivedAt: at},
 		},
 		OccurredAt: at,
 	}

@@ -26,17 +26,17 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 	t.Run("MissBeforeFill", func(t *testing.T) {
 		c := newCache(t)
 		expectMiss(t, c, "m1")
-		offer(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "50", 1)})
+		offer(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "50", 1)})
 		expectMiss(t, c, "m1") // an Offer alone never makes a hit
 	})
 
 	t.Run("FillThenHit", func(t *testing.T) {
 		c := newCache(t)
 		in := []core.StateEntry{
-			entry(core.CodeBatteryLevel, "80", 10),
-			entry(core.CodeMountLocked, "1", 20),
+			entry(core.StateBatteryLevel, "80", 10),
+			entry(core.StateMountLocked, "1", 20),
 			// Not in UTC: the cache returns the same instant in UTC.
-			{Code: core.CodeCPUTemperature, Value: "41.5", OccurredAt: at(30).In(time.FixedZone("X", 3600))},
+			{Code: core.StateCPUTemperature, Value: "41.5", OccurredAt: at(30).In(time.FixedZone("X", 3600))},
 		}
 		must(t, c.Fill(ctx, "m1", in))
 		expectEntries(t, c, "m1", in)
@@ -45,48 +45,48 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 
 	t.Run("FillMergesWithOffer", func(t *testing.T) {
 		c := newCache(t)
-		offer(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "70", 200)})
+		offer(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "70", 200)})
 		// The database read raced the offer and returned an older value.
 		must(t, c.Fill(ctx, "m1", []core.StateEntry{
-			entry(core.CodeBatteryLevel, "90", 100), entry(core.CodeMountLocked, "0", 100)}))
+			entry(core.StateBatteryLevel, "90", 100), entry(core.StateMountLocked, "0", 100)}))
 		expectEntries(t, c, "m1", []core.StateEntry{
-			entry(core.CodeBatteryLevel, "70", 200), entry(core.CodeMountLocked, "0", 100)})
+			entry(core.StateBatteryLevel, "70", 200), entry(core.StateMountLocked, "0", 100)})
 	})
 
 	t.Run("OlderNeverReplacesNewer", func(t *testing.T) {
 		c := newCache(t)
-		must(t, c.Fill(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "60", 500)}))
-		offer(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "99", 499)})
-		must(t, c.Fill(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "98", 1)}))
-		expectEntries(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "60", 500)})
-		offer(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "10", 501)})
-		expectEntries(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "10", 501)})
+		must(t, c.Fill(ctx, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "60", 500)}))
+		offer(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "99", 499)})
+		must(t, c.Fill(ctx, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "98", 1)}))
+		expectEntries(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "60", 500)})
+		offer(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "10", 501)})
+		expectEntries(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "10", 501)})
 		// Within one batch, too, the newest wins whatever its position.
 		offer(t, c, "m1", []core.StateEntry{
-			entry(core.CodeMountLocked, "1", 900), entry(core.CodeMountLocked, "0", 800)})
+			entry(core.StateMountLocked, "1", 900), entry(core.StateMountLocked, "0", 800)})
 		expectEntries(t, c, "m1", []core.StateEntry{
-			entry(core.CodeBatteryLevel, "10", 501), entry(core.CodeMountLocked, "1", 900)})
+			entry(core.StateBatteryLevel, "10", 501), entry(core.StateMountLocked, "1", 900)})
 	})
 
 	t.Run("EqualInstantTie", func(t *testing.T) {
 		c := newCache(t)
 		// core.Newer breaks a tie by the larger value, in any order.
-		offer(t, c, "a", []core.StateEntry{entry(core.CodeHelmetMounted, "1", 5)})
-		offer(t, c, "a", []core.StateEntry{entry(core.CodeHelmetMounted, "0", 5)})
-		offer(t, c, "b", []core.StateEntry{entry(core.CodeHelmetMounted, "0", 5)})
-		offer(t, c, "b", []core.StateEntry{entry(core.CodeHelmetMounted, "1", 5)})
+		offer(t, c, "a", []core.StateEntry{entry(core.StateHelmetMounted, "1", 5)})
+		offer(t, c, "a", []core.StateEntry{entry(core.StateHelmetMounted, "0", 5)})
+		offer(t, c, "b", []core.StateEntry{entry(core.StateHelmetMounted, "0", 5)})
+		offer(t, c, "b", []core.StateEntry{entry(core.StateHelmetMounted, "1", 5)})
 		must(t, c.Fill(ctx, "c", []core.StateEntry{
-			entry(core.CodeHelmetMounted, "1", 5), entry(core.CodeHelmetMounted, "0", 5)}))
+			entry(core.StateHelmetMounted, "1", 5), entry(core.StateHelmetMounted, "0", 5)}))
 		// Bytewise, not numerically: "9" > "10".
 		must(t, c.Fill(ctx, "d", []core.StateEntry{
-			entry(core.CodeBatteryLevel, "9", 5), entry(core.CodeBatteryLevel, "10", 5)}))
+			entry(core.StateBatteryLevel, "9", 5), entry(core.StateBatteryLevel, "10", 5)}))
 		for _, uid := range []string{"a", "b"} {
 			must(t, c.Fill(ctx, uid, nil))
 		}
 		for _, uid := range []string{"a", "b", "c"} {
-			expectEntries(t, c, uid, []core.StateEntry{entry(core.CodeHelmetMounted, "1", 5)})
+			expectEntries(t, c, uid, []core.StateEntry{entry(core.StateHelmetMounted, "1", 5)})
 		}
-		expectEntries(t, c, "d", []core.StateEntry{entry(core.CodeBatteryLevel, "9", 5)})
+		expectEntries(t, c, "d", []core.StateEntry{entry(core.StateBatteryLevel, "9", 5)})
 	})
 
 	t.Run("ConcurrentWritersKeepMax", func(t *testing.T) {
@@ -132,31 +132,31 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 
 	t.Run("Forget", func(t *testing.T) {
 		c := newCache(t)
-		must(t, c.Fill(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "50", 1)}))
-		must(t, c.Fill(ctx, "m2", []core.StateEntry{entry(core.CodeBatteryLevel, "40", 1)}))
+		must(t, c.Fill(ctx, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "50", 1)}))
+		must(t, c.Fill(ctx, "m2", []core.StateEntry{entry(core.StateBatteryLevel, "40", 1)}))
 		must(t, c.Forget(ctx, "m1"))
 		expectMiss(t, c, "m1")
 		// The marker went too: a later Offer does not revive the entry.
-		offer(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "51", 2)})
+		offer(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "51", 2)})
 		expectMiss(t, c, "m1")
-		expectEntries(t, c, "m2", []core.StateEntry{entry(core.CodeBatteryLevel, "40", 1)})
+		expectEntries(t, c, "m2", []core.StateEntry{entry(core.StateBatteryLevel, "40", 1)})
 		must(t, c.Forget(ctx, "never-seen"))
 		// A Fill after the Offer merges with what the Offer stored.
-		must(t, c.Fill(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "30", 0)}))
-		expectEntries(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "51", 2)})
+		must(t, c.Fill(ctx, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "30", 0)}))
+		expectEntries(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "51", 2)})
 		// After a Forget nothing is left to merge with: an older value is
 		// cached again (the database, say, was corrected).
 		must(t, c.Forget(ctx, "m1"))
-		must(t, c.Fill(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "30", 0)}))
-		expectEntries(t, c, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "30", 0)})
+		must(t, c.Fill(ctx, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "30", 0)}))
+		expectEntries(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "30", 0)})
 	})
 
 	t.Run("EmptyFillIsHit", func(t *testing.T) {
 		c := newCache(t)
 		must(t, c.Fill(ctx, "m1", nil))
 		expectEntries(t, c, "m1", nil)
-		offer(t, c, "m1", []core.StateEntry{entry(core.CodeMountLocked, "1", 3)})
-		expectEntries(t, c, "m1", []core.StateEntry{entry(core.CodeMountLocked, "1", 3)})
+		offer(t, c, "m1", []core.StateEntry{entry(core.StateMountLocked, "1", 3)})
+		expectEntries(t, c, "m1", []core.StateEntry{entry(core.StateMountLocked, "1", 3)})
 	})
 
 	t.Run("SharedInstances", func(t *testing.T) {
@@ -164,11 +164,11 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 			t.Skip("instances of this adapter do not share a backend")
 		}
 		a, b := newCache(t), newCache(t)
-		must(t, a.Fill(ctx, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "50", 10)}))
-		expectEntries(t, b, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "50", 10)})
-		offer(t, b, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "49", 11)})
-		offer(t, a, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "70", 9)})
-		expectEntries(t, a, "m1", []core.StateEntry{entry(core.CodeBatteryLevel, "49", 11)})
+		must(t, a.Fill(ctx, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "50", 10)}))
+		expectEntries(t, b, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "50", 10)})
+		offer(t, b, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "49", 11)})
+		offer(t, a, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "70", 9)})
+		expectEntries(t, a, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "49", 11)})
 		must(t, b.Forget(ctx, "m1"))
 		expectMiss(t, a, "m1")
 	})

@@ -93,7 +93,7 @@ func TestStateCacheLayoutAndTTL(t *testing.T) {
 	at := time.Date(2025, 6, 1, 12, 0, 0, 123_000_000, time.UTC)
 
 	c := redis.NewStateCache(client, base, time.Minute)
-	if _, _, err := c.Offer(ctx, "m1", []core.StateEntry{{Code: core.CodeBatteryLevel, Value: "80", OccurredAt: at}}); err != nil {
+	if _, _, err := c.Offer(ctx, "m1", []core.StateEntry{{Code: core.StateBatteryLevel, Value: "80", OccurredAt: at}}); err != nil {
 		t.Fatal(err)
 	}
 	key := base + "state:m1"

@@ -184,10 +184,10 @@ func (m *Mount) statesLocked() []core.BLEStateEntry {
 	now := m.cfg.Now()
 	at := core.FormatTime(now)
 	return []core.BLEStateEntry{
-		{Code: string(core.CodeBatteryLevel), Value: strconv.Itoa(int(math.Round(m.batteryLocked(now)))), OccurredAt: at},
-		{Code: string(core.CodeCPUTemperature), Value: strconv.FormatFloat(m.temperatureLocked(now), 'f', 1, 64), OccurredAt: at},
-		{Code: string(core.CodeMountLocked), Value: bit(m.locked), OccurredAt: core.FormatTime(m.lockAt)},
-		{Code: string(core.CodeHelmetMounted), Value: bit(m.helmet), OccurredAt: core.FormatTime(m.helmetAt)},
+		{Code: string(core.StateBatteryLevel), Value: strconv.Itoa(int(math.Round(m.batteryLocked(now)))), OccurredAt: at},
+		{Code: string(core.StateCPUTemperature), Value: strconv.FormatFloat(m.temperatureLocked(now), 'f', 1, 64), OccurredAt: at},
+		{Code: string(core.StateMountLocked), Value: bit(m.locked), OccurredAt: core.FormatTime(m.lockAt)},
+		{Code: string(core.StateHelmetMounted), Value: bit(m.helmet), OccurredAt: core.FormatTime(m.helmetAt)},
 	}
 }
 
