@@ -23,26 +23,34 @@ run:
 ## test: run every test (-race) with throw-away PostgreSQL and Redis, and check generated code
 test: check-generate lint
 	scripts/test-services.sh $(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd bench && $(GO) test -race -count=1 ./...
 
 ## generate: regenerate gqlgen and wire code and tidy go.mod
 generate:
 	$(GO) tool gqlgen generate
 	$(GO) tool wire gen ./cmd/mountd
 	$(GO) mod tidy
+	cd bench && $(GO) mod tidy
 	gofmt -w graph cmd/mountd/wire_gen.go
 
 ## check-generate: fail when `make generate` would change anything
 check-generate: generate
-	@git diff --exit-code --stat -- graph cmd go.mod go.sum || { echo "generated code is out of date: run make generate and commit"; exit 1; }
+	@git diff --exit-code --stat -- graph cmd go.mod go.sum bench/go.mod bench/go.sum || { echo "generated code is out of date: run make generate and commit"; exit 1; }
 
 ## lint: gofmt and go vet
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet $(PKGS)
+	cd bench && $(GO) vet ./...
 
-## bench: run the Go benchmarks
+## bench: run the Go benchmarks (the service's and those of the bench/ module)
 bench:
 	scripts/test-services.sh $(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem ./...
+
+## load: run mountbench against mountd on throw-away PostgreSQL and Redis (LOAD_FLAGS: its flags)
+load:
+	bench/cmd/mountbench/run.sh $(LOAD_FLAGS)
 
 ## clean: remove build output
 clean:
@@ -52,4 +60,4 @@ clean:
 help:
 	@grep -E '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
 
-.PHONY: build run test generate check-generate lint bench clean help
+.PHONY: build run test generate check-generate lint bench load clean help

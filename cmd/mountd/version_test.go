@@ -15,13 +15,19 @@ func TestVersionFlag(t *testing.T) {
 		t.Skip("builds binaries")
 	}
 	programs := []string{"mountd", "mountctl", "mountsim", "mountbench", "fanoutbench"}
-	bin := t.TempDir()
-	args := []string{"build", "-buildvcs=auto", "-o", bin + string(filepath.Separator)}
-	for _, p := range programs {
-		args = append(args, "../"+p)
-	}
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	bin := t.TempDir() + string(filepath.Separator)
+	for _, b := range []struct {
+		dir  string // the module
+		pkgs []string
+	}{
+		{"..", []string{"./mountd", "./mountctl", "./mountsim"}},
+		{"../../bench", []string{"./cmd/mountbench", "./cmd/fanoutbench"}}, // a module of their own
+	} {
+		cmd := exec.Command("go", append([]string{"build", "-buildvcs=auto", "-o", bin}, b.pkgs...)...)
+		cmd.Dir = b.dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build in %s: %v\n%s", b.dir, err, out)
+		}
 	}
 	// Go stamps the revision from a checkout whose .git is a folder (a
 	// clone; not a linked worktree, whose .git is a file).

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mountd/mountd/internal/benchstat"
+	"github.com/mountd/mountd/bench/internal/benchstat"
 )
 
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.

@@ -26,7 +26,7 @@
 # running; this script only checks that they answer.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 BACKENDS=${BACKENDS:-"embedded postgres+redis"}
 SUBSCRIBERS=${SUBSCRIBERS:-1000}
 REPORTS=${REPORTS:-200}
@@ -52,7 +52,7 @@ else
   export BIN
   trap 'rm -rf "$BIN"' EXIT
   log "building into $BIN"
-  (cd "$ROOT" && go build -o "$BIN/mountd" ./cmd/mountd && go build -o "$BIN/fanoutbench" ./cmd/fanoutbench)
+  (cd "$ROOT" && go build -o "$BIN/mountd" ./cmd/mountd && cd bench && go build -o "$BIN/fanoutbench" ./cmd/fanoutbench)
 fi
 
 # 1000 sockets at each end of the loopback, plus files: raise the soft limit.
@@ -138,7 +138,7 @@ for b in $BACKENDS; do
   case $b in
     embedded) bench embedded "" "" || status=1 ;;
     postgres+redis)
-      "$ROOT/scripts/test-services.sh" "$ROOT/cmd/fanoutbench/run.sh" --inner postgres+redis || status=1 ;;
+      "$ROOT/scripts/test-services.sh" "$ROOT/bench/cmd/fanoutbench/run.sh" --inner postgres+redis || status=1 ;;
     *) log "unknown backend $b"; status=1 ;;
   esac
 done

@@ -18,8 +18,8 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/mountd/mountd/adapters/bunstore"
+	"github.com/mountd/mountd/bench/internal/benchstat"
 	"github.com/mountd/mountd/core"
-	"github.com/mountd/mountd/internal/benchstat"
 )
 
 // bench holds what every phase shares: the HTTP client, the database, the

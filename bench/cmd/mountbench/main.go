@@ -18,7 +18,7 @@
 //     addresses; reports GET latency under the flood and mountd's peak RSS.
 //
 // Every loop ends by --duration and the tool stops by itself. Only loopback
-// targets are accepted. Usage: mountbench --help; docs/performance.md.
+// targets are accepted. Usage: mountbench --help; bench/mountbench.md.
 package main
 
 import (
@@ -36,7 +36,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mountd/mountd/internal/benchstat"
+	"github.com/mountd/mountd/bench/internal/benchstat"
 	"github.com/mountd/mountd/internal/version"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/uptrace/bun"
 
-	"github.com/mountd/mountd/internal/benchstat"
+	"github.com/mountd/mountd/bench/internal/benchstat"
 )
 
 // latency summarises a set of request durations (milliseconds).

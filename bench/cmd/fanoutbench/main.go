@@ -10,7 +10,7 @@
 //	    --mountd-bin bin/mountd --data-dir ./data
 //
 // cmd/fanoutbench/run.sh builds and starts mountd and runs it; the figures
-// are in docs/performance-fanout.md.
+// are in bench/fanout.md.
 package main
 
 import (
@@ -31,7 +31,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mountd/mountd/internal/benchstat"
+	"github.com/mountd/mountd/bench/internal/benchstat"
 	"github.com/mountd/mountd/internal/version"
 )
 

@@ -12,12 +12,12 @@
 # profile of mountd during the run into $BENCH_DIR/mountd.perf.data.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 BENCH_DIR=${BENCH_DIR:-/tmp/bench}
 
 if [ -z "${MOUNTBENCH_UNDER_SERVICES:-}" ]; then
   mkdir -p "$BENCH_DIR"
-  (cd "$ROOT" && go build -o "$BENCH_DIR/mountd" ./cmd/mountd && go build -o "$BENCH_DIR/mountbench" ./cmd/mountbench)
+  (cd "$ROOT" && go build -o "$BENCH_DIR/mountd" ./cmd/mountd && cd bench && go build -o "$BENCH_DIR/mountbench" ./cmd/mountbench)
   max_load=${MOUNTBENCH_MAX_LOAD:-1.0}
   if [ "$max_load" != 0 ]; then
     for i in $(seq 0 20); do

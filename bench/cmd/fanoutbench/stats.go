@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mountd/mountd/internal/benchstat"
+	"github.com/mountd/mountd/bench/internal/benchstat"
 )
 
 // keyLayout is how message keys (states[0].occurredAt) are written; it is
