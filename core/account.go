@@ -167,3 +167,35 @@ func randomText(n int) string {
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
+
+// Me is what the caller learns of itself (GET /accounts/me, GraphQL me).
+type Me struct {
+	AccountID string
+	Name      string
+	Role      Role
+	// MountUIDs are the token's mount items: empty for owners and
+	// maintainers, whose reach is the whole account.
+	MountUIDs []string
+	Scopes    []string
+	ExpiresAt time.Time
+}
+
+// Me describes the caller. A token whose account is gone is no longer
+// authenticated.
+func (s *AccountService) Me(ctx context.Context, p Principal) (Me, error) {
+	if err := p.Authorize(ActionReadAccount); err != nil {
+		return Me{}, err
+	}
+	acc, err := s.store.Account(ctx, p.AccountID)
+	if ErrorCode(err) == CodeNotFound {
+		return Me{}, Errorf(CodeUnauthenticated, "the token's account does not exist")
+	}
+	if err != nil {
+		return Me{}, err
+	}
+	mountUIDs := []string{}
+	if p.Role == RoleRestricted {
+		mountUIDs = p.MountUIDs
+	}
+	return Me{AccountID: acc.ID, Name: acc.Name, Role: p.Role, MountUIDs: mountUIDs, Scopes: p.Scopes, ExpiresAt: p.ExpiresAt}, nil
+}

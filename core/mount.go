@@ -90,6 +90,28 @@ type Page struct {
 	PageSize    int
 }
 
+// NewPage checks a list's page parameters, nil when not given, adding what
+// is wrong to v under the parameters' names, and returns the page. Every
+// transport builds its pages here, so the rules and their wording are one.
+func NewPage(currentPage, pageSize *int, defaultSize int, v *Validation) Page {
+	p := Page{CurrentPage: 1, PageSize: defaultSize}
+	if currentPage != nil {
+		if *currentPage < 1 {
+			v.Add("currentPage", "must be an integer of at least 1")
+		} else {
+			p.CurrentPage = *currentPage
+		}
+	}
+	if pageSize != nil {
+		if *pageSize < 1 || *pageSize > MaxPageSize {
+			v.Add("pageSize", "must be an integer from 1 to %d", MaxPageSize)
+		} else {
+			p.PageSize = *pageSize
+		}
+	}
+	return p
+}
+
 // MaxOffset is the largest offset a list query is given: the storage
 // layer takes 32-bit offsets, and no list holds that many items, so a page
 // further out is past the end all the same (an empty page, CONTRACT §2).

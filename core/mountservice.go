@@ -15,6 +15,7 @@ type MountService struct {
 	mounts    MountStore
 	states    StateStore
 	commands  CommandStore
+	tags      TagStore
 	signer    Signer
 	cache     StateCache
 	scheduler ExpiryScheduler
@@ -29,9 +30,11 @@ type AssociationWindow time.Duration
 
 // MountDeps are the ports MountService uses.
 type MountDeps struct {
-	Mounts    MountStore
-	States    StateStore
-	Commands  CommandStore
+	Mounts   MountStore
+	States   StateStore
+	Commands CommandStore
+	// Tags gives SYNC_NFC_TAGS the tags authorised on a mount.
+	Tags      TagStore
 	Signer    Signer
 	Cache     StateCache
 	Scheduler ExpiryScheduler
@@ -42,7 +45,7 @@ type MountDeps struct {
 
 // NewMountService returns a MountService over its ports.
 func NewMountService(d MountDeps) *MountService {
-	return &MountService{mounts: d.Mounts, states: d.States, commands: d.Commands, signer: d.Signer,
+	return &MountService{mounts: d.Mounts, states: d.States, commands: d.Commands, tags: d.Tags, signer: d.Signer,
 		cache: d.Cache, scheduler: d.Scheduler, events: d.Events, window: d.Window, logger: d.Logger, now: time.Now}
 }
 
@@ -300,7 +303,7 @@ func (s *MountService) ListMounts(ctx context.Context, p Principal, f MountFilte
 	if err := p.Authorize(ActionListMounts); err != nil {
 		return nil, Pagination{}, err
 	}
-	if p.Role == RoleRestricted && len(p.MountUIDs) > 0 {
+	if p.LimitedToMounts() {
 		f.UIDs = p.MountUIDs
 	}
 	// The store reads the page's latest states with the rows (one batch
@@ -372,8 +375,8 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	if err := p.AuthorizeMount(ActionReportStates, uid); err != nil {
 		return ReportResult{}, err
 	}
-	if len(in) > MaxStatesPerReport {
-		return ReportResult{}, Errorf(CodePayloadTooLarge, "a report holds at most %d entries", MaxStatesPerReport)
+	if err := CheckReportSize(len(in)); err != nil {
+		return ReportResult{}, err
 	}
 	now := s.clock()
 	entries, err := ValidateStates(in, now)
@@ -424,7 +427,7 @@ func (s *MountService) StateHistory(ctx context.Context, p Principal, uid string
 }
 
 // QueryCommand handles GET /mounts/{uid}/query: one fresh signed command.
-func (s *MountService) QueryCommand(ctx context.Context, p Principal, uid, code string, params CommandParams, tagUIDs func(ctx context.Context, accountID, uid string) ([]string, error)) ([]Command, error) {
+func (s *MountService) QueryCommand(ctx context.Context, p Principal, uid, code string, params CommandParams) ([]Command, error) {
 	m, err := s.owned(ctx, p, ActionQueryCommand, uid)
 	if err != nil {
 		return nil, err
@@ -437,11 +440,11 @@ func (s *MountService) QueryCommand(ctx context.Context, p Principal, uid, code 
 		return nil, Errorf(CodeMountNotAssociated, "mount %q is not associated", uid)
 	}
 	if cc == CmdSyncNfcTags {
-		tags := []string{}
-		if tagUIDs != nil {
-			if tags, err = tagUIDs(ctx, p.AccountID, uid); err != nil {
-				return nil, err
-			}
+		// The association's own tags only: a mount that changed hands
+		// never signs its former owner's tags.
+		tags, err := s.tags.MountTagUIDs(ctx, p.AccountID, uid)
+		if err != nil {
+			return nil, err
 		}
 		norm["tagUids"] = strings.Join(tags, "+")
 	}

@@ -83,7 +83,7 @@ func (s *NfcService) ListTags(ctx context.Context, p Principal, page Page) ([]Nf
 		return nil, Pagination{}, err
 	}
 	var mountUIDs []string
-	if p.Role == RoleRestricted && len(p.MountUIDs) > 0 {
+	if p.LimitedToMounts() {
 		mountUIDs = p.MountUIDs
 	}
 	tags, total, err := s.tags.ListTags(ctx, p.AccountID, mountUIDs, page)
@@ -99,7 +99,7 @@ func (s *NfcService) ListTags(ctx context.Context, p Principal, page Page) ([]Nf
 // visibleMounts keeps, of uids, the mounts p may see: a tag linked to
 // other mounts too must not tell a restricted token their uids.
 func (p Principal) visibleMounts(uids []string) []string {
-	if p.Role != RoleRestricted || len(p.MountUIDs) == 0 {
+	if !p.LimitedToMounts() {
 		return uids
 	}
 	out := make([]string, 0, len(uids))
@@ -186,11 +186,6 @@ func (s *NfcService) UpdateTag(ctx context.Context, p Principal, uid string, u N
 		return NfcTag{}, err
 	}
 	return s.tags.UpdateTag(ctx, p.AccountID, NormalizeTagUID(uid), u, s.now().UTC().Truncate(time.Millisecond))
-}
-
-// MountTagUIDs lists a mount's authorised tags, for SYNC_NFC_TAGS.
-func (s *NfcService) MountTagUIDs(ctx context.Context, accountID, mountUID string) ([]string, error) {
-	return s.tags.MountTagUIDs(ctx, accountID, mountUID)
 }
 
 // TagsOfMounts returns the tags authorised on each of the mounts the

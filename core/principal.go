@@ -50,19 +50,16 @@ var restrictedActions = map[Action]bool{
 	ActionSubscribe:    true,
 }
 
-// IsMaintainer reports whether p is a restricted token without mount items,
-// which reaches every mount of its account with restricted rights.
-func (p Principal) IsMaintainer() bool {
-	return p.Role == RoleRestricted && len(p.MountUIDs) == 0
+// LimitedToMounts reports whether p reaches only the mounts its items name:
+// a restricted token with mount items. Owners and maintainers (restricted
+// without items) reach every mount of their account.
+func (p Principal) LimitedToMounts() bool {
+	return p.Role == RoleRestricted && len(p.MountUIDs) > 0
 }
 
 // CanSeeMount reports whether the token's mount items let it reach uid.
-// Owners and maintainers reach every mount of their account.
 func (p Principal) CanSeeMount(uid string) bool {
-	if p.Role != RoleRestricted || len(p.MountUIDs) == 0 {
-		return true
-	}
-	return contains(p.MountUIDs, uid)
+	return !p.LimitedToMounts() || contains(p.MountUIDs, uid)
 }
 
 // Authorize decides whether p may perform a. It is the single place that

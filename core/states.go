@@ -26,6 +26,15 @@ var StateCodes = []StateCode{StateBatteryLevel, StateCPUTemperature, StateMountL
 // MaxStatesPerReport is the contract's limit on one report.
 const MaxStatesPerReport = 500
 
+// CheckReportSize refuses a report of more than MaxStatesPerReport entries;
+// transports call it before they look at any entry.
+func CheckReportSize(n int) error {
+	if n > MaxStatesPerReport {
+		return Errorf(CodePayloadTooLarge, "a report holds at most %d entries", MaxStatesPerReport)
+	}
+	return nil
+}
+
 // futureTolerance is how far ahead of our clock an entry may claim to be.
 const futureTolerance = 5 * time.Minute
 

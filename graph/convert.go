@@ -77,19 +77,7 @@ func toFirmware(v core.FirmwareVersion) *model.FirmwareVersion {
 
 // page turns GraphQL page arguments into a core page, validated like REST.
 func page(currentPage, pageSize *int, defaultSize int) (core.Page, error) {
-	p := core.Page{CurrentPage: 1, PageSize: defaultSize}
 	var v core.Validation
-	if currentPage != nil {
-		if *currentPage < 1 {
-			v.Add("currentPage", "must be at least 1")
-		}
-		p.CurrentPage = *currentPage
-	}
-	if pageSize != nil {
-		if *pageSize < 1 || *pageSize > core.MaxPageSize {
-			v.Add("pageSize", "must be from 1 to %d", core.MaxPageSize)
-		}
-		p.PageSize = *pageSize
-	}
+	p := core.NewPage(currentPage, pageSize, defaultSize, &v)
 	return p, v.Err()
 }

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/graph/generated"
 )
 
 // TestRequestErrorsAreBounded: a body gqlgen cannot decode is BAD_REQUEST,
@@ -76,5 +80,24 @@ func linkFragments(set ast.SelectionSet, doc *ast.QueryDocument) {
 				linkFragments(s.Definition.SelectionSet, doc)
 			}
 		}
+	}
+}
+
+// TestCommandParamsInputMatchesCore: the GraphQL input for command
+// parameters names exactly the parameters core knows.
+func TestCommandParamsInputMatchesCore(t *testing.T) {
+	def := generated.NewExecutableSchema(generated.Config{}).Schema().Types["CommandParamsInput"]
+	if def == nil {
+		t.Fatal("no CommandParamsInput in the schema")
+	}
+	var got []string
+	for _, f := range def.Fields {
+		got = append(got, f.Name)
+	}
+	want := slices.Clone(core.CommandParamNames)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("CommandParamsInput has %v, core knows %v", got, want)
 	}
 }

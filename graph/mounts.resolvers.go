@@ -123,7 +123,7 @@ func (r *mutationResolver) IssueCommand(ctx context.Context, uid string, code st
 			}
 		}
 	}
-	cmds, err := r.MountService.QueryCommand(ctx, p, uid, code, cp, r.NfcService.MountTagUIDs)
+	cmds, err := r.MountService.QueryCommand(ctx, p, uid, code, cp)
 	if err != nil {
 		return nil, err
 	}

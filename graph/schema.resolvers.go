@@ -19,19 +19,12 @@ func (r *queryResolver) Me(ctx context.Context) (*model.Me, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.Authorize(core.ActionReadAccount); err != nil {
-		return nil, err
-	}
-	acc, err := r.Accounts.Account(ctx, p.AccountID)
+	me, err := r.Accounts.Me(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	mountUIDs := []string{}
-	if p.Role == core.RoleRestricted {
-		mountUIDs = p.MountUIDs
-	}
-	return &model.Me{AccountID: acc.ID, Name: acc.Name, Role: string(p.Role), MountUids: mountUIDs,
-		Scopes: p.Scopes, ExpiresAt: dateTime(p.ExpiresAt)}, nil
+	return &model.Me{AccountID: me.AccountID, Name: me.Name, Role: string(me.Role), MountUids: me.MountUIDs,
+		Scopes: me.Scopes, ExpiresAt: dateTime(me.ExpiresAt)}, nil
 }
 
 // Mutation returns generated.MutationResolver implementation.

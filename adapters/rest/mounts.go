@@ -204,8 +204,8 @@ func (s *Server) reportStates(w http.ResponseWriter, r *http.Request, p core.Pri
 		return
 	}
 	// The count is refused before any entry is looked at (CONTRACT §11).
-	if len(body.States) > core.MaxStatesPerReport {
-		writeError(w, r, s.Logger, core.Errorf(core.CodePayloadTooLarge, "a report holds at most %d entries", core.MaxStatesPerReport))
+	if err := core.CheckReportSize(len(body.States)); err != nil {
+		writeError(w, r, s.Logger, err)
 		return
 	}
 	var v core.Validation
@@ -318,7 +318,7 @@ func (s *Server) queryCommand(w http.ResponseWriter, r *http.Request, p core.Pri
 		writeError(w, r, s.Logger, err)
 		return
 	}
-	cmds, err := s.Mounts.QueryCommand(r.Context(), p, r.PathValue("uid"), values.Get("code"), params, s.Nfc.MountTagUIDs)
+	cmds, err := s.Mounts.QueryCommand(r.Context(), p, r.PathValue("uid"), values.Get("code"), params)
 	if err != nil {
 		writeError(w, r, s.Logger, err)
 		return

@@ -49,7 +49,7 @@ type syncRequest struct {
 func (s *Server) syncTags(w http.ResponseWriter, r *http.Request, p core.Principal) {
 	// A token limited to some mounts learns 404 or 403 from the mount it
 	// names (core decides); any other token is refused before the body.
-	if p.Role != core.RoleRestricted || len(p.MountUIDs) == 0 {
+	if !p.LimitedToMounts() {
 		if err := p.Authorize(core.ActionWriteNfcTags); err != nil {
 			writeError(w, r, s.Logger, err)
 			return

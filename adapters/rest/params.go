@@ -41,24 +41,21 @@ func (q *query) str(name string) *string {
 
 // page reads currentPage and pageSize (CONTRACT §2).
 func (q *query) page(defaultSize int) core.Page {
-	p := core.Page{CurrentPage: 1, PageSize: defaultSize}
-	if s := q.str("currentPage"); s != nil {
-		n, err := strconv.Atoi(*s)
-		if err != nil || n < 1 {
-			q.v.Add("currentPage", "must be an integer of at least 1")
-		} else {
-			p.CurrentPage = n
-		}
+	return core.NewPage(q.integer("currentPage"), q.integer("pageSize"), defaultSize, &q.v)
+}
+
+// integer reads an optional integer parameter; text that is not one reads
+// as 0, which every rule refuses with its own message.
+func (q *query) integer(name string) *int {
+	s := q.str(name)
+	if s == nil {
+		return nil
 	}
-	if s := q.str("pageSize"); s != nil {
-		n, err := strconv.Atoi(*s)
-		if err != nil || n < 1 || n > core.MaxPageSize {
-			q.v.Add("pageSize", "must be an integer from 1 to %d", core.MaxPageSize)
-		} else {
-			p.PageSize = n
-		}
+	n, err := strconv.Atoi(*s)
+	if err != nil {
+		n = 0
 	}
-	return p
+	return &n
 }
 
 // time reads an optional RFC 3339 parameter.

@@ -266,22 +266,11 @@ type MeResponse struct {
 }
 
 func (s *Server) me(w http.ResponseWriter, r *http.Request, p core.Principal) {
-	if err := p.Authorize(core.ActionReadAccount); err != nil {
-		writeError(w, r, s.Logger, err)
-		return
-	}
-	acc, err := s.Accounts.Account(r.Context(), p.AccountID)
-	if core.ErrorCode(err) == core.CodeNotFound {
-		err = core.Errorf(core.CodeUnauthenticated, "the token's account does not exist")
-	}
+	me, err := s.Accounts.Me(r.Context(), p)
 	if err != nil {
 		writeError(w, r, s.Logger, err)
 		return
 	}
-	mountUIDs := []string{}
-	if p.Role == core.RoleRestricted {
-		mountUIDs = p.MountUIDs
-	}
-	writeJSON(w, http.StatusOK, MeResponse{AccountID: acc.ID, Name: acc.Name, Role: string(p.Role),
-		MountUIDs: mountUIDs, Scopes: p.Scopes, ExpiresAt: Time(p.ExpiresAt)})
+	writeJSON(w, http.StatusOK, MeResponse{AccountID: me.AccountID, Name: me.Name, Role: string(me.Role),
+		MountUIDs: me.MountUIDs, Scopes: me.Scopes, ExpiresAt: Time(me.ExpiresAt)})
 }
