@@ -261,3 +261,11 @@ func (s *FirmwareService) Download(ctx context.Context, p Principal, model strin
 	}
 	return Download{Version: *chosen, Link: link, ExpiresAt: expires}, nil
 }
+
+// OpenedBlob is a firmware file opened behind a signed link, with what HTTP
+// caching needs.
+type OpenedBlob struct {
+	io.ReadSeekCloser
+	ModTime time.Time
+	ETag    string
+}

@@ -3,14 +3,13 @@ package rest
 import (
 	"net/http"
 
-	"github.com/mountd/mountd/adapters/blob/local"
 	"github.com/mountd/mountd/core"
 )
 
 // BlobOpener opens the blobs behind signed local download links; nil when
 // firmware lives in S3 and links are presigned there.
 type BlobOpener interface {
-	Open(urlPath, expires, signature string) (*local.Blob, error)
+	Open(urlPath, expires, signature string) (*core.OpenedBlob, error)
 }
 
 // FirmwareVersionJSON is a FirmwareVersion as the API shows it.

@@ -114,11 +114,7 @@ func (s *Store) Link(_ context.Context, key string, expires time.Time) (string, 
 }
 
 // Blob is an opened blob with what HTTP caching needs.
-type Blob struct {
-	io.ReadSeekCloser
-	ModTime time.Time
-	ETag    string
-}
+type Blob = core.OpenedBlob
 
 // Open checks a link's signature and expiry and opens its blob. Any change
 // to path, expiry or signature, and an expired link, is FORBIDDEN.
