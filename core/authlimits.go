@@ -25,7 +25,7 @@ type FailureLimiter interface {
 	Failed(ctx context.Context, key string, r Rate) error
 }
 
-// Abuse limits on client authentication (CONTRACT §15). Client ids are not
+// Abuse limits on client authentication (docs/api.md, "Identity"). Client ids are not
 // secret (every token's sub shows one), so the limit is per client id and
 // source address: an attacker elsewhere cannot lock an operator's servers
 // out. The looser limit per address alone stops one source from walking

@@ -16,7 +16,7 @@ import (
 // CommandCode names a command for a mount.
 type CommandCode string
 
-// The command codes (CONTRACT §6).
+// The command codes (docs/api.md, "Commands").
 const (
 	CmdAssociateOwner CommandCode = "ASSOCIATE_OWNER"
 	CmdReleaseHelmet  CommandCode = "RELEASE_HELMET"

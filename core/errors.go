@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// Code is a machine-readable error code from the contract. Transports map
+// Code is a machine-readable error code of the API (docs/api.md). Transports map
 // each code to their own form (HTTP status, GraphQL extensions.code).
 type Code string
 
-// The contract's error codes.
+// The API's error codes.
 const (
 	CodeValidation            Code = "VALIDATION_FAILED"
 	CodeUnauthenticated       Code = "UNAUTHENTICATED"

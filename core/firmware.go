@@ -67,7 +67,7 @@ type BlobStore interface {
 // DownloadTTL is how long a firmware download link lives.
 type DownloadTTL time.Duration
 
-// FirmwareService holds the rules of CONTRACT §8.
+// FirmwareService holds the rules of docs/api.md, "Firmware".
 type FirmwareService struct {
 	store  FirmwareStore
 	blobs  BlobStore

@@ -11,7 +11,7 @@ import (
 // AssociationState is where a mount stands in its association lifecycle.
 type AssociationState string
 
-// The association states (CONTRACT §4).
+// The association states (docs/api.md, "Mount lifecycle").
 const (
 	StateInactive   AssociationState = "INACTIVE"
 	StateIdle       AssociationState = "IDLE"
@@ -114,7 +114,7 @@ func NewPage(currentPage, pageSize *int, defaultSize int, v *Validation) Page {
 
 // MaxOffset is the largest offset a list query is given: the storage
 // layer takes 32-bit offsets, and no list holds that many items, so a page
-// further out is past the end all the same (an empty page, CONTRACT §2).
+// further out is past the end all the same (an empty page, docs/api.md, "Conventions").
 const MaxOffset = math.MaxInt32
 
 // Offset is the number of items before the page, at most MaxOffset. It is
@@ -258,8 +258,8 @@ type Deadline struct {
 	At  time.Time
 }
 
-// TimeLayout is the contract's date-time output: UTC with milliseconds.
+// TimeLayout is the API's date-time output: UTC with milliseconds.
 const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// FormatTime renders t in the contract's date-time text.
+// FormatTime renders t in the API's date-time text.
 func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// MountService holds the association lifecycle (CONTRACT §4), state ingest
+// MountService holds the association lifecycle (docs/api.md, "Mount lifecycle"), state ingest
 // (§5) and command issuing (§6). Every transport calls it; it asks the
 // principal for permission before anything else.
 type MountService struct {

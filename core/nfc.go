@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// MaxTagsPerSync is the contract's limit on one synchronisation.
+// MaxTagsPerSync is the API's limit on one synchronisation.
 const MaxTagsPerSync = 200
 
 // NfcTag is an NFC tag of an account, authorised on some of its mounts.
@@ -57,7 +57,7 @@ type TagStore interface {
 	TagsOfMounts(ctx context.Context, accountID string, mountUIDs []string) (map[string][]NfcTag, error)
 }
 
-// NfcService holds the rules of CONTRACT §7.
+// NfcService holds the rules of docs/api.md, "NFC tags".
 type NfcService struct {
 	tags   TagStore
 	mounts MountStore
@@ -114,7 +114,7 @@ func (p Principal) visibleMounts(uids []string) []string {
 // SyncTags handles POST /nfc-tags.
 func (s *NfcService) SyncTags(ctx context.Context, p Principal, mountUID string, tagUIDs []string) (SyncResult, error) {
 	// A mount outside a restricted token's items is 404 before the role is
-	// considered (CONTRACT §11), as on every mount endpoint.
+	// considered (docs/api.md), as on every mount endpoint.
 	authorize := p.Authorize(ActionWriteNfcTags)
 	if mountUID != "" {
 		authorize = p.AuthorizeMount(ActionWriteNfcTags, mountUID)

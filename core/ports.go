@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// EventType names what happened to a mount (CONTRACT §9).
+// EventType names what happened to a mount (docs/api.md, "GraphQL").
 type EventType string
 
 // The event types.

@@ -36,7 +36,7 @@ const (
 	ActionSubscribe          Action = "events.subscribe"
 )
 
-// restrictedActions is what role:restricted may do (CONTRACT §3); owners may
+// restrictedActions is what role:restricted may do (docs/api.md, "Identity"); owners may
 // do everything in their account.
 var restrictedActions = map[Action]bool{
 	ActionReadAccount:  true,

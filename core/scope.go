@@ -10,7 +10,7 @@ import (
 // Role is what a token may do within its account.
 type Role string
 
-// The two roles of the contract.
+// The two roles a token can carry (docs/api.md, "Identity").
 const (
 	RoleOwner      Role = "owner"
 	RoleRestricted Role = "restricted"
@@ -26,10 +26,10 @@ const (
 	scopeMountPrefix = "mount:"
 )
 
-// mountUIDPattern is the contract's shape of a mount uid (CONTRACT §4).
+// mountUIDPattern is the API's shape of a mount uid (docs/api.md, "Mount lifecycle").
 var mountUIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 
-// ValidMountUID reports whether uid has the contract's shape.
+// ValidMountUID reports whether uid has the API's shape.
 func ValidMountUID(uid string) bool { return mountUIDPattern.MatchString(uid) }
 
 // ScopeRules knows the deployment-specific audience item and parses the scope

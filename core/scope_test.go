@@ -74,7 +74,7 @@ func principal(t *testing.T, items ...string) core.Principal {
 	return core.Principal{AccountID: "acc", Grant: g}
 }
 
-// TestAuthorizationMatrix checks CONTRACT §3: every action for every kind of
+// TestAuthorizationMatrix checks docs/api.md, "Identity": every action for every kind of
 // token.
 func TestAuthorizationMatrix(t *testing.T) {
 	owner := principal(t, "openid", "sub", aud)

@@ -12,7 +12,7 @@ import (
 // StateCode names what a state entry reports.
 type StateCode string
 
-// The state codes (CONTRACT §5).
+// The state codes (docs/api.md, "States").
 const (
 	StateBatteryLevel   StateCode = "BATTERY_LEVEL"
 	StateCPUTemperature StateCode = "CPU_TEMPERATURE"
@@ -23,7 +23,7 @@ const (
 // StateCodes lists every known code.
 var StateCodes = []StateCode{StateBatteryLevel, StateCPUTemperature, StateMountLocked, StateHelmetMounted}
 
-// MaxStatesPerReport is the contract's limit on one report.
+// MaxStatesPerReport is the API's limit on one report.
 const MaxStatesPerReport = 500
 
 // CheckReportSize refuses a report of more than MaxStatesPerReport entries;

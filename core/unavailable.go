@@ -15,7 +15,7 @@ const UnavailableRetry = 5 * time.Second
 
 // IsUnavailable reports whether err says a dependency (the database,
 // Redis) cannot be reached, rather than that the request or mountd is at
-// fault: the contract answers those 503 UNAVAILABLE with Retry-After.
+// fault: the API answers those 503 UNAVAILABLE with Retry-After.
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false

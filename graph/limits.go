@@ -12,7 +12,7 @@ import (
 )
 
 // depthLimiter refuses operations nested deeper than its limit, before any
-// resolver runs. Introspection fields do not count (CONTRACT §11): the
+// resolver runs. Introspection fields do not count (docs/api.md): the
 // standard introspection query nests its type references ten levels deep.
 type depthLimiter struct{ limit int }
 

@@ -139,7 +139,7 @@ func (a *apiClient) validate(ctx context.Context, uid string) error {
 	return scopeAllows(scope, uid)
 }
 
-// scopeAllows applies CONTRACT §3 to a mount: the mandatory items must be
+// scopeAllows applies docs/api.md, "Identity" to a mount: the mandatory items must be
 // there; a restricted token with mount items reaches only those mounts.
 func scopeAllows(scope []string, uid string) error {
 	var openid, sub, aud, restricted bool

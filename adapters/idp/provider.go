@@ -28,7 +28,7 @@ import (
 	"github.com/mountd/mountd/core"
 )
 
-// The contract's endpoint paths (CONTRACT §3); the issuer is the server root.
+// The API's endpoint paths (docs/api.md, "Identity"); the issuer is the server root.
 const (
 	pathDiscovery  = oidc.DiscoveryEndpoint // /.well-known/openid-configuration
 	pathToken      = "/oauth/v2/token"
@@ -266,7 +266,7 @@ func (p *Provider) serveToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// zitadel derives expires_in from a later clock reading and truncates
-	// it, which turns an hour into 3599 s; the contract says 3600.
+	// it, which turns an hour into 3599 s; the API says 3600.
 	resp.ExpiresIn = uint64(p.cfg.TokenTTL / time.Second)
 	p.log.DebugContext(ctx, "access token issued", "client_id", cl.ClientID, "account_id", cl.AccountID)
 	writeJSON(w, http.StatusOK, resp)

@@ -12,7 +12,7 @@ import (
 	"github.com/mountd/mountd/core"
 )
 
-// MaxBodyBytes is the contract's limit on request bodies.
+// MaxBodyBytes is the API's limit on request bodies.
 const MaxBodyBytes = 1 << 20
 
 // decodeJSON reads one JSON value into dst, strictly: unknown fields, wrong

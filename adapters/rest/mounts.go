@@ -203,7 +203,7 @@ func (s *Server) reportStates(w http.ResponseWriter, r *http.Request, p core.Pri
 		writeError(w, r, s.Logger, err)
 		return
 	}
-	// The count is refused before any entry is looked at (CONTRACT §11).
+	// The count is refused before any entry is looked at (docs/api.md).
 	if err := core.CheckReportSize(len(body.States)); err != nil {
 		writeError(w, r, s.Logger, err)
 		return

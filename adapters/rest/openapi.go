@@ -16,7 +16,7 @@ var openAPIDocument []byte
 // OpenAPIDocument returns a copy of the OpenAPI 3.1 document of the REST API.
 func OpenAPIDocument() []byte { return slices.Clone(openAPIDocument) }
 
-// openAPI serves the document; it needs no token (CONTRACT §11).
+// openAPI serves the document; it needs no token (docs/api.md).
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "public, max-age=300")

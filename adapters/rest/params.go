@@ -39,7 +39,7 @@ func (q *query) str(name string) *string {
 	return &s
 }
 
-// page reads currentPage and pageSize (CONTRACT §2).
+// page reads currentPage and pageSize (docs/api.md, "Conventions").
 func (q *query) page(defaultSize int) core.Page {
 	return core.NewPage(q.integer("currentPage"), q.integer("pageSize"), defaultSize, &q.v)
 }

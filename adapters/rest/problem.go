@@ -35,7 +35,7 @@ var statusByCode = map[core.Code]int{
 	core.CodeUnavailable:           http.StatusServiceUnavailable,
 }
 
-// Problem is an RFC 9457 problem document with the contract's extensions.
+// Problem is an RFC 9457 problem document with the API's extensions.
 type Problem struct {
 	Type   string            `json:"type"`
 	Title  string            `json:"title"`

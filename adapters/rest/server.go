@@ -188,7 +188,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// withBodyLimit caps request bodies at the contract's 1 MiB. A declared
+// withBodyLimit caps request bodies at the API's 1 MiB. A declared
 // length over the limit is refused before anything is read.
 func (s *Server) withBodyLimit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -198,7 +198,7 @@ func (s *Server) withBodyLimit(next http.Handler) http.Handler {
 }
 
 // authed verifies the access token before h runs. Authentication comes
-// before any look at the body (CONTRACT §11), and a token lacking mandatory
+// before any look at the body (docs/api.md), and a token lacking mandatory
 // scope items is refused here for every API call.
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, core.Principal)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

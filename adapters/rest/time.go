@@ -7,7 +7,7 @@ import (
 	"github.com/mountd/mountd/core"
 )
 
-// Time marshals as the contract's date-time text.
+// Time marshals as the API's date-time text.
 type Time time.Time
 
 // MarshalJSON implements json.Marshaler.

@@ -9,7 +9,7 @@ import (
 )
 
 // Config is every setting of mountd; each has a flag and an environment
-// variable (CONTRACT §1).
+// variable (README.md, "Configuration").
 type Config struct {
 	Listen            string
 	PublicURL         string

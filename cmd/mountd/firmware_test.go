@@ -40,7 +40,7 @@ func (in *instance) publish(t *testing.T, model, revision string, size int, extr
 	return decode[versionView](t, []byte(out)), data
 }
 
-// TestFirmware covers CONTRACT §8 on both backends.
+// TestFirmware covers docs/api.md, "Firmware" on both backends.
 func TestFirmware(t *testing.T) {
 	for name, newConfig := range backends(t) {
 		t.Run(name, func(t *testing.T) {

@@ -180,7 +180,7 @@ func TestGraphQLAuthentication(t *testing.T) {
 		t.Fatalf("ordinary nesting refused: %+v", r.Errors)
 	}
 	// Introspection nests deeper than the depth limit and does not count
-	// toward it (CONTRACT §11); the limit itself is tested in graph.
+	// toward it (docs/api.md); the limit itself is tested in graph.
 	fragment := `fragment T on __Type { ofType { ofType { ofType { ofType { ofType { ofType { ofType { ofType { ofType { ofType { name } } } } } } } } } } } { __schema { types { ...T } } }`
 	if r := a.gql(t, fragment, nil); r.code() != "" {
 		t.Fatalf("deep introspection refused: %+v", r.Errors)

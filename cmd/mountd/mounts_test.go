@@ -107,7 +107,7 @@ func entry(code, value string, at time.Time) map[string]any {
 	return map[string]any{"code": code, "value": value, "occurredAt": at.Format(time.RFC3339Nano)}
 }
 
-// TestLifecycle covers every row of CONTRACT §4 on both backends.
+// TestLifecycle covers every row of docs/api.md, "Mount lifecycle" on both backends.
 func TestLifecycle(t *testing.T) {
 	for name, newConfig := range backends(t) {
 		t.Run(name, func(t *testing.T) {
@@ -352,7 +352,7 @@ func (f fleet) noContent(t *testing.T, method, path string, body any) {
 }
 
 // TestSignedCommands plays the mount: every command verifies with the key
-// that ASSOCIATE_OWNER delivered, and the payload is as CONTRACT §6 says.
+// that ASSOCIATE_OWNER delivered, and the payload is as docs/api.md, "Commands" says.
 func TestSignedCommands(t *testing.T) {
 	for name, newConfig := range backends(t) {
 		t.Run(name, func(t *testing.T) {
@@ -458,7 +458,7 @@ func checkPayload(t *testing.T, cmd commandView, code, uid, params string) strin
 	return parts[4]
 }
 
-// TestCommandQueryValidation: parameters as CONTRACT §6.
+// TestCommandQueryValidation: parameters as docs/api.md, "Commands".
 func TestCommandQueryValidation(t *testing.T) {
 	in := start(t, testConfig(t.TempDir(), ""))
 	a := newFleet(in, "A")

@@ -22,7 +22,7 @@ type tagList struct {
 	Pagination map[string]int `json:"pagination"`
 }
 
-// TestNfcTags covers CONTRACT §7 on both backends.
+// TestNfcTags covers docs/api.md, "NFC tags" on both backends.
 func TestNfcTags(t *testing.T) {
 	for name, newConfig := range backends(t) {
 		t.Run(name, func(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 )
 
 // TestFarPages: a page past the end is an empty list with 200, however far
-// (CONTRACT §2), on every list and through GraphQL; a page number that is
+// (docs/api.md, "Conventions"), on every list and through GraphQL; a page number that is
 // not an integer is 400.
 func TestFarPages(t *testing.T) {
 	for name, newConfig := range backends(t) {

@@ -23,7 +23,7 @@ type historyView struct {
 	} `json:"pagination"`
 }
 
-// TestStates covers CONTRACT §5 on both backends.
+// TestStates covers docs/api.md, "States" on both backends.
 func TestStates(t *testing.T) {
 	for name, newConfig := range backends(t) {
 		t.Run(name, func(t *testing.T) {
@@ -264,7 +264,7 @@ func TestMountListAndPatch(t *testing.T) {
 	}
 }
 
-// TestRestrictedTokens: CONTRACT §3 and §11 through the API.
+// TestRestrictedTokens: docs/api.md, "Identity" and §11 through the API.
 func TestRestrictedTokens(t *testing.T) {
 	in := start(t, testConfig(t.TempDir(), ""))
 	a := newFleet(in, "A")

@@ -1,6 +1,6 @@
 // Package simmount is simulated mount firmware on the simulated radio: it
 // advertises, answers the info read, takes framed commands, verifies them
-// as a real mount must (CONTRACT §6) and notifies results and states, as
+// as a real mount must (docs/api.md, "Commands") and notifies results and states, as
 // docs/ble.md describes. mountsim runs fleets of them; end-to-end tests put
 // them on an in-process sim.Air.
 package simmount
