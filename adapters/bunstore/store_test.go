@@ -4,12 +4,10 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mountd/mountd/adapters/bunstore"
 	"github.com/mountd/mountd/adapters/keyring"
 	"github.com/mountd/mountd/adapters/testenv"
-	"github.com/mountd/mountd/core"
 )
 
 // forEachDatabase runs fn against a migrated store on SQLite and on PostgreSQL.
@@ -35,79 +33,6 @@ func MustOpen(tb testing.TB, url string) *bunstore.Store {
 	}
 	tb.Cleanup(closeStore)
 	return store
-}
-
-func TestAccountStore(t *testing.T) {
-	forEachDatabase(t, func(t *testing.T, _ string, store *bunstore.Store) {
-		ctx := context.Background()
-		created := time.Date(2026, 11, 22, 1, 40, 13, 123_000_000, time.UTC)
-		acc := core.Account{ID: "acc_1", Name: "Fleet One", CreatedAt: created}
-		cl := core.APIClient{ClientID: "cli_1", AccountID: "acc_1", SecretHash: "$argon2id$x", CreatedAt: created}
-		if err := store.CreateAccount(ctx, acc, cl); err != nil {
-			t.Fatalf("CreateAccount: %v", err)
-		}
-
-		gotAcc, err := store.Account(ctx, "acc_1")
-		if err != nil || gotAcc != acc {
-			t.Fatalf("Account = %+v, %v; want %+v", gotAcc, err, acc)
-		}
-		gotCl, err := store.APIClient(ctx, "cli_1")
-		if err != nil || gotCl != cl {
-			t.Fatalf("APIClient = %+v, %v; want %+v", gotCl, err, cl)
-		}
-
-		tests := []struct {
-			name string
-			call func() error
-			want core.Code
-		}{
-			{"unknown account", func() error { _, err := store.Account(ctx, "acc_x"); return err }, core.CodeNotFound},
-			{"unknown client", func() error { _, err := store.APIClient(ctx, "cli_x"); return err }, core.CodeNotFound},
-			{"duplicate account", func() error {
-				return store.CreateAccount(ctx, acc, core.APIClient{ClientID: "cli_2", AccountID: "acc_1", CreatedAt: created})
-			}, core.CodeConflict},
-			{"duplicate client id", func() error {
-				return store.CreateAccount(ctx, core.Account{ID: "acc_2", Name: "Two", CreatedAt: created}, cl)
-			}, core.CodeConflict},
-		}
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				if got := core.ErrorCode(tt.call()); got != tt.want {
-					t.Fatalf("code = %s, want %s", got, tt.want)
-				}
-			})
-		}
-
-		// A failed CreateAccount is all-or-nothing: the account whose client
-		// clashed must not exist.
-		if _, err := store.Account(ctx, "acc_2"); core.ErrorCode(err) != core.CodeNotFound {
-			t.Fatalf("acc_2 after failed create: err = %v, want not found", err)
-		}
-	})
-}
-
-func TestAccountServiceOnStore(t *testing.T) {
-	forEachDatabase(t, func(t *testing.T, _ string, store *bunstore.Store) {
-		ctx := context.Background()
-		svc := core.NewAccountService(store, nil)
-		created, err := svc.Create(ctx, "Fleet")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cl, err := store.APIClient(ctx, created.ClientID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cl.SecretHash == created.ClientSecret || len(cl.SecretHash) < 60 {
-			t.Fatalf("secret stored as %q: want an argon2id hash", cl.SecretHash)
-		}
-		if _, err := svc.Authenticate(ctx, created.ClientID, created.ClientSecret, "test"); err != nil {
-			t.Fatalf("Authenticate with the right secret: %v", err)
-		}
-		if _, err := svc.Authenticate(ctx, created.ClientID, created.ClientSecret+"x", "test"); core.ErrorCode(err) != core.CodeUnauthenticated {
-			t.Fatalf("Authenticate with a wrong secret: %v", err)
-		}
-	})
 }
 
 func TestMigrateTwiceAndConcurrently(t *testing.T) {

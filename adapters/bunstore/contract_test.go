@@ -1,0 +1,25 @@
+package bunstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/mountd/mountd/adapters/storetest"
+	"github.com/mountd/mountd/adapters/testenv"
+)
+
+// TestStoreContract runs the storage ports' contract suite on SQLite and
+// on PostgreSQL, each case on a fresh, migrated database.
+func TestStoreContract(t *testing.T) {
+	for name, newURL := range testenv.Databases(t) {
+		t.Run(name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) storetest.Store {
+				store := MustOpen(t, newURL(t))
+				if _, err := store.Migrate(context.Background()); err != nil {
+					t.Fatalf("migrate: %v", err)
+				}
+				return store
+			})
+		})
+	}
+}

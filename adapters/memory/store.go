@@ -1,0 +1,625 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+var (
+	_ core.AccountStore  = (*Store)(nil)
+	_ core.MountStore    = (*Store)(nil)
+	_ core.StateStore    = (*Store)(nil)
+	_ core.CommandStore  = (*Store)(nil)
+	_ core.TagStore      = (*Store)(nil)
+	_ core.FirmwareStore = (*Store)(nil)
+)
+
+// Store is every storage port of core in memory, with the conditional
+// semantics of the database adapter: each transition checks its condition
+// and changes the mount under one lock, as the database's conditional
+// UPDATE does in one statement. It serves core's tests (no database, a fake
+// clock) and runs the same contract suite as the database (storetest).
+type Store struct {
+	mu       sync.Mutex
+	accounts map[string]core.Account
+	clients  map[string]core.APIClient
+	mounts   map[string]*core.Mount
+	states   map[stateKey]core.StateEntry // the history, one entry per key
+	latest   map[latestKey]map[core.StateCode]core.StateEntry
+	commands []storedCommand
+	seq      int64
+	tags     map[tagKey]core.NfcTag // MountUIDs unused here: links hold them
+	links    map[linkKey]string     // → account that linked
+	firmware map[[2]string]core.FirmwareVersion
+}
+
+type stateKey struct {
+	uid, account string
+	code         core.StateCode
+	at           int64
+	value        string
+}
+
+type latestKey struct{ uid, account string }
+
+type tagKey struct{ account, uid string }
+
+type linkKey struct{ mount, tag string }
+
+type storedCommand struct {
+	core.Command
+	seq int64
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store {
+	return &Store{accounts: map[string]core.Account{}, clients: map[string]core.APIClient{},
+		mounts: map[string]*core.Mount{}, states: map[stateKey]core.StateEntry{},
+		latest: map[latestKey]map[core.StateCode]core.StateEntry{}, tags: map[tagKey]core.NfcTag{},
+		links: map[linkKey]string{}, firmware: map[[2]string]core.FirmwareVersion{}}
+}
+
+func mountNotFound(uid string) error {
+	return core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
+}
+
+// live is the database's condition that an association is in force at now:
+// ASSOCIATED, or IDLE inside its window.
+func live(m *core.Mount, now time.Time) bool {
+	return m.State == core.StateAssociated || m.State == core.StateIdle && m.IdleDeadline.After(now)
+}
+
+func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+// CreateAccount implements core.AccountStore.
+func (s *Store) CreateAccount(_ context.Context, a core.Account, c core.APIClient) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.accounts[a.ID]; ok {
+		return core.Errorf(core.CodeConflict, "account already exists")
+	}
+	if _, ok := s.clients[c.ClientID]; ok {
+		return core.Errorf(core.CodeConflict, "account already exists")
+	}
+	s.accounts[a.ID], s.clients[c.ClientID] = a, c
+	return nil
+}
+
+// Account implements core.AccountStore.
+func (s *Store) Account(_ context.Context, id string) (core.Account, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.accounts[id]
+	if !ok {
+		return core.Account{}, core.Errorf(core.CodeNotFound, "account not found")
+	}
+	return a, nil
+}
+
+// APIClient implements core.AccountStore.
+func (s *Store) APIClient(_ context.Context, clientID string) (core.APIClient, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clients[clientID]
+	if !ok {
+		return core.APIClient{}, core.Errorf(core.CodeNotFound, "API client not found")
+	}
+	return c, nil
+}
+
+func or(v *string, keep string) string {
+	if v == nil {
+		return keep
+	}
+	return *v
+}
+
+// ClaimMount implements core.MountStore.
+func (s *Store) ClaimMount(_ context.Context, c core.Claim) (core.Mount, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := c.Fields
+	m, ok := s.mounts[c.UID]
+	if !ok {
+		m = &core.Mount{UID: c.UID, Name: or(f.Name, ""), SerialNumber: or(f.SerialNumber, ""), MACAddress: or(f.MACAddress, ""),
+			FirmwareRevision: or(f.FirmwareRevision, ""), SoftwareRevision: or(f.SoftwareRevision, ""), ModelNumber: or(f.ModelNumber, ""),
+			State: core.StateIdle, OwnerID: c.AccountID, IdleDeadline: ms(c.Deadline), Key: c.Key, CreatedAt: ms(c.Now), UpdatedAt: ms(c.Now)}
+		s.mounts[c.UID] = m
+		return *m, nil
+	}
+	if m.State != core.StateInactive && m.OwnerID != c.AccountID {
+		return core.Mount{}, core.Errorf(core.CodeMountAlreadyOwned, "mount %q belongs to another account", c.UID)
+	}
+	// Taking an INACTIVE mount starts a new association: the former
+	// owner's name goes, the device's own fields stay.
+	if m.State == core.StateInactive {
+		m.Name = or(f.Name, "")
+	} else {
+		m.Name = or(f.Name, m.Name)
+	}
+	m.SerialNumber, m.MACAddress = or(f.SerialNumber, m.SerialNumber), or(f.MACAddress, m.MACAddress)
+	m.FirmwareRevision, m.SoftwareRevision = or(f.FirmwareRevision, m.FirmwareRevision), or(f.SoftwareRevision, m.SoftwareRevision)
+	m.ModelNumber = or(f.ModelNumber, m.ModelNumber)
+	if m.State == core.StateAssociated {
+		m.IdleDeadline = time.Time{}
+	} else {
+		m.State, m.IdleDeadline, m.AssociatedAt = core.StateIdle, ms(c.Deadline), time.Time{}
+	}
+	m.OwnerID, m.ExpiredOwnerID, m.Key, m.UpdatedAt = c.AccountID, "", c.Key, ms(c.Now)
+	s.unlinkLocked(c.UID, c.AccountID)
+	return *m, nil
+}
+
+// unlinkLocked removes the mount's tag links of every account but keep
+// ("" removes them all).
+func (s *Store) unlinkLocked(uid, keep string) {
+	for k, account := range s.links {
+		if k.mount == uid && account != keep {
+			delete(s.links, k)
+		}
+	}
+}
+
+// ConfirmAssociation implements core.MountStore.
+func (s *Store) ConfirmAssociation(_ context.Context, uid, accountID string, now time.Time) (core.Mount, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[uid]
+	if !ok {
+		return core.Mount{}, false, mountNotFound(uid)
+	}
+	if m.State != core.StateIdle || m.OwnerID != accountID || !m.IdleDeadline.After(now) {
+		return *m, false, nil
+	}
+	m.State, m.AssociatedAt, m.IdleDeadline, m.UpdatedAt = core.StateAssociated, ms(now), time.Time{}, ms(now)
+	return *m, true, nil
+}
+
+// ExpireAssociation implements core.MountStore.
+func (s *Store) ExpireAssociation(_ context.Context, uid string, now time.Time) (core.Mount, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[uid]
+	if !ok || m.State != core.StateIdle || m.IdleDeadline.After(now) {
+		return core.Mount{}, false, nil
+	}
+	m.State, m.ExpiredOwnerID, m.OwnerID = core.StateInactive, m.OwnerID, ""
+	m.IdleDeadline, m.Key, m.UpdatedAt = time.Time{}, core.MountKey{}, ms(now)
+	s.unlinkLocked(uid, "")
+	return *m, true, nil
+}
+
+// AbandonMount implements core.MountStore.
+func (s *Store) AbandonMount(_ context.Context, uid, accountID string, now time.Time) (core.Mount, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[uid]
+	if !ok || m.OwnerID != accountID || !live(m, now) {
+		return core.Mount{}, mountNotFound(uid)
+	}
+	m.State, m.ExpiredOwnerID, m.OwnerID = core.StateInactive, "", ""
+	m.IdleDeadline, m.AssociatedAt, m.Key, m.UpdatedAt = time.Time{}, time.Time{}, core.MountKey{}, ms(now)
+	s.unlinkLocked(uid, "")
+	return *m, nil
+}
+
+// DeleteMount implements core.MountStore: the mount and everything of it.
+func (s *Store) DeleteMount(_ context.Context, uid, accountID string) (core.Mount, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[uid]
+	if !ok || m.OwnerID != accountID {
+		return core.Mount{}, mountNotFound(uid)
+	}
+	delete(s.mounts, uid)
+	for k := range s.states {
+		if k.uid == uid {
+			delete(s.states, k)
+		}
+	}
+	for k := range s.latest {
+		if k.uid == uid {
+			delete(s.latest, k)
+		}
+	}
+	s.commands = slices.DeleteFunc(s.commands, func(c storedCommand) bool { return c.MountUID == uid })
+	s.unlinkLocked(uid, "")
+	return *m, nil
+}
+
+// RekeyMount implements core.MountStore.
+func (s *Store) RekeyMount(_ context.Context, uid, accountID string, key core.MountKey, now time.Time) (core.Mount, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[uid]
+	if !ok || m.OwnerID != accountID || !live(m, now) {
+		return core.Mount{}, mountNotFound(uid)
+	}
+	m.Key, m.UpdatedAt = key, ms(now)
+	return *m, nil
+}
+
+// UpdateMount implements core.MountStore.
+func (s *Store) UpdateMount(_ context.Context, uid, accountID string, u core.MountUpdate, now time.Time) (core.Mount, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[uid]
+	if !ok || m.OwnerID != accountID || !live(m, now) {
+		return core.Mount{}, mountNotFound(uid)
+	}
+	m.Name, m.SoftwareRevision = or(u.Name, m.Name), or(u.SoftwareRevision, m.SoftwareRevision)
+	if u.Name != nil || u.SoftwareRevision != nil {
+		m.UpdatedAt = ms(now)
+	}
+	return *m, nil
+}
+
+// Mount implements core.MountStore.
+func (s *Store) Mount(_ context.Context, uid string) (core.Mount, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[uid]
+	if !ok {
+		return core.Mount{}, mountNotFound(uid)
+	}
+	return *m, nil
+}
+
+// MountWithLatest implements core.MountStore.
+func (s *Store) MountWithLatest(_ context.Context, uid string) (core.Mount, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[uid]
+	if !ok {
+		return core.Mount{}, mountNotFound(uid)
+	}
+	out := *m
+	out.Latest = core.ComputeLatest(s.latestLocked(uid, m.OwnerID))
+	return out, nil
+}
+
+func (s *Store) latestLocked(uid, accountID string) []core.StateEntry {
+	var out []core.StateEntry
+	for _, e := range s.latest[latestKey{uid, accountID}] {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b core.StateEntry) int { return cmp.Compare(a.Code, b.Code) })
+	return out
+}
+
+// ListMounts implements core.MountStore.
+func (s *Store) ListMounts(_ context.Context, accountID string, f core.MountFilter, p core.Page, now time.Time) ([]core.Mount, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []core.Mount
+	for _, m := range s.mounts {
+		switch {
+		case m.OwnerID != accountID || !live(m, now),
+			f.MACAddress != nil && m.MACAddress != strings.ToUpper(*f.MACAddress),
+			f.MountUID != nil && m.UID != *f.MountUID,
+			f.SerialNumber != nil && m.SerialNumber != *f.SerialNumber,
+			f.UIDs != nil && !slices.Contains(f.UIDs, m.UID):
+			continue
+		}
+		out := *m
+		out.Latest = core.ComputeLatest(s.latestLocked(m.UID, accountID))
+		all = append(all, out)
+	}
+	slices.SortFunc(all, func(a, b core.Mount) int { return cmp.Compare(a.UID, b.UID) })
+	return page(all, p), len(all), nil
+}
+
+// page cuts p out of a sorted list.
+func page[T any](all []T, p core.Page) []T {
+	from := min(p.Offset(), len(all))
+	to := min(from+p.PageSize, len(all))
+	return slices.Clone(all[from:to])
+}
+
+// IdleDeadlines implements core.MountStore.
+func (s *Store) IdleDeadlines(context.Context) ([]core.Deadline, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []core.Deadline
+	for _, m := range s.mounts {
+		if m.State == core.StateIdle && !m.IdleDeadline.IsZero() {
+			out = append(out, core.Deadline{UID: m.UID, At: m.IdleDeadline})
+		}
+	}
+	return out, nil
+}
+
+// LapsedIdle implements core.MountStore.
+func (s *Store) LapsedIdle(_ context.Context, now time.Time, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var due []*core.Mount
+	for _, m := range s.mounts {
+		if m.State == core.StateIdle && !m.IdleDeadline.After(now) {
+			due = append(due, m)
+		}
+	}
+	slices.SortFunc(due, func(a, b *core.Mount) int { return a.IdleDeadline.Compare(b.IdleDeadline) })
+	uids := []string{}
+	for _, m := range due[:min(limit, len(due))] {
+		uids = append(uids, m.UID)
+	}
+	return uids, nil
+}
+
+// InsertStates implements core.StateStore.
+func (s *Store) InsertStates(_ context.Context, uid, accountID string, entries []core.StateEntry) (core.Mount, []core.StateEntry, error) {
+	if len(entries) == 0 {
+		return core.Mount{}, nil, core.Errorf(core.CodeValidation, "a report holds at least one entry")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[uid]
+	// The entries' ReceivedAt is the instant of the report.
+	if !ok || m.OwnerID != accountID || !live(m, entries[0].ReceivedAt) {
+		return core.Mount{}, nil, mountNotFound(uid)
+	}
+	accepted := []core.StateEntry{}
+	for _, e := range entries {
+		e.OccurredAt, e.ReceivedAt = ms(e.OccurredAt), ms(e.ReceivedAt)
+		k := stateKey{uid, accountID, e.Code, e.OccurredAt.UnixMilli(), e.Value}
+		if _, dup := s.states[k]; dup {
+			continue
+		}
+		s.states[k] = e
+		accepted = append(accepted, e)
+	}
+	lk := latestKey{uid, accountID}
+	for _, e := range core.LatestPerCode(accepted) {
+		if s.latest[lk] == nil {
+			s.latest[lk] = map[core.StateCode]core.StateEntry{}
+		}
+		if cur, ok := s.latest[lk][e.Code]; !ok || core.Newer(e, cur) {
+			s.latest[lk][e.Code] = core.StateEntry{Code: e.Code, Value: e.Value, OccurredAt: e.OccurredAt}
+		}
+	}
+	return *m, accepted, nil
+}
+
+// LatestStates implements core.StateStore.
+func (s *Store) LatestStates(_ context.Context, uid, accountID string) ([]core.StateEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.latestLocked(uid, accountID), nil
+}
+
+// ListStates implements core.StateStore.
+func (s *Store) ListStates(_ context.Context, uid, accountID string, f core.StateFilter, p core.Page) ([]core.StateEntry, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []core.StateEntry
+	for k, e := range s.states {
+		switch {
+		case k.uid != uid || k.account != accountID,
+			f.Code != nil && e.Code != *f.Code,
+			f.From != nil && e.OccurredAt.Before(ms(*f.From)),
+			f.To != nil && !e.OccurredAt.Before(ms(*f.To)):
+			continue
+		}
+		all = append(all, e)
+	}
+	slices.SortFunc(all, func(a, b core.StateEntry) int {
+		return cmp.Or(b.OccurredAt.Compare(a.OccurredAt), cmp.Compare(a.Code, b.Code), cmp.Compare(a.Value, b.Value))
+	})
+	return page(all, p), len(all), nil
+}
+
+// InsertCommand implements core.CommandStore.
+func (s *Store) InsertCommand(_ context.Context, c core.Command) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.mounts[c.MountUID]; !ok {
+		return mountNotFound(c.MountUID)
+	}
+	s.seq++
+	c.GeneratedAt = ms(c.GeneratedAt)
+	s.commands = append(s.commands, storedCommand{Command: c, seq: s.seq})
+	return nil
+}
+
+// ListCommands implements core.CommandStore: newest first, in issue order
+// within one millisecond.
+func (s *Store) ListCommands(_ context.Context, uid, accountID string, p core.Page) ([]core.Command, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []storedCommand
+	for _, c := range s.commands {
+		if c.MountUID == uid && c.AccountID == accountID {
+			all = append(all, c)
+		}
+	}
+	slices.SortFunc(all, func(a, b storedCommand) int {
+		return cmp.Or(b.GeneratedAt.Compare(a.GeneratedAt), cmp.Compare(b.seq, a.seq))
+	})
+	out := make([]core.Command, 0, len(all))
+	for _, c := range page(all, p) {
+		out = append(out, c.Command)
+	}
+	return out, len(all), nil
+}
+
+// tagLocked returns a tag with its links.
+func (s *Store) tagLocked(t core.NfcTag) core.NfcTag {
+	t.MountUIDs = []string{}
+	for k, account := range s.links {
+		if k.tag == t.UID && account == t.AccountID {
+			t.MountUIDs = append(t.MountUIDs, k.mount)
+		}
+	}
+	slices.Sort(t.MountUIDs)
+	return t
+}
+
+// ListTags implements core.TagStore.
+func (s *Store) ListTags(_ context.Context, accountID string, mountUIDs []string, p core.Page) ([]core.NfcTag, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []core.NfcTag
+	for k, t := range s.tags {
+		if k.account != accountID {
+			continue
+		}
+		t = s.tagLocked(t)
+		if mountUIDs != nil && !slices.ContainsFunc(t.MountUIDs, func(m string) bool { return slices.Contains(mountUIDs, m) }) {
+			continue
+		}
+		all = append(all, t)
+	}
+	slices.SortFunc(all, func(a, b core.NfcTag) int { return cmp.Compare(a.UID, b.UID) })
+	return page(all, p), len(all), nil
+}
+
+// SyncTags implements core.TagStore.
+func (s *Store) SyncTags(_ context.Context, accountID, mountUID string, tagUIDs []string, now time.Time) (added, removed int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[mountUID]
+	if !ok || m.OwnerID != accountID || m.State == core.StateInactive {
+		return 0, 0, mountNotFound(mountUID)
+	}
+	if m.State != core.StateAssociated {
+		return 0, 0, core.Errorf(core.CodeMountNotAssociated, "mount %q is not associated", mountUID)
+	}
+	for _, uid := range tagUIDs {
+		k := tagKey{accountID, uid}
+		if _, ok := s.tags[k]; !ok {
+			s.tags[k] = core.NfcTag{UID: uid, AccountID: accountID, CreatedAt: ms(now), UpdatedAt: ms(now)}
+		}
+	}
+	for k := range s.links {
+		if k.mount == mountUID && !slices.Contains(tagUIDs, k.tag) {
+			delete(s.links, k)
+			removed++
+		}
+	}
+	for _, uid := range tagUIDs {
+		k := linkKey{mountUID, uid}
+		if _, ok := s.links[k]; !ok {
+			s.links[k] = accountID
+			added++
+		}
+	}
+	return added, removed, nil
+}
+
+// UpdateTag implements core.TagStore.
+func (s *Store) UpdateTag(_ context.Context, accountID, uid string, u core.NfcTagUpdate, now time.Time) (core.NfcTag, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := tagKey{accountID, uid}
+	t, ok := s.tags[k]
+	if !ok {
+		return core.NfcTag{}, core.Errorf(core.CodeNfcTagNotFound, "NFC tag not found")
+	}
+	t.Name, t.IconName = or(u.Name, t.Name), or(u.IconName, t.IconName)
+	if u.Color != nil {
+		t.Color = strings.ToUpper(*u.Color)
+	}
+	if u.Name != nil || u.Color != nil || u.IconName != nil {
+		t.UpdatedAt = ms(now)
+	}
+	s.tags[k] = t
+	return s.tagLocked(t), nil
+}
+
+// MountTagUIDs implements core.TagStore.
+func (s *Store) MountTagUIDs(_ context.Context, accountID, mountUID string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	uids := []string{}
+	for k, account := range s.links {
+		if k.mount == mountUID && account == accountID {
+			uids = append(uids, k.tag)
+		}
+	}
+	slices.Sort(uids)
+	return uids, nil
+}
+
+// TagsOfMounts implements core.TagStore.
+func (s *Store) TagsOfMounts(_ context.Context, accountID string, mountUIDs []string) (map[string][]core.NfcTag, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string][]core.NfcTag{}
+	for k, account := range s.links {
+		if account != accountID || !slices.Contains(mountUIDs, k.mount) {
+			continue
+		}
+		if t, ok := s.tags[tagKey{accountID, k.tag}]; ok {
+			out[k.mount] = append(out[k.mount], s.tagLocked(t))
+		}
+	}
+	for _, tags := range out {
+		slices.SortFunc(tags, func(a, b core.NfcTag) int { return cmp.Compare(a.UID, b.UID) })
+	}
+	return out, nil
+}
+
+// InsertFirmware implements core.FirmwareStore.
+func (s *Store) InsertFirmware(_ context.Context, v core.FirmwareVersion) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := [2]string{v.ModelNumber, v.SoftwareRevision}
+	if _, ok := s.firmware[k]; ok {
+		return core.Errorf(core.CodeConflict, "firmware version already exists")
+	}
+	v.AvailableSince = ms(v.AvailableSince)
+	s.firmware[k] = v
+	return nil
+}
+
+// ListFirmware implements core.FirmwareStore.
+func (s *Store) ListFirmware(_ context.Context, model *string, now time.Time, p core.Page) ([]core.FirmwareVersion, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []core.FirmwareVersion
+	for _, v := range s.firmware {
+		if v.AvailableSince.After(now) || model != nil && v.ModelNumber != *model {
+			continue
+		}
+		all = append(all, v)
+	}
+	slices.SortFunc(all, func(a, b core.FirmwareVersion) int {
+		return cmp.Or(b.AvailableSince.Compare(a.AvailableSince), cmp.Compare(a.ModelNumber, b.ModelNumber),
+			cmp.Compare(b.SoftwareRevision, a.SoftwareRevision))
+	})
+	return page(all, p), len(all), nil
+}
+
+// ModelFirmware implements core.FirmwareStore.
+func (s *Store) ModelFirmware(_ context.Context, model string, now time.Time) ([]core.FirmwareVersion, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []core.FirmwareVersion
+	for _, v := range s.firmware {
+		if v.ModelNumber == model && !v.AvailableSince.After(now) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// DeprecateFirmware implements core.FirmwareStore.
+func (s *Store) DeprecateFirmware(_ context.Context, model, revision string) (core.FirmwareVersion, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := [2]string{model, revision}
+	v, ok := s.firmware[k]
+	if !ok {
+		return core.FirmwareVersion{}, core.Errorf(core.CodeFirmwareNotFound, "firmware version not found")
+	}
+	v.Deprecated = true
+	s.firmware[k] = v
+	return v, nil
+}

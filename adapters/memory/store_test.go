@@ -1,0 +1,12 @@
+package memory_test
+
+import (
+	"testing"
+
+	"github.com/mountd/mountd/adapters/memory"
+	"github.com/mountd/mountd/adapters/storetest"
+)
+
+func TestStoreContract(t *testing.T) {
+	storetest.Run(t, func(*testing.T) storetest.Store { return memory.NewStore() })
+}
