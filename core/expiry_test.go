@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mountd/mountd/adapters/bunstore"
 	"github.com/mountd/mountd/adapters/keyring"
 	"github.com/mountd/mountd/adapters/memory"
-	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/core"
 )
 
@@ -77,17 +75,13 @@ type lapseFixture struct {
 	accounts *core.AccountService
 }
 
-func newLapseFixture(t *testing.T, dbURL string) lapseFixture {
+// newLapseFixture is a MountService on the in-memory store (the storage
+// contract suite holds it to the database's semantics), a scheduler that
+// never fires and a clock moved by hand: no database, no sleep.
+func newLapseFixture(t *testing.T) lapseFixture {
 	t.Helper()
 	ctx := context.Background()
-	store, closeStore, err := bunstore.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(closeStore)
-	if _, err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := memory.NewStore()
 	sealer, err := keyring.NewSealer(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +89,7 @@ func newLapseFixture(t *testing.T, dbURL string) lapseFixture {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	bus := &recordingBus{EventBus: memory.NewEventBus(logger)}
 	const window = 10 * time.Minute
-	svc := core.NewMountService(core.MountDeps{Mounts: store, States: store, Commands: store,
+	svc := core.NewMountService(core.MountDeps{Mounts: store, States: store, Commands: store, Tags: store,
 		Signer: keyring.NewMountSigner(sealer), Cache: memory.NewStateCache(), Scheduler: downScheduler{},
 		Events: bus, Window: core.AssociationWindow(window), Logger: logger})
 	clock := &fakeClock{now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
@@ -116,87 +110,83 @@ func newLapseFixture(t *testing.T, dbURL string) lapseFixture {
 // whose window passed counts as INACTIVE for claim, listing and GET, and
 // the sweep expires what the scheduler never fired.
 func TestLapsedIdleCountsAsInactive(t *testing.T) {
-	dbs := map[string]func(testing.TB) string{"sqlite": testenv.SQLiteURL, "postgres": testenv.PostgresURL}
-	for name, newURL := range dbs {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			f := newLapseFixture(t, newURL(t))
-			listed := func(p core.Principal) int {
-				t.Helper()
-				_, pg, err := f.svc.ListMounts(ctx, p, core.MountFilter{}, core.Page{CurrentPage: 1, PageSize: 20})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return pg.TotalItems
-			}
-			if _, err := f.svc.RequestAssociation(ctx, f.a, "L1", core.MountFields{}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.svc.RequestAssociation(ctx, f.a, "L2", core.MountFields{}); err != nil {
-				t.Fatal(err)
-			}
-			if n := listed(f.a); n != 2 {
-				t.Fatalf("inside the window A lists %d mounts, want 2", n)
-			}
-			// Another account inside the window: 409.
-			if _, err := f.svc.RequestAssociation(ctx, f.b, "L1", core.MountFields{}); core.ErrorCode(err) != core.CodeMountAlreadyOwned {
-				t.Fatalf("B's claim inside the window: %v", err)
-			}
-
-			f.clock.Advance(f.window)
-			// At the deadline the window has passed (confirm needs deadline > now).
-			if n := listed(f.a); n != 0 {
-				t.Fatalf("after the window A lists %d mounts, want 0", n)
-			}
-			if _, err := f.svc.Mount(ctx, f.a, "L2"); core.ErrorCode(err) != core.CodeMountNotFound {
-				t.Fatalf("GET of a lapsed mount: %v, want %s", err, core.CodeMountNotFound)
-			}
-			if f.bus.count(core.EventAssociationExpired, "L2") != 1 {
-				t.Fatalf("the GET that found L2 lapsed did not expire it")
-			}
-			// B claims L1 the worker never expired.
-			if _, err := f.svc.RequestAssociation(ctx, f.b, "L1", core.MountFields{}); err != nil {
-				t.Fatalf("B's claim after the window: %v", err)
-			}
-			if f.bus.count(core.EventAssociationExpired, "L1") != 1 {
-				t.Fatalf("A was not told its association of L1 expired")
-			}
-			if _, err := f.svc.ConfirmAssociation(ctx, f.b, "L1"); err != nil {
-				t.Fatalf("B confirms: %v", err)
-			}
-			if _, err := f.svc.ConfirmAssociation(ctx, f.a, "L1"); core.ErrorCode(err) != core.CodeMountNotFound {
-				t.Fatalf("A confirms B's mount: %v", err)
-			}
-
-			// The sweep catches windows nobody touched.
-			if _, err := f.svc.RequestAssociation(ctx, f.a, "L3", core.MountFields{}); err != nil {
-				t.Fatal(err)
-			}
-			if n, err := f.svc.SweepLapsed(ctx); err != nil || n != 0 {
-				t.Fatalf("sweep inside the window: %d, %v", n, err)
-			}
-			f.clock.Advance(f.window + time.Millisecond)
-			if n, err := f.svc.SweepLapsed(ctx); err != nil || n != 1 {
-				t.Fatalf("sweep after the window: %d, %v; want 1", n, err)
-			}
-			if f.bus.count(core.EventAssociationExpired, "L3") != 1 {
-				t.Fatalf("the sweep did not expire L3")
-			}
-			if _, err := f.svc.ConfirmAssociation(ctx, f.a, "L3"); core.ErrorCode(err) != core.CodeAssociationExpired {
-				t.Fatalf("A's late confirm: %v, want %s", err, core.CodeAssociationExpired)
-			}
-			// A lapsed mount refuses reports, updates and commands as INACTIVE.
-			if _, err := f.svc.RequestAssociation(ctx, f.a, "L4", core.MountFields{}); err != nil {
-				t.Fatal(err)
-			}
-			f.clock.Advance(f.window)
-			if _, err := f.svc.ReportStates(ctx, f.a, "L4", []core.StateInput{{Code: "BATTERY_LEVEL", Value: "50", OccurredAt: f.clock.Now().Add(-time.Second), HasOccurredAt: true}}); core.ErrorCode(err) != core.CodeMountNotFound {
-				t.Fatalf("report on a lapsed mount: %v", err)
-			}
-			name := "x"
-			if _, err := f.svc.UpdateMount(ctx, f.a, "L4", core.MountUpdate{Name: &name}); core.ErrorCode(err) != core.CodeMountNotFound {
-				t.Fatalf("update of a lapsed mount: %v", err)
-			}
-		})
+	ctx := context.Background()
+	f := newLapseFixture(t)
+	listed := func(p core.Principal) int {
+		t.Helper()
+		_, pg, err := f.svc.ListMounts(ctx, p, core.MountFilter{}, core.Page{CurrentPage: 1, PageSize: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pg.TotalItems
 	}
+	if _, err := f.svc.RequestAssociation(ctx, f.a, "L1", core.MountFields{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.RequestAssociation(ctx, f.a, "L2", core.MountFields{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := listed(f.a); n != 2 {
+		t.Fatalf("inside the window A lists %d mounts, want 2", n)
+	}
+	// Another account inside the window: 409.
+	if _, err := f.svc.RequestAssociation(ctx, f.b, "L1", core.MountFields{}); core.ErrorCode(err) != core.CodeMountAlreadyOwned {
+		t.Fatalf("B's claim inside the window: %v", err)
+	}
+
+	f.clock.Advance(f.window)
+	// At the deadline the window has passed (confirm needs deadline > now).
+	if n := listed(f.a); n != 0 {
+		t.Fatalf("after the window A lists %d mounts, want 0", n)
+	}
+	if _, err := f.svc.Mount(ctx, f.a, "L2"); core.ErrorCode(err) != core.CodeMountNotFound {
+		t.Fatalf("GET of a lapsed mount: %v, want %s", err, core.CodeMountNotFound)
+	}
+	if f.bus.count(core.EventAssociationExpired, "L2") != 1 {
+		t.Fatalf("the GET that found L2 lapsed did not expire it")
+	}
+	// B claims L1 the worker never expired.
+	if _, err := f.svc.RequestAssociation(ctx, f.b, "L1", core.MountFields{}); err != nil {
+		t.Fatalf("B's claim after the window: %v", err)
+	}
+	if f.bus.count(core.EventAssociationExpired, "L1") != 1 {
+		t.Fatalf("A was not told its association of L1 expired")
+	}
+	if _, err := f.svc.ConfirmAssociation(ctx, f.b, "L1"); err != nil {
+		t.Fatalf("B confirms: %v", err)
+	}
+	if _, err := f.svc.ConfirmAssociation(ctx, f.a, "L1"); core.ErrorCode(err) != core.CodeMountNotFound {
+		t.Fatalf("A confirms B's mount: %v", err)
+	}
+
+	// The sweep catches windows nobody touched.
+	if _, err := f.svc.RequestAssociation(ctx, f.a, "L3", core.MountFields{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.svc.SweepLapsed(ctx); err != nil || n != 0 {
+		t.Fatalf("sweep inside the window: %d, %v", n, err)
+	}
+	f.clock.Advance(f.window + time.Millisecond)
+	if n, err := f.svc.SweepLapsed(ctx); err != nil || n != 1 {
+		t.Fatalf("sweep after the window: %d, %v; want 1", n, err)
+	}
+	if f.bus.count(core.EventAssociationExpired, "L3") != 1 {
+		t.Fatalf("the sweep did not expire L3")
+	}
+	if _, err := f.svc.ConfirmAssociation(ctx, f.a, "L3"); core.ErrorCode(err) != core.CodeAssociationExpired {
+		t.Fatalf("A's late confirm: %v, want %s", err, core.CodeAssociationExpired)
+	}
+	// A lapsed mount refuses reports, updates and commands as INACTIVE.
+	if _, err := f.svc.RequestAssociation(ctx, f.a, "L4", core.MountFields{}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(f.window)
+	if _, err := f.svc.ReportStates(ctx, f.a, "L4", []core.StateInput{{Code: "BATTERY_LEVEL", Value: "50", OccurredAt: f.clock.Now().Add(-time.Second), HasOccurredAt: true}}); core.ErrorCode(err) != core.CodeMountNotFound {
+		t.Fatalf("report on a lapsed mount: %v", err)
+	}
+	name := "x"
+	if _, err := f.svc.UpdateMount(ctx, f.a, "L4", core.MountUpdate{Name: &name}); core.ErrorCode(err) != core.CodeMountNotFound {
+		t.Fatalf("update of a lapsed mount: %v", err)
+	}
+
 }
