@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/hex"
+	"github.com/mountd/mountd/protocol"
 	"log/slog"
 	"strings"
 	"time"
@@ -486,8 +487,8 @@ func (s *MountService) RotateKey(ctx context.Context, uid string) (Mount, error)
 
 // issue builds, signs and records one command.
 func (s *MountService) issue(ctx context.Context, p Principal, m Mount, code CommandCode, params map[string]string, now time.Time) (Command, error) {
-	nonce := NewNonce()
-	payload := BuildPayload(now, code, m.UID, params, nonce)
+	nonce := protocol.NewNonce()
+	payload := protocol.BuildPayload(now, string(code), m.UID, params, nonce)
 	data := map[string]any{}
 	for k, v := range params {
 		data[k] = v
@@ -495,7 +496,7 @@ func (s *MountService) issue(ctx context.Context, p Principal, m Mount, code Com
 	if code == CmdSyncNfcTags {
 		// data carries the list as a list; the payload joins it with '+'.
 		data["tagUids"] = []string{}
-		if list := ListParam(params["tagUids"]); list != nil {
+		if list := protocol.ListParam(params["tagUids"]); list != nil {
 			data["tagUids"] = list
 		}
 	}

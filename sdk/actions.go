@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mountd/mountd/protocol"
 	"net/http"
 	"net/url"
 	"time"
@@ -15,7 +16,7 @@ import (
 // reported afterwards (sent on to the API).
 type Outcome struct {
 	Result CommandResult
-	States []core.BLEStateEntry
+	States []protocol.BLEStateEntry
 }
 
 // ReleaseHelmet unlocks the mount and waits until it reports the helmet
@@ -46,7 +47,7 @@ func (c *Client) SyncNFCTags(ctx context.Context, uid string) (Outcome, error) {
 // Deliver writes a command obtained elsewhere (an operator's
 // ASSOCIATE_OWNER from POST /mounts) to a connected mount and waits for its
 // answer. No token check: the command came from the API already.
-func (c *Client) Deliver(ctx context.Context, uid string, cmd core.BLECommand) (CommandResult, error) {
+func (c *Client) Deliver(ctx context.Context, uid string, cmd protocol.BLECommand) (CommandResult, error) {
 	d, err := c.connected(uid)
 	if err != nil {
 		return CommandResult{}, err
@@ -85,7 +86,7 @@ func (c *Client) run(ctx context.Context, uid, code string, params map[string]st
 
 // write sends cmd and waits for the mount's result for its nonce, then (when
 // confirmed is set) for states that satisfy it.
-func (c *Client) write(ctx context.Context, d *device, cmd core.BLECommand, confirmed func(map[string]string) bool) (CommandResult, []core.BLEStateEntry, error) {
+func (c *Client) write(ctx context.Context, d *device, cmd protocol.BLECommand, confirmed func(map[string]string) bool) (CommandResult, []protocol.BLEStateEntry, error) {
 	d.writeMu.Lock()
 	defer d.writeMu.Unlock()
 	raw, err := json.Marshal(cmd)
@@ -97,12 +98,12 @@ func (c *Client) write(ctx context.Context, d *device, cmd core.BLECommand, conf
 	if err := d.send(ctx, raw); err != nil {
 		return CommandResult{}, nil, err
 	}
-	payload, _ := core.ParsePayload(cmd.Payload) // a malformed one is refused by the mount
+	payload, _ := protocol.ParsePayload(cmd.Payload) // a malformed one is refused by the mount
 	nonce := payload.Nonce
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConfirmTimeout)
 	defer cancel()
 	var result *CommandResult
-	var last []core.BLEStateEntry
+	var last []protocol.BLEStateEntry
 	for {
 		select {
 		case <-ctx.Done():
@@ -114,7 +115,7 @@ func (c *Client) write(ctx context.Context, d *device, cmd core.BLECommand, conf
 			return CommandResult{}, nil, fmt.Errorf("%w: %s disconnected", ErrNotConnected, d.uid)
 		case m := <-msgs:
 			switch {
-			case m.Type == core.BLEMessageResult && m.Nonce == nonce:
+			case m.Type == protocol.BLEMessageResult && m.Nonce == nonce:
 				result = &CommandResult{Code: m.Code, Nonce: m.Nonce, Accepted: m.Accepted, Reason: m.Reason}
 				if !m.Accepted {
 					return *result, nil, &RefusedError{Code: m.Code, Reason: m.Reason}
@@ -122,7 +123,7 @@ func (c *Client) write(ctx context.Context, d *device, cmd core.BLECommand, conf
 				if confirmed == nil {
 					return *result, nil, nil // nothing further to wait for
 				}
-			case m.Type == core.BLEMessageStates && result != nil:
+			case m.Type == protocol.BLEMessageStates && result != nil:
 				last = m.States
 				if confirmed(byCode(m.States)) {
 					return *result, last, nil
@@ -132,7 +133,7 @@ func (c *Client) write(ctx context.Context, d *device, cmd core.BLECommand, conf
 	}
 }
 
-func byCode(states []core.BLEStateEntry) map[string]string {
+func byCode(states []protocol.BLEStateEntry) map[string]string {
 	out := make(map[string]string, len(states))
 	for _, s := range states {
 		out[s.Code] = s.Value
@@ -143,7 +144,7 @@ func byCode(states []core.BLEStateEntry) map[string]string {
 // Association is what Associate did: the mount as the API confirmed it and
 // the mount's answer to ASSOCIATE_OWNER.
 type Association struct {
-	Info      core.BLEInfo
+	Info      protocol.BLEInfo
 	Delivered CommandResult
 	Mount     json.RawMessage // the confirmed mount, as the API answered
 }
@@ -162,7 +163,7 @@ func (c *Client) Associate(ctx context.Context, uid, name string) (Association, 
 	if name != "" {
 		body["name"] = name
 	}
-	var cmds []core.BLECommand
+	var cmds []protocol.BLECommand
 	if err := c.api.do(ctx, http.MethodPost, "/mounts", body, &cmds); err != nil {
 		return Association{}, err
 	}
@@ -186,7 +187,7 @@ func (c *Client) Associate(ctx context.Context, uid, name string) (Association, 
 // AssociationRequest is the POST /mounts body for a mount as its info
 // characteristic describes it; empty fields are left out, so the stored
 // ones stay.
-func AssociationRequest(info core.BLEInfo) map[string]any {
+func AssociationRequest(info protocol.BLEInfo) map[string]any {
 	body := map[string]any{"uid": info.UID}
 	for field, v := range map[string]string{"serialNumber": info.SerialNumber, "macAddress": info.MACAddress,
 		"modelNumber": info.ModelNumber, "firmwareRevision": info.FirmwareRevision, "softwareRevision": info.SoftwareRevision} {

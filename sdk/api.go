@@ -6,14 +6,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/mountd/mountd/protocol"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/mountd/mountd/core"
 )
 
 // apiClient talks to the mountd API and its identity provider with the token.
@@ -198,22 +197,22 @@ func (a *apiClient) userinfoEndpoint(ctx context.Context, issuer string) (string
 }
 
 // command fetches one fresh signed command for uid.
-func (a *apiClient) command(ctx context.Context, uid, code string, params map[string]string) (core.BLECommand, error) {
+func (a *apiClient) command(ctx context.Context, uid, code string, params map[string]string) (protocol.BLECommand, error) {
 	q := url.Values{"code": {code}}
 	for k, v := range params {
 		q.Set(k, v)
 	}
-	var cmds []core.BLECommand
+	var cmds []protocol.BLECommand
 	if err := a.do(ctx, http.MethodGet, "/mounts/"+url.PathEscape(uid)+"/query?"+q.Encode(), nil, &cmds); err != nil {
-		return core.BLECommand{}, err
+		return protocol.BLECommand{}, err
 	}
 	if len(cmds) != 1 {
-		return core.BLECommand{}, fmt.Errorf("sdk: the API returned %d commands", len(cmds))
+		return protocol.BLECommand{}, fmt.Errorf("sdk: the API returned %d commands", len(cmds))
 	}
 	return cmds[0], nil
 }
 
 // report sends the mount's states to the API.
-func (a *apiClient) report(ctx context.Context, uid string, states []core.BLEStateEntry) error {
+func (a *apiClient) report(ctx context.Context, uid string, states []protocol.BLEStateEntry) error {
 	return a.do(ctx, http.MethodPost, "/mounts/"+url.PathEscape(uid)+"/states", map[string]any{"states": states}, nil)
 }

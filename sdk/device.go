@@ -3,28 +3,27 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"github.com/mountd/mountd/protocol"
 	"sync"
 	"time"
-
-	"github.com/mountd/mountd/core"
 )
 
 // device is an open connection to one mount: it reassembles notifications,
 // publishes them on the mount's stream and hands them to waiting actions.
 type device struct {
 	uid    string
-	info   core.BLEInfo
-	link   core.BLELink
+	info   protocol.BLEInfo
+	link   BLELink
 	events *broadcaster[DeviceEvent]
 
 	mu      sync.Mutex
-	waiters []chan core.BLEMessage
+	waiters []chan protocol.BLEMessage
 	writeMu sync.Mutex // one command on the link at a time
 	once    sync.Once
 	done    chan struct{}
 }
 
-func newDevice(uid string, info core.BLEInfo, link core.BLELink, onClose func()) *device {
+func newDevice(uid string, info protocol.BLEInfo, link BLELink, onClose func()) *device {
 	// The latest states are replayed to a new subscriber of the device
 	// stream, so it never misses the report a mount makes right after
 	// connecting.
@@ -40,21 +39,21 @@ func (d *device) read(onClose func()) {
 		d.events.close()
 		onClose()
 	}()
-	var r core.Reassembler
+	var r protocol.Reassembler
 	for frame := range d.link.Frames() {
 		raw, complete, err := r.Add(frame)
 		if err != nil || !complete {
 			continue
 		}
-		var msg core.BLEMessage
+		var msg protocol.BLEMessage
 		if json.Unmarshal(raw, &msg) != nil {
 			continue
 		}
 		ev := DeviceEvent{UID: d.uid, At: time.Now()}
 		switch msg.Type {
-		case core.BLEMessageStates:
+		case protocol.BLEMessageStates:
 			ev.States = msg.States
-		case core.BLEMessageResult:
+		case protocol.BLEMessageResult:
 			ev.Result = &CommandResult{Code: msg.Code, Nonce: msg.Nonce, Accepted: msg.Accepted, Reason: msg.Reason}
 		default:
 			continue
@@ -72,8 +71,8 @@ func (d *device) read(onClose func()) {
 }
 
 // watch returns the mount's messages from now on until stop is called.
-func (d *device) watch() (<-chan core.BLEMessage, func()) {
-	ch := make(chan core.BLEMessage, streamBuffer)
+func (d *device) watch() (<-chan protocol.BLEMessage, func()) {
+	ch := make(chan protocol.BLEMessage, streamBuffer)
 	d.mu.Lock()
 	d.waiters = append(d.waiters, ch)
 	d.mu.Unlock()
@@ -91,7 +90,7 @@ func (d *device) watch() (<-chan core.BLEMessage, func()) {
 
 // send writes a message over the link in MTU-sized frames.
 func (d *device) send(ctx context.Context, msg []byte) error {
-	for _, f := range core.SplitFrames(msg, d.link.MTU()) {
+	for _, f := range protocol.SplitFrames(msg, d.link.MTU()) {
 		if err := d.link.WriteFrame(ctx, f); err != nil {
 			return err
 		}

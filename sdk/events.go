@@ -1,10 +1,9 @@
 package sdk
 
 import (
+	"github.com/mountd/mountd/protocol"
 	"sync"
 	"time"
-
-	"github.com/mountd/mountd/core"
 )
 
 // EngineEvent is an event of the global BLE engine state stream.
@@ -16,20 +15,20 @@ type ScanStarted struct{ At time.Time }
 // ScanResultEvent carries every mount found so far in the current scan; one
 // is emitted each time a new mount is found.
 type ScanResultEvent struct {
-	Devices []core.BLEDevice
+	Devices []protocol.BLEDevice
 	At      time.Time
 }
 
 // ScanStopped: the scan ended, with what it found.
 type ScanStopped struct {
-	Devices []core.BLEDevice
+	Devices []protocol.BLEDevice
 	At      time.Time
 }
 
 // Connected: a connection to a mount is open.
 type Connected struct {
 	UID  string
-	Info core.BLEInfo
+	Info protocol.BLEInfo
 	At   time.Time
 }
 
@@ -57,7 +56,7 @@ func (ErrorEvent) engineEvent()      {}
 // mount's states (States set) or a command outcome (Result set).
 type DeviceEvent struct {
 	UID    string
-	States []core.BLEStateEntry
+	States []protocol.BLEStateEntry
 	Result *CommandResult
 	At     time.Time
 }

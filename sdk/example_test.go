@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mountd/mountd/adapters/ble/sim"
-	"github.com/mountd/mountd/adapters/ble/simmount"
+	"github.com/mountd/mountd/device/sim"
+	"github.com/mountd/mountd/device/simmount"
 	"github.com/mountd/mountd/sdk"
 )
 

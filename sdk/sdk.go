@@ -13,12 +13,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mountd/mountd/protocol"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/mountd/mountd/core"
 )
 
 // Config configures a Client.
@@ -29,7 +28,7 @@ type Config struct {
 	// mount:<uid> item, obtained by the operator's server.
 	Token string
 	// Radio is the BLE adapter: real BLE or the simulated radio.
-	Radio core.Radio
+	Radio Radio
 	// HTTPClient defaults to a client with a 15 s timeout.
 	HTTPClient *http.Client
 	// ConfirmTimeout bounds the wait for a mount to confirm a command
@@ -44,7 +43,7 @@ type Client struct {
 	engine *broadcaster[EngineEvent]
 
 	mu      sync.Mutex
-	seen    map[string]core.BLEDevice // uid → last advertisement
+	seen    map[string]protocol.BLEDevice // uid → last advertisement
 	devices map[string]*device
 	closed  bool
 }
@@ -92,7 +91,7 @@ func New(cfg Config) (*Client, error) {
 		cfg:     cfg,
 		api:     &apiClient{base: cfg.BaseURL, token: cfg.Token, http: cfg.HTTPClient},
 		engine:  newBroadcaster[EngineEvent](nil),
-		seen:    map[string]core.BLEDevice{},
+		seen:    map[string]protocol.BLEDevice{},
 		devices: map[string]*device{},
 	}, nil
 }
@@ -105,7 +104,7 @@ func (c *Client) EngineEvents() <-chan EngineEvent { return c.engine.subscribe()
 
 // Scan looks for mounts for timeout and returns what it found. Results also
 // arrive on the engine stream as ScanResultEvents carrying the device list.
-func (c *Client) Scan(ctx context.Context, timeout time.Duration) ([]core.BLEDevice, error) {
+func (c *Client) Scan(ctx context.Context, timeout time.Duration) ([]protocol.BLEDevice, error) {
 	if err := c.open(); err != nil {
 		return nil, err
 	}
@@ -113,16 +112,16 @@ func (c *Client) Scan(ctx context.Context, timeout time.Duration) ([]core.BLEDev
 	defer cancel()
 	c.engine.publish(ScanStarted{At: time.Now()})
 	var mu sync.Mutex
-	found := map[string]core.BLEDevice{}
+	found := map[string]protocol.BLEDevice{}
 	order := []string{}
-	list := func() []core.BLEDevice {
-		out := make([]core.BLEDevice, len(order))
+	list := func() []protocol.BLEDevice {
+		out := make([]protocol.BLEDevice, len(order))
 		for i, uid := range order {
 			out[i] = found[uid]
 		}
 		return out
 	}
-	err := c.scan(ctx, func(d core.BLEDevice) {
+	err := c.scan(ctx, func(d protocol.BLEDevice) {
 		mu.Lock()
 		_, known := found[d.MountUID]
 		found[d.MountUID] = d
@@ -148,8 +147,8 @@ func (c *Client) Scan(ctx context.Context, timeout time.Duration) ([]core.BLEDev
 
 // scan runs the radio's scan, remembering every mount heard for Connect;
 // the scan's normal end (its context's deadline or cancellation) is no error.
-func (c *Client) scan(ctx context.Context, each func(core.BLEDevice)) error {
-	err := c.cfg.Radio.Scan(ctx, func(d core.BLEDevice) {
+func (c *Client) scan(ctx context.Context, each func(protocol.BLEDevice)) error {
+	err := c.cfg.Radio.Scan(ctx, func(d protocol.BLEDevice) {
 		c.mu.Lock()
 		c.seen[d.MountUID] = d
 		c.mu.Unlock()
@@ -163,9 +162,9 @@ func (c *Client) scan(ctx context.Context, each func(core.BLEDevice)) error {
 
 // Connect opens a connection to the mount uid, seen in an earlier scan (or
 // found by a short scan now). Its states arrive on DeviceStates(uid).
-func (c *Client) Connect(ctx context.Context, uid string) (core.BLEInfo, error) {
+func (c *Client) Connect(ctx context.Context, uid string) (protocol.BLEInfo, error) {
 	if err := c.open(); err != nil {
-		return core.BLEInfo{}, err
+		return protocol.BLEInfo{}, err
 	}
 	c.mu.Lock()
 	d, ok := c.devices[uid]
@@ -177,16 +176,16 @@ func (c *Client) Connect(ctx context.Context, uid string) (core.BLEInfo, error) 
 	var err error
 	if !seen {
 		if adv, err = c.find(ctx, uid, 3*time.Second); err != nil {
-			return core.BLEInfo{}, err
+			return protocol.BLEInfo{}, err
 		}
 	}
 	link, err := c.cfg.Radio.Connect(ctx, adv.Address)
 	if err != nil {
 		c.engine.publish(ErrorEvent{UID: uid, Err: err, At: time.Now()})
-		return core.BLEInfo{}, err
+		return protocol.BLEInfo{}, err
 	}
 	raw, err := link.ReadInfo(ctx)
-	var info core.BLEInfo
+	var info protocol.BLEInfo
 	if err == nil {
 		err = json.Unmarshal(raw, &info)
 	}
@@ -196,7 +195,7 @@ func (c *Client) Connect(ctx context.Context, uid string) (core.BLEInfo, error) 
 	if err != nil {
 		_ = link.Close()
 		c.engine.publish(ErrorEvent{UID: uid, Err: err, At: time.Now()})
-		return core.BLEInfo{}, err
+		return protocol.BLEInfo{}, err
 	}
 	d = newDevice(uid, info, link, func() {
 		c.mu.Lock()
@@ -279,12 +278,12 @@ func (c *Client) connected(uid string) (*device, error) {
 }
 
 // find scans until it hears uid, for at most timeout.
-func (c *Client) find(ctx context.Context, uid string, timeout time.Duration) (core.BLEDevice, error) {
+func (c *Client) find(ctx context.Context, uid string, timeout time.Duration) (protocol.BLEDevice, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var found core.BLEDevice
+	var found protocol.BLEDevice
 	var once sync.Once
-	err := c.scan(ctx, func(d core.BLEDevice) {
+	err := c.scan(ctx, func(d protocol.BLEDevice) {
 		if d.MountUID == uid {
 			once.Do(func() { found = d; cancel() })
 		}
@@ -293,7 +292,7 @@ func (c *Client) find(ctx context.Context, uid string, timeout time.Duration) (c
 		return found, nil
 	}
 	if err != nil {
-		return core.BLEDevice{}, err
+		return protocol.BLEDevice{}, err
 	}
-	return core.BLEDevice{}, fmt.Errorf("%w: %s", ErrNotFound, uid)
+	return protocol.BLEDevice{}, fmt.Errorf("%w: %s", ErrNotFound, uid)
 }

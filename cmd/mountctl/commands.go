@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/mountd/mountd/protocol"
 	"io"
 	"net/http"
 	"net/url"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/sdk"
 )
 
@@ -178,7 +178,7 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 							body[field] = cmd.String(flag)
 						}
 					}
-					var cmds []core.BLECommand
+					var cmds []protocol.BLECommand
 					if err := s.call(ctx, http.MethodPost, "/mounts", body, &cmds); err != nil {
 						return err
 					}
@@ -253,7 +253,7 @@ func scanCommand(s *settings, out *printer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			slices.SortFunc(devices, func(a, b core.BLEDevice) int {
+			slices.SortFunc(devices, func(a, b protocol.BLEDevice) int {
 				return cmp.Or(cmp.Compare(a.MountUID, b.MountUID), cmp.Compare(a.Address, b.Address))
 			})
 			return out.print(devices, func(w io.Writer) {

@@ -2,16 +2,16 @@ package main
 
 import (
 	"fmt"
+	"github.com/mountd/mountd/sdk"
 	"strings"
 
-	"github.com/mountd/mountd/adapters/ble/sim"
-	"github.com/mountd/mountd/adapters/ble/tinygo"
-	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/device/sim"
+	"github.com/mountd/mountd/device/tinygo"
 )
 
 // openRadio opens the BLE radio named by spec: mountsim's simulated radio,
 // or this machine's adapter through BlueZ.
-func openRadio(spec string) (core.Radio, func(), error) {
+func openRadio(spec string) (sdk.Radio, func(), error) {
 	switch {
 	case strings.HasPrefix(spec, "sim://"):
 		return sim.Dial(spec), func() {}, nil

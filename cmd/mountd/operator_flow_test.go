@@ -3,14 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/mountd/mountd/protocol"
 	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/mountd/mountd/adapters/ble/sim"
-	"github.com/mountd/mountd/adapters/ble/simmount"
-	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/device/sim"
+	"github.com/mountd/mountd/device/simmount"
 	"github.com/mountd/mountd/sdk"
 )
 
@@ -39,7 +39,7 @@ func TestOperatorFlow(t *testing.T) {
 				t.Fatal(err)
 			}
 			go func() { _ = sim.Serve(ctx, air, ln) }()
-			radio := func() core.Radio { return sim.Dial("sim://" + ln.Addr().(*net.TCPAddr).String()) }
+			radio := func() sdk.Radio { return sim.Dial("sim://" + ln.Addr().(*net.TCPAddr).String()) }
 			base := in.base + "/api/v1"
 
 			// 1-2. The operator associates the mount: ASSOCIATE_OWNER goes over BLE, then confirm.
@@ -172,7 +172,7 @@ func TestOperatorFlow(t *testing.T) {
 	}
 }
 
-func mustSDK(t *testing.T, base, token string, radio core.Radio) *sdk.Client {
+func mustSDK(t *testing.T, base, token string, radio sdk.Radio) *sdk.Client {
 	t.Helper()
 	c, err := sdk.New(sdk.Config{BaseURL: base, Token: token, Radio: radio, ConfirmTimeout: 5 * time.Second})
 	if err != nil {
@@ -205,14 +205,14 @@ func waitDevice(events <-chan sdk.DeviceEvent, ok func(map[string]string) bool) 
 }
 
 // command fetches a signed command as the API returns it.
-func (f fleet) command(t *testing.T, uid, code string) core.BLECommand {
+func (f fleet) command(t *testing.T, uid, code string) protocol.BLECommand {
 	t.Helper()
-	cmds := decode[[]core.BLECommand](t, f.ok(t, "GET", "/api/v1/mounts/"+uid+"/query?code="+code, nil))
+	cmds := decode[[]protocol.BLECommand](t, f.ok(t, "GET", "/api/v1/mounts/"+uid+"/query?code="+code, nil))
 	return cmds[0]
 }
 
-func toBLE(c commandView) core.BLECommand {
-	return core.BLECommand{Code: c.Code, Data: c.Data, GeneratedAt: c.GeneratedAt, Payload: c.Payload, SignedToken: c.SignedToken}
+func toBLE(c commandView) protocol.BLECommand {
+	return protocol.BLECommand{Code: c.Code, Data: c.Data, GeneratedAt: c.GeneratedAt, Payload: c.Payload, SignedToken: c.SignedToken}
 }
 
 // TestAssociateSendsDeviceInfo: associating through the SDK sends what the

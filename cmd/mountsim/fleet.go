@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mountd/mountd/protocol"
 	"hash/fnv"
 	"io"
 	"log/slog"
@@ -18,9 +19,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mountd/mountd/adapters/ble/sim"
-	"github.com/mountd/mountd/adapters/ble/simmount"
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/device/sim"
+	"github.com/mountd/mountd/device/simmount"
 )
 
 // Config is everything the flags set.
@@ -345,7 +346,7 @@ func (f *fleet) associate(ctx context.Context, m *simmount.Mount) error {
 	}
 	delivered := false
 	for _, raw := range cmds {
-		var c core.BLECommand
+		var c protocol.BLECommand
 		if json.Unmarshal(raw, &c) != nil || c.Code != string(core.CmdAssociateOwner) {
 			continue
 		}

@@ -1,5 +1,5 @@
 // Command mountsim runs a fleet of simulated mounts: firmware behaviour
-// (adapters/ble/simmount) on a simulated BLE radio served on a socket, so
+// (device/simmount) on a simulated BLE radio served on a socket, so
 // mountctl and the SDK can scan, connect and release helmets, and state
 // reports to mountd over HTTP on a schedule, as the mounts' gateway would.
 package main

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/mountd/mountd/protocol"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -15,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mountd/mountd/adapters/ble/sim"
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/device/sim"
 )
 
 // fakeAPI is as much of mountd as mountsim talks to: the token endpoint,
@@ -128,12 +129,12 @@ func (f *fakeAPI) claim(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	now := time.Now()
 	key := hex.EncodeToString(pub)
-	cmd := core.BLECommand{
+	cmd := protocol.BLECommand{
 		Code: "ASSOCIATE_OWNER", GeneratedAt: core.FormatTime(now),
 		Data:    map[string]any{"accountId": "acc-1", "publicKey": key, "expiresAt": core.FormatTime(now.Add(5 * time.Minute))},
-		Payload: core.BuildPayload(now, core.CmdAssociateOwner, body["uid"], map[string]string{"accountId": "acc-1", "publicKey": key}, core.NewNonce()),
+		Payload: protocol.BuildPayload(now, string(core.CmdAssociateOwner), body["uid"], map[string]string{"accountId": "acc-1", "publicKey": key}, protocol.NewNonce()),
 	}
-	json.NewEncoder(w).Encode([]core.BLECommand{cmd})
+	json.NewEncoder(w).Encode([]protocol.BLECommand{cmd})
 }
 
 func (f *fakeAPI) confirm(w http.ResponseWriter, r *http.Request) {
@@ -152,7 +153,7 @@ func (f *fakeAPI) confirm(w http.ResponseWriter, r *http.Request) {
 func (f *fakeAPI) states(w http.ResponseWriter, r *http.Request) {
 	uid := r.PathValue("uid")
 	var body struct {
-		States []core.BLEStateEntry `json:"states"`
+		States []protocol.BLEStateEntry `json:"states"`
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
@@ -285,20 +286,20 @@ func TestReleaseIsReportedAtOnce(t *testing.T) {
 	key := api.keys["R-0002"]
 	api.mu.Unlock()
 	now := time.Now()
-	payload := core.BuildPayload(now, core.CmdReleaseHelmet, "R-0002", nil, core.NewNonce())
+	payload := protocol.BuildPayload(now, string(core.CmdReleaseHelmet), "R-0002", nil, protocol.NewNonce())
 	sig := hex.EncodeToString(ed25519.Sign(key, []byte(payload)))
-	raw, _ := json.Marshal(core.BLECommand{Code: "RELEASE_HELMET", Data: map[string]any{}, GeneratedAt: core.FormatTime(now), Payload: payload, SignedToken: &sig})
-	for _, f := range core.SplitFrames(raw, link.MTU()) {
+	raw, _ := json.Marshal(protocol.BLECommand{Code: "RELEASE_HELMET", Data: map[string]any{}, GeneratedAt: core.FormatTime(now), Payload: payload, SignedToken: &sig})
+	for _, f := range protocol.SplitFrames(raw, link.MTU()) {
 		if err := link.WriteFrame(tctx, f); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var r core.Reassembler
+	var r protocol.Reassembler
 	for accepted := false; !accepted; {
 		select {
 		case f := <-link.Frames():
 			msg, complete, _ := r.Add(f)
-			var m core.BLEMessage
+			var m protocol.BLEMessage
 			if complete && json.Unmarshal(msg, &m) == nil && m.Type == "result" {
 				if !m.Accepted {
 					t.Fatalf("refused: %s", m.Reason)

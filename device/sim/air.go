@@ -1,6 +1,6 @@
 // Package sim is a simulated BLE radio: an Air that simulated peripherals
 // (mount firmware) register on, and centrals (phones) that scan and connect
-// through core.Radio and core.BLELink, in process or over a socket
+// through sdk.Radio and sdk.BLELink, in process or over a socket
 // (Serve, Dial). It follows the GATT layout of docs/ble.md: an info value
 // read whole, command frames written with response, state frames notified,
 // each frame no longer than one ATT PDU of the link's MTU allows.
@@ -10,12 +10,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mountd/mountd/protocol"
+	"github.com/mountd/mountd/sdk"
 	"hash/fnv"
 	"math/rand/v2"
 	"sync"
 	"time"
-
-	"github.com/mountd/mountd/core"
 )
 
 // Errors a central sees. They survive the socket (Dial) as the same values.
@@ -36,7 +36,7 @@ type Peripheral interface {
 	// air), Name and MountUID. A non-zero RSSI sets how strong it is heard;
 	// zero lets the Air pick a level from the address. Called at every
 	// advertising event, so changes show in the next one.
-	Advertisement() core.BLEDevice
+	Advertisement() protocol.BLEDevice
 	// Info is the value of the info characteristic (at most 512 bytes).
 	Info() []byte
 	// Connected serves one link for as long as it lasts. The Air calls it
@@ -64,7 +64,7 @@ type PeripheralConn interface {
 
 // Config sets how the simulated air behaves. Zero values take defaults.
 type Config struct {
-	// MTU every link negotiates (default core.BLEDefaultMTU, 23; at most 517).
+	// MTU every link negotiates (default protocol.BLEDefaultMTU, 23; at most 517).
 	MTU int
 	// AdvertisingInterval between two advertisements of a device (default
 	// 100ms); each event is delayed by up to 10ms more, as BLE's advDelay.
@@ -82,9 +82,9 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.MTU <= 0 {
-		c.MTU = core.BLEDefaultMTU
+		c.MTU = protocol.BLEDefaultMTU
 	}
-	c.MTU = max(min(c.MTU, 517), core.BLEDefaultMTU)
+	c.MTU = max(min(c.MTU, 517), protocol.BLEDefaultMTU)
 	if c.AdvertisingInterval <= 0 {
 		c.AdvertisingInterval = 100 * time.Millisecond
 	}
@@ -169,7 +169,7 @@ func (a *Air) advertising() []*device {
 
 // heard is one advertisement of d as a central receives it: the RSSI
 // jitters by a few dB around the device's level, as a real one does.
-func heard(d *device, rng *rand.Rand) core.BLEDevice {
+func heard(d *device, rng *rand.Rand) protocol.BLEDevice {
 	adv := d.p.Advertisement()
 	adv.Address = d.address
 	base := adv.RSSI
@@ -182,15 +182,15 @@ func heard(d *device, rng *rand.Rand) core.BLEDevice {
 	return adv
 }
 
-// Central is the phone side on the air, in process. It implements core.Radio.
+// Central is the phone side on the air, in process. It implements sdk.Radio.
 type Central struct{ air *Air }
 
-var _ core.Radio = (*Central)(nil)
+var _ sdk.Radio = (*Central)(nil)
 
 // Scan reports every advertisement heard until ctx ends, then returns nil.
 // Each device is first heard at a random point of its advertising interval,
 // then once per interval, like a phone's scanner without duplicate filter.
-func (c *Central) Scan(ctx context.Context, found func(core.BLEDevice)) error {
+func (c *Central) Scan(ctx context.Context, found func(protocol.BLEDevice)) error {
 	cfg := c.air.cfg
 	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	// A tick bounds the work per advertising event across a large fleet.
@@ -231,7 +231,7 @@ func (c *Central) Scan(ctx context.Context, found func(core.BLEDevice)) error {
 }
 
 // Connect opens a link to the device at address.
-func (c *Central) Connect(ctx context.Context, address string) (core.BLELink, error) {
+func (c *Central) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
 	l, err := c.air.connect(ctx, address)
 	if err != nil {
 		return nil, err
@@ -312,7 +312,7 @@ func (l *link) checkFrame(frame []byte) error { return checkFrame(frame, l.mtu) 
 
 // checkFrame refuses a frame that does not fit one write at mtu.
 func checkFrame(frame []byte, mtu int) error {
-	if !core.FrameFits(frame, mtu) {
+	if !protocol.FrameFits(frame, mtu) {
 		return fmt.Errorf("%w: %d bytes at MTU %d", ErrTooLong, len(frame), mtu)
 	}
 	return nil
@@ -328,8 +328,8 @@ func (l *link) readInfo(ctx context.Context) ([]byte, error) {
 	default:
 	}
 	info := l.dev.p.Info()
-	if len(info) > core.BLEMaxAttrValue {
-		info = info[:core.BLEMaxAttrValue]
+	if len(info) > protocol.BLEMaxAttrValue {
+		info = info[:protocol.BLEMaxAttrValue]
 	}
 	return append([]byte(nil), info...), nil
 }

@@ -1,7 +1,10 @@
-package core
+// Package protocol is what a mount and the phone that talks to it share:
+// the GATT layout, the framing of messages over characteristics, the JSON
+// they carry, and the text a command's signature covers. The server (core),
+// the SDK and the simulated firmware all speak it.
+package protocol
 
 import (
-	"context"
 	"errors"
 	"fmt"
 )
@@ -78,29 +81,6 @@ type BLEMessage struct {
 	Nonce    string `json:"nonce,omitempty"`
 	Accepted bool   `json:"accepted,omitempty"`
 	Reason   string `json:"reason,omitempty"`
-}
-
-// Radio is the central side of BLE, as a phone uses it.
-type Radio interface {
-	// Scan reports mounts advertising the mount service until ctx ends.
-	Scan(ctx context.Context, found func(BLEDevice)) error
-	// Connect opens a GATT connection to the mount at address.
-	Connect(ctx context.Context, address string) (BLELink, error)
-}
-
-// BLELink is a GATT connection to one mount.
-type BLELink interface {
-	// ReadInfo reads the info characteristic.
-	ReadInfo(ctx context.Context) ([]byte, error)
-	// WriteFrame writes one frame to the command characteristic.
-	WriteFrame(ctx context.Context, frame []byte) error
-	// Frames delivers the state characteristic's notifications, one frame
-	// each, until the link closes.
-	Frames() <-chan []byte
-	// MTU is the negotiated ATT MTU.
-	MTU() int
-	// Close disconnects.
-	Close() error
 }
 
 // Frames split a message for characteristics whose value is limited by the

@@ -1,4 +1,4 @@
-// Package tinygo is the real BLE radio: core.Radio and core.BLELink over
+// Package tinygo is the real BLE radio: sdk.Radio and sdk.BLELink over
 // tinygo.org/x/bluetooth, which on Linux drives BlueZ through D-Bus (no
 // cgo). It follows docs/ble.md exactly as the simulated radio does: scan
 // filtered on the mount service, connect, discover the three
@@ -7,19 +7,18 @@
 package tinygo
 
 import (
+	"github.com/mountd/mountd/protocol"
 	"strings"
 
 	"tinygo.org/x/bluetooth"
-
-	"github.com/mountd/mountd/core"
 )
 
 // The GATT layout in the library's form, parsed once from core's text.
 var (
-	serviceUUID = mustUUID(core.BLEServiceUUID)
-	infoUUID    = mustUUID(core.BLEInfoUUID)
-	commandUUID = mustUUID(core.BLECommandUUID)
-	stateUUID   = mustUUID(core.BLEStateUUID)
+	serviceUUID = mustUUID(protocol.BLEServiceUUID)
+	infoUUID    = mustUUID(protocol.BLEInfoUUID)
+	commandUUID = mustUUID(protocol.BLECommandUUID)
+	stateUUID   = mustUUID(protocol.BLEStateUUID)
 )
 
 func mustUUID(s string) bluetooth.UUID {
@@ -32,7 +31,7 @@ func mustUUID(s string) bluetooth.UUID {
 
 // MountUID reads the mount uid from an advertised local name, MNT-<uid>.
 func MountUID(localName string) (string, bool) {
-	uid, ok := strings.CutPrefix(localName, core.BLENamePrefix)
+	uid, ok := strings.CutPrefix(localName, protocol.BLENamePrefix)
 	if !ok || uid == "" {
 		return "", false
 	}

@@ -1,8 +1,8 @@
 package simmount
 
 import (
-	"github.com/mountd/mountd/adapters/ble/sim"
-	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/device/sim"
+	"github.com/mountd/mountd/protocol"
 )
 
 var _ sim.Peripheral = (*Mount)(nil)
@@ -40,7 +40,7 @@ func (p *peer) write() {
 		case <-p.conn.Done():
 			return
 		case msg := <-p.out:
-			for _, f := range core.SplitFrames(msg, p.conn.MTU()) {
+			for _, f := range protocol.SplitFrames(msg, p.conn.MTU()) {
 				if p.conn.Notify(f) != nil {
 					return
 				}
@@ -64,7 +64,7 @@ func (m *Mount) Connected(conn sim.PeripheralConn) {
 	}()
 	go p.write()
 
-	var r core.Reassembler
+	var r protocol.Reassembler
 	for {
 		select {
 		case <-conn.Done():
@@ -73,7 +73,7 @@ func (m *Mount) Connected(conn sim.PeripheralConn) {
 			raw, done, err := r.Add(frame)
 			if err != nil {
 				m.countRefused()
-				p.send(encode(core.BLEMessage{Type: core.BLEMessageResult, Reason: ReasonBadFrame}))
+				p.send(encode(protocol.BLEMessage{Type: protocol.BLEMessageResult, Reason: ReasonBadFrame}))
 				continue
 			}
 			if !done {

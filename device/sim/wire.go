@@ -7,14 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mountd/mountd/protocol"
+	"github.com/mountd/mountd/sdk"
 	"io"
 	"net"
 	"os"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/mountd/mountd/core"
 )
 
 // The socket protocol puts an Air in another process (mountsim) within
@@ -180,7 +180,7 @@ func serveConn(ctx context.Context, air *Air, conn net.Conn) {
 			_, _ = io.Copy(io.Discard, r)
 			cancel()
 		}()
-		_ = air.Central().Scan(ctx, func(d core.BLEDevice) {
+		_ = air.Central().Scan(ctx, func(d protocol.BLEDevice) {
 			raw, _ := json.Marshal(d)
 			if send(msgAdvert, raw) != nil {
 				cancel()
@@ -238,12 +238,12 @@ func serveConn(ctx context.Context, air *Air, conn net.Conn) {
 }
 
 // Remote is a central on an Air served by another process. It implements
-// core.Radio; each Scan and each link uses a socket of its own.
+// sdk.Radio; each Scan and each link uses a socket of its own.
 type Remote struct {
 	network, address string
 }
 
-var _ core.Radio = (*Remote)(nil)
+var _ sdk.Radio = (*Remote)(nil)
 
 // Dial returns a central for the Air served at addr: "HOST:PORT" (TCP),
 // "unix:PATH" or a path with a slash (Unix socket); a "sim://" prefix is
@@ -291,7 +291,7 @@ func (rm *Remote) open(ctx context.Context, first byte, payload []byte) (net.Con
 
 // Scan reports advertisements until ctx ends, then returns nil. An error
 // means the air could not be reached or went away.
-func (rm *Remote) Scan(ctx context.Context, found func(core.BLEDevice)) error {
+func (rm *Remote) Scan(ctx context.Context, found func(protocol.BLEDevice)) error {
 	conn, r, err := rm.open(ctx, msgScan, nil)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -310,7 +310,7 @@ func (rm *Remote) Scan(ctx context.Context, found func(core.BLEDevice)) error {
 			}
 			return fmt.Errorf("sim: scan: %w", err)
 		}
-		var d core.BLEDevice
+		var d protocol.BLEDevice
 		if typ != msgAdvert || json.Unmarshal(payload, &d) != nil {
 			return errors.New("sim: scan: unexpected message")
 		}
@@ -319,7 +319,7 @@ func (rm *Remote) Scan(ctx context.Context, found func(core.BLEDevice)) error {
 }
 
 // Connect opens a link to the device at address through the remote air.
-func (rm *Remote) Connect(ctx context.Context, address string) (core.BLELink, error) {
+func (rm *Remote) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
 	conn, r, err := rm.open(ctx, msgConnect, []byte(address))
 	if err != nil {
 		return nil, err

@@ -1,11 +1,11 @@
-package core_test
+package protocol_test
 
 import (
 	"bytes"
 	"errors"
 	"testing"
 
-	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/protocol"
 )
 
 // message returns n bytes that differ from frame to frame, so a frame
@@ -21,7 +21,7 @@ func message(n int) []byte {
 // reassemble feeds every frame and returns the one message they complete.
 func reassemble(t *testing.T, frames [][]byte) []byte {
 	t.Helper()
-	var r core.Reassembler
+	var r protocol.Reassembler
 	for i, f := range frames {
 		msg, done, err := r.Add(f)
 		if err != nil {
@@ -61,12 +61,12 @@ func TestSplitFrames(t *testing.T) {
 		{"128 frames use every sequence number once", 128 * 19, 23, 128, 19},
 		{"129 frames wrap to sequence 0", 128*19 + 1, 23, 129, 19},
 		{"300 frames wrap twice", 300 * 19, 23, 300, 19},
-		{"largest message", core.MaxBLEMessage, 23, (core.MaxBLEMessage + 18) / 19, 19},
+		{"largest message", protocol.MaxBLEMessage, 23, (protocol.MaxBLEMessage + 18) / 19, 19},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			msg := message(tt.size)
-			frames := core.SplitFrames(msg, tt.mtu)
+			frames := protocol.SplitFrames(msg, tt.mtu)
 			if len(frames) != tt.frames {
 				t.Fatalf("%d frames, want %d", len(frames), tt.frames)
 			}
@@ -91,7 +91,7 @@ func TestSplitFrames(t *testing.T) {
 
 func TestSplitFramesDoesNotAlias(t *testing.T) {
 	msg := message(40)
-	frames := core.SplitFrames(msg, 23)
+	frames := protocol.SplitFrames(msg, 23)
 	msg[0] = ^msg[0]
 	if frames[0][1] == msg[0] {
 		t.Fatal("a frame shares memory with the message")
@@ -99,7 +99,7 @@ func TestSplitFramesDoesNotAlias(t *testing.T) {
 }
 
 func TestReassemblerRefuses(t *testing.T) {
-	three := core.SplitFrames(message(50), 23) // sequences 0, 1, 2|last
+	three := protocol.SplitFrames(message(50), 23) // sequences 0, 1, 2|last
 	tests := []struct {
 		name   string
 		frames [][]byte
@@ -116,13 +116,13 @@ func TestReassemblerRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var r core.Reassembler
+			var r protocol.Reassembler
 			for i, f := range tt.frames {
 				msg, done, err := r.Add(f)
 				if (err != nil) != (i == tt.errAt) {
 					t.Fatalf("frame %d: err %v", i, err)
 				}
-				if err != nil && !errors.Is(err, core.ErrFrame) {
+				if err != nil && !errors.Is(err, protocol.ErrFrame) {
 					t.Fatalf("frame %d: %v is not ErrFrame", i, err)
 				}
 				if done != (i == tt.done) {
@@ -137,8 +137,8 @@ func TestReassemblerRefuses(t *testing.T) {
 }
 
 func TestReassemblerOversize(t *testing.T) {
-	frames := core.SplitFrames(message(core.MaxBLEMessage+1), 247)
-	var r core.Reassembler
+	frames := protocol.SplitFrames(message(protocol.MaxBLEMessage+1), 247)
+	var r protocol.Reassembler
 	var failed bool
 	for i, f := range frames {
 		_, done, err := r.Add(f)
@@ -146,7 +146,7 @@ func TestReassemblerOversize(t *testing.T) {
 			t.Fatalf("frame %d completed an oversize message", i)
 		}
 		if err != nil {
-			if !errors.Is(err, core.ErrFrame) || i != len(frames)-1 {
+			if !errors.Is(err, protocol.ErrFrame) || i != len(frames)-1 {
 				t.Fatalf("frame %d of %d: %v", i, len(frames), err)
 			}
 			failed = true
@@ -156,7 +156,7 @@ func TestReassemblerOversize(t *testing.T) {
 		t.Fatal("an oversize message was not refused")
 	}
 	// The reassembler starts afresh.
-	small := core.SplitFrames([]byte(`{"type":"states"}`), 23)
+	small := protocol.SplitFrames([]byte(`{"type":"states"}`), 23)
 	for i, f := range small {
 		msg, done, err := r.Add(f)
 		if err != nil || done != (i == len(small)-1) || (done && string(msg) != `{"type":"states"}`) {
@@ -166,7 +166,7 @@ func TestReassemblerOversize(t *testing.T) {
 }
 
 func TestReassemblerEmptyMessage(t *testing.T) {
-	var r core.Reassembler
+	var r protocol.Reassembler
 	msg, done, err := r.Add([]byte{0x80})
 	if err != nil || !done || len(msg) != 0 {
 		t.Fatalf("got %q %v %v", msg, done, err)
@@ -182,15 +182,15 @@ func FuzzFrames(f *testing.F) {
 	f.Add(message(300), uint16(247))
 	f.Add(message(20), uint16(0))
 	f.Fuzz(func(t *testing.T, msg []byte, mtu uint16) {
-		if len(msg) > core.MaxBLEMessage {
+		if len(msg) > protocol.MaxBLEMessage {
 			return
 		}
-		frames := core.SplitFrames(msg, int(mtu))
+		frames := protocol.SplitFrames(msg, int(mtu))
 		limit := int(mtu) - 3
 		if limit < 2 {
-			limit = core.BLEDefaultMTU - 3
+			limit = protocol.BLEDefaultMTU - 3
 		}
-		var r core.Reassembler
+		var r protocol.Reassembler
 		for i, fr := range frames {
 			if len(fr) > limit || len(fr) == 0 {
 				t.Fatalf("frame %d: %d bytes for MTU %d", i, len(fr), mtu)

@@ -5,14 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mountd/mountd/protocol"
+	"github.com/mountd/mountd/sdk"
 	"net"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/mountd/mountd/adapters/ble/sim"
-	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/device/sim"
 )
 
 // echo is a peripheral that sends every message written to it back as a
@@ -26,15 +27,15 @@ func newEcho(uid string) *echo { return &echo{uid: uid, conns: make(chan sim.Per
 
 func (e *echo) address() string { return "02:00:00:00:00:" + e.uid[len(e.uid)-2:] }
 
-func (e *echo) Advertisement() core.BLEDevice {
-	return core.BLEDevice{Address: e.address(), Name: core.BLENamePrefix + e.uid, MountUID: e.uid}
+func (e *echo) Advertisement() protocol.BLEDevice {
+	return protocol.BLEDevice{Address: e.address(), Name: protocol.BLENamePrefix + e.uid, MountUID: e.uid}
 }
 
 func (e *echo) Info() []byte { return []byte(`{"uid":"` + e.uid + `"}`) }
 
 func (e *echo) Connected(c sim.PeripheralConn) {
 	e.conns <- c
-	var r core.Reassembler
+	var r protocol.Reassembler
 	for {
 		select {
 		case <-c.Done():
@@ -44,7 +45,7 @@ func (e *echo) Connected(c sim.PeripheralConn) {
 			if err != nil || !done {
 				continue
 			}
-			for _, out := range core.SplitFrames(msg, c.MTU()) {
+			for _, out := range protocol.SplitFrames(msg, c.MTU()) {
 				if c.Notify(out) != nil {
 					return
 				}
@@ -99,17 +100,17 @@ func newWorld(t *testing.T, n int, cfg sim.Config, network string) *world {
 }
 
 // radios are the ways a central reaches the air.
-func radios(w *world) map[string]core.Radio {
-	return map[string]core.Radio{"in-process": w.air.Central(), "socket": sim.Dial(w.addr)}
+func radios(w *world) map[string]sdk.Radio {
+	return map[string]sdk.Radio{"in-process": w.air.Central(), "socket": sim.Dial(w.addr)}
 }
 
-func scanFor(t *testing.T, r core.Radio, d time.Duration) map[string]core.BLEDevice {
+func scanFor(t *testing.T, r sdk.Radio, d time.Duration) map[string]protocol.BLEDevice {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var mu sync.Mutex
-	seen := map[string]core.BLEDevice{}
-	if err := r.Scan(ctx, func(dev core.BLEDevice) {
+	seen := map[string]protocol.BLEDevice{}
+	if err := r.Scan(ctx, func(dev protocol.BLEDevice) {
 		mu.Lock()
 		seen[dev.Address] = dev
 		mu.Unlock()
@@ -126,15 +127,15 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // roundTrip sends msg over link and waits for the echo.
-func roundTrip(t *testing.T, link core.BLELink, msg []byte) {
+func roundTrip(t *testing.T, link sdk.BLELink, msg []byte) {
 	t.Helper()
 	ctx := ctxT(t)
-	for _, f := range core.SplitFrames(msg, link.MTU()) {
+	for _, f := range protocol.SplitFrames(msg, link.MTU()) {
 		if err := link.WriteFrame(ctx, f); err != nil {
 			t.Fatalf("WriteFrame: %v", err)
 		}
 	}
-	var r core.Reassembler
+	var r protocol.Reassembler
 	for {
 		select {
 		case f, ok := <-link.Frames():
@@ -221,7 +222,7 @@ func TestScanEndsWithContext(t *testing.T) {
 	for name, radio := range radios(w) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- radio.Scan(ctx, func(core.BLEDevice) {}) }()
+		go func() { done <- radio.Scan(ctx, func(protocol.BLEDevice) {}) }()
 		time.Sleep(50 * time.Millisecond)
 		cancel()
 		select {
@@ -317,7 +318,7 @@ func TestConnectErrors(t *testing.T) {
 	if _, err := sim.Dial(addr).Connect(ctxT(t), "x"); err == nil {
 		t.Fatal("connect without an air")
 	}
-	if err := sim.Dial(addr).Scan(ctxT(t), func(core.BLEDevice) {}); err == nil {
+	if err := sim.Dial(addr).Scan(ctxT(t), func(protocol.BLEDevice) {}); err == nil {
 		t.Fatal("scan without an air")
 	}
 }
@@ -363,7 +364,7 @@ func TestSeveralCentrals(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var radio core.Radio = w.air.Central()
+			var radio sdk.Radio = w.air.Central()
 			if i%2 == 1 {
 				radio = sim.Dial(w.addr)
 			}
@@ -399,7 +400,7 @@ func TestServeStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	scanDone := make(chan error, 1)
-	go func() { scanDone <- radio.Scan(context.Background(), func(core.BLEDevice) {}) }()
+	go func() { scanDone <- radio.Scan(context.Background(), func(protocol.BLEDevice) {}) }()
 	time.Sleep(50 * time.Millisecond)
 	cancel()
 	if err := <-done; err != nil {

@@ -1,20 +1,19 @@
 package tinygo
 
 import (
+	"github.com/mountd/mountd/protocol"
 	"strings"
 	"testing"
-
-	"github.com/mountd/mountd/core"
 )
 
 // The library's UUIDs must print back as core's, or scans filter out every
 // mount and discovery finds nothing.
 func TestUUIDs(t *testing.T) {
 	for want, got := range map[string]interface{ String() string }{
-		core.BLEServiceUUID: serviceUUID,
-		core.BLEInfoUUID:    infoUUID,
-		core.BLECommandUUID: commandUUID,
-		core.BLEStateUUID:   stateUUID,
+		protocol.BLEServiceUUID: serviceUUID,
+		protocol.BLEInfoUUID:    infoUUID,
+		protocol.BLECommandUUID: commandUUID,
+		protocol.BLEStateUUID:   stateUUID,
 	} {
 		if !strings.EqualFold(got.String(), want) {
 			t.Errorf("parsed %s, prints %s", want, got)

@@ -6,12 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mountd/mountd/protocol"
+	"github.com/mountd/mountd/sdk"
 	"sync"
 	"time"
 
 	"tinygo.org/x/bluetooth"
-
-	"github.com/mountd/mountd/core"
 )
 
 // ErrClosed is returned on a link that is gone.
@@ -24,7 +24,7 @@ type Radio struct {
 	scanMu  sync.Mutex
 }
 
-var _ core.Radio = (*Radio)(nil)
+var _ sdk.Radio = (*Radio)(nil)
 
 // One Radio per adapter, so that its scans are serialised whoever opens it.
 var (
@@ -58,7 +58,7 @@ func Open(id string) (*Radio, error) {
 // Scan reports mounts (advertising the mount service with a MNT-<uid>
 // name) until ctx ends, then returns nil. BlueZ reports a device again
 // whenever its properties (RSSI, name) change.
-func (r *Radio) Scan(ctx context.Context, found func(core.BLEDevice)) error {
+func (r *Radio) Scan(ctx context.Context, found func(protocol.BLEDevice)) error {
 	r.scanMu.Lock()
 	defer r.scanMu.Unlock()
 	if ctx.Err() != nil {
@@ -90,7 +90,7 @@ func (r *Radio) Scan(ctx context.Context, found func(core.BLEDevice)) error {
 		if !ok {
 			return // the name comes in the scan response: a later report has it
 		}
-		found(core.BLEDevice{Address: res.Address.String(), Name: name, MountUID: uid, RSSI: int(res.RSSI)})
+		found(protocol.BLEDevice{Address: res.Address.String(), Name: name, MountUID: uid, RSSI: int(res.RSSI)})
 	})
 	close(returned)
 	if ctx.Err() != nil {
@@ -128,7 +128,7 @@ func await[T any](ctx context.Context, call func() (T, error), undo func(T)) (T,
 // Connect connects to the mount at address (its MAC), discovers the mount
 // service and its characteristics, and subscribes to the state
 // characteristic.
-func (r *Radio) Connect(ctx context.Context, address string) (core.BLELink, error) {
+func (r *Radio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
 	mac, err := bluetooth.ParseMAC(address)
 	if err != nil {
 		return nil, fmt.Errorf("tinygo: address %q: %w", address, err)
@@ -158,9 +158,9 @@ func discover(dev bluetooth.Device) (*link, error) {
 		return nil, fmt.Errorf("mount characteristics: %w", err)
 	}
 	l := &link{dev: dev, info: chars[0], command: chars[1], state: chars[2],
-		mtu: core.BLEDefaultMTU, frames: make(chan []byte, 256), done: make(chan struct{})}
+		mtu: protocol.BLEDefaultMTU, frames: make(chan []byte, 256), done: make(chan struct{})}
 	// BlueZ negotiates the MTU on connection; the characteristic reports it.
-	if mtu, err := l.state.GetMTU(); err == nil && mtu >= core.BLEDefaultMTU {
+	if mtu, err := l.state.GetMTU(); err == nil && mtu >= protocol.BLEDefaultMTU {
 		l.mtu = int(mtu)
 	}
 	if err := l.state.EnableNotifications(l.deliver); err != nil {
@@ -220,14 +220,14 @@ func (l *link) ReadInfo(ctx context.Context) ([]byte, error) {
 	return await(ctx, func() ([]byte, error) {
 		// BlueZ reads long values (Read Blob) by itself, so the info JSON
 		// may exceed one MTU.
-		buf := make([]byte, core.BLEMaxAttrValue)
+		buf := make([]byte, protocol.BLEMaxAttrValue)
 		n, err := l.info.Read(buf)
 		return buf[:min(n, len(buf))], err
 	}, nil)
 }
 
 func (l *link) WriteFrame(ctx context.Context, frame []byte) error {
-	if !core.FrameFits(frame, l.mtu) {
+	if !protocol.FrameFits(frame, l.mtu) {
 		return fmt.Errorf("tinygo: frame of %d bytes at MTU %d", len(frame), l.mtu)
 	}
 	if l.isClosed() {

@@ -9,6 +9,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/mountd/mountd/protocol"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
@@ -152,8 +153,8 @@ func New(cfg Config) *Mount {
 func (m *Mount) UID() string { return m.cfg.UID }
 
 // BLEInfo is the identity the info characteristic holds.
-func (m *Mount) BLEInfo() core.BLEInfo {
-	return core.BLEInfo{
+func (m *Mount) BLEInfo() protocol.BLEInfo {
+	return protocol.BLEInfo{
 		UID: m.cfg.UID, SerialNumber: m.cfg.SerialNumber, MACAddress: m.cfg.MACAddress,
 		FirmwareRevision: m.cfg.FirmwareRevision, SoftwareRevision: m.cfg.SoftwareRevision,
 		ModelNumber: m.cfg.ModelNumber,
@@ -161,8 +162,8 @@ func (m *Mount) BLEInfo() core.BLEInfo {
 }
 
 // Advertisement implements sim.Peripheral.
-func (m *Mount) Advertisement() core.BLEDevice {
-	return core.BLEDevice{Address: m.cfg.MACAddress, Name: core.BLENamePrefix + m.cfg.UID, MountUID: m.cfg.UID, RSSI: m.cfg.RSSI}
+func (m *Mount) Advertisement() protocol.BLEDevice {
+	return protocol.BLEDevice{Address: m.cfg.MACAddress, Name: protocol.BLENamePrefix + m.cfg.UID, MountUID: m.cfg.UID, RSSI: m.cfg.RSSI}
 }
 
 // Info implements sim.Peripheral: the info characteristic's JSON.
@@ -174,16 +175,16 @@ func (m *Mount) Info() []byte {
 // States returns the four states as the mount reports them now. The lock
 // and helmet carry the time they last changed, so reporting them again is
 // idempotent at the API; battery and temperature are measured now.
-func (m *Mount) States() []core.BLEStateEntry {
+func (m *Mount) States() []protocol.BLEStateEntry {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.statesLocked()
 }
 
-func (m *Mount) statesLocked() []core.BLEStateEntry {
+func (m *Mount) statesLocked() []protocol.BLEStateEntry {
 	now := m.cfg.Now()
 	at := core.FormatTime(now)
-	return []core.BLEStateEntry{
+	return []protocol.BLEStateEntry{
 		{Code: string(core.StateBatteryLevel), Value: strconv.Itoa(int(math.Round(m.batteryLocked(now)))), OccurredAt: at},
 		{Code: string(core.StateCPUTemperature), Value: strconv.FormatFloat(m.temperatureLocked(now), 'f', 1, 64), OccurredAt: at},
 		{Code: string(core.StateMountLocked), Value: bit(m.locked), OccurredAt: core.FormatTime(m.lockAt)},
@@ -279,12 +280,12 @@ func (m *Mount) broadcastStates() {
 	}
 }
 
-func statesMessage(states []core.BLEStateEntry) []byte {
-	return encode(core.BLEMessage{Type: core.BLEMessageStates, States: states})
+func statesMessage(states []protocol.BLEStateEntry) []byte {
+	return encode(protocol.BLEMessage{Type: protocol.BLEMessageStates, States: states})
 }
 
 // encode renders a message for the state characteristic.
-func encode(msg core.BLEMessage) []byte {
+func encode(msg protocol.BLEMessage) []byte {
 	raw, _ := json.Marshal(msg)
 	return raw
 }
@@ -292,7 +293,7 @@ func encode(msg core.BLEMessage) []byte {
 // Handle runs one command (the JSON written to the command characteristic)
 // and returns its result. Centrals connected get the new states when they
 // changed. mountsim uses it to deliver ASSOCIATE_OWNER without a phone.
-func (m *Mount) Handle(raw []byte) core.BLEMessage {
+func (m *Mount) Handle(raw []byte) protocol.BLEMessage {
 	res, lockChanged, notify := m.handle(raw)
 	m.announce(lockChanged, notify)
 	return res
@@ -311,16 +312,16 @@ func (m *Mount) announce(lockChanged, notify bool) {
 
 // handle verifies and executes a command. It reports whether the lock or
 // helmet changed and whether the states are due to centrals anyway.
-func (m *Mount) handle(raw []byte) (res core.BLEMessage, lockChanged, notify bool) {
-	res = core.BLEMessage{Type: core.BLEMessageResult}
-	var cmd core.BLECommand
+func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify bool) {
+	res = protocol.BLEMessage{Type: protocol.BLEMessageResult}
+	var cmd protocol.BLECommand
 	if err := json.Unmarshal(raw, &cmd); err != nil {
 		res.Reason = ReasonMalformed
 		m.countRefused()
 		return res, false, false
 	}
 	res.Code = cmd.Code
-	p, ok := core.ParsePayload(cmd.Payload)
+	p, ok := protocol.ParsePayload(cmd.Payload)
 	if !ok {
 		res.Reason = ReasonMalformed
 		m.countRefused()
@@ -331,7 +332,7 @@ func (m *Mount) handle(raw []byte) (res core.BLEMessage, lockChanged, notify boo
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Now()
-	refuse := func(reason string) (core.BLEMessage, bool, bool) {
+	refuse := func(reason string) (protocol.BLEMessage, bool, bool) {
 		res.Reason = reason
 		m.refused++
 		return res, false, false
@@ -387,14 +388,14 @@ func (m *Mount) handle(raw []byte) (res core.BLEMessage, lockChanged, notify boo
 		notify = true // the confirmation the phone waits for, even if unchanged
 	case core.CmdConfigureAlarm:
 		mode, sens, vol := p.Params["alarmMode"], p.Params["alarmSensitivity"], p.Params["alarmVolume"]
-		if !core.ValidCommandParam(p.Code, "alarmMode", mode) || !core.ValidCommandParam(p.Code, "alarmSensitivity", sens) ||
-			!core.ValidCommandParam(p.Code, "alarmVolume", vol) {
+		if !core.ValidCommandParam(core.CommandCode(p.Code), "alarmMode", mode) || !core.ValidCommandParam(core.CommandCode(p.Code), "alarmSensitivity", sens) ||
+			!core.ValidCommandParam(core.CommandCode(p.Code), "alarmVolume", vol) {
 			return refuse(ReasonBadParameters)
 		}
 		m.settings.AlarmMode, m.settings.AlarmSensitivity, m.settings.AlarmVolume = mode, sens, vol
 	case core.CmdSetRFIDMode:
 		mode := p.Params["rfidMode"]
-		if !core.ValidCommandParam(p.Code, "rfidMode", mode) {
+		if !core.ValidCommandParam(core.CommandCode(p.Code), "rfidMode", mode) {
 			return refuse(ReasonBadParameters)
 		}
 		m.settings.RFIDMode = mode
@@ -414,7 +415,7 @@ func (m *Mount) handle(raw []byte) (res core.BLEMessage, lockChanged, notify boo
 			return refuse(ReasonBadParameters)
 		}
 		next := map[string]bool{}
-		for _, tag := range core.ListParam(list) {
+		for _, tag := range protocol.ListParam(list) {
 			if !core.ValidTagUID(tag) {
 				return refuse(ReasonBadParameters)
 			}
@@ -468,7 +469,7 @@ func (m *Mount) rememberLocked(nonce string, millis int64, now time.Time) {
 
 // ownerOf reads ASSOCIATE_OWNER's key and account; the data and the
 // payload's parameters must agree.
-func ownerOf(cmd core.BLECommand, p core.Payload) (ed25519.PublicKey, string, bool) {
+func ownerOf(cmd protocol.BLECommand, p protocol.Payload) (ed25519.PublicKey, string, bool) {
 	keyHex, _ := cmd.Data["publicKey"].(string)
 	account, _ := cmd.Data["accountId"].(string)
 	key, err := hex.DecodeString(keyHex)

@@ -5,14 +5,16 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/mountd/mountd/protocol"
+	"github.com/mountd/mountd/sdk"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/mountd/mountd/adapters/ble/sim"
-	"github.com/mountd/mountd/adapters/ble/simmount"
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/device/sim"
+	"github.com/mountd/mountd/device/simmount"
 )
 
 // clock is a settable time for a mount.
@@ -57,11 +59,11 @@ func (s spec) build() []byte {
 	if payCode == "" {
 		payCode = s.code
 	}
-	payload := core.BuildPayload(s.at, payCode, s.uid, s.params, s.nonce)
+	payload := protocol.BuildPayload(s.at, string(payCode), s.uid, s.params, s.nonce)
 	if s.payload != "" {
 		payload = s.payload
 	}
-	cmd := core.BLECommand{Code: string(s.code), Data: map[string]any{}, GeneratedAt: core.FormatTime(s.at), Payload: payload}
+	cmd := protocol.BLECommand{Code: string(s.code), Data: map[string]any{}, GeneratedAt: core.FormatTime(s.at), Payload: payload}
 	for k, v := range s.params {
 		cmd.Data[k] = v
 	}
@@ -76,10 +78,10 @@ func (s spec) build() []byte {
 func associate(uid string, pub ed25519.PublicKey, account string, at time.Time) []byte {
 	key := hex.EncodeToString(pub)
 	params := map[string]string{"accountId": account, "publicKey": key}
-	cmd := core.BLECommand{
+	cmd := protocol.BLECommand{
 		Code: string(core.CmdAssociateOwner), GeneratedAt: core.FormatTime(at),
 		Data:    map[string]any{"accountId": account, "publicKey": key, "expiresAt": core.FormatTime(at.Add(5 * time.Minute))},
-		Payload: core.BuildPayload(at, core.CmdAssociateOwner, uid, params, core.NewNonce()),
+		Payload: protocol.BuildPayload(at, string(core.CmdAssociateOwner), uid, params, protocol.NewNonce()),
 	}
 	raw, _ := json.Marshal(cmd)
 	return raw
@@ -106,7 +108,7 @@ func newFixture(t *testing.T, associated bool) *fixture {
 
 // signed is a valid command for the fixture's mount now.
 func (f *fixture) signed(code core.CommandCode, params map[string]string) spec {
-	return spec{code: code, uid: "M1", params: params, at: f.clock.Now(), nonce: core.NewNonce(), key: f.priv}
+	return spec{code: code, uid: "M1", params: params, at: f.clock.Now(), nonce: protocol.NewNonce(), key: f.priv}
 }
 
 func TestCommands(t *testing.T) {
@@ -270,7 +272,7 @@ func TestCommands(t *testing.T) {
 			steps := tt.steps(f)
 			for i, raw := range steps {
 				res := f.m.Handle(raw)
-				var cmd core.BLECommand
+				var cmd protocol.BLECommand
 				if json.Unmarshal(raw, &cmd) == nil && res.Code != cmd.Code {
 					t.Fatalf("step %d: result code %q, want %q", i, res.Code, cmd.Code)
 				}
@@ -322,7 +324,7 @@ func TestStates(t *testing.T) {
 	m := simmount.New(simmount.Config{UID: "M1", Now: c.Now, Battery: 80, BatteryDrain: 2, Temperature: 40,
 		OnChange: func(*simmount.Mount) { changes++ }})
 	m.Handle(associate("M1", f.pub, "acc-1", c.Now()))
-	check := func(want map[string]string) []core.BLEStateEntry {
+	check := func(want map[string]string) []protocol.BLEStateEntry {
 		t.Helper()
 		states := m.States()
 		if len(states) != 4 {
@@ -351,7 +353,7 @@ func TestStates(t *testing.T) {
 	if states[0].OccurredAt != core.FormatTime(c.Now()) {
 		t.Fatal("battery is measured now")
 	}
-	sig := spec{code: core.CmdReleaseHelmet, uid: "M1", at: c.Now(), nonce: core.NewNonce(), key: f.priv}
+	sig := spec{code: core.CmdReleaseHelmet, uid: "M1", at: c.Now(), nonce: protocol.NewNonce(), key: f.priv}
 	if res := m.Handle(sig.build()); !res.Accepted {
 		t.Fatal(res.Reason)
 	}
@@ -398,13 +400,13 @@ func TestOverTheAir(t *testing.T) {
 	go sim.Serve(ctx, air, ln)
 	pub, priv := newKey(t)
 
-	for name, radio := range map[string]core.Radio{"in-process": air.Central(), "socket": sim.Dial(ln.Addr().String())} {
+	for name, radio := range map[string]sdk.Radio{"in-process": air.Central(), "socket": sim.Dial(ln.Addr().String())} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			var dev core.BLEDevice
+			var dev protocol.BLEDevice
 			scanCtx, stop := context.WithCancel(ctx)
-			radio.Scan(scanCtx, func(d core.BLEDevice) { dev = d; stop() })
+			radio.Scan(scanCtx, func(d protocol.BLEDevice) { dev = d; stop() })
 			if dev.MountUID != "SIM-0001" || dev.Name != "MNT-SIM-0001" {
 				t.Fatalf("scan: %+v", dev)
 			}
@@ -414,25 +416,25 @@ func TestOverTheAir(t *testing.T) {
 			}
 			defer link.Close()
 			raw, err := link.ReadInfo(ctx)
-			var info core.BLEInfo
+			var info protocol.BLEInfo
 			if err != nil || json.Unmarshal(raw, &info) != nil || info.UID != "SIM-0001" || info.SerialNumber != "SN1" || info.MACAddress != dev.Address {
 				t.Fatalf("info %s %v", raw, err)
 			}
 			msgs := messages(link)
-			next := func() core.BLEMessage {
+			next := func() protocol.BLEMessage {
 				select {
 				case msg := <-msgs:
 					return msg
 				case <-ctx.Done():
 					t.Fatal("no message")
 				}
-				return core.BLEMessage{}
+				return protocol.BLEMessage{}
 			}
 			if first := next(); first.Type != "states" || len(first.States) != 4 {
 				t.Fatalf("on connect: %+v", first)
 			}
 			send := func(raw []byte) {
-				for _, f := range core.SplitFrames(raw, link.MTU()) {
+				for _, f := range protocol.SplitFrames(raw, link.MTU()) {
 					if err := link.WriteFrame(ctx, f); err != nil {
 						t.Fatal(err)
 					}
@@ -443,7 +445,7 @@ func TestOverTheAir(t *testing.T) {
 				t.Fatalf("association: %+v", res)
 			}
 			next() // states after association
-			send(spec{code: core.CmdReleaseHelmet, uid: "SIM-0001", at: time.Now(), nonce: core.NewNonce(), key: priv}.build())
+			send(spec{code: core.CmdReleaseHelmet, uid: "SIM-0001", at: time.Now(), nonce: protocol.NewNonce(), key: priv}.build())
 			if res := next(); !res.Accepted || res.Code != "RELEASE_HELMET" {
 				t.Fatalf("release: %+v", res)
 			}
@@ -469,16 +471,16 @@ func TestOverTheAir(t *testing.T) {
 }
 
 // messages reassembles a link's notifications.
-func messages(link core.BLELink) <-chan core.BLEMessage {
-	out := make(chan core.BLEMessage, 16)
+func messages(link sdk.BLELink) <-chan protocol.BLEMessage {
+	out := make(chan protocol.BLEMessage, 16)
 	go func() {
-		var r core.Reassembler
+		var r protocol.Reassembler
 		for f := range link.Frames() {
 			raw, done, err := r.Add(f)
 			if err != nil || !done {
 				continue
 			}
-			var msg core.BLEMessage
+			var msg protocol.BLEMessage
 			if json.Unmarshal(raw, &msg) == nil {
 				out <- msg
 			}
