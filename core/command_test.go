@@ -1,12 +1,12 @@
 package core_test
 
 import (
-	"github.com/mountd/mountd/protocol"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/protocol"
 )
 
 // ParsePayload is BuildPayload's inverse and refuses any other shape.

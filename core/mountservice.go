@@ -3,10 +3,11 @@ package core
 import (
 	"context"
 	"encoding/hex"
-	"github.com/mountd/mountd/protocol"
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 // MountService holds the association lifecycle (docs/api.md, "Mount lifecycle"), state ingest

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/mountd/mountd/protocol"
 	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/protocol"
 )
 
 // Outcome is what an action achieved: the mount's answer and the states it

@@ -6,13 +6,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/mountd/mountd/protocol"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 // apiClient talks to the mountd API and its identity provider with the token.

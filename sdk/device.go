@@ -3,9 +3,10 @@ package sdk
 import (
 	"context"
 	"encoding/json"
-	"github.com/mountd/mountd/protocol"
 	"sync"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 // device is an open connection to one mount: it reassembles notifications,

@@ -1,9 +1,10 @@
 package sdk
 
 import (
-	"github.com/mountd/mountd/protocol"
 	"sync"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 // EngineEvent is an event of the global BLE engine state stream.

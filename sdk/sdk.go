@@ -13,11 +13,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mountd/mountd/protocol"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 // Config configures a Client.

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/mountd/mountd/protocol"
 	"io"
 	"net/http"
 	"net/url"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/mountd/mountd/client"
+	"github.com/mountd/mountd/protocol"
 	"github.com/mountd/mountd/sdk"
 )
 
@@ -58,21 +59,8 @@ func tokenCommand(s *settings, out *printer) *cli.Command {
 	}
 }
 
-type mountView struct {
-	UID              string   `json:"uid"`
-	Name             string   `json:"name"`
-	SerialNumber     string   `json:"serialNumber"`
-	MACAddress       string   `json:"macAddress"`
-	ModelNumber      string   `json:"modelNumber"`
-	FirmwareRevision string   `json:"firmwareRevision"`
-	SoftwareRevision string   `json:"softwareRevision"`
-	AssociationState string   `json:"associationState"`
-	MountLocked      *bool    `json:"mountLocked"`
-	HelmetMounted    *bool    `json:"helmetMounted"`
-	BatteryLevel     *int     `json:"batteryLevel"`
-	CPUTemperature   *float64 `json:"cpuTemperature"`
-	AssociatedAt     *string  `json:"associatedAt"`
-}
+// mountView is a mount as the API shows it, printed on one line.
+type mountView client.Mount
 
 func (m mountView) line() string {
 	return fmt.Sprintf("%-20s %-11s locked=%s helmet=%s battery=%s temp=%s name=%q",

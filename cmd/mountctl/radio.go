@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
-	"github.com/mountd/mountd/sdk"
 	"strings"
 
 	"github.com/mountd/mountd/device/sim"
 	"github.com/mountd/mountd/device/tinygo"
+	"github.com/mountd/mountd/sdk"
 )
 
 // openRadio opens the BLE radio named by spec: mountsim's simulated radio,

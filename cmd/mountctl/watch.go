@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
-	"github.com/coder/websocket"
-	"github.com/coder/websocket/wsjson"
 	"github.com/urfave/cli/v3"
 )
 
@@ -41,82 +40,30 @@ func watchCommand(s *settings, out *printer) *cli.Command {
 	}
 }
 
-// watch subscribes over graphql-transport-ws, calls ready once the server
-// has accepted the connection and the subscription is sent, and each for
-// every event.
+// watch subscribes to a mount's state reports, calls ready once the
+// subscription is sent and each for every event.
 func watch(ctx context.Context, s *settings, uid string, count int, ready func(), each func(json.RawMessage) error) error {
-	wsURL := "ws" + strings.TrimPrefix(strings.TrimRight(s.API, "/"), "http") + "/graphql"
-	conn, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
-	if err != nil {
-		return fmt.Errorf("cannot open %s: %w", wsURL, err)
-	}
-	defer conn.Close(websocket.StatusNormalClosure, "done")
-	if err := wsjson.Write(ctx, conn, map[string]any{"type": "connection_init", "payload": map[string]string{"Access-Key": s.Token}}); err != nil {
-		return err
-	}
-	// The protocol wants the ack before a subscribe; a refused token closes
-	// the socket instead.
-	for acked := false; !acked; {
-		var msg struct {
-			Type string `json:"type"`
-		}
-		if err := wsjson.Read(ctx, conn, &msg); err != nil {
-			if status := websocket.CloseStatus(err); status != -1 {
-				return fmt.Errorf("the server refused the connection (%d): check the token", status)
-			}
-			return err
-		}
-		acked = msg.Type == "connection_ack"
-	}
-	if err := wsjson.Write(ctx, conn, map[string]any{"id": "1", "type": "subscribe",
-		"payload": map[string]any{"query": watchQuery, "variables": map[string]string{"uid": uid}}}); err != nil {
-		return err
-	}
-	ready()
 	seen := 0
-	for {
-		var msg struct {
-			Type    string          `json:"type"`
-			Payload json.RawMessage `json:"payload"`
+	errDone := errors.New("done")
+	err := s.api().Subscribe(ctx, watchQuery, map[string]any{"uid": uid}, ready, func(data json.RawMessage) error {
+		var next struct {
+			Event json.RawMessage `json:"mountStateChanged"`
 		}
-		if err := wsjson.Read(ctx, conn, &msg); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if status := websocket.CloseStatus(err); status != -1 {
-				return fmt.Errorf("the server closed the subscription (%d)", status)
-			}
+		if err := json.Unmarshal(data, &next); err != nil {
 			return err
 		}
-		switch msg.Type {
-		case "ping":
-			_ = wsjson.Write(ctx, conn, map[string]string{"type": "pong"})
-		case "error":
-			return fmt.Errorf("subscription refused: %s", msg.Payload)
-		case "complete":
-			return nil
-		case "next":
-			var next struct {
-				Data struct {
-					Event json.RawMessage `json:"mountStateChanged"`
-				} `json:"data"`
-				Errors json.RawMessage `json:"errors"`
-			}
-			if err := json.Unmarshal(msg.Payload, &next); err != nil {
-				return err
-			}
-			if len(next.Errors) > 0 && string(next.Errors) != "null" {
-				return fmt.Errorf("subscription error: %s", next.Errors)
-			}
-			if err := each(next.Data.Event); err != nil {
-				return err
-			}
-			seen++
-			if count > 0 && seen >= count {
-				return nil
-			}
+		if err := each(next.Event); err != nil {
+			return err
 		}
+		if seen++; count > 0 && seen >= count {
+			return errDone
+		}
+		return nil
+	})
+	if errors.Is(err, errDone) {
+		return nil
 	}
+	return err
 }
 
 func describeStateEvent(raw json.RawMessage) string {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/mountd/mountd/protocol"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/mountd/mountd/device/sim"
 	"github.com/mountd/mountd/device/simmount"
+	"github.com/mountd/mountd/protocol"
 	"github.com/mountd/mountd/sdk"
 )
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mountd/mountd/protocol"
 	"hash/fnv"
 	"io"
 	"log/slog"
@@ -22,6 +21,7 @@ import (
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/device/sim"
 	"github.com/mountd/mountd/device/simmount"
+	"github.com/mountd/mountd/protocol"
 )
 
 // Config is everything the flags set.

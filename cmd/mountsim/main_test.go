@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/mountd/mountd/protocol"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/device/sim"
+	"github.com/mountd/mountd/protocol"
 )
 
 // fakeAPI is as much of mountd as mountsim talks to: the token endpoint,

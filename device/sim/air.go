@@ -10,12 +10,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mountd/mountd/protocol"
-	"github.com/mountd/mountd/sdk"
 	"hash/fnv"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
+	"github.com/mountd/mountd/sdk"
 )
 
 // Errors a central sees. They survive the socket (Dial) as the same values.

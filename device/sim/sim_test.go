@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mountd/mountd/protocol"
-	"github.com/mountd/mountd/sdk"
 	"net"
 	"path/filepath"
 	"sync"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/device/sim"
+	"github.com/mountd/mountd/protocol"
+	"github.com/mountd/mountd/sdk"
 )
 
 // echo is a peripheral that sends every message written to it back as a

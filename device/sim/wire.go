@@ -7,14 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mountd/mountd/protocol"
-	"github.com/mountd/mountd/sdk"
 	"io"
 	"net"
 	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
+	"github.com/mountd/mountd/sdk"
 )
 
 // The socket protocol puts an Air in another process (mountsim) within

@@ -9,7 +9,6 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/mountd/mountd/protocol"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/protocol"
 )
 
 // Refusal reasons in result messages.

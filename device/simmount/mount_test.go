@@ -5,8 +5,6 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/mountd/mountd/protocol"
-	"github.com/mountd/mountd/sdk"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +13,8 @@ import (
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/device/sim"
 	"github.com/mountd/mountd/device/simmount"
+	"github.com/mountd/mountd/protocol"
+	"github.com/mountd/mountd/sdk"
 )
 
 // clock is a settable time for a mount.

@@ -7,10 +7,11 @@
 package tinygo
 
 import (
-	"github.com/mountd/mountd/protocol"
 	"strings"
 
 	"tinygo.org/x/bluetooth"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 // The GATT layout in the library's form, parsed once from core's text.

@@ -1,9 +1,10 @@
 package tinygo
 
 import (
-	"github.com/mountd/mountd/protocol"
 	"strings"
 	"testing"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 // The library's UUIDs must print back as core's, or scans filter out every

@@ -6,12 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mountd/mountd/protocol"
-	"github.com/mountd/mountd/sdk"
 	"sync"
 	"time"
 
 	"tinygo.org/x/bluetooth"
+
+	"github.com/mountd/mountd/protocol"
+	"github.com/mountd/mountd/sdk"
 )
 
 // ErrClosed is returned on a link that is gone.

@@ -1,0 +1,232 @@
+// Package client is the Go client of mountd's API, used by the SDK, mountctl,
+// mountsim and the load tools: REST calls with problem+json errors, access
+// tokens from the identity provider (client credentials, through
+// golang.org/x/oauth2/clientcredentials) and GraphQL subscriptions over
+// graphql-transport-ws.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// maxAnswer bounds what is read of one answer.
+const maxAnswer = 4 << 20
+
+// Error is an API answer other than success, from its problem document.
+type Error struct {
+	Status int          `json:"status"`
+	Code   string       `json:"code"`
+	Detail string       `json:"detail"`
+	Fields []FieldError `json:"errors"`
+}
+
+// FieldError names one invalid input.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Detail)
+	for _, f := range e.Fields {
+		msg += fmt.Sprintf("; %s %s", f.Field, f.Message)
+	}
+	return strings.TrimSpace(msg)
+}
+
+// StatusOf returns the HTTP status of an *Error in err's chain, 0 otherwise.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// Client calls one mountd. Safe for concurrent use.
+type Client struct {
+	base   string // the server root, without a trailing slash
+	http   *http.Client
+	tokens *tokens
+}
+
+// Options tune a Client.
+type Options struct {
+	// HTTPClient sends the requests; nil: one that follows no redirects.
+	HTTPClient *http.Client
+}
+
+// New returns a client of the server at base (its root, e.g.
+// http://127.0.0.1:8080) that authenticates with tokens from src.
+func New(base string, src oauth2.TokenSource, opts ...Options) *Client {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return &Client{base: strings.TrimRight(base, "/"), http: hc, tokens: &tokens{src: src}}
+}
+
+// Base is the server root the client calls.
+func (c *Client) Base() string { return c.base }
+
+// StaticToken is a token source of one access token (a rider's phone, a
+// token given on the command line).
+func StaticToken(accessToken string) oauth2.TokenSource {
+	return oauth2.StaticTokenSource(&oauth2.Token{AccessToken: accessToken})
+}
+
+// ClientCredentials returns the client-credentials configuration of the
+// embedded identity provider at base, asking for scope.
+func ClientCredentials(base, clientID, secret string, scope []string) *clientcredentials.Config {
+	return &clientcredentials.Config{ClientID: clientID, ClientSecret: secret, Scopes: scope,
+		TokenURL: strings.TrimRight(base, "/") + "/oauth/v2/token", AuthStyle: oauth2.AuthStyleInHeader}
+}
+
+// Credentials is a source of client-credentials tokens that keeps one
+// until shortly before it expires, and can forget it when the API refuses
+// it (a rotated secret, a restarted issuer).
+type Credentials struct {
+	cfg *clientcredentials.Config
+	ctx context.Context
+	mu  sync.Mutex
+	src oauth2.TokenSource
+}
+
+// CredentialsSource returns a Credentials for cfg; hc sends the token
+// requests (nil: http.DefaultClient).
+func CredentialsSource(cfg *clientcredentials.Config, hc *http.Client) *Credentials {
+	ctx := context.Background()
+	if hc != nil {
+		ctx = context.WithValue(ctx, oauth2.HTTPClient, hc)
+	}
+	return &Credentials{cfg: cfg, ctx: ctx, src: cfg.TokenSource(ctx)}
+}
+
+// Token implements oauth2.TokenSource.
+func (c *Credentials) Token() (*oauth2.Token, error) {
+	c.mu.Lock()
+	src := c.src
+	c.mu.Unlock()
+	return src.Token()
+}
+
+// Forget drops the kept token: the next Token asks for a new one.
+func (c *Credentials) Forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.src = c.cfg.TokenSource(c.ctx)
+}
+
+// tokens is the client's source of access tokens.
+type tokens struct {
+	src oauth2.TokenSource
+}
+
+func (t *tokens) token() (string, error) {
+	tok, err := t.src.Token()
+	if err != nil {
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) {
+			return "", fmt.Errorf("the identity provider refused: %s %s", re.ErrorCode, re.ErrorDescription)
+		}
+		return "", fmt.Errorf("token: %w", err)
+	}
+	return tok.AccessToken, nil
+}
+
+// refused makes a renewing source forget the token the API refused; a
+// static source has nothing else to give.
+func (t *tokens) refused() bool {
+	f, ok := t.src.(interface{ Forget() })
+	if ok {
+		f.Forget()
+	}
+	return ok
+}
+
+// Do sends an API call under /api/v1 (path starts with "/"): body as JSON
+// when not nil, the answer decoded into out when not nil. A 401 is retried
+// once with a fresh token when the source can give one.
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	var raw []byte
+	if body != nil {
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			return err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		tok, err := c.tokens.token()
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, method, c.base+"/api/v1"+path, bytes.NewReader(raw))
+		if err != nil {
+			return err
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		req.Header.Set("Access-Key", tok)
+		res, err := c.http.Do(req)
+		if err != nil {
+			return fmt.Errorf("cannot reach mountd at %s: %w", c.base, err)
+		}
+		answer, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
+		res.Body.Close()
+		if err != nil {
+			return err
+		}
+		if res.StatusCode == http.StatusUnauthorized && attempt == 0 && c.tokens.refused() {
+			continue
+		}
+		if res.StatusCode/100 != 2 {
+			e := &Error{Status: res.StatusCode}
+			if json.Unmarshal(answer, e) != nil || e.Code == "" {
+				e.Detail = strings.TrimSpace(string(answer))
+			}
+			e.Status = res.StatusCode
+			return e
+		}
+		if out != nil && len(answer) > 0 {
+			if err := json.Unmarshal(answer, out); err != nil {
+				return fmt.Errorf("%s %s: %w", method, path, err)
+			}
+		}
+		return nil
+	}
+}
+
+// Mount is a mount as the API shows it.
+type Mount struct {
+	UID              string   `json:"uid"`
+	Name             string   `json:"name"`
+	SerialNumber     string   `json:"serialNumber"`
+	MACAddress       string   `json:"macAddress"`
+	FirmwareRevision string   `json:"firmwareRevision"`
+	SoftwareRevision string   `json:"softwareRevision"`
+	ModelNumber      string   `json:"modelNumber"`
+	AssociationState string   `json:"associationState"`
+	MountLocked      *bool    `json:"mountLocked"`
+	HelmetMounted    *bool    `json:"helmetMounted"`
+	BatteryLevel     *int     `json:"batteryLevel"`
+	CPUTemperature   *float64 `json:"cpuTemperature"`
+	AssociatedAt     *string  `json:"associatedAt"`
+}
