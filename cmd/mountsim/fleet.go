@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/device/sim"
 	"github.com/mountd/mountd/device/simmount"
@@ -260,13 +261,12 @@ func (f *fleet) report(ctx context.Context, u *unit) {
 		Accepted   int64 `json:"accepted"`
 		Duplicates int64 `json:"duplicates"`
 	}
-	err := f.api.call(ctx, f.api.maintainer, "POST", "/api/v1/mounts/"+u.m.UID()+"/states", map[string]any{"states": states}, &res)
+	err := f.api.call(ctx, f.api.maintainer, "POST", "/mounts/"+u.m.UID()+"/states", map[string]any{"states": states}, &res)
 	if errors.Is(err, errNotSent) {
 		return
 	}
 	f.reports.Add(1)
-	var he *httpError
-	if errors.As(err, &he) && he.status == http.StatusNotFound {
+	if client.StatusOf(err) == http.StatusNotFound {
 		// Not (or no longer) this account's mount: back off, doubling up to
 		// 32 intervals, and start over when the mount is associated again.
 		if !bytes.Equal(key, u.refusedKey) {
@@ -341,7 +341,7 @@ func (f *fleet) associate(ctx context.Context, m *simmount.Mount) error {
 		"firmwareRevision": info.FirmwareRevision, "softwareRevision": info.SoftwareRevision, "modelNumber": info.ModelNumber,
 	}
 	var cmds []json.RawMessage
-	if err := f.api.call(ctx, f.api.owner, "POST", "/api/v1/mounts", body, &cmds); err != nil {
+	if err := f.api.call(ctx, f.api.owner, "POST", "/mounts", body, &cmds); err != nil {
 		return err
 	}
 	delivered := false
@@ -358,7 +358,7 @@ func (f *fleet) associate(ctx context.Context, m *simmount.Mount) error {
 	if !delivered {
 		return errors.New("no ASSOCIATE_OWNER in the answer")
 	}
-	return f.api.call(ctx, f.api.owner, "POST", "/api/v1/mounts/"+m.UID()+"/confirm-association", nil, nil)
+	return f.api.call(ctx, f.api.owner, "POST", "/mounts/"+m.UID()+"/confirm-association", nil, nil)
 }
 
 func (f *fleet) summary(d time.Duration) Summary {

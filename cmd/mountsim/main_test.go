@@ -65,8 +65,11 @@ func newFakeAPI(t *testing.T, expiresIn time.Duration) (*fakeAPI, *httptest.Serv
 }
 
 func (f *fakeAPI) token(w http.ResponseWriter, r *http.Request) {
-	if r.ParseForm() != nil || r.PostForm.Get("grant_type") != "client_credentials" ||
-		r.PostForm.Get("client_id") != "cid" || r.PostForm.Get("client_secret") != "csec" {
+	id, secret, basic := r.BasicAuth() // HTTP Basic or the form, as mountd takes them
+	if r.ParseForm() != nil || !basic {
+		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+	}
+	if r.PostForm.Get("grant_type") != "client_credentials" || id != "cid" || secret != "csec" {
 		w.WriteHeader(http.StatusUnauthorized)
 		fmt.Fprint(w, `{"error":"invalid_client"}`)
 		return
@@ -89,6 +92,7 @@ func (f *fakeAPI) token(w http.ResponseWriter, r *http.Request) {
 	tok := fmt.Sprintf("%s-%d", role, f.issued[role])
 	f.tokens[tok] = fakeToken{role: role, exp: time.Now().Add(f.expiresIn)}
 	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json") // as mountd's identity provider answers
 	fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":%d}`, tok, int(f.expiresIn.Seconds()))
 }
 
