@@ -1,24 +1,24 @@
 package sdk
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/protocol"
 )
 
-// apiClient talks to the mountd API and its identity provider with the token.
+// apiClient talks to the mountd API (through the shared client) and to its
+// identity provider with the token.
 type apiClient struct {
-	base  string
+	api   *client.Client
 	token string
 	http  *http.Client
 
@@ -27,54 +27,15 @@ type apiClient struct {
 }
 
 // APIError is an API answer other than success, from its problem document.
-type APIError struct {
-	Status int
-	Code   string
-	Detail string
-}
+type APIError = client.Error
 
-func (e *APIError) Error() string {
-	return fmt.Sprintf("sdk: API answered %d %s: %s", e.Status, e.Code, e.Detail)
+func newAPIClient(base, token string, hc *http.Client) *apiClient {
+	root := strings.TrimSuffix(strings.TrimRight(base, "/"), "/api/v1")
+	return &apiClient{api: client.New(root, client.StaticToken(token), client.Options{HTTPClient: hc}), token: token, http: hc}
 }
 
 func (a *apiClient) do(ctx context.Context, method, path string, body, out any) error {
-	var r io.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Access-Key", a.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := a.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
-	if err != nil {
-		return err
-	}
-	if res.StatusCode >= 300 {
-		var p struct {
-			Code   string `json:"code"`
-			Detail string `json:"detail"`
-		}
-		_ = json.Unmarshal(raw, &p)
-		return &APIError{Status: res.StatusCode, Code: p.Code, Detail: p.Detail}
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(raw, out)
+	return a.api.Do(ctx, method, path, body, out)
 }
 
 // tokenClaims reads the token's claims without verifying them: the

@@ -90,7 +90,7 @@ func New(cfg Config) (*Client, error) {
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	return &Client{
 		cfg:     cfg,
-		api:     &apiClient{base: cfg.BaseURL, token: cfg.Token, http: cfg.HTTPClient},
+		api:     newAPIClient(cfg.BaseURL, cfg.Token, cfg.HTTPClient),
 		engine:  newBroadcaster[EngineEvent](nil),
 		seen:    map[string]protocol.BLEDevice{},
 		devices: map[string]*device{},
