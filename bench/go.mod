@@ -10,6 +10,7 @@ require (
 	github.com/mountd/mountd v0.0.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/uptrace/bun v1.2.18
+	golang.org/x/oauth2 v0.37.0
 )
 
 require (

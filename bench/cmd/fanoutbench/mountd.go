@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -16,6 +15,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"golang.org/x/oauth2"
+
+	"github.com/mountd/mountd/client"
 )
 
 // defaultQuery lists states { occurredAt } first: the subscriber finds the
@@ -65,68 +67,34 @@ func createAccount(ctx context.Context, bin string, global []string, name string
 
 // fetchToken asks the embedded identity provider for an owner token.
 func (m *mountdClient) fetchToken(ctx context.Context, c credentials) error {
-	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {c.ClientID},
-		"client_secret": {c.ClientSecret}, "scope": {audienceScope}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.base+"/oauth/v2/token", strings.NewReader(form.Encode()))
+	tok, err := client.ClientCredentials(m.base, c.ClientID, c.ClientSecret, strings.Fields(audienceScope)).
+		Token(context.WithValue(ctx, oauth2.HTTPClient, m.http))
 	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	res, err := m.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("token: %s %s", res.Status, body)
-	}
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	if err := json.Unmarshal(body, &tok); err != nil || tok.AccessToken == "" {
-		return fmt.Errorf("token answer %s", body)
+		return fmt.Errorf("token: %w", err)
 	}
 	m.token = tok.AccessToken
 	return nil
 }
 
-// call sends a JSON request with the token and returns the body of a 200.
+// call sends a JSON request (path under /api/v1) with the token through the
+// shared client and returns the answer.
 func (m *mountdClient) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
-	var rd io.Reader
+	var in any
 	if body != nil {
-		rd = bytes.NewReader(body)
+		in = json.RawMessage(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, m.base+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Access-Key", m.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := m.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	out, err := io.ReadAll(res.Body)
-	if err != nil {
-		return nil, err
-	}
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s %s: %s %s", method, path, res.Status, out)
-	}
-	return out, nil
+	var out json.RawMessage
+	err := client.New(m.base, client.StaticToken(m.token), client.Options{HTTPClient: m.http}).Do(ctx, method, path, in, &out)
+	return out, err
 }
 
 // createMount requests and confirms the association of m.uid.
 func (m *mountdClient) createMount(ctx context.Context) error {
 	body, _ := json.Marshal(map[string]string{"uid": m.uid})
-	if _, err := m.call(ctx, http.MethodPost, "/api/v1/mounts", body); err != nil {
+	if _, err := m.call(ctx, http.MethodPost, "/mounts", body); err != nil {
 		return err
 	}
-	_, err := m.call(ctx, http.MethodPost, "/api/v1/mounts/"+url.PathEscape(m.uid)+"/confirm-association", nil)
+	_, err := m.call(ctx, http.MethodPost, "/mounts/"+url.PathEscape(m.uid)+"/confirm-association", nil)
 	return err
 }
 
@@ -134,7 +102,7 @@ func (m *mountdClient) createMount(ctx context.Context) error {
 // returns when the response body has been read.
 func (m *mountdClient) report(ctx context.Context, ms int64) error {
 	body := fmt.Appendf(nil, `{"states":[{"code":"BATTERY_LEVEL","value":"%d","occurredAt":"%s"}]}`, ms%101, keyAt(ms))
-	_, err := m.call(ctx, http.MethodPost, "/api/v1/mounts/"+url.PathEscape(m.uid)+"/states", body)
+	_, err := m.call(ctx, http.MethodPost, "/mounts/"+url.PathEscape(m.uid)+"/states", body)
 	return err
 }
 

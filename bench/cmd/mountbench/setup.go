@@ -1,24 +1,25 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/uptrace/bun"
+	"golang.org/x/oauth2"
 
 	"github.com/mountd/mountd/adapters/bunstore"
 	"github.com/mountd/mountd/bench/internal/benchstat"
+	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/core"
 )
 
@@ -131,23 +132,12 @@ func (b *bench) setup(ctx context.Context) error {
 	return nil
 }
 
+// fetchToken asks the identity provider for a token with the bench's scope.
 func (b *bench) fetchToken(ctx context.Context, clientID, secret string) (string, error) {
-	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {clientID},
-		"client_secret": {secret}, "scope": {b.cfg.Scope}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.cfg.Base+"/oauth/v2/token", strings.NewReader(form.Encode()))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	status, body, err := b.do(req)
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, b.client)
+	tok, err := client.ClientCredentials(b.cfg.Base, clientID, secret, strings.Fields(b.cfg.Scope)).Token(ctx)
 	if err != nil {
 		return "", fmt.Errorf("token: %w", err)
-	}
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	if status != http.StatusOK || json.Unmarshal(body, &tok) != nil || tok.AccessToken == "" {
-		return "", fmt.Errorf("token: %d %s", status, body)
 	}
 	return tok.AccessToken, nil
 }
@@ -163,31 +153,25 @@ func (b *bench) associate(ctx context.Context, uid string) error {
 	return nil
 }
 
-// api sends one authorised API request and reads the whole answer.
+// api sends one authorised API request (path under /api/v1) through the
+// shared client and returns the status and the answer (the problem's detail
+// for an error).
 func (b *bench) api(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
-	var r io.Reader
+	var in any
 	if body != nil {
-		r = bytes.NewReader(body)
+		in = json.RawMessage(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, b.cfg.Base+path, r)
-	if err != nil {
+	var out json.RawMessage
+	err := client.New(b.cfg.Base, client.StaticToken(b.token), client.Options{HTTPClient: b.client}).
+		Do(ctx, method, strings.TrimPrefix(path, "/api/v1"), in, &out)
+	var ce *client.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce.Status, []byte(ce.Detail), nil
+	case err != nil:
 		return 0, nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Access-Key", b.token)
-	return b.do(req)
-}
-
-func (b *bench) do(req *http.Request) (int, []byte, error) {
-	res, err := b.client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	return res.StatusCode, body, err
+	return http.StatusOK, out, nil
 }
 
 // seed gives every mount one entry per code, so that GET answers carry
