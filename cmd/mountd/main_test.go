@@ -15,6 +15,7 @@ import (
 
 	"github.com/mountd/mountd/adapters/rest/openapitest"
 	"github.com/mountd/mountd/adapters/testenv"
+	"github.com/mountd/mountd/client"
 )
 
 const audItem = "urn:mountd:iam:org:project:id:mountd:aud"
@@ -134,18 +135,14 @@ func (in *instance) createAccount(name string) credentials {
 	return c
 }
 
-// token asks the embedded identity provider for a token with scope items.
+// token asks the embedded identity provider for a token with scope items,
+// through the client package as every program does.
 func (in *instance) token(c credentials, scope ...string) string {
 	in.t.Helper()
-	res, body := in.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {c.ClientID},
-		"client_secret": {c.ClientSecret}, "scope": {strings.Join(scope, " ")}}, nil)
-	if res.StatusCode != http.StatusOK {
-		in.t.Fatalf("token: %d %s", res.StatusCode, body)
+	tok, err := client.ClientCredentials(in.base, c.ClientID, c.ClientSecret, scope).Token(context.Background())
+	if err != nil {
+		in.t.Fatalf("token: %v", err)
 	}
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	_ = json.Unmarshal(body, &tok)
 	return tok.AccessToken
 }
 
