@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,69 +15,13 @@ import (
 	"github.com/mountd/mountd/bench/internal/benchstat"
 )
 
-// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
-const clockTicks = 100
-
-// rssBytes reads VmRSS of a process from /proc/<pid>/status.
-func rssBytes(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			fields := strings.Fields(rest)
-			if len(fields) < 1 {
-				break
-			}
-			kb, err := strconv.ParseInt(fields[0], 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			return kb * 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
-}
+// rssBytes reads VmRSS of a process.
+func rssBytes(pid int) (int64, error) { return benchstat.RSS(pid) }
 
 // cpuSeconds is user+system CPU time of a process (pid 0: this one).
 func cpuSeconds(pid int) (float64, error) {
-	cpu, _, err := procStat(pid)
-	return cpu, err
-}
-
-// procStat reads a process's user+system CPU seconds and its start time
-// (clock ticks after boot), which tells a reused pid apart.
-func procStat(pid int) (cpu float64, started int64, err error) {
-	p := "/proc/self/stat"
-	if pid > 0 {
-		p = fmt.Sprintf("/proc/%d/stat", pid)
-	}
-	raw, err := os.ReadFile(p)
-	if err != nil {
-		return 0, 0, err
-	}
-	// The command name may hold spaces: fields start after its ')'.
-	s := string(raw)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("unexpected %s", p)
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); utime, stime and starttime are fields 14, 15, 22.
-	if len(f) < 20 {
-		return 0, 0, fmt.Errorf("short %s", p)
-	}
-	ut, err1 := strconv.ParseFloat(f[11], 64)
-	st, err2 := strconv.ParseFloat(f[12], 64)
-	start, err3 := strconv.ParseInt(f[19], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return 0, 0, fmt.Errorf("bad %s", p)
-	}
-	return (ut + st) / clockTicks, start, nil
+	st, err := benchstat.ReadStat(pid)
+	return st.CPUSeconds(), err
 }
 
 // loadAvg is the three load averages as /proc/loadavg writes them.
@@ -89,17 +32,8 @@ func loadAvg() string {
 
 // findPid returns the pid of the process whose comm is name, or 0.
 func findPid(name string) int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		if err == nil && strings.TrimSpace(string(comm)) == name {
+	for _, pid := range benchstat.Pids() {
+		if benchstat.Comm(pid) == name {
 			return pid
 		}
 	}
@@ -167,21 +101,12 @@ type procTime struct {
 
 func snapshotProcs() procTimes {
 	out := procTimes{}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return out
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	for _, pid := range benchstat.Pids() {
+		st, err := benchstat.ReadStat(pid)
 		if err != nil {
 			continue
 		}
-		c, started, err := procStat(pid)
-		if err != nil {
-			continue
-		}
-		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		out[pid] = procTime{strings.TrimSpace(string(comm)), started, c}
+		out[pid] = procTime{benchstat.Comm(pid), st.Started, st.CPUSeconds()}
 	}
 	return out
 }

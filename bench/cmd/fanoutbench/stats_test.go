@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mountd/mountd/bench/internal/benchstat"
 )
 
 func TestKeys(t *testing.T) {
@@ -126,7 +128,7 @@ func TestBusiest(t *testing.T) {
 	if len(got) != 3 || got[0].Comm != "a" || got[0].Seconds != 3 || got[1].Comm != "new" || got[2].Comm != "b" {
 		t.Fatalf("%+v", got)
 	}
-	if c, start, err := procStat(0); err != nil || c < 0 || start <= 0 {
-		t.Fatalf("procStat(self) = %v, %v, %v", c, start, err)
+	if st, err := benchstat.ReadStat(0); err != nil || st.CPUSeconds() < 0 || st.Started <= 0 {
+		t.Fatalf("ReadStat(self) = %+v, %v", st, err)
 	}
 }

@@ -10,12 +10,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mountd/mountd/bench/internal/benchstat"
 )
 
 // floodReport is the tokenflood scenario: GET /api/v1/mounts/{uid} open
@@ -178,17 +178,11 @@ func (b *bench) floodClient(ctx context.Context, source int) map[string]int {
 
 // rssMiB reads a process's resident set size.
 func rssMiB(pid int) float64 {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	b, err := benchstat.RSS(pid)
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return round(kb/1024, 1)
-		}
-	}
-	return 0
+	return round(float64(b)/(1<<20), 1)
 }
 
 func (r *floodReport) print(w io.Writer) {

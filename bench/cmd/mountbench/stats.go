@@ -4,9 +4,6 @@ import (
 	"context"
 	"math"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -37,43 +34,20 @@ type cpuWatch struct {
 	procs []watched
 }
 
-// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
-const clockTicks = 100
-
 func newCPUWatch(ctx context.Context, db *bun.DB, procs []watched) *cpuWatch {
 	w := &cpuWatch{procs: append([]watched{{name: "mountbench", pid: os.Getpid()}}, procs...)}
 	var backend int
 	if err := db.NewRaw("SELECT pg_backend_pid()").Scan(ctx, &backend); err == nil && backend > 0 {
-		if st, ok := readStat(backend); ok && st.ppid > 1 {
-			w.procs = append(w.procs, watched{name: "postgres", pid: st.ppid})
+		if st, ok := readStat(backend); ok && st.PPid > 1 {
+			w.procs = append(w.procs, watched{name: "postgres", pid: st.PPid})
 		}
 	}
 	return w
 }
 
-type procStat struct {
-	ppid                         int
-	utime, stime, cutime, cstime int64
-}
-
-func readStat(pid int) (procStat, bool) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	// the command name is in parentheses and may hold spaces
-	s := string(raw)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procStat{}, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 15 {
-		return procStat{}, false
-	}
-	// f[0] is field 3 (state): ppid is field 4, utime…cstime fields 14–17
-	n := func(k int) int64 { v, _ := strconv.ParseInt(f[k-3], 10, 64); return v }
-	return procStat{ppid: int(n(4)), utime: n(14), stime: n(15), cutime: n(16), cstime: n(17)}, true
+func readStat(pid int) (benchstat.Stat, bool) {
+	st, err := benchstat.ReadStat(pid)
+	return st, err == nil
 }
 
 // sample returns each watched process's CPU seconds so far: its own time,
@@ -90,14 +64,9 @@ func (w *cpuWatch) sample() map[string]float64 {
 			continue
 		}
 		roots[p.pid] = p.name
-		out[p.name] += float64(st.utime+st.stime+st.cutime+st.cstime) / clockTicks
+		out[p.name] += float64(st.UTime+st.STime+st.CUTime+st.CSTime) / benchstat.ClockTicks
 	}
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(filepath.Base(d))
-		if err != nil {
-			continue
-		}
+	for _, pid := range benchstat.Pids() {
 		if _, root := roots[pid]; root {
 			continue
 		}
@@ -105,8 +74,8 @@ func (w *cpuWatch) sample() map[string]float64 {
 		if !ok {
 			continue
 		}
-		if name, child := roots[st.ppid]; child {
-			out[name] += float64(st.utime+st.stime) / clockTicks
+		if name, child := roots[st.PPid]; child {
+			out[name] += st.CPUSeconds()
 		}
 	}
 	return out
