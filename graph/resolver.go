@@ -14,6 +14,6 @@ type Resolver struct {
 	MountService    *core.MountService
 	NfcService      *core.NfcService
 	FirmwareService *core.FirmwareService
-	Events          core.EventBus
+	Subscriptions   *core.SubscriptionService
 	Logger          *slog.Logger
 }

@@ -51,7 +51,7 @@ func (r *Resolver) shareKey(ctx context.Context, op *graphql.OperationContext) (
 	default:
 		return "", nil
 	}
-	if err := r.authorizeSubscription(ctx, p, uids); err != nil {
+	if err := r.Subscriptions.Authorize(ctx, p, core.EventFilter{MountUIDs: uids}); err != nil {
 		return "", err
 	}
 	key, err := json.Marshal(struct {

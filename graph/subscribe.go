@@ -6,34 +6,26 @@ import (
 	"github.com/mountd/mountd/core"
 )
 
-// subscribe checks the caller's rights and streams the account's events,
-// narrowed to the given mounts (when named) and to what the token may see,
-// converted by convert (false skips an event). One goroutine per
-// subscription does the filtering and the conversion.
-// A named mount the caller cannot reach is MOUNT_NOT_FOUND, as in REST.
+// subscribe streams the events core lets the caller see for the named
+// mounts (all it may see when named is false), converted by convert (false
+// skips an event).
 func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named bool, convert func(core.Event) (T, bool)) (<-chan T, error) {
 	p, err := core.PrincipalFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.authorizeSubscription(ctx, p, uids); err != nil {
-		return nil, err
+	f := core.EventFilter{}
+	if named {
+		f.MountUIDs = uids
 	}
-	want := map[string]bool{}
-	for _, uid := range uids {
-		want[uid] = true
-	}
-	all, err := r.Events.Subscribe(ctx, p.AccountID)
+	events, err := r.Subscriptions.Subscribe(ctx, p, f)
 	if err != nil {
 		return nil, err
 	}
 	out := make(chan T, 1)
 	go func() {
 		defer close(out)
-		for e := range all {
-			if (named && !want[e.UID]) || !p.CanSeeMount(e.UID) {
-				continue
-			}
+		for e := range events {
 			v, ok := convert(e)
 			if !ok {
 				continue
@@ -46,19 +38,4 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 		}
 	}()
 	return out, nil
-}
-
-// authorizeSubscription decides whether p may subscribe to the events of
-// the named mounts (or of every mount it may see, for none).
-func (r *Resolver) authorizeSubscription(ctx context.Context, p core.Principal, uids []string) error {
-	if err := p.Authorize(core.ActionSubscribe); err != nil {
-		return err
-	}
-	for _, uid := range uids {
-		// Reading the mount applies the same rules as GET /mounts/{uid}.
-		if _, err := r.MountService.Mount(ctx, p, uid); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -51,6 +51,7 @@ var mountSet = wire.NewSet(
 	wire.Struct(new(core.MountDeps), "*"),
 	core.NewMountService,
 	core.NewNfcService,
+	core.NewSubscriptionService,
 )
 
 // firmwareSet provides the firmware catalogue and its blob store.

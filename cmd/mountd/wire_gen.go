@@ -91,12 +91,13 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	stats := provideWebSocketStats()
 	v2 := provideCollectors(store, stats)
 	mountable := provideMountable(provider)
+	subscriptionService := core.NewSubscriptionService(eventBus, mountService)
 	resolver := &graph.Resolver{
 		Accounts:        accountService,
 		MountService:    mountService,
 		NfcService:      nfcService,
 		FirmwareService: firmwareService,
-		Events:          eventBus,
+		Subscriptions:   subscriptionService,
 		Logger:          logger,
 	}
 	graphQLHandler := provideGraphQL(resolver, tokenVerifier, stats)
