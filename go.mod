@@ -27,6 +27,7 @@ require (
 	github.com/vikstrous/dataloadgen v0.0.10
 	github.com/zitadel/oidc/v3 v3.49.2
 	golang.org/x/crypto v0.57.0
+	golang.org/x/oauth2 v0.37.0
 	tinygo.org/x/bluetooth v0.15.0
 )
 
@@ -97,7 +98,6 @@ require (
 	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.58.0 // indirect
-	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

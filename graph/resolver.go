@@ -4,16 +4,14 @@ package graph
 
 import (
 	"log/slog"
-
-	"github.com/mountd/mountd/core"
 )
 
 // Resolver holds the core services; wire builds it.
 type Resolver struct {
-	Accounts        *core.AccountService
-	MountService    *core.MountService
-	NfcService      *core.NfcService
-	FirmwareService *core.FirmwareService
-	Subscriptions   *core.SubscriptionService
+	Accounts        Accounts
+	MountService    Mounts
+	NfcService      NfcTags
+	FirmwareService Firmware
+	Subscriptions   Subscriptions
 	Logger          *slog.Logger
 }

@@ -494,6 +494,10 @@ func TestOpenAPIRealResponses(t *testing.T) {
 			"broken":   errors.New("boom"),
 		},
 		Metrics: rest.NewMetrics(),
+		// Input rules are core's: a service without ports decides them
+		// before it would need a store.
+		Mounts: core.NewMountService(core.MountDeps{Logger: slog.New(slog.DiscardHandler)}),
+		Nfc:    core.NewNfcService(nil, nil, nil, slog.New(slog.DiscardHandler)),
 		Checks: []rest.Checker{{Name: "database", Check: func(context.Context) error {
 			if !ready {
 				return errors.New("down")

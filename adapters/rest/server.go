@@ -35,10 +35,10 @@ type Mountable interface {
 type Deps struct {
 	Logger   *slog.Logger
 	Verifier core.TokenVerifier
-	Accounts *core.AccountService
-	Mounts   *core.MountService
-	Nfc      *core.NfcService
-	Firmware *core.FirmwareService
+	Accounts Accounts
+	Mounts   Mounts
+	Nfc      NfcTags
+	Firmware Firmware
 	// Blobs serves local firmware files; nil with S3 storage.
 	Blobs   BlobOpener
 	Checks  []Checker

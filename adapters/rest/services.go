@@ -1,0 +1,44 @@
+package rest
+
+import (
+	"context"
+
+	"github.com/mountd/mountd/core"
+)
+
+// The services the REST transport uses, declared here with just the
+// methods it calls: core's services satisfy them, a test may fake them.
+
+// Mounts is what the REST transport asks of the mount rules.
+type Mounts interface {
+	RequestAssociation(ctx context.Context, p core.Principal, uid string, f core.MountFields) ([]core.Command, error)
+	ConfirmAssociation(ctx context.Context, p core.Principal, uid string) (core.Mount, error)
+	Mount(ctx context.Context, p core.Principal, uid string) (core.Mount, error)
+	ListMounts(ctx context.Context, p core.Principal, f core.MountFilter, page core.Page) ([]core.Mount, core.Pagination, error)
+	UpdateMount(ctx context.Context, p core.Principal, uid string, u core.MountUpdate) (core.Mount, error)
+	DeleteMount(ctx context.Context, p core.Principal, uid string) error
+	AbandonMount(ctx context.Context, p core.Principal, uid string) error
+	ReportStates(ctx context.Context, p core.Principal, uid string, in []core.StateInput) (core.ReportResult, error)
+	StateHistory(ctx context.Context, p core.Principal, uid string, f core.StateFilter, page core.Page) ([]core.StateEntry, core.Pagination, error)
+	QueryCommand(ctx context.Context, p core.Principal, uid, code string, params core.CommandParams) ([]core.Command, error)
+	CommandAudit(ctx context.Context, p core.Principal, uid string, page core.Page) ([]core.Command, core.Pagination, error)
+}
+
+// NfcTags is what it asks of the NFC tag rules.
+type NfcTags interface {
+	ListTags(ctx context.Context, p core.Principal, page core.Page) ([]core.NfcTag, core.Pagination, error)
+	SyncTags(ctx context.Context, p core.Principal, mountUID string, tagUIDs []string) (core.SyncResult, error)
+	UpdateTag(ctx context.Context, p core.Principal, uid string, u core.NfcTagUpdate) (core.NfcTag, error)
+}
+
+// Firmware is what it asks of the firmware catalogue.
+type Firmware interface {
+	List(ctx context.Context, p core.Principal, model *string, page core.Page) ([]core.FirmwareVersion, core.Pagination, error)
+	CheckUpdate(ctx context.Context, p core.Principal, model string, rev *string) (core.UpdateCheck, error)
+	Download(ctx context.Context, p core.Principal, model string, rev *string) (core.Download, error)
+}
+
+// Accounts is what it asks of the account rules.
+type Accounts interface {
+	Me(ctx context.Context, p core.Principal) (core.Me, error)
+}
