@@ -10,23 +10,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mountd/mountd/client"
 )
 
-type mountView struct {
-	UID              string   `json:"uid"`
-	Name             string   `json:"name"`
-	SerialNumber     string   `json:"serialNumber"`
-	MACAddress       string   `json:"macAddress"`
-	ModelNumber      string   `json:"modelNumber"`
-	FirmwareRevision string   `json:"firmwareRevision"`
-	SoftwareRevision string   `json:"softwareRevision"`
-	AssociationState string   `json:"associationState"`
-	MountLocked      *bool    `json:"mountLocked"`
-	HelmetMounted    *bool    `json:"helmetMounted"`
-	BatteryLevel     *int     `json:"batteryLevel"`
-	CPUTemperature   *float64 `json:"cpuTemperature"`
-	AssociatedAt     *string  `json:"associatedAt"`
-}
+// mountView is a mount as the API shows it.
+type mountView = client.Mount
 
 type commandView struct {
 	Code        string         `json:"code"`
