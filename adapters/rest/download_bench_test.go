@@ -32,7 +32,7 @@ func BenchmarkSignedDownload(b *testing.B) {
 	if _, _, err := store.Put(context.Background(), "firmware/HM-1/1.0.0-x.bin", bytes.NewReader(data)); err != nil {
 		b.Fatal(err)
 	}
-	srv := rest.NewServer(rest.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: rest.NewMetrics(), Blobs: store})
+	srv := rest.NewServer(rest.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Blobs: store})
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	link, err := store.Link(context.Background(), "firmware/HM-1/1.0.0-x.bin", time.Now().Add(time.Hour))

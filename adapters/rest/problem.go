@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/internal/httpobs"
 )
 
 // statusByCode is the one table from core codes to HTTP statuses.
@@ -75,9 +76,7 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 			w.Header().Set("Retry-After", "5")
 		}
 	}
-	if rec, ok := w.(*recorder); ok {
-		rec.code = ce.Code
-	}
+	httpobs.SetCode(w, string(ce.Code))
 	writeProblem(w, Problem{Type: "about:blank", Title: http.StatusText(status), Status: status,
 		Code: ce.Code, Detail: ce.Message, Errors: ce.Fields})
 }

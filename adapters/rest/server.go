@@ -1,21 +1,19 @@
-// Package rest is the HTTP transport of mountd: the REST API of the
-// specification, health and metrics endpoints, and the composition of every
-// HTTP handler (identity provider, GraphQL) on one listener. It holds no
-// business rule: handlers decode, call core, and encode.
+// Package rest is the REST transport of mountd: the API of the
+// specification under /api/v1/, and the health endpoints. It holds no
+// business rule: handlers decode, call core, and encode. Putting it on a
+// listener beside GraphQL and the identity provider is internal/httpserver's
+// work.
 package rest
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/internal/httpobs"
 )
 
 // Checker is a dependency that readiness depends on.
@@ -24,14 +22,7 @@ type Checker struct {
 	Check func(ctx context.Context) error
 }
 
-// Mountable is a handler served on the listener at fixed paths, such as the
-// embedded identity provider.
-type Mountable interface {
-	Handler() http.Handler
-	Paths() []string
-}
-
-// Deps is what the HTTP transport needs.
+// Deps is what the REST transport needs.
 type Deps struct {
 	Logger   *slog.Logger
 	Verifier core.TokenVerifier
@@ -40,30 +31,11 @@ type Deps struct {
 	Nfc      NfcTags
 	Firmware Firmware
 	// Blobs serves local firmware files; nil with S3 storage.
-	Blobs   BlobOpener
-	Checks  []Checker
-	Metrics *Metrics
-	// Collectors are further metrics to serve (database, cache).
-	Collectors []prometheus.Collector
-	// IdentityProvider is nil when an external issuer is configured.
-	IdentityProvider Mountable
-	// GraphQL is the /graphql endpoint and GraphiQL its browser page.
-	GraphQL  GraphQLHandler
-	GraphiQL GraphiQLHandler
-	// BodyTimeout bounds how long a request body may take to arrive.
-	BodyTimeout BodyTimeout
+	Blobs  BlobOpener
+	Checks []Checker
 }
 
-// BodyTimeout is how long a request body may take to arrive once its
-// headers are in; zero: DefaultBodyTimeout. The server's ReadTimeout would
-// also cut WebSockets and long polls, so the deadline is set here, only
-// while a body is read.
-type BodyTimeout time.Duration
-
-// DefaultBodyTimeout lets the largest body (1 MiB) arrive at 35 KB/s.
-const DefaultBodyTimeout = 30 * time.Second
-
-// Server is the HTTP handler tree of mountd.
+// Server is the REST API's handler tree.
 type Server struct {
 	Deps
 	handler http.Handler
@@ -72,21 +44,10 @@ type Server struct {
 // NewServer builds the handler tree.
 func NewServer(d Deps) *Server {
 	s := &Server{Deps: d}
-	for _, c := range d.Collectors {
-		d.Metrics.registry.MustRegister(c)
-	}
 	mux := http.NewServeMux()
-
 	mux.HandleFunc("GET /{$}", s.home)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", d.Metrics.Handler())
-	if d.IdentityProvider != nil {
-		h := d.IdentityProvider.Handler()
-		for _, p := range d.IdentityProvider.Paths() {
-			mux.Handle(p, h)
-		}
-	}
 
 	api := http.NewServeMux()
 	api.Handle("GET /api/v1/accounts/me", s.authed(s.me))
@@ -109,21 +70,39 @@ func NewServer(d Deps) *Server {
 	api.Handle("GET /api/v1/firmware/check-update", s.authed(s.checkUpdate))
 	api.Handle("GET /api/v1/firmware/download", s.authed(s.downloadFirmware))
 	api.Handle("GET /api/v1/firmware/blobs/{key...}", http.HandlerFunc(s.serveBlob))
-	mux.Handle("/api/v1/", s.withBodyLimit(routeProblems(api, d.Logger)))
-	if d.GraphQL != nil {
-		mux.Handle("/graphql", s.withBodyLimit(s.graphqlAuth(d.GraphQL)))
-	}
-	if d.GraphiQL != nil {
-		mux.Handle("GET /graphiql", d.GraphiQL)
-		mux.Handle("GET /graphiql/", d.GraphiQL) // its embedded assets
-	}
+	mux.Handle("/api/v1/", LimitBody(RouteProblems(api, d.Logger)))
 
-	s.handler = s.observe(s.withBodyDeadline(routeProblems(mux, s.Logger)))
+	s.handler = RouteProblems(mux, d.Logger)
 	return s
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Handler and Paths let a listener mount the API beside other handlers.
+func (s *Server) Handler() http.Handler { return s }
+
+// Paths are the patterns the API answers on a shared listener.
+func (s *Server) Paths() []string {
+	return []string{"GET /{$}", "GET /healthz", "GET /readyz", "/api/v1/"}
+}
+
+// LimitBody caps request bodies at the API's 1 MiB. A declared length over
+// the limit is refused before anything is read. Unlike http.MaxBytesHandler
+// it keeps the request itself, so that the route a mux below matches is
+// seen by the access log above.
+func LimitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// InternalError answers a request whose handler failed unexpectedly with a
+// 500 problem that says nothing of the internals.
+func (s *Server) InternalError(w http.ResponseWriter, r *http.Request) {
+	writeError(w, r, s.Logger, core.Errorf(core.CodeInternal, "internal error"))
+}
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -151,52 +130,6 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "checks": checks})
 }
 
-// withBodyDeadline sets a read deadline for the request body and lifts it
-// once the body is read, so that a client trickling a body cannot hold a
-// connection and a goroutine for long; requests without a body (WebSocket
-// upgrades, long polls) get none.
-func (s *Server) withBodyDeadline(next http.Handler) http.Handler {
-	timeout := time.Duration(s.BodyTimeout)
-	if timeout <= 0 {
-		timeout = DefaultBodyTimeout
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.Header.Get("Upgrade") != "" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		rc := http.NewResponseController(w)
-		if err := rc.SetReadDeadline(time.Now().Add(timeout)); err == nil {
-			r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// deadlineBody lifts the read deadline when the body has been read whole.
-type deadlineBody struct {
-	io.ReadCloser
-	lift func()
-	once sync.Once
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		b.once.Do(b.lift)
-	}
-	return n, err
-}
-
-// withBodyLimit caps request bodies at the API's 1 MiB. A declared
-// length over the limit is refused before anything is read.
-func (s *Server) withBodyLimit(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-		next.ServeHTTP(w, r)
-	})
-}
-
 // authed verifies the access token before h runs. Authentication comes
 // before any look at the body (docs/api.md), and a token lacking mandatory
 // scope items is refused here for every API call.
@@ -216,23 +149,14 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, core.Principa
 			writeError(w, r, s.Logger, p.Authorize(core.ActionReadAccount))
 			return
 		}
-		if rec, ok := w.(*recorder); ok {
-			rec.accountID = p.AccountID
-		}
+		httpobs.SetAccount(w, p.AccountID)
 		h(w, r.WithContext(core.WithPrincipal(r.Context(), p)), p)
 	})
 }
 
-// GraphQLHandler serves /graphql; GraphiQLHandler its browser page. Named
-// types so that wire can tell them apart.
-type (
-	GraphQLHandler  http.Handler
-	GraphiQLHandler http.Handler
-)
-
-// graphqlAuth authenticates GraphQL over HTTP like REST (401/403 as
-// problem+json); a WebSocket upgrade authenticates in connection_init.
-func (s *Server) graphqlAuth(next http.Handler) http.Handler {
+// RequireToken authenticates GraphQL over HTTP like the API (401 and 403
+// as problem+json); a WebSocket upgrade authenticates in connection_init.
+func (s *Server) RequireToken(next http.Handler) http.Handler {
 	authed := s.authed(func(w http.ResponseWriter, r *http.Request, _ core.Principal) { next.ServeHTTP(w, r) })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {

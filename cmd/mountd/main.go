@@ -21,8 +21,8 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/internal/httpserver"
 	"github.com/mountd/mountd/internal/version"
 )
 
@@ -216,7 +216,7 @@ func configFlags(cfg *Config) []cli.Flag {
 		dur("association-window", "MOUNTD_ASSOCIATION_WINDOW", 10*time.Minute, "time to confirm an association", &cfg.AssociationWindow),
 		dur("token-ttl", "MOUNTD_TOKEN_TTL", time.Hour, "lifetime of tokens from the embedded identity provider", &cfg.TokenTTL),
 		dur("download-ttl", "MOUNTD_DOWNLOAD_TTL", 15*time.Minute, "lifetime of firmware download links", &cfg.DownloadTTL),
-		dur("body-timeout", "MOUNTD_BODY_TIMEOUT", rest.DefaultBodyTimeout, "how long a request body may take to arrive", &cfg.BodyTimeout),
+		dur("body-timeout", "MOUNTD_BODY_TIMEOUT", httpserver.DefaultBodyTimeout, "how long a request body may take to arrive", &cfg.BodyTimeout),
 		str("blob-url", "MOUNTD_BLOB_URL", "", "s3://bucket?endpoint=... for S3-compatible firmware storage; empty: the data dir", &cfg.BlobURL),
 		str("log-level", "MOUNTD_LOG_LEVEL", "info", "debug, info, warn or error", &cfg.LogLevel),
 		str("log-format", "MOUNTD_LOG_FORMAT", "text", "text or json", &cfg.LogFormat),

@@ -24,6 +24,8 @@ import (
 	"github.com/mountd/mountd/graph"
 	"github.com/mountd/mountd/graph/graphiql"
 	"github.com/mountd/mountd/graph/wsproto"
+	"github.com/mountd/mountd/internal/httpobs"
+	"github.com/mountd/mountd/internal/httpserver"
 )
 
 // storeSet provides the database and the core services that need only it.
@@ -77,7 +79,7 @@ var serverSet = wire.NewSet(
 	provideCollectors,
 	provideWebSocketStats,
 	provideMountable,
-	rest.NewMetrics,
+	httpobs.NewMetrics,
 	// The transports declare the services they use as interfaces.
 	wire.Bind(new(rest.Accounts), new(*core.AccountService)),
 	wire.Bind(new(rest.Mounts), new(*core.MountService)),
@@ -93,6 +95,8 @@ var serverSet = wire.NewSet(
 	provideGraphiQL,
 	wire.Struct(new(rest.Deps), "*"),
 	rest.NewServer,
+	wire.Struct(new(httpserver.Deps), "*"),
+	httpserver.New,
 )
 
 // provideStore opens the database and applies pending migrations, so that
@@ -152,7 +156,7 @@ func provideVerifier(cfg Config, provider *idp.Provider, rules core.ScopeRules, 
 }
 
 // provideMountable keeps a nil provider a nil interface.
-func provideMountable(provider *idp.Provider) rest.Mountable {
+func provideMountable(provider *idp.Provider) httpserver.Mountable {
 	if provider == nil {
 		return nil
 	}
@@ -214,7 +218,7 @@ func provideSharedState(cfg Config, rdb *goredis.Client, logger *slog.Logger) (s
 
 // app is what `mountd serve` runs: the HTTP handler and the workers.
 type app struct {
-	Handler *rest.Server
+	Handler *httpserver.Server
 	Mounts  *core.MountService
 	// WebSockets closes the subscription sockets at shutdown.
 	WebSockets *wsproto.Stats
@@ -222,7 +226,9 @@ type app struct {
 
 func provideDownloadTTL(cfg Config) core.DownloadTTL { return core.DownloadTTL(cfg.DownloadTTL) }
 
-func provideBodyTimeout(cfg Config) rest.BodyTimeout { return rest.BodyTimeout(cfg.BodyTimeout) }
+func provideBodyTimeout(cfg Config) httpserver.BodyTimeout {
+	return httpserver.BodyTimeout(cfg.BodyTimeout)
+}
 
 // provideLocalBlobs keeps firmware under the data dir unless an S3 URL is
 // configured; nil then.
@@ -253,7 +259,7 @@ func provideBlobOpener(localBlobs *local.Store) rest.BlobOpener {
 	return localBlobs
 }
 
-func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier, stats *wsproto.Stats) rest.GraphQLHandler {
+func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier, stats *wsproto.Stats) httpserver.GraphQLHandler {
 	opts := graph.DefaultOptions
 	opts.WebSocketStats = stats
 	return graph.NewHandler(r, verifier, opts)
@@ -261,7 +267,7 @@ func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier, stats *wspro
 
 func provideWebSocketStats() *wsproto.Stats { return &wsproto.Stats{} }
 
-func provideGraphiQL() rest.GraphiQLHandler { return graphiql.Handler() }
+func provideGraphiQL() httpserver.GraphiQLHandler { return graphiql.Handler() }
 
 func provideCollectors(store *bunstore.Store, ws *wsproto.Stats) []prometheus.Collector {
 	counter := func(name, help string, f func() float64) prometheus.Collector {

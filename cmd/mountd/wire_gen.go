@@ -12,6 +12,8 @@ import (
 	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/graph"
+	"github.com/mountd/mountd/internal/httpobs"
+	"github.com/mountd/mountd/internal/httpserver"
 	"log/slog"
 )
 
@@ -87,10 +89,17 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	firmwareService := core.NewFirmwareService(store, blobStore, downloadTTL, logger)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
-	metrics := rest.NewMetrics()
-	stats := provideWebSocketStats()
-	v2 := provideCollectors(store, stats)
-	mountable := provideMountable(provider)
+	deps := rest.Deps{
+		Logger:   logger,
+		Verifier: tokenVerifier,
+		Accounts: accountService,
+		Mounts:   mountService,
+		Nfc:      nfcService,
+		Firmware: firmwareService,
+		Blobs:    blobOpener,
+		Checks:   v,
+	}
+	server := rest.NewServer(deps)
 	subscriptionService := core.NewSubscriptionService(eventBus, mountService)
 	resolver := &graph.Resolver{
 		Accounts:        accountService,
@@ -100,28 +109,26 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Subscriptions:   subscriptionService,
 		Logger:          logger,
 	}
+	stats := provideWebSocketStats()
 	graphQLHandler := provideGraphQL(resolver, tokenVerifier, stats)
 	graphiQLHandler := provideGraphiQL()
+	mountable := provideMountable(provider)
+	metrics := httpobs.NewMetrics()
+	v2 := provideCollectors(store, stats)
 	bodyTimeout := provideBodyTimeout(cfg)
-	deps := rest.Deps{
+	httpserverDeps := httpserver.Deps{
 		Logger:           logger,
-		Verifier:         tokenVerifier,
-		Accounts:         accountService,
-		Mounts:           mountService,
-		Nfc:              nfcService,
-		Firmware:         firmwareService,
-		Blobs:            blobOpener,
-		Checks:           v,
-		Metrics:          metrics,
-		Collectors:       v2,
-		IdentityProvider: mountable,
+		API:              server,
 		GraphQL:          graphQLHandler,
 		GraphiQL:         graphiQLHandler,
+		IdentityProvider: mountable,
+		Metrics:          metrics,
+		Collectors:       v2,
 		BodyTimeout:      bodyTimeout,
 	}
-	server := rest.NewServer(deps)
+	httpserverServer := httpserver.New(httpserverDeps)
 	mainApp := &app{
-		Handler:    server,
+		Handler:    httpserverServer,
 		Mounts:     mountService,
 		WebSockets: stats,
 	}

@@ -1,7 +1,11 @@
-package rest
+// Package httpobs observes mountd's HTTP listener: one access-log line, a
+// request counter and a latency histogram per request, and the Prometheus
+// registry other adapters add their collectors to. Transports annotate the
+// request they served (the account it acted for, the error code it got)
+// through SetAccount and SetCode; the log line carries both.
+package httpobs
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -10,11 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/mountd/mountd/core"
 )
 
-// Metrics holds the Prometheus collectors of the HTTP transport.
+// Metrics holds the Prometheus collectors of the HTTP listener.
 type Metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
@@ -53,7 +55,7 @@ func (m *Metrics) Handler() http.Handler {
 type recorder struct {
 	http.ResponseWriter
 	status    int
-	code      core.Code
+	code      string
 	accountID string
 }
 
@@ -74,9 +76,39 @@ func (r *recorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection (WebSockets, flush).
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// observe logs each request once, counts it, times it, and turns a panic
-// into a 500 problem without internals.
-func (s *Server) observe(next http.Handler) http.Handler {
+// find reaches the recorder through writers that wrap it.
+func find(w http.ResponseWriter) *recorder {
+	for w != nil {
+		if rec, ok := w.(*recorder); ok {
+			return rec
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
+}
+
+// SetAccount names, in the request's log line, the account it acted for.
+func SetAccount(w http.ResponseWriter, accountID string) {
+	if rec := find(w); rec != nil {
+		rec.accountID = accountID
+	}
+}
+
+// SetCode names, in the request's log line, the error code it answered.
+func SetCode(w http.ResponseWriter, code string) {
+	if rec := find(w); rec != nil {
+		rec.code = code
+	}
+}
+
+// Observe logs each request once, counts it and times it. A panic in next
+// is logged and answered by internalError (unless an answer has begun);
+// http.ErrAbortHandler goes on up, as net/http expects.
+func Observe(next http.Handler, logger *slog.Logger, m *Metrics, internalError http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
@@ -85,9 +117,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.Logger.ErrorContext(r.Context(), "panic in handler", "method", r.Method, "path", r.URL.Path, "panic", v)
+				logger.ErrorContext(r.Context(), "panic in handler", "method", r.Method, "path", r.URL.Path, "panic", v)
 				if rec.status == 0 {
-					writeError(rec, r, s.Logger, core.Errorf(core.CodeInternal, "internal error"))
+					internalError(rec, r)
 				}
 			}
 			if rec.status == 0 {
@@ -98,8 +130,8 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				route = "unmatched"
 			}
 			elapsed := time.Since(start)
-			s.Metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
-			s.Metrics.latency.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+			m.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
+			m.latency.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
 			// 503 and 429 are refusals with Retry-After, expected under load
 			// or an outage (whose cause is logged where it is met): logging
 			// each at ERROR would let a flood of them flood the log too.
@@ -115,39 +147,8 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			if rec.accountID != "" {
 				attrs = append(attrs, "account", rec.accountID)
 			}
-			s.Logger.Log(r.Context(), level, "request", attrs...)
+			logger.Log(r.Context(), level, "request", attrs...)
 		}()
 		next.ServeHTTP(rec, r)
 	})
 }
-
-// routeProblems answers requests the mux cannot route (unknown path, wrong
-// method) with problem+json instead of the mux's plain text.
-func routeProblems(mux *http.ServeMux, logger *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
-		if pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		probe := &headerProbe{header: http.Header{}}
-		h.ServeHTTP(probe, r)
-		if probe.status == http.StatusMethodNotAllowed {
-			w.Header().Set("Allow", probe.header.Get("Allow"))
-			writeError(w, r, logger, core.Errorf(core.CodeMethodNotAllowed, "method %s is not allowed here", r.Method))
-			return
-		}
-		writeError(w, r, logger, core.Errorf(core.CodeNotFound, "no such resource: %s", r.URL.Path))
-	})
-}
-
-// headerProbe captures what the mux's own error handler would answer.
-type headerProbe struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (p *headerProbe) Header() http.Header         { return p.header }
-func (p *headerProbe) WriteHeader(status int)      { p.status = status }
-func (p *headerProbe) Write(b []byte) (int, error) { return p.body.Write(b) }

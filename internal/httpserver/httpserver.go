@@ -1,0 +1,130 @@
+// Package httpserver puts mountd's transports on one listener: the REST
+// API and its health endpoints, GraphQL and its browser page, the embedded
+// identity provider and the metrics. Around them it logs and counts every
+// request and bounds how long a request body may take to arrive. It holds
+// no rule of its own.
+package httpserver
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mountd/mountd/adapters/rest"
+	"github.com/mountd/mountd/internal/httpobs"
+)
+
+// Mountable is a handler served at fixed paths of the listener.
+type Mountable interface {
+	Handler() http.Handler
+	Paths() []string
+}
+
+// GraphQLHandler serves /graphql; GraphiQLHandler its browser page. Named
+// types so that wire can tell them apart.
+type (
+	GraphQLHandler  http.Handler
+	GraphiQLHandler http.Handler
+)
+
+// BodyTimeout is how long a request body may take to arrive once its
+// headers are in; zero: DefaultBodyTimeout. The server's ReadTimeout would
+// also cut WebSockets and long polls, so the deadline is set here, only
+// while a body is read.
+type BodyTimeout time.Duration
+
+// DefaultBodyTimeout lets the largest body (1 MiB) arrive at 35 KB/s.
+const DefaultBodyTimeout = 30 * time.Second
+
+// Deps is what the listener serves.
+type Deps struct {
+	Logger *slog.Logger
+	API    *rest.Server
+	// GraphQL is the /graphql endpoint and GraphiQL its browser page.
+	GraphQL  GraphQLHandler
+	GraphiQL GraphiQLHandler
+	// IdentityProvider is nil when an external issuer is configured.
+	IdentityProvider Mountable
+	Metrics          *httpobs.Metrics
+	// Collectors are further metrics to serve (database, cache).
+	Collectors  []prometheus.Collector
+	BodyTimeout BodyTimeout
+}
+
+// Server is the listener's handler tree.
+type Server struct {
+	handler http.Handler
+}
+
+// New builds the handler tree.
+func New(d Deps) *Server {
+	for _, c := range d.Collectors {
+		d.Metrics.Registry().MustRegister(c)
+	}
+	mux := http.NewServeMux()
+	mount(mux, d.API)
+	mux.Handle("GET /metrics", d.Metrics.Handler())
+	if d.IdentityProvider != nil {
+		mount(mux, d.IdentityProvider)
+	}
+	if d.GraphQL != nil {
+		mux.Handle("/graphql", rest.LimitBody(d.API.RequireToken(d.GraphQL)))
+	}
+	if d.GraphiQL != nil {
+		mux.Handle("GET /graphiql", d.GraphiQL)
+		mux.Handle("GET /graphiql/", d.GraphiQL) // its embedded assets
+	}
+	timeout := time.Duration(d.BodyTimeout)
+	if timeout <= 0 {
+		timeout = DefaultBodyTimeout
+	}
+	return &Server{handler: httpobs.Observe(withBodyDeadline(rest.RouteProblems(mux, d.Logger), timeout),
+		d.Logger, d.Metrics, d.API.InternalError)}
+}
+
+func mount(mux *http.ServeMux, m Mountable) {
+	h := m.Handler()
+	for _, p := range m.Paths() {
+		mux.Handle(p, h)
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// withBodyDeadline sets a read deadline for the request body and lifts it
+// once the body is read, so that a client trickling a body cannot hold a
+// connection and a goroutine for long; requests without a body (WebSocket
+// upgrades, long polls) get none.
+func withBodyDeadline(next http.Handler, timeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.Header.Get("Upgrade") != "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(timeout)); err == nil {
+			r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts the read deadline when the body has been read whole.
+type deadlineBody struct {
+	io.ReadCloser
+	lift func()
+	once sync.Once
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.lift)
+	}
+	return n, err
+}
