@@ -178,8 +178,9 @@ type Signer interface {
 
 // CommandStore records every command issued (the audit).
 type CommandStore interface {
-	// InsertCommand records an issued command.
-	InsertCommand(ctx context.Context, c Command) error
+	// InsertCommand records an issued command, and appends e (see
+	// MountStore) when given.
+	InsertCommand(ctx context.Context, c Command, e *Event) error
 	// ListCommands lists the commands accountID issued to a mount, newest
 	// first; commands of one millisecond in reverse order of issue.
 	ListCommands(ctx context.Context, uid, accountID string, p Page) ([]Command, int, error)

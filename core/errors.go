@@ -34,6 +34,7 @@ const (
 	CodeUnsupportedMedia      Code = "UNSUPPORTED_MEDIA_TYPE"
 	CodeInternal              Code = "INTERNAL"
 	CodeUnavailable           Code = "UNAVAILABLE"
+	CodeCursorExpired         Code = "CURSOR_EXPIRED"
 )
 
 // FieldError names one invalid input field and says what is wrong with it.

@@ -40,25 +40,14 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// recordingBus keeps the events published, in order.
-type recordingBus struct {
-	*memory.EventBus
-	mu     sync.Mutex
-	events []core.Event
-}
-
-func (b *recordingBus) Publish(ctx context.Context, e core.Event) error {
-	b.mu.Lock()
-	b.events = append(b.events, e)
-	b.mu.Unlock()
-	return b.EventBus.Publish(ctx, e)
-}
-
-func (b *recordingBus) count(t core.EventType, uid string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// count is how many events of type t about uid the log holds.
+func (f lapseFixture) count(t core.EventType, uid string) int {
+	events, _, err := f.store.ReadEvents(context.Background(), core.EventQuery{Limit: 1 << 20})
+	if err != nil {
+		panic(err)
+	}
 	n := 0
-	for _, e := range b.events {
+	for _, e := range events {
 		if e.Type == t && e.UID == uid {
 			n++
 		}
@@ -69,7 +58,8 @@ func (b *recordingBus) count(t core.EventType, uid string) int {
 type lapseFixture struct {
 	svc      *core.MountService
 	clock    *fakeClock
-	bus      *recordingBus
+	store    *memory.Store
+	waker    *memory.Waker
 	a, b     core.Principal
 	window   time.Duration
 	accounts *core.AccountService
@@ -87,11 +77,11 @@ func newLapseFixture(t *testing.T) lapseFixture {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	bus := &recordingBus{EventBus: memory.NewEventBus(logger)}
+	waker := memory.NewWaker()
 	const window = 10 * time.Minute
 	svc := core.NewMountService(core.MountDeps{Mounts: store, States: store, Commands: store, Tags: store,
 		Signer: keyring.NewMountSigner(sealer), Cache: memory.NewStateCache(), Scheduler: downScheduler{},
-		Events: bus, Window: core.AssociationWindow(window), Logger: logger})
+		Waker: waker, Window: core.AssociationWindow(window), Logger: logger})
 	clock := &fakeClock{now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
 	svc.SetClock(clock.Now)
 	accounts := core.NewAccountService(store, nil)
@@ -103,7 +93,7 @@ func newLapseFixture(t *testing.T) lapseFixture {
 		return core.Principal{AccountID: acc.AccountID, ClientID: acc.ClientID,
 			Grant: core.Grant{Complete: true, Role: core.RoleOwner, MountUIDs: []string{}, Scopes: []string{}}}
 	}
-	return lapseFixture{svc: svc, clock: clock, bus: bus, a: principal("A"), b: principal("B"), window: window, accounts: accounts}
+	return lapseFixture{svc: svc, clock: clock, store: store, waker: waker, a: principal("A"), b: principal("B"), window: window, accounts: accounts}
 }
 
 // TestLapsedIdleCountsAsInactive: with the scheduler down, an IDLE mount
@@ -142,14 +132,14 @@ func TestLapsedIdleCountsAsInactive(t *testing.T) {
 	if _, err := f.svc.Mount(ctx, f.a, "L2"); core.ErrorCode(err) != core.CodeMountNotFound {
 		t.Fatalf("GET of a lapsed mount: %v, want %s", err, core.CodeMountNotFound)
 	}
-	if f.bus.count(core.EventAssociationExpired, "L2") != 1 {
+	if f.count(core.EventAssociationExpired, "L2") != 1 {
 		t.Fatalf("the GET that found L2 lapsed did not expire it")
 	}
 	// B claims L1 the worker never expired.
 	if _, err := f.svc.RequestAssociation(ctx, f.b, "L1", core.MountFields{}); err != nil {
 		t.Fatalf("B's claim after the window: %v", err)
 	}
-	if f.bus.count(core.EventAssociationExpired, "L1") != 1 {
+	if f.count(core.EventAssociationExpired, "L1") != 1 {
 		t.Fatalf("A was not told its association of L1 expired")
 	}
 	if _, err := f.svc.ConfirmAssociation(ctx, f.b, "L1"); err != nil {
@@ -170,7 +160,7 @@ func TestLapsedIdleCountsAsInactive(t *testing.T) {
 	if n, err := f.svc.SweepLapsed(ctx); err != nil || n != 1 {
 		t.Fatalf("sweep after the window: %d, %v; want 1", n, err)
 	}
-	if f.bus.count(core.EventAssociationExpired, "L3") != 1 {
+	if f.count(core.EventAssociationExpired, "L3") != 1 {
 		t.Fatalf("the sweep did not expire L3")
 	}
 	if _, err := f.svc.ConfirmAssociation(ctx, f.a, "L3"); core.ErrorCode(err) != core.CodeAssociationExpired {

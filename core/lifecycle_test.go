@@ -89,7 +89,7 @@ func TestLifecycleTable(t *testing.T) {
 	mustOK(t, request(a, uid))
 	f.clock.Advance(f.window)
 	mustOK(t, request(b, uid))
-	if f.bus.count(core.EventAssociationExpired, uid) != 1 {
+	if f.count(core.EventAssociationExpired, uid) != 1 {
 		t.Fatal("no ASSOCIATION_EXPIRED for the former owner")
 	}
 }

@@ -199,26 +199,32 @@ func checkText(v *Validation, field string, s *string, max int) {
 
 // MountStore persists mounts. Each lifecycle method is one conditional write
 // that checks what it assumes, so transitions are race-free across replicas.
+//
+// A method given an event (e not nil) appends it to the event log in the
+// transaction of its change, and only when the change happens, completing
+// it: its ID, and the Mount as the change left it, with the latest values
+// of e.AccountID's association.
 type MountStore interface {
 	// ClaimMount makes accountID the owner of uid: it creates an unknown
 	// uid, takes an INACTIVE mount, or refreshes one accountID already owns
 	// (an IDLE mount restarts its window, an ASSOCIATED one stays so). The
 	// fields given overwrite stored ones and key replaces the key.
 	// MOUNT_ALREADY_OWNED when another account owns it.
-	ClaimMount(ctx context.Context, c Claim) (Mount, error)
+	ClaimMount(ctx context.Context, c Claim, e *Event) (Mount, error)
 	// ConfirmAssociation turns an IDLE mount of accountID whose deadline is
 	// after now into ASSOCIATED; ok is false (and the mount as stored is
 	// returned, or MOUNT_NOT_FOUND) when the row did not qualify.
-	ConfirmAssociation(ctx context.Context, uid, accountID string, now time.Time) (m Mount, ok bool, err error)
+	ConfirmAssociation(ctx context.Context, uid, accountID string, now time.Time, e *Event) (m Mount, ok bool, err error)
 	// ExpireAssociation turns uid INACTIVE if it is IDLE with a deadline at
 	// or before now, clearing owner and key; ok says whether it changed.
-	ExpireAssociation(ctx context.Context, uid string, now time.Time) (m Mount, ok bool, err error)
+	// The event's AccountID is set to the owner that lost the mount.
+	ExpireAssociation(ctx context.Context, uid string, now time.Time, e *Event) (m Mount, ok bool, err error)
 	// AbandonMount turns a mount of accountID INACTIVE, keeping record and
 	// history. MOUNT_NOT_FOUND when accountID does not own it.
-	AbandonMount(ctx context.Context, uid, accountID string, now time.Time) (Mount, error)
+	AbandonMount(ctx context.Context, uid, accountID string, now time.Time, e *Event) (Mount, error)
 	// DeleteMount removes a mount of accountID with its states, tag links and
 	// commands. MOUNT_NOT_FOUND when accountID does not own it.
-	DeleteMount(ctx context.Context, uid, accountID string) (Mount, error)
+	DeleteMount(ctx context.Context, uid, accountID string, e *Event) (Mount, error)
 	// RekeyMount replaces the key of a mount accountID owns.
 	RekeyMount(ctx context.Context, uid, accountID string, key MountKey, now time.Time) (Mount, error)
 	// UpdateMount applies u to a mount of accountID. MOUNT_NOT_FOUND when

@@ -21,7 +21,7 @@ type MountService struct {
 	signer    Signer
 	cache     StateCache
 	scheduler ExpiryScheduler
-	events    EventBus
+	waker     EventWaker
 	window    AssociationWindow
 	logger    *slog.Logger
 	now       func() time.Time
@@ -40,7 +40,7 @@ type MountDeps struct {
 	Signer    Signer
 	Cache     StateCache
 	Scheduler ExpiryScheduler
-	Events    EventBus
+	Waker     EventWaker
 	Window    AssociationWindow
 	Logger    *slog.Logger
 }
@@ -48,7 +48,7 @@ type MountDeps struct {
 // NewMountService returns a MountService over its ports.
 func NewMountService(d MountDeps) *MountService {
 	return &MountService{mounts: d.Mounts, states: d.States, commands: d.Commands, tags: d.Tags, signer: d.Signer,
-		cache: d.Cache, scheduler: d.Scheduler, events: d.Events, window: d.Window, logger: d.Logger, now: time.Now}
+		cache: d.Cache, scheduler: d.Scheduler, waker: d.Waker, window: d.Window, logger: d.Logger, now: time.Now}
 }
 
 // SetClock replaces the service's clock (tests of the window).
@@ -56,12 +56,11 @@ func (s *MountService) SetClock(now func() time.Time) { s.now = now }
 
 func (s *MountService) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
 
-// publish sends an event after its change committed; a failure to publish
-// never undoes the change, it is logged.
-func (s *MountService) publish(ctx context.Context, e Event) {
-	e.Mount.Key = MountKey{} // events cross Redis: no key material in them
-	if err := s.events.Publish(context.WithoutCancel(ctx), e); err != nil {
-		s.logger.WarnContext(ctx, "publish event failed", "type", e.Type, "uid", e.UID, "err", err)
+// wake tells every replica's feed that the change's event is in the log.
+// A failure only delays the event until the feeds poll; it is logged.
+func wake(ctx context.Context, w EventWaker, logger *slog.Logger, e *Event) {
+	if err := w.Wake(context.WithoutCancel(ctx), e.ID); err != nil {
+		logger.WarnContext(ctx, "wake event feeds failed", "type", e.Type, "uid", e.UID, "err", err)
 	}
 }
 
@@ -83,11 +82,13 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 	// claim below sees an INACTIVE mount.
 	s.expire(ctx, uid)
 	now := s.clock()
+	ev := &Event{Type: EventAssociationRequested, UID: uid, AccountID: p.AccountID, OccurredAt: now}
 	m, err := s.mounts.ClaimMount(ctx, Claim{UID: uid, AccountID: p.AccountID, Fields: f, Key: key,
-		Now: now, Deadline: now.Add(time.Duration(s.window))})
+		Now: now, Deadline: now.Add(time.Duration(s.window))}, ev)
 	if err != nil {
 		return nil, err
 	}
+	wake(ctx, s.waker, s.logger, ev)
 	if m.State == StateIdle {
 		if err := s.scheduler.Schedule(ctx, uid, m.IdleDeadline); err != nil {
 			// The deadline still holds at confirm time; the worker only
@@ -102,7 +103,6 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 	if err != nil {
 		return nil, err
 	}
-	s.publish(ctx, Event{Type: EventAssociationRequested, UID: uid, AccountID: p.AccountID, Mount: m, OccurredAt: now})
 	return []Command{cmd}, nil
 }
 
@@ -112,14 +112,15 @@ func (s *MountService) ConfirmAssociation(ctx context.Context, p Principal, uid 
 		return Mount{}, err
 	}
 	now := s.clock()
-	m, ok, err := s.mounts.ConfirmAssociation(ctx, uid, p.AccountID, now)
+	ev := &Event{Type: EventAssociationConfirmed, UID: uid, AccountID: p.AccountID, OccurredAt: now}
+	m, ok, err := s.mounts.ConfirmAssociation(ctx, uid, p.AccountID, now, ev)
 	if err != nil {
 		return Mount{}, err
 	}
 	if ok {
+		wake(ctx, s.waker, s.logger, ev)
 		_ = s.scheduler.Cancel(ctx, uid)
 		s.withLatest(ctx, &m, p.AccountID)
-		s.publish(ctx, Event{Type: EventAssociationConfirmed, UID: uid, AccountID: p.AccountID, Mount: m, OccurredAt: now})
 		return m, nil
 	}
 	// The row did not qualify: decide why from what is stored.
@@ -145,7 +146,8 @@ func (s *MountService) Expire(ctx context.Context, uid string) { s.expire(ctx, u
 
 func (s *MountService) expire(ctx context.Context, uid string) {
 	now := s.clock()
-	m, ok, err := s.mounts.ExpireAssociation(ctx, uid, now)
+	ev := &Event{Type: EventAssociationExpired, UID: uid, OccurredAt: now}
+	m, ok, err := s.mounts.ExpireAssociation(ctx, uid, now, ev)
 	if err != nil {
 		if ErrorCode(err) != CodeMountNotFound {
 			s.logger.ErrorContext(ctx, "expire association failed", "uid", uid, "err", err)
@@ -155,10 +157,9 @@ func (s *MountService) expire(ctx context.Context, uid string) {
 	if !ok {
 		return
 	}
+	wake(ctx, s.waker, s.logger, ev)
 	s.logger.InfoContext(ctx, "association expired", "uid", uid, "account", m.ExpiredOwnerID)
-	s.withLatest(ctx, &m, m.ExpiredOwnerID)
 	s.forgetLatest(ctx, uid, m.ExpiredOwnerID)
-	s.publish(ctx, Event{Type: EventAssociationExpired, UID: uid, AccountID: m.ExpiredOwnerID, Mount: m, OccurredAt: now})
 }
 
 // RecoverDeadlines schedules every pending deadline found in the database,
@@ -338,13 +339,13 @@ func (s *MountService) DeleteMount(ctx context.Context, p Principal, uid string)
 	if err := p.AuthorizeMount(ActionDeleteMount, uid); err != nil {
 		return err
 	}
-	m, err := s.mounts.DeleteMount(ctx, uid, p.AccountID)
-	if err != nil {
+	ev := &Event{Type: EventDeleted, UID: uid, AccountID: p.AccountID, OccurredAt: s.clock()}
+	if _, err := s.mounts.DeleteMount(ctx, uid, p.AccountID, ev); err != nil {
 		return err
 	}
+	wake(ctx, s.waker, s.logger, ev)
 	_ = s.scheduler.Cancel(ctx, uid)
 	s.forgetLatest(ctx, uid, p.AccountID)
-	s.publish(ctx, Event{Type: EventDeleted, UID: uid, AccountID: p.AccountID, Mount: m, OccurredAt: s.clock()})
 	return nil
 }
 
@@ -354,14 +355,13 @@ func (s *MountService) AbandonMount(ctx context.Context, p Principal, uid string
 		return err
 	}
 	now := s.clock()
-	m, err := s.mounts.AbandonMount(ctx, uid, p.AccountID, now)
-	if err != nil {
+	ev := &Event{Type: EventAbandoned, UID: uid, AccountID: p.AccountID, OccurredAt: now}
+	if _, err := s.mounts.AbandonMount(ctx, uid, p.AccountID, now, ev); err != nil {
 		return err
 	}
+	wake(ctx, s.waker, s.logger, ev)
 	_ = s.scheduler.Cancel(ctx, uid)
-	s.withLatest(ctx, &m, p.AccountID)
 	s.forgetLatest(ctx, uid, p.AccountID)
-	s.publish(ctx, Event{Type: EventAbandoned, UID: uid, AccountID: p.AccountID, Mount: m, OccurredAt: now})
 	return nil
 }
 
@@ -385,7 +385,8 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	if err != nil {
 		return ReportResult{}, err
 	}
-	m, accepted, err := s.states.InsertStates(ctx, uid, p.AccountID, entries)
+	ev := &Event{Type: EventStatesReported, UID: uid, AccountID: p.AccountID, OccurredAt: now}
+	_, accepted, err := s.states.InsertStates(ctx, uid, p.AccountID, entries, ev)
 	if err != nil {
 		return ReportResult{}, err
 	}
@@ -393,21 +394,14 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	if len(accepted) == 0 {
 		return res, nil
 	}
-	// The event carries the merged latest values; the cache returns them
-	// with the merge, so announcing costs no further read.
+	wake(ctx, s.waker, s.logger, ev)
+	// The cache keeps up with the database; a cache that cannot is
+	// emptied for the mount, and the next read fills it.
 	key := latestKey(uid, p.AccountID)
-	latest, ok, err := s.cache.Offer(ctx, key, LatestPerCode(accepted))
-	switch {
-	case err != nil:
+	if _, _, err := s.cache.Offer(ctx, key, LatestPerCode(accepted)); err != nil {
 		s.logger.WarnContext(ctx, "state cache offer failed", "uid", uid, "err", err)
 		_ = s.cache.Forget(ctx, key)
-		s.fillLatest(ctx, &m, p.AccountID)
-	case !ok:
-		s.fillLatest(ctx, &m, p.AccountID)
-	default:
-		m.Latest = ComputeLatest(latest)
 	}
-	s.publish(ctx, Event{Type: EventStatesReported, UID: uid, AccountID: p.AccountID, Mount: m, States: accepted, OccurredAt: now})
 	return res, nil
 }
 
@@ -511,11 +505,15 @@ func (s *MountService) issue(ctx context.Context, p Principal, m Mount, code Com
 		}
 		cmd.SignedToken = hex.EncodeToString(sig)
 	}
-	if err := s.commands.InsertCommand(ctx, cmd); err != nil {
+	var ev *Event
+	if code != CmdAssociateOwner {
+		ev = &Event{Type: EventCommandIssued, UID: m.UID, AccountID: p.AccountID, OccurredAt: now}
+	}
+	if err := s.commands.InsertCommand(ctx, cmd, ev); err != nil {
 		return Command{}, err
 	}
-	if code != CmdAssociateOwner {
-		s.publish(ctx, Event{Type: EventCommandIssued, UID: m.UID, AccountID: p.AccountID, Mount: m, OccurredAt: now})
+	if ev != nil {
+		wake(ctx, s.waker, s.logger, ev)
 	}
 	return cmd, nil
 }

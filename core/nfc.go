@@ -46,7 +46,8 @@ type TagStore interface {
 	// SyncTags makes the mount's authorised set exactly tagUIDs, creating
 	// tags as needed, in one transaction. The mount must be ASSOCIATED and
 	// owned by accountID: MOUNT_NOT_FOUND or MOUNT_NOT_ASSOCIATED otherwise.
-	SyncTags(ctx context.Context, accountID, mountUID string, tagUIDs []string, now time.Time) (added, removed int, err error)
+	// The event (see MountStore) is appended when given.
+	SyncTags(ctx context.Context, accountID, mountUID string, tagUIDs []string, now time.Time, e *Event) (added, removed int, err error)
 	// UpdateTag applies u; NFC_TAG_NOT_FOUND when the account has no such tag.
 	UpdateTag(ctx context.Context, accountID, uid string, u NfcTagUpdate, now time.Time) (NfcTag, error)
 	// MountTagUIDs lists the tags accountID authorised on a mount, sorted
@@ -61,14 +62,14 @@ type TagStore interface {
 type NfcService struct {
 	tags   TagStore
 	mounts MountStore
-	events EventBus
+	waker  EventWaker
 	logger *slog.Logger
 	now    func() time.Time
 }
 
 // NewNfcService returns an NfcService over its ports.
-func NewNfcService(tags TagStore, mounts MountStore, events EventBus, logger *slog.Logger) *NfcService {
-	return &NfcService{tags: tags, mounts: mounts, events: events, logger: logger, now: time.Now}
+func NewNfcService(tags TagStore, mounts MountStore, waker EventWaker, logger *slog.Logger) *NfcService {
+	return &NfcService{tags: tags, mounts: mounts, waker: waker, logger: logger, now: time.Now}
 }
 
 var (
@@ -152,17 +153,12 @@ func (s *NfcService) SyncTags(ctx context.Context, p Principal, mountUID string,
 	}
 	sort.Strings(uids)
 	now := s.now().UTC().Truncate(time.Millisecond)
-	added, removed, err := s.tags.SyncTags(ctx, p.AccountID, mountUID, uids, now)
+	ev := &Event{Type: EventNfcTagsSynced, UID: mountUID, AccountID: p.AccountID, OccurredAt: now}
+	added, removed, err := s.tags.SyncTags(ctx, p.AccountID, mountUID, uids, now, ev)
 	if err != nil {
 		return SyncResult{}, err
 	}
-	if m, err := s.mounts.Mount(ctx, mountUID); err == nil {
-		m.Key = MountKey{}
-		if err := s.events.Publish(context.WithoutCancel(ctx), Event{Type: EventNfcTagsSynced, UID: mountUID,
-			AccountID: p.AccountID, Mount: m, OccurredAt: now}); err != nil {
-			s.logger.WarnContext(ctx, "publish event failed", "type", EventNfcTagsSynced, "uid", mountUID, "err", err)
-		}
-	}
+	wake(ctx, s.waker, s.logger, ev)
 	return SyncResult{MountUID: mountUID, Added: added, Removed: removed}, nil
 }
 

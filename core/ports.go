@@ -20,28 +20,23 @@ const (
 	EventCommandIssued        EventType = "COMMAND_ISSUED"
 )
 
-// Event is something that happened to a mount, published after the change
-// committed.
+// Event is something that happened to a mount, appended to the event log
+// in the transaction of the change.
 type Event struct {
+	// ID is the event's position in the log, set when it is appended.
+	ID   Cursor    `json:"id"`
 	Type EventType `json:"type"`
 	UID  string    `json:"uid"`
 	// AccountID is the account the event belongs to: the owner, or for
 	// expiry, abandon and delete, the account that lost the mount.
-	AccountID  string       `json:"accountId"`
-	Mount      Mount        `json:"mount"`
+	AccountID string `json:"accountId"`
+	// Mount is the mount as the change left it (without key material),
+	// with the latest values of AccountID's association; the store sets it.
+	Mount Mount `json:"mount"`
+	// States are a report's newly stored entries (STATES_REPORTED); the
+	// store sets them.
 	States     []StateEntry `json:"states,omitempty"`
 	OccurredAt time.Time    `json:"occurredAt"`
-}
-
-// EventBus publishes mount events and delivers them to subscribers, in order
-// per mount.
-type EventBus interface {
-	// Publish delivers e to current subscribers; it never waits for a slow
-	// subscriber.
-	Publish(ctx context.Context, e Event) error
-	// Subscribe delivers events of accountID until ctx ends, then closes the
-	// channel. A subscriber that falls behind is dropped (its channel closes).
-	Subscribe(ctx context.Context, accountID string) (<-chan Event, error)
 }
 
 // StateCache holds each association's latest entry per code in front of

@@ -259,7 +259,9 @@ type StateStore interface {
 	// latest value per code forward. It returns the mount as it was read
 	// for the ownership check (without computed fields) and the entries
 	// newly stored. MOUNT_NOT_FOUND when accountID does not own the mount.
-	InsertStates(ctx context.Context, uid, accountID string, entries []StateEntry) (Mount, []StateEntry, error)
+	// The event (see MountStore) is appended when an entry is new, with
+	// the new entries as its States.
+	InsertStates(ctx context.Context, uid, accountID string, entries []StateEntry, e *Event) (Mount, []StateEntry, error)
 	// LatestStates returns the latest entry per code that accountID's
 	// associations with the mount reported.
 	LatestStates(ctx context.Context, uid, accountID string) ([]StateEntry, error)

@@ -12,19 +12,56 @@ import (
 	"github.com/mountd/mountd/graph/model"
 )
 
+// Events is the resolver for the events field.
+func (r *queryResolver) Events(ctx context.Context, after *string, limit *int, types []model.MountEventType, mountUID *string) (*model.EventPage, error) {
+	p, err := core.PrincipalFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := core.EventsRequest{MountUID: mountUID}
+	if after != nil {
+		c, err := core.ParseCursor(*after)
+		if err != nil {
+			return nil, err
+		}
+		req.After = &c
+	}
+	if limit != nil {
+		req.Limit = *limit
+		if *limit == 0 {
+			req.Limit = -1 // explicitly zero is out of range, as in REST
+		}
+	}
+	if types != nil {
+		req.Types = make([]core.EventType, len(types))
+		for i, t := range types {
+			req.Types[i] = core.EventType(t)
+		}
+	}
+	page, err := r.EventLog.Events(ctx, p, req)
+	if err != nil {
+		return nil, err
+	}
+	out := &model.EventPage{Events: make([]model.MountEvent, len(page.Events)), Next: page.Next.String()}
+	for i, e := range page.Events {
+		out.Events[i] = *toMountEvent(e)
+	}
+	return out, nil
+}
+
 // MountStateChanged is the resolver for the mountStateChanged field.
-func (r *subscriptionResolver) MountStateChanged(ctx context.Context, uid string) (<-chan *model.MountStateEvent, error) {
-	return subscribe(ctx, r.Resolver, []string{uid}, true, func(e core.Event) (*model.MountStateEvent, bool) {
+func (r *subscriptionResolver) MountStateChanged(ctx context.Context, uid string, after *string) (<-chan *model.MountStateEvent, error) {
+	return subscribe(ctx, r.Resolver, []string{uid}, true, after, func(e core.Event) (*model.MountStateEvent, bool) {
 		if e.Type != core.EventStatesReported {
 			return nil, false
 		}
-		return &model.MountStateEvent{UID: e.UID, Mount: toMount(e.Mount), States: toStates(e.States), OccurredAt: dateTime(e.OccurredAt)}, true
+		return &model.MountStateEvent{ID: e.ID.String(), UID: e.UID, Mount: toMount(e.Mount), States: toStates(e.States), OccurredAt: dateTime(e.OccurredAt)}, true
 	})
 }
 
 // MountEvents is the resolver for the mountEvents field.
-func (r *subscriptionResolver) MountEvents(ctx context.Context, uids []string) (<-chan *model.MountEvent, error) {
-	return subscribe(ctx, r.Resolver, uids, uids != nil, func(e core.Event) (*model.MountEvent, bool) {
-		return &model.MountEvent{Type: model.MountEventType(e.Type), UID: e.UID, Mount: toMount(e.Mount), OccurredAt: dateTime(e.OccurredAt)}, true
+func (r *subscriptionResolver) MountEvents(ctx context.Context, uids []string, after *string) (<-chan *model.MountEvent, error) {
+	return subscribe(ctx, r.Resolver, uids, uids != nil, after, func(e core.Event) (*model.MountEvent, bool) {
+		return toMountEvent(e), true
 	})
 }

@@ -12,6 +12,6 @@ type Resolver struct {
 	MountService    Mounts
 	NfcService      NfcTags
 	FirmwareService Firmware
-	Subscriptions   Subscriptions
+	EventLog        EventLog
 	Logger          *slog.Logger
 }

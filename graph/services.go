@@ -44,8 +44,9 @@ type Accounts interface {
 	Me(ctx context.Context, p core.Principal) (core.Me, error)
 }
 
-// Subscriptions is what they ask of the event rules.
-type Subscriptions interface {
+// EventLog is what they ask of the event log's rules.
+type EventLog interface {
 	Authorize(ctx context.Context, p core.Principal, f core.EventFilter) error
 	Subscribe(ctx context.Context, p core.Principal, f core.EventFilter) (<-chan core.Event, error)
+	Events(ctx context.Context, p core.Principal, r core.EventsRequest) (core.EventPage, error)
 }

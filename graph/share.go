@@ -25,6 +25,9 @@ func (r *Resolver) shareKey(ctx context.Context, op *graphql.OperationContext) (
 		return "", nil
 	}
 	args := fields[0].ArgumentMap(op.Variables)
+	if after, ok := args["after"]; ok && after != nil {
+		return "", nil // a replay is the socket's own
+	}
 	var uids []string
 	switch fields[0].Name {
 	case "mountStateChanged":
@@ -51,7 +54,7 @@ func (r *Resolver) shareKey(ctx context.Context, op *graphql.OperationContext) (
 	default:
 		return "", nil
 	}
-	if err := r.Subscriptions.Authorize(ctx, p, core.EventFilter{MountUIDs: uids}); err != nil {
+	if err := r.EventLog.Authorize(ctx, p, core.EventFilter{MountUIDs: uids}); err != nil {
 		return "", err
 	}
 	key, err := json.Marshal(struct {

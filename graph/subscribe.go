@@ -4,12 +4,13 @@ import (
 	"context"
 
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/graph/model"
 )
 
 // subscribe streams the events core lets the caller see for the named
 // mounts (all it may see when named is false), converted by convert (false
 // skips an event).
-func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named bool, convert func(core.Event) (T, bool)) (<-chan T, error) {
+func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named bool, after *string, convert func(core.Event) (T, bool)) (<-chan T, error) {
 	p, err := core.PrincipalFrom(ctx)
 	if err != nil {
 		return nil, err
@@ -18,7 +19,14 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 	if named {
 		f.MountUIDs = uids
 	}
-	events, err := r.Subscriptions.Subscribe(ctx, p, f)
+	if after != nil {
+		c, err := core.ParseCursor(*after)
+		if err != nil {
+			return nil, err
+		}
+		f.After = &c
+	}
+	events, err := r.EventLog.Subscribe(ctx, p, f)
 	if err != nil {
 		return nil, err
 	}
@@ -38,4 +46,14 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 		}
 	}()
 	return out, nil
+}
+
+// toMountEvent is an event of the log as GraphQL shows it.
+func toMountEvent(e core.Event) *model.MountEvent {
+	out := &model.MountEvent{ID: e.ID.String(), Type: model.MountEventType(e.Type), UID: e.UID, Mount: toMount(e.Mount),
+		OccurredAt: dateTime(e.OccurredAt)}
+	if e.Type == core.EventStatesReported {
+		out.States = toStates(e.States)
+	}
+	return out
 }

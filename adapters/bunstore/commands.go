@@ -28,7 +28,7 @@ type commandRow struct {
 }
 
 // InsertCommand implements core.CommandStore.
-func (s *Store) InsertCommand(ctx context.Context, c core.Command) error {
+func (s *Store) InsertCommand(ctx context.Context, c core.Command, e *core.Event) error {
 	data, err := json.Marshal(c.Data)
 	if err != nil {
 		return err
@@ -36,8 +36,20 @@ func (s *Store) InsertCommand(ctx context.Context, c core.Command) error {
 	row := &commandRow{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: string(c.Code), Payload: c.Payload,
 		SignedToken: sql.NullString{String: c.SignedToken, Valid: c.SignedToken != ""},
 		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy}
-	_, err = s.db.NewInsert().Model(row).Exec(ctx)
-	return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", c.MountUID))
+	if e == nil {
+		_, err = s.db.NewInsert().Model(row).Exec(ctx)
+		return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", c.MountUID))
+	}
+	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
+			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", c.MountUID))
+		}
+		var m mountRow
+		if err := tx.NewSelect().Model(&m).Where("uid = ?", c.MountUID).Scan(ctx); err != nil {
+			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", c.MountUID))
+		}
+		return s.appendEvent(ctx, tx, e, &m)
+	})
 }
 
 // ListCommands implements core.CommandStore.

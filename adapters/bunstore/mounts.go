@@ -69,60 +69,75 @@ func deref(s *string) string {
 }
 
 // ClaimMount implements core.MountStore: an insert for an unknown uid, else
-// one conditional update that only an INACTIVE mount or the owner's passes.
-func (s *Store) ClaimMount(ctx context.Context, c core.Claim) (core.Mount, error) {
+// one conditional update that only an INACTIVE mount or the owner's passes;
+// the event goes in the same transaction.
+func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (core.Mount, error) {
 	f := c.Fields
 	for attempt := 0; attempt < 3; attempt++ {
-		row := &mountRow{
-			UID: c.UID, Name: deref(f.Name), SerialNumber: deref(f.SerialNumber), MACAddress: deref(f.MACAddress),
-			FirmwareRevision: deref(f.FirmwareRevision), SoftwareRevision: deref(f.SoftwareRevision), ModelNumber: deref(f.ModelNumber),
-			State:            string(core.StateIdle),
-			OwnerID:          sql.NullString{String: c.AccountID, Valid: true},
-			IdleDeadline:     sql.NullInt64{Int64: millis(c.Deadline), Valid: true},
-			KeyID:            sql.NullString{String: c.Key.ID, Valid: true},
-			PublicKey:        sql.NullString{String: hex.EncodeToString(c.Key.PublicKey), Valid: true},
-			SealedPrivateKey: sql.NullString{String: c.Key.SealedPrivateKey, Valid: true},
-			CreatedAt:        millis(c.Now), UpdatedAt: millis(c.Now),
-		}
-		res, err := s.db.NewInsert().Model(row).On("CONFLICT (uid) DO NOTHING").Exec(ctx)
+		var (
+			out     mountRow
+			claimed bool
+		)
+		err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			row := &mountRow{
+				UID: c.UID, Name: deref(f.Name), SerialNumber: deref(f.SerialNumber), MACAddress: deref(f.MACAddress),
+				FirmwareRevision: deref(f.FirmwareRevision), SoftwareRevision: deref(f.SoftwareRevision), ModelNumber: deref(f.ModelNumber),
+				State:            string(core.StateIdle),
+				OwnerID:          sql.NullString{String: c.AccountID, Valid: true},
+				IdleDeadline:     sql.NullInt64{Int64: millis(c.Deadline), Valid: true},
+				KeyID:            sql.NullString{String: c.Key.ID, Valid: true},
+				PublicKey:        sql.NullString{String: hex.EncodeToString(c.Key.PublicKey), Valid: true},
+				SealedPrivateKey: sql.NullString{String: c.Key.SealedPrivateKey, Valid: true},
+				CreatedAt:        millis(c.Now), UpdatedAt: millis(c.Now),
+			}
+			res, err := tx.NewInsert().Model(row).On("CONFLICT (uid) DO NOTHING").Exec(ctx)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				out, claimed = *row, true
+				return s.appendEvent(ctx, tx, e, &out)
+			}
+			// Taking an INACTIVE mount starts a new association: the former
+			// owner's name goes, the device's own fields stay.
+			err = tx.NewRaw(`UPDATE mounts SET
+					name = CASE WHEN association_state = 'INACTIVE' THEN COALESCE(?, '') ELSE COALESCE(?, name) END,
+					serial_number = COALESCE(?, serial_number),
+					mac_address = COALESCE(?, mac_address),
+					firmware_revision = COALESCE(?, firmware_revision),
+					software_revision = COALESCE(?, software_revision),
+					model_number = COALESCE(?, model_number),
+					idle_deadline = CASE WHEN association_state = 'ASSOCIATED' THEN NULL ELSE ? END,
+					associated_at = CASE WHEN association_state = 'ASSOCIATED' THEN associated_at ELSE NULL END,
+					association_state = CASE WHEN association_state = 'ASSOCIATED' THEN 'ASSOCIATED' ELSE 'IDLE' END,
+					owner_account_id = ?,
+					expired_owner_id = NULL,
+					key_id = ?, public_key = ?, sealed_private_key = ?,
+					updated_at = ?
+				WHERE uid = ? AND (association_state = 'INACTIVE' OR owner_account_id = ?)
+				RETURNING *`,
+				f.Name, f.Name, f.SerialNumber, f.MACAddress, f.FirmwareRevision, f.SoftwareRevision, f.ModelNumber,
+				millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
+				millis(c.Now), c.UID, c.AccountID).Scan(ctx, &out)
+			if err == sql.ErrNoRows {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			claimed = true
+			// Links left by another account (none should survive its
+			// abandon or expiry) are never signed into this owner's commands.
+			if err := s.unlinkOtherAccounts(ctx, tx, c.UID, c.AccountID); err != nil {
+				return err
+			}
+			return s.appendEvent(ctx, tx, e, &out)
+		})
 		if err != nil {
 			return core.Mount{}, err
 		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			return row.toMount(), nil
-		}
-		var out mountRow
-		// Taking an INACTIVE mount starts a new association: the former
-		// owner's name goes, the device's own fields stay.
-		err = s.db.NewRaw(`UPDATE mounts SET
-				name = CASE WHEN association_state = 'INACTIVE' THEN COALESCE(?, '') ELSE COALESCE(?, name) END,
-				serial_number = COALESCE(?, serial_number),
-				mac_address = COALESCE(?, mac_address),
-				firmware_revision = COALESCE(?, firmware_revision),
-				software_revision = COALESCE(?, software_revision),
-				model_number = COALESCE(?, model_number),
-				idle_deadline = CASE WHEN association_state = 'ASSOCIATED' THEN NULL ELSE ? END,
-				associated_at = CASE WHEN association_state = 'ASSOCIATED' THEN associated_at ELSE NULL END,
-				association_state = CASE WHEN association_state = 'ASSOCIATED' THEN 'ASSOCIATED' ELSE 'IDLE' END,
-				owner_account_id = ?,
-				expired_owner_id = NULL,
-				key_id = ?, public_key = ?, sealed_private_key = ?,
-				updated_at = ?
-			WHERE uid = ? AND (association_state = 'INACTIVE' OR owner_account_id = ?)
-			RETURNING *`,
-			f.Name, f.Name, f.SerialNumber, f.MACAddress, f.FirmwareRevision, f.SoftwareRevision, f.ModelNumber,
-			millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
-			millis(c.Now), c.UID, c.AccountID).Scan(ctx, &out)
-		if err == nil {
-			// Links left by another account (none should survive its
-			// abandon or expiry) are never signed into this owner's commands.
-			if err := s.unlinkOtherAccounts(ctx, s.db, c.UID, c.AccountID); err != nil {
-				return core.Mount{}, err
-			}
+		if claimed {
 			return out.toMount(), nil
-		}
-		if err != sql.ErrNoRows {
-			return core.Mount{}, err
 		}
 		exists, err := s.db.NewSelect().Model((*mountRow)(nil)).Where("uid = ?", c.UID).Exists(ctx)
 		if err != nil {
@@ -137,11 +152,17 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim) (core.Mount, error
 }
 
 // ConfirmAssociation implements core.MountStore.
-func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, now time.Time) (core.Mount, bool, error) {
+func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, now time.Time, e *core.Event) (core.Mount, bool, error) {
 	var out mountRow
-	err := s.db.NewRaw(`UPDATE mounts SET association_state = 'ASSOCIATED', associated_at = ?, idle_deadline = NULL, updated_at = ?
-		WHERE uid = ? AND association_state = 'IDLE' AND owner_account_id = ? AND idle_deadline > ?
-		RETURNING *`, millis(now), millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		err := tx.NewRaw(`UPDATE mounts SET association_state = 'ASSOCIATED', associated_at = ?, idle_deadline = NULL, updated_at = ?
+			WHERE uid = ? AND association_state = 'IDLE' AND owner_account_id = ? AND idle_deadline > ?
+			RETURNING *`, millis(now), millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
+		if err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, e, &out)
+	})
 	if err == nil {
 		return out.toMount(), true, nil
 	}
@@ -154,7 +175,7 @@ func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, n
 
 // ExpireAssociation implements core.MountStore. The lapsed association's
 // tag links go with it, in the same transaction.
-func (s *Store) ExpireAssociation(ctx context.Context, uid string, now time.Time) (core.Mount, bool, error) {
+func (s *Store) ExpireAssociation(ctx context.Context, uid string, now time.Time, e *core.Event) (core.Mount, bool, error) {
 	var out mountRow
 	expired := false
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
@@ -169,7 +190,13 @@ func (s *Store) ExpireAssociation(ctx context.Context, uid string, now time.Time
 			return err
 		}
 		expired = true
-		return s.unlinkOtherAccounts(ctx, tx, uid, "")
+		if err := s.unlinkOtherAccounts(ctx, tx, uid, ""); err != nil {
+			return err
+		}
+		if e != nil {
+			e.AccountID = out.ExpiredOwnerID.String
+		}
+		return s.appendEvent(ctx, tx, e, &out)
 	})
 	if err != nil || !expired {
 		return core.Mount{}, false, err
@@ -179,7 +206,7 @@ func (s *Store) ExpireAssociation(ctx context.Context, uid string, now time.Time
 
 // AbandonMount implements core.MountStore. The association's tag links go
 // with it, in the same transaction; its history stays, scoped to accountID.
-func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now time.Time) (core.Mount, error) {
+func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now time.Time, e *core.Event) (core.Mount, error) {
 	var out mountRow
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		err := tx.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = NULL,
@@ -189,7 +216,10 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 		if err != nil {
 			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
 		}
-		return s.unlinkOtherAccounts(ctx, tx, uid, "")
+		if err := s.unlinkOtherAccounts(ctx, tx, uid, ""); err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, e, &out)
 	})
 	if err != nil {
 		return core.Mount{}, err
@@ -212,11 +242,17 @@ func (s *Store) unlinkOtherAccounts(ctx context.Context, db bun.IDB, uid, keep s
 
 // DeleteMount implements core.MountStore; the schema cascades to states,
 // tag links and commands.
-func (s *Store) DeleteMount(ctx context.Context, uid, accountID string) (core.Mount, error) {
+func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.Event) (core.Mount, error) {
 	var out mountRow
-	err := s.db.NewRaw(`DELETE FROM mounts WHERE uid = ? AND owner_account_id = ? RETURNING *`, uid, accountID).Scan(ctx, &out)
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		err := tx.NewRaw(`DELETE FROM mounts WHERE uid = ? AND owner_account_id = ? RETURNING *`, uid, accountID).Scan(ctx, &out)
+		if err != nil {
+			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
+		}
+		return s.appendEvent(ctx, tx, e, &out)
+	})
 	if err != nil {
-		return core.Mount{}, translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
+		return core.Mount{}, err
 	}
 	return out.toMount(), nil
 }

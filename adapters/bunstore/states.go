@@ -38,7 +38,7 @@ func (r stateRow) toEntry() core.StateEntry {
 // InsertStates implements core.StateStore: one multi-row insert that skips
 // duplicates and returns what it stored, then one upsert that moves the
 // latest value per code forward only, both in one transaction.
-func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries []core.StateEntry) (core.Mount, []core.StateEntry, error) {
+func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries []core.StateEntry, e *core.Event) (core.Mount, []core.StateEntry, error) {
 	if len(entries) == 0 {
 		return core.Mount{}, nil, core.Errorf(core.CodeValidation, "a report holds at least one entry")
 	}
@@ -63,12 +63,12 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 		var sb strings.Builder
 		args := make([]any, 0, len(entries)*6)
 		sb.WriteString("INSERT INTO mount_states (mount_uid, account_id, code, occurred_at, value, received_at) VALUES ")
-		for i, e := range entries {
+		for i, entry := range entries {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
 			sb.WriteString("(?, ?, ?, ?, ?, ?)")
-			args = append(args, uid, accountID, string(e.Code), millis(e.OccurredAt), e.Value, millis(e.ReceivedAt))
+			args = append(args, uid, accountID, string(entry.Code), millis(entry.OccurredAt), entry.Value, millis(entry.ReceivedAt))
 		}
 		sb.WriteString(" ON CONFLICT DO NOTHING RETURNING mount_uid, account_id, code, occurred_at, value, received_at")
 		var rows []stateRow
@@ -85,20 +85,25 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 		sb.Reset()
 		args = args[:0]
 		sb.WriteString("INSERT INTO mount_latest_states (mount_uid, account_id, code, occurred_at, value) VALUES ")
-		for i, e := range latest {
+		for i, entry := range latest {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
 			sb.WriteString("(?, ?, ?, ?, ?)")
-			args = append(args, uid, accountID, string(e.Code), millis(e.OccurredAt), e.Value)
+			args = append(args, uid, accountID, string(entry.Code), millis(entry.OccurredAt), entry.Value)
 		}
 		// Ties on the instant go to the greater value in byte order, as in
 		// core.Newer (the value columns compare bytes on both databases).
 		sb.WriteString(` ON CONFLICT (mount_uid, account_id, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value
 			WHERE excluded.occurred_at > mount_latest_states.occurred_at
 			   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value > mount_latest_states.value)`)
-		_, err = tx.NewRaw(sb.String(), args...).Exec(ctx)
-		return err
+		if _, err = tx.NewRaw(sb.String(), args...).Exec(ctx); err != nil {
+			return err
+		}
+		if e != nil {
+			e.States = accepted
+		}
+		return s.appendEvent(ctx, tx, e, &mount)
 	})
 	if err != nil {
 		return core.Mount{}, nil, err

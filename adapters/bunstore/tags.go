@@ -83,11 +83,11 @@ func (s *Store) tagLinks(ctx context.Context, db bun.IDB, accountID string, rows
 }
 
 // SyncTags implements core.TagStore in one transaction.
-func (s *Store) SyncTags(ctx context.Context, accountID, mountUID string, tagUIDs []string, now time.Time) (added, removed int, err error) {
+func (s *Store) SyncTags(ctx context.Context, accountID, mountUID string, tagUIDs []string, now time.Time, e *core.Event) (added, removed int, err error) {
 	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		added, removed = 0, 0
 		var m mountRow
-		if err := tx.NewSelect().Model(&m).Column("association_state", "owner_account_id").Where("uid = ?", mountUID).Scan(ctx); err != nil {
+		if err := tx.NewSelect().Model(&m).Where("uid = ?", mountUID).Scan(ctx); err != nil {
 			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", mountUID))
 		}
 		if m.OwnerID.String != accountID || m.State == string(core.StateInactive) {
@@ -127,7 +127,7 @@ func (s *Store) SyncTags(ctx context.Context, accountID, mountUID string, tagUID
 			n, _ := res.RowsAffected()
 			added = int(n)
 		}
-		return nil
+		return s.appendEvent(ctx, tx, e, &m)
 	})
 	return added, removed, err
 }

@@ -1,8 +1,6 @@
 package memory_test
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/mountd/mountd/adapters/memory"
@@ -17,9 +15,8 @@ func TestStateCache(t *testing.T) {
 	porttest.RunStateCache(t, func(*testing.T) core.StateCache { return memory.NewStateCache() })
 }
 
-func TestEventBus(t *testing.T) {
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	porttest.RunEventBus(t, func(*testing.T) core.EventBus { return memory.NewEventBus(logger) })
+func TestEventWaker(t *testing.T) {
+	porttest.RunEventWaker(t, func(*testing.T) core.EventWaker { return memory.NewWaker() })
 }
 
 func TestExpiryScheduler(t *testing.T) {
@@ -28,23 +25,4 @@ func TestExpiryScheduler(t *testing.T) {
 
 func TestFailureLimiter(t *testing.T) {
 	porttest.RunFailureLimiter(t, func(*testing.T) core.FailureLimiter { return memory.NewFailureLimiter() })
-}
-
-func TestEventBusClose(t *testing.T) {
-	bus := memory.NewEventBus(nil)
-	ch, err := bus.Subscribe(t.Context(), "acc1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bus.Close()
-	if _, ok := <-ch; ok {
-		t.Fatal("channel open after Close")
-	}
-	if _, err := bus.Subscribe(t.Context(), "acc1"); err != memory.ErrClosed {
-		t.Fatalf("Subscribe after Close: %v, want ErrClosed", err)
-	}
-	if err := bus.Publish(t.Context(), core.Event{AccountID: "acc1"}); err != memory.ErrClosed {
-		t.Fatalf("Publish after Close: %v, want ErrClosed", err)
-	}
-	bus.Close() // idempotent
 }

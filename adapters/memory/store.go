@@ -18,6 +18,7 @@ var (
 	_ core.CommandStore  = (*Store)(nil)
 	_ core.TagStore      = (*Store)(nil)
 	_ core.FirmwareStore = (*Store)(nil)
+	_ core.EventLog      = (*Store)(nil)
 )
 
 // Store is every storage port of core in memory, with the conditional
@@ -37,6 +38,9 @@ type Store struct {
 	tags     map[tagKey]core.NfcTag // MountUIDs unused here: links hold them
 	links    map[linkKey]string     // → account that linked
 	firmware map[[2]string]core.FirmwareVersion
+	events   []core.Event // the log, in order
+	eventSeq int64
+	horizon  core.Cursor // the newest pruned position
 }
 
 type stateKey struct {
@@ -121,7 +125,7 @@ func or(v *string, keep string) string {
 }
 
 // ClaimMount implements core.MountStore.
-func (s *Store) ClaimMount(_ context.Context, c core.Claim) (core.Mount, error) {
+func (s *Store) ClaimMount(_ context.Context, c core.Claim, e *core.Event) (core.Mount, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := c.Fields
@@ -131,6 +135,7 @@ func (s *Store) ClaimMount(_ context.Context, c core.Claim) (core.Mount, error) 
 			FirmwareRevision: or(f.FirmwareRevision, ""), SoftwareRevision: or(f.SoftwareRevision, ""), ModelNumber: or(f.ModelNumber, ""),
 			State: core.StateIdle, OwnerID: c.AccountID, IdleDeadline: ms(c.Deadline), Key: c.Key, CreatedAt: ms(c.Now), UpdatedAt: ms(c.Now)}
 		s.mounts[c.UID] = m
+		s.appendLocked(e, *m)
 		return *m, nil
 	}
 	if m.State != core.StateInactive && m.OwnerID != c.AccountID {
@@ -153,6 +158,7 @@ func (s *Store) ClaimMount(_ context.Context, c core.Claim) (core.Mount, error) 
 	}
 	m.OwnerID, m.ExpiredOwnerID, m.Key, m.UpdatedAt = c.AccountID, "", c.Key, ms(c.Now)
 	s.unlinkLocked(c.UID, c.AccountID)
+	s.appendLocked(e, *m)
 	return *m, nil
 }
 
@@ -167,7 +173,7 @@ func (s *Store) unlinkLocked(uid, keep string) {
 }
 
 // ConfirmAssociation implements core.MountStore.
-func (s *Store) ConfirmAssociation(_ context.Context, uid, accountID string, now time.Time) (core.Mount, bool, error) {
+func (s *Store) ConfirmAssociation(_ context.Context, uid, accountID string, now time.Time, e *core.Event) (core.Mount, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.mounts[uid]
@@ -178,11 +184,12 @@ func (s *Store) ConfirmAssociation(_ context.Context, uid, accountID string, now
 		return *m, false, nil
 	}
 	m.State, m.AssociatedAt, m.IdleDeadline, m.UpdatedAt = core.StateAssociated, ms(now), time.Time{}, ms(now)
+	s.appendLocked(e, *m)
 	return *m, true, nil
 }
 
 // ExpireAssociation implements core.MountStore.
-func (s *Store) ExpireAssociation(_ context.Context, uid string, now time.Time) (core.Mount, bool, error) {
+func (s *Store) ExpireAssociation(_ context.Context, uid string, now time.Time, e *core.Event) (core.Mount, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.mounts[uid]
@@ -192,11 +199,15 @@ func (s *Store) ExpireAssociation(_ context.Context, uid string, now time.Time) 
 	m.State, m.ExpiredOwnerID, m.OwnerID = core.StateInactive, m.OwnerID, ""
 	m.IdleDeadline, m.Key, m.UpdatedAt = time.Time{}, core.MountKey{}, ms(now)
 	s.unlinkLocked(uid, "")
+	if e != nil {
+		e.AccountID = m.ExpiredOwnerID
+	}
+	s.appendLocked(e, *m)
 	return *m, true, nil
 }
 
 // AbandonMount implements core.MountStore.
-func (s *Store) AbandonMount(_ context.Context, uid, accountID string, now time.Time) (core.Mount, error) {
+func (s *Store) AbandonMount(_ context.Context, uid, accountID string, now time.Time, e *core.Event) (core.Mount, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.mounts[uid]
@@ -206,11 +217,12 @@ func (s *Store) AbandonMount(_ context.Context, uid, accountID string, now time.
 	m.State, m.ExpiredOwnerID, m.OwnerID = core.StateInactive, "", ""
 	m.IdleDeadline, m.AssociatedAt, m.Key, m.UpdatedAt = time.Time{}, time.Time{}, core.MountKey{}, ms(now)
 	s.unlinkLocked(uid, "")
+	s.appendLocked(e, *m)
 	return *m, nil
 }
 
 // DeleteMount implements core.MountStore: the mount and everything of it.
-func (s *Store) DeleteMount(_ context.Context, uid, accountID string) (core.Mount, error) {
+func (s *Store) DeleteMount(_ context.Context, uid, accountID string, e *core.Event) (core.Mount, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.mounts[uid]
@@ -230,6 +242,7 @@ func (s *Store) DeleteMount(_ context.Context, uid, accountID string) (core.Moun
 	}
 	s.commands = slices.DeleteFunc(s.commands, func(c storedCommand) bool { return c.MountUID == uid })
 	s.unlinkLocked(uid, "")
+	s.appendLocked(e, *m)
 	return *m, nil
 }
 
@@ -354,7 +367,7 @@ func (s *Store) LapsedIdle(_ context.Context, now time.Time, limit int) ([]strin
 }
 
 // InsertStates implements core.StateStore.
-func (s *Store) InsertStates(_ context.Context, uid, accountID string, entries []core.StateEntry) (core.Mount, []core.StateEntry, error) {
+func (s *Store) InsertStates(_ context.Context, uid, accountID string, entries []core.StateEntry, e *core.Event) (core.Mount, []core.StateEntry, error) {
 	if len(entries) == 0 {
 		return core.Mount{}, nil, core.Errorf(core.CodeValidation, "a report holds at least one entry")
 	}
@@ -366,23 +379,27 @@ func (s *Store) InsertStates(_ context.Context, uid, accountID string, entries [
 		return core.Mount{}, nil, mountNotFound(uid)
 	}
 	accepted := []core.StateEntry{}
-	for _, e := range entries {
-		e.OccurredAt, e.ReceivedAt = ms(e.OccurredAt), ms(e.ReceivedAt)
-		k := stateKey{uid, accountID, e.Code, e.OccurredAt.UnixMilli(), e.Value}
+	for _, entry := range entries {
+		entry.OccurredAt, entry.ReceivedAt = ms(entry.OccurredAt), ms(entry.ReceivedAt)
+		k := stateKey{uid, accountID, entry.Code, entry.OccurredAt.UnixMilli(), entry.Value}
 		if _, dup := s.states[k]; dup {
 			continue
 		}
-		s.states[k] = e
-		accepted = append(accepted, e)
+		s.states[k] = entry
+		accepted = append(accepted, entry)
 	}
 	lk := latestKey{uid, accountID}
-	for _, e := range core.LatestPerCode(accepted) {
+	for _, entry := range core.LatestPerCode(accepted) {
 		if s.latest[lk] == nil {
 			s.latest[lk] = map[core.StateCode]core.StateEntry{}
 		}
-		if cur, ok := s.latest[lk][e.Code]; !ok || core.Newer(e, cur) {
-			s.latest[lk][e.Code] = core.StateEntry{Code: e.Code, Value: e.Value, OccurredAt: e.OccurredAt}
+		if cur, ok := s.latest[lk][entry.Code]; !ok || core.Newer(entry, cur) {
+			s.latest[lk][entry.Code] = core.StateEntry{Code: entry.Code, Value: entry.Value, OccurredAt: entry.OccurredAt}
 		}
+	}
+	if len(accepted) > 0 && e != nil {
+		e.States = slices.Clone(accepted)
+		s.appendLocked(e, *m)
 	}
 	return *m, accepted, nil
 }
@@ -416,15 +433,17 @@ func (s *Store) ListStates(_ context.Context, uid, accountID string, f core.Stat
 }
 
 // InsertCommand implements core.CommandStore.
-func (s *Store) InsertCommand(_ context.Context, c core.Command) error {
+func (s *Store) InsertCommand(_ context.Context, c core.Command, e *core.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.mounts[c.MountUID]; !ok {
+	m, ok := s.mounts[c.MountUID]
+	if !ok {
 		return mountNotFound(c.MountUID)
 	}
 	s.seq++
 	c.GeneratedAt = ms(c.GeneratedAt)
 	s.commands = append(s.commands, storedCommand{Command: c, seq: s.seq})
+	s.appendLocked(e, *m)
 	return nil
 }
 
@@ -481,7 +500,7 @@ func (s *Store) ListTags(_ context.Context, accountID string, mountUIDs []string
 }
 
 // SyncTags implements core.TagStore.
-func (s *Store) SyncTags(_ context.Context, accountID, mountUID string, tagUIDs []string, now time.Time) (added, removed int, err error) {
+func (s *Store) SyncTags(_ context.Context, accountID, mountUID string, tagUIDs []string, now time.Time, e *core.Event) (added, removed int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.mounts[mountUID]
@@ -510,6 +529,7 @@ func (s *Store) SyncTags(_ context.Context, accountID, mountUID string, tagUIDs 
 			added++
 		}
 	}
+	s.appendLocked(e, *m)
 	return added, removed, nil
 }
 
@@ -622,4 +642,70 @@ func (s *Store) DeprecateFirmware(_ context.Context, model, revision string) (co
 	v.Deprecated = true
 	s.firmware[k] = v
 	return v, nil
+}
+
+// appendLocked completes e with the mount as the change left it and
+// appends it to the log; nil appends nothing.
+func (s *Store) appendLocked(e *core.Event, m core.Mount) {
+	if e == nil {
+		return
+	}
+	m.Key = core.MountKey{}
+	m.Latest = core.LatestStates{}
+	if e.Type != core.EventDeleted {
+		m.Latest = core.ComputeLatest(s.latestLocked(m.UID, e.AccountID))
+	}
+	s.eventSeq++
+	e.ID, e.Mount, e.OccurredAt = core.Cursor{Seq: s.eventSeq}, m, ms(e.OccurredAt)
+	stored := *e
+	stored.States = slices.Clone(e.States)
+	s.events = append(s.events, stored)
+}
+
+// ReadEvents implements core.EventLog. Appends happen under the store's
+// lock, so every event in the log is settled.
+func (s *Store) ReadEvents(_ context.Context, q core.EventQuery) ([]core.Event, core.Cursor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q.After != nil && q.After.Before(s.horizon) {
+		return nil, core.Cursor{}, core.Errorf(core.CodeCursorExpired, "the event log no longer holds the events after this cursor; start again without it")
+	}
+	head := core.Cursor{Seq: s.eventSeq}
+	if q.After != nil && head.Before(*q.After) {
+		head = *q.After
+	}
+	var out []core.Event
+	if q.Limit <= 0 {
+		return out, head, nil
+	}
+	for _, e := range s.events {
+		switch {
+		case q.After != nil && !q.After.Before(e.ID),
+			q.AccountID != "" && e.AccountID != q.AccountID,
+			q.Types != nil && !slices.Contains(q.Types, e.Type),
+			q.MountUIDs != nil && !slices.Contains(q.MountUIDs, e.UID):
+			continue
+		}
+		e.States = slices.Clone(e.States)
+		out = append(out, e)
+		if len(out) == q.Limit {
+			return out, e.ID, nil
+		}
+	}
+	return out, head, nil
+}
+
+// PruneEvents implements core.EventLog.
+func (s *Store) PruneEvents(_ context.Context, before time.Time, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for n < len(s.events) && n < limit && s.events[n].OccurredAt.Before(before) {
+		n++
+	}
+	if n > 0 {
+		s.horizon = s.events[n-1].ID
+		s.events = slices.Delete(s.events, 0, n)
+	}
+	return n, nil
 }

@@ -10,7 +10,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/mountd/mountd/adapters/memory"
 	"github.com/mountd/mountd/adapters/porttest"
 	"github.com/mountd/mountd/adapters/redis"
 	"github.com/mountd/mountd/adapters/testenv"
@@ -60,15 +59,15 @@ func TestStateCache(t *testing.T) {
 	}, porttest.Options{Shared: true})
 }
 
-func TestEventBus(t *testing.T) {
+func TestEventWaker(t *testing.T) {
 	url, base := setup(t)
-	porttest.RunEventBus(t, func(t *testing.T) core.EventBus {
-		bus, stop, err := redis.NewEventBus(newClient(t, url), base+t.Name()+":", quiet)
+	porttest.RunEventWaker(t, func(t *testing.T) core.EventWaker {
+		w, stop, err := redis.NewWaker(newClient(t, url), base+t.Name()+":", quiet)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(stop)
-		return bus
+		return w
 	}, porttest.Options{Shared: true})
 }
 
@@ -146,52 +145,10 @@ func TestExpirySchedulerLayout(t *testing.T) {
 	}
 }
 
-func TestEventBusWireAndStop(t *testing.T) {
-	url, base := setup(t)
-	client := newClient(t, url)
-	ctx := context.Background()
-	bus, stop, err := redis.NewEventBus(client, base, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	ch, err := bus.Subscribe(t.Context(), "acc1")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// Undecodable payloads are skipped; the JSON of core.Event is the wire
-	// format any other publisher can use.
-	client.Publish(ctx, base+"events", "not json")
-	client.Publish(ctx, base+"events", `{"type":"DELETED","uid":"m1","accountId":"acc1","mount":{"UID":"m1"},"occurredAt":"2025-06-01T12:00:00Z"}`)
-	select {
-	case e := <-ch:
-		if e.Type != core.EventDeleted || e.UID != "m1" || e.Mount.UID != "m1" || e.OccurredAt.IsZero() {
-			t.Fatalf("got %+v", e)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no event")
-	}
-
-	stop()
-	stop() // idempotent
-	select {
-	case _, ok := <-ch:
-		if ok {
-			t.Fatal("event after stop")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("subscriber channel still open after stop")
-	}
-	if _, err := bus.Subscribe(t.Context(), "acc1"); err != memory.ErrClosed {
-		t.Fatalf("Subscribe after stop: %v, want memory.ErrClosed", err)
-	}
-}
-
-func TestNewEventBusWithoutRedis(t *testing.T) {
+func TestNewWakerWithoutRedis(t *testing.T) {
 	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
 	defer client.Close()
-	if _, _, err := redis.NewEventBus(client, "x:", quiet); err == nil {
-		t.Fatal("NewEventBus succeeded without a server")
+	if _, _, err := redis.NewWaker(client, "x:", quiet); err == nil {
+		t.Fatal("NewWaker succeeded without a server")
 	}
 }

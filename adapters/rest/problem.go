@@ -28,6 +28,7 @@ var statusByCode = map[core.Code]int{
 	core.CodeMountNotAssociated:    http.StatusConflict,
 	core.CodeConflict:              http.StatusConflict,
 	core.CodeAssociationExpired:    http.StatusGone,
+	core.CodeCursorExpired:         http.StatusGone,
 	core.CodePayloadTooLarge:       http.StatusRequestEntityTooLarge,
 	core.CodeUnsupportedMedia:      http.StatusUnsupportedMediaType,
 	core.CodeRateLimited:           http.StatusTooManyRequests,

@@ -30,6 +30,7 @@ type Deps struct {
 	Mounts   Mounts
 	Nfc      NfcTags
 	Firmware Firmware
+	Events   Events
 	// Blobs serves local firmware files; nil with S3 storage.
 	Blobs  BlobOpener
 	Checks []Checker
@@ -70,6 +71,7 @@ func NewServer(d Deps) *Server {
 	api.Handle("GET /api/v1/firmware/check-update", s.authed(s.checkUpdate))
 	api.Handle("GET /api/v1/firmware/download", s.authed(s.downloadFirmware))
 	api.Handle("GET /api/v1/firmware/blobs/{key...}", http.HandlerFunc(s.serveBlob))
+	api.Handle("GET /api/v1/events", s.authed(s.listEvents))
 	mux.Handle("/api/v1/", LimitBody(RouteProblems(api, d.Logger)))
 
 	s.handler = RouteProblems(mux, d.Logger)

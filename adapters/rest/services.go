@@ -42,3 +42,8 @@ type Firmware interface {
 type Accounts interface {
 	Me(ctx context.Context, p core.Principal) (core.Me, error)
 }
+
+// Events is what it asks of the event log's rules.
+type Events interface {
+	Events(ctx context.Context, p core.Principal, r core.EventsRequest) (core.EventPage, error)
+}

@@ -22,6 +22,7 @@ type Store interface {
 	core.CommandStore
 	core.TagStore
 	core.FirmwareStore
+	core.EventLog
 }
 
 // Run runs the suite; newStore gives each case a fresh, empty store.
@@ -37,6 +38,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"CommandOrder", commandOrder},
 		{"Lifecycle", lifecycle},
 		{"Tags", tags},
+		{"EventLog", eventLog},
+		{"EventRetention", eventRetention},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
@@ -127,7 +130,7 @@ func insertStates(t *testing.T, store Store) {
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	if _, err := store.ClaimMount(ctx, core.Claim{UID: "S1", AccountID: owner.AccountID, Now: now, Deadline: now.Add(time.Hour),
-		Key: core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}}); err != nil {
+		Key: core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	base := now.Add(-time.Hour)
@@ -197,7 +200,7 @@ func insertStates(t *testing.T, store Store) {
 			"", 2, map[core.StateCode]string{core.StateBatteryLevel: "60", core.StateCPUTemperature: "10.0", core.StateMountLocked: "1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mount, stored, err := store.InsertStates(ctx, tc.uid, tc.account, tc.entries)
+			mount, stored, err := store.InsertStates(ctx, tc.uid, tc.account, tc.entries, nil)
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("InsertStates: %v", err)
@@ -246,24 +249,24 @@ func associationScope(t *testing.T, store Store) {
 	claim := func(account string, fields core.MountFields) {
 		t.Helper()
 		if _, err := store.ClaimMount(ctx, core.Claim{UID: "MX", AccountID: account, Now: now, Deadline: now.Add(time.Hour), Fields: fields,
-			Key: core.MountKey{ID: "k-" + account, PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}}); err != nil {
+			Key: core.MountKey{ID: "k-" + account, PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}}, nil); err != nil {
 			t.Fatalf("claim by %s: %v", account, err)
 		}
 	}
 	claim(a.AccountID, core.MountFields{Name: &name})
-	if _, ok, err := store.ConfirmAssociation(ctx, "MX", a.AccountID, now); err != nil || !ok {
+	if _, ok, err := store.ConfirmAssociation(ctx, "MX", a.AccountID, now, nil); err != nil || !ok {
 		t.Fatalf("confirm: %v %v", ok, err)
 	}
-	if _, _, err := store.SyncTags(ctx, a.AccountID, "MX", []string{"11223344", "AABBCCDDEEFF00"}, now); err != nil {
+	if _, _, err := store.SyncTags(ctx, a.AccountID, "MX", []string{"11223344", "AABBCCDDEEFF00"}, now, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := store.InsertStates(ctx, "MX", a.AccountID, []core.StateEntry{{Code: core.StateBatteryLevel, Value: "80", OccurredAt: now, ReceivedAt: now}}); err != nil {
+	if _, _, err := store.InsertStates(ctx, "MX", a.AccountID, []core.StateEntry{{Code: core.StateBatteryLevel, Value: "80", OccurredAt: now, ReceivedAt: now}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.InsertCommand(ctx, core.Command{ID: "c-a", MountUID: "MX", AccountID: a.AccountID, Code: core.CommandCode("LOCK_MOUNT"), GeneratedAt: now, IssuedBy: a.ClientID}); err != nil {
+	if err := store.InsertCommand(ctx, core.Command{ID: "c-a", MountUID: "MX", AccountID: a.AccountID, Code: core.CommandCode("LOCK_MOUNT"), GeneratedAt: now, IssuedBy: a.ClientID}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.AbandonMount(ctx, "MX", a.AccountID, now); err != nil {
+	if _, err := store.AbandonMount(ctx, "MX", a.AccountID, now, nil); err != nil {
 		t.Fatal(err)
 	}
 	claim(b.AccountID, core.MountFields{})
@@ -312,14 +315,14 @@ func commandOrder(t *testing.T, store Store) {
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	if _, err := store.ClaimMount(ctx, core.Claim{UID: "CO", AccountID: acc.AccountID, Now: now, Deadline: now.Add(time.Hour),
-		Key: core.MountKey{ID: "k", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}}); err != nil {
+		Key: core.MountKey{ID: "k", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	const n = 40
 	for i := 0; i < n; i++ {
 		// ids in reverse byte order, so neither the id nor chance gives the right order
 		if err := store.InsertCommand(ctx, core.Command{ID: fmt.Sprintf("z%03d", n-i), MountUID: "CO", AccountID: acc.AccountID,
-			Code: core.CommandCode("LOCK_MOUNT"), GeneratedAt: now, Data: map[string]any{"i": i}}); err != nil {
+			Code: core.CommandCode("LOCK_MOUNT"), GeneratedAt: now, Data: map[string]any{"i": i}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -359,7 +362,7 @@ func lifecycle(t *testing.T, store Store) {
 		return core.MountKey{ID: id, PublicKey: make([]byte, 32), SealedPrivateKey: "sealed-" + id}
 	}
 	claim := func(account string, at time.Time, f core.MountFields) (core.Mount, error) {
-		return store.ClaimMount(ctx, core.Claim{UID: "L1", AccountID: account, Fields: f, Key: key(account + at.String()), Now: at, Deadline: at.Add(window)})
+		return store.ClaimMount(ctx, core.Claim{UID: "L1", AccountID: account, Fields: f, Key: key(account + at.String()), Now: at, Deadline: at.Add(window)}, nil)
 	}
 	name := "Front"
 
@@ -375,17 +378,17 @@ func lifecycle(t *testing.T, store Store) {
 	if err != nil || m.State != core.StateIdle || !m.IdleDeadline.Equal(t0.Add(time.Minute+window)) || m.Name != "Front" {
 		t.Fatalf("owner's re-claim: %+v %v", m, err)
 	}
-	if _, ok, err := store.ConfirmAssociation(ctx, "L1", b.AccountID, t0.Add(2*time.Minute)); ok || err != nil {
+	if _, ok, err := store.ConfirmAssociation(ctx, "L1", b.AccountID, t0.Add(2*time.Minute), nil); ok || err != nil {
 		t.Fatalf("another account confirms: %v %v", ok, err)
 	}
-	if _, ok, err := store.ExpireAssociation(ctx, "L1", t0.Add(window)); ok || err != nil {
+	if _, ok, err := store.ExpireAssociation(ctx, "L1", t0.Add(window), nil); ok || err != nil {
 		t.Fatalf("expiry inside the window: %v %v", ok, err)
 	}
-	m, ok, err := store.ConfirmAssociation(ctx, "L1", a.AccountID, t0.Add(2*time.Minute))
+	m, ok, err := store.ConfirmAssociation(ctx, "L1", a.AccountID, t0.Add(2*time.Minute), nil)
 	if !ok || err != nil || m.State != core.StateAssociated || !m.AssociatedAt.Equal(t0.Add(2*time.Minute)) || !m.IdleDeadline.IsZero() {
 		t.Fatalf("confirm inside the window: %+v %v %v", m, ok, err)
 	}
-	if _, ok, _ := store.ConfirmAssociation(ctx, "L1", a.AccountID, t0.Add(3*time.Minute)); ok {
+	if _, ok, _ := store.ConfirmAssociation(ctx, "L1", a.AccountID, t0.Add(3*time.Minute), nil); ok {
 		t.Fatal("a second confirm changed the mount")
 	}
 	// ASSOCIATED, owner re-claims: stays ASSOCIATED with a new key.
@@ -393,10 +396,10 @@ func lifecycle(t *testing.T, store Store) {
 	if err != nil || m.State != core.StateAssociated || !m.AssociatedAt.Equal(t0.Add(2*time.Minute)) || m.Key.ID != key(a.AccountID+t0.Add(4*time.Minute).String()).ID {
 		t.Fatalf("owner's re-claim of an ASSOCIATED mount: %+v %v", m, err)
 	}
-	if _, err := store.AbandonMount(ctx, "L1", b.AccountID, t0.Add(5*time.Minute)); core.ErrorCode(err) != core.CodeMountNotFound {
+	if _, err := store.AbandonMount(ctx, "L1", b.AccountID, t0.Add(5*time.Minute), nil); core.ErrorCode(err) != core.CodeMountNotFound {
 		t.Fatalf("another account abandons: %v", err)
 	}
-	m, err = store.AbandonMount(ctx, "L1", a.AccountID, t0.Add(5*time.Minute))
+	m, err = store.AbandonMount(ctx, "L1", a.AccountID, t0.Add(5*time.Minute), nil)
 	if err != nil || m.State != core.StateInactive || m.OwnerID != "" || m.Key.ID != "" || m.ExpiredOwnerID != "" {
 		t.Fatalf("abandon: %+v %v", m, err)
 	}
@@ -417,24 +420,24 @@ func lifecycle(t *testing.T, store Store) {
 	if uids, err := store.LapsedIdle(ctx, lapsed, 10); err != nil || len(uids) != 1 || uids[0] != "L1" {
 		t.Fatalf("LapsedIdle: %v %v", uids, err)
 	}
-	if _, ok, _ := store.ConfirmAssociation(ctx, "L1", b.AccountID, lapsed); ok {
+	if _, ok, _ := store.ConfirmAssociation(ctx, "L1", b.AccountID, lapsed, nil); ok {
 		t.Fatal("confirm at the deadline went through")
 	}
-	m, ok, err = store.ExpireAssociation(ctx, "L1", lapsed)
+	m, ok, err = store.ExpireAssociation(ctx, "L1", lapsed, nil)
 	if !ok || err != nil || m.State != core.StateInactive || m.ExpiredOwnerID != b.AccountID || m.OwnerID != "" {
 		t.Fatalf("expiry: %+v %v %v", m, ok, err)
 	}
-	if _, ok, _ := store.ExpireAssociation(ctx, "L1", lapsed); ok {
+	if _, ok, _ := store.ExpireAssociation(ctx, "L1", lapsed, nil); ok {
 		t.Fatal("a second expiry changed the mount")
 	}
-	if _, err := store.DeleteMount(ctx, "L1", b.AccountID); core.ErrorCode(err) != core.CodeMountNotFound {
+	if _, err := store.DeleteMount(ctx, "L1", b.AccountID, nil); core.ErrorCode(err) != core.CodeMountNotFound {
 		t.Fatalf("delete by the account whose window lapsed: %v", err)
 	}
 	// Claim again, then delete: everything of it goes.
 	if _, err := claim(a.AccountID, lapsed, core.MountFields{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.DeleteMount(ctx, "L1", a.AccountID); err != nil {
+	if _, err := store.DeleteMount(ctx, "L1", a.AccountID, nil); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	if _, err := store.Mount(ctx, "L1"); core.ErrorCode(err) != core.CodeMountNotFound {
@@ -453,15 +456,15 @@ func tags(t *testing.T, store Store) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	for _, uid := range []string{"T1", "T2"} {
 		if _, err := store.ClaimMount(ctx, core.Claim{UID: uid, AccountID: acc.AccountID, Now: now, Deadline: now.Add(time.Hour),
-			Key: core.MountKey{ID: uid, PublicKey: make([]byte, 32), SealedPrivateKey: "s"}}); err != nil {
+			Key: core.MountKey{ID: uid, PublicKey: make([]byte, 32), SealedPrivateKey: "s"}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := store.SyncTags(ctx, acc.AccountID, "T1", []string{"04A2B3C4"}, now); core.ErrorCode(err) != core.CodeMountNotAssociated {
+	if _, _, err := store.SyncTags(ctx, acc.AccountID, "T1", []string{"04A2B3C4"}, now, nil); core.ErrorCode(err) != core.CodeMountNotAssociated {
 		t.Fatalf("sync on an IDLE mount: %v", err)
 	}
 	for _, uid := range []string{"T1", "T2"} {
-		if _, ok, err := store.ConfirmAssociation(ctx, uid, acc.AccountID, now); !ok || err != nil {
+		if _, ok, err := store.ConfirmAssociation(ctx, uid, acc.AccountID, now, nil); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
 	}
@@ -475,7 +478,7 @@ func tags(t *testing.T, store Store) {
 		{"T1", []string{"04A2B3C4D5E6F7", "0102030405060708090A"}, 1, 1},
 		{"T1", []string{"04A2B3C4D5E6F7", "0102030405060708090A"}, 0, 0},
 	} {
-		added, removed, err := store.SyncTags(ctx, acc.AccountID, tc.mount, tc.tags, now)
+		added, removed, err := store.SyncTags(ctx, acc.AccountID, tc.mount, tc.tags, now, nil)
 		if err != nil || added != tc.added || removed != tc.removed {
 			t.Fatalf("sync %s %v: added %d removed %d %v; want %d %d", tc.mount, tc.tags, added, removed, err, tc.added, tc.removed)
 		}
@@ -511,7 +514,7 @@ func tags(t *testing.T, store Store) {
 	if list, total, err := store.ListTags(ctx, other.AccountID, nil, core.Page{CurrentPage: 1, PageSize: 10}); err != nil || total != 0 || len(list) != 0 {
 		t.Fatalf("another account's tags: %+v %v", list, err)
 	}
-	if _, _, err := store.SyncTags(ctx, other.AccountID, "T1", nil, now); core.ErrorCode(err) != core.CodeMountNotFound {
+	if _, _, err := store.SyncTags(ctx, other.AccountID, "T1", nil, now, nil); core.ErrorCode(err) != core.CodeMountNotFound {
 		t.Fatalf("another account syncs: %v", err)
 	}
 }

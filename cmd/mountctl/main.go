@@ -61,6 +61,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 			connectCommand(s, out),
 			releaseCommand(s, out),
 			watchCommand(s, out),
+			eventsCommand(s, out),
 			firmwareCommand(s, out),
 		},
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/mountd/mountd/core"
 )
 
 // Config is every setting of mountd; each has a flag and an environment
@@ -25,6 +27,7 @@ type Config struct {
 	TokenTTL          time.Duration
 	DownloadTTL       time.Duration
 	BodyTimeout       time.Duration
+	EventRetention    time.Duration
 	BlobURL           string
 	LogLevel          string
 	LogFormat         string
@@ -57,6 +60,12 @@ func (c *Config) resolve(listenAddr string) error {
 	}
 	if c.AssociationWindow <= 0 {
 		return fmt.Errorf("association window must be positive")
+	}
+	if c.EventRetention == 0 {
+		c.EventRetention = core.DefaultEventRetention
+	}
+	if c.EventRetention < 0 {
+		return fmt.Errorf("event retention must be positive")
 	}
 	return nil
 }

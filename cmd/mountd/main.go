@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -216,6 +217,7 @@ func configFlags(cfg *Config) []cli.Flag {
 		dur("association-window", "MOUNTD_ASSOCIATION_WINDOW", 10*time.Minute, "time to confirm an association", &cfg.AssociationWindow),
 		dur("token-ttl", "MOUNTD_TOKEN_TTL", time.Hour, "lifetime of tokens from the embedded identity provider", &cfg.TokenTTL),
 		dur("download-ttl", "MOUNTD_DOWNLOAD_TTL", 15*time.Minute, "lifetime of firmware download links", &cfg.DownloadTTL),
+		dur("event-retention", "MOUNTD_EVENT_RETENTION", core.DefaultEventRetention, "how long the event log keeps events", &cfg.EventRetention),
 		dur("body-timeout", "MOUNTD_BODY_TIMEOUT", httpserver.DefaultBodyTimeout, "how long a request body may take to arrive", &cfg.BodyTimeout),
 		str("blob-url", "MOUNTD_BLOB_URL", "", "s3://bucket?endpoint=... for S3-compatible firmware storage; empty: the data dir", &cfg.BlobURL),
 		str("log-level", "MOUNTD_LOG_LEVEL", "info", "debug, info, warn or error", &cfg.LogLevel),
@@ -252,14 +254,19 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 	}
 	defer cleanup()
 	workerCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
-	workersDone := make(chan struct{})
-	go func() {
-		defer close(workersDone)
+	var workers sync.WaitGroup
+	workers.Go(func() {
 		if err := a.Mounts.RunExpiry(workerCtx); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Error("expiry worker stopped", "err", err)
 		}
-	}()
-	defer func() { stopWorkers(); <-workersDone }()
+	})
+	workers.Go(func() {
+		if err := a.Feed.Run(workerCtx); err != nil {
+			logger.Error("event feed stopped", "err", err)
+		}
+	})
+	workers.Go(func() { a.Events.RunRetention(workerCtx, cfg.EventRetention, time.Minute) })
+	defer func() { stopWorkers(); workers.Wait() }()
 	handler := a.Handler
 
 	srv := &http.Server{
@@ -281,6 +288,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
+	a.Events.StopWaiting() // long polls answer now rather than hold the shutdown
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)

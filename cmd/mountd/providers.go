@@ -37,6 +37,7 @@ var storeSet = wire.NewSet(
 	wire.Bind(new(core.CommandStore), new(*bunstore.Store)),
 	wire.Bind(new(core.TagStore), new(*bunstore.Store)),
 	wire.Bind(new(core.FirmwareStore), new(*bunstore.Store)),
+	wire.Bind(new(core.EventLog), new(*bunstore.Store)),
 	wire.Bind(new(keyring.SigningKeyStore), new(*bunstore.Store)),
 )
 
@@ -49,11 +50,12 @@ var mountSet = wire.NewSet(
 	provideRedis,
 	provideSharedState,
 	provideWindow,
-	wire.FieldsOf(new(sharedState), "Cache", "Scheduler", "Events", "Failures"),
+	wire.FieldsOf(new(sharedState), "Cache", "Scheduler", "Waker", "Failures"),
 	wire.Struct(new(core.MountDeps), "*"),
 	core.NewMountService,
 	core.NewNfcService,
-	core.NewSubscriptionService,
+	core.NewEventFeed,
+	core.NewEventService,
 )
 
 // firmwareSet provides the firmware catalogue and its blob store.
@@ -89,7 +91,8 @@ var serverSet = wire.NewSet(
 	wire.Bind(new(graph.Mounts), new(*core.MountService)),
 	wire.Bind(new(graph.NfcTags), new(*core.NfcService)),
 	wire.Bind(new(graph.Firmware), new(*core.FirmwareService)),
-	wire.Bind(new(graph.Subscriptions), new(*core.SubscriptionService)),
+	wire.Bind(new(graph.EventLog), new(*core.EventService)),
+	wire.Bind(new(rest.Events), new(*core.EventService)),
 	wire.Struct(new(graph.Resolver), "*"),
 	provideGraphQL,
 	provideGraphiQL,
@@ -190,7 +193,7 @@ func provideWindow(cfg Config) core.AssociationWindow {
 type sharedState struct {
 	Cache     core.StateCache
 	Scheduler core.ExpiryScheduler
-	Events    core.EventBus
+	Waker     core.EventWaker
 	// Failures throttles failed authentications across replicas.
 	Failures core.FailureLimiter
 }
@@ -200,26 +203,29 @@ func provideSharedState(cfg Config, rdb *goredis.Client, logger *slog.Logger) (s
 		return sharedState{
 			Cache:     memory.NewStateCache(),
 			Scheduler: memory.NewExpiryScheduler(),
-			Events:    memory.NewEventBus(logger),
+			Waker:     memory.NewWaker(),
 			Failures:  memory.NewFailureLimiter(),
 		}, func() {}, nil
 	}
-	bus, stopBus, err := redisadapter.NewEventBus(rdb, cfg.RedisPrefix, logger)
+	waker, stopWaker, err := redisadapter.NewWaker(rdb, cfg.RedisPrefix, logger)
 	if err != nil {
 		return sharedState{}, nil, err
 	}
 	return sharedState{
 		Cache:     redisadapter.NewStateCache(rdb, cfg.RedisPrefix, time.Hour),
 		Scheduler: redisadapter.NewExpiryScheduler(rdb, cfg.RedisPrefix, 250*time.Millisecond),
-		Events:    bus,
+		Waker:     waker,
 		Failures:  redisadapter.NewFailureLimiter(rdb, cfg.RedisPrefix),
-	}, stopBus, nil
+	}, stopWaker, nil
 }
 
 // app is what `mountd serve` runs: the HTTP handler and the workers.
 type app struct {
 	Handler *httpserver.Server
 	Mounts  *core.MountService
+	// Feed follows the event log; Events prunes it.
+	Feed   *core.EventFeed
+	Events *core.EventService
 	// WebSockets closes the subscription sockets at shutdown.
 	WebSockets *wsproto.Stats
 }

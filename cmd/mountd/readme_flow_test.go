@@ -109,6 +109,22 @@ func TestReadmeOperatorFlow(t *testing.T) {
 	if out, err := mountctl(other, "release-helmet", "SIM-0001"); err == nil || !strings.Contains(out, "does not allow this mount") {
 		t.Fatalf("foreign token: %v\n%s", err, out)
 	}
+	// events prints the log and resumes after the last event printed
+	// (association events only: mountsim keeps reporting states meanwhile).
+	cursor := filepath.Join(t.TempDir(), "cursor")
+	lifecycle := []string{"events", "--types", "ASSOCIATION_REQUESTED,ASSOCIATION_CONFIRMED", "--cursor-file", cursor}
+	if out := must(owner, lifecycle...); !strings.Contains(out, "ASSOCIATION_CONFIRMED") || !strings.Contains(out, "SIM-0001") {
+		t.Fatalf("events:\n%s", out)
+	}
+	if out := must(owner, lifecycle...); strings.TrimSpace(out) != "" {
+		t.Fatalf("events again printed what it had printed:\n%s", out)
+	}
+	if res, body := in.call("POST", "/api/v1/mounts", owner, map[string]any{"uid": "EVT-0001"}); res.StatusCode != 200 {
+		t.Fatalf("request an association: %d %s", res.StatusCode, body)
+	}
+	if out := must(owner, append(lifecycle, "--json")...); strings.Count(out, "\n") != 1 || !strings.Contains(out, `"EVT-0001"`) {
+		t.Fatalf("events after one request:\n%s", out)
+	}
 	// watch prints a live report.
 	done := make(chan string, 1)
 	go func() { out, _ := mountctl(owner, "watch", "SIM-0001", "--count", "1"); done <- out }()

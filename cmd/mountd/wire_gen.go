@@ -55,7 +55,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	mountSigner := keyring.NewMountSigner(sealer)
 	stateCache := mainSharedState.Cache
 	expiryScheduler := mainSharedState.Scheduler
-	eventBus := mainSharedState.Events
+	eventWaker := mainSharedState.Waker
 	associationWindow := provideWindow(cfg)
 	mountDeps := core.MountDeps{
 		Mounts:    store,
@@ -65,12 +65,12 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Signer:    mountSigner,
 		Cache:     stateCache,
 		Scheduler: expiryScheduler,
-		Events:    eventBus,
+		Waker:     eventWaker,
 		Window:    associationWindow,
 		Logger:    logger,
 	}
 	mountService := core.NewMountService(mountDeps)
-	nfcService := core.NewNfcService(store, store, eventBus, logger)
+	nfcService := core.NewNfcService(store, store, eventWaker, logger)
 	localStore, err := provideLocalBlobs(cfg, sealer)
 	if err != nil {
 		cleanup3()
@@ -87,6 +87,8 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	}
 	downloadTTL := provideDownloadTTL(cfg)
 	firmwareService := core.NewFirmwareService(store, blobStore, downloadTTL, logger)
+	eventFeed := core.NewEventFeed(store, eventWaker, logger)
+	eventService := core.NewEventService(eventFeed, store, mountService, logger)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
 	deps := rest.Deps{
@@ -96,17 +98,17 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Mounts:   mountService,
 		Nfc:      nfcService,
 		Firmware: firmwareService,
+		Events:   eventService,
 		Blobs:    blobOpener,
 		Checks:   v,
 	}
 	server := rest.NewServer(deps)
-	subscriptionService := core.NewSubscriptionService(eventBus, mountService)
 	resolver := &graph.Resolver{
 		Accounts:        accountService,
 		MountService:    mountService,
 		NfcService:      nfcService,
 		FirmwareService: firmwareService,
-		Subscriptions:   subscriptionService,
+		EventLog:        eventService,
 		Logger:          logger,
 	}
 	stats := provideWebSocketStats()
@@ -130,6 +132,8 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	mainApp := &app{
 		Handler:    httpserverServer,
 		Mounts:     mountService,
+		Feed:       eventFeed,
+		Events:     eventService,
 		WebSockets: stats,
 	}
 	return mainApp, func() {
@@ -177,7 +181,7 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 	}
 	stateCache := mainSharedState.Cache
 	expiryScheduler := mainSharedState.Scheduler
-	eventBus := mainSharedState.Events
+	eventWaker := mainSharedState.Waker
 	associationWindow := provideWindow(cfg)
 	mountDeps := core.MountDeps{
 		Mounts:    store,
@@ -187,7 +191,7 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 		Signer:    mountSigner,
 		Cache:     stateCache,
 		Scheduler: expiryScheduler,
-		Events:    eventBus,
+		Waker:     eventWaker,
 		Window:    associationWindow,
 		Logger:    logger,
 	}

@@ -52,6 +52,11 @@ type ComplexityRoot struct {
 		Pagination func(childComplexity int) int
 	}
 
+	EventPage struct {
+		Events func(childComplexity int) int
+		Next   func(childComplexity int) int
+	}
+
 	FirmwareDownload struct {
 		DownloadLink func(childComplexity int) int
 		ExpiresAt    func(childComplexity int) int
@@ -105,8 +110,10 @@ type ComplexityRoot struct {
 	}
 
 	MountEvent struct {
+		ID         func(childComplexity int) int
 		Mount      func(childComplexity int) int
 		OccurredAt func(childComplexity int) int
+		States     func(childComplexity int) int
 		Type       func(childComplexity int) int
 		UID        func(childComplexity int) int
 	}
@@ -124,6 +131,7 @@ type ComplexityRoot struct {
 	}
 
 	MountStateEvent struct {
+		ID         func(childComplexity int) int
 		Mount      func(childComplexity int) int
 		OccurredAt func(childComplexity int) int
 		States     func(childComplexity int) int
@@ -171,6 +179,7 @@ type ComplexityRoot struct {
 
 	Query struct {
 		CheckFirmwareUpdate func(childComplexity int, modelNumber string, softwareRevision *string) int
+		Events              func(childComplexity int, after *string, limit *int, types []model.MountEventType, mountUID *string) int
 		FirmwareDownload    func(childComplexity int, modelNumber string, softwareRevision *string) int
 		FirmwareVersions    func(childComplexity int, currentPage *int, pageSize *int, modelNumber *string) int
 		Me                  func(childComplexity int) int
@@ -187,8 +196,8 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		MountEvents       func(childComplexity int, uids []string) int
-		MountStateChanged func(childComplexity int, uid string) int
+		MountEvents       func(childComplexity int, uids []string, after *string) int
+		MountStateChanged func(childComplexity int, uid string, after *string) int
 	}
 
 	SyncNfcTagsResult struct {
@@ -218,6 +227,7 @@ type MutationResolver interface {
 }
 type QueryResolver interface {
 	Me(ctx context.Context) (*model.Me, error)
+	Events(ctx context.Context, after *string, limit *int, types []model.MountEventType, mountUID *string) (*model.EventPage, error)
 	FirmwareVersions(ctx context.Context, currentPage *int, pageSize *int, modelNumber *string) (*model.FirmwareVersionPage, error)
 	CheckFirmwareUpdate(ctx context.Context, modelNumber string, softwareRevision *string) (*model.FirmwareUpdateCheck, error)
 	FirmwareDownload(ctx context.Context, modelNumber string, softwareRevision *string) (*model.FirmwareDownload, error)
@@ -228,8 +238,8 @@ type QueryResolver interface {
 	NfcTags(ctx context.Context, currentPage *int, pageSize *int) (*model.NfcTagPage, error)
 }
 type SubscriptionResolver interface {
-	MountStateChanged(ctx context.Context, uid string) (<-chan *model.MountStateEvent, error)
-	MountEvents(ctx context.Context, uids []string) (<-chan *model.MountEvent, error)
+	MountStateChanged(ctx context.Context, uid string, after *string) (<-chan *model.MountStateEvent, error)
+	MountEvents(ctx context.Context, uids []string, after *string) (<-chan *model.MountEvent, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -299,6 +309,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CommandPage.Pagination(childComplexity), true
+
+	case "EventPage.events":
+		if e.ComplexityRoot.EventPage.Events == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventPage.Events(childComplexity), true
+	case "EventPage.next":
+		if e.ComplexityRoot.EventPage.Next == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EventPage.Next(childComplexity), true
 
 	case "FirmwareDownload.downloadLink":
 		if e.ComplexityRoot.FirmwareDownload.DownloadLink == nil {
@@ -510,6 +533,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Mount.UID(childComplexity), true
 
+	case "MountEvent.id":
+		if e.ComplexityRoot.MountEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountEvent.ID(childComplexity), true
 	case "MountEvent.mount":
 		if e.ComplexityRoot.MountEvent.Mount == nil {
 			break
@@ -522,6 +551,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.MountEvent.OccurredAt(childComplexity), true
+	case "MountEvent.states":
+		if e.ComplexityRoot.MountEvent.States == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountEvent.States(childComplexity), true
 	case "MountEvent.type":
 		if e.ComplexityRoot.MountEvent.Type == nil {
 			break
@@ -573,6 +608,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MountState.Value(childComplexity), true
 
+	case "MountStateEvent.id":
+		if e.ComplexityRoot.MountStateEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountStateEvent.ID(childComplexity), true
 	case "MountStateEvent.mount":
 		if e.ComplexityRoot.MountStateEvent.Mount == nil {
 			break
@@ -803,6 +844,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.CheckFirmwareUpdate(childComplexity, args["modelNumber"].(string), args["softwareRevision"].(*string)), true
+	case "Query.events":
+		if e.ComplexityRoot.Query.Events == nil {
+			break
+		}
+
+		args, err := ec.field_Query_events_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Events(childComplexity, args["after"].(*string), args["limit"].(*int), args["types"].([]model.MountEventType), args["mountUid"].(*string)), true
 	case "Query.firmwareDownload":
 		if e.ComplexityRoot.Query.FirmwareDownload == nil {
 			break
@@ -911,7 +963,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.MountEvents(childComplexity, args["uids"].([]string)), true
+		return e.ComplexityRoot.Subscription.MountEvents(childComplexity, args["uids"].([]string), args["after"].(*string)), true
 	case "Subscription.mountStateChanged":
 		if e.ComplexityRoot.Subscription.MountStateChanged == nil {
 			break
@@ -922,7 +974,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.MountStateChanged(childComplexity, args["uid"].(string)), true
+		return e.ComplexityRoot.Subscription.MountStateChanged(childComplexity, args["uid"].(string), args["after"].(*string)), true
 
 	case "SyncNfcTagsResult.added":
 		if e.ComplexityRoot.SyncNfcTagsResult.Added == nil {
@@ -1062,6 +1114,8 @@ var sources = []*ast.Source{
 
 "One accepted state report."
 type MountStateEvent {
+  "The event's cursor in the event log: pass it as after to resume."
+  id: ID!
   uid: ID!
   mount: Mount!
   "The report's new entries."
@@ -1070,17 +1124,33 @@ type MountStateEvent {
 }
 
 type MountEvent {
+  "The event's cursor in the event log: pass it as after to resume."
+  id: ID!
   type: MountEventType!
   uid: ID!
   mount: Mount!
+  "A report's new entries (STATES_REPORTED only)."
+  states: [MountState!]
   occurredAt: DateTime!
 }
 
+"A page of the event log, oldest first."
+type EventPage {
+  events: [MountEvent!]!
+  "The cursor to pass as after next."
+  next: ID!
+}
+
+extend type Query {
+  "The event log of the account, oldest first, as GET /api/v1/events (without wait)."
+  events(after: ID, limit: Int, types: [MountEventType!], mountUid: ID): EventPage!
+}
+
 extend type Subscription {
-  "Every accepted state report of one mount."
-  mountStateChanged(uid: ID!): MountStateEvent!
-  "Every event of the given mounts, or without uids of every mount the token may see."
-  mountEvents(uids: [ID!]): MountEvent!
+  "Every accepted state report of one mount; with after, first those retained after that cursor."
+  mountStateChanged(uid: ID!, after: ID): MountStateEvent!
+  "Every event of the given mounts, or without uids of every mount the token may see; with after, first those retained after that cursor."
+  mountEvents(uids: [ID!], after: ID): MountEvent!
 }
 `, BuiltIn: false},
 	{Name: "../schema/firmware.graphqls", Input: `type FirmwareVersion {
@@ -1331,6 +1401,16 @@ func (ec *executionContext) childFields_CommandPage(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type CommandPage", field.Name)
 }
 
+func (ec *executionContext) childFields_EventPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "events":
+		return ec.fieldContext_EventPage_events(ctx, field)
+	case "next":
+		return ec.fieldContext_EventPage_next(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type EventPage", field.Name)
+}
+
 func (ec *executionContext) childFields_FirmwareDownload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "version":
@@ -1437,12 +1517,16 @@ func (ec *executionContext) childFields_Mount(ctx context.Context, field graphql
 
 func (ec *executionContext) childFields_MountEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
+	case "id":
+		return ec.fieldContext_MountEvent_id(ctx, field)
 	case "type":
 		return ec.fieldContext_MountEvent_type(ctx, field)
 	case "uid":
 		return ec.fieldContext_MountEvent_uid(ctx, field)
 	case "mount":
 		return ec.fieldContext_MountEvent_mount(ctx, field)
+	case "states":
+		return ec.fieldContext_MountEvent_states(ctx, field)
 	case "occurredAt":
 		return ec.fieldContext_MountEvent_occurredAt(ctx, field)
 	}
@@ -1475,6 +1559,8 @@ func (ec *executionContext) childFields_MountState(ctx context.Context, field gr
 
 func (ec *executionContext) childFields_MountStateEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
+	case "id":
+		return ec.fieldContext_MountStateEvent_id(ctx, field)
 	case "uid":
 		return ec.fieldContext_MountStateEvent_uid(ctx, field)
 	case "mount":
@@ -1889,6 +1975,44 @@ func (ec *executionContext) field_Query_checkFirmwareUpdate_args(ctx context.Con
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_events_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "types",
+		func(ctx context.Context, v any) ([]model.MountEventType, error) {
+			return ec.unmarshalOMountEventType2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountEventTypeᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["types"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "mountUid",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["mountUid"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_firmwareDownload_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2102,6 +2226,14 @@ func (ec *executionContext) field_Subscription_mountEvents_args(ctx context.Cont
 		return nil, err
 	}
 	args["uids"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -2116,6 +2248,14 @@ func (ec *executionContext) field_Subscription_mountStateChanged_args(ctx contex
 		return nil, err
 	}
 	args["uid"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -2379,6 +2519,61 @@ func (ec *executionContext) fieldContext_CommandPage_pagination(_ context.Contex
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _EventPage_events(ctx context.Context, field graphql.CollectedField, obj *model.EventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventPage_events(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Events, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.MountEvent) graphql.Marshaler {
+			return ec.marshalNMountEvent2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountEventᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventPage_events(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "EventPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MountEvent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _EventPage_next(ctx context.Context, field graphql.CollectedField, obj *model.EventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EventPage_next(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Next, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EventPage_next(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EventPage", field, false, false, errors.New("field of type ID does not have child fields"))
 }
 
 func (ec *executionContext) _FirmwareDownload_version(ctx context.Context, field graphql.CollectedField, obj *model.FirmwareDownload) (ret graphql.Marshaler) {
@@ -3208,6 +3403,29 @@ func (ec *executionContext) fieldContext_Mount_nfcTags(_ context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _MountEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.MountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MountEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MountEvent", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
 func (ec *executionContext) _MountEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.MountEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3281,6 +3499,38 @@ func (ec *executionContext) fieldContext_MountEvent_mount(_ context.Context, fie
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Mount(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MountEvent_states(ctx context.Context, field graphql.CollectedField, obj *model.MountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountEvent_states(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.States, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.MountState) graphql.Marshaler {
+			return ec.marshalOMountState2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountStateᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MountEvent_states(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MountEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MountState(ctx, field)
 		},
 	}
 	return fc, nil
@@ -3463,6 +3713,29 @@ func (ec *executionContext) _MountState_receivedAt(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_MountState_receivedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MountState", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _MountStateEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.MountStateEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountStateEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MountStateEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MountStateEvent", field, false, false, errors.New("field of type ID does not have child fields"))
 }
 
 func (ec *executionContext) _MountStateEvent_uid(ctx context.Context, field graphql.CollectedField, obj *model.MountStateEvent) (ret graphql.Marshaler) {
@@ -4384,6 +4657,50 @@ func (ec *executionContext) fieldContext_Query_me(_ context.Context, field graph
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_events(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_events(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Events(ctx, fc.Args["after"].(*string), fc.Args["limit"].(*int), fc.Args["types"].([]model.MountEventType), fc.Args["mountUid"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.EventPage) graphql.Marshaler {
+			return ec.marshalNEventPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐEventPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_events(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EventPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_events_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_firmwareVersions(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4868,7 +5185,7 @@ func (ec *executionContext) _Subscription_mountStateChanged(ctx context.Context,
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().MountStateChanged(ctx, fc.Args["uid"].(string))
+			return ec.Resolvers.Subscription().MountStateChanged(ctx, fc.Args["uid"].(string), fc.Args["after"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.MountStateEvent) graphql.Marshaler {
@@ -4912,7 +5229,7 @@ func (ec *executionContext) _Subscription_mountEvents(ctx context.Context, field
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().MountEvents(ctx, fc.Args["uids"].([]string))
+			return ec.Resolvers.Subscription().MountEvents(ctx, fc.Args["uids"].([]string), fc.Args["after"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.MountEvent) graphql.Marshaler {
@@ -6487,6 +6804,49 @@ func (ec *executionContext) _CommandPage(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var eventPageImplementors = []string{"EventPage"}
+
+func (ec *executionContext) _EventPage(ctx context.Context, sel ast.SelectionSet, obj *model.EventPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, eventPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("EventPage")
+		case "events":
+			out.Values[i] = ec._EventPage_events(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "next":
+			out.Values[i] = ec._EventPage_next(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
 var firmwareDownloadImplementors = []string{"FirmwareDownload"}
 
 func (ec *executionContext) _FirmwareDownload(ctx context.Context, sel ast.SelectionSet, obj *model.FirmwareDownload) graphql.Marshaler {
@@ -6900,6 +7260,11 @@ func (ec *executionContext) _MountEvent(ctx context.Context, sel ast.SelectionSe
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("MountEvent")
+		case "id":
+			out.Values[i] = ec._MountEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "type":
 			out.Values[i] = ec._MountEvent_type(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -6913,6 +7278,11 @@ func (ec *executionContext) _MountEvent(ctx context.Context, sel ast.SelectionSe
 		case "mount":
 			out.Values[i] = ec._MountEvent_mount(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "states":
+			out.Values[i] = ec._MountEvent_states(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "occurredAt":
@@ -7049,6 +7419,11 @@ func (ec *executionContext) _MountStateEvent(ctx context.Context, sel ast.Select
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("MountStateEvent")
+		case "id":
+			out.Values[i] = ec._MountStateEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "uid":
 			out.Values[i] = ec._MountStateEvent_uid(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -7431,6 +7806,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_me(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "events":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_events(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -8219,6 +8616,20 @@ func (ec *executionContext) marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgr
 	return v
 }
 
+func (ec *executionContext) marshalNEventPage2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐEventPage(ctx context.Context, sel ast.SelectionSet, v model.EventPage) graphql.Marshaler {
+	return ec._EventPage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNEventPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐEventPage(ctx context.Context, sel ast.SelectionSet, v *model.EventPage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._EventPage(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNFirmwareDownload2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐFirmwareDownload(ctx context.Context, sel ast.SelectionSet, v model.FirmwareDownload) graphql.Marshaler {
 	return ec._FirmwareDownload(ctx, sel, &v)
 }
@@ -8420,6 +8831,22 @@ func (ec *executionContext) marshalNMount2ᚖgithubᚗcomᚋmountdᚋmountdᚋgr
 
 func (ec *executionContext) marshalNMountEvent2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountEvent(ctx context.Context, sel ast.SelectionSet, v model.MountEvent) graphql.Marshaler {
 	return ec._MountEvent(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNMountEvent2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountEventᚄ(ctx context.Context, sel ast.SelectionSet, v []model.MountEvent) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMountEvent2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountEvent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNMountEvent2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountEvent(ctx context.Context, sel ast.SelectionSet, v *model.MountEvent) graphql.Marshaler {
@@ -8918,6 +9345,24 @@ func (ec *executionContext) marshalOID2ᚕstringᚄ(ctx context.Context, sel ast
 	return ret
 }
 
+func (ec *executionContext) unmarshalOID2ᚖstring(ctx context.Context, v any) (*string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalID(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOID2ᚖstring(ctx context.Context, sel ast.SelectionSet, v *string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalID(*v)
+	return res
+}
+
 func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*int, error) {
 	if v == nil {
 		return nil, nil
@@ -8936,12 +9381,67 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	return res
 }
 
+func (ec *executionContext) unmarshalOMountEventType2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountEventTypeᚄ(ctx context.Context, v any) ([]model.MountEventType, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.MountEventType, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNMountEventType2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountEventType(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOMountEventType2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountEventTypeᚄ(ctx context.Context, sel ast.SelectionSet, v []model.MountEventType) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMountEventType2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountEventType(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalOMountFilter2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountFilter(ctx context.Context, v any) (*model.MountFilter, error) {
 	if v == nil {
 		return nil, nil
 	}
 	res, err := ec.unmarshalInputMountFilter(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOMountState2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountStateᚄ(ctx context.Context, sel ast.SelectionSet, v []model.MountState) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMountState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountState(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v any) (*string, error) {

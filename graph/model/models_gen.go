@@ -32,6 +32,13 @@ type CommandParamsInput struct {
 	TagUID           *string `json:"tagUid,omitempty"`
 }
 
+// A page of the event log, oldest first.
+type EventPage struct {
+	Events []MountEvent `json:"events"`
+	// The cursor to pass as after next.
+	Next string `json:"next"`
+}
+
 type FirmwareDownload struct {
 	Version      *FirmwareVersion `json:"version"`
 	DownloadLink string           `json:"downloadLink"`
@@ -90,10 +97,14 @@ type Mount struct {
 }
 
 type MountEvent struct {
-	Type       MountEventType `json:"type"`
-	UID        string         `json:"uid"`
-	Mount      *Mount         `json:"mount"`
-	OccurredAt DateTime       `json:"occurredAt"`
+	// The event's cursor in the event log: pass it as after to resume.
+	ID    string         `json:"id"`
+	Type  MountEventType `json:"type"`
+	UID   string         `json:"uid"`
+	Mount *Mount         `json:"mount"`
+	// A report's new entries (STATES_REPORTED only).
+	States     []MountState `json:"states,omitempty"`
+	OccurredAt DateTime     `json:"occurredAt"`
 }
 
 type MountFilter struct {
@@ -116,6 +127,8 @@ type MountState struct {
 
 // One accepted state report.
 type MountStateEvent struct {
+	// The event's cursor in the event log: pass it as after to resume.
+	ID    string `json:"id"`
 	UID   string `json:"uid"`
 	Mount *Mount `json:"mount"`
 	// The report's new entries.

@@ -1,0 +1,311 @@
+package bunstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/mountd/mountd/core"
+)
+
+var _ core.EventLog = (*Store)(nil)
+
+// eventRow is a row of the event log. Tx is read as text: PostgreSQL's
+// xid8 has no integer type in Go's drivers.
+type eventRow struct {
+	ID         int64  `bun:"id"`
+	Tx         string `bun:"tx"`
+	AccountID  string `bun:"account_id"`
+	Type       string `bun:"type"`
+	MountUID   string `bun:"mount_uid"`
+	OccurredAt int64  `bun:"occurred_at"`
+	Body       string `bun:"body"`
+}
+
+// eventBody is what the log stores of an event beyond its columns. Its
+// JSON names are fixed here, apart from core's types, so that renaming a
+// field in core does not break stored events.
+type eventBody struct {
+	Mount  eventMount   `json:"mount"`
+	States []eventState `json:"states,omitempty"`
+}
+
+type eventMount struct {
+	UID              string       `json:"uid"`
+	Name             string       `json:"name"`
+	SerialNumber     string       `json:"serialNumber"`
+	MACAddress       string       `json:"macAddress"`
+	FirmwareRevision string       `json:"firmwareRevision"`
+	SoftwareRevision string       `json:"softwareRevision"`
+	ModelNumber      string       `json:"modelNumber"`
+	State            string       `json:"state"`
+	OwnerID          string       `json:"ownerId,omitempty"`
+	ExpiredOwnerID   string       `json:"expiredOwnerId,omitempty"`
+	IdleDeadline     int64        `json:"idleDeadline,omitempty"`
+	AssociatedAt     int64        `json:"associatedAt,omitempty"`
+	CreatedAt        int64        `json:"createdAt"`
+	UpdatedAt        int64        `json:"updatedAt"`
+	Latest           []eventState `json:"latest,omitempty"`
+}
+
+type eventState struct {
+	Code       string `json:"code"`
+	Value      string `json:"value"`
+	OccurredAt int64  `json:"occurredAt"`
+	ReceivedAt int64  `json:"receivedAt,omitempty"`
+}
+
+func optMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return millis(t)
+}
+
+func optTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return fromMillis(ms)
+}
+
+func toEventStates(entries []core.StateEntry) []eventState {
+	out := make([]eventState, len(entries))
+	for i, e := range entries {
+		out[i] = eventState{Code: string(e.Code), Value: e.Value, OccurredAt: millis(e.OccurredAt), ReceivedAt: optMillis(e.ReceivedAt)}
+	}
+	return out
+}
+
+func fromEventStates(states []eventState) []core.StateEntry {
+	if states == nil {
+		return nil
+	}
+	out := make([]core.StateEntry, len(states))
+	for i, s := range states {
+		out[i] = core.StateEntry{Code: core.StateCode(s.Code), Value: s.Value, OccurredAt: fromMillis(s.OccurredAt), ReceivedAt: optTime(s.ReceivedAt)}
+	}
+	return out
+}
+
+// appendEvent completes e with the mount as the change left it (row) and
+// the latest values of e.AccountID's association read in tx, and appends
+// it to the log in tx; nil appends nothing.
+func (s *Store) appendEvent(ctx context.Context, tx bun.IDB, e *core.Event, row *mountRow) error {
+	if e == nil {
+		return nil
+	}
+	m := row.toMount()
+	m.Key = core.MountKey{}
+	var latest []core.StateEntry
+	if e.Type != core.EventDeleted {
+		var rows []latestRow
+		if err := tx.NewSelect().Model(&rows).Where("account_id = ? AND mount_uid = ?", e.AccountID, m.UID).Scan(ctx); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			latest = append(latest, core.StateEntry{Code: core.StateCode(r.Code), Value: r.Value, OccurredAt: fromMillis(r.OccurredAt)})
+		}
+		m.Latest = core.ComputeLatest(latest)
+	}
+	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Mount: eventMount{
+		UID: m.UID, Name: m.Name, SerialNumber: m.SerialNumber, MACAddress: m.MACAddress,
+		FirmwareRevision: m.FirmwareRevision, SoftwareRevision: m.SoftwareRevision, ModelNumber: m.ModelNumber,
+		State: string(m.State), OwnerID: m.OwnerID, ExpiredOwnerID: m.ExpiredOwnerID,
+		IdleDeadline: optMillis(m.IdleDeadline), AssociatedAt: optMillis(m.AssociatedAt),
+		CreatedAt: millis(m.CreatedAt), UpdatedAt: millis(m.UpdatedAt), Latest: toEventStates(latest)}})
+	if err != nil {
+		return err
+	}
+	e.OccurredAt = fromMillis(millis(e.OccurredAt))
+	var pos struct {
+		ID int64  `bun:"id"`
+		Tx string `bun:"tx"`
+	}
+	if err := tx.NewRaw(`INSERT INTO events (account_id, type, mount_uid, occurred_at, body) VALUES (?, ?, ?, ?, ?)
+		RETURNING id, CAST(tx AS TEXT) AS tx`,
+		e.AccountID, string(e.Type), e.UID, millis(e.OccurredAt), string(body)).Scan(ctx, &pos); err != nil {
+		return err
+	}
+	txid, err := strconv.ParseUint(pos.Tx, 10, 64)
+	if err != nil {
+		return fmt.Errorf("event position: %w", err)
+	}
+	e.ID, e.Mount = core.Cursor{Tx: txid, Seq: pos.ID}, m
+	return nil
+}
+
+func (r eventRow) toEvent() (core.Event, error) {
+	txid, err := strconv.ParseUint(r.Tx, 10, 64)
+	if err != nil {
+		return core.Event{}, fmt.Errorf("event %d: position: %w", r.ID, err)
+	}
+	var b eventBody
+	if err := json.Unmarshal([]byte(r.Body), &b); err != nil {
+		return core.Event{}, fmt.Errorf("event %d: body: %w", r.ID, err)
+	}
+	bm := b.Mount
+	m := core.Mount{UID: bm.UID, Name: bm.Name, SerialNumber: bm.SerialNumber, MACAddress: bm.MACAddress,
+		FirmwareRevision: bm.FirmwareRevision, SoftwareRevision: bm.SoftwareRevision, ModelNumber: bm.ModelNumber,
+		State: core.AssociationState(bm.State), OwnerID: bm.OwnerID, ExpiredOwnerID: bm.ExpiredOwnerID,
+		IdleDeadline: optTime(bm.IdleDeadline), AssociatedAt: optTime(bm.AssociatedAt),
+		CreatedAt: fromMillis(bm.CreatedAt), UpdatedAt: fromMillis(bm.UpdatedAt)}
+	if bm.Latest != nil {
+		m.Latest = core.ComputeLatest(fromEventStates(bm.Latest))
+	}
+	return core.Event{ID: core.Cursor{Tx: txid, Seq: r.ID}, Type: core.EventType(r.Type), UID: r.MountUID,
+		AccountID: r.AccountID, Mount: m, States: fromEventStates(b.States), OccurredAt: fromMillis(r.OccurredAt)}, nil
+}
+
+// txType is the SQL type of the position's first part.
+func (s *Store) txType() string {
+	if s.postgres {
+		return "xid8"
+	}
+	return "INTEGER"
+}
+
+// logBounds reads, in one statement, where the settled log ends and where
+// retention has cut it. On PostgreSQL the settled part is every row of a
+// transaction older than the oldest one still in flight; on SQLite, with
+// one writer at a time, every row up to the last id handed out.
+func (s *Store) logBounds(ctx context.Context) (head, horizon core.Cursor, err error) {
+	var b struct {
+		Bound     string `bun:"bound"`
+		HorizonTx string `bun:"horizon_tx"`
+		HorizonID int64  `bun:"horizon_id"`
+	}
+	bound := `CAST(pg_snapshot_xmin(pg_current_snapshot()) AS TEXT)`
+	if !s.postgres {
+		bound = `CAST(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) AS TEXT)`
+	}
+	if err := s.db.NewRaw(`SELECT `+bound+` AS bound, CAST(tx AS TEXT) AS horizon_tx, id AS horizon_id FROM event_horizon`).
+		Scan(ctx, &b); err != nil {
+		return head, horizon, err
+	}
+	n, err := strconv.ParseUint(b.Bound, 10, 64)
+	if err != nil {
+		return head, horizon, fmt.Errorf("event log bound: %w", err)
+	}
+	htx, err := strconv.ParseUint(b.HorizonTx, 10, 64)
+	if err != nil {
+		return head, horizon, fmt.Errorf("event log horizon: %w", err)
+	}
+	horizon = core.Cursor{Tx: htx, Seq: b.HorizonID}
+	if s.postgres {
+		// Every transaction below xmin has ended: its rows, and only
+		// theirs, are settled. xmin is at least 3 (the first normal id).
+		head = core.Cursor{Tx: n - 1, Seq: math.MaxInt64}
+	} else {
+		head = core.Cursor{Seq: int64(n)}
+	}
+	return head, horizon, nil
+}
+
+// ReadEvents implements core.EventLog.
+func (s *Store) ReadEvents(ctx context.Context, q core.EventQuery) ([]core.Event, core.Cursor, error) {
+	head, horizon, err := s.logBounds(ctx)
+	if err != nil {
+		return nil, core.Cursor{}, err
+	}
+	if q.After != nil {
+		if q.After.Before(horizon) {
+			return nil, core.Cursor{}, core.Errorf(core.CodeCursorExpired,
+				"the event log no longer holds the events after this cursor; start again without it")
+		}
+		if head.Before(*q.After) {
+			head = *q.After
+		}
+	}
+	if q.Limit <= 0 {
+		return nil, head, nil
+	}
+	t := s.txType()
+	var sb strings.Builder
+	args := []any{}
+	sb.WriteString(`SELECT id, CAST(tx AS TEXT) AS tx, account_id, type, mount_uid, occurred_at, body FROM events WHERE `)
+	// Only settled rows: up to the head read above, so that the head is
+	// exactly where this read stops.
+	fmt.Fprintf(&sb, `(tx, id) <= (CAST(? AS %s), ?)`, t)
+	args = append(args, strconv.FormatUint(head.Tx, 10), head.Seq)
+	if q.After != nil {
+		fmt.Fprintf(&sb, ` AND (tx, id) > (CAST(? AS %s), ?)`, t)
+		args = append(args, strconv.FormatUint(q.After.Tx, 10), q.After.Seq)
+	}
+	if q.AccountID != "" {
+		sb.WriteString(` AND account_id = ?`)
+		args = append(args, q.AccountID)
+	}
+	if q.Types != nil {
+		types := make([]string, len(q.Types))
+		for i, ty := range q.Types {
+			types[i] = string(ty)
+		}
+		sb.WriteString(` AND type IN (?)`)
+		args = append(args, bun.In(types))
+	}
+	if q.MountUIDs != nil {
+		if len(q.MountUIDs) == 0 {
+			return []core.Event{}, head, nil
+		}
+		sb.WriteString(` AND mount_uid IN (?)`)
+		args = append(args, bun.In(q.MountUIDs))
+	}
+	sb.WriteString(` ORDER BY tx, id LIMIT ?`)
+	args = append(args, q.Limit)
+	var rows []eventRow
+	if err := s.db.NewRaw(sb.String(), args...).Scan(ctx, &rows); err != nil {
+		return nil, core.Cursor{}, err
+	}
+	events := make([]core.Event, len(rows))
+	for i, r := range rows {
+		if events[i], err = r.toEvent(); err != nil {
+			return nil, core.Cursor{}, err
+		}
+	}
+	if len(events) == q.Limit {
+		return events, events[len(events)-1].ID, nil
+	}
+	return events, head, nil
+}
+
+// PruneEvents implements core.EventLog: one transaction deletes the oldest
+// rows past retention and moves the horizon to the newest of them.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (int, error) {
+	n := 0
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var rows []struct {
+			ID int64  `bun:"id"`
+			Tx string `bun:"tx"`
+		}
+		if err := tx.NewRaw(`SELECT id, CAST(tx AS TEXT) AS tx FROM events WHERE occurred_at < ? ORDER BY tx, id LIMIT ?`,
+			millis(before), limit).Scan(ctx, &rows); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		if _, err := tx.NewRaw(`DELETE FROM events WHERE id IN (?)`, bun.In(ids)).Exec(ctx); err != nil {
+			return err
+		}
+		last := rows[len(rows)-1]
+		t := s.txType()
+		if _, err := tx.NewRaw(fmt.Sprintf(`UPDATE event_horizon SET tx = CAST(? AS %s), id = ?
+			WHERE (tx, id) < (CAST(? AS %s), ?)`, t, t), last.Tx, last.ID, last.Tx, last.ID).Exec(ctx); err != nil {
+			return err
+		}
+		n = len(rows)
+		return nil
+	})
+	return n, err
+}

@@ -1,0 +1,79 @@
+package rest
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+// EventJSON is an event of the log (docs/api.md, "Event log").
+type EventJSON struct {
+	ID         string      `json:"id"`
+	Type       string      `json:"type"`
+	UID        string      `json:"uid"`
+	OccurredAt Time        `json:"occurredAt"`
+	Mount      MountJSON   `json:"mount"`
+	States     []stateJSON `json:"states,omitempty"`
+}
+
+func eventJSON(e core.Event) EventJSON {
+	out := EventJSON{ID: e.ID.String(), Type: string(e.Type), UID: e.UID, OccurredAt: Time(e.OccurredAt), Mount: mountJSON(e.Mount)}
+	if e.Type == core.EventStatesReported {
+		out.States = make([]stateJSON, len(e.States))
+		for i, st := range e.States {
+			out.States[i] = stateJSON{Code: string(st.Code), Value: st.Value, OccurredAt: Time(st.OccurredAt), ReceivedAt: Time(st.ReceivedAt)}
+		}
+	}
+	return out
+}
+
+// listEvents answers GET /api/v1/events, waiting up to wait seconds for an
+// event when none follows after.
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	q := newQuery(r, "after", "limit", "types", "mountUid", "wait")
+	req := core.EventsRequest{MountUID: q.str("mountUid")}
+	if after := q.str("after"); after != nil {
+		c, err := core.ParseCursor(*after)
+		if err != nil {
+			writeError(w, r, s.Logger, err)
+			return
+		}
+		req.After = &c
+	}
+	if n := q.integer("limit"); n != nil {
+		req.Limit = *n
+		if *n == 0 {
+			req.Limit = -1 // explicitly zero is out of range
+		}
+	}
+	if types := q.str("types"); types != nil {
+		for _, t := range strings.Split(*types, ",") {
+			req.Types = append(req.Types, core.EventType(strings.TrimSpace(t)))
+		}
+	}
+	if wait := q.str("wait"); wait != nil {
+		n, err := strconv.Atoi(*wait)
+		if err != nil || n < 0 || n > int(core.MaxEventWait/time.Second) {
+			q.v.Add("wait", "must be a number of seconds from 0 to 30")
+		} else {
+			req.Wait = time.Duration(n) * time.Second
+		}
+	}
+	if err := q.err(); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	page, err := s.Events.Events(r.Context(), p, req)
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	out := make([]EventJSON, len(page.Events))
+	for i, e := range page.Events {
+		out[i] = eventJSON(e)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": out, "next": page.Next.String()})
+}

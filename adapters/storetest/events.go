@@ -1,0 +1,226 @@
+package storetest
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+// makeAccounts creates accounts with these ids.
+func makeAccounts(t *testing.T, store Store, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if err := store.CreateAccount(context.Background(), core.Account{ID: id, Name: id, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)},
+			core.APIClient{ClientID: "cli_" + id, AccountID: id, SecretHash: "x", CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}); err != nil {
+			t.Fatalf("CreateAccount %s: %v", id, err)
+		}
+	}
+}
+
+// readAll reads the whole log as one account sees it.
+func readAll(t *testing.T, store Store, q core.EventQuery) []core.Event {
+	t.Helper()
+	q.Limit = core.MaxEventPage
+	events, _, err := store.ReadEvents(context.Background(), q)
+	if err != nil {
+		t.Fatalf("ReadEvents: %v", err)
+	}
+	return events
+}
+
+// eventLog: each change given an event appends it in its own transaction,
+// only when the change happens, completed with its position and the mount
+// as the change left it; reads select, page and bound as the port says.
+func eventLog(t *testing.T, store Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	key := core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
+	ev := func(ty core.EventType, uid, account string) *core.Event {
+		return &core.Event{Type: ty, UID: uid, AccountID: account, OccurredAt: now}
+	}
+	makeAccounts(t, store, "acc_a", "acc_b")
+	_, head, err := store.ReadEvents(ctx, core.EventQuery{})
+	if err != nil {
+		t.Fatalf("head of an empty log: %v", err)
+	}
+
+	claim := ev(core.EventAssociationRequested, "E1", "acc_a")
+	if _, err := store.ClaimMount(ctx, core.Claim{UID: "E1", AccountID: "acc_a", Now: now, Deadline: now.Add(time.Hour), Key: key}, claim); err != nil {
+		t.Fatal(err)
+	}
+	if !head.Before(claim.ID) || claim.Mount.UID != "E1" || claim.Mount.State != core.StateIdle || claim.Mount.Key.ID != "" {
+		t.Fatalf("the claim's event: id %v after head %v, mount %+v (no key material)", claim.ID, head, claim.Mount)
+	}
+	// A change refused appends nothing.
+	if _, err := store.ClaimMount(ctx, core.Claim{UID: "E1", AccountID: "acc_b", Now: now, Deadline: now.Add(time.Hour), Key: key},
+		ev(core.EventAssociationRequested, "E1", "acc_b")); core.ErrorCode(err) != core.CodeMountAlreadyOwned {
+		t.Fatalf("a claim of another's mount: %v", err)
+	}
+	if _, ok, err := store.ConfirmAssociation(ctx, "E1", "acc_b", now, ev(core.EventAssociationConfirmed, "E1", "acc_b")); ok || err != nil {
+		t.Fatalf("another account's confirm: ok %v, %v", ok, err)
+	}
+	confirm := ev(core.EventAssociationConfirmed, "E1", "acc_a")
+	if _, ok, err := store.ConfirmAssociation(ctx, "E1", "acc_a", now, confirm); !ok || err != nil {
+		t.Fatalf("confirm: ok %v, %v", ok, err)
+	}
+	entries := []core.StateEntry{{Code: core.StateBatteryLevel, Value: "77", OccurredAt: now, ReceivedAt: now}}
+	report := ev(core.EventStatesReported, "E1", "acc_a")
+	if _, _, err := store.InsertStates(ctx, "E1", "acc_a", entries, report); err != nil {
+		t.Fatal(err)
+	}
+	dup := ev(core.EventStatesReported, "E1", "acc_a")
+	if _, accepted, err := store.InsertStates(ctx, "E1", "acc_a", entries, dup); err != nil || len(accepted) != 0 {
+		t.Fatalf("a duplicate report: %d accepted, %v", len(accepted), err)
+	}
+	if (dup.ID != core.Cursor{}) {
+		t.Fatalf("a report with nothing new appended an event at %v", dup.ID)
+	}
+	if b := report.Mount.Latest.BatteryLevel; b == nil || *b != 77 || len(report.States) != 1 {
+		t.Fatalf("the report's event: latest battery %v, states %+v", b, report.States)
+	}
+	sync := ev(core.EventNfcTagsSynced, "E1", "acc_a")
+	if _, _, err := store.SyncTags(ctx, "acc_a", "E1", []string{"04A1B2C3"}, now, sync); err != nil {
+		t.Fatal(err)
+	}
+	issued := ev(core.EventCommandIssued, "E1", "acc_a")
+	if err := store.InsertCommand(ctx, core.Command{ID: "cmd_e1", MountUID: "E1", AccountID: "acc_a", Code: core.CmdReleaseHelmet,
+		Payload: "p", GeneratedAt: now, Data: map[string]any{}}, issued); err != nil {
+		t.Fatal(err)
+	}
+	abandon := ev(core.EventAbandoned, "E1", "acc_a")
+	if _, err := store.AbandonMount(ctx, "E1", "acc_a", now, abandon); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ClaimMount(ctx, core.Claim{UID: "E2", AccountID: "acc_b", Now: now, Deadline: now, Key: key},
+		ev(core.EventAssociationRequested, "E2", "acc_b")); err != nil {
+		t.Fatal(err)
+	}
+	expire := &core.Event{Type: core.EventAssociationExpired, UID: "E2", OccurredAt: now}
+	if _, ok, err := store.ExpireAssociation(ctx, "E2", now, expire); !ok || err != nil || expire.AccountID != "acc_b" {
+		t.Fatalf("expire: ok %v, %v, the event's account %q", ok, err, expire.AccountID)
+	}
+	if _, err := store.ClaimMount(ctx, core.Claim{UID: "E3", AccountID: "acc_a", Now: now, Deadline: now.Add(time.Hour), Key: key}, nil); err != nil {
+		t.Fatal(err)
+	}
+	del := ev(core.EventDeleted, "E3", "acc_a")
+	if _, err := store.DeleteMount(ctx, "E3", "acc_a", del); err != nil {
+		t.Fatal(err)
+	}
+
+	got := readAll(t, store, core.EventQuery{AccountID: "acc_a"})
+	want := []*core.Event{claim, confirm, report, sync, issued, abandon, del}
+	if len(got) != len(want) {
+		t.Fatalf("acc_a's log holds %d events, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.ID != w.ID || g.Type != w.Type || g.UID != w.UID || g.AccountID != "acc_a" || !g.OccurredAt.Equal(now) {
+			t.Errorf("event %d = %v %s %s %s, want %v %s %s", i, g.ID, g.Type, g.UID, g.AccountID, w.ID, w.Type, w.UID)
+		}
+		if i > 0 && !got[i-1].ID.Before(g.ID) {
+			t.Errorf("event %d is not after event %d", i, i-1)
+		}
+		if g.Mount.UID != w.UID || g.Mount.State != w.Mount.State {
+			t.Errorf("event %d's mount = %s %s, want %s %s", i, g.Mount.UID, g.Mount.State, w.UID, w.Mount.State)
+		}
+	}
+	if g := got[2]; len(g.States) != 1 || g.States[0].Value != "77" || g.Mount.Latest.BatteryLevel == nil {
+		t.Errorf("the stored report: states %+v, latest %+v", g.States, g.Mount.Latest)
+	}
+	if g := got[5]; g.Mount.State != core.StateInactive || g.Mount.OwnerID != "" {
+		t.Errorf("the stored abandon: mount %+v", g.Mount)
+	}
+
+	for _, tc := range []struct {
+		name string
+		q    core.EventQuery
+		want []core.EventType
+	}{
+		{"another account", core.EventQuery{AccountID: "acc_b"}, []core.EventType{core.EventAssociationRequested, core.EventAssociationExpired}},
+		{"by type", core.EventQuery{AccountID: "acc_a", Types: []core.EventType{core.EventAbandoned, core.EventDeleted}},
+			[]core.EventType{core.EventAbandoned, core.EventDeleted}},
+		{"by mount", core.EventQuery{AccountID: "acc_a", MountUIDs: []string{"E3"}}, []core.EventType{core.EventDeleted}},
+		{"no mount", core.EventQuery{AccountID: "acc_a", MountUIDs: []string{}}, nil},
+		{"after", core.EventQuery{AccountID: "acc_a", After: &abandon.ID}, []core.EventType{core.EventDeleted}},
+		{"every account", core.EventQuery{After: &abandon.ID}, []core.EventType{core.EventAssociationRequested, core.EventAssociationExpired, core.EventDeleted}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var types []core.EventType
+			for _, e := range readAll(t, store, tc.q) {
+				types = append(types, e.Type)
+			}
+			if !slices.Equal(types, tc.want) {
+				t.Fatalf("types %v, want %v", types, tc.want)
+			}
+		})
+	}
+
+	// Paging: a full page ends at its last event; a short one at the head,
+	// past every event, and never before the cursor given.
+	page, next, err := store.ReadEvents(ctx, core.EventQuery{AccountID: "acc_a", Limit: 3})
+	if err != nil || len(page) != 3 || next != page[2].ID {
+		t.Fatalf("a full page: %d events, next %v, %v", len(page), next, err)
+	}
+	page, next, err = store.ReadEvents(ctx, core.EventQuery{AccountID: "acc_a", After: &next, Limit: 10})
+	if err != nil || len(page) != 4 || next.Before(del.ID) {
+		t.Fatalf("the rest: %d events, next %v (last event %v), %v", len(page), next, del.ID, err)
+	}
+	if page, again, err := store.ReadEvents(ctx, core.EventQuery{AccountID: "acc_a", After: &next, Limit: 10}); err != nil || len(page) != 0 || again.Before(next) {
+		t.Fatalf("after the end: %d events, next %v before %v, %v", len(page), again, next, err)
+	}
+	far := core.Cursor{Tx: next.Tx, Seq: next.Seq}
+	if far.Seq < 1<<62 {
+		far.Seq += 1 << 40
+	}
+	if _, n, err := store.ReadEvents(ctx, core.EventQuery{AccountID: "acc_a", After: &far, Limit: 10}); err != nil || n.Before(far) {
+		t.Fatalf("a cursor past the head: next %v before it, %v", n, err)
+	}
+}
+
+// eventRetention: pruning deletes the oldest events past retention; a
+// cursor before the newest pruned one is CURSOR_EXPIRED, one after it is
+// not.
+func eventRetention(t *testing.T, store Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	key := core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
+	makeAccounts(t, store, "acc_a")
+	var ids []core.Cursor
+	for i, at := range []time.Time{now.Add(-3 * time.Hour), now.Add(-2 * time.Hour), now} {
+		e := &core.Event{Type: core.EventAssociationRequested, UID: "T1", AccountID: "acc_a", OccurredAt: at}
+		if _, err := store.ClaimMount(ctx, core.Claim{UID: "T1", AccountID: "acc_a", Now: at, Deadline: now.Add(time.Hour), Key: key}, e); err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		ids = append(ids, e.ID)
+	}
+	_, head, err := store.ReadEvents(ctx, core.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := store.PruneEvents(ctx, now.Add(-time.Hour), 1); err != nil || n != 1 {
+		t.Fatalf("prune one: %d, %v", n, err)
+	}
+	if n, err := store.PruneEvents(ctx, now.Add(-time.Hour), 100); err != nil || n != 1 {
+		t.Fatalf("prune the rest: %d, %v", n, err)
+	}
+	if n, err := store.PruneEvents(ctx, now.Add(-time.Hour), 100); err != nil || n != 0 {
+		t.Fatalf("prune again: %d, %v", n, err)
+	}
+	var zero core.Cursor
+	for _, c := range []core.Cursor{zero, ids[0]} {
+		if _, _, err := store.ReadEvents(ctx, core.EventQuery{After: &c, Limit: 10}); core.ErrorCode(err) != core.CodeCursorExpired {
+			t.Errorf("after %v: %v, want CURSOR_EXPIRED", c, err)
+		}
+	}
+	for _, c := range []core.Cursor{ids[1], head} {
+		if _, _, err := store.ReadEvents(ctx, core.EventQuery{After: &c, Limit: 10}); err != nil {
+			t.Errorf("after %v: %v", c, err)
+		}
+	}
+	if got := readAll(t, store, core.EventQuery{}); len(got) != 1 || got[0].ID != ids[2] {
+		t.Fatalf("retained: %+v", got)
+	}
+}

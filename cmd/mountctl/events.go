@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/mountd/mountd/client"
+)
+
+type eventPage struct {
+	Events []json.RawMessage `json:"events"`
+	Next   string            `json:"next"`
+}
+
+func eventsCommand(s *settings, out *printer) *cli.Command {
+	return &cli.Command{
+		Name:  "events",
+		Usage: "print the account's event log, resuming after the last event printed",
+		Description: "Each run starts after the last event the previous run printed (the cursor is kept in\n" +
+			"--cursor-file), so nothing is printed twice and nothing is missed while it is not running.\n" +
+			"With --follow it waits for new events until interrupted.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep waiting for new events"},
+			&cli.StringFlag{Name: "after", Usage: "start after this cursor instead of the stored one"},
+			&cli.BoolFlag{Name: "from-start", Usage: "start from the oldest retained event, ignoring the stored cursor"},
+			&cli.StringFlag{Name: "types", Usage: "comma-separated event types to print"},
+			&cli.StringFlag{Name: "mount", Usage: "print the events of this mount only"},
+			&cli.StringFlag{Name: "cursor-file", Usage: "where the last cursor is kept (default: in the user's config directory, per API and token account)"},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if err := s.requireToken(); err != nil {
+				return err
+			}
+			cursorFile := cmd.String("cursor-file")
+			if cursorFile == "" {
+				cursorFile = defaultCursorFile(s)
+			}
+			after := cmd.String("after")
+			if after == "" && !cmd.Bool("from-start") && cursorFile != "" {
+				if b, err := os.ReadFile(cursorFile); err == nil {
+					after = strings.TrimSpace(string(b))
+				}
+			}
+			q := url.Values{}
+			if t := cmd.String("types"); t != "" {
+				q.Set("types", t)
+			}
+			if m := cmd.String("mount"); m != "" {
+				q.Set("mountUid", m)
+			}
+			if cmd.Bool("follow") {
+				q.Set("wait", "25")
+				fmt.Fprintln(cmd.Root().ErrWriter, "following the event log (Ctrl-C to stop)")
+			}
+			api := s.api()
+			for {
+				if after != "" {
+					q.Set("after", after)
+				}
+				var page eventPage
+				err := api.Do(ctx, "GET", "/events?"+q.Encode(), nil, &page)
+				var apiErr *client.Error
+				if errors.As(err, &apiErr) && apiErr.Code == "CURSOR_EXPIRED" {
+					return fmt.Errorf("the log no longer holds the events after the stored cursor (retention passed): run again with --from-start")
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				for _, ev := range page.Events {
+					if err := out.print(ev, func(w io.Writer) { fmt.Fprintln(w, describeEvent(ev)) }); err != nil {
+						return err
+					}
+				}
+				if page.Next != after && cursorFile != "" {
+					if err := writeCursor(cursorFile, page.Next); err != nil {
+						return err
+					}
+				}
+				after = page.Next
+				if len(page.Events) == 0 && !cmd.Bool("follow") {
+					return nil
+				}
+			}
+		},
+	}
+}
+
+// defaultCursorFile names a file per API address and token account, so
+// that two accounts or two servers never share a cursor.
+func defaultCursorFile(s *settings) string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s.API + "\x00" + tokenAccount(s.Token)))
+	return filepath.Join(dir, "mountctl", "events-"+hex.EncodeToString(sum[:8]))
+}
+
+// tokenAccount reads the account id from a JWT's claims without checking
+// it (the server does); "" when the token is not one.
+func tokenAccount(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		AccountID string `json:"account_id"`
+	}
+	_ = json.Unmarshal(raw, &claims)
+	return claims.AccountID
+}
+
+// writeCursor replaces the file whole, so that an interrupted write never
+// leaves half a cursor.
+func writeCursor(path, cursor string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(cursor+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func describeEvent(raw json.RawMessage) string {
+	var ev struct {
+		Type       string `json:"type"`
+		UID        string `json:"uid"`
+		OccurredAt string `json:"occurredAt"`
+		States     []struct {
+			Code, Value string
+		} `json:"states"`
+	}
+	if json.Unmarshal(raw, &ev) != nil {
+		return string(raw)
+	}
+	line := fmt.Sprintf("%s  %-21s %s", ev.OccurredAt, ev.Type, ev.UID)
+	for _, st := range ev.States {
+		line += fmt.Sprintf(" %s=%s", st.Code, st.Value)
+	}
+	return line
+}

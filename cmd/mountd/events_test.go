@@ -1,0 +1,156 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+)
+
+type eventView struct {
+	ID         string    `json:"id"`
+	Type       string    `json:"type"`
+	UID        string    `json:"uid"`
+	OccurredAt string    `json:"occurredAt"`
+	Mount      mountView `json:"mount"`
+	States     []struct {
+		Code  string `json:"code"`
+		Value string `json:"value"`
+	} `json:"states"`
+}
+
+type eventPageView struct {
+	Events []eventView `json:"events"`
+	Next   string      `json:"next"`
+}
+
+func (f fleet) events(t *testing.T, query url.Values) eventPageView {
+	t.Helper()
+	return decode[eventPageView](t, f.ok(t, http.MethodGet, "/api/v1/events?"+query.Encode(), nil))
+}
+
+func eventTypes(events []eventView) []string {
+	var out []string
+	for _, e := range events {
+		out = append(out, e.Type+" "+e.UID)
+	}
+	return out
+}
+
+// TestEventFeed covers docs/api.md, "Event log", over REST and GraphQL on
+// both backends: the log in order, paging by cursor, filters, rights, the
+// long poll, and a subscription resumed from a cursor.
+func TestEventFeed(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			a, b := newFleet(in, "A"), newFleet(in, "B")
+			e1, e2 := uniqueUID("E1"), uniqueUID("E2")
+			a.associate(t, e1, nil)
+			a.confirm(t, e1)
+			a.associate(t, e2, nil)
+			b.associate(t, uniqueUID("B1"), nil)
+			base := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
+			a.report(t, e1, entry("BATTERY_LEVEL", "40", base))
+			a.report(t, e2, entry("BATTERY_LEVEL", "50", base))
+
+			all := a.events(t, nil)
+			want := []string{"ASSOCIATION_REQUESTED " + e1, "ASSOCIATION_CONFIRMED " + e1, "ASSOCIATION_REQUESTED " + e2,
+				"STATES_REPORTED " + e1, "STATES_REPORTED " + e2}
+			if got := eventTypes(all.Events); !slices.Equal(got, want) {
+				t.Fatalf("the log = %v, want %v", got, want)
+			}
+			if r := all.Events[3]; len(r.States) != 1 || r.States[0].Value != "40" || r.Mount.BatteryLevel == nil || *r.Mount.BatteryLevel != 40 {
+				t.Fatalf("the report's event: %+v", r)
+			}
+
+			// Paging by cursor gives the same log, each event once.
+			first := a.events(t, url.Values{"limit": {"2"}})
+			rest := a.events(t, url.Values{"after": {first.Next}, "limit": {"100"}})
+			if got := eventTypes(append(first.Events, rest.Events...)); !slices.Equal(got, want) {
+				t.Fatalf("paged = %v", got)
+			}
+			if again := a.events(t, url.Values{"after": {rest.Next}}); len(again.Events) != 0 || again.Next == "" {
+				t.Fatalf("after the end: %+v", again)
+			}
+			only := a.events(t, url.Values{"types": {"STATES_REPORTED,ASSOCIATION_CONFIRMED"}, "mountUid": {e1}})
+			if got := eventTypes(only.Events); !slices.Equal(got, []string{"ASSOCIATION_CONFIRMED " + e1, "STATES_REPORTED " + e1}) {
+				t.Fatalf("filtered = %v", got)
+			}
+			if other := b.events(t, nil); len(other.Events) != 1 {
+				t.Fatalf("another account sees %v", eventTypes(other.Events))
+			}
+			rider := fleet{in: in, creds: a.creds, token: in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:"+e2)}
+			if got := eventTypes(rider.events(t, nil).Events); !slices.Equal(got, []string{"ASSOCIATION_REQUESTED " + e2, "STATES_REPORTED " + e2}) {
+				t.Fatalf("a rider limited to %s sees %v", e2, got)
+			}
+
+			for _, bad := range []url.Values{
+				{"after": {"garbage"}}, {"limit": {"0"}}, {"limit": {"1001"}}, {"wait": {"31"}}, {"wait": {"x"}},
+				{"types": {"EXPLODED"}}, {"mountUid": {"not a uid!"}}, {"colour": {"red"}},
+			} {
+				res, body := a.call(http.MethodGet, "/api/v1/events?"+bad.Encode(), nil)
+				wantProblem(t, res, body, http.StatusBadRequest, "VALIDATION_FAILED")
+			}
+
+			// The long poll answers when an event arrives, or when wait ends
+			// with next unchanged.
+			start := time.Now()
+			empty := a.events(t, url.Values{"after": {rest.Next}, "wait": {"1"}})
+			if len(empty.Events) != 0 || empty.Next != rest.Next || time.Since(start) < 900*time.Millisecond {
+				t.Fatalf("an empty wait: %+v after %v", empty, time.Since(start))
+			}
+			go func() {
+				time.Sleep(200 * time.Millisecond)
+				a.report(t, e1, entry("BATTERY_LEVEL", "41", base.Add(time.Second)))
+			}()
+			start = time.Now()
+			woken := a.events(t, url.Values{"after": {rest.Next}, "wait": {"10"}})
+			if got := eventTypes(woken.Events); !slices.Equal(got, []string{"STATES_REPORTED " + e1}) || time.Since(start) > 5*time.Second {
+				t.Fatalf("a wait: %v after %v", got, time.Since(start))
+			}
+
+			// GraphQL reads the same log.
+			r := a.gql(t, `query($after: ID) { events(after: $after, limit: 3) { next events { id type uid states { value } } } }`,
+				map[string]any{"after": first.Next})
+			if r.code() != "" {
+				t.Fatalf("events query: %+v", r.Errors)
+			}
+			page := decodeField[eventPageView](t, r, "events")
+			if len(page.Events) != 3 || page.Events[0].ID != rest.Events[0].ID || len(page.Events[1].States) != 1 || page.Events[1].States[0].Value != "40" {
+				t.Fatalf("GraphQL's page after %s: %+v", first.Next, page)
+			}
+			if r := a.gql(t, `{ events(after: "garbage") { next } }`, nil); r.code() != "VALIDATION_FAILED" {
+				t.Fatalf("a malformed cursor in GraphQL: %+v", r.Errors)
+			}
+
+			// A subscription resumed from a cursor replays what followed it,
+			// then goes live, with no gap and no duplicate.
+			c := in.wsReady(t, a.token)
+			c.Subscribe("r", `subscription($after: ID) { mountEvents(after: $after) { id type uid } }`, map[string]any{"after": all.Events[2].ID})
+			var replayed []string
+			for _, e := range append(all.Events[3:], woken.Events...) {
+				got := nextData[eventView](t, c, "r", "mountEvents")
+				if got.ID != e.ID {
+					t.Fatalf("replayed %s %s, want %s %s", got.ID, got.Type, e.ID, e.Type)
+				}
+				replayed = append(replayed, got.ID)
+			}
+			a.report(t, e2, entry("BATTERY_LEVEL", "51", base.Add(time.Second)))
+			live := nextData[eventView](t, c, "r", "mountEvents")
+			if live.Type != "STATES_REPORTED" || live.UID != e2 || slices.Contains(replayed, live.ID) {
+				t.Fatalf("live after the replay: %+v", live)
+			}
+			c.Quiet(200 * time.Millisecond)
+		})
+	}
+}
+
+// decodeField decodes one root field of a GraphQL response.
+func decodeField[T any](t *testing.T, r gqlResponse, field string) T {
+	t.Helper()
+	fields := decode[map[string]json.RawMessage](t, r.Data)
+	return decode[T](t, fields[field])
+}

@@ -1,0 +1,363 @@
+package core
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// FeedBuffer is how many events a live subscriber may lag behind before it
+// is dropped; it lets a reader absorb a burst without slowing the feed.
+const FeedBuffer = 256
+
+// feedPage is how many events the feed reads from the log at once.
+const feedPage = 500
+
+// feedPoll is how often the feed reads the log without a wake-up, so that
+// a wake-up lost (Redis down, a replica killed after its commit) delays
+// events by at most this.
+const feedPoll = time.Second
+
+// EventFeed follows the event log for the whole process: one reader per
+// replica, woken by the EventWaker (and polling), hands each account's
+// events in log order to that account's live subscribers. Subscribers do
+// not read the log themselves once live, so a thousand of them cost one
+// read per batch of events.
+type EventFeed struct {
+	log    EventLog
+	waker  EventWaker
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	started bool
+	ready   chan struct{}
+	pos     Cursor // everything up to here has been handed out
+	subs    map[string]map[*feedSub]struct{}
+	// kick makes the feed read at once (a subscriber attached to an idle
+	// feed).
+	kick chan struct{}
+}
+
+// feedSub is one live subscriber of an account.
+type feedSub struct {
+	accountID string
+	from      Cursor // events at or before it are skipped
+	ch        chan Event
+	closed    bool
+}
+
+// NewEventFeed returns a feed over the log; Run starts it.
+func NewEventFeed(log EventLog, waker EventWaker, logger *slog.Logger) *EventFeed {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &EventFeed{log: log, waker: waker, logger: logger, ready: make(chan struct{}),
+		subs: map[string]map[*feedSub]struct{}{}, kick: make(chan struct{}, 1)}
+}
+
+// Run follows the log until ctx ends, then closes every subscriber.
+func (f *EventFeed) Run(ctx context.Context) error {
+	wakeups, err := f.waker.Wakeups(ctx)
+	if err != nil {
+		return err
+	}
+	// Start at the head: the feed hands out what follows its start;
+	// subscribers with a cursor read what came before from the log.
+	var head Cursor
+	for {
+		_, head, err = f.log.ReadEvents(ctx, EventQuery{})
+		if err == nil {
+			break
+		}
+		f.logger.WarnContext(ctx, "event feed cannot read the log; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			f.closeAll()
+			return nil
+		case <-time.After(feedPoll):
+		}
+	}
+	f.mu.Lock()
+	f.pos, f.started = head, true
+	close(f.ready)
+	f.mu.Unlock()
+
+	var wanted Cursor // the newest position announced and not yet read
+	retry := time.Duration(0)
+	poll := time.NewTimer(feedPoll)
+	defer poll.Stop()
+	for {
+		var timer <-chan time.Time = poll.C
+		var retryC <-chan time.Time
+		if retry > 0 {
+			retryC = time.After(retry)
+		}
+		select {
+		case <-ctx.Done():
+			f.closeAll()
+			return nil
+		case c := <-wakeups:
+			if wanted.Before(c) {
+				wanted = c
+			}
+		case <-timer:
+			poll.Reset(feedPoll)
+		case <-retryC:
+		case <-f.kick:
+		}
+		f.mu.Lock()
+		idle := len(f.subs) == 0
+		f.mu.Unlock()
+		if idle {
+			// Nobody listens: the feed does not read (an idle replica costs
+			// the database nothing) and catches up when someone attaches.
+			retry = 0
+			continue
+		}
+		if err := f.catchUp(ctx); err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			f.logger.WarnContext(ctx, "event feed read failed", "err", err)
+		}
+		// An announced event not yet settled (an older transaction is
+		// still in flight) is read again soon, backing off to the poll.
+		f.mu.Lock()
+		pending := f.pos.Before(wanted)
+		f.mu.Unlock()
+		switch {
+		case !pending:
+			retry = 0
+		case retry == 0:
+			retry = 2 * time.Millisecond
+		case retry < feedPoll/4:
+			retry *= 2
+		}
+	}
+}
+
+// catchUp reads every settled event after the feed's position and hands
+// each to its account's subscribers.
+func (f *EventFeed) catchUp(ctx context.Context) error {
+	for {
+		f.mu.Lock()
+		pos := f.pos
+		f.mu.Unlock()
+		events, next, err := f.log.ReadEvents(ctx, EventQuery{After: &pos, Limit: feedPage})
+		if err != nil {
+			if ErrorCode(err) == CodeCursorExpired {
+				// Retention outran the feed (it was stopped for longer than
+				// the log keeps events): start again from the head.
+				_, next, err = f.log.ReadEvents(ctx, EventQuery{})
+				if err != nil {
+					return err
+				}
+				f.mu.Lock()
+				f.pos = next
+				f.mu.Unlock()
+				return nil
+			}
+			return err
+		}
+		f.mu.Lock()
+		for _, e := range events {
+			f.dispatchLocked(e)
+		}
+		if f.pos.Before(next) {
+			f.pos = next
+		}
+		f.mu.Unlock()
+		if len(events) < feedPage {
+			return nil
+		}
+	}
+}
+
+func (f *EventFeed) dispatchLocked(e Event) {
+	for s := range f.subs[e.AccountID] {
+		if !s.from.Before(e.ID) {
+			continue
+		}
+		select {
+		case s.ch <- e:
+		default:
+			f.logger.Warn("event subscriber too slow, dropping it", "account", e.AccountID, "buffer", FeedBuffer)
+			f.removeLocked(s)
+		}
+	}
+}
+
+// attach makes s live if the feed has handed out nothing after s.from
+// that s has not seen; otherwise the caller reads the log on to a later
+// cursor and tries again. It waits for the feed to start.
+func (f *EventFeed) attach(ctx context.Context, s *feedSub) (bool, error) {
+	select {
+	case <-f.ready:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.subs) == 0 {
+		// An idle feed has read nothing anyone needs: it starts at the
+		// first subscriber's cursor, now.
+		if f.pos.Before(s.from) {
+			f.pos = s.from
+		}
+		select {
+		case f.kick <- struct{}{}:
+		default:
+		}
+	}
+	if s.from.Before(f.pos) {
+		return false, nil
+	}
+	set, ok := f.subs[s.accountID]
+	if !ok {
+		set = map[*feedSub]struct{}{}
+		f.subs[s.accountID] = set
+	}
+	set[s] = struct{}{}
+	return true, nil
+}
+
+// position waits for the feed to start and returns how far it has handed
+// events out; an idle feed, which reads nothing, first moves to the head.
+func (f *EventFeed) position(ctx context.Context) (Cursor, error) {
+	select {
+	case <-f.ready:
+	case <-ctx.Done():
+		return Cursor{}, ctx.Err()
+	}
+	f.mu.Lock()
+	idle, pos := len(f.subs) == 0, f.pos
+	f.mu.Unlock()
+	if !idle {
+		return pos, nil
+	}
+	_, head, err := f.log.ReadEvents(ctx, EventQuery{})
+	if err != nil {
+		return Cursor{}, err
+	}
+	if pos.Before(head) {
+		pos = head
+	}
+	return pos, nil
+}
+
+// detach removes s; its channel closes.
+func (f *EventFeed) detach(s *feedSub) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removeLocked(s)
+}
+
+func (f *EventFeed) removeLocked(s *feedSub) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if set := f.subs[s.accountID]; set != nil {
+		delete(set, s)
+		if len(set) == 0 {
+			delete(f.subs, s.accountID)
+		}
+	}
+	close(s.ch)
+}
+
+func (f *EventFeed) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, set := range f.subs {
+		for s := range set {
+			f.removeLocked(s)
+		}
+	}
+}
+
+// follow streams the events of p's account after `after` that keep
+// selects: first from the log, then live from the feed, with no gap and no
+// duplicate at the seam. The first read happens before it returns, so an
+// expired or foreign cursor is an error here, not a closed stream. With
+// after nil it starts at the feed's position (what happens from now on).
+func (f *EventFeed) follow(ctx context.Context, accountID string, after *Cursor, q EventQuery,
+	keep func(Event) bool) (<-chan Event, error) {
+	q.AccountID, q.Limit = accountID, feedPage
+	var (
+		backlog []Event
+		cur     Cursor
+	)
+	if after == nil {
+		pos, err := f.position(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cur = pos
+	} else {
+		cur = *after
+		q.After = &cur
+		events, next, err := f.log.ReadEvents(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		backlog, cur = events, next
+	}
+	sub := &feedSub{accountID: accountID, ch: make(chan Event, FeedBuffer)}
+	out := make(chan Event, 1)
+	go func() {
+		defer close(out)
+		defer f.detach(sub)
+		send := func(e Event) bool {
+			if !keep(e) {
+				return true
+			}
+			select {
+			case out <- e:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		full := len(backlog) == feedPage
+		for {
+			for _, e := range backlog {
+				if !send(e) {
+					return
+				}
+			}
+			if !full {
+				sub.from = cur
+				ok, err := f.attach(ctx, sub)
+				if err != nil {
+					return
+				}
+				if ok {
+					break
+				}
+			}
+			q.After = &cur
+			events, next, err := f.log.ReadEvents(ctx, q)
+			if err != nil {
+				// The stream ends; the client resumes from its last cursor.
+				if ctx.Err() == nil {
+					f.logger.WarnContext(ctx, "event replay failed", "account", accountID, "err", err)
+				}
+				return
+			}
+			backlog, cur, full = events, next, len(events) == feedPage
+		}
+		for {
+			select {
+			case e, ok := <-sub.ch:
+				if !ok || !send(e) {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}

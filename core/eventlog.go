@@ -1,0 +1,112 @@
+package core
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"time"
+)
+
+// Cursor is a position in the event log (docs/api.md, "Event log"). The
+// log's order is (Tx, Seq): on PostgreSQL Tx is the writing transaction's
+// id and only positions of finished transactions are ever read, so a
+// position handed out is never followed by an earlier one; elsewhere Tx is
+// 0 and Seq alone orders. Clients see it as an opaque string.
+type Cursor struct {
+	Tx  uint64
+	Seq int64
+}
+
+// Before reports whether c comes before d in the log.
+func (c Cursor) Before(d Cursor) bool {
+	return c.Tx < d.Tx || c.Tx == d.Tx && c.Seq < d.Seq
+}
+
+// String is the cursor as clients see it: 16 bytes in URL-safe base64.
+func (c Cursor) String() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], c.Tx)
+	binary.BigEndian.PutUint64(b[8:], uint64(c.Seq))
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// MarshalText lets events carry their cursor as "id".
+func (c Cursor) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText reads what MarshalText wrote.
+func (c *Cursor) UnmarshalText(b []byte) error {
+	parsed, err := ParseCursor(string(b))
+	if err != nil {
+		return err
+	}
+	*c = parsed
+	return nil
+}
+
+// ParseCursor reads a cursor a client passed as field; anything that is not
+// one is VALIDATION_FAILED on that field.
+func ParseCursor(s string) (Cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != 16 || b[8]&0x80 != 0 {
+		var v Validation
+		v.Add("after", "is not a cursor of this event log")
+		return Cursor{}, v.Err()
+	}
+	return Cursor{Tx: binary.BigEndian.Uint64(b[:8]), Seq: int64(binary.BigEndian.Uint64(b[8:]))}, nil
+}
+
+// EventQuery selects events of the log.
+type EventQuery struct {
+	// AccountID selects one account's events; "" reads every account's
+	// (the process's own feed).
+	AccountID string
+	// After is the cursor to read on from; nil: the oldest retained event.
+	After *Cursor
+	// Types and MountUIDs narrow the events read; nil selects all.
+	Types     []EventType
+	MountUIDs []string
+	// Limit bounds the events returned; 0 returns none, only the head.
+	Limit int
+}
+
+// EventLog reads the log the stores append to. Each store method that
+// changes a mount takes the event of that change and appends it in the
+// change's own transaction (a transactional outbox): an event of a
+// committed change is never lost, and one of a change rolled back never
+// exists.
+type EventLog interface {
+	// ReadEvents returns, in log order, up to q.Limit events after q.After
+	// that are settled: no event can later appear before them. next is the
+	// cursor to read on from: the last event's when the page is full,
+	// otherwise the settled head of the whole log (never before q.After).
+	// CURSOR_EXPIRED when q.After lies before the retained log.
+	ReadEvents(ctx context.Context, q EventQuery) (events []Event, next Cursor, err error)
+	// PruneEvents deletes up to limit events created before before, the
+	// oldest first, and remembers the newest deleted position, so that a
+	// cursor before it is known to have lost events.
+	PruneEvents(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// EventWaker tells every replica that the log has grown. It only wakes: a
+// lost wake-up delays an event until the next poll of the log, it never
+// loses one.
+type EventWaker interface {
+	// Wake announces that the log holds an event at c.
+	Wake(ctx context.Context, c Cursor) error
+	// Wakeups delivers announced cursors until ctx ends; when the reader
+	// lags, wake-ups are dropped rather than queued.
+	Wakeups(ctx context.Context) (<-chan Cursor, error)
+}
+
+// DefaultEventRetention is how long the log keeps events unless
+// MOUNTD_EVENT_RETENTION says otherwise.
+const DefaultEventRetention = 168 * time.Hour
+
+// MaxEventPage is the most events one read of the feed returns.
+const MaxEventPage = 1000
+
+// DefaultEventPage is what a read returns without a limit.
+const DefaultEventPage = 100
+
+// MaxEventWait bounds a long poll of the feed.
+const MaxEventWait = 30 * time.Second

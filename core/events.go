@@ -1,0 +1,257 @@
+package core
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// EventFilter is what a subscriber asks for: the events of the named mounts,
+// or, with MountUIDs nil, of every mount the principal may see; with After,
+// first every retained event after that cursor, then live ones.
+type EventFilter struct {
+	MountUIDs []string
+	After     *Cursor
+}
+
+// EventsRequest is a read of the event feed (docs/api.md, "Event log").
+type EventsRequest struct {
+	After    *Cursor
+	Limit    int
+	Types    []EventType
+	MountUID *string
+	// Wait is how long to wait for an event when none follows After.
+	Wait time.Duration
+}
+
+// EventPage is a page of the feed and the cursor to read on from.
+type EventPage struct {
+	Events []Event
+	Next   Cursor
+}
+
+// MaxWaitsPerAccount bounds an account's long polls held open at once on
+// one replica; more are refused with RATE_LIMITED.
+const MaxWaitsPerAccount = 64
+
+// EventService holds the rules of the event log: who may read and follow
+// which mounts' events, the feed's inputs, and retention.
+type EventService struct {
+	feed   *EventFeed
+	log    EventLog
+	mounts *MountService
+	logger *slog.Logger
+
+	mu    sync.Mutex
+	waits map[string]int // long polls open, by account
+	// stopping ends every long poll early (an empty page), so that a
+	// shutdown does not wait for them.
+	stopping chan struct{}
+	stopOnce sync.Once
+}
+
+// NewEventService returns an EventService over the log and the process's
+// feed; mounts decides whether a named mount is reachable.
+func NewEventService(feed *EventFeed, log EventLog, mounts *MountService, logger *slog.Logger) *EventService {
+	return &EventService{feed: feed, log: log, mounts: mounts, logger: logger, waits: map[string]int{},
+		stopping: make(chan struct{})}
+}
+
+// StopWaiting answers every long poll now and every later one at once.
+func (s *EventService) StopWaiting() { s.stopOnce.Do(func() { close(s.stopping) }) }
+
+// Authorize decides whether p may subscribe with f: the action, and each
+// named mount under the rules of reading it (a mount p cannot reach is
+// MOUNT_NOT_FOUND). A subscriber that joins a running shared execution is
+// checked here, since it runs no subscription of its own.
+func (s *EventService) Authorize(ctx context.Context, p Principal, f EventFilter) error {
+	if err := p.Authorize(ActionSubscribe); err != nil {
+		return err
+	}
+	for _, uid := range f.MountUIDs {
+		if _, err := s.mounts.Mount(ctx, p, uid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// visibleMounts narrows named (nil: all) to what p may see: nil still
+// means all.
+func visibleMounts(p Principal, named []string) []string {
+	if !p.LimitedToMounts() {
+		return named
+	}
+	if named == nil {
+		return slices.Clone(p.MountUIDs)
+	}
+	out := []string{}
+	for _, uid := range named {
+		if p.CanSeeMount(uid) {
+			out = append(out, uid)
+		}
+	}
+	return out
+}
+
+// Subscribe returns the events p may see that f asks for, in log order,
+// until ctx ends or the subscriber falls behind; the channel closes then.
+// With f.After, the retained events after it come first (CURSOR_EXPIRED
+// when it is older than the log), with no gap and no duplicate before the
+// live ones.
+func (s *EventService) Subscribe(ctx context.Context, p Principal, f EventFilter) (<-chan Event, error) {
+	if err := s.Authorize(ctx, p, f); err != nil {
+		return nil, err
+	}
+	uids := visibleMounts(p, f.MountUIDs)
+	want := map[string]bool{}
+	for _, uid := range uids {
+		want[uid] = true
+	}
+	keep := func(e Event) bool { return uids == nil || want[e.UID] }
+	return s.feed.follow(ctx, p.AccountID, f.After, EventQuery{MountUIDs: uids}, keep)
+}
+
+// Events reads the feed: up to r.Limit events after r.After that p may
+// see, oldest first, waiting up to r.Wait for one when none follows.
+func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest) (EventPage, error) {
+	if err := p.Authorize(ActionSubscribe); err != nil {
+		return EventPage{}, err
+	}
+	var v Validation
+	switch {
+	case r.Limit == 0:
+		r.Limit = DefaultEventPage
+	case r.Limit < 1 || r.Limit > MaxEventPage:
+		v.Add("limit", "must be between 1 and 1000")
+	}
+	if r.Wait < 0 || r.Wait > MaxEventWait {
+		v.Add("wait", "must be between 0 and 30 seconds")
+	}
+	for _, t := range r.Types {
+		if !KnownEventType(t) {
+			v.Add("types", "must name event types of the API")
+			break
+		}
+	}
+	if r.MountUID != nil && !ValidMountUID(*r.MountUID) {
+		v.Add("mountUid", "is not a mount uid")
+	}
+	if err := v.Err(); err != nil {
+		return EventPage{}, err
+	}
+	var named []string
+	if r.MountUID != nil {
+		named = []string{*r.MountUID}
+	}
+	q := EventQuery{AccountID: p.AccountID, After: r.After, Types: r.Types, MountUIDs: visibleMounts(p, named), Limit: r.Limit}
+	if q.MountUIDs != nil && len(q.MountUIDs) == 0 {
+		// Nothing p may see is selected: an empty page, the cursor unmoved
+		// (or the head, to start from).
+		_, head, err := s.log.ReadEvents(ctx, EventQuery{AccountID: p.AccountID, After: r.After})
+		return EventPage{Events: []Event{}, Next: head}, err
+	}
+	events, next, err := s.log.ReadEvents(ctx, q)
+	if err != nil || len(events) > 0 || r.Wait == 0 {
+		return EventPage{Events: nonNil(events), Next: next}, err
+	}
+	if !s.startWait(p.AccountID) {
+		return EventPage{}, &Error{Code: CodeRateLimited, RetryAfter: time.Second,
+			Message: "too many long polls of the event feed for this account; retry shortly"}
+	}
+	defer s.endWait(p.AccountID)
+	ctx, cancel := context.WithTimeout(ctx, r.Wait)
+	defer cancel()
+	// Follow the feed from where the read ended; the first event that the
+	// query selects ends the wait, and the log is read again so that the
+	// page is the log's, whole and in order.
+	q.After = &next
+	woken, err := s.feed.follow(ctx, p.AccountID, &next, EventQuery{Types: q.Types, MountUIDs: q.MountUIDs}, func(e Event) bool {
+		return (q.MountUIDs == nil || slices.Contains(q.MountUIDs, e.UID)) && (q.Types == nil || slices.Contains(q.Types, e.Type))
+	})
+	if err != nil {
+		return EventPage{}, err
+	}
+	select {
+	case <-woken:
+	case <-s.stopping:
+		return EventPage{Events: []Event{}, Next: next}, nil
+	case <-ctx.Done():
+		if ctx.Err() == context.DeadlineExceeded {
+			return EventPage{Events: []Event{}, Next: next}, nil
+		}
+		return EventPage{}, ctx.Err()
+	}
+	cancel()
+	events, next2, err := s.log.ReadEvents(context.WithoutCancel(ctx), q)
+	if err != nil {
+		return EventPage{}, err
+	}
+	return EventPage{Events: nonNil(events), Next: next2}, nil
+}
+
+func nonNil(events []Event) []Event {
+	if events == nil {
+		return []Event{}
+	}
+	return events
+}
+
+func (s *EventService) startWait(accountID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waits[accountID] >= MaxWaitsPerAccount {
+		return false
+	}
+	s.waits[accountID]++
+	return true
+}
+
+func (s *EventService) endWait(accountID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waits[accountID]--; s.waits[accountID] <= 0 {
+		delete(s.waits, accountID)
+	}
+}
+
+// pruneBatch bounds one delete of the retention worker.
+const pruneBatch = 5000
+
+// RunRetention deletes events older than retention every interval until
+// ctx ends. Safe on every replica at once.
+func (s *EventService) RunRetention(ctx context.Context, retention, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		for {
+			n, err := s.log.PruneEvents(ctx, time.Now().Add(-retention), pruneBatch)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.logger.WarnContext(ctx, "prune event log failed", "err", err)
+				}
+				break
+			}
+			if n < pruneBatch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// KnownEventType reports whether t is one of the API's event types.
+func KnownEventType(t EventType) bool {
+	switch t {
+	case EventStatesReported, EventAssociationRequested, EventAssociationConfirmed, EventAssociationExpired,
+		EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,238 @@
+package core_test
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+// eventService starts a feed over the fixture's log and returns the event
+// rules on it; both stop with the test.
+func (f lapseFixture) eventService(t *testing.T) *core.EventService {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	feed := core.NewEventFeed(f.store, f.waker, slog.New(slog.DiscardHandler))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = feed.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return core.NewEventService(feed, f.store, f.svc, slog.New(slog.DiscardHandler))
+}
+
+func (f lapseFixture) report(t *testing.T, uid, value string) {
+	t.Helper()
+	if _, err := f.svc.ReportStates(context.Background(), f.a, uid, []core.StateInput{{Code: "BATTERY_LEVEL", Value: value,
+		OccurredAt: f.clock.Now().Add(-time.Second), HasOccurredAt: true}}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Millisecond)
+}
+
+func receiveEvent(t *testing.T, ch <-chan core.Event) core.Event {
+	t.Helper()
+	select {
+	case e, ok := <-ch:
+		if !ok {
+			t.Fatal("event stream closed")
+		}
+		return e
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event within 5s")
+	}
+	return core.Event{}
+}
+
+// TestSubscriptionRights: a subscriber sees the events of what it may see
+// and asked for, nothing else; a named mount it cannot reach is refused.
+func TestSubscriptionRights(t *testing.T) {
+	f := newLapseFixture(t)
+	events := f.eventService(t)
+	ctx := t.Context()
+	for _, uid := range []string{"S1", "S2"} {
+		mustOK(t, f.requestErr(ctx, uid))
+	}
+	rider := f.a
+	rider.Grant = core.Grant{Complete: true, Role: core.RoleRestricted, MountUIDs: []string{"S1"}, Scopes: []string{}}
+
+	for _, tc := range []struct {
+		name string
+		p    core.Principal
+		f    core.EventFilter
+		want core.Code
+	}{
+		{"owner, a mount of another account", f.b, core.EventFilter{MountUIDs: []string{"S1"}}, core.CodeMountNotFound},
+		{"rider, a mount outside its items", rider, core.EventFilter{MountUIDs: []string{"S2"}}, core.CodeMountNotFound},
+		{"rider, its mount", rider, core.EventFilter{MountUIDs: []string{"S1"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := events.Authorize(ctx, tc.p, tc.f); tc.want == "" && err != nil || tc.want != "" && core.ErrorCode(err) != tc.want {
+				t.Fatalf("Authorize = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	stream, err := events.Subscribe(ctx, rider, core.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.report(t, "S2", "50")
+	f.report(t, "S1", "51")
+	if e := receiveEvent(t, stream); e.UID != "S1" || e.Type != core.EventStatesReported {
+		t.Fatalf("the rider got %s of %s", e.Type, e.UID)
+	}
+	// The feed, REST's view of the log, holds to the same rights.
+	page, err := events.Events(ctx, rider, core.EventsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range page.Events {
+		if e.UID != "S1" {
+			t.Fatalf("the rider's feed shows %s of %s", e.Type, e.UID)
+		}
+	}
+	page, err = events.Events(ctx, f.b, core.EventsRequest{})
+	if err != nil || len(page.Events) != 0 {
+		t.Fatalf("another account's feed: %d events, %v", len(page.Events), err)
+	}
+}
+
+// TestSubscriptionResumes: with a cursor, a subscriber gets every event
+// after it from the log, then live ones, each once and in log order,
+// including events appended while the replay ran.
+func TestSubscriptionResumes(t *testing.T) {
+	f := newLapseFixture(t)
+	events := f.eventService(t)
+	ctx := t.Context()
+	mustOK(t, f.requestErr(ctx, "R1"))
+	for i := range 1200 { // more than one page of the log
+		f.report(t, "R1", strconv.Itoa(i%100))
+	}
+	all, err := events.Events(ctx, f.a, core.EventsRequest{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := all.Events[10].ID
+	stream, err := events.Subscribe(ctx, f.a, core.EventFilter{After: &from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for i := range 50 {
+			f.report(t, "R1", strconv.Itoa(i))
+		}
+	}()
+	last := from
+	for n := 0; n < 1201-11+50; n++ { // the request, 1,200 reports, 50 more
+		e := receiveEvent(t, stream)
+		if !last.Before(e.ID) {
+			t.Fatalf("event %d: %v does not follow %v (duplicate or out of order)", n, e.ID, last)
+		}
+		last = e.ID
+	}
+	select {
+	case e := <-stream:
+		t.Fatalf("an extra event %v", e.ID)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := f.count(core.EventStatesReported, "R1"); n != 1250 {
+		t.Fatalf("the log holds %d reports, want 1250", n)
+	}
+}
+
+// TestEventsPaging: limit, next, types and mount filters; next never goes
+// back; a long poll answers when an event arrives, or with next unchanged.
+func TestEventsPaging(t *testing.T) {
+	f := newLapseFixture(t)
+	events := f.eventService(t)
+	ctx := t.Context()
+	mustOK(t, f.requestErr(ctx, "P1"))
+	mustOK(t, f.requestErr(ctx, "P2"))
+	f.report(t, "P1", "10")
+	f.report(t, "P2", "20")
+	f.report(t, "P1", "30")
+
+	page, err := events.Events(ctx, f.a, core.EventsRequest{Limit: 2})
+	if err != nil || len(page.Events) != 2 || page.Events[0].Type != core.EventAssociationRequested {
+		t.Fatalf("first page: %+v, %v", page.Events, err)
+	}
+	page, err = events.Events(ctx, f.a, core.EventsRequest{After: &page.Next, Limit: 100})
+	if err != nil || len(page.Events) != 3 {
+		t.Fatalf("second page: %d events, %v", len(page.Events), err)
+	}
+	if s := page.Events[2].States; len(s) != 1 || s[0].Value != "30" || page.Events[2].Mount.Latest.BatteryLevel == nil {
+		t.Fatalf("the report's event lacks its states or the mount's latest values: %+v", page.Events[2])
+	}
+	uid := "P1"
+	page, err = events.Events(ctx, f.a, core.EventsRequest{Types: []core.EventType{core.EventStatesReported}, MountUID: &uid})
+	if err != nil || len(page.Events) != 2 {
+		t.Fatalf("filtered: %d events, %v", len(page.Events), err)
+	}
+	end := page.Next
+
+	// Nothing follows: the wait ends with no event and the cursor unmoved.
+	page, err = events.Events(ctx, f.a, core.EventsRequest{After: &end, Wait: 50 * time.Millisecond})
+	if err != nil || len(page.Events) != 0 || page.Next.Before(end) {
+		t.Fatalf("empty wait: %+v, %v", page, err)
+	}
+	// An event during the wait ends it.
+	go func() { time.Sleep(20 * time.Millisecond); f.report(t, "P2", "40") }()
+	page, err = events.Events(ctx, f.a, core.EventsRequest{After: &end, Wait: 5 * time.Second})
+	if err != nil || len(page.Events) != 1 || page.Events[0].UID != "P2" {
+		t.Fatalf("wait: %+v, %v", page, err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		r    core.EventsRequest
+	}{
+		{"limit over the maximum", core.EventsRequest{Limit: 1001}},
+		{"negative limit", core.EventsRequest{Limit: -1}},
+		{"wait over 30s", core.EventsRequest{Wait: 31 * time.Second}},
+		{"unknown type", core.EventsRequest{Types: []core.EventType{"EXPLODED"}}},
+	} {
+		if _, err := events.Events(ctx, f.a, tc.r); core.ErrorCode(err) != core.CodeValidation {
+			t.Errorf("%s: %v, want VALIDATION_FAILED", tc.name, err)
+		}
+	}
+	if _, err := core.ParseCursor("not-a-cursor"); core.ErrorCode(err) != core.CodeValidation {
+		t.Errorf("a malformed cursor: %v, want VALIDATION_FAILED", err)
+	}
+}
+
+// TestCursorExpired: a cursor older than the retained log is refused by the
+// feed and by a subscription; the head cursor stays good.
+func TestCursorExpired(t *testing.T) {
+	f := newLapseFixture(t)
+	events := f.eventService(t)
+	ctx := t.Context()
+	mustOK(t, f.requestErr(ctx, "X1"))
+	first, err := events.Events(ctx, f.a, core.EventsRequest{})
+	if err != nil || len(first.Events) != 1 {
+		t.Fatalf("%+v, %v", first, err)
+	}
+	before := first.Events[0].ID
+	var zero core.Cursor
+	f.report(t, "X1", "1")
+	f.clock.Advance(2 * time.Minute)
+	f.report(t, "X1", "2")
+	if n, err := f.store.PruneEvents(ctx, f.clock.Now().Add(-time.Minute), 100); err != nil || n != 2 {
+		t.Fatalf("pruned %d, %v; want 2", n, err)
+	}
+	if _, err := events.Events(ctx, f.a, core.EventsRequest{After: &zero}); core.ErrorCode(err) != core.CodeCursorExpired {
+		t.Fatalf("the zero cursor after pruning: %v, want CURSOR_EXPIRED", err)
+	}
+	if _, err := events.Subscribe(ctx, f.a, core.EventFilter{After: &before}); core.ErrorCode(err) != core.CodeCursorExpired {
+		t.Fatalf("subscribing after a pruned event: %v, want CURSOR_EXPIRED", err)
+	}
+	page, err := events.Events(ctx, f.a, core.EventsRequest{})
+	if err != nil || len(page.Events) != 1 || page.Events[0].States[0].Value != "2" {
+		t.Fatalf("from the oldest retained: %+v, %v", page, err)
+	}
+}
+
+func (f lapseFixture) requestErr(ctx context.Context, uid string) error {
+	_, err := f.svc.RequestAssociation(ctx, f.a, uid, core.MountFields{})
+	return err
+}

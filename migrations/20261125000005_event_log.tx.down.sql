@@ -1,0 +1,3 @@
+DROP TABLE event_horizon;
+--bun:split
+DROP TABLE events;
