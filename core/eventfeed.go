@@ -88,7 +88,6 @@ func (f *EventFeed) Run(ctx context.Context) error {
 	poll := time.NewTimer(feedPoll)
 	defer poll.Stop()
 	for {
-		var timer <-chan time.Time = poll.C
 		var retryC <-chan time.Time
 		if retry > 0 {
 			retryC = time.After(retry)
@@ -101,7 +100,7 @@ func (f *EventFeed) Run(ctx context.Context) error {
 			if wanted.Before(c) {
 				wanted = c
 			}
-		case <-timer:
+		case <-poll.C:
 			poll.Reset(feedPoll)
 		case <-retryC:
 		case <-f.kick:
@@ -277,14 +276,13 @@ func (f *EventFeed) closeAll() {
 	}
 }
 
-// follow streams the events of p's account after `after` that keep
-// selects: first from the log, then live from the feed, with no gap and no
+// follow streams the events after `after` that q selects (q names the
+// account): first from the log, then live from the feed, with no gap and no
 // duplicate at the seam. The first read happens before it returns, so an
-// expired or foreign cursor is an error here, not a closed stream. With
-// after nil it starts at the feed's position (what happens from now on).
-func (f *EventFeed) follow(ctx context.Context, accountID string, after *Cursor, q EventQuery,
-	keep func(Event) bool) (<-chan Event, error) {
-	q.AccountID, q.Limit = accountID, feedPage
+// expired cursor is an error here, not a closed stream. With after nil it
+// starts at the feed's position (what happens from now on).
+func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-chan Event, error) {
+	q.Limit = feedPage
 	var (
 		backlog []Event
 		cur     Cursor
@@ -304,13 +302,13 @@ func (f *EventFeed) follow(ctx context.Context, accountID string, after *Cursor,
 		}
 		backlog, cur = events, next
 	}
-	sub := &feedSub{accountID: accountID, ch: make(chan Event, FeedBuffer)}
+	sub := &feedSub{accountID: q.AccountID, ch: make(chan Event, FeedBuffer)}
 	out := make(chan Event, 1)
 	go func() {
 		defer close(out)
 		defer f.detach(sub)
 		send := func(e Event) bool {
-			if !keep(e) {
+			if !q.Selects(e) {
 				return true
 			}
 			select {
@@ -342,7 +340,7 @@ func (f *EventFeed) follow(ctx context.Context, accountID string, after *Cursor,
 			if err != nil {
 				// The stream ends; the client resumes from its last cursor.
 				if ctx.Err() == nil {
-					f.logger.WarnContext(ctx, "event replay failed", "account", accountID, "err", err)
+					f.logger.WarnContext(ctx, "event replay failed", "account", q.AccountID, "err", err)
 				}
 				return
 			}
@@ -360,4 +358,28 @@ func (f *EventFeed) follow(ctx context.Context, accountID string, after *Cursor,
 		}
 	}()
 	return out, nil
+}
+
+// await returns once the feed hands out an event after `after` that q
+// selects (q names the account), or at once when the feed is already past
+// `after` (the log may hold such events: the caller reads it), or with
+// ctx's error. It holds one slot of buffer: a burst it cannot take ends
+// the wait as an event would, and the caller reads the log.
+func (f *EventFeed) await(ctx context.Context, after Cursor, q EventQuery) error {
+	sub := &feedSub{accountID: q.AccountID, from: after, ch: make(chan Event, 1)}
+	ok, err := f.attach(ctx, sub)
+	if err != nil || !ok {
+		return err
+	}
+	defer f.detach(sub)
+	for {
+		select {
+		case e, open := <-sub.ch:
+			if !open || q.Selects(e) {
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

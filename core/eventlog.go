@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"slices"
 	"time"
 )
 
@@ -30,19 +31,6 @@ func (c Cursor) String() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// MarshalText lets events carry their cursor as "id".
-func (c Cursor) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
-
-// UnmarshalText reads what MarshalText wrote.
-func (c *Cursor) UnmarshalText(b []byte) error {
-	parsed, err := ParseCursor(string(b))
-	if err != nil {
-		return err
-	}
-	*c = parsed
-	return nil
-}
-
 // ParseCursor reads a cursor a client passed as field; anything that is not
 // one is VALIDATION_FAILED on that field.
 func ParseCursor(s string) (Cursor, error) {
@@ -67,6 +55,14 @@ type EventQuery struct {
 	MountUIDs []string
 	// Limit bounds the events returned; 0 returns none, only the head.
 	Limit int
+}
+
+// Selects reports whether e is one of the events q asks for (After and
+// Limit aside): the one filter of the log, the feed and the stores.
+func (q EventQuery) Selects(e Event) bool {
+	return (q.AccountID == "" || e.AccountID == q.AccountID) &&
+		(q.Types == nil || slices.Contains(q.Types, e.Type)) &&
+		(q.MountUIDs == nil || slices.Contains(q.MountUIDs, e.UID))
 }
 
 // EventLog reads the log the stores append to. Each store method that

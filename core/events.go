@@ -18,8 +18,9 @@ type EventFilter struct {
 
 // EventsRequest is a read of the event feed (docs/api.md, "Event log").
 type EventsRequest struct {
-	After    *Cursor
-	Limit    int
+	After *Cursor
+	// Limit is nil for the default page.
+	Limit    *int
 	Types    []EventType
 	MountUID *string
 	// Wait is how long to wait for an event when none follows After.
@@ -48,19 +49,20 @@ type EventService struct {
 	waits map[string]int // long polls open, by account
 	// stopping ends every long poll early (an empty page), so that a
 	// shutdown does not wait for them.
-	stopping chan struct{}
-	stopOnce sync.Once
+	stopping    context.Context
+	stopWaiting context.CancelFunc
 }
 
 // NewEventService returns an EventService over the log and the process's
 // feed; mounts decides whether a named mount is reachable.
 func NewEventService(feed *EventFeed, log EventLog, mounts *MountService, logger *slog.Logger) *EventService {
+	stopping, stop := context.WithCancel(context.Background())
 	return &EventService{feed: feed, log: log, mounts: mounts, logger: logger, waits: map[string]int{},
-		stopping: make(chan struct{})}
+		stopping: stopping, stopWaiting: stop}
 }
 
 // StopWaiting answers every long poll now and every later one at once.
-func (s *EventService) StopWaiting() { s.stopOnce.Do(func() { close(s.stopping) }) }
+func (s *EventService) StopWaiting() { s.stopWaiting() }
 
 // Authorize decides whether p may subscribe with f: the action, and each
 // named mount under the rules of reading it (a mount p cannot reach is
@@ -105,13 +107,7 @@ func (s *EventService) Subscribe(ctx context.Context, p Principal, f EventFilter
 	if err := s.Authorize(ctx, p, f); err != nil {
 		return nil, err
 	}
-	uids := visibleMounts(p, f.MountUIDs)
-	want := map[string]bool{}
-	for _, uid := range uids {
-		want[uid] = true
-	}
-	keep := func(e Event) bool { return uids == nil || want[e.UID] }
-	return s.feed.follow(ctx, p.AccountID, f.After, EventQuery{MountUIDs: uids}, keep)
+	return s.feed.follow(ctx, f.After, EventQuery{AccountID: p.AccountID, MountUIDs: visibleMounts(p, f.MountUIDs)})
 }
 
 // Events reads the feed: up to r.Limit events after r.After that p may
@@ -121,19 +117,23 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 		return EventPage{}, err
 	}
 	var v Validation
-	switch {
-	case r.Limit == 0:
-		r.Limit = DefaultEventPage
-	case r.Limit < 1 || r.Limit > MaxEventPage:
-		v.Add("limit", "must be between 1 and 1000")
+	limit := DefaultEventPage
+	if r.Limit != nil {
+		if limit = *r.Limit; limit < 1 || limit > MaxEventPage {
+			v.Add("limit", "must be between 1 and 1000")
+		}
 	}
 	if r.Wait < 0 || r.Wait > MaxEventWait {
-		v.Add("wait", "must be between 0 and 30 seconds")
+		v.Add("wait", "must be a number of seconds from 0 to 30")
 	}
+	var types []EventType // without repeats: the list goes into the query
 	for _, t := range r.Types {
 		if !KnownEventType(t) {
 			v.Add("types", "must name event types of the API")
 			break
+		}
+		if !slices.Contains(types, t) {
+			types = append(types, t)
 		}
 	}
 	if r.MountUID != nil && !ValidMountUID(*r.MountUID) {
@@ -146,13 +146,7 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 	if r.MountUID != nil {
 		named = []string{*r.MountUID}
 	}
-	q := EventQuery{AccountID: p.AccountID, After: r.After, Types: r.Types, MountUIDs: visibleMounts(p, named), Limit: r.Limit}
-	if q.MountUIDs != nil && len(q.MountUIDs) == 0 {
-		// Nothing p may see is selected: an empty page, the cursor unmoved
-		// (or the head, to start from).
-		_, head, err := s.log.ReadEvents(ctx, EventQuery{AccountID: p.AccountID, After: r.After})
-		return EventPage{Events: []Event{}, Next: head}, err
-	}
+	q := EventQuery{AccountID: p.AccountID, After: r.After, Types: types, MountUIDs: visibleMounts(p, named), Limit: limit}
 	events, next, err := s.log.ReadEvents(ctx, q)
 	if err != nil || len(events) > 0 || r.Wait == 0 {
 		return EventPage{Events: nonNil(events), Next: next}, err
@@ -162,34 +156,27 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 			Message: "too many long polls of the event feed for this account; retry shortly"}
 	}
 	defer s.endWait(p.AccountID)
-	ctx, cancel := context.WithTimeout(ctx, r.Wait)
+	waitCtx, cancel := context.WithTimeout(ctx, r.Wait)
 	defer cancel()
-	// Follow the feed from where the read ended; the first event that the
-	// query selects ends the wait, and the log is read again so that the
-	// page is the log's, whole and in order.
-	q.After = &next
-	woken, err := s.feed.follow(ctx, p.AccountID, &next, EventQuery{Types: q.Types, MountUIDs: q.MountUIDs}, func(e Event) bool {
-		return (q.MountUIDs == nil || slices.Contains(q.MountUIDs, e.UID)) && (q.Types == nil || slices.Contains(q.Types, e.Type))
-	})
-	if err != nil {
-		return EventPage{}, err
-	}
-	select {
-	case <-woken:
-	case <-s.stopping:
-		return EventPage{Events: []Event{}, Next: next}, nil
-	case <-ctx.Done():
-		if ctx.Err() == context.DeadlineExceeded {
+	defer context.AfterFunc(s.stopping, cancel)()
+	for {
+		// The feed says when an event the query selects arrives; the page
+		// is then read from the log, whole and in order.
+		if err := s.feed.await(waitCtx, next, q); err != nil {
+			if ctx.Err() != nil {
+				return EventPage{}, ctx.Err()
+			}
+			// The wait ended (or the server is stopping) with nothing.
+			if r.After != nil {
+				next = *r.After
+			}
 			return EventPage{Events: []Event{}, Next: next}, nil
 		}
-		return EventPage{}, ctx.Err()
+		q.After = &next
+		if events, next, err = s.log.ReadEvents(ctx, q); err != nil || len(events) > 0 {
+			return EventPage{Events: nonNil(events), Next: next}, err
+		}
 	}
-	cancel()
-	events, next2, err := s.log.ReadEvents(context.WithoutCancel(ctx), q)
-	if err != nil {
-		return EventPage{}, err
-	}
-	return EventPage{Events: nonNil(events), Next: next2}, nil
 }
 
 func nonNil(events []Event) []Event {

@@ -109,7 +109,7 @@ func TestSubscriptionResumes(t *testing.T) {
 	for i := range 1200 { // more than one page of the log
 		f.report(t, "R1", strconv.Itoa(i%100))
 	}
-	all, err := events.Events(ctx, f.a, core.EventsRequest{Limit: 1000})
+	all, err := events.Events(ctx, f.a, core.EventsRequest{Limit: ptr(1000)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +153,11 @@ func TestEventsPaging(t *testing.T) {
 	f.report(t, "P2", "20")
 	f.report(t, "P1", "30")
 
-	page, err := events.Events(ctx, f.a, core.EventsRequest{Limit: 2})
+	page, err := events.Events(ctx, f.a, core.EventsRequest{Limit: ptr(2)})
 	if err != nil || len(page.Events) != 2 || page.Events[0].Type != core.EventAssociationRequested {
 		t.Fatalf("first page: %+v, %v", page.Events, err)
 	}
-	page, err = events.Events(ctx, f.a, core.EventsRequest{After: &page.Next, Limit: 100})
+	page, err = events.Events(ctx, f.a, core.EventsRequest{After: &page.Next, Limit: ptr(100)})
 	if err != nil || len(page.Events) != 3 {
 		t.Fatalf("second page: %d events, %v", len(page.Events), err)
 	}
@@ -187,8 +187,8 @@ func TestEventsPaging(t *testing.T) {
 		name string
 		r    core.EventsRequest
 	}{
-		{"limit over the maximum", core.EventsRequest{Limit: 1001}},
-		{"negative limit", core.EventsRequest{Limit: -1}},
+		{"limit over the maximum", core.EventsRequest{Limit: ptr(1001)}},
+		{"negative limit", core.EventsRequest{Limit: ptr(-1)}},
 		{"wait over 30s", core.EventsRequest{Wait: 31 * time.Second}},
 		{"unknown type", core.EventsRequest{Types: []core.EventType{"EXPLODED"}}},
 	} {
@@ -236,3 +236,5 @@ func (f lapseFixture) requestErr(ctx context.Context, uid string) error {
 	_, err := f.svc.RequestAssociation(ctx, f.a, uid, core.MountFields{})
 	return err
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -24,19 +24,19 @@ const (
 // in the transaction of the change.
 type Event struct {
 	// ID is the event's position in the log, set when it is appended.
-	ID   Cursor    `json:"id"`
-	Type EventType `json:"type"`
-	UID  string    `json:"uid"`
+	ID   Cursor
+	Type EventType
+	UID  string
 	// AccountID is the account the event belongs to: the owner, or for
 	// expiry, abandon and delete, the account that lost the mount.
-	AccountID string `json:"accountId"`
+	AccountID string
 	// Mount is the mount as the change left it (without key material),
 	// with the latest values of AccountID's association; the store sets it.
-	Mount Mount `json:"mount"`
+	Mount Mount
 	// States are a report's newly stored entries (STATES_REPORTED); the
 	// store sets them.
-	States     []StateEntry `json:"states,omitempty"`
-	OccurredAt time.Time    `json:"occurredAt"`
+	States     []StateEntry
+	OccurredAt time.Time
 }
 
 // StateCache holds each association's latest entry per code in front of

@@ -18,19 +18,13 @@ func (r *queryResolver) Events(ctx context.Context, after *string, limit *int, t
 	if err != nil {
 		return nil, err
 	}
-	req := core.EventsRequest{MountUID: mountUID}
+	req := core.EventsRequest{Limit: limit, MountUID: mountUID}
 	if after != nil {
 		c, err := core.ParseCursor(*after)
 		if err != nil {
 			return nil, err
 		}
 		req.After = &c
-	}
-	if limit != nil {
-		req.Limit = *limit
-		if *limit == 0 {
-			req.Limit = -1 // explicitly zero is out of range, as in REST
-		}
 	}
 	if types != nil {
 		req.Types = make([]core.EventType, len(types))

@@ -105,13 +105,11 @@ func (s *Store) appendEvent(ctx context.Context, tx bun.IDB, e *core.Event, row 
 	m.Key = core.MountKey{}
 	var latest []core.StateEntry
 	if e.Type != core.EventDeleted {
-		var rows []latestRow
-		if err := tx.NewSelect().Model(&rows).Where("account_id = ? AND mount_uid = ?", e.AccountID, m.UID).Scan(ctx); err != nil {
+		byMount, err := s.latestFor(ctx, tx, e.AccountID, []string{m.UID})
+		if err != nil {
 			return err
 		}
-		for _, r := range rows {
-			latest = append(latest, core.StateEntry{Code: core.StateCode(r.Code), Value: r.Value, OccurredAt: fromMillis(r.OccurredAt)})
-		}
+		latest = byMount[m.UID]
 		m.Latest = core.ComputeLatest(latest)
 	}
 	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Mount: eventMount{

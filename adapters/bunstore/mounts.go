@@ -360,7 +360,7 @@ func (s *Store) ListMounts(ctx context.Context, accountID string, f core.MountFi
 		uids[i] = rows[i].UID
 	}
 	if len(uids) > 0 {
-		latest, err := s.latestFor(ctx, accountID, uids)
+		latest, err := s.latestFor(ctx, s.db, accountID, uids)
 		if err != nil {
 			return nil, 0, err
 		}

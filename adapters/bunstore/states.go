@@ -113,7 +113,7 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 
 // LatestStates implements core.StateStore.
 func (s *Store) LatestStates(ctx context.Context, uid, accountID string) ([]core.StateEntry, error) {
-	latest, err := s.latestFor(ctx, accountID, []string{uid})
+	latest, err := s.latestFor(ctx, s.db, accountID, []string{uid})
 	if err != nil {
 		return nil, err
 	}
@@ -122,9 +122,9 @@ func (s *Store) LatestStates(ctx context.Context, uid, accountID string) ([]core
 
 // latestFor reads the latest entries accountID's associations produced on
 // each of uids.
-func (s *Store) latestFor(ctx context.Context, accountID string, uids []string) (map[string][]core.StateEntry, error) {
+func (s *Store) latestFor(ctx context.Context, db bun.IDB, accountID string, uids []string) (map[string][]core.StateEntry, error) {
 	var rows []latestRow
-	if err := s.db.NewSelect().Model(&rows).Where("account_id = ? AND mount_uid IN (?)", accountID, bun.In(uids)).Scan(ctx); err != nil {
+	if err := db.NewSelect().Model(&rows).Where("account_id = ? AND mount_uid IN (?)", accountID, bun.In(uids)).Scan(ctx); err != nil {
 		return nil, err
 	}
 	out := make(map[string][]core.StateEntry, len(uids))

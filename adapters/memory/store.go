@@ -679,11 +679,7 @@ func (s *Store) ReadEvents(_ context.Context, q core.EventQuery) ([]core.Event, 
 		return out, head, nil
 	}
 	for _, e := range s.events {
-		switch {
-		case q.After != nil && !q.After.Before(e.ID),
-			q.AccountID != "" && e.AccountID != q.AccountID,
-			q.Types != nil && !slices.Contains(q.Types, e.Type),
-			q.MountUIDs != nil && !slices.Contains(q.MountUIDs, e.UID):
+		if q.After != nil && !q.After.Before(e.ID) || !q.Selects(e) {
 			continue
 		}
 		e.States = slices.Clone(e.States)

@@ -24,7 +24,7 @@ func eventJSON(e core.Event) EventJSON {
 	if e.Type == core.EventStatesReported {
 		out.States = make([]stateJSON, len(e.States))
 		for i, st := range e.States {
-			out.States[i] = stateJSON{Code: string(st.Code), Value: st.Value, OccurredAt: Time(st.OccurredAt), ReceivedAt: Time(st.ReceivedAt)}
+			out.States[i] = toStateJSON(st)
 		}
 	}
 	return out
@@ -43,24 +43,19 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p core.Princ
 		}
 		req.After = &c
 	}
-	if n := q.integer("limit"); n != nil {
-		req.Limit = *n
-		if *n == 0 {
-			req.Limit = -1 // explicitly zero is out of range
-		}
-	}
+	req.Limit = q.integer("limit")
 	if types := q.str("types"); types != nil {
 		for _, t := range strings.Split(*types, ",") {
 			req.Types = append(req.Types, core.EventType(strings.TrimSpace(t)))
 		}
 	}
 	if wait := q.str("wait"); wait != nil {
+		// The range is core's rule; here only the number is read.
 		n, err := strconv.Atoi(*wait)
-		if err != nil || n < 0 || n > int(core.MaxEventWait/time.Second) {
+		if err != nil {
 			q.v.Add("wait", "must be a number of seconds from 0 to 30")
-		} else {
-			req.Wait = time.Duration(n) * time.Second
 		}
+		req.Wait = time.Duration(n) * time.Second
 	}
 	if err := q.err(); err != nil {
 		writeError(w, r, s.Logger, err)

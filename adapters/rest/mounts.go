@@ -295,7 +295,7 @@ func (s *Server) stateHistory(w http.ResponseWriter, r *http.Request, p core.Pri
 	}
 	out := make([]stateJSON, len(entries))
 	for i, e := range entries {
-		out[i] = stateJSON{Code: string(e.Code), Value: e.Value, OccurredAt: Time(e.OccurredAt), ReceivedAt: Time(e.ReceivedAt)}
+		out[i] = toStateJSON(e)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"states": out, "pagination": pagination})
 }
@@ -339,4 +339,8 @@ func (s *Server) commandAudit(w http.ResponseWriter, r *http.Request, p core.Pri
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"commands": commandsJSON(cmds, true), "pagination": pagination})
+}
+
+func toStateJSON(e core.StateEntry) stateJSON {
+	return stateJSON{Code: string(e.Code), Value: e.Value, OccurredAt: Time(e.OccurredAt), ReceivedAt: Time(e.ReceivedAt)}
 }
