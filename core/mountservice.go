@@ -120,7 +120,9 @@ func (s *MountService) ConfirmAssociation(ctx context.Context, p Principal, uid 
 	if ok {
 		wake(ctx, s.waker, s.logger, ev)
 		_ = s.scheduler.Cancel(ctx, uid)
-		s.withLatest(ctx, &m, p.AccountID)
+		// The event's mount was read with its latest values in the
+		// transaction: no second read for the answer.
+		m.Latest = ev.Mount.Latest
 		return m, nil
 	}
 	// The row did not qualify: decide why from what is stored.
@@ -397,10 +399,9 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	wake(ctx, s.waker, s.logger, ev)
 	// The cache keeps up with the database; a cache that cannot is
 	// emptied for the mount, and the next read fills it.
-	key := latestKey(uid, p.AccountID)
-	if _, _, err := s.cache.Offer(ctx, key, LatestPerCode(accepted)); err != nil {
+	if _, _, err := s.cache.Offer(ctx, latestKey(uid, p.AccountID), LatestPerCode(accepted)); err != nil {
 		s.logger.WarnContext(ctx, "state cache offer failed", "uid", uid, "err", err)
-		_ = s.cache.Forget(ctx, key)
+		s.forgetLatest(ctx, uid, p.AccountID)
 	}
 	return res, nil
 }
