@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,38 +11,6 @@ import (
 	"github.com/mountd/mountd/adapters/memory"
 	"github.com/mountd/mountd/core"
 )
-
-// accountMap is an in-memory core.AccountStore.
-type accountMap struct {
-	mu       sync.Mutex
-	accounts map[string]core.Account
-	clients  map[string]core.APIClient
-}
-
-func (s *accountMap) CreateAccount(_ context.Context, a core.Account, c core.APIClient) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.accounts[a.ID], s.clients[c.ClientID] = a, c
-	return nil
-}
-
-func (s *accountMap) Account(_ context.Context, id string) (core.Account, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if a, ok := s.accounts[id]; ok {
-		return a, nil
-	}
-	return core.Account{}, core.Errorf(core.CodeNotFound, "no account")
-}
-
-func (s *accountMap) APIClient(_ context.Context, id string) (core.APIClient, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.clients[id]; ok {
-		return c, nil
-	}
-	return core.APIClient{}, core.Errorf(core.CodeNotFound, "no client")
-}
 
 // TestAuthenticateThrottle: failures are limited per client id and source
 // address, and per address; successes never count, and another address
@@ -53,7 +22,7 @@ func TestAuthenticateThrottle(t *testing.T) {
 	t.Cleanup(core.SetTarpitDelay(time.Millisecond))
 
 	ctx := context.Background()
-	svc := core.NewAccountService(&accountMap{accounts: map[string]core.Account{}, clients: map[string]core.APIClient{}}, memory.NewFailureLimiter())
+	svc := core.NewAccountService(memory.NewStore(), memory.NewFailureLimiter())
 	acc, err := svc.Create(ctx, "Fleet")
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +76,44 @@ func TestAuthenticateThrottle(t *testing.T) {
 	}
 	if core.ErrorCode(last) != core.CodeRateLimited {
 		t.Fatalf("after %d failures from one address: %v, want %s", core.FailuresPerAddress.Limit, last, core.CodeRateLimited)
+	}
+}
+
+// keyRecorder is a failure limiter that never blocks and keeps the keys
+// it was given.
+type keyRecorder struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (r *keyRecorder) Blocked(_ context.Context, key string, _ core.Rate) (time.Duration, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keys = append(r.keys, key)
+	return 0, nil
+}
+
+func (r *keyRecorder) Failed(ctx context.Context, key string, rate core.Rate) error {
+	_, err := r.Blocked(ctx, key, rate)
+	return err
+}
+
+// TestThrottleKeysAreBounded: a client id of a megabyte does not become a
+// megabyte-long key in the limiter (an LRU of 100,000 keys, or Redis).
+func TestThrottleKeysAreBounded(t *testing.T) {
+	rec := &keyRecorder{}
+	svc := core.NewAccountService(memory.NewStore(), rec)
+	huge := strings.Repeat("x", 1<<20)
+	if _, err := svc.Authenticate(context.Background(), huge, "secret", "192.0.2.1"); core.ErrorCode(err) != core.CodeUnauthenticated {
+		t.Fatalf("Authenticate: %v", err)
+	}
+	if len(rec.keys) == 0 {
+		t.Fatal("the limiter was not asked")
+	}
+	for _, k := range rec.keys {
+		if len(k) > 128 {
+			t.Fatalf("a limiter key of %d bytes", len(k))
+		}
 	}
 }
 
