@@ -65,9 +65,10 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	queries := lru.New[*ast.QueryDocument](1000)
+	srv.SetQueryCache(queries)
 	srv.SetParserTokenLimit(MaxQueryTokens)
-	srv.Use(documentLimiter{})
+	srv.Use(documentLimiter{parsed: queries})
 	if opts.Introspection {
 		srv.Use(extension.Introspection{})
 	}

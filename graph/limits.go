@@ -85,13 +85,22 @@ const (
 )
 
 // documentLimiter enforces the limits above before the query is parsed by
-// gqlgen, so that nothing they forbid reaches validation.
-type documentLimiter struct{}
+// gqlgen, so that nothing they forbid reaches validation. A query in
+// gqlgen's cache of parsed and validated documents passed them already
+// (nothing they refuse gets there) and is not parsed again.
+type documentLimiter struct {
+	parsed graphql.Cache[*ast.QueryDocument]
+}
 
 func (documentLimiter) ExtensionName() string                   { return "DocumentLimits" }
 func (documentLimiter) Validate(graphql.ExecutableSchema) error { return nil }
 
-func (documentLimiter) MutateOperationParameters(_ context.Context, params *graphql.RawParams) *gqlerror.Error {
+func (l documentLimiter) MutateOperationParameters(ctx context.Context, params *graphql.RawParams) *gqlerror.Error {
+	if l.parsed != nil {
+		if _, ok := l.parsed.Get(ctx, params.Query); ok {
+			return nil
+		}
+	}
 	if len(params.Query) > MaxQueryBytes {
 		return limitError("PAYLOAD_TOO_LARGE", "the query is %d bytes, more than the limit of %d", len(params.Query), MaxQueryBytes)
 	}
