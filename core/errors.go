@@ -35,6 +35,7 @@ const (
 	CodeInternal              Code = "INTERNAL"
 	CodeUnavailable           Code = "UNAVAILABLE"
 	CodeCursorExpired         Code = "CURSOR_EXPIRED"
+	CodeWebhookNotFound       Code = "WEBHOOK_NOT_FOUND"
 )
 
 // FieldError names one invalid input field and says what is wrong with it.

@@ -34,6 +34,9 @@ const (
 	ActionWriteNfcTags       Action = "nfc.write"
 	ActionReadFirmware       Action = "firmware.read"
 	ActionSubscribe          Action = "events.subscribe"
+	// ActionManageWebhooks is owner-only: a webhook receives every event
+	// of the account.
+	ActionManageWebhooks Action = "webhooks.manage"
 )
 
 // restrictedActions is what role:restricted may do (docs/api.md, "Identity"); owners may

@@ -138,12 +138,15 @@ func (s *Store) param(n int) string {
 }
 
 // columns lists the columns of a bun model type for a select, each
-// qualified by alias.
+// qualified by alias (none when alias is empty).
 func (s *Store) columns(typ reflect.Type, alias string) string {
 	fields := s.db.Table(typ).Fields
 	names := make([]string, len(fields))
 	for i, f := range fields {
-		names[i] = alias + "." + string(f.SQLName)
+		names[i] = string(f.SQLName)
+		if alias != "" {
+			names[i] = alias + "." + names[i]
+		}
 	}
 	return strings.Join(names, ", ")
 }

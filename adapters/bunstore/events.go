@@ -173,7 +173,7 @@ func (s *Store) txType() string {
 // retention has cut it. On PostgreSQL the settled part is every row of a
 // transaction older than the oldest one still in flight; on SQLite, with
 // one writer at a time, every row up to the last id handed out.
-func (s *Store) logBounds(ctx context.Context) (head, horizon core.Cursor, err error) {
+func (s *Store) logBounds(ctx context.Context, db bun.IDB) (head, horizon core.Cursor, err error) {
 	var b struct {
 		Bound     string `bun:"bound"`
 		HorizonTx string `bun:"horizon_tx"`
@@ -183,7 +183,7 @@ func (s *Store) logBounds(ctx context.Context) (head, horizon core.Cursor, err e
 	if !s.postgres {
 		bound = `CAST(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) AS TEXT)`
 	}
-	if err := s.db.NewRaw(`SELECT `+bound+` AS bound, CAST(tx AS TEXT) AS horizon_tx, id AS horizon_id FROM event_horizon`).
+	if err := db.NewRaw(`SELECT `+bound+` AS bound, CAST(tx AS TEXT) AS horizon_tx, id AS horizon_id FROM event_horizon`).
 		Scan(ctx, &b); err != nil {
 		return head, horizon, err
 	}
@@ -208,7 +208,11 @@ func (s *Store) logBounds(ctx context.Context) (head, horizon core.Cursor, err e
 
 // ReadEvents implements core.EventLog.
 func (s *Store) ReadEvents(ctx context.Context, q core.EventQuery) ([]core.Event, core.Cursor, error) {
-	head, horizon, err := s.logBounds(ctx)
+	return s.readEvents(ctx, s.db, q)
+}
+
+func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery) ([]core.Event, core.Cursor, error) {
+	head, horizon, err := s.logBounds(ctx, db)
 	if err != nil {
 		return nil, core.Cursor{}, err
 	}
@@ -258,7 +262,7 @@ func (s *Store) ReadEvents(ctx context.Context, q core.EventQuery) ([]core.Event
 	sb.WriteString(` ORDER BY tx, id LIMIT ?`)
 	args = append(args, q.Limit)
 	var rows []eventRow
-	if err := s.db.NewRaw(sb.String(), args...).Scan(ctx, &rows); err != nil {
+	if err := db.NewRaw(sb.String(), args...).Scan(ctx, &rows); err != nil {
 		return nil, core.Cursor{}, err
 	}
 	events := make([]core.Event, len(rows))

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ var (
 	_ core.TagStore      = (*Store)(nil)
 	_ core.FirmwareStore = (*Store)(nil)
 	_ core.EventLog      = (*Store)(nil)
+	_ core.WebhookStore  = (*Store)(nil)
 )
 
 // Store is every storage port of core in memory, with the conditional
@@ -41,6 +43,7 @@ type Store struct {
 	events   []core.Event // the log, in order
 	eventSeq int64
 	horizon  core.Cursor // the newest pruned position
+	wh       webhookState
 }
 
 type stateKey struct {
@@ -704,4 +707,193 @@ func (s *Store) PruneEvents(_ context.Context, before time.Time, limit int) (int
 		s.events = slices.Delete(s.events, 0, n)
 	}
 	return n, nil
+}
+
+// webhookState is the memory store's webhooks and deliveries.
+type webhookState struct {
+	hooks      []core.Webhook
+	deliveries []core.Delivery // in the order stored
+	leases     map[string]time.Time
+	leaseSeq   int
+	dispatched core.Cursor
+}
+
+// CreateWebhook implements core.WebhookStore.
+func (s *Store) CreateWebhook(_ context.Context, w core.Webhook, max int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, h := range s.wh.hooks {
+		if h.AccountID == w.AccountID {
+			n++
+		}
+	}
+	if n >= max {
+		return core.Errorf(core.CodeConflict, "an account holds at most %d webhooks", max)
+	}
+	w.CreatedAt, w.UpdatedAt = ms(w.CreatedAt), ms(w.UpdatedAt)
+	s.wh.hooks = append(s.wh.hooks, cloneWebhook(w))
+	return nil
+}
+
+func cloneWebhook(w core.Webhook) core.Webhook {
+	w.EventTypes, w.MountUIDs = slices.Clone(w.EventTypes), slices.Clone(w.MountUIDs)
+	return w
+}
+
+func (s *Store) webhookLocked(accountID, id string) int {
+	return slices.IndexFunc(s.wh.hooks, func(w core.Webhook) bool { return w.ID == id && w.AccountID == accountID })
+}
+
+// Webhook implements core.WebhookStore.
+func (s *Store) Webhook(_ context.Context, accountID, id string) (core.Webhook, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.webhookLocked(accountID, id)
+	if i < 0 {
+		return core.Webhook{}, core.Errorf(core.CodeWebhookNotFound, "webhook %q not found", id)
+	}
+	return cloneWebhook(s.wh.hooks[i]), nil
+}
+
+// ListWebhooks implements core.WebhookStore.
+func (s *Store) ListWebhooks(_ context.Context, accountID string, p core.Page) ([]core.Webhook, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []core.Webhook
+	for _, w := range s.wh.hooks {
+		if w.AccountID == accountID {
+			all = append(all, cloneWebhook(w))
+		}
+	}
+	return page(all, p), len(all), nil
+}
+
+// UpdateWebhook implements core.WebhookStore.
+func (s *Store) UpdateWebhook(_ context.Context, w core.Webhook) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.webhookLocked(w.AccountID, w.ID)
+	if i < 0 {
+		return core.Errorf(core.CodeWebhookNotFound, "webhook %q not found", w.ID)
+	}
+	w.CreatedAt, w.UpdatedAt = s.wh.hooks[i].CreatedAt, ms(w.UpdatedAt)
+	s.wh.hooks[i] = cloneWebhook(w)
+	return nil
+}
+
+// DeleteWebhook implements core.WebhookStore.
+func (s *Store) DeleteWebhook(_ context.Context, accountID, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.webhookLocked(accountID, id)
+	if i < 0 {
+		return core.Errorf(core.CodeWebhookNotFound, "webhook %q not found", id)
+	}
+	s.wh.hooks = slices.Delete(s.wh.hooks, i, i+1)
+	s.wh.deliveries = slices.DeleteFunc(s.wh.deliveries, func(d core.Delivery) bool { return d.WebhookID == id })
+	return nil
+}
+
+// ListDeliveries implements core.WebhookStore: newest first.
+func (s *Store) ListDeliveries(_ context.Context, accountID, webhookID string, p core.Page) ([]core.Delivery, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []core.Delivery
+	for i := len(s.wh.deliveries) - 1; i >= 0; i-- {
+		if d := s.wh.deliveries[i]; d.WebhookID == webhookID && d.AccountID == accountID {
+			d.Lease = ""
+			all = append(all, d)
+		}
+	}
+	return page(all, p), len(all), nil
+}
+
+// EnqueueDeliveries implements core.WebhookStore under the store's lock.
+func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core.Event, []core.Webhook) ([]core.Delivery, error)) (int, error) {
+	s.mu.Lock()
+	after := s.wh.dispatched
+	if after.Before(s.horizon) {
+		after = s.horizon
+	}
+	s.mu.Unlock()
+	// The dispatcher of one process is one goroutine: reading outside the
+	// lock and storing under it cannot plan an event twice.
+	events, next, err := s.ReadEvents(ctx, core.EventQuery{After: &after, Limit: limit})
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range events {
+		var hooks []core.Webhook
+		for _, w := range s.wh.hooks {
+			if w.AccountID == e.AccountID && w.Enabled {
+				hooks = append(hooks, cloneWebhook(w))
+			}
+		}
+		if len(hooks) == 0 {
+			continue
+		}
+		planned, err := plan(e, hooks)
+		if err != nil {
+			return 0, err
+		}
+		for _, d := range planned {
+			d.NextAttemptAt = ms(d.NextAttemptAt)
+			s.wh.deliveries = append(s.wh.deliveries, d)
+		}
+	}
+	s.wh.dispatched = next
+	return len(events), nil
+}
+
+// ClaimDeliveries implements core.WebhookStore.
+func (s *Store) ClaimDeliveries(_ context.Context, now time.Time, lease time.Duration, limit int, skip []string) ([]core.Delivery, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wh.leases == nil {
+		s.wh.leases = map[string]time.Time{}
+	}
+	var due []int
+	for i, d := range s.wh.deliveries {
+		if d.Status == core.DeliveryPending && !d.NextAttemptAt.After(now) && !slices.Contains(skip, d.WebhookID) &&
+			(d.Lease == "" || s.wh.leases[d.ID].Before(now)) {
+			due = append(due, i)
+		}
+	}
+	slices.SortStableFunc(due, func(a, b int) int {
+		return s.wh.deliveries[a].NextAttemptAt.Compare(s.wh.deliveries[b].NextAttemptAt)
+	})
+	var out []core.Delivery
+	s.wh.leaseSeq++
+	token := strconv.Itoa(s.wh.leaseSeq)
+	for _, i := range due[:min(limit, len(due))] {
+		s.wh.deliveries[i].Lease = token
+		s.wh.leases[s.wh.deliveries[i].ID] = now.Add(lease)
+		out = append(out, s.wh.deliveries[i])
+	}
+	return out, nil
+}
+
+// FinishDelivery implements core.WebhookStore.
+func (s *Store) FinishDelivery(_ context.Context, d core.Delivery, next *core.Delivery) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.wh.deliveries, func(x core.Delivery) bool {
+		return x.ID == d.ID && x.Status == core.DeliveryPending && x.Lease == d.Lease
+	})
+	if i < 0 {
+		return nil
+	}
+	d.Lease, d.NextAttemptAt, d.AttemptedAt = "", time.Time{}, ms(d.AttemptedAt)
+	d.Duration = d.Duration.Truncate(time.Millisecond)
+	s.wh.deliveries[i] = d
+	delete(s.wh.leases, d.ID)
+	if next != nil {
+		n := *next
+		n.NextAttemptAt, n.Lease = ms(n.NextAttemptAt), ""
+		s.wh.deliveries = append(s.wh.deliveries, n)
+	}
+	return nil
 }

@@ -23,6 +23,7 @@ type Store interface {
 	core.TagStore
 	core.FirmwareStore
 	core.EventLog
+	core.WebhookStore
 }
 
 // Run runs the suite; newStore gives each case a fresh, empty store.
@@ -40,6 +41,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Tags", tags},
 		{"EventLog", eventLog},
 		{"EventRetention", eventRetention},
+		{"Webhooks", webhooks},
+		{"WebhookDeliveries", webhookDeliveries},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}

@@ -1,0 +1,355 @@
+package bunstore
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/mountd/mountd/core"
+)
+
+var _ core.WebhookStore = (*Store)(nil)
+
+type webhookRow struct {
+	bun.BaseModel `bun:"table:webhooks"`
+	ID            string `bun:"id,pk"`
+	AccountID     string `bun:"account_id"`
+	URL           string `bun:"url"`
+	EventTypes    string `bun:"event_types"`
+	MountUIDs     string `bun:"mount_uids"`
+	Description   string `bun:"description"`
+	Enabled       bool   `bun:"enabled"`
+	SealedSecret  string `bun:"sealed_secret"`
+	CreatedAt     int64  `bun:"created_at"`
+	UpdatedAt     int64  `bun:"updated_at"`
+}
+
+func toWebhookRow(w core.Webhook) (*webhookRow, error) {
+	types, err := json.Marshal(w.EventTypes)
+	if err != nil {
+		return nil, err
+	}
+	uids, err := json.Marshal(w.MountUIDs)
+	if err != nil {
+		return nil, err
+	}
+	return &webhookRow{ID: w.ID, AccountID: w.AccountID, URL: w.URL, EventTypes: string(types), MountUIDs: string(uids),
+		Description: w.Description, Enabled: w.Enabled, SealedSecret: w.SealedSecret,
+		CreatedAt: millis(w.CreatedAt), UpdatedAt: millis(w.UpdatedAt)}, nil
+}
+
+func (r *webhookRow) toWebhook() (core.Webhook, error) {
+	w := core.Webhook{ID: r.ID, AccountID: r.AccountID, URL: r.URL, Description: r.Description, Enabled: r.Enabled,
+		SealedSecret: r.SealedSecret, CreatedAt: fromMillis(r.CreatedAt), UpdatedAt: fromMillis(r.UpdatedAt)}
+	if err := json.Unmarshal([]byte(r.EventTypes), &w.EventTypes); err != nil {
+		return w, fmt.Errorf("webhook %s: event types: %w", r.ID, err)
+	}
+	if err := json.Unmarshal([]byte(r.MountUIDs), &w.MountUIDs); err != nil {
+		return w, fmt.Errorf("webhook %s: mount uids: %w", r.ID, err)
+	}
+	return w, nil
+}
+
+type deliveryRow struct {
+	bun.BaseModel  `bun:"table:webhook_deliveries"`
+	ID             string         `bun:"id,pk"`
+	WebhookID      string         `bun:"webhook_id"`
+	AccountID      string         `bun:"account_id"`
+	EventID        string         `bun:"event_id"`
+	EventType      string         `bun:"event_type"`
+	Attempt        int            `bun:"attempt"`
+	Status         string         `bun:"status"`
+	ResponseStatus int            `bun:"response_status"`
+	Error          string         `bun:"error"`
+	DurationMs     int64          `bun:"duration_ms"`
+	AttemptedAt    sql.NullInt64  `bun:"attempted_at"`
+	NextAttemptAt  sql.NullInt64  `bun:"next_attempt_at"`
+	Lease          sql.NullString `bun:"lease"`
+	LeaseUntil     sql.NullInt64  `bun:"lease_until"`
+	Payload        string         `bun:"payload"`
+}
+
+func optNull(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: millis(t), Valid: true}
+}
+
+func toDeliveryRow(d core.Delivery) *deliveryRow {
+	return &deliveryRow{ID: d.ID, WebhookID: d.WebhookID, AccountID: d.AccountID, EventID: d.EventID.String(),
+		EventType: string(d.EventType), Attempt: d.Attempt, Status: string(d.Status), ResponseStatus: d.ResponseStatus,
+		Error: d.Error, DurationMs: d.Duration.Milliseconds(), AttemptedAt: optNull(d.AttemptedAt),
+		NextAttemptAt: optNull(d.NextAttemptAt), Payload: string(d.Payload)}
+}
+
+func (r *deliveryRow) toDelivery() core.Delivery {
+	eventID, _ := core.ParseCursor(r.EventID)
+	d := core.Delivery{ID: r.ID, WebhookID: r.WebhookID, AccountID: r.AccountID, EventID: eventID,
+		EventType: core.EventType(r.EventType), Attempt: r.Attempt, Status: core.DeliveryStatus(r.Status),
+		ResponseStatus: r.ResponseStatus, Error: r.Error, Duration: time.Duration(r.DurationMs) * time.Millisecond,
+		Payload: []byte(r.Payload), Lease: r.Lease.String}
+	if r.AttemptedAt.Valid {
+		d.AttemptedAt = fromMillis(r.AttemptedAt.Int64)
+	}
+	if r.NextAttemptAt.Valid {
+		d.NextAttemptAt = fromMillis(r.NextAttemptAt.Int64)
+	}
+	return d
+}
+
+func webhookNotFound(id string) error {
+	return core.Errorf(core.CodeWebhookNotFound, "webhook %q not found", id)
+}
+
+// CreateWebhook implements core.WebhookStore. Counting and inserting in
+// one statement keeps the limit under concurrent creations (SQLite has one
+// writer; on PostgreSQL the account row is locked first).
+func (s *Store) CreateWebhook(ctx context.Context, w core.Webhook, max int) error {
+	row, err := toWebhookRow(w)
+	if err != nil {
+		return err
+	}
+	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if s.postgres {
+			if _, err := tx.NewRaw(`SELECT id FROM accounts WHERE id = ? FOR UPDATE`, w.AccountID).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		n, err := tx.NewSelect().Model((*webhookRow)(nil)).Where("account_id = ?", w.AccountID).Count(ctx)
+		if err != nil {
+			return err
+		}
+		if n >= max {
+			return core.Errorf(core.CodeConflict, "an account holds at most %d webhooks", max)
+		}
+		_, err = tx.NewInsert().Model(row).Exec(ctx)
+		return translate(err, core.CodeWebhookNotFound, "webhook")
+	})
+}
+
+// Webhook implements core.WebhookStore.
+func (s *Store) Webhook(ctx context.Context, accountID, id string) (core.Webhook, error) {
+	var row webhookRow
+	if err := s.db.NewSelect().Model(&row).Where("id = ? AND account_id = ?", id, accountID).Scan(ctx); err != nil {
+		if err == sql.ErrNoRows {
+			return core.Webhook{}, webhookNotFound(id)
+		}
+		return core.Webhook{}, err
+	}
+	return row.toWebhook()
+}
+
+// ListWebhooks implements core.WebhookStore: oldest first.
+func (s *Store) ListWebhooks(ctx context.Context, accountID string, p core.Page) ([]core.Webhook, int, error) {
+	var rows []webhookRow
+	total, err := s.db.NewSelect().Model(&rows).Where("account_id = ?", accountID).
+		Order("created_at", "id").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]core.Webhook, len(rows))
+	for i := range rows {
+		if out[i], err = rows[i].toWebhook(); err != nil {
+			return nil, 0, err
+		}
+	}
+	return out, total, nil
+}
+
+// UpdateWebhook implements core.WebhookStore.
+func (s *Store) UpdateWebhook(ctx context.Context, w core.Webhook) error {
+	row, err := toWebhookRow(w)
+	if err != nil {
+		return err
+	}
+	res, err := s.db.NewUpdate().Model(row).
+		Column("url", "event_types", "mount_uids", "description", "enabled", "sealed_secret", "updated_at").
+		Where("id = ? AND account_id = ?", w.ID, w.AccountID).Exec(ctx)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return webhookNotFound(w.ID)
+	}
+	return nil
+}
+
+// DeleteWebhook implements core.WebhookStore; the schema cascades to the
+// deliveries.
+func (s *Store) DeleteWebhook(ctx context.Context, accountID, id string) error {
+	res, err := s.db.NewDelete().Model((*webhookRow)(nil)).Where("id = ? AND account_id = ?", id, accountID).Exec(ctx)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return webhookNotFound(id)
+	}
+	return nil
+}
+
+// storedOrder is the order attempts were stored in.
+func (s *Store) storedOrder() string {
+	if s.postgres {
+		return "seq"
+	}
+	return "rowid"
+}
+
+// ListDeliveries implements core.WebhookStore: newest first.
+func (s *Store) ListDeliveries(ctx context.Context, accountID, webhookID string, p core.Page) ([]core.Delivery, int, error) {
+	var rows []deliveryRow
+	total, err := s.db.NewSelect().Model(&rows).Where("webhook_id = ? AND account_id = ?", webhookID, accountID).
+		OrderExpr(s.storedOrder() + " DESC").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]core.Delivery, len(rows))
+	for i := range rows {
+		out[i] = rows[i].toDelivery()
+	}
+	return out, total, nil
+}
+
+// EnqueueDeliveries implements core.WebhookStore. The dispatch row is
+// taken with SKIP LOCKED on PostgreSQL, so a second replica returns at once
+// instead of waiting; SQLite's single writer serialises the same way.
+func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core.Event, []core.Webhook) ([]core.Delivery, error)) (int, error) {
+	read := 0
+	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		var cur struct {
+			Tx string `bun:"tx"`
+			ID int64  `bun:"id"`
+		}
+		lock := ""
+		if s.postgres {
+			lock = " FOR UPDATE SKIP LOCKED"
+		}
+		if err := tx.NewRaw(`SELECT CAST(tx AS TEXT) AS tx, id FROM webhook_dispatch WHERE singleton = 1`+lock).Scan(ctx, &cur); err != nil {
+			if err == sql.ErrNoRows {
+				return nil // another replica is dispatching
+			}
+			return err
+		}
+		txid, err := strconv.ParseUint(cur.Tx, 10, 64)
+		if err != nil {
+			return fmt.Errorf("dispatch position: %w", err)
+		}
+		after := core.Cursor{Tx: txid, Seq: cur.ID}
+		events, next, err := s.readEvents(ctx, tx, core.EventQuery{After: &after, Limit: limit})
+		if core.ErrorCode(err) == core.CodeCursorExpired {
+			// Retention outran the dispatcher (stopped for longer than the
+			// log keeps events): go on from the oldest retained event.
+			_, horizon, herr := s.logBounds(ctx, tx)
+			if herr != nil {
+				return herr
+			}
+			events, next, err = s.readEvents(ctx, tx, core.EventQuery{After: &horizon, Limit: limit})
+		}
+		if err != nil {
+			return err
+		}
+		read = len(events)
+		hooks := map[string][]core.Webhook{}
+		for _, e := range events {
+			if _, ok := hooks[e.AccountID]; ok {
+				continue
+			}
+			var rows []webhookRow
+			if err := tx.NewSelect().Model(&rows).Where("account_id = ? AND enabled", e.AccountID).Scan(ctx); err != nil {
+				return err
+			}
+			list := make([]core.Webhook, 0, len(rows))
+			for i := range rows {
+				w, err := rows[i].toWebhook()
+				if err != nil {
+					return err
+				}
+				list = append(list, w)
+			}
+			hooks[e.AccountID] = list
+		}
+		var deliveries []*deliveryRow
+		for _, e := range events {
+			if len(hooks[e.AccountID]) == 0 {
+				continue
+			}
+			planned, err := plan(e, hooks[e.AccountID])
+			if err != nil {
+				return err
+			}
+			for _, d := range planned {
+				deliveries = append(deliveries, toDeliveryRow(d))
+			}
+		}
+		if len(deliveries) > 0 {
+			if _, err := tx.NewInsert().Model(&deliveries).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		t := s.txType()
+		_, err = tx.NewRaw(fmt.Sprintf(`UPDATE webhook_dispatch SET tx = CAST(? AS %s), id = ? WHERE singleton = 1`, t),
+			strconv.FormatUint(next.Tx, 10), next.Seq).Exec(ctx)
+		return err
+	})
+	return read, err
+}
+
+func newLease() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// ClaimDeliveries implements core.WebhookStore: one statement leases due
+// attempts; on PostgreSQL SKIP LOCKED lets replicas claim side by side.
+func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, skip []string) ([]core.Delivery, error) {
+	token := newLease()
+	sub := s.db.NewSelect().Model((*deliveryRow)(nil)).Column("id").
+		Where("status = 'PENDING' AND next_attempt_at <= ?", millis(now)).
+		Where("(lease_until IS NULL OR lease_until < ?)", millis(now)).
+		OrderExpr("next_attempt_at").Limit(limit)
+	if len(skip) > 0 {
+		sub = sub.Where("webhook_id NOT IN (?)", bun.In(skip))
+	}
+	if s.postgres {
+		sub = sub.For("UPDATE SKIP LOCKED")
+	}
+	var rows []deliveryRow
+	err := s.db.NewRaw(`UPDATE webhook_deliveries SET lease = ?, lease_until = ? WHERE id IN (?) RETURNING `+
+		s.columns(reflect.TypeFor[deliveryRow](), ""), token, millis(now.Add(lease)), sub).Scan(ctx, &rows)
+	if err != nil && err != sql.ErrNoRows {
+		return nil, err
+	}
+	out := make([]core.Delivery, len(rows))
+	for i := range rows {
+		out[i] = rows[i].toDelivery()
+	}
+	return out, nil
+}
+
+// FinishDelivery implements core.WebhookStore.
+func (s *Store) FinishDelivery(ctx context.Context, d core.Delivery, next *core.Delivery) error {
+	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		res, err := tx.NewRaw(`UPDATE webhook_deliveries SET status = ?, response_status = ?, error = ?, duration_ms = ?,
+				attempted_at = ?, next_attempt_at = NULL, lease = NULL, lease_until = NULL
+			WHERE id = ? AND status = 'PENDING' AND lease = ?`,
+			string(d.Status), d.ResponseStatus, d.Error, d.Duration.Milliseconds(), optNull(d.AttemptedAt), d.ID, d.Lease).Exec(ctx)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 || next == nil {
+			return nil
+		}
+		_, err = tx.NewInsert().Model(toDeliveryRow(*next)).Exec(ctx)
+		return err
+	})
+}

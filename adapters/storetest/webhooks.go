@@ -1,0 +1,171 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+func hook(id, account string, created time.Time) core.Webhook {
+	return core.Webhook{ID: id, AccountID: account, URL: "https://example.com/" + id, EventTypes: []core.EventType{},
+		MountUIDs: []string{}, Enabled: true, SealedSecret: "sealed", CreatedAt: created, UpdatedAt: created}
+}
+
+// webhooks: creation up to the limit, reads and writes scoped to the
+// account, delete with the deliveries.
+func webhooks(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a", "acc_b")
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for i := range 3 {
+		if err := store.CreateWebhook(ctx, hook(fmt.Sprintf("wh_%d", i), "acc_a", now.Add(time.Duration(i)*time.Millisecond)), 3); err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+	}
+	if err := store.CreateWebhook(ctx, hook("wh_x", "acc_a", now), 3); core.ErrorCode(err) != core.CodeConflict {
+		t.Fatalf("a fourth webhook with a limit of 3: %v, want CONFLICT", err)
+	}
+	if err := store.CreateWebhook(ctx, hook("wh_b", "acc_b", now), 3); err != nil {
+		t.Fatalf("another account's webhook: %v", err)
+	}
+	list, total, err := store.ListWebhooks(ctx, "acc_a", core.Page{CurrentPage: 1, PageSize: 2})
+	if err != nil || total != 3 || len(list) != 2 || list[0].ID != "wh_0" || list[1].ID != "wh_1" {
+		t.Fatalf("list: %d of %d, %+v, %v", len(list), total, list, err)
+	}
+	w := list[0]
+	w.URL, w.EventTypes, w.MountUIDs, w.Enabled = "https://example.org/x", []core.EventType{core.EventDeleted}, []string{"M1"}, false
+	if err := store.UpdateWebhook(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.Webhook(ctx, "acc_a", "wh_0")
+	if err != nil || got.URL != w.URL || !slices.Equal(got.EventTypes, w.EventTypes) || !slices.Equal(got.MountUIDs, w.MountUIDs) ||
+		got.Enabled || !got.CreatedAt.Equal(now) {
+		t.Fatalf("after update: %+v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"read another's", func() error { _, err := store.Webhook(ctx, "acc_a", "wh_b"); return err }},
+		{"update another's", func() error { o := hook("wh_b", "acc_a", now); return store.UpdateWebhook(ctx, o) }},
+		{"delete another's", func() error { return store.DeleteWebhook(ctx, "acc_a", "wh_b") }},
+		{"read none", func() error { _, err := store.Webhook(ctx, "acc_a", "wh_none"); return err }},
+	} {
+		if err := tc.call(); core.ErrorCode(err) != core.CodeWebhookNotFound {
+			t.Errorf("%s: %v, want WEBHOOK_NOT_FOUND", tc.name, err)
+		}
+	}
+	if err := store.DeleteWebhook(ctx, "acc_a", "wh_1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, total, _ := store.ListWebhooks(ctx, "acc_a", core.Page{CurrentPage: 1, PageSize: 20}); total != 2 {
+		t.Fatalf("%d webhooks after a delete, want 2", total)
+	}
+}
+
+// webhookDeliveries: each event is planned once; due attempts are leased
+// to one claimer until the lease lapses; only the lease holder records a
+// result; a follow-up attempt is stored with it; attempts list newest first.
+func webhookDeliveries(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	key := core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
+	if err := store.CreateWebhook(ctx, hook("wh_1", "acc_a", now.Add(-time.Hour)), 20); err != nil {
+		t.Fatal(err)
+	}
+	var planned []core.Cursor
+	plan := func(e core.Event, hooks []core.Webhook) ([]core.Delivery, error) {
+		planned = append(planned, e.ID)
+		var out []core.Delivery
+		for _, w := range hooks {
+			out = append(out, core.Delivery{ID: fmt.Sprintf("whd_%d", len(planned)), WebhookID: w.ID, AccountID: w.AccountID,
+				EventID: e.ID, EventType: e.Type, Attempt: 1, Status: core.DeliveryPending, NextAttemptAt: now, Payload: []byte(`{}`)})
+		}
+		return out, nil
+	}
+	for i := range 3 {
+		uid := fmt.Sprintf("D%d", i)
+		if _, err := store.ClaimMount(ctx, core.Claim{UID: uid, AccountID: "acc_a", Now: now, Deadline: now.Add(time.Hour), Key: key},
+			&core.Event{Type: core.EventAssociationRequested, UID: uid, AccountID: "acc_a", OccurredAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		n, err := store.EnqueueDeliveries(ctx, 2, plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if len(planned) != 3 {
+		t.Fatalf("%d events planned, want 3 (each once)", len(planned))
+	}
+	if n, err := store.EnqueueDeliveries(ctx, 10, plan); err != nil || n != 0 {
+		t.Fatalf("enqueue again: %d, %v", n, err)
+	}
+
+	first, err := store.ClaimDeliveries(ctx, now, time.Minute, 2, nil)
+	if err != nil || len(first) != 2 || first[0].Lease == "" || string(first[0].Payload) != `{}` {
+		t.Fatalf("claim: %+v, %v", first, err)
+	}
+	rest, err := store.ClaimDeliveries(ctx, now, time.Minute, 10, nil)
+	if err != nil || len(rest) != 1 {
+		t.Fatalf("a second claimer gets the one left: %d, %v", len(rest), err)
+	}
+	if again, _ := store.ClaimDeliveries(ctx, now, time.Minute, 10, nil); len(again) != 0 {
+		t.Fatalf("leased attempts claimed again: %d", len(again))
+	}
+	if skipped, _ := store.ClaimDeliveries(ctx, now.Add(2*time.Minute), time.Minute, 10, []string{"wh_1"}); len(skipped) != 0 {
+		t.Fatalf("a skipped webhook's attempts claimed: %d", len(skipped))
+	}
+	// The lease lapses: another claimer takes the attempt over.
+	taken, err := store.ClaimDeliveries(ctx, now.Add(2*time.Minute), time.Minute, 1, nil)
+	if err != nil || len(taken) != 1 || taken[0].Lease == first[0].Lease && taken[0].ID == first[0].ID {
+		t.Fatalf("after the lease lapsed: %+v, %v", taken, err)
+	}
+	stale := first[0]
+	for _, d := range first {
+		if d.ID == taken[0].ID {
+			stale = d
+		}
+	}
+	result := func(d core.Delivery, status core.DeliveryStatus, code int) core.Delivery {
+		d.Status, d.ResponseStatus, d.AttemptedAt, d.Duration = status, code, now.Add(3*time.Minute), 15*time.Millisecond
+		return d
+	}
+	// The first claimer's late result is not recorded: the attempt is
+	// the new holder's.
+	if err := store.FinishDelivery(ctx, result(stale, core.DeliverySucceeded, 200), nil); err != nil {
+		t.Fatal(err)
+	}
+	next := core.Delivery{ID: "whd_next", WebhookID: "wh_1", AccountID: "acc_a", EventID: taken[0].EventID, EventType: taken[0].EventType,
+		Attempt: 2, Status: core.DeliveryPending, NextAttemptAt: now.Add(time.Hour), Payload: []byte(`{}`)}
+	if err := store.FinishDelivery(ctx, result(taken[0], core.DeliveryFailed, 500), &next); err != nil {
+		t.Fatal(err)
+	}
+	list, total, err := store.ListDeliveries(ctx, "acc_a", "wh_1", core.Page{CurrentPage: 1, PageSize: 10})
+	if err != nil || total != 4 || list[0].ID != "whd_next" || list[0].Status != core.DeliveryPending || !list[0].NextAttemptAt.Equal(now.Add(time.Hour)) {
+		t.Fatalf("deliveries: %d, %+v, %v", total, list, err)
+	}
+	for _, d := range list {
+		if d.ID == taken[0].ID && (d.Status != core.DeliveryFailed || d.ResponseStatus != 500 || d.Duration != 15*time.Millisecond || !d.NextAttemptAt.IsZero()) {
+			t.Fatalf("the failed attempt as recorded: %+v", d)
+		}
+	}
+	if none, _, _ := store.ListDeliveries(ctx, "acc_other", "wh_1", core.Page{CurrentPage: 1, PageSize: 10}); len(none) != 0 {
+		t.Fatalf("another account lists %d attempts", len(none))
+	}
+	if err := store.DeleteWebhook(ctx, "acc_a", "wh_1"); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := store.ClaimDeliveries(ctx, now.Add(24*time.Hour), time.Minute, 10, nil); len(left) != 0 {
+		t.Fatalf("attempts of a deleted webhook claimed: %d", len(left))
+	}
+}

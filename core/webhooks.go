@@ -1,0 +1,539 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Webhook is an operator server's endpoint that receives the account's
+// events (docs/api.md, "Webhooks").
+type Webhook struct {
+	ID          string
+	AccountID   string
+	URL         string
+	EventTypes  []EventType // empty: every type
+	MountUIDs   []string    // empty: every mount of the account
+	Description string
+	Enabled     bool
+	// SealedSecret is the signing secret sealed under the master key; the
+	// secret itself is shown once, at creation and rotation.
+	SealedSecret string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// Wants reports whether w is to receive e.
+func (w Webhook) Wants(e Event) bool {
+	return w.Enabled && e.AccountID == w.AccountID && !e.OccurredAt.Before(w.CreatedAt) &&
+		(len(w.EventTypes) == 0 || slices.Contains(w.EventTypes, e.Type)) &&
+		(len(w.MountUIDs) == 0 || slices.Contains(w.MountUIDs, e.UID))
+}
+
+// WebhookInput is a webhook's writable fields; nil leaves one as it is.
+type WebhookInput struct {
+	URL         *string
+	EventTypes  *[]EventType
+	MountUIDs   *[]string
+	Description *string
+	Enabled     *bool
+}
+
+// DeliveryStatus is where one attempt stands.
+type DeliveryStatus string
+
+// The delivery statuses.
+const (
+	DeliveryPending   DeliveryStatus = "PENDING"
+	DeliverySucceeded DeliveryStatus = "SUCCEEDED"
+	DeliveryFailed    DeliveryStatus = "FAILED"
+)
+
+// Delivery is one attempt to deliver one event to one webhook. A failed
+// attempt with retries left is followed by a PENDING one.
+type Delivery struct {
+	ID             string
+	WebhookID      string
+	AccountID      string
+	EventID        Cursor
+	EventType      EventType
+	Attempt        int
+	Status         DeliveryStatus
+	ResponseStatus int    // 0: no answer
+	Error          string // why the attempt failed
+	Duration       time.Duration
+	AttemptedAt    time.Time // zero while PENDING
+	NextAttemptAt  time.Time // when a PENDING attempt is due; zero after
+	// Payload is the body to send, rendered when the event was enqueued.
+	Payload []byte
+	// Lease names the claim of a PENDING attempt: only its holder records
+	// the result, so an attempt made twice (a lease that lapsed) is
+	// recorded, and retried, once.
+	Lease string
+}
+
+// DeliveryResult is what one attempt came to.
+type DeliveryResult struct {
+	ResponseStatus int
+	Error          string
+	Duration       time.Duration
+	AttemptedAt    time.Time
+}
+
+// WebhookStore persists webhooks and their deliveries.
+type WebhookStore interface {
+	// CreateWebhook stores w unless its account already has max webhooks
+	// (CONFLICT).
+	CreateWebhook(ctx context.Context, w Webhook, max int) error
+	// Webhook returns one of the account's webhooks; WEBHOOK_NOT_FOUND for
+	// another account's or none.
+	Webhook(ctx context.Context, accountID, id string) (Webhook, error)
+	ListWebhooks(ctx context.Context, accountID string, p Page) ([]Webhook, int, error)
+	// UpdateWebhook stores w's fields (WEBHOOK_NOT_FOUND when gone).
+	UpdateWebhook(ctx context.Context, w Webhook) error
+	// DeleteWebhook removes a webhook with its deliveries.
+	DeleteWebhook(ctx context.Context, accountID, id string) error
+	// ListDeliveries lists a webhook's attempts, newest first.
+	ListDeliveries(ctx context.Context, accountID, webhookID string, p Page) ([]Delivery, int, error)
+
+	// EnqueueDeliveries reads up to limit events of the log after the
+	// dispatch cursor the store keeps, asks plan which deliveries each
+	// makes (given the enabled webhooks of its account), stores them and
+	// moves the cursor, in one transaction: each event is planned exactly
+	// once across replicas. It returns how many events it read; 0 also
+	// when another replica is dispatching.
+	EnqueueDeliveries(ctx context.Context, limit int, plan func(e Event, hooks []Webhook) ([]Delivery, error)) (int, error)
+	// ClaimDeliveries leases up to limit PENDING attempts due by now, for
+	// lease, skipping those of the webhooks in skip. An attempt whose
+	// lease lapsed (its replica died) is claimed again.
+	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, skip []string) ([]Delivery, error)
+	// FinishDelivery records d's result (d.Status SUCCEEDED or FAILED) and
+	// stores next, the following attempt, when not nil; in one
+	// transaction, and only while d.Lease is the attempt's claim (else it
+	// records nothing: another replica made the attempt again).
+	FinishDelivery(ctx context.Context, d Delivery, next *Delivery) error
+}
+
+// Sealer seals secrets under the master key; aad binds a sealed text to
+// its owner.
+type Sealer interface {
+	Seal(plaintext, aad []byte) (string, error)
+	Open(sealed string, aad []byte) ([]byte, error)
+}
+
+// WebhookTargets decides whether a URL's host may be a webhook target:
+// loopback, private, link-local and unspecified addresses are refused
+// unless the operator allows them.
+type WebhookTargets interface {
+	Check(ctx context.Context, u *url.URL) error
+}
+
+// WebhookSender makes one attempt: it POSTs payload to url signed with
+// secret as Standard Webhooks says, and reports how it went.
+type WebhookSender interface {
+	Send(ctx context.Context, url, secret string, d Delivery) DeliveryResult
+}
+
+// WebhookBody renders an event as the body a webhook receives.
+type WebhookBody func(e Event) ([]byte, error)
+
+// The limits of docs/api.md, "Webhooks".
+const (
+	MaxWebhooksPerAccount = 20
+	maxWebhookURL         = 2048
+	maxWebhookDescription = 500
+	maxWebhookFilter      = 100
+	// WebhookTimeout is how long a receiver has to answer.
+	WebhookTimeout = 10 * time.Second
+)
+
+// DefaultWebhookRetryDelays are the waits before each retry.
+var DefaultWebhookRetryDelays = []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute,
+	30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour}
+
+// WebhookDeps are the ports WebhookService uses.
+type WebhookDeps struct {
+	Store   WebhookStore
+	Sealer  Sealer
+	Targets WebhookTargets
+	Sender  WebhookSender
+	Body    WebhookBody
+	Waker   EventWaker
+	// RetryDelays are the waits before each retry; nil: the default.
+	RetryDelays WebhookRetryDelays
+	Logger      *slog.Logger
+}
+
+// WebhookRetryDelays is MOUNTD_WEBHOOK_RETRY_DELAYS.
+type WebhookRetryDelays []time.Duration
+
+// WebhookService holds the rules of webhooks and runs their deliveries.
+type WebhookService struct {
+	WebhookDeps
+	now func() time.Time
+}
+
+// NewWebhookService returns a WebhookService over its ports.
+func NewWebhookService(d WebhookDeps) *WebhookService {
+	if d.RetryDelays == nil {
+		d.RetryDelays = DefaultWebhookRetryDelays
+	}
+	return &WebhookService{WebhookDeps: d, now: time.Now}
+}
+
+func (s *WebhookService) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
+
+// secretAAD binds a sealed secret to its webhook.
+func secretAAD(id string) []byte { return []byte("webhook:" + id) }
+
+func newWebhookSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return "whsec_" + base64.StdEncoding.EncodeToString(b)
+}
+
+// apply checks in and applies it to w.
+func (s *WebhookService) apply(ctx context.Context, w *Webhook, in WebhookInput, creating bool) error {
+	var v Validation
+	if in.URL == nil && creating {
+		v.Add("url", "is required")
+	}
+	if in.URL != nil {
+		u, err := url.Parse(*in.URL)
+		switch {
+		case len(*in.URL) > maxWebhookURL:
+			v.Add("url", "is longer than %d characters", maxWebhookURL)
+		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil:
+			v.Add("url", "must be an absolute http:// or https:// URL without credentials")
+		default:
+			if err := s.Targets.Check(ctx, u); err != nil {
+				v.Add("url", "%s", err.Error())
+			}
+			w.URL = *in.URL
+		}
+	}
+	if in.EventTypes != nil {
+		types := []EventType{}
+		for _, t := range *in.EventTypes {
+			if !KnownEventType(t) {
+				v.Add("eventTypes", "must name event types of the API")
+				break
+			}
+			if !slices.Contains(types, t) {
+				types = append(types, t)
+			}
+		}
+		w.EventTypes = types
+	}
+	if in.MountUIDs != nil {
+		uids := []string{}
+		if len(*in.MountUIDs) > maxWebhookFilter {
+			v.Add("mountUids", "holds at most %d mounts", maxWebhookFilter)
+		}
+		for _, uid := range *in.MountUIDs {
+			if !ValidMountUID(uid) {
+				v.Add("mountUids", "must hold mount uids")
+				break
+			}
+			if !slices.Contains(uids, uid) {
+				uids = append(uids, uid)
+			}
+		}
+		w.MountUIDs = uids
+	}
+	if in.Description != nil {
+		if utf8.RuneCountInString(*in.Description) > maxWebhookDescription || !utf8.ValidString(*in.Description) {
+			v.Add("description", "must be valid text of at most %d characters", maxWebhookDescription)
+		}
+		w.Description = *in.Description
+	}
+	if in.Enabled != nil {
+		w.Enabled = *in.Enabled
+	}
+	return v.Err()
+}
+
+// CreateWebhook adds a webhook and returns it with its secret, which is
+// shown only here and at rotation.
+func (s *WebhookService) CreateWebhook(ctx context.Context, p Principal, in WebhookInput) (Webhook, string, error) {
+	if err := p.Authorize(ActionManageWebhooks); err != nil {
+		return Webhook{}, "", err
+	}
+	now := s.clock()
+	w := Webhook{ID: "wh_" + randomHex(12), AccountID: p.AccountID, EventTypes: []EventType{}, MountUIDs: []string{},
+		Enabled: true, CreatedAt: now, UpdatedAt: now}
+	if err := s.apply(ctx, &w, in, true); err != nil {
+		return Webhook{}, "", err
+	}
+	secret := newWebhookSecret()
+	sealed, err := s.Sealer.Seal([]byte(secret), secretAAD(w.ID))
+	if err != nil {
+		return Webhook{}, "", err
+	}
+	w.SealedSecret = sealed
+	if err := s.Store.CreateWebhook(ctx, w, MaxWebhooksPerAccount); err != nil {
+		return Webhook{}, "", err
+	}
+	return w, secret, nil
+}
+
+// Webhook returns one of the account's webhooks.
+func (s *WebhookService) Webhook(ctx context.Context, p Principal, id string) (Webhook, error) {
+	if err := p.Authorize(ActionManageWebhooks); err != nil {
+		return Webhook{}, err
+	}
+	return s.Store.Webhook(ctx, p.AccountID, id)
+}
+
+// ListWebhooks lists the account's webhooks.
+func (s *WebhookService) ListWebhooks(ctx context.Context, p Principal, page Page) ([]Webhook, Pagination, error) {
+	if err := p.Authorize(ActionManageWebhooks); err != nil {
+		return nil, Pagination{}, err
+	}
+	hooks, total, err := s.Store.ListWebhooks(ctx, p.AccountID, page)
+	if err != nil {
+		return nil, Pagination{}, err
+	}
+	return hooks, NewPagination(page, total), nil
+}
+
+// UpdateWebhook applies in to a webhook.
+func (s *WebhookService) UpdateWebhook(ctx context.Context, p Principal, id string, in WebhookInput) (Webhook, error) {
+	w, err := s.Webhook(ctx, p, id)
+	if err != nil {
+		return Webhook{}, err
+	}
+	if err := s.apply(ctx, &w, in, false); err != nil {
+		return Webhook{}, err
+	}
+	w.UpdatedAt = s.clock()
+	return w, s.Store.UpdateWebhook(ctx, w)
+}
+
+// DeleteWebhook removes a webhook; its pending attempts go with it.
+func (s *WebhookService) DeleteWebhook(ctx context.Context, p Principal, id string) error {
+	if err := p.Authorize(ActionManageWebhooks); err != nil {
+		return err
+	}
+	return s.Store.DeleteWebhook(ctx, p.AccountID, id)
+}
+
+// RotateSecret gives a webhook a new secret and returns it; the old one
+// signs nothing from then on.
+func (s *WebhookService) RotateSecret(ctx context.Context, p Principal, id string) (string, error) {
+	w, err := s.Webhook(ctx, p, id)
+	if err != nil {
+		return "", err
+	}
+	secret := newWebhookSecret()
+	if w.SealedSecret, err = s.Sealer.Seal([]byte(secret), secretAAD(w.ID)); err != nil {
+		return "", err
+	}
+	w.UpdatedAt = s.clock()
+	return secret, s.Store.UpdateWebhook(ctx, w)
+}
+
+// Deliveries lists a webhook's attempts, newest first.
+func (s *WebhookService) Deliveries(ctx context.Context, p Principal, id string, page Page) ([]Delivery, Pagination, error) {
+	if _, err := s.Webhook(ctx, p, id); err != nil {
+		return nil, Pagination{}, err
+	}
+	ds, total, err := s.Store.ListDeliveries(ctx, p.AccountID, id, page)
+	if err != nil {
+		return nil, Pagination{}, err
+	}
+	return ds, NewPagination(page, total), nil
+}
+
+// Delivery workers: how many attempts a replica makes at once, and at most
+// how many of them to one webhook, so that a slow or dead receiver holds
+// a few workers and never the others' deliveries.
+const (
+	DeliveryWorkers      = 64
+	deliveriesPerWebhook = 4
+	deliveryLease        = WebhookTimeout + 20*time.Second
+	deliveryPoll         = time.Second
+	enqueueBatch         = 500
+	deliveryClaimBatch   = 32
+)
+
+// plan makes the first attempt of e for each webhook that wants it.
+func (s *WebhookService) plan(e Event, hooks []Webhook) ([]Delivery, error) {
+	var out []Delivery
+	var body []byte
+	for _, w := range hooks {
+		if !w.Wants(e) {
+			continue
+		}
+		if body == nil {
+			var err error
+			if body, err = s.Body(e); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, Delivery{ID: "whd_" + randomHex(12), WebhookID: w.ID, AccountID: w.AccountID, EventID: e.ID,
+			EventType: e.Type, Attempt: 1, Status: DeliveryPending, NextAttemptAt: s.clock(), Payload: body})
+	}
+	return out, nil
+}
+
+// RunDeliveries turns the event log into deliveries and makes them until
+// ctx ends: woken with the event feed (and polling), it enqueues what the
+// log gained, then claims due attempts and sends them with at most
+// DeliveryWorkers at once. An attempt in flight when ctx ends is not
+// recorded: its lease lapses and it is made again (at least once).
+func (s *WebhookService) RunDeliveries(ctx context.Context) error {
+	wakeups, err := s.Waker.Wakeups(ctx)
+	if err != nil {
+		return err
+	}
+	var (
+		mu       sync.Mutex
+		inFlight = map[string]int{} // by webhook
+		total    int
+		done     = make(chan struct{}, DeliveryWorkers)
+		wg       sync.WaitGroup
+	)
+	defer wg.Wait()
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wakeups:
+		case <-poll.C:
+		case <-done:
+		}
+		for {
+			n, err := s.Store.EnqueueDeliveries(ctx, enqueueBatch, s.plan)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.Logger.WarnContext(ctx, "enqueue webhook deliveries failed", "err", err)
+				}
+				break
+			}
+			if n < enqueueBatch {
+				break
+			}
+		}
+		for {
+			mu.Lock()
+			free := DeliveryWorkers - total
+			var skip []string
+			for id, n := range inFlight {
+				if n >= deliveriesPerWebhook {
+					skip = append(skip, id)
+				}
+			}
+			mu.Unlock()
+			if free <= 0 {
+				break
+			}
+			claimed, err := s.Store.ClaimDeliveries(ctx, s.clock(), deliveryLease, min(free, deliveryClaimBatch), skip)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.Logger.WarnContext(ctx, "claim webhook deliveries failed", "err", err)
+				}
+				break
+			}
+			if len(claimed) == 0 {
+				break
+			}
+			for _, d := range claimed {
+				mu.Lock()
+				inFlight[d.WebhookID]++
+				total++
+				mu.Unlock()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s.attempt(ctx, d)
+					mu.Lock()
+					if inFlight[d.WebhookID]--; inFlight[d.WebhookID] <= 0 {
+						delete(inFlight, d.WebhookID)
+					}
+					total--
+					mu.Unlock()
+					select {
+					case done <- struct{}{}:
+					default:
+					}
+				}()
+			}
+			if len(claimed) < deliveryClaimBatch {
+				break
+			}
+		}
+		poll.Reset(deliveryPoll)
+	}
+}
+
+// attempt makes one attempt and records it, with the next one when the
+// attempt failed and a retry is left.
+func (s *WebhookService) attempt(ctx context.Context, d Delivery) {
+	w, err := s.Store.Webhook(ctx, d.AccountID, d.WebhookID)
+	if err != nil {
+		if ErrorCode(err) != CodeWebhookNotFound && ctx.Err() == nil {
+			s.Logger.WarnContext(ctx, "read webhook failed", "webhook", d.WebhookID, "err", err)
+		}
+		return // deleted: its deliveries went with it; otherwise the lease lapses
+	}
+	secret, err := s.Sealer.Open(w.SealedSecret, secretAAD(w.ID))
+	if err != nil {
+		s.Logger.ErrorContext(ctx, "open webhook secret failed", "webhook", w.ID, "err", err)
+		return
+	}
+	var res DeliveryResult
+	if w.Enabled {
+		res = s.Sender.Send(ctx, w.URL, string(secret), d)
+	} else {
+		res = DeliveryResult{Error: "the webhook is disabled", AttemptedAt: s.clock()}
+	}
+	if ctx.Err() != nil {
+		return // shutting down: the lease lapses and the attempt is made again
+	}
+	d.ResponseStatus, d.Error, d.Duration, d.AttemptedAt = res.ResponseStatus, res.Error, res.Duration, res.AttemptedAt
+	d.NextAttemptAt = time.Time{}
+	var next *Delivery
+	if res.Error == "" && res.ResponseStatus >= 200 && res.ResponseStatus < 300 {
+		d.Status = DeliverySucceeded
+	} else {
+		d.Status = DeliveryFailed
+		if d.Error == "" {
+			d.Error = fmt.Sprintf("the receiver answered %d", res.ResponseStatus)
+		}
+		if d.Attempt <= len(s.RetryDelays) && w.Enabled {
+			n := d
+			n.ID, n.Attempt, n.Status = "whd_"+randomHex(12), d.Attempt+1, DeliveryPending
+			n.ResponseStatus, n.Error, n.Duration, n.AttemptedAt = 0, "", 0, time.Time{}
+			n.NextAttemptAt = res.AttemptedAt.Add(s.RetryDelays[d.Attempt-1])
+			next = &n
+		}
+	}
+	if err := s.Store.FinishDelivery(context.WithoutCancel(ctx), d, next); err != nil {
+		s.Logger.WarnContext(ctx, "record webhook attempt failed", "delivery", d.ID, "err", err)
+	}
+}
+
+// ParseRetryDelays reads MOUNTD_WEBHOOK_RETRY_DELAYS: durations separated
+// by commas, each positive.
+func ParseRetryDelays(s string) (WebhookRetryDelays, error) {
+	var out WebhookRetryDelays
+	for _, part := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("webhook retry delays: %q is not a positive duration", part)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
