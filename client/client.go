@@ -230,3 +230,29 @@ type Mount struct {
 	CPUTemperature   *float64 `json:"cpuTemperature"`
 	AssociatedAt     *string  `json:"associatedAt"`
 }
+
+// Webhook is a webhook as the API shows it; Secret only at creation and
+// rotation.
+type Webhook struct {
+	ID          string   `json:"id"`
+	URL         string   `json:"url"`
+	EventTypes  []string `json:"eventTypes"`
+	MountUIDs   []string `json:"mountUids"`
+	Description string   `json:"description"`
+	Enabled     bool     `json:"enabled"`
+	Secret      string   `json:"secret,omitempty"`
+}
+
+// Delivery is one attempt to deliver an event to a webhook.
+type Delivery struct {
+	ID             string  `json:"id"`
+	EventID        string  `json:"eventId"`
+	EventType      string  `json:"eventType"`
+	Attempt        int     `json:"attempt"`
+	Status         string  `json:"status"`
+	ResponseStatus *int    `json:"responseStatus"`
+	Error          *string `json:"error"`
+	DurationMs     *int64  `json:"durationMs"`
+	AttemptedAt    *string `json:"attemptedAt"`
+	NextAttemptAt  *string `json:"nextAttemptAt"`
+}

@@ -189,6 +189,9 @@ func NewWebhookService(d WebhookDeps) *WebhookService {
 	return &WebhookService{WebhookDeps: d, now: time.Now}
 }
 
+// SetClock replaces the service's clock (tests).
+func (s *WebhookService) SetClock(now func() time.Time) { s.now = now }
+
 func (s *WebhookService) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
 
 // secretAAD binds a sealed secret to its webhook.
@@ -362,6 +365,7 @@ const (
 	deliveryLease        = WebhookTimeout + 20*time.Second
 	deliveryPoll         = time.Second
 	enqueueBatch         = 500
+	enqueueEvery         = 20 * time.Millisecond
 	deliveryClaimBatch   = 32
 )
 
@@ -405,14 +409,24 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 	defer wg.Wait()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
+	var lastEnqueue time.Time
 	for {
+		woken := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-wakeups:
+			woken = true
 		case <-poll.C:
 		case <-done:
 		}
+		if woken && time.Since(lastEnqueue) < enqueueEvery {
+			// Under steady ingest, wake-ups come with every event: plan
+			// them in batches, not one write transaction each.
+			poll.Reset(enqueueEvery - time.Since(lastEnqueue))
+			continue
+		}
+		lastEnqueue = time.Now()
 		for {
 			n, err := s.Store.EnqueueDeliveries(ctx, enqueueBatch, s.plan)
 			if err != nil {

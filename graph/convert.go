@@ -81,3 +81,49 @@ func page(currentPage, pageSize *int, defaultSize int) (core.Page, error) {
 	p := core.NewPage(currentPage, pageSize, defaultSize, &v)
 	return p, v.Err()
 }
+
+// webhookInput is a webhook's writable fields as core takes them; a list
+// left out (nil) stays as it is.
+func webhookInput(url *string, types []model.MountEventType, uids []string, description *string, enabled *bool) core.WebhookInput {
+	in := core.WebhookInput{URL: url, Description: description, Enabled: enabled}
+	if types != nil {
+		list := make([]core.EventType, len(types))
+		for i, t := range types {
+			list[i] = core.EventType(t)
+		}
+		in.EventTypes = &list
+	}
+	if uids != nil {
+		in.MountUIDs = &uids
+	}
+	return in
+}
+
+func toWebhook(w core.Webhook) *model.Webhook {
+	types := make([]model.MountEventType, len(w.EventTypes))
+	for i, t := range w.EventTypes {
+		types[i] = model.MountEventType(t)
+	}
+	return &model.Webhook{ID: w.ID, URL: w.URL, EventTypes: types, MountUids: w.MountUIDs, Description: w.Description,
+		Enabled: w.Enabled, CreatedAt: dateTime(w.CreatedAt), UpdatedAt: dateTime(w.UpdatedAt)}
+}
+
+func toDelivery(d core.Delivery) model.WebhookDelivery {
+	out := model.WebhookDelivery{ID: d.ID, EventID: d.EventID.String(), EventType: model.MountEventType(d.EventType),
+		Attempt: d.Attempt, Status: string(d.Status)}
+	if d.ResponseStatus != 0 {
+		out.ResponseStatus = &d.ResponseStatus
+	}
+	if d.Error != "" {
+		out.Error = &d.Error
+	}
+	if !d.AttemptedAt.IsZero() {
+		ms, at := int(d.Duration.Milliseconds()), dateTime(d.AttemptedAt)
+		out.DurationMs, out.AttemptedAt = &ms, &at
+	}
+	if !d.NextAttemptAt.IsZero() {
+		next := dateTime(d.NextAttemptAt)
+		out.NextAttemptAt = &next
+	}
+	return out
+}

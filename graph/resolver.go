@@ -13,5 +13,6 @@ type Resolver struct {
 	NfcService      NfcTags
 	FirmwareService Firmware
 	EventLog        EventLog
+	WebhookService  Webhooks
 	Logger          *slog.Logger
 }

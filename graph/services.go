@@ -50,3 +50,14 @@ type EventLog interface {
 	Subscribe(ctx context.Context, p core.Principal, f core.EventFilter) (<-chan core.Event, error)
 	Events(ctx context.Context, p core.Principal, r core.EventsRequest) (core.EventPage, error)
 }
+
+// Webhooks is what they ask of the webhook rules.
+type Webhooks interface {
+	CreateWebhook(ctx context.Context, p core.Principal, in core.WebhookInput) (core.Webhook, string, error)
+	Webhook(ctx context.Context, p core.Principal, id string) (core.Webhook, error)
+	ListWebhooks(ctx context.Context, p core.Principal, page core.Page) ([]core.Webhook, core.Pagination, error)
+	UpdateWebhook(ctx context.Context, p core.Principal, id string, in core.WebhookInput) (core.Webhook, error)
+	DeleteWebhook(ctx context.Context, p core.Principal, id string) error
+	RotateSecret(ctx context.Context, p core.Principal, id string) (string, error)
+	Deliveries(ctx context.Context, p core.Principal, id string, page core.Page) ([]core.Delivery, core.Pagination, error)
+}

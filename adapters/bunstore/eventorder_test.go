@@ -3,6 +3,8 @@ package bunstore_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/uptrace/bun/driver/pgdriver"
@@ -100,5 +102,67 @@ func TestEventLogNeverSkipsALateCommit(t *testing.T) {
 				t.Fatalf("a reader resuming from its cursors saw %v, want early and late once each", seen)
 			}
 		})
+	}
+}
+
+// TestEventLogOrdersTransactionIDsAsNumbers: positions order by the
+// transaction id as a number. Read as text, 1001 sorts before 999 (a
+// fault seen when a feed read crossed 1000); the test burns transaction
+// ids up to just below a power of ten and appends events across it.
+func TestEventLogOrdersTransactionIDsAsNumbers(t *testing.T) {
+	url := testenv.PostgresURL(t)
+	store := MustOpen(t, url)
+	ctx := context.Background()
+	if _, err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(url)))
+	t.Cleanup(func() { _ = raw.Close() })
+	current := func() uint64 {
+		var s string
+		if err := raw.QueryRowContext(ctx, `SELECT pg_current_xact_id()::text`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.ParseUint(s, 10, 64)
+		return n
+	}
+	x := current()
+	power := uint64(10)
+	for power <= x+20 {
+		power *= 10
+	}
+	if power-x > 200_000 {
+		t.Skipf("transaction id %d is too far below %d to burn up to it", x, power)
+	}
+	// Each loop iteration commits, so each takes a transaction id of its own.
+	if _, err := raw.ExecContext(ctx, fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$`,
+		power-x-10)); err != nil {
+		t.Fatal(err)
+	}
+	var appended []core.Cursor
+	for i := 0; i < 40 && (len(appended) == 0 || appended[len(appended)-1].Tx < power+2); i++ {
+		var tx, id string
+		if err := raw.QueryRowContext(ctx, `INSERT INTO events (account_id, type, mount_uid, occurred_at, body)
+			VALUES ('acc_n', 'DELETED', 'N1', 0, '{"mount":{"uid":"N1"}}') RETURNING tx::text, id::text`).Scan(&tx, &id); err != nil {
+			t.Fatal(err)
+		}
+		txn, _ := strconv.ParseUint(tx, 10, 64)
+		idn, _ := strconv.ParseInt(id, 10, 64)
+		appended = append(appended, core.Cursor{Tx: txn, Seq: idn})
+	}
+	if appended[0].Tx >= power || appended[len(appended)-1].Tx < power {
+		t.Skipf("the events did not straddle %d (%v … %v): other transactions ran meanwhile", power, appended[0], appended[len(appended)-1])
+	}
+	events, _, err := store.ReadEvents(ctx, core.EventQuery{AccountID: "acc_n", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != len(appended) {
+		t.Fatalf("read %d events, appended %d", len(events), len(appended))
+	}
+	for i, e := range events {
+		if e.ID != appended[i] {
+			t.Fatalf("event %d is %v, want %v (in the order appended)", i, e.ID, appended[i])
+		}
 	}
 }

@@ -20,7 +20,7 @@ var _ core.EventLog = (*Store)(nil)
 // xid8 has no integer type in Go's drivers.
 type eventRow struct {
 	ID         int64  `bun:"id"`
-	Tx         string `bun:"tx"`
+	Tx         string `bun:"tx_text"`
 	AccountID  string `bun:"account_id"`
 	Type       string `bun:"type"`
 	MountUID   string `bun:"mount_uid"`
@@ -124,10 +124,10 @@ func (s *Store) appendEvent(ctx context.Context, tx bun.IDB, e *core.Event, row 
 	e.OccurredAt = fromMillis(millis(e.OccurredAt))
 	var pos struct {
 		ID int64  `bun:"id"`
-		Tx string `bun:"tx"`
+		Tx string `bun:"tx_text"`
 	}
 	if err := tx.NewRaw(`INSERT INTO events (account_id, type, mount_uid, occurred_at, body) VALUES (?, ?, ?, ?, ?)
-		RETURNING id, CAST(tx AS TEXT) AS tx`,
+		RETURNING id, CAST(tx AS TEXT) AS tx_text`,
 		e.AccountID, string(e.Type), e.UID, millis(e.OccurredAt), string(body)).Scan(ctx, &pos); err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery) (
 	t := s.txType()
 	var sb strings.Builder
 	args := []any{}
-	sb.WriteString(`SELECT id, CAST(tx AS TEXT) AS tx, account_id, type, mount_uid, occurred_at, body FROM events WHERE `)
+	sb.WriteString(`SELECT id, CAST(tx AS TEXT) AS tx_text, account_id, type, mount_uid, occurred_at, body FROM events WHERE `)
 	// Only settled rows: up to the head read above, so that the head is
 	// exactly where this read stops.
 	fmt.Fprintf(&sb, `(tx, id) <= (CAST(? AS %s), ?)`, t)
@@ -284,9 +284,9 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (i
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var rows []struct {
 			ID int64  `bun:"id"`
-			Tx string `bun:"tx"`
+			Tx string `bun:"tx_text"`
 		}
-		if err := tx.NewRaw(`SELECT id, CAST(tx AS TEXT) AS tx FROM events WHERE occurred_at < ? ORDER BY tx, id LIMIT ?`,
+		if err := tx.NewRaw(`SELECT id, CAST(tx AS TEXT) AS tx_text FROM events WHERE occurred_at < ? ORDER BY tx, id LIMIT ?`,
 			millis(before), limit).Scan(ctx, &rows); err != nil {
 			return err
 		}

@@ -226,14 +226,14 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 	read := 0
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		var cur struct {
-			Tx string `bun:"tx"`
+			Tx string `bun:"tx_text"`
 			ID int64  `bun:"id"`
 		}
 		lock := ""
 		if s.postgres {
 			lock = " FOR UPDATE SKIP LOCKED"
 		}
-		if err := tx.NewRaw(`SELECT CAST(tx AS TEXT) AS tx, id FROM webhook_dispatch WHERE singleton = 1`+lock).Scan(ctx, &cur); err != nil {
+		if err := tx.NewRaw(`SELECT CAST(tx AS TEXT) AS tx_text, id FROM webhook_dispatch WHERE singleton = 1`+lock).Scan(ctx, &cur); err != nil {
 			if err == sql.ErrNoRows {
 				return nil // another replica is dispatching
 			}

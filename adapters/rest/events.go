@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -71,4 +72,14 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p core.Princ
 		out[i] = eventJSON(e)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": out, "next": page.Next.String()})
+}
+
+// WebhookBody is what a webhook receives for e (docs/api.md, "Webhooks"):
+// the event as GET /api/v1/events shows it, with its type and instant.
+func WebhookBody(e core.Event) ([]byte, error) {
+	return json.Marshal(struct {
+		Type      string    `json:"type"`
+		Timestamp Time      `json:"timestamp"`
+		Data      EventJSON `json:"data"`
+	}{string(e.Type), Time(e.OccurredAt), eventJSON(e)})
 }

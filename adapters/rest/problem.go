@@ -29,6 +29,7 @@ var statusByCode = map[core.Code]int{
 	core.CodeConflict:              http.StatusConflict,
 	core.CodeAssociationExpired:    http.StatusGone,
 	core.CodeCursorExpired:         http.StatusGone,
+	core.CodeWebhookNotFound:       http.StatusNotFound,
 	core.CodePayloadTooLarge:       http.StatusRequestEntityTooLarge,
 	core.CodeUnsupportedMedia:      http.StatusUnsupportedMediaType,
 	core.CodeRateLimited:           http.StatusTooManyRequests,

@@ -31,6 +31,7 @@ type Deps struct {
 	Nfc      NfcTags
 	Firmware Firmware
 	Events   Events
+	Webhooks Webhooks
 	// Blobs serves local firmware files; nil with S3 storage.
 	Blobs  BlobOpener
 	Checks []Checker
@@ -72,6 +73,13 @@ func NewServer(d Deps) *Server {
 	api.Handle("GET /api/v1/firmware/download", s.authed(s.downloadFirmware))
 	api.Handle("GET /api/v1/firmware/blobs/{key...}", http.HandlerFunc(s.serveBlob))
 	api.Handle("GET /api/v1/events", s.authed(s.listEvents))
+	api.Handle("POST /api/v1/webhooks", s.authed(s.createWebhook))
+	api.Handle("GET /api/v1/webhooks", s.authed(s.listWebhooks))
+	api.Handle("GET /api/v1/webhooks/{id}", s.authed(s.getWebhook))
+	api.Handle("PATCH /api/v1/webhooks/{id}", s.authed(s.updateWebhook))
+	api.Handle("DELETE /api/v1/webhooks/{id}", s.authed(s.deleteWebhook))
+	api.Handle("POST /api/v1/webhooks/{id}/rotate-secret", s.authed(s.rotateWebhookSecret))
+	api.Handle("GET /api/v1/webhooks/{id}/deliveries", s.authed(s.webhookDeliveries))
 	mux.Handle("/api/v1/", LimitBody(RouteProblems(api, d.Logger)))
 
 	s.handler = RouteProblems(mux, d.Logger)

@@ -47,3 +47,14 @@ type Accounts interface {
 type Events interface {
 	Events(ctx context.Context, p core.Principal, r core.EventsRequest) (core.EventPage, error)
 }
+
+// Webhooks is what it asks of the webhook rules.
+type Webhooks interface {
+	CreateWebhook(ctx context.Context, p core.Principal, in core.WebhookInput) (core.Webhook, string, error)
+	Webhook(ctx context.Context, p core.Principal, id string) (core.Webhook, error)
+	ListWebhooks(ctx context.Context, p core.Principal, page core.Page) ([]core.Webhook, core.Pagination, error)
+	UpdateWebhook(ctx context.Context, p core.Principal, id string, in core.WebhookInput) (core.Webhook, error)
+	DeleteWebhook(ctx context.Context, p core.Principal, id string) error
+	RotateSecret(ctx context.Context, p core.Principal, id string) (string, error)
+	Deliveries(ctx context.Context, p core.Principal, id string, page core.Page) ([]core.Delivery, core.Pagination, error)
+}

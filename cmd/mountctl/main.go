@@ -62,6 +62,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 			releaseCommand(s, out),
 			watchCommand(s, out),
 			eventsCommand(s, out),
+			webhooksCommand(s, out),
 			firmwareCommand(s, out),
 		},
 	}

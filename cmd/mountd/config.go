@@ -28,9 +28,12 @@ type Config struct {
 	DownloadTTL       time.Duration
 	BodyTimeout       time.Duration
 	EventRetention    time.Duration
-	BlobURL           string
-	LogLevel          string
-	LogFormat         string
+	// WebhookRetryDelays is MOUNTD_WEBHOOK_RETRY_DELAYS as given.
+	WebhookRetryDelays  string
+	WebhookAllowPrivate bool
+	BlobURL             string
+	LogLevel            string
+	LogFormat           string
 }
 
 // resolve fills the defaults that derive from other settings. listenAddr is
@@ -67,7 +70,21 @@ func (c *Config) resolve(listenAddr string) error {
 	if c.EventRetention < 0 {
 		return fmt.Errorf("event retention must be positive")
 	}
+	if c.WebhookRetryDelays != "" {
+		if _, err := core.ParseRetryDelays(c.WebhookRetryDelays); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// retryDelays are the webhook retry delays; nil: the default.
+func (c *Config) retryDelays() core.WebhookRetryDelays {
+	if c.WebhookRetryDelays == "" {
+		return nil
+	}
+	d, _ := core.ParseRetryDelays(c.WebhookRetryDelays) // checked by resolve
+	return d
 }
 
 // issuer is the external issuer, or ourselves.

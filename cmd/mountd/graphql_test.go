@@ -208,13 +208,22 @@ func TestGraphQLQueryCount(t *testing.T) {
 					a.ok(t, http.MethodPost, "/api/v1/nfc-tags", map[string]any{"mountUid": uid, "tagUids": []string{fmt.Sprintf("0A0B%04X", i), "01020304"}})
 				}
 			}
+			// The counter is the store's, which background work (the webhook
+			// dispatcher after the writes above, its poll) shares: the
+			// fewest of three runs is the request's own count.
 			query := func(size int) int {
-				before := in.queries(t)
-				r := a.gql(t, `query($s: Int) { mounts(pageSize: $s) { mounts { uid batteryLevel nfcTags { uid mountUids } } } }`, map[string]any{"s": size})
-				if r.code() != "" || strings.Count(string(r.Data), `"batteryLevel":`) != size {
-					t.Fatalf("query %d: %.300s %+v", size, r.Data, r.Errors)
+				fewest := -1
+				for range 3 {
+					before := in.queries(t)
+					r := a.gql(t, `query($s: Int) { mounts(pageSize: $s) { mounts { uid batteryLevel nfcTags { uid mountUids } } } }`, map[string]any{"s": size})
+					if r.code() != "" || strings.Count(string(r.Data), `"batteryLevel":`) != size {
+						t.Fatalf("query %d: %.300s %+v", size, r.Data, r.Errors)
+					}
+					if n := int(in.queries(t) - before); fewest < 0 || n < fewest {
+						fewest = n
+					}
 				}
-				return int(in.queries(t) - before)
+				return fewest
 			}
 			small, large := query(10), query(100)
 			t.Logf("queries for a page of 10 mounts: %d, of 100: %d", small, large)

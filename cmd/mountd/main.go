@@ -218,6 +218,9 @@ func configFlags(cfg *Config) []cli.Flag {
 		dur("token-ttl", "MOUNTD_TOKEN_TTL", time.Hour, "lifetime of tokens from the embedded identity provider", &cfg.TokenTTL),
 		dur("download-ttl", "MOUNTD_DOWNLOAD_TTL", 15*time.Minute, "lifetime of firmware download links", &cfg.DownloadTTL),
 		dur("event-retention", "MOUNTD_EVENT_RETENTION", core.DefaultEventRetention, "how long the event log keeps events", &cfg.EventRetention),
+		str("webhook-retry-delays", "MOUNTD_WEBHOOK_RETRY_DELAYS", "", "waits before each webhook retry, comma-separated (default 5s,30s,2m,10m,30m,1h,2h,4h,8h)", &cfg.WebhookRetryDelays),
+		&cli.BoolFlag{Name: "webhook-allow-private", Usage: "let webhooks reach loopback, private and link-local addresses",
+			Sources: cli.EnvVars("MOUNTD_WEBHOOK_ALLOW_PRIVATE"), Destination: &cfg.WebhookAllowPrivate},
 		dur("body-timeout", "MOUNTD_BODY_TIMEOUT", httpserver.DefaultBodyTimeout, "how long a request body may take to arrive", &cfg.BodyTimeout),
 		str("blob-url", "MOUNTD_BLOB_URL", "", "s3://bucket?endpoint=... for S3-compatible firmware storage; empty: the data dir", &cfg.BlobURL),
 		str("log-level", "MOUNTD_LOG_LEVEL", "info", "debug, info, warn or error", &cfg.LogLevel),
@@ -266,6 +269,11 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 		}
 	})
 	workers.Go(func() { a.Events.RunRetention(workerCtx, cfg.EventRetention, time.Minute) })
+	workers.Go(func() {
+		if err := a.Webhooks.RunDeliveries(workerCtx); err != nil {
+			logger.Error("webhook deliveries stopped", "err", err)
+		}
+	})
 	defer func() { stopWorkers(); workers.Wait() }()
 	handler := a.Handler
 

@@ -20,6 +20,7 @@ import (
 	"github.com/mountd/mountd/adapters/oidcverify"
 	redisadapter "github.com/mountd/mountd/adapters/redis"
 	"github.com/mountd/mountd/adapters/rest"
+	"github.com/mountd/mountd/adapters/webhook"
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/graph"
 	"github.com/mountd/mountd/graph/graphiql"
@@ -38,6 +39,7 @@ var storeSet = wire.NewSet(
 	wire.Bind(new(core.TagStore), new(*bunstore.Store)),
 	wire.Bind(new(core.FirmwareStore), new(*bunstore.Store)),
 	wire.Bind(new(core.EventLog), new(*bunstore.Store)),
+	wire.Bind(new(core.WebhookStore), new(*bunstore.Store)),
 	wire.Bind(new(keyring.SigningKeyStore), new(*bunstore.Store)),
 )
 
@@ -58,6 +60,12 @@ var mountSet = wire.NewSet(
 	core.NewEventService,
 )
 
+// webhookSet provides the webhook rules and their delivery.
+var webhookSet = wire.NewSet(
+	provideWebhookDeps,
+	core.NewWebhookService,
+)
+
 // firmwareSet provides the firmware catalogue and its blob store.
 var firmwareSet = wire.NewSet(
 	provideLocalBlobs,
@@ -74,6 +82,7 @@ var serverSet = wire.NewSet(
 	mountSet,
 	core.NewAccountService,
 	firmwareSet,
+	webhookSet,
 	provideScopeRules,
 	provideIdentityProvider,
 	provideVerifier,
@@ -93,6 +102,8 @@ var serverSet = wire.NewSet(
 	wire.Bind(new(graph.Firmware), new(*core.FirmwareService)),
 	wire.Bind(new(graph.EventLog), new(*core.EventService)),
 	wire.Bind(new(rest.Events), new(*core.EventService)),
+	wire.Bind(new(rest.Webhooks), new(*core.WebhookService)),
+	wire.Bind(new(graph.Webhooks), new(*core.WebhookService)),
 	wire.Struct(new(graph.Resolver), "*"),
 	provideGraphQL,
 	provideGraphiQL,
@@ -226,6 +237,8 @@ type app struct {
 	// Feed follows the event log; Events prunes it.
 	Feed   *core.EventFeed
 	Events *core.EventService
+	// Webhooks delivers events to operator servers.
+	Webhooks *core.WebhookService
 	// WebSockets closes the subscription sockets at shutdown.
 	WebSockets *wsproto.Stats
 }
@@ -298,3 +311,12 @@ func provideCollectors(store *bunstore.Store, ws *wsproto.Stats) []prometheus.Co
 
 // noFailureLimiter serves the admin commands, which authenticate nobody.
 func noFailureLimiter() core.FailureLimiter { return nil }
+
+func provideWebhookDeps(cfg Config, store *bunstore.Store, sealer *keyring.Sealer, waker core.EventWaker,
+	logger *slog.Logger) core.WebhookDeps {
+	return core.WebhookDeps{Store: store, Sealer: sealer, Waker: waker, Logger: logger,
+		Targets:     webhook.Targets{AllowPrivate: cfg.WebhookAllowPrivate},
+		Sender:      webhook.NewSender(cfg.WebhookAllowPrivate),
+		Body:        rest.WebhookBody,
+		RetryDelays: cfg.retryDelays()}
+}

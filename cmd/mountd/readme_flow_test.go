@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -125,6 +126,16 @@ func TestReadmeOperatorFlow(t *testing.T) {
 	if out := must(owner, append(lifecycle, "--json")...); strings.Count(out, "\n") != 1 || !strings.Contains(out, `"EVT-0001"`) {
 		t.Fatalf("events after one request:\n%s", out)
 	}
+	// webhooks: the secret is printed once; list and deliveries show it.
+	created := must(owner, "webhooks", "create", "https://203.0.113.10/hooks", "--types", "DELETED", "--json")
+	var hook struct{ ID, Secret string }
+	if err := json.Unmarshal([]byte(created), &hook); err != nil || !strings.HasPrefix(hook.Secret, "whsec_") {
+		t.Fatalf("webhooks create:\n%s", created)
+	}
+	if out := must(owner, "webhooks", "list"); !strings.Contains(out, hook.ID) || !strings.Contains(out, "DELETED") || strings.Contains(out, "whsec_") {
+		t.Fatalf("webhooks list:\n%s", out)
+	}
+	must(owner, "webhooks", "deliveries", hook.ID)
 	// watch prints a live report.
 	done := make(chan string, 1)
 	go func() { out, _ := mountctl(owner, "watch", "SIM-0001", "--count", "1"); done <- out }()

@@ -89,6 +89,8 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	firmwareService := core.NewFirmwareService(store, blobStore, downloadTTL, logger)
 	eventFeed := core.NewEventFeed(store, eventWaker, logger)
 	eventService := core.NewEventService(eventFeed, store, mountService, logger)
+	webhookDeps := provideWebhookDeps(cfg, store, sealer, eventWaker, logger)
+	webhookService := core.NewWebhookService(webhookDeps)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
 	deps := rest.Deps{
@@ -99,6 +101,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Nfc:      nfcService,
 		Firmware: firmwareService,
 		Events:   eventService,
+		Webhooks: webhookService,
 		Blobs:    blobOpener,
 		Checks:   v,
 	}
@@ -109,6 +112,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		NfcService:      nfcService,
 		FirmwareService: firmwareService,
 		EventLog:        eventService,
+		WebhookService:  webhookService,
 		Logger:          logger,
 	}
 	stats := provideWebSocketStats()
@@ -134,6 +138,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Mounts:     mountService,
 		Feed:       eventFeed,
 		Events:     eventService,
+		Webhooks:   webhookService,
 		WebSockets: stats,
 	}
 	return mainApp, func() {

@@ -32,6 +32,19 @@ type CommandParamsInput struct {
 	TagUID           *string `json:"tagUid,omitempty"`
 }
 
+type CreateWebhookInput struct {
+	URL         string           `json:"url"`
+	EventTypes  []MountEventType `json:"eventTypes,omitempty"`
+	MountUids   []string         `json:"mountUids,omitempty"`
+	Description *string          `json:"description,omitempty"`
+}
+
+// A new webhook, with its secret: shown only here and at rotation.
+type CreatedWebhook struct {
+	Webhook *Webhook `json:"webhook"`
+	Secret  string   `json:"secret"`
+}
+
 // A page of the event log, oldest first.
 type EventPage struct {
 	Events []MountEvent `json:"events"`
@@ -209,6 +222,53 @@ type UpdateNfcTagInput struct {
 	Name     *string `json:"name,omitempty"`
 	Color    *string `json:"color,omitempty"`
 	IconName *string `json:"iconName,omitempty"`
+}
+
+type UpdateWebhookInput struct {
+	URL         *string          `json:"url,omitempty"`
+	EventTypes  []MountEventType `json:"eventTypes,omitempty"`
+	MountUids   []string         `json:"mountUids,omitempty"`
+	Description *string          `json:"description,omitempty"`
+	Enabled     *bool            `json:"enabled,omitempty"`
+}
+
+// An operator server's endpoint that receives the account's events, signed as Standard Webhooks says.
+type Webhook struct {
+	ID  string `json:"id"`
+	URL string `json:"url"`
+	// Empty: every type.
+	EventTypes []MountEventType `json:"eventTypes"`
+	// Empty: every mount of the account.
+	MountUids   []string `json:"mountUids"`
+	Description string   `json:"description"`
+	Enabled     bool     `json:"enabled"`
+	CreatedAt   DateTime `json:"createdAt"`
+	UpdatedAt   DateTime `json:"updatedAt"`
+}
+
+// One attempt to deliver one event.
+type WebhookDelivery struct {
+	ID        string         `json:"id"`
+	EventID   string         `json:"eventId"`
+	EventType MountEventType `json:"eventType"`
+	Attempt   int            `json:"attempt"`
+	// PENDING, SUCCEEDED or FAILED
+	Status         string    `json:"status"`
+	ResponseStatus *int      `json:"responseStatus,omitempty"`
+	Error          *string   `json:"error,omitempty"`
+	DurationMs     *int      `json:"durationMs,omitempty"`
+	AttemptedAt    *DateTime `json:"attemptedAt,omitempty"`
+	NextAttemptAt  *DateTime `json:"nextAttemptAt,omitempty"`
+}
+
+type WebhookDeliveryPage struct {
+	Deliveries []WebhookDelivery `json:"deliveries"`
+	Pagination *Pagination       `json:"pagination"`
+}
+
+type WebhookPage struct {
+	Webhooks   []Webhook   `json:"webhooks"`
+	Pagination *Pagination `json:"pagination"`
 }
 
 type MountEventType string

@@ -1,0 +1,186 @@
+// Package webhook delivers events to operator servers over HTTP, signed as
+// the Standard Webhooks specification says, and refuses targets inside the
+// operator's network unless MOUNTD_WEBHOOK_ALLOW_PRIVATE allows them: the
+// check is made on the address actually dialled, so a name that resolves
+// elsewhere at delivery time (DNS rebinding) gains nothing.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/mountd/mountd/core"
+)
+
+var (
+	_ core.WebhookSender  = (*Sender)(nil)
+	_ core.WebhookTargets = Targets{}
+)
+
+// cgnat is 100.64.0.0/10, shared address space: inside a carrier's network.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// Forbidden reports whether ip is no place for a webhook: loopback,
+// private, link-local, unspecified, multicast or shared address space.
+func Forbidden(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || cgnat.Contains(ip) ||
+		(ip.Is4() && ip.As4()[0] == 0)
+}
+
+var errForbidden = errors.New("the target is a loopback, private or link-local address")
+
+// Targets checks webhook URLs when they are set.
+type Targets struct {
+	// AllowPrivate lets webhooks reach the operator's own network.
+	AllowPrivate bool
+	Resolver     *net.Resolver
+}
+
+// Check refuses a host that is, or resolves to, a forbidden address. A
+// name that does not resolve now is accepted: the dialler checks again at
+// every delivery.
+func (t Targets) Check(ctx context.Context, u *url.URL) error {
+	if t.AllowPrivate {
+		return nil
+	}
+	host := u.Hostname()
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if Forbidden(ip) {
+			return errForbidden
+		}
+		return nil
+	}
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return errForbidden
+	}
+	r := t.Resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ips, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil
+	}
+	for _, ip := range ips {
+		if Forbidden(ip) {
+			return fmt.Errorf("the host resolves to %s, a loopback, private or link-local address", ip.Unmap())
+		}
+	}
+	return nil
+}
+
+// maxResponse bounds what is read of a receiver's answer.
+const maxResponse = 64 << 10
+
+// Sender makes delivery attempts over HTTP.
+type Sender struct {
+	client *http.Client
+	now    func() time.Time
+}
+
+// NewSender returns a sender whose connections may reach forbidden
+// addresses only when allowPrivate is set.
+func NewSender(allowPrivate bool) *Sender {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	if !allowPrivate {
+		dialer.Control = func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil || Forbidden(ap.Addr()) {
+				return errForbidden
+			}
+			return nil
+		}
+	}
+	transport := &http.Transport{
+		Proxy:                 nil, // a proxy would dial for us, past the check
+		DialContext:           dialer.DialContext,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: core.WebhookTimeout,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	return &Sender{now: time.Now, client: &http.Client{
+		Transport: transport,
+		Timeout:   core.WebhookTimeout,
+		// A redirect is an answer, not a new target to follow (it could
+		// point inside the network): 3xx counts as a failed attempt.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// Send implements core.WebhookSender.
+func (s *Sender) Send(ctx context.Context, target, secret string, d core.Delivery) core.DeliveryResult {
+	start := s.now()
+	res := core.DeliveryResult{AttemptedAt: start.UTC().Truncate(time.Millisecond)}
+	fail := func(err error) core.DeliveryResult {
+		res.Error, res.Duration = describe(err), time.Since(start)
+		return res
+	}
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		return fail(fmt.Errorf("signing secret: %w", err))
+	}
+	id := d.EventID.String()
+	sig, err := wh.Sign(id, start, d.Payload)
+	if err != nil {
+		return fail(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(d.Payload))
+	if err != nil {
+		return fail(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "mountd-webhooks")
+	req.Header.Set(standardwebhooks.HeaderWebhookID, id)
+	req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, fmt.Sprint(start.Unix()))
+	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	answer, err := s.client.Do(req)
+	if err != nil {
+		return fail(err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(answer.Body, maxResponse))
+	answer.Body.Close()
+	res.ResponseStatus, res.Duration = answer.StatusCode, time.Since(start)
+	return res
+}
+
+// describe says in one short line why an attempt failed, for the
+// deliveries list.
+func describe(err error) string {
+	switch {
+	case errors.Is(err, errForbidden):
+		return errForbidden.Error()
+	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "Client.Timeout"):
+		return fmt.Sprintf("no answer within %s", core.WebhookTimeout)
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return "the host name does not resolve"
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		return "cannot connect: " + opErr.Err.Error()
+	}
+	msg := err.Error()
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	return msg
+}

@@ -1,0 +1,116 @@
+package webhook_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/mountd/mountd/adapters/webhook"
+	"github.com/mountd/mountd/core"
+)
+
+func TestForbidden(t *testing.T) {
+	for _, tc := range []struct {
+		ip   string
+		want bool
+	}{
+		{"127.0.0.1", true}, {"10.1.2.3", true}, {"172.16.0.1", true}, {"192.168.1.1", true},
+		{"169.254.169.254", true}, {"0.0.0.0", true}, {"0.1.2.3", true}, {"100.64.0.1", true}, {"224.0.0.1", true},
+		{"::1", true}, {"::", true}, {"fe80::1", true}, {"fc00::1", true}, {"::ffff:127.0.0.1", true}, {"::ffff:10.0.0.1", true},
+		{"93.184.216.34", false}, {"8.8.8.8", false}, {"2606:4700::1111", false}, {"100.128.0.1", false},
+	} {
+		if got := webhook.Forbidden(netip.MustParseAddr(tc.ip)); got != tc.want {
+			t.Errorf("Forbidden(%s) = %v, want %v", tc.ip, got, tc.want)
+		}
+	}
+}
+
+func TestTargets(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		url   string
+		allow bool
+		ok    bool
+	}{
+		{"http://127.0.0.1:8080/hook", false, false},
+		{"http://[::1]/hook", false, false},
+		{"http://localhost/hook", false, false},
+		{"http://api.localhost/hook", false, false},
+		{"http://169.254.169.254/latest/meta-data", false, false},
+		{"https://93.184.216.34/hook", false, true},
+		{"http://127.0.0.1:8080/hook", true, true},
+	} {
+		u, _ := url.Parse(tc.url)
+		err := webhook.Targets{AllowPrivate: tc.allow}.Check(ctx, u)
+		if (err == nil) != tc.ok {
+			t.Errorf("Check(%s, allow=%v) = %v, want ok=%v", tc.url, tc.allow, err, tc.ok)
+		}
+	}
+}
+
+// TestSignatureVector: the signing library against the Standard Webhooks
+// specification's example.
+func TestSignatureVector(t *testing.T) {
+	wh, err := standardwebhooks.NewWebhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := wh.Sign("msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
+	if err != nil || sig != "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=" {
+		t.Fatalf("signature %q, %v", sig, err)
+	}
+}
+
+const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+func delivery() core.Delivery {
+	return core.Delivery{ID: "whd_1", EventID: core.Cursor{Tx: 1, Seq: 2}, Attempt: 1, Payload: []byte(`{"type":"DELETED"}`)}
+}
+
+// TestSendSigns: the receiver verifies the request with the secret; the
+// webhook-id is the event's id.
+func TestSendSigns(t *testing.T) {
+	var verified atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		wh, _ := standardwebhooks.NewWebhook(secret)
+		if wh.Verify(body, r.Header) == nil && r.Header.Get("webhook-id") == (core.Cursor{Tx: 1, Seq: 2}).String() &&
+			r.Header.Get("Content-Type") == "application/json" {
+			verified.Store(true)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	res := webhook.NewSender(true).Send(context.Background(), srv.URL, secret, delivery())
+	if res.ResponseStatus != http.StatusNoContent || res.Error != "" || !verified.Load() {
+		t.Fatalf("result %+v, verified %v", res, verified.Load())
+	}
+}
+
+// TestSendRefusesPrivateTargets: without allow-private, the dialler refuses
+// a loopback address (as a name resolving there would be), and nothing
+// reaches the server; a redirect is not followed.
+func TestSendRefusesPrivateTargets(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Redirect(w, r, "http://169.254.169.254/", http.StatusFound)
+	}))
+	defer srv.Close()
+	res := webhook.NewSender(false).Send(context.Background(), srv.URL, secret, delivery())
+	if res.ResponseStatus != 0 || res.Error == "" || hits.Load() != 0 {
+		t.Fatalf("a loopback target: %+v, %d requests arrived", res, hits.Load())
+	}
+	res = webhook.NewSender(true).Send(context.Background(), srv.URL, secret, delivery())
+	if res.ResponseStatus != http.StatusFound || hits.Load() != 1 {
+		t.Fatalf("a redirect: %+v, %d requests", res, hits.Load())
+	}
+}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/mountd/mountd/client"
+)
+
+// receiver is an operator's webhook endpoint: it verifies every request
+// with the current secret and keeps what it accepted.
+type receiver struct {
+	*httptest.Server
+	mu       sync.Mutex
+	secret   string
+	failures int // answer 500 to this many requests first
+	hang     chan struct{}
+	got      []webhookCall
+	bad      int
+}
+
+type webhookCall struct {
+	ID   string
+	Type string `json:"type"`
+	Data struct {
+		ID     string `json:"id"`
+		Type   string `json:"type"`
+		UID    string `json:"uid"`
+		States []struct {
+			Value string `json:"value"`
+		} `json:"states"`
+	} `json:"data"`
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		hang := r.hang
+		wh, err := standardwebhooks.NewWebhook(r.secret)
+		if err != nil || wh.Verify(body, req.Header) != nil {
+			r.bad++
+			r.mu.Unlock()
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.failures > 0 {
+			r.failures--
+			r.mu.Unlock()
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		var c webhookCall
+		_ = json.Unmarshal(body, &c)
+		c.ID = req.Header.Get("webhook-id")
+		r.got = append(r.got, c)
+		r.mu.Unlock()
+		if hang != nil {
+			<-hang
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) setSecret(s string) { r.mu.Lock(); r.secret = s; r.mu.Unlock() }
+
+// waitFor waits until the receiver has accepted calls that pass, then
+// returns them.
+func (r *receiver) waitFor(t *testing.T, what string, pass func([]webhookCall) bool) []webhookCall {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r.mu.Lock()
+		got := slices.Clone(r.got)
+		bad := r.bad
+		r.mu.Unlock()
+		if bad > 0 {
+			t.Fatalf("%d requests did not verify with the secret", bad)
+		}
+		if pass(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the receiver has %+v", what, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type (
+	webhookView  = client.Webhook
+	deliveryView = client.Delivery
+)
+
+func types(calls []webhookCall) []string {
+	var out []string
+	for _, c := range calls {
+		out = append(out, c.Type+" "+c.Data.UID)
+	}
+	return out
+}
+
+// TestWebhooks covers docs/api.md, "Webhooks", on both backends with real
+// receivers: signatures, retries on the configured delays with every
+// attempt recorded, filters, rotation, rights, bad input, and a receiver
+// that never answers not delaying another.
+func TestWebhooks(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			cfg := newConfig(t)
+			cfg.WebhookAllowPrivate = true // the receivers listen on loopback
+			cfg.WebhookRetryDelays = "50ms,100ms,100ms"
+			in := start(t, cfg)
+			a, b := newFleet(in, "A"), newFleet(in, "B")
+
+			flaky := newReceiver(t)
+			flaky.failures = 2
+			res, body := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": flaky.URL + "/hooks", "description": "ops"})
+			if res.StatusCode != http.StatusCreated {
+				t.Fatalf("create: %d %s", res.StatusCode, body)
+			}
+			hook := decode[webhookView](t, body)
+			if !strings.HasPrefix(hook.Secret, "whsec_") || !hook.Enabled || len(hook.EventTypes) != 0 {
+				t.Fatalf("created %+v", hook)
+			}
+			flaky.setSecret(hook.Secret)
+			deletes := newReceiver(t)
+			res, body = a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": deletes.URL, "eventTypes": []string{"DELETED"}})
+			if res.StatusCode != http.StatusCreated {
+				t.Fatalf("create filtered: %d %s", res.StatusCode, body)
+			}
+			deletes.setSecret(decode[webhookView](t, body).Secret)
+			if strings.Contains(string(a.ok(t, http.MethodGet, "/api/v1/webhooks/"+hook.ID, nil)), "whsec_") {
+				t.Fatal("a read shows the secret")
+			}
+
+			uid := uniqueUID("W")
+			a.associate(t, uid, nil)
+			a.report(t, uid, entry("BATTERY_LEVEL", "61", time.Now().Add(-time.Minute)))
+			a.noContent(t, http.MethodDelete, "/api/v1/mounts/"+uid, nil)
+			want := []string{"ASSOCIATION_REQUESTED " + uid, "STATES_REPORTED " + uid, "DELETED " + uid}
+			got := flaky.waitFor(t, "every event after two failures", func(c []webhookCall) bool {
+				seen := types(c)
+				for _, w := range want {
+					if !slices.Contains(seen, w) {
+						return false
+					}
+				}
+				return true
+			})
+			for _, c := range got {
+				if c.ID != c.Data.ID {
+					t.Fatalf("webhook-id %s is not the event's id %s", c.ID, c.Data.ID)
+				}
+			}
+			deletes.waitFor(t, "the DELETED filter", func(c []webhookCall) bool { return slices.Equal(types(c), []string{"DELETED " + uid}) })
+
+			// Every attempt is recorded: two failures, then successes.
+			var ds []deliveryView
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				page := decode[struct{ Deliveries []deliveryView }](t, a.ok(t, http.MethodGet, "/api/v1/webhooks/"+hook.ID+"/deliveries", nil))
+				ds = page.Deliveries
+				succeeded, failed := 0, 0
+				for _, d := range ds {
+					switch d.Status {
+					case "SUCCEEDED":
+						succeeded++
+					case "FAILED":
+						failed++
+						if d.ResponseStatus == nil || *d.ResponseStatus != 500 || d.Error == nil {
+							t.Fatalf("a failed attempt: %+v", d)
+						}
+					}
+				}
+				if succeeded >= 3 && failed == 2 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("deliveries: %+v", ds)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+
+			// Rotation: later deliveries verify with the new secret only.
+			secret := decode[map[string]string](t, a.ok(t, http.MethodPost, "/api/v1/webhooks/"+hook.ID+"/rotate-secret", nil))["secret"]
+			if secret == hook.Secret || !strings.HasPrefix(secret, "whsec_") {
+				t.Fatalf("rotated secret %q", secret)
+			}
+			flaky.setSecret(secret)
+			uid2 := uniqueUID("W")
+			a.associate(t, uid2, nil)
+			flaky.waitFor(t, "a delivery after rotation", func(c []webhookCall) bool { return slices.Contains(types(c), "ASSOCIATION_REQUESTED "+uid2) })
+
+			// A receiver that never answers holds its own deliveries only.
+			flaky.mu.Lock()
+			flaky.hang = make(chan struct{})
+			flaky.mu.Unlock()
+			defer close(flaky.hang)
+			patched := decode[webhookView](t, a.ok(t, http.MethodPatch, "/api/v1/webhooks/"+hook.ID, map[string]any{"description": "ops, hanging"}))
+			if patched.Description != "ops, hanging" || patched.URL != hook.URL || patched.Secret != "" {
+				t.Fatalf("patched %+v", patched)
+			}
+			uid3 := uniqueUID("W")
+			a.associate(t, uid3, nil)
+			start := time.Now()
+			a.noContent(t, http.MethodDelete, "/api/v1/mounts/"+uid3, nil)
+			deletes.waitFor(t, "a delivery beside a hanging receiver", func(c []webhookCall) bool { return slices.Contains(types(c), "DELETED "+uid3) })
+			if waited := time.Since(start); waited > 5*time.Second {
+				t.Fatalf("the healthy receiver waited %v behind the hanging one", waited)
+			}
+
+			// Rights and input.
+			rider := fleet{in: in, creds: a.creds, token: in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:"+uid)}
+			for _, c := range []struct {
+				who          fleet
+				method, path string
+				body         any
+				status       int
+				code         string
+			}{
+				{rider, http.MethodGet, "/api/v1/webhooks", nil, 403, "FORBIDDEN"},
+				{rider, http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://example.com"}, 403, "FORBIDDEN"},
+				{rider, http.MethodGet, "/api/v1/webhooks/" + hook.ID + "/deliveries", nil, 403, "FORBIDDEN"},
+				{b, http.MethodGet, "/api/v1/webhooks/" + hook.ID, nil, 404, "WEBHOOK_NOT_FOUND"},
+				{b, http.MethodPatch, "/api/v1/webhooks/" + hook.ID, map[string]any{"enabled": false}, 404, "WEBHOOK_NOT_FOUND"},
+				{b, http.MethodDelete, "/api/v1/webhooks/" + hook.ID, nil, 404, "WEBHOOK_NOT_FOUND"},
+				{b, http.MethodPost, "/api/v1/webhooks/" + hook.ID + "/rotate-secret", nil, 404, "WEBHOOK_NOT_FOUND"},
+				{b, http.MethodGet, "/api/v1/webhooks/" + hook.ID + "/deliveries", nil, 404, "WEBHOOK_NOT_FOUND"},
+				{a, http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "ftp://example.com/x"}, 400, "VALIDATION_FAILED"},
+				{a, http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "/relative"}, 400, "VALIDATION_FAILED"},
+				{a, http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://u:p@example.com"}, 400, "VALIDATION_FAILED"},
+				{a, http.MethodPost, "/api/v1/webhooks", map[string]any{}, 400, "VALIDATION_FAILED"},
+				{a, http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://example.com", "eventTypes": []string{"X"}}, 400, "VALIDATION_FAILED"},
+				{a, http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://example.com", "colour": "red"}, 400, "VALIDATION_FAILED"},
+				{a, http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://example.com/" + strings.Repeat("x", 3000)}, 400, "VALIDATION_FAILED"},
+			} {
+				res, body := c.who.call(c.method, c.path, c.body)
+				wantProblem(t, res, body, c.status, c.code)
+			}
+
+			// GraphQL mirrors it, with the same rights.
+			r := a.gql(t, `{ webhooks { webhooks { id url } pagination { totalItems } } }`, nil)
+			if r.code() != "" || !strings.Contains(string(r.Data), hook.ID) {
+				t.Fatalf("GraphQL webhooks: %s %+v", r.Data, r.Errors)
+			}
+			r = a.gql(t, `mutation($u: String!) { createWebhook(input: {url: $u, eventTypes: [ABANDONED]}) { secret webhook { id eventTypes } } }`,
+				map[string]any{"u": deletes.URL + "/gql"})
+			if r.code() != "" || !strings.Contains(string(r.Data), "whsec_") {
+				t.Fatalf("GraphQL createWebhook: %s %+v", r.Data, r.Errors)
+			}
+			if r := rider.gql(t, `{ webhooks { webhooks { id } } }`, nil); r.code() != "FORBIDDEN" {
+				t.Fatalf("a rider's GraphQL webhooks: %+v", r.Errors)
+			}
+			if r := b.gql(t, `query($id: ID!) { webhookDeliveries(id: $id) { deliveries { id } } }`, map[string]any{"id": hook.ID}); r.code() != "WEBHOOK_NOT_FOUND" {
+				t.Fatalf("another account's deliveries over GraphQL: %+v", r.Errors)
+			}
+		})
+	}
+}
+
+// TestWebhookTargetsRefused: without MOUNTD_WEBHOOK_ALLOW_PRIVATE, targets
+// inside the network are refused (field url).
+func TestWebhookTargetsRefused(t *testing.T) {
+	in := start(t, testConfig(t.TempDir(), ""))
+	a := newFleet(in, "A")
+	for _, target := range []string{"http://127.0.0.1:9/x", "http://localhost/x", "http://169.254.169.254/latest", "http://[::1]/x", "http://10.0.0.1/x"} {
+		res, body := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": target})
+		p := wantProblem(t, res, body, http.StatusBadRequest, "VALIDATION_FAILED")
+		if !strings.Contains(string(body), `"url"`) {
+			t.Fatalf("%s: %+v", target, p)
+		}
+	}
+}
