@@ -36,7 +36,12 @@ type Store struct {
 	// stmts holds prepared statements by query text (*sql.Stmt).
 	stmts sync.Map
 	// sql holds query texts built once from the dialect and row types.
-	sql struct{ mountWithLatest string }
+	sql struct {
+		mountWithLatest string
+		// mountWithLatestTx is the same query for bun (? placeholders), to
+		// run in a transaction.
+		mountWithLatestTx string
+	}
 }
 
 // queryCounter counts every statement sent to the database, so operators
@@ -84,7 +89,8 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 		return nil, nil, fmt.Errorf("database url must start with postgres:// or sqlite://")
 	}
 	s.db.AddQueryHook(queryCounter{n: &s.queries})
-	s.sql.mountWithLatest = s.mountWithLatestSQL()
+	s.sql.mountWithLatest = s.mountWithLatestSQL(s.param(1))
+	s.sql.mountWithLatestTx = s.mountWithLatestSQL("?")
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.db.PingContext(pingCtx); err != nil {

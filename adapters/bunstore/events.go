@@ -101,17 +101,25 @@ func (s *Store) appendEvent(ctx context.Context, tx bun.IDB, e *core.Event, row 
 	if e == nil {
 		return nil
 	}
-	m := row.toMount()
-	m.Key = core.MountKey{}
 	var latest []core.StateEntry
 	if e.Type != core.EventDeleted {
-		byMount, err := s.latestFor(ctx, tx, e.AccountID, []string{m.UID})
+		byMount, err := s.latestFor(ctx, tx, e.AccountID, []string{row.UID})
 		if err != nil {
 			return err
 		}
-		latest = byMount[m.UID]
-		m.Latest = core.ComputeLatest(latest)
+		latest = byMount[row.UID]
 	}
+	return s.appendEventWith(ctx, tx, e, row, latest, "", nil)
+}
+
+// appendEventWith is appendEvent with the latest values known already. A
+// statement given as with (PostgreSQL only) runs as a data-modifying WITH
+// of the insert: one round trip for both.
+func (s *Store) appendEventWith(ctx context.Context, tx bun.IDB, e *core.Event, row *mountRow, latest []core.StateEntry,
+	with string, withArgs []any) error {
+	m := row.toMount()
+	m.Key = core.MountKey{}
+	m.Latest = core.ComputeLatest(latest)
 	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Mount: eventMount{
 		UID: m.UID, Name: m.Name, SerialNumber: m.SerialNumber, MACAddress: m.MACAddress,
 		FirmwareRevision: m.FirmwareRevision, SoftwareRevision: m.SoftwareRevision, ModelNumber: m.ModelNumber,
@@ -126,9 +134,13 @@ func (s *Store) appendEvent(ctx context.Context, tx bun.IDB, e *core.Event, row 
 		ID int64  `bun:"id"`
 		Tx string `bun:"tx_text"`
 	}
-	if err := tx.NewRaw(`INSERT INTO events (account_id, type, mount_uid, occurred_at, body) VALUES (?, ?, ?, ?, ?)
-		RETURNING id, CAST(tx AS TEXT) AS tx_text`,
-		e.AccountID, string(e.Type), e.UID, millis(e.OccurredAt), string(body)).Scan(ctx, &pos); err != nil {
+	query := `INSERT INTO events (account_id, type, mount_uid, occurred_at, body) VALUES (?, ?, ?, ?, ?)
+		RETURNING id, CAST(tx AS TEXT) AS tx_text`
+	args := []any{e.AccountID, string(e.Type), e.UID, millis(e.OccurredAt), string(body)}
+	if with != "" {
+		query, args = "WITH before_event AS ("+with+") "+query, append(withArgs, args...)
+	}
+	if err := tx.NewRaw(query, args...).Scan(ctx, &pos); err != nil {
 		return err
 	}
 	txid, err := strconv.ParseUint(pos.Tx, 10, 64)

@@ -300,11 +300,11 @@ type mountLatestRow struct {
 	LatestValue      sql.NullString `bun:"latest_value"`
 }
 
-func (s *Store) mountWithLatestSQL() string {
+func (s *Store) mountWithLatestSQL(param string) string {
 	return `SELECT ` + s.columns(reflect.TypeFor[mountRow](), "m") + `,
 		l.code AS latest_code, l.occurred_at AS latest_occurred_at, l.value AS latest_value
 		FROM mounts AS m LEFT JOIN mount_latest_states AS l ON l.mount_uid = m.uid AND l.account_id = m.owner_account_id
-		WHERE m.uid = ` + s.param(1)
+		WHERE m.uid = ` + param
 }
 
 // MountWithLatest implements core.MountStore in one prepared statement: a
@@ -319,14 +319,7 @@ func (s *Store) MountWithLatest(ctx context.Context, uid string) (core.Mount, er
 		return core.Mount{}, core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
 	}
 	m := rows[0].toMount()
-	var latest []core.StateEntry
-	for _, r := range rows {
-		if r.LatestCode.Valid {
-			latest = append(latest, core.StateEntry{Code: core.StateCode(r.LatestCode.String),
-				Value: r.LatestValue.String, OccurredAt: fromMillis(r.LatestOccurredAt.Int64)})
-		}
-	}
-	m.Latest = core.ComputeLatest(latest)
+	m.Latest = core.ComputeLatest(latestOf(rows))
 	return m, nil
 }
 

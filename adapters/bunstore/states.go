@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/uptrace/bun"
 
@@ -49,16 +51,31 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 	)
 	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		accepted = accepted[:0]
-		// The entries' ReceivedAt is the instant of the report.
-		err := tx.NewSelect().Model(&mount).
-			Where("uid = ? AND owner_account_id = ?", uid, accountID).
-			Where(liveAssociation, millis(receivedAt)).
-			Scan(ctx)
-		if errors.Is(err, sql.ErrNoRows) {
-			return core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
-		}
-		if err != nil {
-			return err
+		// With an event to append, the mount's latest values come with the
+		// row in one statement, and the event's are those merged with the
+		// report: no further read. The entries' ReceivedAt is the instant
+		// of the report.
+		var before []core.StateEntry
+		if e != nil {
+			var rows []mountLatestRow
+			if err := tx.NewRaw(s.sql.mountWithLatestTx, uid).Scan(ctx, &rows); err != nil {
+				return err
+			}
+			if len(rows) == 0 || rows[0].OwnerID.String != accountID || !rows[0].live(receivedAt) {
+				return core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
+			}
+			mount, before = rows[0].mountRow, latestOf(rows)
+		} else {
+			err := tx.NewSelect().Model(&mount).
+				Where("uid = ? AND owner_account_id = ?", uid, accountID).
+				Where(liveAssociation, millis(receivedAt)).
+				Scan(ctx)
+			if errors.Is(err, sql.ErrNoRows) {
+				return core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
+			}
+			if err != nil {
+				return err
+			}
 		}
 		var sb strings.Builder
 		args := make([]any, 0, len(entries)*6)
@@ -97,13 +114,20 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 		sb.WriteString(` ON CONFLICT (mount_uid, account_id, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value
 			WHERE excluded.occurred_at > mount_latest_states.occurred_at
 			   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value > mount_latest_states.value)`)
-		if _, err = tx.NewRaw(sb.String(), args...).Exec(ctx); err != nil {
+		if e != nil && s.postgres {
+			// The event's latest values are computed, not read back, so
+			// the upsert and the event insert can go as one statement.
+			e.States = accepted
+			return s.appendEventWith(ctx, tx, e, &mount, mergeLatest(before, latest), sb.String(), args)
+		}
+		if _, err := tx.NewRaw(sb.String(), args...).Exec(ctx); err != nil {
 			return err
 		}
-		if e != nil {
-			e.States = accepted
+		if e == nil {
+			return nil
 		}
-		return s.appendEvent(ctx, tx, e, &mount)
+		e.States = accepted
+		return s.appendEventWith(ctx, tx, e, &mount, mergeLatest(before, latest), "", nil)
 	})
 	if err != nil {
 		return core.Mount{}, nil, err
@@ -156,4 +180,38 @@ func (s *Store) ListStates(ctx context.Context, uid, accountID string, f core.St
 		out[i] = r.toEntry()
 	}
 	return out, total, nil
+}
+
+// live is the row's liveAssociation at now.
+func (r *mountRow) live(now time.Time) bool {
+	return r.State == string(core.StateAssociated) ||
+		r.State == string(core.StateIdle) && r.IdleDeadline.Valid && r.IdleDeadline.Int64 > millis(now)
+}
+
+// latestOf gathers the latest entries of a mount read with its latest rows.
+func latestOf(rows []mountLatestRow) []core.StateEntry {
+	var latest []core.StateEntry
+	for _, r := range rows {
+		if r.LatestCode.Valid {
+			latest = append(latest, core.StateEntry{Code: core.StateCode(r.LatestCode.String),
+				Value: r.LatestValue.String, OccurredAt: fromMillis(r.LatestOccurredAt.Int64)})
+		}
+	}
+	return latest
+}
+
+// mergeLatest is what the upsert of mount_latest_states leaves: per code,
+// the newer of the stored entry and the report's (core.Newer).
+func mergeLatest(stored, reported []core.StateEntry) []core.StateEntry {
+	out := slices.Clone(stored)
+	for _, r := range reported {
+		i := slices.IndexFunc(out, func(e core.StateEntry) bool { return e.Code == r.Code })
+		switch {
+		case i < 0:
+			out = append(out, core.StateEntry{Code: r.Code, Value: r.Value, OccurredAt: r.OccurredAt})
+		case core.Newer(r, out[i]):
+			out[i] = core.StateEntry{Code: r.Code, Value: r.Value, OccurredAt: r.OccurredAt}
+		}
+	}
+	return out
 }
