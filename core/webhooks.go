@@ -410,8 +410,9 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	var lastEnqueue time.Time
+	planOwed := false // a wake-up came that has not been planned yet
 	for {
-		woken := false
+		woken, finished := false, false
 		select {
 		case <-ctx.Done():
 			return nil
@@ -419,15 +420,19 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 			woken = true
 		case <-poll.C:
 		case <-done:
+			// A worker is free: claim the next attempt; planning waits for
+			// a wake-up or the poll.
+			finished = true
 		}
 		if woken && time.Since(lastEnqueue) < enqueueEvery {
 			// Under steady ingest, wake-ups come with every event: plan
 			// them in batches, not one write transaction each.
+			planOwed = true
 			poll.Reset(enqueueEvery - time.Since(lastEnqueue))
 			continue
 		}
-		lastEnqueue = time.Now()
-		for {
+		for !finished {
+			planOwed, lastEnqueue = false, time.Now()
 			n, err := s.Store.EnqueueDeliveries(ctx, enqueueBatch, s.plan)
 			if err != nil {
 				if ctx.Err() == nil {
@@ -487,7 +492,11 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 				break
 			}
 		}
-		poll.Reset(deliveryPoll)
+		if planOwed {
+			poll.Reset(max(0, enqueueEvery-time.Since(lastEnqueue)))
+		} else {
+			poll.Reset(deliveryPoll)
+		}
 	}
 }
 

@@ -27,7 +27,7 @@ type apiClientRow struct {
 
 // CreateAccount stores an account and its first client atomically.
 func (s *Store) CreateAccount(ctx context.Context, a core.Account, c core.APIClient) error {
-	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(&accountRow{ID: a.ID, Name: a.Name, CreatedAt: millis(a.CreatedAt)}).Exec(ctx); err != nil {
 			return translate(err, core.CodeNotFound, "account")
 		}
@@ -40,7 +40,10 @@ func (s *Store) CreateAccount(ctx context.Context, a core.Account, c core.APICli
 // AddAPIClient stores a further client for an existing account.
 func (s *Store) AddAPIClient(ctx context.Context, c core.APIClient) error {
 	row := &apiClientRow{ClientID: c.ClientID, AccountID: c.AccountID, SecretHash: c.SecretHash, CreatedAt: millis(c.CreatedAt)}
-	_, err := s.db.NewInsert().Model(row).Exec(ctx)
+	err := s.write(ctx, func() error {
+		_, err := s.db.NewInsert().Model(row).Exec(ctx)
+		return err
+	})
 	return translate(err, core.CodeNotFound, "client")
 }
 

@@ -37,10 +37,13 @@ func (s *Store) InsertCommand(ctx context.Context, c core.Command, e *core.Event
 		SignedToken: sql.NullString{String: c.SignedToken, Valid: c.SignedToken != ""},
 		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy}
 	if e == nil {
-		_, err = s.db.NewInsert().Model(row).Exec(ctx)
+		err = s.write(ctx, func() error {
+			_, err := s.db.NewInsert().Model(row).Exec(ctx)
+			return err
+		})
 		return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", c.MountUID))
 	}
-	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
 			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", c.MountUID))
 		}

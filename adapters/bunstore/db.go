@@ -35,6 +35,12 @@ type Store struct {
 	queries  atomic.Int64
 	// stmts holds prepared statements by query text (*sql.Stmt).
 	stmts sync.Map
+	// writer, on SQLite only, lets one write at a time reach the database.
+	// SQLite has a single writer, and a connection that finds it taken
+	// sleeps in SQLite's busy handler in steps of up to 100 ms; under
+	// concurrent writes that sleeping cost more than queueing here (the
+	// webhook benchmark in docs/performance.md doubled its rate).
+	writer chan struct{}
 	// sql holds query texts built once from the dialect and row types.
 	sql struct {
 		mountWithLatest string
@@ -84,7 +90,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 			return nil, nil, fmt.Errorf("open sqlite: %w", err)
 		}
 		sqldb.SetMaxOpenConns(8)
-		s = &Store{db: bun.NewDB(sqldb, sqlitedialect.New())}
+		s = &Store{db: bun.NewDB(sqldb, sqlitedialect.New()), writer: make(chan struct{}, 1)}
 	default:
 		return nil, nil, fmt.Errorf("database url must start with postgres:// or sqlite://")
 	}
@@ -98,6 +104,27 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 		return nil, nil, fmt.Errorf("connect to database: %w", err)
 	}
 	return s, func() { _ = s.db.Close() }, nil
+}
+
+// write runs fn, which writes outside a transaction, as the only writer on
+// SQLite; on PostgreSQL it just runs fn.
+func (s *Store) write(ctx context.Context, fn func() error) error {
+	if s.writer == nil {
+		return fn()
+	}
+	select {
+	case s.writer <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.writer }()
+	return fn()
+}
+
+// inTx runs fn in a transaction, as the only writer on SQLite (every
+// SQLite transaction here is immediate: it takes the write lock).
+func (s *Store) inTx(ctx context.Context, fn func(context.Context, bun.Tx) error) error {
+	return s.write(ctx, func() error { return s.db.RunInTx(ctx, nil, fn) })
 }
 
 // prepared returns query prepared on the pool (database/sql prepares it on

@@ -293,7 +293,7 @@ func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery) (
 // rows past retention and moves the horizon to the newest of them.
 func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (int, error) {
 	n := 0
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var rows []struct {
 			ID int64  `bun:"id"`
 			Tx string `bun:"tx_text"`

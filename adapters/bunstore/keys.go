@@ -39,6 +39,8 @@ func (s *Store) SigningKey(ctx context.Context, purpose string) (keyring.StoredK
 func (s *Store) InsertSigningKeyIfAbsent(ctx context.Context, k keyring.StoredKey) error {
 	row := &signingKeyRow{ID: k.ID, Purpose: k.Purpose, Algorithm: k.Algorithm, PublicKey: k.PublicKey,
 		SealedPrivateKey: k.SealedPrivateKey, CreatedAt: millis(k.CreatedAt)}
-	_, err := s.db.NewInsert().Model(row).On("CONFLICT DO NOTHING").Exec(ctx)
-	return err
+	return s.write(ctx, func() error {
+		_, err := s.db.NewInsert().Model(row).On("CONFLICT DO NOTHING").Exec(ctx)
+		return err
+	})
 }

@@ -78,7 +78,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			out     mountRow
 			claimed bool
 		)
-		err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 			row := &mountRow{
 				UID: c.UID, Name: deref(f.Name), SerialNumber: deref(f.SerialNumber), MACAddress: deref(f.MACAddress),
 				FirmwareRevision: deref(f.FirmwareRevision), SoftwareRevision: deref(f.SoftwareRevision), ModelNumber: deref(f.ModelNumber),
@@ -154,7 +154,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 // ConfirmAssociation implements core.MountStore.
 func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, now time.Time, e *core.Event) (core.Mount, bool, error) {
 	var out mountRow
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		err := tx.NewRaw(`UPDATE mounts SET association_state = 'ASSOCIATED', associated_at = ?, idle_deadline = NULL, updated_at = ?
 			WHERE uid = ? AND association_state = 'IDLE' AND owner_account_id = ? AND idle_deadline > ?
 			RETURNING *`, millis(now), millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
@@ -178,7 +178,7 @@ func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, n
 func (s *Store) ExpireAssociation(ctx context.Context, uid string, now time.Time, e *core.Event) (core.Mount, bool, error) {
 	var out mountRow
 	expired := false
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		err := tx.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = owner_account_id,
 				owner_account_id = NULL, idle_deadline = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL, updated_at = ?
 			WHERE uid = ? AND association_state = 'IDLE' AND idle_deadline <= ?
@@ -208,7 +208,7 @@ func (s *Store) ExpireAssociation(ctx context.Context, uid string, now time.Time
 // with it, in the same transaction; its history stays, scoped to accountID.
 func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now time.Time, e *core.Event) (core.Mount, error) {
 	var out mountRow
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		err := tx.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = NULL,
 				owner_account_id = NULL, idle_deadline = NULL, associated_at = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL, updated_at = ?
 			WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
@@ -244,7 +244,7 @@ func (s *Store) unlinkOtherAccounts(ctx context.Context, db bun.IDB, uid, keep s
 // tag links and commands.
 func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.Event) (core.Mount, error) {
 	var out mountRow
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		err := tx.NewRaw(`DELETE FROM mounts WHERE uid = ? AND owner_account_id = ? RETURNING *`, uid, accountID).Scan(ctx, &out)
 		if err != nil {
 			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
@@ -260,9 +260,11 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.
 // RekeyMount implements core.MountStore.
 func (s *Store) RekeyMount(ctx context.Context, uid, accountID string, key core.MountKey, now time.Time) (core.Mount, error) {
 	var out mountRow
-	err := s.db.NewRaw(`UPDATE mounts SET key_id = ?, public_key = ?, sealed_private_key = ?, updated_at = ?
-		WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
-		RETURNING *`, key.ID, hex.EncodeToString(key.PublicKey), key.SealedPrivateKey, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
+	err := s.write(ctx, func() error {
+		return s.db.NewRaw(`UPDATE mounts SET key_id = ?, public_key = ?, sealed_private_key = ?, updated_at = ?
+			WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
+			RETURNING *`, key.ID, hex.EncodeToString(key.PublicKey), key.SealedPrivateKey, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
+	})
 	if err != nil {
 		return core.Mount{}, translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
 	}
@@ -272,10 +274,12 @@ func (s *Store) RekeyMount(ctx context.Context, uid, accountID string, key core.
 // UpdateMount implements core.MountStore.
 func (s *Store) UpdateMount(ctx context.Context, uid, accountID string, u core.MountUpdate, now time.Time) (core.Mount, error) {
 	var out mountRow
-	err := s.db.NewRaw(`UPDATE mounts SET name = COALESCE(?, name), software_revision = COALESCE(?, software_revision),
-			updated_at = CASE WHEN ? THEN ? ELSE updated_at END
-		WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
-		RETURNING *`, u.Name, u.SoftwareRevision, u.Name != nil || u.SoftwareRevision != nil, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
+	err := s.write(ctx, func() error {
+		return s.db.NewRaw(`UPDATE mounts SET name = COALESCE(?, name), software_revision = COALESCE(?, software_revision),
+				updated_at = CASE WHEN ? THEN ? ELSE updated_at END
+			WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
+			RETURNING *`, u.Name, u.SoftwareRevision, u.Name != nil || u.SoftwareRevision != nil, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
+	})
 	if err != nil {
 		return core.Mount{}, translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
 	}

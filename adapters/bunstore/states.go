@@ -49,7 +49,7 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 		accepted   []core.StateEntry
 		receivedAt = entries[0].ReceivedAt
 	)
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		accepted = accepted[:0]
 		// With an event to append, the mount's latest values come with the
 		// row in one statement, and the event's are those merged with the

@@ -84,7 +84,7 @@ func (s *Store) tagLinks(ctx context.Context, db bun.IDB, accountID string, rows
 
 // SyncTags implements core.TagStore in one transaction.
 func (s *Store) SyncTags(ctx context.Context, accountID, mountUID string, tagUIDs []string, now time.Time, e *core.Event) (added, removed int, err error) {
-	err = s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		added, removed = 0, 0
 		var m mountRow
 		if err := tx.NewSelect().Model(&m).Where("uid = ?", mountUID).Scan(ctx); err != nil {
@@ -135,10 +135,12 @@ func (s *Store) SyncTags(ctx context.Context, accountID, mountUID string, tagUID
 // UpdateTag implements core.TagStore.
 func (s *Store) UpdateTag(ctx context.Context, accountID, uid string, u core.NfcTagUpdate, now time.Time) (core.NfcTag, error) {
 	var row tagRow
-	err := s.db.NewRaw(`UPDATE nfc_tags SET name = COALESCE(?, name), color = COALESCE(?, color), icon_name = COALESCE(?, icon_name),
-			updated_at = CASE WHEN ? THEN ? ELSE updated_at END
-		WHERE account_id = ? AND uid = ? RETURNING *`,
-		u.Name, upperPtr(u.Color), u.IconName, u.Name != nil || u.Color != nil || u.IconName != nil, millis(now), accountID, uid).Scan(ctx, &row)
+	err := s.write(ctx, func() error {
+		return s.db.NewRaw(`UPDATE nfc_tags SET name = COALESCE(?, name), color = COALESCE(?, color), icon_name = COALESCE(?, icon_name),
+				updated_at = CASE WHEN ? THEN ? ELSE updated_at END
+			WHERE account_id = ? AND uid = ? RETURNING *`,
+			u.Name, upperPtr(u.Color), u.IconName, u.Name != nil || u.Color != nil || u.IconName != nil, millis(now), accountID, uid).Scan(ctx, &row)
+	})
 	if err != nil {
 		return core.NfcTag{}, translate(err, core.CodeNfcTagNotFound, "NFC tag")
 	}

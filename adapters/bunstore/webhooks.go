@@ -118,7 +118,7 @@ func (s *Store) CreateWebhook(ctx context.Context, w core.Webhook, max int) erro
 	if err != nil {
 		return err
 	}
-	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if s.postgres {
 			if _, err := tx.NewRaw(`SELECT id FROM accounts WHERE id = ? FOR UPDATE`, w.AccountID).Exec(ctx); err != nil {
 				return err
@@ -171,9 +171,13 @@ func (s *Store) UpdateWebhook(ctx context.Context, w core.Webhook) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.db.NewUpdate().Model(row).
-		Column("url", "event_types", "mount_uids", "description", "enabled", "sealed_secret", "updated_at").
-		Where("id = ? AND account_id = ?", w.ID, w.AccountID).Exec(ctx)
+	var res sql.Result
+	err = s.write(ctx, func() (err error) {
+		res, err = s.db.NewUpdate().Model(row).
+			Column("url", "event_types", "mount_uids", "description", "enabled", "sealed_secret", "updated_at").
+			Where("id = ? AND account_id = ?", w.ID, w.AccountID).Exec(ctx)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -186,7 +190,11 @@ func (s *Store) UpdateWebhook(ctx context.Context, w core.Webhook) error {
 // DeleteWebhook implements core.WebhookStore; the schema cascades to the
 // deliveries.
 func (s *Store) DeleteWebhook(ctx context.Context, accountID, id string) error {
-	res, err := s.db.NewDelete().Model((*webhookRow)(nil)).Where("id = ? AND account_id = ?", id, accountID).Exec(ctx)
+	var res sql.Result
+	err := s.write(ctx, func() (err error) {
+		res, err = s.db.NewDelete().Model((*webhookRow)(nil)).Where("id = ? AND account_id = ?", id, accountID).Exec(ctx)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -224,7 +232,7 @@ func (s *Store) ListDeliveries(ctx context.Context, accountID, webhookID string,
 // instead of waiting; SQLite's single writer serialises the same way.
 func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core.Event, []core.Webhook) ([]core.Delivery, error)) (int, error) {
 	read := 0
-	err := s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var cur struct {
 			Tx string `bun:"tx_text"`
 			ID int64  `bun:"id"`
@@ -324,8 +332,10 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 		sub = sub.For("UPDATE SKIP LOCKED")
 	}
 	var rows []deliveryRow
-	err := s.db.NewRaw(`UPDATE webhook_deliveries SET lease = ?, lease_until = ? WHERE id IN (?) RETURNING `+
-		s.columns(reflect.TypeFor[deliveryRow](), ""), token, millis(now.Add(lease)), sub).Scan(ctx, &rows)
+	err := s.write(ctx, func() error {
+		return s.db.NewRaw(`UPDATE webhook_deliveries SET lease = ?, lease_until = ? WHERE id IN (?) RETURNING `+
+			s.columns(reflect.TypeFor[deliveryRow](), ""), token, millis(now.Add(lease)), sub).Scan(ctx, &rows)
+	})
 	if err != nil && err != sql.ErrNoRows {
 		return nil, err
 	}
@@ -338,18 +348,24 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 
 // FinishDelivery implements core.WebhookStore.
 func (s *Store) FinishDelivery(ctx context.Context, d core.Delivery, next *core.Delivery) error {
-	return s.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		res, err := tx.NewRaw(`UPDATE webhook_deliveries SET status = ?, response_status = ?, error = ?, duration_ms = ?,
-				attempted_at = ?, next_attempt_at = NULL, lease = NULL, lease_until = NULL
-			WHERE id = ? AND status = 'PENDING' AND lease = ?`,
-			string(d.Status), d.ResponseStatus, d.Error, d.Duration.Milliseconds(), optNull(d.AttemptedAt), d.ID, d.Lease).Exec(ctx)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 || next == nil {
-			return nil
-		}
-		_, err = tx.NewInsert().Model(toDeliveryRow(*next)).Exec(ctx)
+	if next == nil {
+		// The common case, a success: one statement, no transaction.
+		return s.write(ctx, func() error { return s.finishDelivery(ctx, s.db, d, nil) })
+	}
+	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error { return s.finishDelivery(ctx, tx, d, next) })
+}
+
+func (s *Store) finishDelivery(ctx context.Context, db bun.IDB, d core.Delivery, next *core.Delivery) error {
+	res, err := db.NewRaw(`UPDATE webhook_deliveries SET status = ?, response_status = ?, error = ?, duration_ms = ?,
+			attempted_at = ?, next_attempt_at = NULL, lease = NULL, lease_until = NULL
+		WHERE id = ? AND status = 'PENDING' AND lease = ?`,
+		string(d.Status), d.ResponseStatus, d.Error, d.Duration.Milliseconds(), optNull(d.AttemptedAt), d.ID, d.Lease).Exec(ctx)
+	if err != nil {
 		return err
-	})
+	}
+	if n, _ := res.RowsAffected(); n == 0 || next == nil {
+		return nil
+	}
+	_, err = db.NewInsert().Model(toDeliveryRow(*next)).Exec(ctx)
+	return err
 }

@@ -290,7 +290,7 @@ func report(t *testing.T, api *client.Client, uid string, value int, at time.Tim
 	return false
 }
 
-func associate(t *testing.T, api *client.Client, uid string) {
+func associate(t testing.TB, api *client.Client, uid string) {
 	t.Helper()
 	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": uid}, nil); err != nil {
 		t.Fatal(err)

@@ -30,13 +30,13 @@ type instance struct {
 
 // backends lists the configurations the end-to-end tests run on: the
 // embedded default, and PostgreSQL with Redis.
-func backends(t *testing.T) map[string]func(t *testing.T) Config {
-	return map[string]func(t *testing.T) Config{
-		"embedded": func(t *testing.T) Config {
+func backends(t testing.TB) map[string]func(t testing.TB) Config {
+	return map[string]func(t testing.TB) Config{
+		"embedded": func(t testing.TB) Config {
 			dir := t.TempDir()
 			return testConfig(dir, "")
 		},
-		"postgres+redis": func(t *testing.T) Config {
+		"postgres+redis": func(t testing.TB) Config {
 			cfg := testConfig(t.TempDir(), testenv.PostgresURL(t))
 			cfg.RedisURL, cfg.RedisPrefix = testenv.RedisURL(t)
 			return cfg

@@ -36,7 +36,8 @@ type webhookCall struct {
 		Type   string `json:"type"`
 		UID    string `json:"uid"`
 		States []struct {
-			Value string `json:"value"`
+			Value      string `json:"value"`
+			OccurredAt string `json:"occurredAt"`
 		} `json:"states"`
 	} `json:"data"`
 }

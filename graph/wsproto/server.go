@@ -126,6 +126,8 @@ type session struct {
 	initSeen  bool
 	acked     bool
 	closing   bool
+	// behindSince is when the queue last became half full (zero: it is not).
+	behindSince time.Time
 	// closeCode and closeReason are sent once the queue is written.
 	closeCode   websocket.StatusCode
 	closeReason string
@@ -323,7 +325,10 @@ func (s *session) start(o *op, payload json.RawMessage) {
 // run executes an operation for this socket alone.
 func (s *session) run(o *op, ctx context.Context, rc *graphql.OperationContext) {
 	defer o.cancel()
-	s.end(o, execute(ctx, s.exec, rc, func(payload []byte) bool { return s.deliver(o, payload) }))
+	s.end(o, execute(ctx, s.exec, rc, func(payload []byte) bool {
+		s.pace()
+		return s.deliver(o, payload)
+	}))
 }
 
 // execute runs an operation and hands each encoded result to emit until the
@@ -367,6 +372,31 @@ func (s *session) deliver(o *op, payload []byte) bool {
 	}
 	s.sendLocked(frame("next", o.quoted, payload))
 	return true
+}
+
+// pace waits while the socket's queue is half full, so that a socket's own
+// execution (never a shared one, which serves many sockets) keeps pace with
+// a client that reads: a replay of thousands of events is not a reason to
+// close. Waiting holds nothing but this execution. Once the client has been
+// that far behind for the transport's SlowClientWait, results go on piling
+// up and the queue's limit closes the socket with CloseTooSlow.
+func (s *session) pace() {
+	for {
+		s.mu.Lock()
+		busy := len(s.queue) >= MaxQueuedMessages/2 && !s.closing
+		switch {
+		case !busy:
+			s.behindSince = time.Time{}
+		case s.behindSince.IsZero():
+			s.behindSince = time.Now()
+		}
+		gaveUp := busy && time.Since(s.behindSince) > s.t.slowClientWait()
+		s.mu.Unlock()
+		if !busy || gaveUp {
+			return
+		}
+		time.Sleep(500 * time.Microsecond)
+	}
 }
 
 // activeLocked reports whether o may still send. Once the connection's

@@ -96,10 +96,52 @@ func TestSharedSubscriptionRefused(t *testing.T) {
 	wantNext(t, c.Next(), "ok", `{"finite":1}`)
 }
 
+// A socket's own execution keeps pace with a client that reads: a long
+// stream of large results (a replay) arrives whole, where without pacing
+// the queue would overflow and close the socket with 1013.
+func TestOwnExecutionKeepsPace(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+f.url[len("http"):], &websocket.DialOptions{Subprotocols: []string{wsproto.TransportWS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(1 << 20)
+	write := func(v any) {
+		b, _ := json.Marshal(v)
+		if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(map[string]any{"type": "connection_init", "payload": map[string]any{"token": "good"}})
+	if _, data, err := ws.Read(ctx); err != nil || !json.Valid(data) {
+		t.Fatalf("ack: %v", err)
+	}
+	write(map[string]any{"type": "subscribe", "id": "big", "payload": map[string]any{"query": "subscription { big(n: 2000) }"}})
+	nexts := 0
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("after %d results: %v", nexts, err)
+		}
+		var m struct{ Type string }
+		_ = json.Unmarshal(data, &m)
+		if m.Type == "complete" {
+			break
+		}
+		nexts++
+	}
+	if nexts != 2000 {
+		t.Fatalf("%d results, want 2000", nexts)
+	}
+}
+
 // A client that stops reading is closed with 1013 once MaxQueuedMessages
 // wait for it; the server does not buffer without bound.
 func TestSlowSubscriberClosed(t *testing.T) {
-	f := newFixture(t)
+	f := newFixtureOpts(t, fixtureOptions{slowClientWait: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ws, _, err := websocket.Dial(ctx, "ws"+f.url[len("http"):], &websocket.DialOptions{Subprotocols: []string{wsproto.TransportWS}})
@@ -120,7 +162,9 @@ func TestSlowSubscriberClosed(t *testing.T) {
 	}
 	// 64 KiB results, far more than the socket buffers and the queue hold.
 	write(map[string]any{"type": "subscribe", "id": "big", "payload": map[string]any{"query": "subscription { big(n: 2000) }"}})
-	time.Sleep(time.Second) // not reading
+	// Not reading for longer than the loopback buffers take to fill and
+	// SlowClientWait.
+	time.Sleep(2 * time.Second)
 
 	nexts := 0
 	for {
@@ -147,7 +191,7 @@ func TestSlowSubscriberClosed(t *testing.T) {
 // unanswered for two intervals is closed (1001 Going Away).
 func TestKeepAlivePings(t *testing.T) {
 	const interval = 100 * time.Millisecond
-	f := newFixtureOpts(t, nil, interval)
+	f := newFixtureOpts(t, fixtureOptions{pingInterval: interval})
 	t.Run("answering client stays", func(t *testing.T) {
 		c := wsprototest.MustDial(t, f.url, wsprototest.Options{})
 		c.Init(map[string]any{"token": "good"})

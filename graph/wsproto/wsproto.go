@@ -113,6 +113,21 @@ type Transport struct {
 	// MaxOperations bounds the active operations of one socket; zero:
 	// DefaultMaxOperations. Beyond, a subscribe gets an error message.
 	MaxOperations int
+	// SlowClientWait is how long an execution of one socket's own (a
+	// replay, not a shared live one) waits for a client that stopped
+	// reading before it is closed with CloseTooSlow; zero:
+	// DefaultSlowClientWait.
+	SlowClientWait time.Duration
+}
+
+// DefaultSlowClientWait is SlowClientWait when it is zero.
+const DefaultSlowClientWait = 5 * time.Second
+
+func (t Transport) slowClientWait() time.Duration {
+	if t.SlowClientWait > 0 {
+		return t.SlowClientWait
+	}
+	return DefaultSlowClientWait
 }
 
 func (t Transport) maxOperations() int {

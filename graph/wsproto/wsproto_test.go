@@ -40,10 +40,16 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
 
 func newFixtureWith(t *testing.T, share *wsproto.Sharing) *fixture {
-	return newFixtureOpts(t, share, 0)
+	return newFixtureOpts(t, fixtureOptions{share: share})
 }
 
-func newFixtureOpts(t *testing.T, share *wsproto.Sharing, pingInterval time.Duration) *fixture {
+type fixtureOptions struct {
+	share          *wsproto.Sharing
+	pingInterval   time.Duration
+	slowClientWait time.Duration
+}
+
+func newFixtureOpts(t *testing.T, o fixtureOptions) *fixture {
 	t.Helper()
 	f := &fixture{ticks: make(chan int), stats: &wsproto.Stats{}}
 	schema := gqlparser.MustLoadSchema(&ast.Source{Input: `
@@ -57,10 +63,10 @@ func newFixtureOpts(t *testing.T, share *wsproto.Sharing, pingInterval time.Dura
 		},
 		ExecFunc: f.exec,
 	})
-	srv.AddTransport(wsproto.Transport{Share: share, Stats: f.stats, Websocket: transport.Websocket{
+	srv.AddTransport(wsproto.Transport{Share: o.share, Stats: f.stats, SlowClientWait: o.slowClientWait, Websocket: transport.Websocket{
 		InitFunc:         initFunc,
 		InitTimeout:      initTimeout,
-		PingPongInterval: pingInterval,
+		PingPongInterval: o.pingInterval,
 	}})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mountd/mountd/client"
+)
+
+// fill posts n reports of one entry to uid, 8 at a time.
+func fill(b *testing.B, api *client.Client, uid string, n int, base time.Time) {
+	b.Helper()
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/states", map[string]any{"states": []any{
+					map[string]any{"code": "BATTERY_LEVEL", "value": fmt.Sprint(i % 101), "occurredAt": base.Add(time.Duration(i) * time.Millisecond).Format(time.RFC3339Nano)}}}, nil); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+}
+
+// BenchmarkResume10k: a subscriber that missed 10,000 events resumes with
+// its cursor; the figure is the time until it has them all (mountEvents
+// with after). Baseline in the same run: reading the same 10,000 events
+// through GET /api/v1/events in pages of 1,000. docs/performance.md,
+// "Event log".
+func BenchmarkResume10k(b *testing.B) {
+	for name, newConfig := range backends(b) {
+		b.Run(name, func(b *testing.B) {
+			in := start(b, newConfig(b))
+			a := newFleet(in, "A")
+			api := client.New(in.base, client.StaticToken(a.token))
+			uid := uniqueUID("RB")
+			associate(b, api, uid)
+			var start eventPageView
+			if err := api.Do(context.Background(), http.MethodGet, "/events?limit=1000", nil, &start); err != nil {
+				b.Fatal(err)
+			}
+			const missed = 10_000
+			fill(b, api, uid, missed, time.Now().Add(-time.Hour))
+			b.ResetTimer()
+			var resume, page time.Duration
+			for range b.N {
+				began := time.Now()
+				n := 0
+				ctx, cancel := context.WithCancel(context.Background())
+				err := api.Subscribe(ctx, `subscription($after: ID) { mountEvents(after: $after) { id } }`, map[string]any{"after": start.Next}, nil,
+					func(json.RawMessage) error {
+						if n++; n == missed {
+							cancel()
+						}
+						return nil
+					})
+				cancel()
+				if err != nil && n < missed {
+					b.Fatal(err)
+				}
+				resume += time.Since(began)
+
+				began = time.Now()
+				after, got := start.Next, 0
+				for got < missed {
+					var p eventPageView
+					if err := api.Do(context.Background(), http.MethodGet, "/events?limit=1000&after="+url.QueryEscape(after), nil, &p); err != nil {
+						b.Fatal(err)
+					}
+					got, after = got+len(p.Events), p.Next
+				}
+				page += time.Since(began)
+			}
+			b.ReportMetric(float64(resume.Milliseconds())/float64(b.N), "resume-ms")
+			b.ReportMetric(float64(page.Milliseconds())/float64(b.N), "rest-pages-ms")
+		})
+	}
+}
+
+// BenchmarkWebhookDeliveries: one webhook to a local receiver, reports of
+// one entry posted 8 at a time, in two phases: flat out (2,000 reports: the
+// delivery rate the service sustains), then paced at 500 reports/s for 5 s
+// (the p99 from a report's acknowledgement to its delivery while the
+// receiver keeps up). Baseline in the same run: the rate at which a plain Go
+// client POSTs bodies of the same size to the same receiver.
+// docs/performance.md, "Webhooks".
+func BenchmarkWebhookDeliveries(b *testing.B) {
+	for name, newConfig := range backends(b) {
+		b.Run(name, func(b *testing.B) {
+			cfg := newConfig(b)
+			cfg.WebhookAllowPrivate = true
+			in := start(b, cfg)
+			a := newFleet(in, "A")
+			api := client.New(in.base, client.StaticToken(a.token))
+			uid := uniqueUID("WB")
+			associate(b, api, uid)
+			rcv := newDeliveryReceiver()
+			defer rcv.Close()
+			if err := api.Do(context.Background(), http.MethodPost, "/webhooks", map[string]any{"url": rcv.URL, "eventTypes": []string{"STATES_REPORTED"}}, nil); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			base := time.Now().Add(-time.Hour)
+			rate, p99 := rcv.run(b, api, uid, base, 2000, 0)
+			b.ReportMetric(rate, "flat-out-deliveries/s")
+			b.ReportMetric(p99, "flat-out-p99-ms")
+			rate, p99 = rcv.run(b, api, uid, base.Add(time.Minute), 2500, 500)
+			b.ReportMetric(rate, "paced-deliveries/s")
+			b.ReportMetric(p99, "paced-p99-ms")
+			b.StopTimer()
+
+			// Baseline: plain POSTs of a body of the same size, 8 at a time.
+			const n = 2000
+			body := make([]byte, 1200)
+			began := time.Now()
+			var wg sync.WaitGroup
+			work := make(chan int)
+			for range 8 {
+				wg.Go(func() {
+					for range work {
+						res, err := http.Post(rcv.URL, "application/json", bytes.NewReader(body))
+						if err == nil {
+							res.Body.Close()
+						}
+					}
+				})
+			}
+			for i := range n {
+				work <- i
+			}
+			close(work)
+			wg.Wait()
+			b.ReportMetric(float64(n)/time.Since(began).Seconds(), "plain-posts/s")
+		})
+	}
+}
+
+// deliveryReceiver records when each report's delivery arrived, by the
+// entry's occurredAt (unique per report).
+type deliveryReceiver struct {
+	*httptest.Server
+	mu       sync.Mutex
+	received map[int64]time.Time
+}
+
+func newDeliveryReceiver() *deliveryReceiver {
+	r := &deliveryReceiver{received: map[int64]time.Time{}}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		var c webhookCall
+		_ = json.Unmarshal(body, &c)
+		now := time.Now()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, s := range c.Data.States {
+			if at, err := time.Parse(time.RFC3339Nano, s.OccurredAt); err == nil {
+				r.received[at.UnixMilli()] = now
+			}
+		}
+	}))
+	return r
+}
+
+// run posts n reports, 8 at a time, perSecond of them a second (0: as fast
+// as they are answered), waits for their deliveries and returns the
+// delivery rate (first to last delivery) and the p99 from acknowledgement
+// to delivery in milliseconds.
+func (r *deliveryReceiver) run(b *testing.B, api *client.Client, uid string, base time.Time, n, perSecond int) (float64, float64) {
+	b.Helper()
+	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Millisecond) }
+	acked := make([]time.Time, n)
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/states", map[string]any{"states": []any{
+					map[string]any{"code": "BATTERY_LEVEL", "value": fmt.Sprint(i % 101), "occurredAt": at(i).Format(time.RFC3339Nano)}}}, nil); err != nil {
+					b.Error(err)
+				}
+				acked[i] = time.Now()
+			}
+		})
+	}
+	began := time.Now()
+	for i := range n {
+		if perSecond > 0 {
+			time.Sleep(time.Until(began.Add(time.Duration(i) * time.Second / time.Duration(perSecond))))
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r.mu.Lock()
+		got := 0
+		for i := range n {
+			if _, ok := r.received[at(i).UnixMilli()]; ok {
+				got++
+			}
+		}
+		r.mu.Unlock()
+		if got == n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var first, last time.Time
+	lat := make([]time.Duration, 0, n)
+	for i := range n {
+		got, ok := r.received[at(i).UnixMilli()]
+		if !ok {
+			b.Fatalf("report %d was not delivered", i)
+		}
+		if first.IsZero() || got.Before(first) {
+			first = got
+		}
+		if got.After(last) {
+			last = got
+		}
+		lat = append(lat, max(0, got.Sub(acked[i])))
+	}
+	slices.Sort(lat)
+	return float64(n) / last.Sub(first).Seconds(), float64(lat[len(lat)*99/100].Microseconds()) / 1000
+}
