@@ -306,7 +306,8 @@ func run(ctx context.Context, cfg config, out io.Writer) (*Result, error) {
 			}
 			creds = c
 		}
-		if err := api.fetchToken(ctx, creds); err != nil {
+		// One more socket than subscribers: the warm-up's.
+		if err := api.fetchTokens(ctx, creds, cfg.subscribers+1); err != nil {
 			return res, err
 		}
 		if err := api.createMount(ctx); err != nil {

@@ -36,10 +36,11 @@ const audienceScope = "openid sub urn:mountd:iam:org:project:id:mountd:aud"
 
 // mountdClient drives the REST side of a running mountd.
 type mountdClient struct {
-	base  string
-	http  *http.Client
-	token string
-	uid   string
+	base   string
+	http   *http.Client
+	token  string
+	tokens []string // for sockets, socketsPerToken each
+	uid    string
 }
 
 type credentials struct {
@@ -65,14 +66,24 @@ func createAccount(ctx context.Context, bin string, global []string, name string
 	return c, nil
 }
 
-// fetchToken asks the embedded identity provider for an owner token.
-func (m *mountdClient) fetchToken(ctx context.Context, c credentials) error {
-	tok, err := client.ClientCredentials(m.base, c.ClientID, c.ClientSecret, strings.Fields(audienceScope)).
-		Token(context.WithValue(ctx, oauth2.HTTPClient, m.http))
-	if err != nil {
-		return fmt.Errorf("token: %w", err)
+// socketsPerToken is how many WebSockets mountd lets one access token hold
+// open (graph.MaxSocketsPerToken): subscribers share tokens in groups of it,
+// as that many browser tabs of one person would.
+const socketsPerToken = 10
+
+// fetchTokens asks the embedded identity provider for owner tokens, enough
+// for sockets subscribers; calls use the first.
+func (m *mountdClient) fetchTokens(ctx context.Context, c credentials, sockets int) error {
+	m.tokens = make([]string, (sockets+socketsPerToken-1)/socketsPerToken)
+	for i := range m.tokens {
+		tok, err := client.ClientCredentials(m.base, c.ClientID, c.ClientSecret, strings.Fields(audienceScope)).
+			Token(context.WithValue(ctx, oauth2.HTTPClient, m.http))
+		if err != nil {
+			return fmt.Errorf("token: %w", err)
+		}
+		m.tokens[i] = tok.AccessToken
 	}
-	m.token = tok.AccessToken
+	m.token = m.tokens[0]
 	return nil
 }
 
@@ -117,6 +128,8 @@ type wsSystem struct {
 	// server cannot share one execution between them.
 	distinct bool
 	dialed   atomic.Int64
+	// sockets counts dials, to hand each group of socketsPerToken a token.
+	sockets atomic.Int64
 
 	dialer  *http.Client
 	conns   []*websocket.Conn
@@ -153,7 +166,8 @@ func (w *wsSystem) dial(ctx context.Context) (*websocket.Conn, error) {
 		return fail(fmt.Errorf("server chose subprotocol %q", p))
 	}
 	c.SetReadLimit(1 << 20)
-	init, _ := json.Marshal(map[string]any{"type": "connection_init", "payload": map[string]string{"Access-Key": w.api.token}})
+	token := w.api.tokens[int(w.sockets.Add(1)-1)/socketsPerToken%len(w.api.tokens)]
+	init, _ := json.Marshal(map[string]any{"type": "connection_init", "payload": map[string]string{"Access-Key": token}})
 	if err := c.Write(ctx, websocket.MessageText, init); err != nil {
 		return fail(err)
 	}
