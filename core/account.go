@@ -87,63 +87,81 @@ func (s *AccountService) Create(ctx context.Context, name string) (NewAccount, e
 // secrets. A source over its failure limits gets RATE_LIMITED before any
 // hashing; hashing waits for a slot of the process-wide gate.
 func (s *AccountService) Authenticate(ctx context.Context, clientID, secret, source string) (APIClient, error) {
-	if hashGate.Full() {
-		return APIClient{}, busy()
-	}
-	keys := [...]struct {
-		key  string
-		rate Rate
-	}{
+	var cl APIClient
+	ok, err := checkSecret(ctx, s.failures, []failureKey{
 		// The client id is hashed: it comes from the caller, of any length.
 		{"auth:client:" + shortHash(clientID) + "|" + source, ClientFailuresPerSource},
 		{"auth:addr:" + source, FailuresPerAddress},
+	}, "too many failed authentications from this address; retry later", func() (string, error) {
+		var err error
+		cl, err = s.store.APIClient(ctx, clientID)
+		return cl.SecretHash, err
+	}, secret)
+	if err != nil {
+		return APIClient{}, err
 	}
-	if s.failures != nil {
+	if !ok {
+		return APIClient{}, Errorf(CodeUnauthenticated, "invalid client credentials")
+	}
+	return cl, nil
+}
+
+// failureKey is one count of failures a credential check keeps.
+type failureKey struct {
+	key  string
+	rate Rate
+}
+
+// checkSecret is every credential check: a caller over any of its failure
+// limits gets RATE_LIMITED before any hashing; lookup (which returns the
+// stored hash, CodeNotFound when there is none) and the hash run in a slot
+// of the process-wide gate, the lookup too so that callers turned away cost
+// no database round trip; an unknown name costs a hash like a wrong secret,
+// so the two cannot be told apart; a failure counts under every key. It
+// reports whether the secret matched a stored hash.
+func checkSecret(ctx context.Context, failures FailureLimiter, keys []failureKey, limited string, lookup func() (string, error), secret string) (bool, error) {
+	if hashGate.Full() {
+		return false, busy()
+	}
+	if failures != nil {
 		for _, k := range keys {
-			wait, err := s.failures.Blocked(ctx, k.key, k.rate)
+			wait, err := failures.Blocked(ctx, k.key, k.rate)
 			if err != nil {
 				// The gate still bounds hashing; a throttle that cannot be
-				// read must not lock every client out.
+				// read must not lock everyone out.
 				continue
 			}
 			if wait > 0 {
 				slowDown(ctx, wait)
-				return APIClient{}, &Error{Code: CodeRateLimited, RetryAfter: wait,
-					Message: "too many failed authentications from this address; retry later"}
+				return false, &Error{Code: CodeRateLimited, RetryAfter: wait, Message: limited}
 			}
 		}
 	}
 	var (
-		cl       APIClient
 		ok       bool
 		storeErr error
 	)
-	// The lookup runs in the slot too, so that callers turned away cost
-	// no database round trip.
 	if err := hashGate.Do(ctx, func() {
-		cl, storeErr = s.store.APIClient(ctx, clientID)
-		hash := cl.SecretHash
-		if storeErr != nil {
+		hash, err := lookup()
+		storeErr = err
+		if err != nil {
 			hash = dummySecretHash
 		}
-		if storeErr == nil || ErrorCode(storeErr) == CodeNotFound {
-			ok = VerifySecret(hash, secret)
+		if err == nil || ErrorCode(err) == CodeNotFound {
+			ok = VerifySecret(hash, secret) && err == nil
 		}
 	}); err != nil {
-		return APIClient{}, err
+		return false, err
 	}
 	if storeErr != nil && ErrorCode(storeErr) != CodeNotFound {
-		return APIClient{}, storeErr
+		return false, storeErr
 	}
-	if ok && cl.ClientID != "" {
-		return cl, nil
-	}
-	if s.failures != nil {
+	if !ok && failures != nil {
 		for _, k := range keys {
-			_ = s.failures.Failed(context.WithoutCancel(ctx), k.key, k.rate)
+			_ = failures.Failed(context.WithoutCancel(ctx), k.key, k.rate)
 		}
 	}
-	return APIClient{}, Errorf(CodeUnauthenticated, "invalid client credentials")
+	return ok, nil
 }
 
 // Client returns a client credential record by id.

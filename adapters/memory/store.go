@@ -44,6 +44,7 @@ type Store struct {
 	eventSeq int64
 	horizon  core.Cursor // the newest pruned position
 	wh       webhookState
+	people   peopleState
 }
 
 type stateKey struct {

@@ -24,6 +24,8 @@ type Store interface {
 	core.FirmwareStore
 	core.EventLog
 	core.WebhookStore
+	core.UserStore
+	core.SessionStore
 }
 
 // Run runs the suite; newStore gives each case a fresh, empty store.
@@ -43,6 +45,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"EventRetention", eventRetention},
 		{"Webhooks", webhooks},
 		{"WebhookDeliveries", webhookDeliveries},
+		{"Users", users},
+		{"Sessions", sessions},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
