@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// ConsoleClientID is the built-in public client of the console (docs/api.md,
+// "People"). A person's token names it as client_id; the person is its sub.
+const ConsoleClientID = "mountd-console"
+
 // AuthRequest is one sign-in through the authorization code flow, from the
 // console's redirect to the identity provider until its code is exchanged.
 // It lives in the database so that any replica can serve any step.

@@ -35,6 +35,7 @@ const (
 	pathKeys       = "/oauth/v2/keys"
 	pathIntrospect = "/oauth/v2/introspect"
 	pathUserinfo   = "/oidc/v1/userinfo"
+	pathAuthorize  = "/oauth/v2/authorize"
 )
 
 // maxFormBytes bounds token and introspection request bodies; real ones are
@@ -53,6 +54,9 @@ type Config struct {
 	// CryptoKey is zitadel's key for opaque tokens (op.Config.CryptoKey). The
 	// provider issues only JWTs, but zitadel requires one.
 	CryptoKey [32]byte
+	// SignIn, when set, lets people sign in: the authorization code flow
+	// with PKCE for the console, its login page and refresh tokens.
+	SignIn *SignIn
 }
 
 // SigningKey is the RS256 key the provider signs with. Loading and persisting
@@ -116,13 +120,14 @@ func New(cfg Config, accounts *core.AccountService, key SigningKey, logger *slog
 		key.ID = base64.RawURLEncoding.EncodeToString(thumb)
 	}
 
-	store := &storage{accounts: accounts, rules: cfg.Scopes, ttl: cfg.TokenTTL, key: signingKey{id: key.ID, key: key.Key}}
+	store := &storage{accounts: accounts, rules: cfg.Scopes, ttl: cfg.TokenTTL, key: signingKey{id: key.ID, key: key.Key},
+		signIn: cfg.SignIn, console: &consoleClient{issuer: cfg.Issuer, rules: cfg.Scopes, ttl: cfg.TokenTTL}}
 	opCfg := &op.Config{
 		CryptoKey:      cfg.CryptoKey,
 		AuthMethodPost: true,
 		SupportedScopes: []string{
 			core.ScopeOpenID, core.ScopeSub, core.ScopeProfile, cfg.Scopes.AudienceItem(),
-			"role:" + string(core.RoleOwner), "role:" + string(core.RoleRestricted),
+			"role:" + string(core.RoleOwner), "role:" + string(core.RoleRestricted), oidc.ScopeOfflineAccess,
 		},
 		SupportedClaims: []string{"iss", "sub", "aud", "exp", "iat", "nbf", "jti", "client_id", claimScope, claimAccountID},
 	}
@@ -130,6 +135,7 @@ func New(cfg Config, accounts *core.AccountService, key SigningKey, logger *slog
 	o, err := op.NewProvider(opCfg, store, op.StaticIssuer(cfg.Issuer),
 		op.WithAllowInsecure(), // the issuer is plain http on localhost in development
 		op.WithCustomTokenEndpoint(op.NewEndpoint(pathToken)),
+		op.WithCustomAuthEndpoint(op.NewEndpoint(pathAuthorize)),
 		op.WithCustomKeysEndpoint(op.NewEndpoint(pathKeys)),
 		op.WithCustomIntrospectionEndpoint(op.NewEndpoint(pathIntrospect)),
 		op.WithCustomUserinfoEndpoint(op.NewEndpoint(pathUserinfo)),
@@ -164,6 +170,17 @@ func New(cfg Config, accounts *core.AccountService, key SigningKey, logger *slog
 	mux.HandleFunc("POST "+pathIntrospect, p.serveIntrospect)
 	mux.HandleFunc("GET "+pathUserinfo, p.serveUserinfo)
 	mux.HandleFunc("POST "+pathUserinfo, p.serveUserinfo)
+	if cfg.SignIn != nil {
+		issued := func(h func(http.ResponseWriter, *http.Request, op.Authorizer)) http.HandlerFunc {
+			return func(w http.ResponseWriter, r *http.Request) {
+				h(w, r.WithContext(op.ContextWithIssuer(r.Context(), cfg.Issuer)), o)
+			}
+		}
+		mux.HandleFunc("GET "+pathAuthorize, issued(op.Authorize))
+		mux.HandleFunc("GET "+pathAuthorize+"/callback", issued(op.AuthorizeCallback))
+		mux.HandleFunc("GET "+pathLogin, p.serveLoginForm)
+		mux.HandleFunc("POST "+pathLogin, p.serveLogin)
+	}
 	p.handler = mux
 	return p, nil
 }
@@ -173,7 +190,11 @@ func (p *Provider) Handler() http.Handler { return p.handler }
 
 // Paths lists the paths Handler serves, for the caller's mux.
 func (p *Provider) Paths() []string {
-	return []string{pathDiscovery, pathToken, pathKeys, pathIntrospect, pathUserinfo}
+	paths := []string{pathDiscovery, pathToken, pathKeys, pathIntrospect, pathUserinfo}
+	if p.cfg.SignIn != nil {
+		paths = append(paths, pathAuthorize, pathAuthorize+"/callback", pathLogin)
+	}
+	return paths
 }
 
 // PublicKeys returns the verification keys, so that the API can check tokens
@@ -206,6 +227,13 @@ func (p *Provider) discoveryDocument() ([]byte, error) {
 	d.RevocationEndpointAuthMethodsSupported = nil
 	d.RevocationEndpointAuthSigningAlgValuesSupported = nil
 	d.CodeChallengeMethodsSupported = nil
+	if p.cfg.SignIn != nil {
+		d.AuthorizationEndpoint = iss + pathAuthorize
+		d.ResponseTypesSupported = []string{string(oidc.ResponseTypeCode)}
+		d.GrantTypesSupported = append(d.GrantTypesSupported, oidc.GrantTypeCode, oidc.GrantTypeRefreshToken)
+		d.CodeChallengeMethodsSupported = []oidc.CodeChallengeMethod{oidc.CodeChallengeMethodS256}
+		d.TokenEndpointAuthMethodsSupported = append(d.TokenEndpointAuthMethodsSupported, oidc.AuthMethodNone)
+	}
 	d.BackChannelLogoutSupported = false
 	d.BackChannelLogoutSessionSupported = false
 	return json.Marshal(d)
@@ -234,6 +262,18 @@ func (p *Provider) serveToken(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Form.Get("grant_type") {
 	case string(oidc.GrantTypeClientCredentials):
+	case string(oidc.GrantTypeCode), string(oidc.GrantTypeRefreshToken):
+		if p.cfg.SignIn == nil {
+			p.oauthError(w, r, oidc.ErrUnsupportedGrantType().WithDescription("only client_credentials is supported"), false)
+			return
+		}
+		r = r.WithContext(withSource(op.ContextWithIssuer(r.Context(), p.cfg.Issuer), r))
+		if r.Form.Get("grant_type") == string(oidc.GrantTypeCode) {
+			op.CodeExchange(w, r, p.op)
+		} else {
+			op.RefreshTokenExchange(w, r, p.op)
+		}
+		return
 	case "":
 		p.oauthError(w, r, oidc.ErrInvalidRequest().WithDescription("grant_type missing"), false)
 		return

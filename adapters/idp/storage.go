@@ -18,9 +18,8 @@ import (
 )
 
 // errNotSupported answers every storage method that only the flows mountd
-// does not offer (authorization code, refresh, JWT profile, revocation,
-// logout) would call.
-var errNotSupported = errors.New("idp: only the client_credentials grant is supported")
+// does not offer (JWT profile, revocation, logout) would call.
+var errNotSupported = errors.New("idp: not supported")
 
 // Claim names mountd adds to zitadel's registered access-token claims.
 const (
@@ -38,6 +37,8 @@ var (
 // is a signed JWT carrying everything later needed (account, scope), so no
 // token table exists and only client credentials are looked up.
 type storage struct {
+	signIn   *SignIn // nil: no people sign in
+	console  *consoleClient
 	accounts *core.AccountService
 	rules    core.ScopeRules
 	ttl      time.Duration
@@ -117,9 +118,16 @@ func (s *storage) CreateAccessToken(context.Context, op.TokenRequest) (string, t
 // zitadel writes no scope claim into JWT access tokens, and the scopes it
 // passes here lack "profile"; the request's own items are used instead, as
 // one space-separated string (RFC 9068).
-func (s *storage) GetPrivateClaimsFromRequest(_ context.Context, request op.TokenRequest, _ []string) (map[string]any, error) {
-	req, ok := request.(*tokenRequest)
-	if !ok {
+func (s *storage) GetPrivateClaimsFromRequest(ctx context.Context, request op.TokenRequest, _ []string) (map[string]any, error) {
+	var req *tokenRequest
+	switch r := request.(type) {
+	case *tokenRequest:
+		req = r
+	case *authRequest:
+		return s.userClaims(ctx, r.UserID)
+	case *refreshRequest:
+		return s.userClaims(ctx, r.token.UserID)
+	default:
 		return nil, errNotSupported
 	}
 	return map[string]any{
@@ -136,6 +144,9 @@ func (s *storage) GetPrivateClaimsFromScopes(context.Context, string, string, []
 
 // GetClientByClientID implements op.OPStorage.
 func (s *storage) GetClientByClientID(ctx context.Context, clientID string) (op.Client, error) {
+	if clientID == ConsoleClientID && s.signIn != nil {
+		return s.console, nil
+	}
 	cl, err := s.accounts.Client(ctx, clientID)
 	if err != nil {
 		return nil, err
@@ -167,39 +178,11 @@ func (s *storage) Health(context.Context) error { return nil }
 
 // The methods below belong to flows mountd does not offer.
 
-func (s *storage) CreateAuthRequest(context.Context, *oidc.AuthRequest, string) (op.AuthRequest, error) {
-	return nil, errNotSupported
-}
-
-func (s *storage) AuthRequestByID(context.Context, string) (op.AuthRequest, error) {
-	return nil, errNotSupported
-}
-
-func (s *storage) AuthRequestByCode(context.Context, string) (op.AuthRequest, error) {
-	return nil, errNotSupported
-}
-
-func (s *storage) SaveAuthCode(context.Context, string, string) error { return errNotSupported }
-
-func (s *storage) DeleteAuthRequest(context.Context, string) error { return errNotSupported }
-
-func (s *storage) CreateAccessAndRefreshTokens(context.Context, op.TokenRequest, string) (string, string, time.Time, error) {
-	return "", "", time.Time{}, errNotSupported
-}
-
-func (s *storage) TokenRequestByRefreshToken(context.Context, string) (op.RefreshTokenRequest, error) {
-	return nil, oidc.ErrUnsupportedGrantType().WithDescription("refresh_token grant not supported")
-}
-
 func (s *storage) TerminateSession(context.Context, string, string) error { return errNotSupported }
 
 func (s *storage) RevokeToken(context.Context, string, string, string) *oidc.Error {
 	// RFC 7009 §2.2.1: the server does not revoke tokens of any type.
 	return &oidc.Error{ErrorType: "unsupported_token_type", Description: "revocation not supported"}
-}
-
-func (s *storage) GetRefreshTokenInfo(context.Context, string, string) (string, string, error) {
-	return "", "", op.ErrInvalidRefreshToken
 }
 
 // SetUserinfoFromScopes is deprecated in zitadel and must stay empty.

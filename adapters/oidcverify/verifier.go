@@ -159,8 +159,10 @@ func (v *Verifier) verify(ctx context.Context, raw string) (core.Principal, erro
 		grant = core.Grant{Role: core.RoleRestricted, Scopes: items, MountUIDs: []string{}}
 	}
 	grant.Complete = grant.Complete && containsString(tok.Audience, v.rules.ProjectID)
+	// The principal is named by its client id, or for a person signed in
+	// to the console by the user id (sub), so that audits name the person.
 	clientID := c.ClientID
-	if clientID == "" {
+	if clientID == "" || clientID == core.ConsoleClientID {
 		clientID = c.Subject
 	}
 	return core.Principal{AccountID: c.AccountID, ClientID: clientID, ExpiresAt: tok.Expiry.UTC(), Grant: grant}, nil
