@@ -39,6 +39,11 @@ func main() {
 // newCommand builds the CLI. Output goes to stdout and stderr as given, so
 // tests can run it in-process.
 func newCommand(stdout, stderr io.Writer) *cli.Command {
+	return newCommandWithInput(os.Stdin, stdout, stderr)
+}
+
+// newCommandWithInput is newCommand reading passwords from stdin as given.
+func newCommandWithInput(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 	cfg := &Config{}
 	flags := configFlags(cfg)
 	logger := func() *slog.Logger { return newLogger(stderr, cfg.LogLevel, cfg.LogFormat) }
@@ -54,7 +59,11 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 				Name:  "serve",
 				Usage: "run the HTTP API (REST, GraphQL, embedded identity provider)",
 				Action: func(ctx context.Context, _ *cli.Command) error {
-					return serve(ctx, *cfg, logger(), nil)
+					log := logger()
+					// Libraries that log through slog's default (zitadel's
+					// OAuth errors) write where mountd does.
+					slog.SetDefault(log)
+					return serve(ctx, *cfg, log, nil)
 				},
 			},
 			{
@@ -192,6 +201,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 					},
 				}},
 			},
+			usersCommand(cfg, stdin, stdout, logger),
 		},
 	}
 }

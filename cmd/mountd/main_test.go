@@ -111,12 +111,17 @@ func (in *instance) runCLI(args ...string) string {
 // tryCLI runs an admin command against the instance's data dir and
 // database and returns its output and error.
 func (in *instance) tryCLI(args ...string) (stdout, stderr string, err error) {
+	return in.tryCLIInput("", args...)
+}
+
+// tryCLIInput is tryCLI with stdin.
+func (in *instance) tryCLIInput(stdin string, args ...string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
 	full := append([]string{"mountd", "--data-dir", in.cfg.DataDir, "--master-key", in.cfg.MasterKey, "--log-level", "warn"}, args...)
 	if in.cfg.DatabaseURL != "" {
 		full = append([]string{"mountd", "--database-url", in.cfg.DatabaseURL}, full[1:]...)
 	}
-	err = newCommand(&out, &errOut).Run(context.Background(), full)
+	err = newCommandWithInput(strings.NewReader(stdin), &out, &errOut).Run(context.Background(), full)
 	return out.String(), errOut.String(), err
 }
 

@@ -41,6 +41,8 @@ var storeSet = wire.NewSet(
 	wire.Bind(new(core.EventLog), new(*bunstore.Store)),
 	wire.Bind(new(core.WebhookStore), new(*bunstore.Store)),
 	wire.Bind(new(keyring.SigningKeyStore), new(*bunstore.Store)),
+	wire.Bind(new(core.UserStore), new(*bunstore.Store)),
+	wire.Bind(new(core.SessionStore), new(*bunstore.Store)),
 )
 
 // mountSet provides the mount service with its signer and the cache,
@@ -81,6 +83,8 @@ var serverSet = wire.NewSet(
 	storeSet,
 	mountSet,
 	core.NewAccountService,
+	core.NewUserService,
+	core.NewSessionService,
 	firmwareSet,
 	webhookSet,
 	provideScopeRules,
@@ -146,7 +150,8 @@ func provideScopeRules(cfg Config) core.ScopeRules {
 // provideIdentityProvider builds the embedded identity provider, or nil when
 // an external issuer is configured.
 func provideIdentityProvider(ctx context.Context, cfg Config, store keyring.SigningKeyStore, sealer *keyring.Sealer,
-	accounts *core.AccountService, rules core.ScopeRules, logger *slog.Logger) (*idp.Provider, error) {
+	accounts *core.AccountService, users *core.UserService, sessions *core.SessionService, rules core.ScopeRules,
+	logger *slog.Logger) (*idp.Provider, error) {
 	if cfg.Issuer != "" {
 		return nil, nil
 	}
@@ -159,6 +164,7 @@ func provideIdentityProvider(ctx context.Context, cfg Config, store keyring.Sign
 		TokenTTL:  cfg.TokenTTL,
 		Scopes:    rules,
 		CryptoKey: sealer.DerivedKey("oidc op crypto"),
+		SignIn:    &idp.SignIn{Users: users, Sessions: sessions},
 	}, accounts, idp.SigningKey{ID: kid, Key: key}, logger)
 }
 

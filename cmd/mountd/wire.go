@@ -21,6 +21,11 @@ func newAccountService(ctx context.Context, cfg Config, logger *slog.Logger) (*c
 	panic(wire.Build(storeSet, noFailureLimiter, core.NewAccountService))
 }
 
+// newUserService wires what the admin commands on users need.
+func newUserService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.UserService, func(), error) {
+	panic(wire.Build(storeSet, noFailureLimiter, core.NewUserService))
+}
+
 // newMountService wires what the admin commands on mount keys need.
 func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.MountService, func(), error) {
 	panic(wire.Build(storeSet, mountSet))

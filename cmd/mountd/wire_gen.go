@@ -43,8 +43,10 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	}
 	failureLimiter := mainSharedState.Failures
 	accountService := core.NewAccountService(store, failureLimiter)
+	userService := core.NewUserService(store, failureLimiter)
+	sessionService := core.NewSessionService(store, store)
 	scopeRules := provideScopeRules(cfg)
-	provider, err := provideIdentityProvider(ctx, cfg, store, sealer, accountService, scopeRules, logger)
+	provider, err := provideIdentityProvider(ctx, cfg, store, sealer, accountService, userService, sessionService, scopeRules, logger)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -157,6 +159,19 @@ func newAccountService(ctx context.Context, cfg Config, logger *slog.Logger) (*c
 	failureLimiter := noFailureLimiter()
 	accountService := core.NewAccountService(store, failureLimiter)
 	return accountService, func() {
+		cleanup()
+	}, nil
+}
+
+// newUserService wires what the admin commands on users need.
+func newUserService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.UserService, func(), error) {
+	store, cleanup, err := provideStore(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	failureLimiter := noFailureLimiter()
+	userService := core.NewUserService(store, failureLimiter)
+	return userService, func() {
 		cleanup()
 	}, nil
 }
