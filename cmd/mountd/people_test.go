@@ -124,7 +124,7 @@ func TestPeople(t *testing.T) {
 				"--role", "restricted", "--mount", own, "--password-stdin")
 			for _, tt := range []struct {
 				name, stdin, want string
-				args             []string
+				args              []string
 			}{
 				{"short password", "short\n", "--password must have at least 12 characters",
 					[]string{"--account", a.creds.AccountID, "--username", "x", "--role", "owner"}},
