@@ -21,7 +21,19 @@ func toMount(m core.Mount) *model.Mount {
 	return &model.Mount{UID: m.UID, Name: m.Name, SerialNumber: m.SerialNumber, MacAddress: m.MACAddress,
 		FirmwareRevision: m.FirmwareRevision, SoftwareRevision: m.SoftwareRevision, ModelNumber: m.ModelNumber,
 		AssociationState: string(m.State), MountLocked: m.Latest.MountLocked, HelmetMounted: m.Latest.HelmetMounted,
-		BatteryLevel: m.Latest.BatteryLevel, CPUTemperature: m.Latest.CPUTemperature, AssociatedAt: optDateTime(m.AssociatedAt)}
+		BatteryLevel: m.Latest.BatteryLevel, CPUTemperature: m.Latest.CPUTemperature, AssociatedAt: optDateTime(m.AssociatedAt),
+		LastReportAt: optDateTime(lastReport(m.Latest)), AssociationDeadline: optDateTime(m.IdleDeadline)}
+}
+
+// lastReport is the newest instant among the latest values (zero: none).
+func lastReport(l core.LatestStates) time.Time {
+	var last time.Time
+	for _, at := range l.At {
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last
 }
 
 func toPagination(p core.Pagination) *model.Pagination {

@@ -47,7 +47,6 @@ type Server struct {
 func NewServer(d Deps) *Server {
 	s := &Server{Deps: d}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", s.home)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 
@@ -94,7 +93,7 @@ func (s *Server) Handler() http.Handler { return s }
 
 // Paths are the patterns the API answers on a shared listener.
 func (s *Server) Paths() []string {
-	return []string{"GET /{$}", "GET /healthz", "GET /readyz", "/api/v1/"}
+	return []string{"GET /healthz", "GET /readyz", "/api/v1/"}
 }
 
 // LimitBody caps request bodies at the API's 1 MiB. A declared length over

@@ -6,26 +6,33 @@ import (
 	"testing"
 )
 
-// TestHomePage: a browser at / gets a page naming the service and linking
-// GraphiQL, the OpenAPI description and the first steps; an API client
-// keeps the JSON 404.
+// TestHomePage: / sends browsers and everyone else to the console (302),
+// which is served from the binary with a strict Content-Security-Policy;
+// its settings name the sign-in issuer and client.
 func TestHomePage(t *testing.T) {
 	in := start(t, testConfig(t.TempDir(), ""))
-	req, err := http.NewRequest(http.MethodGet, in.base+"/", nil)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noFollow.Get(in.base + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
-	res, raw := in.do(req)
-	page := string(raw)
-	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
-		t.Fatalf("browser at /: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	res.Body.Close()
+	if res.StatusCode != http.StatusFound || res.Header.Get("Location") != "/console/" {
+		t.Fatalf("GET /: %d to %q, want 302 to /console/", res.StatusCode, res.Header.Get("Location"))
 	}
-	for _, want := range []string{"mountd", `href="/graphiql"`, `href="/api/v1/openapi.json"`, "First steps", "/oauth/v2/token", "Access-Key"} {
-		if !strings.Contains(page, want) {
-			t.Errorf("the page lacks %q", want)
+	for _, tt := range []struct{ path, contentType, body string }{
+		{"/console/", "text/html", `src="/console/app.js"`},
+		{"/console/mounts/anything", "text/html", `src="/console/app.js"`},
+		{"/console/app.js", "text/javascript", "fleetView"},
+		{"/console/vendor/LICENSES.txt", "text/plain", "MIT"},
+		{"/console/config.json", "application/json", `"clientId":"mountd-console"`},
+	} {
+		res, raw := in.call(http.MethodGet, tt.path, "", nil)
+		if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), tt.contentType) || !strings.Contains(string(raw), tt.body) {
+			t.Errorf("GET %s: %d %s, body lacks %q", tt.path, res.StatusCode, res.Header.Get("Content-Type"), tt.body)
+		}
+		if tt.contentType == "text/html" && !strings.Contains(res.Header.Get("Content-Security-Policy"), "default-src 'self'") {
+			t.Errorf("GET %s: no Content-Security-Policy", tt.path)
 		}
 	}
-	res, raw = in.call(http.MethodGet, "/", "", nil)
-	wantProblem(t, res, raw, 404, "NOT_FOUND")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/mountd/mountd/console"
 	"log/slog"
 	"path/filepath"
 	"time"
@@ -111,6 +112,7 @@ var serverSet = wire.NewSet(
 	wire.Struct(new(graph.Resolver), "*"),
 	provideGraphQL,
 	provideGraphiQL,
+	provideConsole,
 	wire.Struct(new(rest.Deps), "*"),
 	rest.NewServer,
 	wire.Struct(new(httpserver.Deps), "*"),
@@ -293,6 +295,12 @@ func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier, stats *wspro
 func provideWebSocketStats() *wsproto.Stats { return &wsproto.Stats{} }
 
 func provideGraphiQL() httpserver.GraphiQLHandler { return graphiql.Handler() }
+
+// provideConsole serves the web console, signing in at the embedded
+// identity provider or at the external issuer.
+func provideConsole(cfg Config) (httpserver.ConsoleHandler, error) {
+	return console.New(console.Config{Issuer: cfg.issuer(), ClientID: core.ConsoleClientID})
+}
 
 func provideCollectors(store *bunstore.Store, ws *wsproto.Stats) []prometheus.Collector {
 	counter := func(name, help string, f func() float64) prometheus.Collector {

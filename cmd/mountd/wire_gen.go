@@ -121,6 +121,13 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	graphQLHandler := provideGraphQL(resolver, tokenVerifier, stats)
 	graphiQLHandler := provideGraphiQL()
 	mountable := provideMountable(provider)
+	consoleHandler, err := provideConsole(cfg)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	metrics := httpobs.NewMetrics()
 	v2 := provideCollectors(store, stats)
 	bodyTimeout := provideBodyTimeout(cfg)
@@ -130,6 +137,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		GraphQL:          graphQLHandler,
 		GraphiQL:         graphiQLHandler,
 		IdentityProvider: mountable,
+		Console:          consoleHandler,
 		Metrics:          metrics,
 		Collectors:       v2,
 		BodyTimeout:      bodyTimeout,

@@ -98,20 +98,22 @@ type ComplexityRoot struct {
 	}
 
 	Mount struct {
-		AssociatedAt     func(childComplexity int) int
-		AssociationState func(childComplexity int) int
-		BatteryLevel     func(childComplexity int) int
-		CPUTemperature   func(childComplexity int) int
-		FirmwareRevision func(childComplexity int) int
-		HelmetMounted    func(childComplexity int) int
-		MacAddress       func(childComplexity int) int
-		ModelNumber      func(childComplexity int) int
-		MountLocked      func(childComplexity int) int
-		Name             func(childComplexity int) int
-		NfcTags          func(childComplexity int) int
-		SerialNumber     func(childComplexity int) int
-		SoftwareRevision func(childComplexity int) int
-		UID              func(childComplexity int) int
+		AssociatedAt        func(childComplexity int) int
+		AssociationDeadline func(childComplexity int) int
+		AssociationState    func(childComplexity int) int
+		BatteryLevel        func(childComplexity int) int
+		CPUTemperature      func(childComplexity int) int
+		FirmwareRevision    func(childComplexity int) int
+		HelmetMounted       func(childComplexity int) int
+		LastReportAt        func(childComplexity int) int
+		MacAddress          func(childComplexity int) int
+		ModelNumber         func(childComplexity int) int
+		MountLocked         func(childComplexity int) int
+		Name                func(childComplexity int) int
+		NfcTags             func(childComplexity int) int
+		SerialNumber        func(childComplexity int) int
+		SoftwareRevision    func(childComplexity int) int
+		UID                 func(childComplexity int) int
 	}
 
 	MountEvent struct {
@@ -520,6 +522,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mount.AssociatedAt(childComplexity), true
+	case "Mount.associationDeadline":
+		if e.ComplexityRoot.Mount.AssociationDeadline == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mount.AssociationDeadline(childComplexity), true
 	case "Mount.associationState":
 		if e.ComplexityRoot.Mount.AssociationState == nil {
 			break
@@ -550,6 +558,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mount.HelmetMounted(childComplexity), true
+	case "Mount.lastReportAt":
+		if e.ComplexityRoot.Mount.LastReportAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mount.LastReportAt(childComplexity), true
 	case "Mount.macAddress":
 		if e.ComplexityRoot.Mount.MacAddress == nil {
 			break
@@ -1483,6 +1497,10 @@ extend type Query {
   batteryLevel: Int
   cpuTemperature: Float
   associatedAt: DateTime
+  "When the newest of the latest values occurred: the time of the mount's last report. Null before any."
+  lastReportAt: DateTime
+  "For an IDLE mount, when its association window ends: confirm before then."
+  associationDeadline: DateTime
   "The NFC tags authorised on this mount."
   nfcTags: [NfcTag!]!
 }
@@ -1876,6 +1894,10 @@ func (ec *executionContext) childFields_Mount(ctx context.Context, field graphql
 		return ec.fieldContext_Mount_cpuTemperature(ctx, field)
 	case "associatedAt":
 		return ec.fieldContext_Mount_associatedAt(ctx, field)
+	case "lastReportAt":
+		return ec.fieldContext_Mount_lastReportAt(ctx, field)
+	case "associationDeadline":
+		return ec.fieldContext_Mount_associationDeadline(ctx, field)
 	case "nfcTags":
 		return ec.fieldContext_Mount_nfcTags(ctx, field)
 	}
@@ -3988,6 +4010,52 @@ func (ec *executionContext) _Mount_associatedAt(ctx context.Context, field graph
 	)
 }
 func (ec *executionContext) fieldContext_Mount_associatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Mount", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Mount_lastReportAt(ctx context.Context, field graphql.CollectedField, obj *model.Mount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mount_lastReportAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastReportAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DateTime) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mount_lastReportAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Mount", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Mount_associationDeadline(ctx context.Context, field graphql.CollectedField, obj *model.Mount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mount_associationDeadline(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AssociationDeadline, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DateTime) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mount_associationDeadline(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Mount", field, false, false, errors.New("field of type DateTime does not have child fields"))
 }
 
@@ -8808,6 +8876,16 @@ func (ec *executionContext) _Mount(ctx context.Context, sel ast.SelectionSet, ob
 			}
 		case "associatedAt":
 			out.Values[i] = ec._Mount_associatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastReportAt":
+			out.Values[i] = ec._Mount_lastReportAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "associationDeadline":
+			out.Values[i] = ec._Mount_associationDeadline(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -105,6 +105,10 @@ type Mount struct {
 	BatteryLevel     *int      `json:"batteryLevel,omitempty"`
 	CPUTemperature   *float64  `json:"cpuTemperature,omitempty"`
 	AssociatedAt     *DateTime `json:"associatedAt,omitempty"`
+	// When the newest of the latest values occurred: the time of the mount's last report. Null before any.
+	LastReportAt *DateTime `json:"lastReportAt,omitempty"`
+	// For an IDLE mount, when its association window ends: confirm before then.
+	AssociationDeadline *DateTime `json:"associationDeadline,omitempty"`
 	// The NFC tags authorised on this mount.
 	NfcTags []NfcTag `json:"nfcTags"`
 }

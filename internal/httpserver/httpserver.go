@@ -29,6 +29,8 @@ type Mountable interface {
 type (
 	GraphQLHandler  http.Handler
 	GraphiQLHandler http.Handler
+	// ConsoleHandler serves the web console under /console/.
+	ConsoleHandler http.Handler
 )
 
 // BodyTimeout is how long a request body may take to arrive once its
@@ -49,7 +51,9 @@ type Deps struct {
 	GraphiQL GraphiQLHandler
 	// IdentityProvider is nil when an external issuer is configured.
 	IdentityProvider Mountable
-	Metrics          *httpobs.Metrics
+	// Console is the web console; GET / sends browsers there.
+	Console ConsoleHandler
+	Metrics *httpobs.Metrics
 	// Collectors are further metrics to serve (database, cache).
 	Collectors  []prometheus.Collector
 	BodyTimeout BodyTimeout
@@ -73,6 +77,10 @@ func New(d Deps) *Server {
 	}
 	if d.GraphQL != nil {
 		mux.Handle("/graphql", rest.LimitBody(d.API.RequireToken(d.GraphQL)))
+	}
+	if d.Console != nil {
+		mux.Handle("GET /console/", d.Console)
+		mux.Handle("GET /{$}", http.RedirectHandler("/console/", http.StatusFound))
 	}
 	if d.GraphiQL != nil {
 		mux.Handle("GET /graphiql", d.GraphiQL)

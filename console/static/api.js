@@ -1,0 +1,126 @@
+// The API as the console uses it: GraphQL queries over fetch, and live
+// subscriptions over graphql-transport-ws that resume from their last
+// event's cursor after any drop, so nothing is missed between the two.
+import { accessToken, signIn } from "./auth.js";
+
+export class APIError extends Error {
+  constructor(message, code) {
+    super(message);
+    this.code = code;
+  }
+}
+
+export async function gql(query, variables = {}) {
+  for (let attempt = 0; ; attempt++) {
+    const token = await accessToken(attempt > 0);
+    if (!token) {
+      await signIn();
+      throw new APIError("signing in", "UNAUTHENTICATED");
+    }
+    const res = await fetch("/graphql", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: "Bearer " + token },
+      body: JSON.stringify({ query, variables }),
+    });
+    if (res.status === 401 && attempt === 0) continue;
+    const body = await res.json().catch(() => null);
+    if (!body) throw new APIError(`the server answered ${res.status}`, "UNAVAILABLE");
+    if (body.errors?.length) {
+      const e = body.errors[0];
+      throw new APIError(e.message, e.extensions?.code);
+    }
+    return body.data;
+  }
+}
+
+const wsURL = () => (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/graphql";
+
+// live keeps one subscription open. query must take $after: ID. Each
+// event goes to onEvent with its id remembered; after a drop the
+// subscription resumes after that id. When there is nothing to resume
+// from (no event yet, or the cursor expired), onResync is called first so
+// the caller can reload what it shows. onState gets "connecting", "live"
+// or "down".
+export function live({ query, variables = {}, onEvent, onResync, onState }) {
+  let cursor = null;
+  let stopped = false;
+  let client = null;
+  let delay = 500;
+  let timer = null;
+  let synced = true; // the caller loaded its view before subscribing
+
+  const connect = async () => {
+    if (stopped) return;
+    onState("connecting");
+    if (!synced) {
+      try {
+        await onResync();
+        synced = true;
+      } catch (err) {
+        return retry();
+      }
+    }
+    let token;
+    try {
+      token = await accessToken();
+    } catch {
+      return retry();
+    }
+    if (!token) return signIn();
+    client = graphqlWs.createClient({
+      url: wsURL(),
+      lazy: false,
+      retryAttempts: 0,
+      keepAlive: 10_000,
+      connectionParams: { Authorization: "Bearer " + token },
+      on: {
+        connected: () => {
+          delay = 500;
+          onState("live");
+        },
+      },
+    });
+    const vars = cursor ? { ...variables, after: cursor } : variables;
+    client.subscribe({ query, variables: vars }, {
+      next: (msg) => {
+        if (msg.errors?.length) {
+          if (msg.errors[0].extensions?.code === "CURSOR_EXPIRED") cursor = null;
+          return;
+        }
+        const ev = Object.values(msg.data)[0];
+        cursor = ev.id;
+        onEvent(ev);
+      },
+      error: (err) => drop(err),
+      complete: () => drop(null),
+    });
+  };
+
+  const drop = (err) => {
+    if (stopped) return;
+    // An error message (not a closed socket) is an array of GraphQL errors.
+    if (Array.isArray(err) && err[0]?.extensions?.code === "CURSOR_EXPIRED") cursor = null;
+    const old = client;
+    client = null;
+    old?.dispose();
+    if (cursor === null) synced = false;
+    onState("down");
+    retry();
+  };
+
+  const retry = () => {
+    if (stopped) return;
+    clearTimeout(timer);
+    timer = setTimeout(connect, delay);
+    delay = Math.min(delay * 2, 10_000);
+  };
+
+  connect();
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+      client?.dispose();
+    },
+  };
+}
