@@ -362,7 +362,7 @@ func (s *WebhookService) Deliveries(ctx context.Context, p Principal, id string,
 const (
 	DeliveryWorkers      = 64
 	deliveriesPerWebhook = 4
-	deliveryLease        = WebhookTimeout + 20*time.Second
+	deliveryLease        = WebhookTimeout + 5*time.Second
 	deliveryPoll         = time.Second
 	enqueueBatch         = 500
 	enqueueEvery         = 20 * time.Millisecond
@@ -407,43 +407,9 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 		wg       sync.WaitGroup
 	)
 	defer wg.Wait()
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	var lastEnqueue time.Time
-	planOwed := false // a wake-up came that has not been planned yet
-	for {
-		woken, finished := false, false
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wakeups:
-			woken = true
-		case <-poll.C:
-		case <-done:
-			// A worker is free: claim the next attempt; planning waits for
-			// a wake-up or the poll.
-			finished = true
-		}
-		if woken && time.Since(lastEnqueue) < enqueueEvery {
-			// Under steady ingest, wake-ups come with every event: plan
-			// them in batches, not one write transaction each.
-			planOwed = true
-			poll.Reset(enqueueEvery - time.Since(lastEnqueue))
-			continue
-		}
-		for !finished {
-			planOwed, lastEnqueue = false, time.Now()
-			n, err := s.Store.EnqueueDeliveries(ctx, enqueueBatch, s.plan)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.Logger.WarnContext(ctx, "enqueue webhook deliveries failed", "err", err)
-				}
-				break
-			}
-			if n < enqueueBatch {
-				break
-			}
-		}
+	// claim leases due attempts for the free workers, at most
+	// deliveriesPerWebhook in flight to one webhook.
+	claim := func() {
 		for {
 			mu.Lock()
 			free := DeliveryWorkers - total
@@ -492,11 +458,46 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 				break
 			}
 		}
-		if planOwed {
-			poll.Reset(max(0, enqueueEvery-time.Since(lastEnqueue)))
-		} else {
-			poll.Reset(deliveryPoll)
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	// next is when to plan and claim without being told: at once, then
+	// every deliveryPoll (due retries), sooner after a wake-up. A worker
+	// that finishes only claims; it never postpones planning.
+	next := time.Now()
+	var lastEnqueue time.Time
+	for {
+		timer.Reset(time.Until(next))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wakeups:
+			// Under steady ingest, wake-ups come with every event: plan
+			// them in batches, not one write transaction each.
+			if due := lastEnqueue.Add(enqueueEvery); due.Before(next) {
+				next = due
+			}
+			continue
+		case <-done:
+			claim()
+			continue
+		case <-timer.C:
 		}
+		lastEnqueue = time.Now()
+		for {
+			n, err := s.Store.EnqueueDeliveries(ctx, enqueueBatch, s.plan)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.Logger.WarnContext(ctx, "enqueue webhook deliveries failed", "err", err)
+				}
+				break
+			}
+			if n < enqueueBatch {
+				break
+			}
+		}
+		claim()
+		next = time.Now().Add(deliveryPoll)
 	}
 }
 

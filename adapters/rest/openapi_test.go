@@ -34,7 +34,8 @@ var undocumented = map[string]string{
 	"GET /metrics":   "Prometheus text exposition",
 	"GET /graphiql":  "an HTML page for GraphQL, not part of the REST API",
 	"GET /graphiql/": "the files of that page",
-	"GET /{$}":       "an HTML page for a person in a browser (API clients get 404)",
+	"GET /{$}":       "redirects to the console",
+	"GET /console/":  "the web console, a page for people",
 }
 
 // alwaysDocumented lists routes the document must have even before they

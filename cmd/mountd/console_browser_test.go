@@ -38,13 +38,13 @@ const offlineSwitch = `(() => {
 // browserSession is one headless Chromium with its own profile, recording
 // every request the page makes.
 type browserSession struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	mu       sync.Mutex
 	requests []string
 }
 
-func newBrowserSession(t *testing.T, chromium string) *browserSession {
+func newBrowserSession(t testing.TB, chromium string) *browserSession {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
@@ -227,6 +227,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	b.waitJS("the command audit lists the association", `document.body.innerText.includes('ASSOCIATE_OWNER')`, 5*time.Second)
 	b.screenshot(shots, "console-mount.png")
+
+	// GraphiQL in the same tab carries the person's token along.
+	b.step("open GraphiQL", chromedp.Navigate(in.base+"/graphiql"), chromedp.WaitVisible(chromedp.CSS(`.graphiql-container`)))
+	b.waitJS("the person's token fills Access-Key", `[...document.querySelectorAll('.graphiql-editor-tool .CodeMirror')].some((e) => e.CodeMirror.getValue().includes('"Access-Key": "ey'))`, 10*time.Second)
 	b.checkOrigin(in.base)
 
 	// A restricted user: only its mount, no owner actions.

@@ -209,7 +209,7 @@ func TestPeople(t *testing.T) {
 }
 
 // runCLIInput runs a mountd subcommand with stdin and fails the test on error.
-func (in *instance) runCLIInput(t *testing.T, stdin string, args ...string) string {
+func (in *instance) runCLIInput(t testing.TB, stdin string, args ...string) string {
 	t.Helper()
 	out, errOut, err := in.tryCLIInput(stdin, args...)
 	if err != nil {

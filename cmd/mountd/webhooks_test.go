@@ -81,7 +81,9 @@ func (r *receiver) setSecret(s string) { r.mu.Lock(); r.secret = s; r.mu.Unlock(
 // returns them.
 func (r *receiver) waitFor(t *testing.T, what string, pass func([]webhookCall) bool) []webhookCall {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	// Beyond the delivery lease (15 s): an attempt a killed replica had
+	// leased is made again once its lease lapses.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r.mu.Lock()
 		got := slices.Clone(r.got)

@@ -95,6 +95,7 @@ function fleetView() {
     c[6].textContent = fmtTemp(m.cpuTemperature);
     c[7].textContent = ago(m.lastReportAt);
     c[7].className = silent ? "stale" : "";
+    tr.dataset.last = m.lastReportAt || "";
   }
 
   function rowOf(m) {

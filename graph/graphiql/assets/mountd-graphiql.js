@@ -9,11 +9,19 @@
     url: location.protocol + '//' + location.host + '/graphql',
     subscriptionUrl: wsProtocol + '//' + location.host + '/graphql',
   });
+  // A person signed in to the console in this tab brings the token along
+  // (same origin, the console's sessionStorage).
+  var consoleToken = null;
+  try {
+    var t = JSON.parse(sessionStorage.getItem('tokens') || 'null');
+    if (t && t.access && t.expires > Date.now()) consoleToken = t.access;
+  } catch (e) {}
   var root = ReactDOM.createRoot(document.getElementById('graphiql'));
   root.render(
     React.createElement(GraphiQL, {
       fetcher: fetcher,
       defaultHeaders: JSON.stringify({ 'Access-Key': '' }, null, 2),
+      headers: consoleToken ? JSON.stringify({ 'Access-Key': consoleToken }, null, 2) : undefined,
       isHeadersEditorEnabled: true,
       defaultEditorToolsVisibility: 'headers',
       shouldPersistHeaders: true,
