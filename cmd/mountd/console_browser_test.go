@@ -236,7 +236,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// A restricted user: only its mount, no owner actions.
 	r := newBrowserSession(t, chromium)
 	r.signIn(in.base, "rita")
-	r.waitJS("rita's fleet", `document.querySelectorAll('#fleet tbody tr').length === 1 && `+row(uids[1])+` !== null`, 10*time.Second)
+	r.waitJS("rita's fleet", `document.querySelectorAll('#fleet tbody tr[data-uid]').length === 1 && `+row(uids[1])+` !== null`, 10*time.Second)
 	r.waitJS("no owner actions", `!document.getElementById('associate') && document.querySelector('#nav [data-owner]').hidden`, time.Second)
 	r.step("open rita's mount", chromedp.Navigate(in.base+"/console/#/mounts/"+uids[1]), chromedp.WaitVisible(chromedp.CSS(`#mount-uid`)))
 	r.waitJS("no abandon button", `!document.getElementById('abandon')`, time.Second)
