@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
+	"net/url"
 	"path"
 	"strings"
 )
@@ -39,17 +40,25 @@ type asset struct {
 type Handler struct {
 	assets map[string]asset
 	config []byte
+	csp    string
 }
 
 // contentSecurityPolicy allows the page only its own origin: scripts,
 // styles, and the API over fetch and WebSocket ('self' covers ws: and wss:
-// of the same host).
-const contentSecurityPolicy = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; " +
-	"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+// of the same host); connect adds an external issuer, whose discovery and
+// token endpoints the page calls.
+func contentSecurityPolicy(connect string) string {
+	return "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; " +
+		"connect-src 'self'" + connect + "; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+}
 
 // New loads the embedded files.
 func New(cfg Config) (*Handler, error) {
-	h := &Handler{assets: map[string]asset{}}
+	h := &Handler{assets: map[string]asset{}, csp: contentSecurityPolicy("")}
+	if u, err := url.Parse(cfg.Issuer); err == nil && u.Host != "" {
+		// mountd's own issuer is 'self' already; naming it again is harmless.
+		h.csp = contentSecurityPolicy(" " + u.Scheme + "://" + u.Host)
+	}
 	var err error
 	if h.config, err = json.Marshal(cfg); err != nil {
 		return nil, err
@@ -109,7 +118,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a, ok := h.assets[name]
 	if !ok || name == "" {
 		a = h.assets["index.html"]
-		hdr.Set("Content-Security-Policy", contentSecurityPolicy)
+		hdr.Set("Content-Security-Policy", h.csp)
 		hdr.Set("X-Frame-Options", "DENY")
 	}
 	hdr.Set("Content-Type", a.contentType)

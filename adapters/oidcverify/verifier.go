@@ -30,6 +30,7 @@ var _ core.TokenVerifier = (*Verifier)(nil)
 // are never remembered.
 type Verifier struct {
 	issuer string
+	claims Claims
 	rules  core.ScopeRules
 	logger *slog.Logger
 	now    func() time.Time
@@ -50,12 +51,31 @@ var supportedAlgs = []string{oidc.RS256, oidc.ES256, oidc.EdDSA}
 // a few megabytes at most.
 const verifiedTokens = 10_000
 
+// Claims names the token claims that carry the account and the scope items.
+type Claims struct {
+	// Account is the claim holding the account id; empty: account_id.
+	Account string
+	// Scope is the claim holding the scope items, a space-separated string
+	// or an array; empty: scope.
+	Scope string
+}
+
+func (c Claims) withDefaults() Claims {
+	if c.Account == "" {
+		c.Account = "account_id"
+	}
+	if c.Scope == "" {
+		c.Scope = "scope"
+	}
+	return c
+}
+
 func newVerifier(issuer string, rules core.ScopeRules, logger *slog.Logger, newKeySet func(ctx context.Context) (oidc.KeySet, error)) *Verifier {
 	cache, err := lru.New[[sha256.Size]byte, core.Principal](verifiedTokens)
 	if err != nil {
 		panic(err) // only for a non-positive size
 	}
-	return &Verifier{issuer: issuer, rules: rules, logger: logger, now: time.Now, verified: cache, newKeySet: newKeySet}
+	return &Verifier{issuer: issuer, claims: Claims{}.withDefaults(), rules: rules, logger: logger, now: time.Now, verified: cache, newKeySet: newKeySet}
 }
 
 // NewStatic verifies tokens signed by the given keys, as the embedded
@@ -65,11 +85,12 @@ func NewStatic(issuer string, keys []crypto.PublicKey, rules core.ScopeRules, lo
 	return newVerifier(issuer, rules, logger, func(context.Context) (oidc.KeySet, error) { return ks, nil })
 }
 
-// NewRemote verifies tokens of an external issuer. Discovery happens on first
-// use and is retried on later requests while it fails, so mountd starts even
-// when the issuer is briefly down.
-func NewRemote(issuer string, rules core.ScopeRules, logger *slog.Logger) *Verifier {
-	return newVerifier(issuer, rules, logger,
+// NewRemote verifies tokens of an external issuer, reading the account and
+// the scope items from the claims named by claims. Discovery happens on
+// first use and is retried on later requests while it fails, so mountd
+// starts even when the issuer is briefly down.
+func NewRemote(issuer string, claims Claims, rules core.ScopeRules, logger *slog.Logger) *Verifier {
+	v := newVerifier(issuer, rules, logger,
 		func(ctx context.Context) (oidc.KeySet, error) {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
@@ -86,6 +107,8 @@ func NewRemote(issuer string, rules core.ScopeRules, logger *slog.Logger) *Verif
 			// The key set outlives this request: it refetches keys on rotation.
 			return oidc.NewRemoteKeySet(context.Background(), meta.JWKSURI), nil
 		})
+	v.claims = claims.withDefaults()
+	return v
 }
 
 func (v *Verifier) tokenVerifier(ctx context.Context) (*oidc.IDTokenVerifier, error) {
@@ -110,10 +133,8 @@ func (v *Verifier) tokenVerifier(ctx context.Context) (*oidc.IDTokenVerifier, er
 }
 
 type accessClaims struct {
-	Subject   string          `json:"sub"`
-	AccountID string          `json:"account_id"`
-	Scope     json.RawMessage `json:"scope"`
-	ClientID  string          `json:"client_id"`
+	Subject  string `json:"sub"`
+	ClientID string `json:"client_id"`
 }
 
 // Verify implements core.TokenVerifier.
@@ -142,14 +163,18 @@ func (v *Verifier) verify(ctx context.Context, raw string) (core.Principal, erro
 	if err != nil {
 		return core.Principal{}, core.Errorf(core.CodeUnauthenticated, "the access token is invalid or expired")
 	}
-	var c accessClaims
-	if err := tok.Claims(&c); err != nil {
+	var (
+		c   accessClaims
+		all map[string]json.RawMessage
+	)
+	if err := tok.Claims(&c); err != nil || tok.Claims(&all) != nil {
 		return core.Principal{}, core.Errorf(core.CodeUnauthenticated, "the access token's claims are malformed")
 	}
-	if c.AccountID == "" {
+	var accountID string
+	if raw, ok := all[v.claims.Account]; !ok || json.Unmarshal(raw, &accountID) != nil || accountID == "" {
 		return core.Principal{}, core.Errorf(core.CodeUnauthenticated, "the access token names no account")
 	}
-	items, err := scopeItems(c.Scope)
+	items, err := scopeItems(all[v.claims.Scope])
 	if err != nil {
 		return core.Principal{}, core.Errorf(core.CodeUnauthenticated, "the access token's scope claim is malformed")
 	}
@@ -165,7 +190,7 @@ func (v *Verifier) verify(ctx context.Context, raw string) (core.Principal, erro
 	if clientID == "" || clientID == core.ConsoleClientID {
 		clientID = c.Subject
 	}
-	return core.Principal{AccountID: c.AccountID, ClientID: clientID, ExpiresAt: tok.Expiry.UTC(), Grant: grant}, nil
+	return core.Principal{AccountID: accountID, ClientID: clientID, ExpiresAt: tok.Expiry.UTC(), Grant: grant}, nil
 }
 
 // scopeItems accepts the scope claim as one space-separated string (RFC 9068)

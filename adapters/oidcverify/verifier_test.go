@@ -125,3 +125,52 @@ func TestVerifierRemembersValidTokensUntilExpiry(t *testing.T) {
 		t.Fatalf("signature checks for a bad token twice = %d, want 2", got)
 	}
 }
+
+// TestVerifierClaimNames: with an external issuer the account and the scope
+// come from the claims the operator names (MOUNTD_ACCOUNT_CLAIM,
+// MOUNTD_SCOPE_CLAIM); the scope claim may be a string or an array.
+func TestVerifierClaimNames(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := core.ScopeRules{IDPName: "corp", ProjectID: "mountd"}
+	now := time.Now()
+	mandatory := []string{"openid", "sub", rules.AudienceItem()}
+	for _, tt := range []struct {
+		name        string
+		claims      Claims
+		token       map[string]any
+		wantAccount string
+		wantRole    core.Role
+		wantErr     bool
+	}{
+		{"defaults", Claims{}, map[string]any{"account_id": "acc-1", "scope": "openid sub " + rules.AudienceItem()}, "acc-1", core.RoleOwner, false},
+		{"named claims, array scope", Claims{Account: "https://corp.example/tenant", Scope: "permissions"},
+			map[string]any{"https://corp.example/tenant": "acc-2", "permissions": append(mandatory, "role:restricted", "mount:M1")}, "acc-2", core.RoleRestricted, false},
+		{"the default name is not read when another is named", Claims{Account: "tenant"},
+			map[string]any{"account_id": "acc-3", "scope": "openid"}, "", "", true},
+		{"an account that is not a string", Claims{Account: "tenant"}, map[string]any{"tenant": 42}, "", "", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v := newVerifier(testIssuer, rules, slog.New(slog.NewTextHandler(io.Discard, nil)), func(context.Context) (oidc.KeySet, error) {
+				return &oidc.StaticKeySet{PublicKeys: []crypto.PublicKey{key.Public()}}, nil
+			})
+			v.claims = tt.claims.withDefaults()
+			claims := map[string]any{"iss": testIssuer, "sub": "person-1", "aud": []string{"mountd"}, "exp": now.Add(time.Hour).Unix(), "iat": now.Unix()}
+			for k, val := range tt.token {
+				claims[k] = val
+			}
+			p, err := v.Verify(context.Background(), sign(t, key, claims))
+			if tt.wantErr {
+				if core.ErrorCode(err) != core.CodeUnauthenticated {
+					t.Fatalf("err = %v, want UNAUTHENTICATED", err)
+				}
+				return
+			}
+			if err != nil || p.AccountID != tt.wantAccount || p.Role != tt.wantRole || !p.Complete {
+				t.Fatalf("principal = %+v, %v", p, err)
+			}
+		})
+	}
+}

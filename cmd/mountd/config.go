@@ -13,13 +13,19 @@ import (
 // Config is every setting of mountd; each has a flag and an environment
 // variable (README.md, "Configuration").
 type Config struct {
-	Listen            string
-	PublicURL         string
-	DataDir           string
-	DatabaseURL       string
-	RedisURL          string
-	RedisPrefix       string
-	Issuer            string
+	Listen      string
+	PublicURL   string
+	DataDir     string
+	DatabaseURL string
+	RedisURL    string
+	RedisPrefix string
+	Issuer      string
+	// ConsoleClientID, AccountClaim and ScopeClaim apply with an external
+	// issuer: the console's client there and where its tokens carry the
+	// account and the scope items.
+	ConsoleClientID   string
+	AccountClaim      string
+	ScopeClaim        string
 	ProjectID         string
 	IDPName           string
 	MasterKey         string
@@ -85,6 +91,14 @@ func (c *Config) retryDelays() core.WebhookRetryDelays {
 	}
 	d, _ := core.ParseRetryDelays(c.WebhookRetryDelays) // checked by resolve
 	return d
+}
+
+// consoleClientID is the console's client at the issuer that signs people in.
+func (c *Config) consoleClientID() string {
+	if c.Issuer != "" && c.ConsoleClientID != "" {
+		return c.ConsoleClientID
+	}
+	return core.ConsoleClientID
 }
 
 // issuer is the external issuer, or ourselves.

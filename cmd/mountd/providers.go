@@ -172,7 +172,7 @@ func provideIdentityProvider(ctx context.Context, cfg Config, store keyring.Sign
 
 func provideVerifier(cfg Config, provider *idp.Provider, rules core.ScopeRules, logger *slog.Logger) core.TokenVerifier {
 	if provider == nil {
-		return oidcverify.NewRemote(cfg.Issuer, rules, logger)
+		return oidcverify.NewRemote(cfg.Issuer, oidcverify.Claims{Account: cfg.AccountClaim, Scope: cfg.ScopeClaim}, rules, logger)
 	}
 	return oidcverify.NewStatic(cfg.issuer(), provider.PublicKeys(), rules, logger)
 }
@@ -299,7 +299,7 @@ func provideGraphiQL() httpserver.GraphiQLHandler { return graphiql.Handler() }
 // provideConsole serves the web console, signing in at the embedded
 // identity provider or at the external issuer.
 func provideConsole(cfg Config) (httpserver.ConsoleHandler, error) {
-	return console.New(console.Config{Issuer: cfg.issuer(), ClientID: core.ConsoleClientID})
+	return console.New(console.Config{Issuer: cfg.issuer(), ClientID: cfg.consoleClientID()})
 }
 
 func provideCollectors(store *bunstore.Store, ws *wsproto.Stats) []prometheus.Collector {
