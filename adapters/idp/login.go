@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 
 	"github.com/mountd/mountd/core"
@@ -177,4 +178,28 @@ func waitText(d time.Duration) string {
 		return "a minute"
 	}
 	return strconv.Itoa(m) + " minutes"
+}
+
+// serveRevoke is RFC 7009 for the console's refresh tokens: signing out
+// revokes the whole sign-in (the token's family). Unknown tokens, and access
+// tokens (JWTs, which expire on their own), are answered 200 like any other,
+// so the endpoint tells nothing about a token.
+func (p *Provider) serveRevoke(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil || r.PostForm.Get("token") == "" {
+		p.oauthError(w, r, oidc.ErrInvalidRequest().WithDescription("token missing"), false)
+		return
+	}
+	if id := r.PostForm.Get("client_id"); id != ConsoleClientID {
+		p.oauthError(w, r, oidc.ErrInvalidClient().WithDescription("only the console's tokens are revoked here"), false)
+		return
+	}
+	if err := p.store.signIn.Sessions.SignOut(r.Context(), r.PostForm.Get("token")); err != nil {
+		p.log.ErrorContext(r.Context(), "revoke failed", "err", err)
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, &oidc.Error{ErrorType: errTemporarilyUnavailable, Description: "retry shortly"})
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
 }

@@ -36,6 +36,7 @@ const (
 	pathIntrospect = "/oauth/v2/introspect"
 	pathUserinfo   = "/oidc/v1/userinfo"
 	pathAuthorize  = "/oauth/v2/authorize"
+	pathRevoke     = "/oauth/v2/revoke"
 )
 
 // maxFormBytes bounds token and introspection request bodies; real ones are
@@ -180,6 +181,7 @@ func New(cfg Config, accounts *core.AccountService, key SigningKey, logger *slog
 		mux.HandleFunc("GET "+pathAuthorize+"/callback", issued(op.AuthorizeCallback))
 		mux.HandleFunc("GET "+pathLogin, p.serveLoginForm)
 		mux.HandleFunc("POST "+pathLogin, p.serveLogin)
+		mux.HandleFunc("POST "+pathRevoke, p.serveRevoke)
 	}
 	p.handler = mux
 	return p, nil
@@ -192,7 +194,7 @@ func (p *Provider) Handler() http.Handler { return p.handler }
 func (p *Provider) Paths() []string {
 	paths := []string{pathDiscovery, pathToken, pathKeys, pathIntrospect, pathUserinfo}
 	if p.cfg.SignIn != nil {
-		paths = append(paths, pathAuthorize, pathAuthorize+"/callback", pathLogin)
+		paths = append(paths, pathAuthorize, pathAuthorize+"/callback", pathLogin, pathRevoke)
 	}
 	return paths
 }
@@ -233,6 +235,8 @@ func (p *Provider) discoveryDocument() ([]byte, error) {
 		d.GrantTypesSupported = append(d.GrantTypesSupported, oidc.GrantTypeCode, oidc.GrantTypeRefreshToken)
 		d.CodeChallengeMethodsSupported = []oidc.CodeChallengeMethod{oidc.CodeChallengeMethodS256}
 		d.TokenEndpointAuthMethodsSupported = append(d.TokenEndpointAuthMethodsSupported, oidc.AuthMethodNone)
+		d.RevocationEndpoint = iss + pathRevoke
+		d.RevocationEndpointAuthMethodsSupported = []oidc.AuthMethod{oidc.AuthMethodNone}
 	}
 	d.BackChannelLogoutSupported = false
 	d.BackChannelLogoutSessionSupported = false

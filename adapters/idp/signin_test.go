@@ -230,6 +230,26 @@ func TestSignInCodeFlow(t *testing.T) {
 		}
 	})
 
+	t.Run("signing out revokes the sign-in", func(t *testing.T) {
+		tok := e.signIn(t, "alice")
+		res, err := http.PostForm(e.srv.URL+"/oauth/v2/revoke", url.Values{"token": {tok["refresh_token"].(string)}, "client_id": {idp.ConsoleClientID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("revoke: %d", res.StatusCode)
+		}
+		status, out := tokenCall(t, e.srv.URL, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}, "client_id": {idp.ConsoleClientID}})
+		if status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+			t.Fatalf("refresh after sign-out: %d %v", status, out)
+		}
+		res, _ = http.PostForm(e.srv.URL+"/oauth/v2/revoke", url.Values{"token": {"unknown"}, "client_id": {idp.ConsoleClientID}})
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("revoking an unknown token: %d, want 200", res.StatusCode)
+		}
+	})
+
 	t.Run("a restricted user's token carries its mounts", func(t *testing.T) {
 		tok := e.signIn(t, "rider")
 		scope := userinfo(t, e.srv.URL, tok["access_token"].(string))["scope"].(string)

@@ -240,6 +240,17 @@ func TestConsoleInBrowser(t *testing.T) {
 	r.waitJS("no owner actions", `!document.getElementById('associate') && document.querySelector('#nav [data-owner]').hidden`, time.Second)
 	r.step("open rita's mount", chromedp.Navigate(in.base+"/console/#/mounts/"+uids[1]), chromedp.WaitVisible(chromedp.CSS(`#mount-uid`)))
 	r.waitJS("no abandon button", `!document.getElementById('abandon')`, time.Second)
+
+	// Signing out ends the sign-in: the page is signed out, and the refresh
+	// token it held no longer works.
+	refresh, err := chromedp.Run(r.ctx, chromedp.Evaluate[string](`JSON.parse(sessionStorage.getItem('tokens')).refresh`))
+	if err != nil || refresh == "" {
+		t.Fatalf("the page's refresh token: %q %v", refresh, err)
+	}
+	r.step("sign out", chromedp.Click(chromedp.CSS(`#signout`)), chromedp.WaitVisible(chromedp.CSS(`#signin`)))
+	if status, _ := in.refreshPerson(t, refresh); status != http.StatusBadRequest {
+		t.Fatalf("refresh after signing out: %d, want 400", status)
+	}
 	r.checkOrigin(in.base)
 }
 

@@ -124,7 +124,17 @@ export async function accessToken(force = false) {
   }
 }
 
-export function signOut() {
+// signOut revokes the sign-in at the provider (when it offers revocation),
+// then forgets the tab's tokens.
+export async function signOut() {
+  const t = tokens();
   store.removeItem("tokens");
+  if (t?.refresh && discovery?.revocation_endpoint) {
+    await fetch(discovery.revocation_endpoint, {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token: t.refresh, token_type_hint: "refresh_token", client_id: config.clientId }),
+    }).catch(() => {});
+  }
   location.assign("/console/");
 }
