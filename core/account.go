@@ -33,6 +33,8 @@ type AccountStore interface {
 	CreateAccount(ctx context.Context, a Account, c APIClient) error
 	// Account returns an account; CodeNotFound when there is none.
 	Account(ctx context.Context, id string) (Account, error)
+	// EnsureAccount stores an account unless one with its id exists.
+	EnsureAccount(ctx context.Context, a Account) error
 	// APIClient returns a client by client id; CodeNotFound when there is none.
 	APIClient(ctx context.Context, clientID string) (APIClient, error)
 }

@@ -47,6 +47,16 @@ func (s *Store) AddAPIClient(ctx context.Context, c core.APIClient) error {
 	return translate(err, core.CodeNotFound, "client")
 }
 
+// EnsureAccount stores an account unless its id is taken.
+func (s *Store) EnsureAccount(ctx context.Context, a core.Account) error {
+	row := &accountRow{ID: a.ID, Name: a.Name, CreatedAt: millis(a.CreatedAt)}
+	err := s.write(ctx, func() error {
+		_, err := s.db.NewInsert().Model(row).On("CONFLICT (id) DO NOTHING").Exec(ctx)
+		return err
+	})
+	return translate(err, core.CodeNotFound, "account")
+}
+
 // Account returns an account by id (CodeNotFound when absent).
 func (s *Store) Account(ctx context.Context, id string) (core.Account, error) {
 	var row accountRow

@@ -71,6 +71,10 @@ func (s *fakeStore) CreateAccount(_ context.Context, a core.Account, c core.APIC
 	return nil
 }
 
+func (s *fakeStore) EnsureAccount(ctx context.Context, a core.Account) error {
+	return s.CreateAccount(ctx, a, core.APIClient{})
+}
+
 func (s *fakeStore) Account(_ context.Context, id string) (core.Account, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -99,6 +99,16 @@ func (s *Store) CreateAccount(_ context.Context, a core.Account, c core.APIClien
 	return nil
 }
 
+// EnsureAccount implements core.AccountStore.
+func (s *Store) EnsureAccount(_ context.Context, a core.Account) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.accounts[a.ID]; !ok {
+		s.accounts[a.ID] = a
+	}
+	return nil
+}
+
 // Account implements core.AccountStore.
 func (s *Store) Account(_ context.Context, id string) (core.Account, error) {
 	s.mu.Lock()

@@ -92,6 +92,20 @@ func accounts(t *testing.T, store Store) {
 		})
 	}
 
+	// EnsureAccount adds an account once and never changes one.
+	ext := core.Account{ID: "tenant-7", Name: "tenant-7", CreatedAt: created}
+	for _, a := range []core.Account{ext, {ID: "tenant-7", Name: "renamed", CreatedAt: created.Add(time.Hour)}, {ID: "acc_1", Name: "taken", CreatedAt: created}} {
+		if err := store.EnsureAccount(ctx, a); err != nil {
+			t.Fatalf("EnsureAccount %+v: %v", a, err)
+		}
+	}
+	if got, err := store.Account(ctx, "tenant-7"); err != nil || got != ext {
+		t.Fatalf("ensured account = %+v, %v; want %+v", got, err, ext)
+	}
+	if got, err := store.Account(ctx, "acc_1"); err != nil || got != acc {
+		t.Fatalf("EnsureAccount changed an account: %+v, %v", got, err)
+	}
+
 	// A failed CreateAccount is all-or-nothing: the account whose client
 	// clashed must not exist.
 	if _, err := store.Account(ctx, "acc_2"); core.ErrorCode(err) != core.CodeNotFound {

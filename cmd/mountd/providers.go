@@ -170,9 +170,10 @@ func provideIdentityProvider(ctx context.Context, cfg Config, store keyring.Sign
 	}, accounts, idp.SigningKey{ID: kid, Key: key}, logger)
 }
 
-func provideVerifier(cfg Config, provider *idp.Provider, rules core.ScopeRules, logger *slog.Logger) core.TokenVerifier {
+func provideVerifier(cfg Config, provider *idp.Provider, accounts core.AccountStore, rules core.ScopeRules, logger *slog.Logger) core.TokenVerifier {
 	if provider == nil {
-		return oidcverify.NewRemote(cfg.Issuer, oidcverify.Claims{Account: cfg.AccountClaim, Scope: cfg.ScopeClaim}, rules, logger)
+		// The external issuer owns the accounts: mountd records each on its first token.
+		return core.NewIssuedAccounts(oidcverify.NewRemote(cfg.Issuer, oidcverify.Claims{Account: cfg.AccountClaim, Scope: cfg.ScopeClaim}, rules, logger), accounts)
 	}
 	return oidcverify.NewStatic(cfg.issuer(), provider.PublicKeys(), rules, logger)
 }

@@ -53,7 +53,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		cleanup()
 		return nil, nil, err
 	}
-	tokenVerifier := provideVerifier(cfg, provider, scopeRules, logger)
+	tokenVerifier := provideVerifier(cfg, provider, store, scopeRules, logger)
 	mountSigner := keyring.NewMountSigner(sealer)
 	stateCache := mainSharedState.Cache
 	expiryScheduler := mainSharedState.Scheduler
