@@ -183,6 +183,13 @@ function fleetView() {
     const q = `query($p: Int!) { mounts(currentPage: $p, pageSize: 100) { mounts { ${MOUNT_FIELDS} } pagination { totalPages } } }`;
     const first = await gql(q, { p: 1 });
     const pages = [first];
+    // The first page is drawn at once: a large fleet shows its first rows
+    // while the rest arrives.
+    if (mounts.size === 0) {
+      for (const m of first.mounts.mounts) mounts.set(m.uid, m);
+      layout();
+    }
+    const tFirst = performance.now();
     // Six requests in flight (what a browser opens to one host), each
     // next page asked as soon as one answers.
     let nextPage = 2;
@@ -197,7 +204,7 @@ function fleetView() {
     for (const uid of rows.keys()) if (!mounts.has(uid)) rows.delete(uid);
     layout();
     // How long the fleet took to arrive and to lay out (the benchmark reads it).
-    window.__fleetLoad = { startMs: t0, fetchMs: t1 - t0, layoutMs: performance.now() - t1 };
+    window.__fleetLoad = { startMs: t0, firstRowsMs: tFirst, fetchMs: t1 - t0, layoutMs: performance.now() - t1 };
   }
 
   function apply(ev) {
