@@ -35,8 +35,20 @@ type AccountStore interface {
 	Account(ctx context.Context, id string) (Account, error)
 	// EnsureAccount stores an account unless one with its id exists.
 	EnsureAccount(ctx context.Context, a Account) error
+	// Accounts lists every account with how many client credentials it
+	// has, oldest first.
+	Accounts(ctx context.Context) ([]AccountSummary, error)
+	// ReplaceClientSecrets sets the secret hash of the account's clients
+	// and returns their ids; CodeNotFound when the account has none.
+	ReplaceClientSecrets(ctx context.Context, accountID, secretHash string) ([]string, error)
 	// APIClient returns a client by client id; CodeNotFound when there is none.
 	APIClient(ctx context.Context, clientID string) (APIClient, error)
+}
+
+// AccountSummary is an account as `mountd accounts list` shows it.
+type AccountSummary struct {
+	Account
+	Clients int
 }
 
 // NewAccount is what creating an account yields; the secret is shown once.
@@ -81,6 +93,27 @@ func (s *AccountService) Create(ctx context.Context, name string) (NewAccount, e
 		return NewAccount{}, err
 	}
 	return NewAccount{AccountID: acc.ID, ClientID: cl.ClientID, ClientSecret: secret}, nil
+}
+
+// List returns every account, oldest first.
+func (s *AccountService) List(ctx context.Context) ([]AccountSummary, error) {
+	return s.store.Accounts(ctx)
+}
+
+// RotateSecret gives the account's client a new secret: the old one stops
+// working at once (tokens already issued live until they expire). The new
+// secret is returned once and only its hash is kept.
+func (s *AccountService) RotateSecret(ctx context.Context, accountID string) (NewAccount, error) {
+	secret := randomText(32)
+	hash, err := HashSecret(secret)
+	if err != nil {
+		return NewAccount{}, err
+	}
+	ids, err := s.store.ReplaceClientSecrets(ctx, accountID, hash)
+	if err != nil {
+		return NewAccount{}, err
+	}
+	return NewAccount{AccountID: accountID, ClientID: ids[0], ClientSecret: secret}, nil
 }
 
 // Authenticate checks a client's credentials presented from source (the

@@ -2,6 +2,7 @@ package bunstore
 
 import (
 	"context"
+	"slices"
 
 	"github.com/uptrace/bun"
 
@@ -55,6 +56,43 @@ func (s *Store) EnsureAccount(ctx context.Context, a core.Account) error {
 		return err
 	})
 	return translate(err, core.CodeNotFound, "account")
+}
+
+// Accounts lists the accounts with their client counts, oldest first.
+func (s *Store) Accounts(ctx context.Context) ([]core.AccountSummary, error) {
+	var rows []struct {
+		accountRow `bun:",extend"`
+		Clients    int `bun:"clients"`
+	}
+	err := s.db.NewSelect().Model((*accountRow)(nil)).Column("id", "name", "created_at").
+		ColumnExpr("(SELECT count(*) FROM api_clients c WHERE c.account_id = account_row.id) AS clients").
+		Order("created_at", "id").Scan(ctx, &rows)
+	if err != nil {
+		return nil, translate(err, core.CodeNotFound, "account")
+	}
+	out := make([]core.AccountSummary, len(rows))
+	for i, r := range rows {
+		out[i] = core.AccountSummary{Account: core.Account{ID: r.ID, Name: r.Name, CreatedAt: fromMillis(r.CreatedAt)}, Clients: r.Clients}
+	}
+	return out, nil
+}
+
+// ReplaceClientSecrets sets a new secret hash on the account's clients.
+func (s *Store) ReplaceClientSecrets(ctx context.Context, accountID, secretHash string) ([]string, error) {
+	var ids []string
+	err := s.write(ctx, func() error {
+		ids = nil
+		return s.db.NewUpdate().Model((*apiClientRow)(nil)).Set("secret_hash = ?", secretHash).
+			Where("account_id = ?", accountID).Returning("client_id").Scan(ctx, &ids)
+	})
+	if err != nil {
+		return nil, translate(err, core.CodeNotFound, "client")
+	}
+	if len(ids) == 0 {
+		return nil, core.Errorf(core.CodeNotFound, "the account has no client credentials")
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // Account returns an account by id (CodeNotFound when absent).

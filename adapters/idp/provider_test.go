@@ -71,6 +71,12 @@ func (s *fakeStore) CreateAccount(_ context.Context, a core.Account, c core.APIC
 	return nil
 }
 
+func (s *fakeStore) Accounts(context.Context) ([]core.AccountSummary, error) { return nil, nil }
+
+func (s *fakeStore) ReplaceClientSecrets(context.Context, string, string) ([]string, error) {
+	return nil, core.Errorf(core.CodeNotFound, "no clients")
+}
+
 func (s *fakeStore) EnsureAccount(ctx context.Context, a core.Account) error {
 	return s.CreateAccount(ctx, a, core.APIClient{})
 }

@@ -109,6 +109,48 @@ func (s *Store) EnsureAccount(_ context.Context, a core.Account) error {
 	return nil
 }
 
+// Accounts implements core.AccountStore.
+func (s *Store) Accounts(_ context.Context) ([]core.AccountSummary, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]core.AccountSummary, 0, len(s.accounts))
+	for _, a := range s.accounts {
+		sum := core.AccountSummary{Account: a}
+		for _, c := range s.clients {
+			if c.AccountID == a.ID {
+				sum.Clients++
+			}
+		}
+		out = append(out, sum)
+	}
+	slices.SortFunc(out, func(a, b core.AccountSummary) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+// ReplaceClientSecrets implements core.AccountStore.
+func (s *Store) ReplaceClientSecrets(_ context.Context, accountID, secretHash string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id, c := range s.clients {
+		if c.AccountID == accountID {
+			c.SecretHash = secretHash
+			s.clients[id] = c
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, core.Errorf(core.CodeNotFound, "the account has no client credentials")
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
 // Account implements core.AccountStore.
 func (s *Store) Account(_ context.Context, id string) (core.Account, error) {
 	s.mu.Lock()

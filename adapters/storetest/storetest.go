@@ -106,6 +106,26 @@ func accounts(t *testing.T, store Store) {
 		t.Fatalf("EnsureAccount changed an account: %+v, %v", got, err)
 	}
 
+	// Accounts lists both, oldest first, with their client counts.
+	list, err := store.Accounts(ctx)
+	if err != nil || len(list) != 2 || list[0].Account != acc || list[0].Clients != 1 || list[1].Account != ext || list[1].Clients != 0 {
+		t.Fatalf("Accounts = %+v, %v", list, err)
+	}
+
+	// ReplaceClientSecrets changes the account's client and nothing else.
+	ids, err := store.ReplaceClientSecrets(ctx, "acc_1", "$argon2id$new")
+	if err != nil || len(ids) != 1 || ids[0] != "cli_1" {
+		t.Fatalf("ReplaceClientSecrets = %v, %v", ids, err)
+	}
+	if got, err := store.APIClient(ctx, "cli_1"); err != nil || got.SecretHash != "$argon2id$new" || got.AccountID != "acc_1" {
+		t.Fatalf("client after rotation = %+v, %v", got, err)
+	}
+	for _, id := range []string{"tenant-7", "acc_x"} {
+		if _, err := store.ReplaceClientSecrets(ctx, id, "h"); core.ErrorCode(err) != core.CodeNotFound {
+			t.Fatalf("ReplaceClientSecrets(%s): %v, want not found", id, err)
+		}
+	}
+
 	// A failed CreateAccount is all-or-nothing: the account whose client
 	// clashed must not exist.
 	if _, err := store.Account(ctx, "acc_2"); core.ErrorCode(err) != core.CodeNotFound {

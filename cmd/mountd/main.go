@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -195,8 +196,46 @@ func newCommandWithInput(stdin io.Reader, stdout, stderr io.Writer) *cli.Command
 						if cmd.Bool("json") {
 							return json.NewEncoder(stdout).Encode(created)
 						}
-						fmt.Fprintf(stdout, "account id:     %s\nclient id:      %s\nclient secret:  %s\n\nThe secret is shown only now: keep it in a password manager or an environment variable.\n",
-							created.AccountID, created.ClientID, created.ClientSecret)
+						printCredentials(stdout, created)
+						return nil
+					},
+				}, {
+					Name:  "list",
+					Usage: "list the accounts",
+					Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+					Action: func(ctx context.Context, cmd *cli.Command) error {
+						accounts, cleanup, err := adminService(ctx, cfg, logger(), newAccountService)
+						if err != nil {
+							return err
+						}
+						defer cleanup()
+						list, err := accounts.List(ctx)
+						if err != nil {
+							return err
+						}
+						return printAccounts(stdout, list, cmd.Bool("json"))
+					},
+				}, {
+					Name:  "rotate-secret",
+					Usage: "give the account's client a new secret; the old one stops working at once (the new one is shown once)",
+					Flags: []cli.Flag{
+						&cli.StringFlag{Name: "account", Usage: "account id", Required: true},
+						&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+					},
+					Action: func(ctx context.Context, cmd *cli.Command) error {
+						accounts, cleanup, err := adminService(ctx, cfg, logger(), newAccountService)
+						if err != nil {
+							return err
+						}
+						defer cleanup()
+						rotated, err := accounts.RotateSecret(ctx, cmd.String("account"))
+						if err != nil {
+							return err
+						}
+						if cmd.Bool("json") {
+							return json.NewEncoder(stdout).Encode(rotated)
+						}
+						printCredentials(stdout, rotated)
 						return nil
 					},
 				}},
@@ -350,6 +389,36 @@ func printFirmware(w io.Writer, v core.FirmwareVersion, asJSON bool) error {
 }
 
 // cliError shows a coded error with the fields it names.
+// printCredentials shows a client secret, the one time it is shown.
+func printCredentials(w io.Writer, c core.NewAccount) {
+	fmt.Fprintf(w, "account id:     %s\nclient id:      %s\nclient secret:  %s\n\nThe secret is shown only now: keep it in a password manager or an environment variable.\n",
+		c.AccountID, c.ClientID, c.ClientSecret)
+}
+
+// accountView is what `mountd accounts list --json` prints per account.
+type accountView struct {
+	AccountID string    `json:"accountId"`
+	Name      string    `json:"name"`
+	Clients   int       `json:"clients"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+func printAccounts(w io.Writer, list []core.AccountSummary, asJSON bool) error {
+	views := make([]accountView, len(list))
+	for i, a := range list {
+		views[i] = accountView{AccountID: a.ID, Name: a.Name, Clients: a.Clients, CreatedAt: a.CreatedAt.UTC()}
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(map[string]any{"accounts": views})
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACCOUNT ID\tNAME\tCLIENTS\tCREATED")
+	for _, v := range views {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", v.AccountID, v.Name, v.Clients, v.CreatedAt.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
 func cliError(err error) error {
 	var ce *core.Error
 	if errors.As(err, &ce) && len(ce.Fields) > 0 {
