@@ -26,3 +26,7 @@ func TestExpiryScheduler(t *testing.T) {
 func TestFailureLimiter(t *testing.T) {
 	porttest.RunFailureLimiter(t, func(*testing.T) core.FailureLimiter { return memory.NewFailureLimiter() })
 }
+
+func TestRateLimiter(t *testing.T) {
+	porttest.RunRateLimiter(t, func(*testing.T) core.RateLimiter { return memory.NewRateLimiter() })
+}

@@ -85,6 +85,13 @@ func TestFailureLimiter(t *testing.T) {
 	}, porttest.Options{Shared: true})
 }
 
+func TestRateLimiter(t *testing.T) {
+	url, base := setup(t)
+	porttest.RunRateLimiter(t, func(t *testing.T) core.RateLimiter {
+		return redis.NewRateLimiter(newClient(t, url), base+t.Name()+":")
+	}, porttest.Options{Shared: true})
+}
+
 func TestStateCacheLayoutAndTTL(t *testing.T) {
 	url, base := setup(t)
 	client := newClient(t, url)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +36,8 @@ type Deps struct {
 	// Blobs serves local firmware files; nil with S3 storage.
 	Blobs  BlobOpener
 	Checks []Checker
+	// RateLimit is the per-account API rate limit; nil: none.
+	RateLimit *core.APIRateLimit
 }
 
 // Server is the REST API's handler tree.
@@ -159,6 +162,14 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, core.Principa
 			return
 		}
 		httpobs.SetAccount(w, p.AccountID)
+		if s.RateLimit != nil {
+			d, err := s.RateLimit.Take(r.Context(), p)
+			setRateHeaders(w.Header(), d)
+			if err != nil {
+				writeError(w, r, s.Logger, err)
+				return
+			}
+		}
 		h(w, r.WithContext(core.WithPrincipal(r.Context(), p)), p)
 	})
 }
@@ -174,6 +185,18 @@ func (s *Server) RequireToken(next http.Handler) http.Handler {
 		}
 		authed.ServeHTTP(w, r)
 	})
+}
+
+// setRateHeaders tells the client where its account stands: the limit, the
+// requests left and the seconds until the whole limit is free again.
+// The keys are written in canonical form, which spares canonicalizing them
+// on every request.
+func setRateHeaders(h http.Header, d core.RateDecision) {
+	h["X-Ratelimit-Limit"] = []string{strconv.Itoa(d.Limit)}
+	if d.Remaining >= 0 {
+		h["X-Ratelimit-Remaining"] = []string{strconv.Itoa(d.Remaining)}
+		h["X-Ratelimit-Reset"] = []string{strconv.Itoa(int((d.ResetAfter + time.Second - 1) / time.Second))}
+	}
 }
 
 // bearerToken reads the Access-Key header, or an Authorization Bearer token.

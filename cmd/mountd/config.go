@@ -20,6 +20,8 @@ type Config struct {
 	RedisURL    string
 	RedisPrefix string
 	Issuer      string
+	// RateLimit is MOUNTD_RATE_LIMIT, e.g. "1200/m"; empty: no API rate limit.
+	RateLimit string
 	// ConsoleClientID, AccountClaim and ScopeClaim apply with an external
 	// issuer: the console's client there and where its tokens carry the
 	// account and the scope items.
@@ -78,6 +80,11 @@ func (c *Config) resolve(listenAddr string) error {
 	}
 	if c.WebhookRetryDelays != "" {
 		if _, err := core.ParseRetryDelays(c.WebhookRetryDelays); err != nil {
+			return err
+		}
+	}
+	if c.RateLimit != "" {
+		if _, err := core.ParseRate(c.RateLimit); err != nil {
 			return err
 		}
 	}

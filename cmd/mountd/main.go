@@ -259,6 +259,7 @@ func configFlags(cfg *Config) []cli.Flag {
 		str("database-url", "MOUNTD_DATABASE_URL", "", "postgres://... or sqlite://PATH (default sqlite://<data dir>/mountd.db)", &cfg.DatabaseURL),
 		str("redis-url", "MOUNTD_REDIS_URL", "", "redis://host:port/db; empty: in-process cache, scheduler and event bus", &cfg.RedisURL),
 		str("redis-prefix", "MOUNTD_REDIS_PREFIX", "mountd:", "prefix of every Redis key and channel, to share one Redis between installations", &cfg.RedisPrefix),
+		str("rate-limit", "MOUNTD_RATE_LIMIT", "", "API requests per account, e.g. 1200/m (count per s, m or h); empty: no limit", &cfg.RateLimit),
 		str("issuer", "MOUNTD_ISSUER", "", "external OIDC issuer; empty: the embedded identity provider", &cfg.Issuer),
 		str("console-client-id", "MOUNTD_CONSOLE_CLIENT_ID", core.ConsoleClientID, "with --issuer: the console's public client there (code flow with PKCE)", &cfg.ConsoleClientID),
 		str("account-claim", "MOUNTD_ACCOUNT_CLAIM", "account_id", "with --issuer: the token claim holding the account id", &cfg.AccountClaim),

@@ -55,7 +55,8 @@ var mountSet = wire.NewSet(
 	provideRedis,
 	provideSharedState,
 	provideWindow,
-	wire.FieldsOf(new(sharedState), "Cache", "Scheduler", "Waker", "Failures"),
+	wire.FieldsOf(new(sharedState), "Cache", "Scheduler", "Waker", "Failures", "Rates"),
+	provideAPIRateLimit,
 	wire.Struct(new(core.MountDeps), "*"),
 	core.NewMountService,
 	core.NewNfcService,
@@ -216,6 +217,8 @@ type sharedState struct {
 	Waker     core.EventWaker
 	// Failures throttles failed authentications across replicas.
 	Failures core.FailureLimiter
+	// Rates counts API requests for MOUNTD_RATE_LIMIT across replicas.
+	Rates core.RateLimiter
 }
 
 func provideSharedState(cfg Config, rdb *goredis.Client, logger *slog.Logger) (sharedState, func(), error) {
@@ -225,6 +228,7 @@ func provideSharedState(cfg Config, rdb *goredis.Client, logger *slog.Logger) (s
 			Scheduler: memory.NewExpiryScheduler(),
 			Waker:     memory.NewWaker(),
 			Failures:  memory.NewFailureLimiter(),
+			Rates:     memory.NewRateLimiter(),
 		}, func() {}, nil
 	}
 	waker, stopWaker, err := redisadapter.NewWaker(rdb, cfg.RedisPrefix, logger)
@@ -236,7 +240,17 @@ func provideSharedState(cfg Config, rdb *goredis.Client, logger *slog.Logger) (s
 		Scheduler: redisadapter.NewExpiryScheduler(rdb, cfg.RedisPrefix, 250*time.Millisecond),
 		Waker:     waker,
 		Failures:  redisadapter.NewFailureLimiter(rdb, cfg.RedisPrefix),
+		Rates:     redisadapter.NewRateLimiter(rdb, cfg.RedisPrefix),
 	}, stopWaker, nil
+}
+
+// provideAPIRateLimit is MOUNTD_RATE_LIMIT per account; nil when unset.
+func provideAPIRateLimit(cfg Config, rates core.RateLimiter, logger *slog.Logger) *core.APIRateLimit {
+	if cfg.RateLimit == "" {
+		return nil
+	}
+	rate, _ := core.ParseRate(cfg.RateLimit) // checked by resolve
+	return core.NewAPIRateLimit(rates, rate, logger)
 }
 
 // app is what `mountd serve` runs: the HTTP handler and the workers.

@@ -95,17 +95,20 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	webhookService := core.NewWebhookService(webhookDeps)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
+	rateLimiter := mainSharedState.Rates
+	apiRateLimit := provideAPIRateLimit(cfg, rateLimiter, logger)
 	deps := rest.Deps{
-		Logger:   logger,
-		Verifier: tokenVerifier,
-		Accounts: accountService,
-		Mounts:   mountService,
-		Nfc:      nfcService,
-		Firmware: firmwareService,
-		Events:   eventService,
-		Webhooks: webhookService,
-		Blobs:    blobOpener,
-		Checks:   v,
+		Logger:    logger,
+		Verifier:  tokenVerifier,
+		Accounts:  accountService,
+		Mounts:    mountService,
+		Nfc:       nfcService,
+		Firmware:  firmwareService,
+		Events:    eventService,
+		Webhooks:  webhookService,
+		Blobs:     blobOpener,
+		Checks:    v,
+		RateLimit: apiRateLimit,
 	}
 	server := rest.NewServer(deps)
 	resolver := &graph.Resolver{
