@@ -8,3 +8,6 @@ func SetTarpitDelay(d time.Duration) (restore func()) {
 	tarpitDelay = d
 	return func() { tarpitDelay = old }
 }
+
+// SetRetentionClock makes r read its time from now.
+func SetRetentionClock(r *Retention, now func() time.Time) { r.now = now }

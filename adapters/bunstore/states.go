@@ -49,7 +49,7 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 		accepted   []core.StateEntry
 		receivedAt = entries[0].ReceivedAt
 	)
-	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	insert := func(ctx context.Context, tx bun.Tx) error {
 		accepted = accepted[:0]
 		// With an event to append, the mount's latest values come with the
 		// row in one statement, and the event's are those merged with the
@@ -128,7 +128,21 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 		}
 		e.States = accepted
 		return s.appendEventWith(ctx, tx, e, &mount, mergeLatest(before, latest), "", nil)
-	})
+	}
+	err := s.inTx(ctx, insert)
+	if s.postgres && isNoPartition(err) {
+		// An entry past the partitions made ahead (the retention worker has
+		// not run yet), or an old one while the partition of old entries is
+		// replaced: make them and try once more.
+		until := int64(0)
+		for _, entry := range entries {
+			until = max(until, millis(entry.OccurredAt))
+		}
+		if err := s.withMaintenance(ctx, func(conn bun.Conn) error { return ensurePartitions(ctx, conn, until) }); err != nil {
+			return core.Mount{}, nil, err
+		}
+		err = s.inTx(ctx, insert)
+	}
 	if err != nil {
 		return core.Mount{}, nil, err
 	}

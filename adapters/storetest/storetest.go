@@ -26,6 +26,7 @@ type Store interface {
 	core.WebhookStore
 	core.UserStore
 	core.SessionStore
+	core.Housekeeping
 }
 
 // Run runs the suite; newStore gives each case a fresh, empty store.
@@ -47,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"WebhookDeliveries", webhookDeliveries},
 		{"Users", users},
 		{"Sessions", sessions},
+		{"Retention", retention},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}

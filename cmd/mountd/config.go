@@ -20,6 +20,10 @@ type Config struct {
 	RedisURL    string
 	RedisPrefix string
 	Issuer      string
+	// StateRetention and DeliveryRetention bound the state history and
+	// finished webhook attempts; zero keeps all.
+	StateRetention    time.Duration
+	DeliveryRetention time.Duration
 	// RateLimit is MOUNTD_RATE_LIMIT, e.g. "1200/m"; empty: no API rate limit.
 	RateLimit string
 	// ConsoleClientID, AccountClaim and ScopeClaim apply with an external
@@ -82,6 +86,9 @@ func (c *Config) resolve(listenAddr string) error {
 		if _, err := core.ParseRetryDelays(c.WebhookRetryDelays); err != nil {
 			return err
 		}
+	}
+	if c.StateRetention < 0 || c.DeliveryRetention < 0 {
+		return fmt.Errorf("state and webhook delivery retention must not be negative (0 keeps all)")
 	}
 	if c.RateLimit != "" {
 		if _, err := core.ParseRate(c.RateLimit); err != nil {

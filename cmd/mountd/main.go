@@ -271,6 +271,8 @@ func configFlags(cfg *Config) []cli.Flag {
 		dur("token-ttl", "MOUNTD_TOKEN_TTL", time.Hour, "lifetime of tokens from the embedded identity provider", &cfg.TokenTTL),
 		dur("download-ttl", "MOUNTD_DOWNLOAD_TTL", 15*time.Minute, "lifetime of firmware download links", &cfg.DownloadTTL),
 		dur("event-retention", "MOUNTD_EVENT_RETENTION", core.DefaultEventRetention, "how long the event log keeps events", &cfg.EventRetention),
+		dur("state-retention", "MOUNTD_STATE_RETENTION", core.DefaultStateRetention, "how long the state history keeps entries (by occurredAt); 0 keeps all", &cfg.StateRetention),
+		dur("webhook-delivery-retention", "MOUNTD_WEBHOOK_DELIVERY_RETENTION", core.DefaultDeliveryRetention, "how long finished webhook attempts are kept; 0 keeps all", &cfg.DeliveryRetention),
 		str("webhook-retry-delays", "MOUNTD_WEBHOOK_RETRY_DELAYS", "", "waits before each webhook retry, comma-separated (default 5s,30s,2m,10m,30m,1h,2h,4h,8h)", &cfg.WebhookRetryDelays),
 		&cli.BoolFlag{Name: "webhook-allow-private", Usage: "let webhooks reach loopback, private and link-local addresses",
 			Sources: cli.EnvVars("MOUNTD_WEBHOOK_ALLOW_PRIVATE"), Destination: &cfg.WebhookAllowPrivate},
@@ -322,6 +324,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 		}
 	})
 	workers.Go(func() { a.Events.RunRetention(workerCtx, cfg.EventRetention, time.Minute) })
+	workers.Go(func() { a.Retention.Run(workerCtx, 10*time.Minute) })
 	workers.Go(func() {
 		if err := a.Webhooks.RunDeliveries(workerCtx); err != nil {
 			logger.Error("webhook deliveries stopped", "err", err)

@@ -57,6 +57,7 @@ var mountSet = wire.NewSet(
 	provideWindow,
 	wire.FieldsOf(new(sharedState), "Cache", "Scheduler", "Waker", "Failures", "Rates"),
 	provideAPIRateLimit,
+	provideRetention,
 	wire.Struct(new(core.MountDeps), "*"),
 	core.NewMountService,
 	core.NewNfcService,
@@ -264,6 +265,13 @@ type app struct {
 	Webhooks *core.WebhookService
 	// WebSockets closes the subscription sockets at shutdown.
 	WebSockets *wsproto.Stats
+	// Retention keeps the state history, webhook attempts and sign-ins
+	// bounded.
+	Retention *core.Retention
+}
+
+func provideRetention(cfg Config, store *bunstore.Store, logger *slog.Logger) *core.Retention {
+	return core.NewRetention(store, core.RetentionPolicy{States: cfg.StateRetention, Deliveries: cfg.DeliveryRetention}, logger)
 }
 
 func provideDownloadTTL(cfg Config) core.DownloadTTL { return core.DownloadTTL(cfg.DownloadTTL) }

@@ -146,6 +146,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		BodyTimeout:      bodyTimeout,
 	}
 	httpserverServer := httpserver.New(httpserverDeps)
+	retention := provideRetention(cfg, store, logger)
 	mainApp := &app{
 		Handler:    httpserverServer,
 		Mounts:     mountService,
@@ -153,6 +154,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Events:     eventService,
 		Webhooks:   webhookService,
 		WebSockets: stats,
+		Retention:  retention,
 	}
 	return mainApp, func() {
 		cleanup3()
