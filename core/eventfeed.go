@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,7 @@ type EventFeed struct {
 	started bool
 	ready   chan struct{}
 	pos     Cursor // everything up to here has been handed out
+	lag     atomic.Int64
 	subs    map[string]map[*feedSub]struct{}
 	// kick makes the feed read at once (a subscriber attached to an idle
 	// feed).
@@ -173,7 +175,13 @@ func (f *EventFeed) catchUp(ctx context.Context) error {
 	}
 }
 
+// Lag is how long after it occurred the newest event handed out by the
+// feed was handed out: the delay from a change to this replica's
+// subscribers (mountd_event_log_lag_seconds).
+func (f *EventFeed) Lag() time.Duration { return time.Duration(f.lag.Load()) }
+
 func (f *EventFeed) dispatchLocked(e Event) {
+	f.lag.Store(int64(time.Since(e.OccurredAt)))
 	for s := range f.subs[e.AccountID] {
 		if !s.from.Before(e.ID) {
 			continue

@@ -94,6 +94,16 @@ type EventWaker interface {
 	Wakeups(ctx context.Context) (<-chan Cursor, error)
 }
 
+// FleetMeter counts what the fleet does on this replica, for the metrics
+// of docs/operations.md. The services tell it through their EventWaker: a
+// waker that is also a FleetMeter is told of every event committed here,
+// every command issued and every webhook attempt's outcome.
+type FleetMeter interface {
+	EventCommitted(e *Event)
+	CommandIssued(code CommandCode)
+	DeliveryFinished(status DeliveryStatus)
+}
+
 // DefaultEventRetention is how long the log keeps events unless
 // MOUNTD_EVENT_RETENTION says otherwise.
 const DefaultEventRetention = 168 * time.Hour

@@ -59,6 +59,9 @@ func (s *MountService) clock() time.Time { return s.now().UTC().Truncate(time.Mi
 // wake tells every replica's feed that the change's event is in the log.
 // A failure only delays the event until the feeds poll; it is logged.
 func wake(ctx context.Context, w EventWaker, logger *slog.Logger, e *Event) {
+	if m, ok := w.(FleetMeter); ok {
+		m.EventCommitted(e)
+	}
 	if err := w.Wake(context.WithoutCancel(ctx), e.ID); err != nil {
 		logger.WarnContext(ctx, "wake event feeds failed", "type", e.Type, "uid", e.UID, "err", err)
 	}
@@ -512,6 +515,9 @@ func (s *MountService) issue(ctx context.Context, p Principal, m Mount, code Com
 	}
 	if err := s.commands.InsertCommand(ctx, cmd, ev); err != nil {
 		return Command{}, err
+	}
+	if m, ok := s.waker.(FleetMeter); ok {
+		m.CommandIssued(code)
 	}
 	if ev != nil {
 		wake(ctx, s.waker, s.logger, ev)

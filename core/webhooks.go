@@ -546,6 +546,9 @@ func (s *WebhookService) attempt(ctx context.Context, d Delivery) {
 	if err := s.Store.FinishDelivery(context.WithoutCancel(ctx), d, next); err != nil {
 		s.Logger.WarnContext(ctx, "record webhook attempt failed", "delivery", d.ID, "err", err)
 	}
+	if m, ok := s.Waker.(FleetMeter); ok {
+		m.DeliveryFinished(d.Status)
+	}
 }
 
 // ParseRetryDelays reads MOUNTD_WEBHOOK_RETRY_DELAYS: durations separated

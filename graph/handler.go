@@ -22,6 +22,7 @@ import (
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/graph/generated"
 	"github.com/mountd/mountd/graph/wsproto"
+	"github.com/mountd/mountd/internal/telemetry"
 )
 
 // Options tune the GraphQL endpoint.
@@ -74,6 +75,9 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	}
 	srv.Use(extension.FixedComplexityLimit(opts.ComplexityLimit))
 	srv.Use(depthLimit(opts.DepthLimit))
+	if telemetry.Enabled() {
+		srv.Use(newOperationTracing())
+	}
 	srv.SetErrorPresenter(errorPresenter(r.Logger))
 	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
 		r.Logger.ErrorContext(ctx, "panic in resolver", "panic", v)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs a command with a throw-away PostgreSQL and Redis on free ports in a temp
-# dir, and Debian's Chromium for browser tests, exporting to it:
+# dir, Debian's Chromium for browser tests and nginx for the deployment test,
+# exporting to it:
 #   MOUNTD_TEST_DATABASE_URL  postgres://... (an admin URL; tests create their own databases)
 #   MOUNTD_TEST_REDIS_URL     redis://127.0.0.1:PORT/0 (tests use their own key prefixes)
 #   MOUNTD_TEST_CHROMIUM      the chromium binary (tests start it headless themselves)
-# Installs postgresql, redis-server and chromium with apt-get when they are
+#   MOUNTD_TEST_NGINX         the nginx binary (the test writes its configuration and starts it)
+# Installs postgresql, redis-server, chromium and nginx with apt-get when they are
 # missing and this runs as root. Both servers are stopped on exit, also on failure.
 # Usage: scripts/test-services.sh go test ./...
 set -euo pipefail
@@ -30,11 +32,20 @@ find_chromium() {
   return 1
 }
 
+find_nginx() {
+  local c
+  for c in nginx /usr/sbin/nginx; do
+    command -v "$c" >/dev/null && { command -v "$c"; return 0; }
+  done
+  return 1
+}
+
 install_missing() {
   local pkgs=()
   find_pg_bin >/dev/null || pkgs+=(postgresql)
   command -v redis-server >/dev/null || pkgs+=(redis-server)
   find_chromium >/dev/null || pkgs+=(chromium)
+  find_nginx >/dev/null || pkgs+=(nginx)
   [ ${#pkgs[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     log "missing ${pkgs[*]} and not root: install them (apt-get install ${pkgs[*]})"; exit 1
@@ -43,6 +54,10 @@ install_missing() {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+  # Debian starts the packaged nginx on port 80: the tests run their own.
+  if [[ " ${pkgs[*]} " == *" nginx "* ]]; then
+    (service nginx stop || nginx -s quit) >/dev/null 2>&1 || true
+  fi
 }
 
 free_port() {
@@ -109,6 +124,8 @@ export MOUNTD_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 # Headless Chromium for the browser tests (GraphiQL).
 MOUNTD_TEST_CHROMIUM=$(find_chromium)
 export MOUNTD_TEST_CHROMIUM
+MOUNTD_TEST_NGINX=$(find_nginx)
+export MOUNTD_TEST_NGINX
 # Tests that need these servers fail instead of skipping when this is set.
 export MOUNTD_TEST_REQUIRE_SERVICES=1
 log "postgres on :$PG_PORT, redis on :$REDIS_PORT"

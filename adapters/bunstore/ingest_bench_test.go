@@ -21,23 +21,10 @@ import (
 func BenchmarkIngest(b *testing.B) {
 	for name, newURL := range testenv.Databases(b) {
 		b.Run(name, func(b *testing.B) {
-			store := MustOpen(b, newURL(b))
-			ctx := context.Background()
-			if _, err := store.Migrate(ctx); err != nil {
-				b.Fatal(err)
-			}
-			now := time.Now().UTC().Truncate(time.Millisecond)
 			const mounts = 64
-			if err := store.CreateAccount(ctx, core.Account{ID: "acc_b", Name: "b", CreatedAt: now},
-				core.APIClient{ClientID: "cli_b", AccountID: "acc_b", SecretHash: "x", CreatedAt: now}); err != nil {
-				b.Fatal(err)
-			}
-			for i := range mounts {
-				if _, err := store.ClaimMount(ctx, core.Claim{UID: fmt.Sprintf("B%02d", i), AccountID: "acc_b", Now: now,
-					Deadline: now.Add(24 * time.Hour), Key: core.MountKey{ID: "k", PublicKey: make([]byte, 32), SealedPrivateKey: "s"}}, nil); err != nil {
-					b.Fatal(err)
-				}
-			}
+			store := benchStore(b, newURL(b), mounts)
+			ctx := context.Background()
+			now := time.Now().UTC().Truncate(time.Millisecond)
 			var seq atomic.Int64
 			for _, bench := range []struct {
 				mode    string

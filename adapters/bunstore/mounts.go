@@ -390,3 +390,20 @@ func (s *Store) LapsedIdle(ctx context.Context, now time.Time, limit int) ([]str
 		OrderExpr("idle_deadline").Limit(limit).Scan(ctx, &uids)
 	return uids, err
 }
+
+// MountCounts counts the mounts by association state (the mountd_mounts
+// metric).
+func (s *Store) MountCounts(ctx context.Context) (map[string]int, error) {
+	var rows []struct {
+		State string `bun:"association_state"`
+		N     int    `bun:"n"`
+	}
+	if err := s.db.NewRaw(`SELECT association_state, count(*) AS n FROM mounts GROUP BY association_state`).Scan(ctx, &rows); err != nil {
+		return nil, err
+	}
+	counts := make(map[string]int, len(rows))
+	for _, r := range rows {
+		counts[r.State] = r.N
+	}
+	return counts, nil
+}

@@ -86,9 +86,11 @@ func (s *Store) withMaintenance(ctx context.Context, fn func(conn bun.Conn) erro
 	return fn(conn)
 }
 
-// ensurePartitions creates the partition of old entries if it is missing
-// and daily partitions up to the one holding until.
-func ensurePartitions(ctx context.Context, conn bun.Conn, until int64) error {
+// ensurePartitions creates the partition of old entries if it is missing,
+// daily partitions up to the one holding until, and one for each instant of
+// at that no partition holds (an entry older than the oldest daily
+// partition left, but newer than the partition of old entries).
+func ensurePartitions(ctx context.Context, conn bun.Conn, until int64, at ...int64) error {
 	parts, err := statePartitions(ctx, conn)
 	if err != nil {
 		return err
@@ -104,11 +106,26 @@ func ensurePartitions(ctx context.Context, conn bun.Conn, until int64) error {
 		parts = append([]statePartition{{name: beforePartition, isBefore: true, to: lowest}}, parts...)
 	}
 	for next := parts[len(parts)-1].to; next <= until; next += dayMillis {
-		name := "mount_states_p" + time.UnixMilli(next).UTC().Format("20060102")
-		if _, err := conn.ExecContext(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s PARTITION OF mount_states FOR VALUES FROM (%d) TO (%d)`,
-			name, next, next+dayMillis)); err != nil {
-			return fmt.Errorf("create partition %s: %w", name, err)
+		if err := createDay(ctx, conn, next); err != nil {
+			return err
 		}
+	}
+	for _, t := range at {
+		held := slices.ContainsFunc(parts, func(p statePartition) bool { return (p.isBefore || *p.from <= t) && t < p.to })
+		if !held && t < parts[len(parts)-1].to {
+			if err := createDay(ctx, conn, t/dayMillis*dayMillis); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func createDay(ctx context.Context, conn bun.Conn, from int64) error {
+	name := "mount_states_p" + time.UnixMilli(from).UTC().Format("20060102")
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s PARTITION OF mount_states FOR VALUES FROM (%d) TO (%d)`,
+		name, from, from+dayMillis)); err != nil {
+		return fmt.Errorf("create partition %s: %w", name, err)
 	}
 	return nil
 }
@@ -136,10 +153,9 @@ func (s *Store) PrepareStates(ctx context.Context, until time.Time) error {
 
 // PruneStates implements core.Housekeeping. On SQLite it deletes up to
 // limit rows. On PostgreSQL it drops the daily partitions wholly before
-// before, each detached concurrently (ingest goes on meanwhile), and with
-// them the partition of old entries, replaced by an empty one; while the
-// partition of old entries still holds rows within retention, it deletes up
-// to limit of its rows past it.
+// before, each detached concurrently first (ingest goes on meanwhile), then
+// deletes up to limit rows past retention from the partition of old
+// entries, which is never dropped.
 func (s *Store) PruneStates(ctx context.Context, before time.Time, limit int) (int, error) {
 	cut := before.UnixMilli()
 	if !s.postgres {
@@ -162,43 +178,24 @@ func (s *Store) PruneStates(ctx context.Context, before time.Time, limit int) (i
 		if err != nil {
 			return err
 		}
-		var old []statePartition
-		newBefore := int64(0)
 		for _, p := range parts {
-			if p.to <= cut {
-				old = append(old, p)
-				newBefore = max(newBefore, p.to)
+			if p.isBefore || p.to > cut {
+				continue
 			}
-		}
-		if len(old) == 0 {
-			res, err := conn.ExecContext(ctx, `DELETE FROM mount_states_before WHERE ctid IN (SELECT ctid FROM mount_states_before WHERE occurred_at < ? LIMIT ?)`, cut, limit)
-			if err != nil {
-				return err
-			}
-			affected, err := res.RowsAffected()
-			n = int(affected)
-			return err
-		}
-		// Detached partitions are dropped only once the new partition of old
-		// entries is in: an insert meanwhile that finds no partition waits
-		// for this lock and retries (InsertStates).
-		for _, p := range old {
 			if _, err := conn.ExecContext(ctx, fmt.Sprintf(`ALTER TABLE mount_states DETACH PARTITION %s CONCURRENTLY`, p.name)); err != nil {
 				return fmt.Errorf("detach %s: %w", p.name, err)
 			}
-			if p.isBefore {
-				if _, err := conn.ExecContext(ctx, fmt.Sprintf(`ALTER TABLE %s RENAME TO %s_old`, p.name, p.name)); err != nil {
-					return err
-				}
-				if _, err := conn.ExecContext(ctx, `ALTER INDEX IF EXISTS mount_states_before_occurred RENAME TO mount_states_before_old_occurred`); err != nil {
-					return err
-				}
+			if _, err := conn.ExecContext(ctx, fmt.Sprintf(`DROP TABLE %s`, p.name)); err != nil {
+				return fmt.Errorf("drop %s: %w", p.name, err)
 			}
 		}
-		if err := createBefore(ctx, conn, newBefore); err != nil {
+		res, err := conn.ExecContext(ctx, `DELETE FROM mount_states_before WHERE ctid IN (SELECT ctid FROM mount_states_before WHERE occurred_at < ? LIMIT ?)`, cut, limit)
+		if err != nil {
 			return err
 		}
-		return dropLeftovers(ctx, conn)
+		affected, err := res.RowsAffected()
+		n = int(affected)
+		return err
 	})
 	return n, err
 }
@@ -220,7 +217,7 @@ func dropLeftovers(ctx context.Context, conn bun.Conn) error {
 	var detached []string
 	if err := conn.NewRaw(`SELECT relname FROM pg_class WHERE relkind = 'r' AND NOT relispartition
 		AND relnamespace = current_schema()::regnamespace
-		AND (relname ~ '^mount_states_p[0-9]{8}$' OR relname = 'mount_states_before' OR relname = 'mount_states_before_old')`).Scan(ctx, &detached); err != nil {
+		AND (relname ~ '^mount_states_p[0-9]{8}$')`).Scan(ctx, &detached); err != nil {
 		return err
 	}
 	for _, name := range detached {

@@ -132,13 +132,14 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 	err := s.inTx(ctx, insert)
 	if s.postgres && isNoPartition(err) {
 		// An entry past the partitions made ahead (the retention worker has
-		// not run yet), or an old one while the partition of old entries is
-		// replaced: make them and try once more.
-		until := int64(0)
-		for _, entry := range entries {
-			until = max(until, millis(entry.OccurredAt))
+		// not run yet), or an old one on a day whose partition was dropped:
+		// make them and try once more.
+		until, at := int64(0), make([]int64, len(entries))
+		for i, entry := range entries {
+			at[i] = millis(entry.OccurredAt)
+			until = max(until, at[i])
 		}
-		if err := s.withMaintenance(ctx, func(conn bun.Conn) error { return ensurePartitions(ctx, conn, until) }); err != nil {
+		if err := s.withMaintenance(ctx, func(conn bun.Conn) error { return ensurePartitions(ctx, conn, until, at...) }); err != nil {
 			return core.Mount{}, nil, err
 		}
 		err = s.inTx(ctx, insert)

@@ -90,9 +90,21 @@ func Databases(tb testing.TB) map[string]func(testing.TB) string {
 // Chromium returns the path of the Chromium binary for browser tests.
 func Chromium(tb testing.TB) string {
 	tb.Helper()
-	p := os.Getenv("MOUNTD_TEST_CHROMIUM")
+	return binary(tb, "MOUNTD_TEST_CHROMIUM")
+}
+
+// Nginx returns the path of the nginx binary for the deployment test.
+func Nginx(tb testing.TB) string {
+	tb.Helper()
+	return binary(tb, "MOUNTD_TEST_NGINX")
+}
+
+// binary reads the path of a program the test script found.
+func binary(tb testing.TB, env string) string {
+	tb.Helper()
+	p := os.Getenv(env)
 	if p == "" {
-		missing(tb, "MOUNTD_TEST_CHROMIUM")
+		missing(tb, env)
 	}
 	return p
 }

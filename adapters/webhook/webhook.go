@@ -20,8 +20,10 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/internal/telemetry"
 )
 
 var (
@@ -116,8 +118,12 @@ func NewSender(allowPrivate bool) *Sender {
 		MaxIdleConnsPerHost:   8,
 		IdleConnTimeout:       90 * time.Second,
 	}
+	var rt http.RoundTripper = transport
+	if telemetry.Enabled() {
+		rt = otelhttp.NewTransport(transport, otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return "webhook delivery" }))
+	}
 	return &Sender{now: time.Now, client: &http.Client{
-		Transport: transport,
+		Transport: rt,
 		Timeout:   core.WebhookTimeout,
 		// A redirect is an answer, not a new target to follow (it could
 		// point inside the network): 3xx counts as a failed attempt.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/internal/httpserver"
 )
 
 // Config is every setting of mountd; each has a flag and an environment
@@ -24,6 +25,9 @@ type Config struct {
 	// finished webhook attempts; zero keeps all.
 	StateRetention    time.Duration
 	DeliveryRetention time.Duration
+	// TrustedProxies is MOUNTD_TRUSTED_PROXIES: the reverse proxies whose
+	// X-Forwarded-For names the client.
+	TrustedProxies string
 	// RateLimit is MOUNTD_RATE_LIMIT, e.g. "1200/m"; empty: no API rate limit.
 	RateLimit string
 	// ConsoleClientID, AccountClaim and ScopeClaim apply with an external
@@ -89,6 +93,9 @@ func (c *Config) resolve(listenAddr string) error {
 	}
 	if c.StateRetention < 0 || c.DeliveryRetention < 0 {
 		return fmt.Errorf("state and webhook delivery retention must not be negative (0 keeps all)")
+	}
+	if _, err := httpserver.ParseTrustedProxies(c.TrustedProxies); err != nil {
+		return err
 	}
 	if c.RateLimit != "" {
 		if _, err := core.ParseRate(c.RateLimit); err != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/internal/httpserver"
+	"github.com/mountd/mountd/internal/telemetry"
 	"github.com/mountd/mountd/internal/version"
 )
 
@@ -259,6 +260,7 @@ func configFlags(cfg *Config) []cli.Flag {
 		str("database-url", "MOUNTD_DATABASE_URL", "", "postgres://... or sqlite://PATH (default sqlite://<data dir>/mountd.db)", &cfg.DatabaseURL),
 		str("redis-url", "MOUNTD_REDIS_URL", "", "redis://host:port/db; empty: in-process cache, scheduler and event bus", &cfg.RedisURL),
 		str("redis-prefix", "MOUNTD_REDIS_PREFIX", "mountd:", "prefix of every Redis key and channel, to share one Redis between installations", &cfg.RedisPrefix),
+		str("trusted-proxies", "MOUNTD_TRUSTED_PROXIES", "", "reverse proxies (addresses or CIDR prefixes, comma-separated) whose X-Forwarded-For names the client", &cfg.TrustedProxies),
 		str("rate-limit", "MOUNTD_RATE_LIMIT", "", "API requests per account, e.g. 1200/m (count per s, m or h); empty: no limit", &cfg.RateLimit),
 		str("issuer", "MOUNTD_ISSUER", "", "external OIDC issuer; empty: the embedded identity provider", &cfg.Issuer),
 		str("console-client-id", "MOUNTD_CONSOLE_CLIENT_ID", core.ConsoleClientID, "with --issuer: the console's public client there (code flow with PKCE)", &cfg.ConsoleClientID),
@@ -290,10 +292,14 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	if strings.EqualFold(format, "json") {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(telemetry.LogHandler{Handler: slog.NewJSONHandler(w, opts)})
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(telemetry.LogHandler{Handler: slog.NewTextHandler(w, opts)})
 }
+
+// MaxHeaderBytes bounds a request's header lines (431 beyond): a token and
+// the usual headers take a few kilobytes.
+const MaxHeaderBytes = 64 << 10
 
 // serve runs the server until ctx ends, then shuts down gracefully. When
 // ready is not nil it receives the bound address once requests are served.
@@ -306,6 +312,17 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 	if err := cfg.resolve(ln.Addr().String()); err != nil {
 		return err
 	}
+	stopTracing, err := telemetry.Setup(ctx, version.String())
+	if err != nil {
+		return fmt.Errorf("set up tracing: %w", err)
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(flushCtx); err != nil {
+			logger.Warn("flush traces failed", "err", err)
+		}
+	}()
 	a, cleanup, err := newApp(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -331,10 +348,12 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 		}
 	})
 	defer func() { stopWorkers(); workers.Wait() }()
-	handler := a.Handler
+	trusted, _ := httpserver.ParseTrustedProxies(cfg.TrustedProxies) // checked by resolve
+	handler := httpserver.ClientAddress(a.Handler, trusted)
 
 	srv := &http.Server{
 		Handler:           handler,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),

@@ -3,14 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/mountd/mountd/console"
 	"log/slog"
 	"path/filepath"
 	"time"
 
 	"github.com/google/wire"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/uptrace/bun/extra/bunotel"
 
 	"github.com/mountd/mountd/adapters/blob/local"
 	"github.com/mountd/mountd/adapters/blob/s3"
@@ -18,16 +19,19 @@ import (
 	"github.com/mountd/mountd/adapters/idp"
 	"github.com/mountd/mountd/adapters/keyring"
 	"github.com/mountd/mountd/adapters/memory"
+	"github.com/mountd/mountd/adapters/metrics"
 	"github.com/mountd/mountd/adapters/oidcverify"
 	redisadapter "github.com/mountd/mountd/adapters/redis"
 	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/adapters/webhook"
+	"github.com/mountd/mountd/console"
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/graph"
 	"github.com/mountd/mountd/graph/graphiql"
 	"github.com/mountd/mountd/graph/wsproto"
 	"github.com/mountd/mountd/internal/httpobs"
 	"github.com/mountd/mountd/internal/httpserver"
+	"github.com/mountd/mountd/internal/telemetry"
 )
 
 // storeSet provides the database and the core services that need only it.
@@ -55,7 +59,9 @@ var mountSet = wire.NewSet(
 	provideRedis,
 	provideSharedState,
 	provideWindow,
-	wire.FieldsOf(new(sharedState), "Cache", "Scheduler", "Waker", "Failures", "Rates"),
+	wire.FieldsOf(new(sharedState), "Cache", "Scheduler", "Failures", "Rates"),
+	provideFleetMeter,
+	wire.Bind(new(core.EventWaker), new(*metrics.Fleet)),
 	provideAPIRateLimit,
 	provideRetention,
 	wire.Struct(new(core.MountDeps), "*"),
@@ -128,6 +134,9 @@ func provideStore(ctx context.Context, cfg Config, logger *slog.Logger) (*bunsto
 	if err != nil {
 		return nil, nil, err
 	}
+	if telemetry.Enabled() {
+		store.DB().AddQueryHook(bunotel.NewQueryHook(bunotel.WithDBName("mountd")))
+	}
 	applied, err := store.Migrate(ctx)
 	if err != nil {
 		closeStore()
@@ -194,7 +203,11 @@ func provideRedis(ctx context.Context, cfg Config) (*goredis.Client, func(), err
 	if cfg.RedisURL == "" {
 		return nil, func() {}, nil
 	}
-	return redisadapter.Open(ctx, cfg.RedisURL)
+	rdb, closeRedis, err := redisadapter.Open(ctx, cfg.RedisURL)
+	if err == nil && telemetry.Enabled() {
+		err = redisotel.InstrumentTracing(rdb)
+	}
+	return rdb, closeRedis, err
 }
 
 func provideChecks(store *bunstore.Store, rdb *goredis.Client) []rest.Checker {
@@ -325,14 +338,18 @@ func provideConsole(cfg Config) (httpserver.ConsoleHandler, error) {
 	return console.New(console.Config{Issuer: cfg.issuer(), ClientID: cfg.consoleClientID()})
 }
 
-func provideCollectors(store *bunstore.Store, ws *wsproto.Stats) []prometheus.Collector {
+// provideFleetMeter counts events, commands and webhook attempts on their
+// way through the waker every service is told of them by.
+func provideFleetMeter(shared sharedState) *metrics.Fleet { return metrics.NewFleet(shared.Waker) }
+
+func provideCollectors(store *bunstore.Store, ws *wsproto.Stats, fleet *metrics.Fleet, feed *core.EventFeed, logger *slog.Logger) []prometheus.Collector {
 	counter := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
-	return []prometheus.Collector{
+	return append(fleet.Collectors(store.MountCounts, feed.Lag, logger),
 		counter("mountd_db_queries_total", "SQL statements sent to the database.",
 			func() float64 { return float64(store.Queries()) }),
 		gauge("mountd_graphql_ws_connections", "Open graphql-transport-ws connections.",
@@ -343,7 +360,7 @@ func provideCollectors(store *bunstore.Store, ws *wsproto.Stats) []prometheus.Co
 			func() float64 { return float64(ws.SharedSubscribers()) }),
 		counter("mountd_graphql_ws_slow_closes_total", "Connections closed with 1013 because the client fell too far behind.",
 			func() float64 { return float64(ws.SlowCloses()) }),
-	}
+	)
 }
 
 // noFailureLimiter serves the admin commands, which authenticate nobody.

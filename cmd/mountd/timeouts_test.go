@@ -70,3 +70,24 @@ func TestBodyTimeout(t *testing.T) {
 		t.Fatal("the WebSocket was closed by the body timeout")
 	}
 }
+
+// TestHeaderLimit: header lines past MaxHeaderBytes are refused with 431
+// before any handler runs; ordinary headers pass.
+func TestHeaderLimit(t *testing.T) {
+	in := start(t, testConfig(t.TempDir(), ""))
+	for _, tt := range []struct {
+		size int
+		want int
+	}{{4 << 10, http.StatusOK}, {2 * MaxHeaderBytes, http.StatusRequestHeaderFieldsTooLarge}} {
+		req, _ := http.NewRequest(http.MethodGet, in.base+"/healthz", nil)
+		req.Header.Set("X-Padding", strings.Repeat("a", tt.size))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tt.want {
+			t.Fatalf("a %d-byte header: %d, want %d", tt.size, res.StatusCode, tt.want)
+		}
+	}
+}

@@ -57,7 +57,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	mountSigner := keyring.NewMountSigner(sealer)
 	stateCache := mainSharedState.Cache
 	expiryScheduler := mainSharedState.Scheduler
-	eventWaker := mainSharedState.Waker
+	fleet := provideFleetMeter(mainSharedState)
 	associationWindow := provideWindow(cfg)
 	mountDeps := core.MountDeps{
 		Mounts:    store,
@@ -67,12 +67,12 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Signer:    mountSigner,
 		Cache:     stateCache,
 		Scheduler: expiryScheduler,
-		Waker:     eventWaker,
+		Waker:     fleet,
 		Window:    associationWindow,
 		Logger:    logger,
 	}
 	mountService := core.NewMountService(mountDeps)
-	nfcService := core.NewNfcService(store, store, eventWaker, logger)
+	nfcService := core.NewNfcService(store, store, fleet, logger)
 	localStore, err := provideLocalBlobs(cfg, sealer)
 	if err != nil {
 		cleanup3()
@@ -89,9 +89,9 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	}
 	downloadTTL := provideDownloadTTL(cfg)
 	firmwareService := core.NewFirmwareService(store, blobStore, downloadTTL, logger)
-	eventFeed := core.NewEventFeed(store, eventWaker, logger)
+	eventFeed := core.NewEventFeed(store, fleet, logger)
 	eventService := core.NewEventService(eventFeed, store, mountService, logger)
-	webhookDeps := provideWebhookDeps(cfg, store, sealer, eventWaker, logger)
+	webhookDeps := provideWebhookDeps(cfg, store, sealer, fleet, logger)
 	webhookService := core.NewWebhookService(webhookDeps)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
@@ -132,7 +132,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		return nil, nil, err
 	}
 	metrics := httpobs.NewMetrics()
-	v2 := provideCollectors(store, stats)
+	v2 := provideCollectors(store, stats, fleet, eventFeed, logger)
 	bodyTimeout := provideBodyTimeout(cfg)
 	httpserverDeps := httpserver.Deps{
 		Logger:           logger,
@@ -214,7 +214,7 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 	}
 	stateCache := mainSharedState.Cache
 	expiryScheduler := mainSharedState.Scheduler
-	eventWaker := mainSharedState.Waker
+	fleet := provideFleetMeter(mainSharedState)
 	associationWindow := provideWindow(cfg)
 	mountDeps := core.MountDeps{
 		Mounts:    store,
@@ -224,7 +224,7 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 		Signer:    mountSigner,
 		Cache:     stateCache,
 		Scheduler: expiryScheduler,
-		Waker:     eventWaker,
+		Waker:     fleet,
 		Window:    associationWindow,
 		Logger:    logger,
 	}

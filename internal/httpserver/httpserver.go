@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/internal/httpobs"
+	"github.com/mountd/mountd/internal/telemetry"
 )
 
 // Mountable is a handler served at fixed paths of the listener.
@@ -90,8 +92,18 @@ func New(d Deps) *Server {
 	if timeout <= 0 {
 		timeout = DefaultBodyTimeout
 	}
-	return &Server{handler: httpobs.Observe(withBodyDeadline(rest.RouteProblems(mux, d.Logger), timeout),
-		d.Logger, d.Metrics, d.API.InternalError)}
+	h := httpobs.Observe(withBodyDeadline(rest.RouteProblems(mux, d.Logger), timeout), d.Logger, d.Metrics, d.API.InternalError)
+	if telemetry.Enabled() {
+		// A span per request, continuing the caller's trace (traceparent),
+		// named by its route once the mux has found it ("GET /api/v1/mounts/{uid}").
+		h = otelhttp.NewHandler(h, "http.server", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			if r.Pattern != "" {
+				return r.Pattern
+			}
+			return r.Method
+		}))
+	}
+	return &Server{handler: h}
 }
 
 func mount(mux *http.ServeMux, m Mountable) {

@@ -1,0 +1,106 @@
+// Package metrics exposes the fleet's Prometheus metrics: what this
+// replica committed (events, state entries, commands, webhook attempts),
+// the mounts by association state and the event feed's lag.
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mountd/mountd/core"
+)
+
+// Fleet is a core.EventWaker that also counts (core.FleetMeter).
+type Fleet struct {
+	core.EventWaker
+	events     *prometheus.CounterVec
+	entries    prometheus.Counter
+	commands   *prometheus.CounterVec
+	deliveries *prometheus.CounterVec
+}
+
+var _ core.FleetMeter = (*Fleet)(nil)
+
+// NewFleet counts on behalf of waker's users.
+func NewFleet(waker core.EventWaker) *Fleet {
+	return &Fleet{
+		EventWaker: waker,
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mountd_events_total",
+			Help: "Events committed to the event log by this replica, by type."}, []string{"type"}),
+		entries: prometheus.NewCounter(prometheus.CounterOpts{Name: "mountd_state_entries_total",
+			Help: "State entries stored by this replica (duplicates not counted)."}),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mountd_commands_total",
+			Help: "Signed commands issued by this replica, by code."}, []string{"code"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mountd_webhook_deliveries_total",
+			Help: "Webhook attempts made by this replica, by outcome (succeeded, failed)."}, []string{"outcome"}),
+	}
+}
+
+// EventCommitted implements core.FleetMeter.
+func (f *Fleet) EventCommitted(e *core.Event) {
+	f.events.WithLabelValues(string(e.Type)).Inc()
+	f.entries.Add(float64(len(e.States)))
+}
+
+// CommandIssued implements core.FleetMeter.
+func (f *Fleet) CommandIssued(code core.CommandCode) { f.commands.WithLabelValues(string(code)).Inc() }
+
+// DeliveryFinished implements core.FleetMeter.
+func (f *Fleet) DeliveryFinished(status core.DeliveryStatus) {
+	outcome := "failed"
+	if status == core.DeliverySucceeded {
+		outcome = "succeeded"
+	}
+	f.deliveries.WithLabelValues(outcome).Inc()
+}
+
+// Collectors returns the counters and, read when scraped, the mounts by
+// association state (from counts, at most once per 15 s) and the feed's
+// lag.
+func (f *Fleet) Collectors(counts func(context.Context) (map[string]int, error), lag func() time.Duration, logger *slog.Logger) []prometheus.Collector {
+	return []prometheus.Collector{f.events, f.entries, f.commands, f.deliveries,
+		&mountsCollector{counts: counts, logger: logger, desc: prometheus.NewDesc("mountd_mounts",
+			"Mounts by association state (INACTIVE, IDLE, ASSOCIATED).", []string{"association_state"}, nil)},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mountd_event_log_lag_seconds",
+			Help: "How long after it occurred the newest event reached this replica's subscribers."},
+			func() float64 { return lag().Seconds() }),
+	}
+}
+
+// mountsCollector counts mounts in the database when scraped; a count is
+// reused for 15 s so that frequent scrapes of many replicas cost little.
+type mountsCollector struct {
+	counts func(context.Context) (map[string]int, error)
+	logger *slog.Logger
+	desc   *prometheus.Desc
+
+	mu   sync.Mutex
+	last map[string]int
+	at   time.Time
+}
+
+func (c *mountsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *mountsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil || time.Since(c.at) > 15*time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		counts, err := c.counts(ctx)
+		if err != nil {
+			c.logger.Warn("count mounts for metrics failed", "err", err)
+		} else {
+			c.last, c.at = counts, time.Now()
+		}
+	}
+	for _, state := range []string{"INACTIVE", "IDLE", "ASSOCIATED"} {
+		if c.last != nil {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(c.last[state]), state)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mountd/mountd/client"
+)
+
+// metricValue reads one sample from a Prometheus text page; -1 when absent.
+func metricValue(page, sample string) float64 {
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindStringSubmatch(page)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+// TestFleetMetrics: GET /metrics shows the fleet (docs/operations.md,
+// "Monitoring") on both backends: mounts by state, entries, commands,
+// events, webhook attempts and the feed's lag.
+func TestFleetMetrics(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			cfg := newConfig(t)
+			cfg.WebhookAllowPrivate = true
+			in := start(t, cfg)
+			f := newFleet(in, "Fleet")
+			hooks := newReceiver(t)
+			res, body := f.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": hooks.URL, "eventTypes": []string{"STATES_REPORTED"}})
+			if res.StatusCode != http.StatusCreated {
+				t.Fatalf("create webhook: %d %s", res.StatusCode, body)
+			}
+			hooks.setSecret(decode[webhookView](t, body).Secret)
+			api := client.New(in.base, client.StaticToken(f.token))
+			associate(t, api, "MNT-M1")
+			associate(t, api, "MNT-M2")
+			if err := api.Do(t.Context(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-M3"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			reportStates(t, api, "MNT-M1", 80, true, time.Now())
+			hooks.waitFor(t, "the report's delivery", func(c []webhookCall) bool { return len(c) == 1 })
+
+			want := map[string]float64{
+				`mountd_mounts{association_state="ASSOCIATED"}`:        2,
+				`mountd_mounts{association_state="IDLE"}`:              1,
+				`mountd_state_entries_total`:                           4,
+				`mountd_commands_total{code="ASSOCIATE_OWNER"}`:        3,
+				`mountd_events_total{type="STATES_REPORTED"}`:          1,
+				`mountd_events_total{type="ASSOCIATION_CONFIRMED"}`:    2,
+				`mountd_webhook_deliveries_total{outcome="succeeded"}`: 1,
+			}
+			var page string
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				res, body := in.call(http.MethodGet, "/metrics", "", nil)
+				if res.StatusCode != http.StatusOK {
+					t.Fatalf("metrics: %d", res.StatusCode)
+				}
+				page = string(body)
+				ok := true
+				for sample, v := range want {
+					ok = ok && metricValue(page, sample) == v
+				}
+				if ok {
+					break
+				}
+				if time.Now().After(deadline) {
+					for sample, v := range want {
+						if got := metricValue(page, sample); got != v {
+							t.Errorf("%s = %v, want %v", sample, got, v)
+						}
+					}
+					t.FailNow()
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if lag := metricValue(page, "mountd_event_log_lag_seconds"); lag < 0 || lag > 5 {
+				t.Fatalf("mountd_event_log_lag_seconds = %v", lag)
+			}
+			// The Grafana dashboard asks only for metrics the server has.
+			dashboard, err := os.ReadFile("../../deploy/grafana/mountd.json")
+			if err != nil || !json.Valid(dashboard) {
+				t.Fatalf("deploy/grafana/mountd.json: %v", err)
+			}
+			for _, name := range regexp.MustCompile(`\b(?:mountd|process)_[a-z_]+`).FindAllString(string(dashboard), -1) {
+				if !strings.Contains(page, "\n"+strings.TrimSuffix(name, "_bucket")) {
+					t.Errorf("the dashboard asks for %s, which /metrics does not have", name)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mountd/mountd/adapters/testenv"
+	"github.com/mountd/mountd/client"
+)
+
+// selfSigned writes a certificate for 127.0.0.1 and its key to dir.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mountd test"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	_ = os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	_ = os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// startNginx runs Debian's nginx with deploy/nginx/mountd.conf as shipped,
+// but for its addresses: the replicas, loopback ports and a test
+// certificate. It returns the HTTPS base address.
+func startNginx(t *testing.T, replicas []string, certFile, keyFile string) (string, string) {
+	t.Helper()
+	bin := testenv.Nginx(t)
+	shipped, err := os.ReadFile("../../deploy/nginx/mountd.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpAddr, httpsAddr := freeAddr(t), freeAddr(t)
+	conf := string(shipped)
+	for old, repl := range map[string]string{
+		"server 127.0.0.1:8081 ":                "server " + replicas[0] + " ",
+		"server 127.0.0.1:8082 ":                "server " + replicas[1] + " ",
+		"listen 80;":                            "listen " + httpAddr + ";",
+		"listen 443 ssl http2;":                 "listen " + httpsAddr + " ssl http2;",
+		"listen [::]:80;":                       "",
+		"listen [::]:443 ssl http2;":            "",
+		"/etc/ssl/mountd/fullchain.pem":         certFile,
+		"/etc/ssl/mountd/privkey.pem":           keyFile,
+		"return 301 https://$host$request_uri;": "return 301 https://" + httpsAddr + "$request_uri;",
+	} {
+		if !strings.Contains(conf, old) {
+			t.Fatalf("deploy/nginx/mountd.conf no longer has %q", old)
+		}
+		conf = strings.ReplaceAll(conf, old, repl)
+	}
+	dir := t.TempDir()
+	site := filepath.Join(dir, "mountd.conf")
+	main := filepath.Join(dir, "nginx.conf")
+	_ = os.WriteFile(site, []byte(conf), 0o644)
+	user := ""
+	if os.Geteuid() == 0 {
+		user = "user root;" // the workers read the test's files
+	}
+	_ = os.WriteFile(main, []byte(fmt.Sprintf(`%s
+daemon off;
+worker_processes 1;
+pid %[2]s/nginx.pid;
+error_log %[2]s/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log %[2]s/access.log;
+    client_body_temp_path %[2]s/body;
+    proxy_temp_path %[2]s/proxy;
+    fastcgi_temp_path %[2]s/fastcgi;
+    uwsgi_temp_path %[2]s/uwsgi;
+    scgi_temp_path %[2]s/scgi;
+    include %[3]s;
+}
+`, user, dir, site)), 0o644)
+	if out, err := exec.Command(bin, "-t", "-c", main, "-p", dir).CombinedOutput(); err != nil {
+		t.Fatalf("nginx -t: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-c", main, "-p", dir)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+		if t.Failed() {
+			logs, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Logf("nginx error log:\n%s%s", logs, out.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", httpsAddr); err == nil {
+			c.Close()
+			return "https://" + httpsAddr, "http://" + httpAddr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx did not listen:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestNginxDeployment runs the shipped nginx configuration in front of two
+// mountd processes on PostgreSQL and Redis: the operator flow over HTTPS
+// (token, association, reports, a command, the event feed), a GraphQL
+// subscription over a WebSocket through the proxy that sees a report made
+// through the other replica, the body limit at the proxy, and the plain
+// HTTP redirect.
+func TestNginxDeployment(t *testing.T) {
+	dbURL := testenv.PostgresURL(t)
+	redisURL, _ := testenv.RedisURL(t)
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	base, plain := startNginx(t, addrs, certFile, keyFile) // the replicas' public URL is nginx's
+	env := replicaEnv(t, dbURL, redisURL, base, "MOUNTD_TRUSTED_PROXIES=127.0.0.1", "MOUNTD_RATE_LIMIT=10000/m")
+	first := startProc(t, addrs[0], env)
+	startProc(t, addrs[1], env)
+
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	var c credentials
+	if err := json.Unmarshal([]byte(first.admin(t, "accounts", "create", "--name", "Through nginx", "--json")), &c); err != nil {
+		t.Fatal(err)
+	}
+	api := client.New(base, client.CredentialsSource(client.ClientCredentials(base, c.ClientID, c.ClientSecret,
+		[]string{"openid", "sub", audItem}), hc), client.Options{HTTPClient: hc})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// A subscriber, its socket through the proxy to one of the replicas.
+	events := make(chan string, 16)
+	ready := make(chan struct{})
+	go func() {
+		_ = api.Subscribe(ctx, `subscription { mountEvents { type uid states { value } } }`, nil, func() { close(ready) }, func(raw json.RawMessage) error {
+			events <- string(raw)
+			return nil
+		})
+	}()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		t.Fatal("the subscription did not start through nginx")
+	}
+
+	// The operator flow; least_conn spreads the requests over both replicas.
+	associate(t, api, "MNT-NGX")
+	for i := range 4 {
+		reportStates(t, api, "MNT-NGX", 60+i, true, time.Now().Add(time.Duration(i)*time.Millisecond))
+	}
+	var m []struct { // the specification's GET /mounts/{uid} answers an array
+		UID              string `json:"uid"`
+		AssociationState string `json:"associationState"`
+	}
+	if err := api.Do(ctx, http.MethodGet, "/mounts/MNT-NGX", nil, &m); err != nil || len(m) != 1 || m[0].AssociationState != "ASSOCIATED" {
+		t.Fatalf("mount through nginx: %+v %v", m, err)
+	}
+	if err := api.Do(ctx, http.MethodGet, "/mounts/MNT-NGX/query?code=RELEASE_HELMET", nil, nil); err != nil {
+		t.Fatalf("a command through nginx: %v", err)
+	}
+	var feed struct {
+		Events []struct {
+			Type string `json:"type"`
+		} `json:"events"`
+	}
+	if err := api.Do(ctx, http.MethodGet, "/events?limit=50", nil, &feed); err != nil || len(feed.Events) < 6 {
+		t.Fatalf("event feed through nginx: %d events, %v", len(feed.Events), err)
+	}
+	reports := 0
+	for reports < 4 {
+		select {
+		case ev := <-events:
+			if strings.Contains(ev, `"STATES_REPORTED"`) {
+				reports++
+			}
+		case <-ctx.Done():
+			t.Fatalf("the subscriber saw %d of 4 reports", reports)
+		}
+	}
+
+	// The proxy refuses a body over 1 MiB before it reaches mountd.
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/mounts", strings.NewReader(strings.Repeat("x", 2<<20)))
+	req.Header.Set("Content-Type", "application/json")
+	if res, err := hc.Do(req); err != nil || res.StatusCode != http.StatusRequestEntityTooLarge || res.Header.Get("Content-Type") == "application/problem+json" {
+		t.Fatalf("a 2 MiB body: %v %v, want 413", res, err)
+	}
+	// Plain HTTP is sent to HTTPS.
+	if res, err := hc.Get(plain + "/console/"); err != nil || res.StatusCode != http.StatusMovedPermanently ||
+		!strings.HasPrefix(res.Header.Get("Location"), base+"/console/") {
+		t.Fatalf("plain HTTP: %v %v", res, err)
+	}
+}
