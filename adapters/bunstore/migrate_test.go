@@ -2,7 +2,9 @@ package bunstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/uptrace/bun/migrate"
 
@@ -84,6 +86,93 @@ func TestUpgradeScopesHistory(t *testing.T) {
 			}
 			if tags, err := store.MountTagUIDs(ctx, "acc_b", "M_EXPIRED"); err != nil || len(tags) != 0 {
 				t.Fatalf("a lapsed association's link stayed: %v %v", tags, err)
+			}
+		})
+	}
+}
+
+// TestUpgradePartitionsHistory: upgrading a database written before
+// retention keeps every state entry, from long ago to minutes ahead; on
+// PostgreSQL the history becomes a partitioned table that takes new entries
+// and prunes old ones.
+func TestUpgradePartitionsHistory(t *testing.T) {
+	for name, newURL := range testenv.Databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := MustOpen(t, newURL(t))
+			db := store.DB()
+			old := migrate.NewMigrations()
+			for _, m := range migrations.Migrations.Sorted() {
+				if m.Name < "20261126000008" { // the schema before retention
+					old.Add(m)
+				}
+			}
+			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
+				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
+			if err := m.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Migrate(ctx); err != nil {
+				t.Fatalf("migrate to the old schema: %v", err)
+			}
+			now := time.Now().UTC().Truncate(time.Millisecond)
+			day := 24 * time.Hour
+			at := []time.Time{time.UnixMilli(10).UTC(), now.Add(-400 * day), now.Add(-time.Hour), now.Add(4 * time.Minute)}
+			for _, q := range []string{
+				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'A', 1)`,
+				`INSERT INTO mounts (uid, association_state, owner_account_id, created_at, updated_at) VALUES ('M1', 'ASSOCIATED', 'acc_a', 1, 1)`,
+			} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			for i, a := range at {
+				if _, err := db.ExecContext(ctx, `INSERT INTO mount_states (mount_uid, account_id, code, occurred_at, value, received_at)
+					VALUES ('M1', 'acc_a', 'BATTERY_LEVEL', ?, ?, ?)`, a.UnixMilli(), fmt.Sprint(50+i), now.UnixMilli()); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			if _, err := store.Migrate(ctx); err != nil {
+				t.Fatalf("upgrade: %v", err)
+			}
+			history := func() int {
+				t.Helper()
+				_, total, err := store.ListStates(ctx, "M1", "acc_a", core.StateFilter{}, core.Page{CurrentPage: 1, PageSize: 10})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return total
+			}
+			if got := history(); got != len(at) {
+				t.Fatalf("after the upgrade the history holds %d of %d entries", got, len(at))
+			}
+			if store.Postgres() {
+				var kind string
+				if err := db.NewRaw(`SELECT relkind FROM pg_class WHERE relname = 'mount_states' AND relnamespace = current_schema()::regnamespace`).Scan(ctx, &kind); err != nil || kind != "p" {
+					t.Fatalf("mount_states relkind %q (%v), want a partitioned table", kind, err)
+				}
+			}
+			// New entries, days ahead included, and retention work on the
+			// upgraded table.
+			if err := store.PrepareStates(ctx, now.Add(7*day)); err != nil {
+				t.Fatal(err)
+			}
+			if _, stored, err := store.InsertStates(ctx, "M1", "acc_a", []core.StateEntry{
+				{Code: core.StateBatteryLevel, Value: "40", OccurredAt: now.Add(2 * day), ReceivedAt: now}}, nil); err != nil || len(stored) != 1 {
+				t.Fatalf("insert after the upgrade: %d %v", len(stored), err)
+			}
+			for {
+				n, err := store.PruneStates(ctx, now.Add(-90*day), 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n < 1 {
+					break
+				}
+			}
+			if got := history(); got != 3 {
+				t.Fatalf("after pruning 90 days the history holds %d entries, want 3", got)
 			}
 		})
 	}
