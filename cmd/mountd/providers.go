@@ -135,7 +135,9 @@ func provideStore(ctx context.Context, cfg Config, logger *slog.Logger) (*bunsto
 		return nil, nil, err
 	}
 	if telemetry.Enabled() {
-		store.DB().AddQueryHook(bunotel.NewQueryHook(bunotel.WithDBName("mountd")))
+		// Statements go out with their placeholders, never their values
+		// (secret hashes, sealed keys).
+		store.DB().AddQueryHook(bunotel.NewQueryHook(bunotel.WithDBName("mountd"), bunotel.WithFormattedQueries(false)))
 	}
 	applied, err := store.Migrate(ctx)
 	if err != nil {
@@ -205,7 +207,7 @@ func provideRedis(ctx context.Context, cfg Config) (*goredis.Client, func(), err
 	}
 	rdb, closeRedis, err := redisadapter.Open(ctx, cfg.RedisURL)
 	if err == nil && telemetry.Enabled() {
-		err = redisotel.InstrumentTracing(rdb)
+		err = redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false)) // no keys or values in traces
 	}
 	return rdb, closeRedis, err
 }
