@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"net/netip"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -125,8 +126,8 @@ func (s *AccountService) Authenticate(ctx context.Context, clientID, secret, sou
 	var cl APIClient
 	ok, err := checkSecret(ctx, s.failures, []failureKey{
 		// The client id is hashed: it comes from the caller, of any length.
-		{"auth:client:" + shortHash(clientID) + "|" + source, ClientFailuresPerSource},
-		{"auth:addr:" + source, FailuresPerAddress},
+		{"auth:client:" + shortHash(clientID) + "|" + sourceKey(source), ClientFailuresPerSource},
+		{"auth:addr:" + sourceKey(source), FailuresPerAddress},
 	}, "too many failed authentications from this address; retry later", func() (string, error) {
 		var err error
 		cl, err = s.store.APIClient(ctx, clientID)
@@ -253,6 +254,24 @@ func (s *AccountService) Me(ctx context.Context, p Principal) (Me, error) {
 		mountUIDs = p.MountUIDs
 	}
 	return Me{AccountID: acc.ID, Name: acc.Name, Role: p.Role, MountUIDs: mountUIDs, Scopes: p.Scopes, ExpiresAt: p.ExpiresAt}, nil
+}
+
+// sourceKey is the part of a throttle key that names the caller's address.
+// An IPv6 caller counts by its /64, the block one subscriber is usually
+// given, so that walking through its addresses does not reset its count.
+func sourceKey(source string) string {
+	ip, err := netip.ParseAddr(source)
+	if err != nil {
+		return source
+	}
+	if ip = ip.Unmap(); ip.Is4() {
+		return ip.String()
+	}
+	prefix, err := ip.WithZone("").Prefix(64)
+	if err != nil {
+		return source
+	}
+	return prefix.String()
 }
 
 // shortHash names a caller-supplied string in a bounded key.

@@ -7,8 +7,11 @@ import (
 	"time"
 )
 
-// Rate is at most Limit events per Period, spread evenly (GCRA): once the
-// limit is reached, one more event fits every Period/Limit.
+// Rate is at most Limit events per Period. A RateLimiter spreads them
+// evenly (GCRA): once the limit is reached, one more event fits every
+// Period/Limit. A FailureLimiter counts an exact sliding window instead:
+// at most Limit failures within any Period, so that "5 per 15 minutes"
+// holds in every 15 minutes (GCRA would let nearly twice that through).
 type Rate struct {
 	Limit  int
 	Period time.Duration
@@ -19,7 +22,8 @@ type Rate struct {
 // after a failed one, so that successes never count.
 type FailureLimiter interface {
 	// Blocked returns how long key must wait before it may fail again
-	// under r; zero when it may now.
+	// under r: zero while fewer than r.Limit failures lie within the last
+	// r.Period, otherwise until the oldest of the last r.Limit leaves it.
 	Blocked(ctx context.Context, key string, r Rate) (time.Duration, error)
 	// Failed counts one failure of key under r.
 	Failed(ctx context.Context, key string, r Rate) error
@@ -29,10 +33,12 @@ type FailureLimiter interface {
 // secret (every token's sub shows one), so the limit is per client id and
 // source address: an attacker elsewhere cannot lock an operator's servers
 // out. The looser limit per address alone stops one source from walking
-// through many client ids.
+// through many client ids; it is the same as for people's sign-ins
+// (SignInFailuresPerAddress), so one address gets 30 wrong guesses a
+// minute at either door.
 var (
 	ClientFailuresPerSource = Rate{Limit: 10, Period: time.Minute}
-	FailuresPerAddress      = Rate{Limit: 100, Period: time.Minute}
+	FailuresPerAddress      = Rate{Limit: 30, Period: time.Minute}
 )
 
 // HashGate lets at most a fixed number of secret hashes run at once, each

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,9 +17,6 @@ import (
 // address, and per address; successes never count, and another address
 // is never locked out by someone else's failures.
 func TestAuthenticateThrottle(t *testing.T) {
-	saved := core.FailuresPerAddress
-	core.FailuresPerAddress = core.Rate{Limit: 15, Period: time.Minute}
-	t.Cleanup(func() { core.FailuresPerAddress = saved })
 	t.Cleanup(core.SetTarpitDelay(time.Millisecond))
 
 	ctx := context.Background()
@@ -114,6 +112,33 @@ func TestThrottleKeysAreBounded(t *testing.T) {
 		if len(k) > 128 {
 			t.Fatalf("a limiter key of %d bytes", len(k))
 		}
+	}
+}
+
+// TestThrottleKeysBySource: an IPv6 caller counts by its /64, an IPv4 one
+// (mapped or not) by its address; anything else as given.
+func TestThrottleKeysBySource(t *testing.T) {
+	for _, tc := range []struct{ a, b string }{
+		{"2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff"},
+		{"2001:db8:1:2::1%eth0", "2001:db8:1:2::2"},
+		{"192.0.2.1", "::ffff:192.0.2.1"},
+		{"not an address", "not an address"},
+	} {
+		rec := &keyRecorder{}
+		svc := core.NewAccountService(memory.NewStore(), rec)
+		_, _ = svc.Authenticate(context.Background(), "cli_x", "secret", tc.a)
+		_, _ = svc.Authenticate(context.Background(), "cli_x", "secret", tc.b)
+		n := len(rec.keys) / 2
+		if n == 0 || !slices.Equal(rec.keys[:n], rec.keys[n:]) {
+			t.Errorf("%s and %s: keys %v, want the same twice", tc.a, tc.b, rec.keys)
+		}
+	}
+	rec := &keyRecorder{}
+	svc := core.NewAccountService(memory.NewStore(), rec)
+	_, _ = svc.Authenticate(context.Background(), "cli_x", "secret", "2001:db8:1:2::1")
+	_, _ = svc.Authenticate(context.Background(), "cli_x", "secret", "2001:db8:1:3::1")
+	if n := len(rec.keys) / 2; slices.Equal(rec.keys[:n], rec.keys[n:]) {
+		t.Errorf("two /64s share keys %v", rec.keys)
 	}
 }
 

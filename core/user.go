@@ -61,7 +61,7 @@ func NormalizeUsername(s string) string { return strings.ToLower(strings.TrimSpa
 // bounds one address walking through many usernames.
 var (
 	SignInFailures           = Rate{Limit: 5, Period: 15 * time.Minute}
-	SignInFailuresPerAddress = Rate{Limit: 100, Period: 15 * time.Minute}
+	SignInFailuresPerAddress = Rate{Limit: 30, Period: time.Minute}
 )
 
 // NewUser is what creating a user takes.
@@ -182,8 +182,8 @@ func (s *UserService) SignIn(ctx context.Context, username, password, source str
 	}
 	var u User
 	ok, err := checkSecret(ctx, s.failures, []failureKey{
-		{"signin:user:" + shortHash(username) + "|" + source, SignInFailures},
-		{"signin:addr:" + source, SignInFailuresPerAddress},
+		{"signin:user:" + shortHash(username) + "|" + sourceKey(source), SignInFailures},
+		{"signin:addr:" + sourceKey(source), SignInFailuresPerAddress},
 	}, "too many failed sign-ins; wait before trying again", func() (string, error) {
 		var err error
 		u, err = s.store.UserByUsername(ctx, username)

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,27 @@ func TestSignIn(t *testing.T) {
 	}
 	if _, err := users.SignIn(ctx, "alice", password, "10.0.0.2"); err != nil {
 		t.Fatalf("from another address: %v; a stranger must not lock alice out", err)
+	}
+	// Walking through usernames from one address meets the address limit,
+	// 30 a minute; 10.0.0.1 has 6 failures so far. (A slot comes back
+	// every 2 s, so a slow run may get a few more tries, never fewer.)
+	limit := core.SignInFailuresPerAddress.Limit
+	limited := 0
+	for i := range limit {
+		_, err := users.SignIn(ctx, fmt.Sprintf("walker%d", i), "wrong password!", "10.0.0.1")
+		if core.ErrorCode(err) == core.CodeRateLimited {
+			limited = 6 + i + 1
+			break
+		}
+		if core.ErrorCode(err) != core.CodeUnauthenticated {
+			t.Fatalf("failure %d from one address: %v", 6+i+1, err)
+		}
+	}
+	if limited <= limit {
+		t.Fatalf("try %d from one address was RATE_LIMITED (0: none was), want only past %d", limited, limit)
+	}
+	if _, err := users.SignIn(ctx, "alice", password, "10.0.0.2"); err != nil {
+		t.Fatalf("from another address after the walk: %v", err)
 	}
 }
 

@@ -23,7 +23,8 @@ type SignIn struct {
 }
 
 // consoleClient is the console as zitadel sees it. Redirects go back to the
-// console or GraphiQL on the issuer's own origin, nowhere else.
+// console on the issuer's own origin, nowhere else (GraphiQL takes the
+// console's token in the same tab, or one typed into its header editor).
 type consoleClient struct {
 	issuer string
 	rules  core.ScopeRules
@@ -37,7 +38,7 @@ var (
 
 func (c *consoleClient) GetID() string { return ConsoleClientID }
 func (c *consoleClient) RedirectURIs() []string {
-	return []string{c.issuer + "/console/", c.issuer + "/graphiql"}
+	return []string{c.issuer + "/console/"}
 }
 func (c *consoleClient) RedirectURIGlobs() []string           { return []string{c.issuer + "/console/*"} }
 func (c *consoleClient) PostLogoutRedirectURIs() []string     { return c.RedirectURIs() }

@@ -311,6 +311,7 @@ func TestSignInCodeFlow(t *testing.T) {
 			{"no PKCE", url.Values{"code_challenge": {""}, "code_challenge_method": {""}}},
 			{"plain PKCE", url.Values{"code_challenge_method": {"plain"}}},
 			{"foreign redirect", url.Values{"redirect_uri": {"https://evil.example/console/"}}},
+			{"redirect outside the console", url.Values{"redirect_uri": {e.srv.URL + "/graphiql"}}},
 			{"unknown client", url.Values{"client_id": {"someone"}}},
 		} {
 			t.Run(tt.name, func(t *testing.T) {

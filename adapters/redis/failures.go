@@ -2,9 +2,10 @@ package redis
 
 import (
 	"context"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/mountd/mountd/core"
@@ -12,36 +13,83 @@ import (
 
 var _ core.FailureLimiter = (*FailureLimiter)(nil)
 
-// FailureLimiter is core.FailureLimiter on Redis through redis_rate (GCRA),
-// shared by every replica on the prefix.
+// The failure scripts keep an exact sliding window per key: a sorted set of
+// the key's last failures scored by Redis's own clock in microseconds (TIME,
+// so that replicas with skewed clocks agree), at most Limit of them, expiring
+// with the window. Effects are replicated, not the scripts, so TIME is safe.
+//
+// KEYS[1] the set; ARGV[1] Limit; ARGV[2] Period in µs; for failedScript
+// also ARGV[3] a random member suffix (two failures in one microsecond must
+// both count) and ARGV[4] Period in ms for PEXPIRE.
+
+// blockedScript drops failures older than the window and returns how many
+// µs until the oldest of the last Limit leaves it, 0 when fewer than Limit
+// lie within (now-Period, now].
+var blockedScript = goredis.NewScript(`
+if redis.replicate_commands then redis.replicate_commands() end
+local key = KEYS[1]
+local limit, period = tonumber(ARGV[1]), tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
+local n = redis.call('ZCARD', key)
+if n < limit then return 0 end
+local oldest = redis.call('ZRANGE', key, n - limit, n - limit, 'WITHSCORES')
+return math.max(tonumber(oldest[2]) + period - now, 1)
+`)
+
+// failedScript records one failure at Redis's now, keeps the newest Limit
+// within the window and lets the set expire with it.
+var failedScript = goredis.NewScript(`
+if redis.replicate_commands then redis.replicate_commands() end
+local key = KEYS[1]
+local limit, period = tonumber(ARGV[1]), tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now - period)
+redis.call('ZADD', key, now, t[1] .. '.' .. t[2] .. ':' .. ARGV[3])
+redis.call('ZREMRANGEBYRANK', key, 0, -(limit + 1))
+redis.call('PEXPIRE', key, ARGV[4])
+return 1
+`)
+
+// FailureLimiter is core.FailureLimiter on Redis, shared by every replica on
+// the prefix: an exact sliding window, a sorted set of the last failures
+// per key (`<prefix><key>`). A key never has more than Limit failures in
+// any window of Period, which is what the contract's "at most N per period"
+// means; GCRA (redis_rate), used before, let one more through every
+// Period/Limit once full, nearly twice the limit within one period.
 type FailureLimiter struct {
-	limiter *redis_rate.Limiter
-	prefix  string
+	client *goredis.Client
+	prefix string
 }
 
 // NewFailureLimiter returns a limiter whose keys live under prefix.
 func NewFailureLimiter(rdb *goredis.Client, prefix string) *FailureLimiter {
-	return &FailureLimiter{limiter: redis_rate.NewLimiter(rdb), prefix: prefix}
+	return &FailureLimiter{client: rdb, prefix: prefix}
 }
 
-// Blocked implements core.FailureLimiter. redis_rate has no read-only
-// query; asking for zero events with a burst one smaller reads the key
-// without moving it, and refuses exactly when Limit failures fill the
-// window.
+// Blocked implements core.FailureLimiter: key is blocked while Limit
+// failures lie within the last Period, until the oldest of them leaves it.
+// It changes nothing but dropping failures that left the window.
 func (l *FailureLimiter) Blocked(ctx context.Context, key string, r core.Rate) (time.Duration, error) {
-	lim := redis_rate.Limit{Rate: r.Limit, Burst: r.Limit - 1, Period: r.Period}
-	res, err := l.limiter.AllowN(ctx, l.prefix+key, lim, 0)
+	if r.Limit < 1 {
+		return 0, nil
+	}
+	us, err := blockedScript.Run(ctx, l.client, []string{l.prefix + key}, r.Limit, r.Period.Microseconds()).Int64()
 	if err != nil {
 		return 0, err
 	}
-	if res.RetryAfter > 0 {
-		return res.RetryAfter, nil
-	}
-	return 0, nil
+	return time.Duration(us) * time.Microsecond, nil
 }
 
-// Failed implements core.FailureLimiter.
+// Failed implements core.FailureLimiter: it records a failure at Redis's
+// now, keeping the newest Limit.
 func (l *FailureLimiter) Failed(ctx context.Context, key string, r core.Rate) error {
-	_, err := l.limiter.AllowN(ctx, l.prefix+key, redis_rate.Limit{Rate: r.Limit, Burst: r.Limit, Period: r.Period}, 1)
-	return err
+	if r.Limit < 1 {
+		return nil
+	}
+	ttl := max((r.Period+time.Millisecond-1)/time.Millisecond, 1)
+	return failedScript.Run(ctx, l.client, []string{l.prefix + key},
+		r.Limit, r.Period.Microseconds(), strconv.FormatUint(rand.Uint64(), 36), int64(ttl)).Err()
 }
