@@ -109,6 +109,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("Referrer-Policy", "no-referrer")
+	// On every answer, so that the page is framed or loaded under no
+	// other policy by whichever of its addresses it is opened at
+	// (/console/, /console/index.html, a deep link).
+	hdr.Set("Content-Security-Policy", h.csp)
+	hdr.Set("X-Frame-Options", "DENY")
 	if name == "config.json" {
 		hdr.Set("Content-Type", "application/json")
 		hdr.Set("Cache-Control", "no-cache")
@@ -118,8 +123,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a, ok := h.assets[name]
 	if !ok || name == "" {
 		a = h.assets["index.html"]
-		hdr.Set("Content-Security-Policy", h.csp)
-		hdr.Set("X-Frame-Options", "DENY")
 	}
 	hdr.Set("Content-Type", a.contentType)
 	// Files change only with the binary; revalidating is cheap on loopback

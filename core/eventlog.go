@@ -31,14 +31,23 @@ func (c Cursor) String() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// InvalidCursor is the error for a cursor the log never handed out:
+// malformed, or past the log's settled end. An event log refuses a cursor
+// past its end, since a reader there would wait for positions that may
+// never come (and an idle feed would start there, holding back every
+// subscriber of the replica).
+func InvalidCursor() error {
+	var v Validation
+	v.Add("after", "is not a cursor of this event log")
+	return v.Err()
+}
+
 // ParseCursor reads a cursor a client passed as field; anything that is not
 // one is VALIDATION_FAILED on that field.
 func ParseCursor(s string) (Cursor, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(b) != 16 || b[8]&0x80 != 0 {
-		var v Validation
-		v.Add("after", "is not a cursor of this event log")
-		return Cursor{}, v.Err()
+		return Cursor{}, InvalidCursor()
 	}
 	return Cursor{Tx: binary.BigEndian.Uint64(b[:8]), Seq: int64(binary.BigEndian.Uint64(b[8:]))}, nil
 }

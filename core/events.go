@@ -64,6 +64,9 @@ func NewEventService(feed *EventFeed, log EventLog, mounts *MountService, logger
 // StopWaiting answers every long poll now and every later one at once.
 func (s *EventService) StopWaiting() { s.stopWaiting() }
 
+// MaxSubscribedMounts bounds the mounts one subscription names.
+const MaxSubscribedMounts = 1000
+
 // Authorize decides whether p may subscribe with f: the action, and each
 // named mount under the rules of reading it (a mount p cannot reach is
 // MOUNT_NOT_FOUND). A subscriber that joins a running shared execution is
@@ -71,6 +74,12 @@ func (s *EventService) StopWaiting() { s.stopWaiting() }
 func (s *EventService) Authorize(ctx context.Context, p Principal, f EventFilter) error {
 	if err := p.Authorize(ActionSubscribe); err != nil {
 		return err
+	}
+	if len(f.MountUIDs) > MaxSubscribedMounts {
+		// Each named mount is read here and matched against every event.
+		var v Validation
+		v.Add("uids", "names at most %d mounts; leave it out for all of them", MaxSubscribedMounts)
+		return v.Err()
 	}
 	for _, uid := range f.MountUIDs {
 		if _, err := s.mounts.Mount(ctx, p, uid); err != nil {
@@ -144,11 +153,20 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 	}
 	var named []string
 	if r.MountUID != nil {
+		// Outside a restricted token's mount items is 404, as for every
+		// request naming a mount. An owner's filter is its account's past
+		// too: a mount it no longer holds still selects the events it had.
+		if p.LimitedToMounts() && !p.CanSeeMount(*r.MountUID) {
+			return EventPage{}, Errorf(CodeMountNotFound, "mount %q not found", *r.MountUID)
+		}
 		named = []string{*r.MountUID}
 	}
 	q := EventQuery{AccountID: p.AccountID, After: r.After, Types: types, MountUIDs: visibleMounts(p, named), Limit: limit}
 	events, next, err := s.log.ReadEvents(ctx, q)
 	if err != nil || len(events) > 0 || r.Wait == 0 {
+		if err == nil && len(events) == 0 && r.After != nil {
+			next = *r.After // nothing follows after: the same cursor again
+		}
 		return EventPage{Events: nonNil(events), Next: next}, err
 	}
 	if !s.startWait(p.AccountID) {

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -66,6 +67,7 @@ func TestSubscriptionRights(t *testing.T) {
 		{"owner, a mount of another account", f.b, core.EventFilter{MountUIDs: []string{"S1"}}, core.CodeMountNotFound},
 		{"rider, a mount outside its items", rider, core.EventFilter{MountUIDs: []string{"S2"}}, core.CodeMountNotFound},
 		{"rider, its mount", rider, core.EventFilter{MountUIDs: []string{"S1"}}, ""},
+		{"owner, more mounts than a subscription names", f.a, core.EventFilter{MountUIDs: slices.Repeat([]string{"S1"}, core.MaxSubscribedMounts+1)}, core.CodeValidation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := events.Authorize(ctx, tc.p, tc.f); tc.want == "" && err != nil || tc.want != "" && core.ErrorCode(err) != tc.want {
@@ -171,11 +173,28 @@ func TestEventsPaging(t *testing.T) {
 	}
 	end := page.Next
 
-	// Nothing follows: the wait ends with no event and the cursor unmoved.
-	page, err = events.Events(ctx, f.a, core.EventsRequest{After: &end, Wait: 50 * time.Millisecond})
-	if err != nil || len(page.Events) != 0 || page.Next.Before(end) {
-		t.Fatalf("empty wait: %+v, %v", page, err)
+	// Nothing follows: with or without a wait, no event and the cursor
+	// unmoved, also where the filters leave out what does follow.
+	f.report(t, "P2", "35")
+	for _, r := range []core.EventsRequest{
+		{After: &end, Types: []core.EventType{core.EventStatesReported}, MountUID: &uid},
+		{After: &end, Types: []core.EventType{core.EventStatesReported}, MountUID: &uid, Wait: 50 * time.Millisecond},
+	} {
+		page, err = events.Events(ctx, f.a, r)
+		if err != nil || len(page.Events) != 0 || page.Next != end {
+			t.Fatalf("nothing follows (wait %v): %+v, %v; want no event and next = after", r.Wait, page, err)
+		}
 	}
+	// A rider naming a mount outside its items is told it does not exist.
+	rider := f.a
+	rider.Grant = core.Grant{Complete: true, Role: core.RoleRestricted, MountUIDs: []string{"P2"}, Scopes: []string{}}
+	if _, err := events.Events(ctx, rider, core.EventsRequest{MountUID: &uid}); core.ErrorCode(err) != core.CodeMountNotFound {
+		t.Fatalf("a rider filtering by a mount outside its items: %v, want MOUNT_NOT_FOUND", err)
+	}
+	if page, err = events.Events(ctx, f.a, core.EventsRequest{After: &end}); err != nil || len(page.Events) != 1 {
+		t.Fatalf("after the filtered reads: %+v, %v", page, err)
+	}
+	end = page.Next
 	// An event during the wait ends it.
 	go func() { time.Sleep(20 * time.Millisecond); f.report(t, "P2", "40") }()
 	page, err = events.Events(ctx, f.a, core.EventsRequest{After: &end, Wait: 5 * time.Second})

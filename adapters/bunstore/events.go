@@ -234,7 +234,7 @@ func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery) (
 				"the event log no longer holds the events after this cursor; start again without it")
 		}
 		if head.Before(*q.After) {
-			head = *q.After
+			return nil, core.Cursor{}, core.InvalidCursor()
 		}
 	}
 	if q.Limit <= 0 {

@@ -728,7 +728,7 @@ func (s *Store) ReadEvents(_ context.Context, q core.EventQuery) ([]core.Event, 
 	}
 	head := core.Cursor{Seq: s.eventSeq}
 	if q.After != nil && head.Before(*q.After) {
-		head = *q.After
+		return nil, core.Cursor{}, core.InvalidCursor()
 	}
 	var out []core.Event
 	if q.Limit <= 0 {
@@ -902,7 +902,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 }
 
 // ClaimDeliveries implements core.WebhookStore.
-func (s *Store) ClaimDeliveries(_ context.Context, now time.Time, lease time.Duration, limit int, skip []string) ([]core.Delivery, error) {
+func (s *Store) ClaimDeliveries(_ context.Context, now time.Time, lease time.Duration, limit int, skipWebhooks, skipAccounts []string) ([]core.Delivery, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.wh.leases == nil {
@@ -910,7 +910,8 @@ func (s *Store) ClaimDeliveries(_ context.Context, now time.Time, lease time.Dur
 	}
 	var due []int
 	for i, d := range s.wh.deliveries {
-		if d.Status == core.DeliveryPending && !d.NextAttemptAt.After(now) && !slices.Contains(skip, d.WebhookID) &&
+		if d.Status == core.DeliveryPending && !d.NextAttemptAt.After(now) && !slices.Contains(skipWebhooks, d.WebhookID) &&
+			!slices.Contains(skipAccounts, d.AccountID) &&
 			(d.Lease == "" || s.wh.leases[d.ID].Before(now)) {
 			due = append(due, i)
 		}

@@ -57,21 +57,34 @@ func deliveryJSON(d core.Delivery) DeliveryJSON {
 	return out
 }
 
-type webhookBody struct {
+// newWebhookBody is what creating a webhook takes: a new webhook is
+// enabled, so "enabled" is an unknown field here (400), as in the OpenAPI.
+type newWebhookBody struct {
 	URL         *string           `json:"url"`
 	EventTypes  *[]core.EventType `json:"eventTypes"`
 	MountUIDs   *[]string         `json:"mountUids"`
 	Description *string           `json:"description"`
-	Enabled     *bool             `json:"enabled"`
+}
+
+func (b newWebhookBody) input() core.WebhookInput {
+	return core.WebhookInput{URL: b.URL, EventTypes: b.EventTypes, MountUIDs: b.MountUIDs, Description: b.Description}
+}
+
+// webhookBody is what a PATCH takes.
+type webhookBody struct {
+	newWebhookBody
+	Enabled *bool `json:"enabled"`
 }
 
 func (b webhookBody) input() core.WebhookInput {
-	return core.WebhookInput{URL: b.URL, EventTypes: b.EventTypes, MountUIDs: b.MountUIDs, Description: b.Description, Enabled: b.Enabled}
+	in := b.newWebhookBody.input()
+	in.Enabled = b.Enabled
+	return in
 }
 
 // decodeWebhook refuses a token without the right before it reads the body.
-func (s *Server) decodeWebhook(w http.ResponseWriter, r *http.Request, p core.Principal) (webhookBody, bool) {
-	var body webhookBody
+func decodeWebhook[B any](s *Server, w http.ResponseWriter, r *http.Request, p core.Principal) (B, bool) {
+	var body B
 	if err := p.Authorize(core.ActionManageWebhooks); err != nil {
 		writeError(w, r, s.Logger, err)
 		return body, false
@@ -84,7 +97,7 @@ func (s *Server) decodeWebhook(w http.ResponseWriter, r *http.Request, p core.Pr
 }
 
 func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p core.Principal) {
-	body, ok := s.decodeWebhook(w, r, p)
+	body, ok := decodeWebhook[newWebhookBody](s, w, r, p)
 	if !ok {
 		return
 	}
@@ -128,7 +141,7 @@ func (s *Server) getWebhook(w http.ResponseWriter, r *http.Request, p core.Princ
 }
 
 func (s *Server) updateWebhook(w http.ResponseWriter, r *http.Request, p core.Principal) {
-	body, ok := s.decodeWebhook(w, r, p)
+	body, ok := decodeWebhook[webhookBody](s, w, r, p)
 	if !ok {
 		return
 	}

@@ -23,6 +23,7 @@ func TestHomePage(t *testing.T) {
 	for _, tt := range []struct{ path, contentType, body string }{
 		{"/console/", "text/html", `src="/console/app.js"`},
 		{"/console/mounts/anything", "text/html", `src="/console/app.js"`},
+		{"/console/index.html", "text/html", `src="/console/app.js"`},
 		{"/console/app.js", "text/javascript", "fleetView"},
 		{"/console/vendor/LICENSES.txt", "text/plain", "MIT"},
 		{"/console/config.json", "application/json", `"clientId":"mountd-console"`},
@@ -31,8 +32,8 @@ func TestHomePage(t *testing.T) {
 		if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), tt.contentType) || !strings.Contains(string(raw), tt.body) {
 			t.Errorf("GET %s: %d %s, body lacks %q", tt.path, res.StatusCode, res.Header.Get("Content-Type"), tt.body)
 		}
-		if tt.contentType == "text/html" && !strings.Contains(res.Header.Get("Content-Security-Policy"), "default-src 'self'") {
-			t.Errorf("GET %s: no Content-Security-Policy", tt.path)
+		if !strings.Contains(res.Header.Get("Content-Security-Policy"), "default-src 'self'") || res.Header.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("GET %s: no Content-Security-Policy or X-Frame-Options", tt.path)
 		}
 	}
 }

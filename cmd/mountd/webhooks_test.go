@@ -248,6 +248,7 @@ func TestWebhooks(t *testing.T) {
 				{a, http.MethodPost, "/api/v1/webhooks", map[string]any{}, 400, "VALIDATION_FAILED"},
 				{a, http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://example.com", "eventTypes": []string{"X"}}, 400, "VALIDATION_FAILED"},
 				{a, http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://example.com", "colour": "red"}, 400, "VALIDATION_FAILED"},
+				{a, http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://example.com", "enabled": false}, 400, "VALIDATION_FAILED"}, // a new webhook is enabled; PATCH turns it off
 				{a, http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://example.com/" + strings.Repeat("x", 3000)}, 400, "VALIDATION_FAILED"},
 			} {
 				res, body := c.who.call(c.method, c.path, c.body)

@@ -22,6 +22,7 @@
 //	or while the socket closes
 //	client reads too slowly                 unbounded goroutines         1013 after MaxQueuedMessages
 //	more than MaxOperations active          unbounded                    error [TOO_MANY_OPERATIONS]
+//	  (legacy graphql-ws: here, 4430 Too many operations)
 //	server shuts down (Stats.GoingAway)     complete, then EOF           1001, no complete
 //
 // Fan-out (Sharing): sockets whose subscriptions are equal (same operation,
@@ -69,6 +70,10 @@ const (
 	CloseInitTimeout             = 4408
 	CloseSubscriberAlreadyExists = 4409
 	CloseTooManyInitRequests     = 4429
+	// CloseTooManyOperations ends a legacy graphql-ws socket that starts
+	// more than MaxOperations operations (that protocol has no error
+	// message for a refused start).
+	CloseTooManyOperations = 4430
 )
 
 // CloseError is a close code and reason. As the cause of the context that
@@ -149,7 +154,7 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 		t.serve(w, r, exec)
 		return
 	}
-	c := &conn{initTimeout: t.InitTimeout}
+	c := &conn{initTimeout: t.InitTimeout, maxOperations: t.maxOperations(), active: map[string]struct{}{}}
 	if c.initTimeout <= 0 {
 		c.initTimeout = DefaultInitTimeout
 	}
@@ -205,11 +210,17 @@ type conn struct {
 	initTimeout time.Duration
 	inner       transport.WebsocketConn
 
+	// maxOperations bounds the operations started and not yet ended, as
+	// on graphql-transport-ws: gqlgen's legacy transport has no bound, and
+	// each operation holds goroutines and a subscriber's buffer.
+	maxOperations int
+
 	mu       sync.Mutex
 	timer    *time.Timer
 	initSeen bool
 	closed   bool
-	connCtx  context.Context // what InitFunc returned, once accepted
+	connCtx  context.Context     // what InitFunc returned, once accepted
+	active   map[string]struct{} // ids started and not yet stopped or completed
 }
 
 var (
@@ -238,21 +249,43 @@ func (c *conn) NextReader() (int, io.Reader, error) {
 	if err != nil {
 		return typ, nil, err
 	}
-	c.sawLegacy(data)
+	if !c.sawLegacy(data) {
+		c.close(CloseTooManyOperations, "Too many operations")
+		return typ, nil, transport.ErrWebsocketClosed
+	}
 	return typ, bytes.NewReader(data), nil
 }
 
-// sawLegacy stops the init timer at a legacy connection_init.
-func (c *conn) sawLegacy(data []byte) {
-	var m struct {
-		Type string `json:"type"`
+// legacyMessage is what the bookkeeping of a graphql-ws message needs.
+type legacyMessage struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+}
+
+// sawLegacy stops the init timer at a legacy connection_init and counts
+// operations; false when a start would exceed maxOperations.
+func (c *conn) sawLegacy(data []byte) bool {
+	var m legacyMessage
+	if json.Unmarshal(data, &m) != nil {
+		return true // gqlgen answers it
 	}
-	if json.Unmarshal(data, &m) == nil && m.Type == "connection_init" {
-		c.mu.Lock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch m.Type {
+	case "connection_init":
 		c.initSeen = true
-		c.mu.Unlock()
-		c.stopTimer()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+	case "start":
+		if _, ok := c.active[m.ID]; !ok && len(c.active) >= c.maxOperations {
+			return false
+		}
+		c.active[m.ID] = struct{}{}
+	case "stop":
+		delete(c.active, m.ID)
 	}
+	return true
 }
 
 // parse validates a client message as the reference implementation does
@@ -317,8 +350,19 @@ func isNull(v json.RawMessage) bool   { return string(v) == "null" }
 // isObjectOrNull admits an absent value too.
 func isObjectOrNull(v json.RawMessage) bool { return len(v) == 0 || isNull(v) || isObject(v) }
 
-// WriteJSON sends a message from gqlgen unchanged.
-func (c *conn) WriteJSON(v any) error { return c.inner.WriteJSON(v) }
+// WriteJSON sends a message from gqlgen unchanged, noting the operations
+// it ends.
+func (c *conn) WriteJSON(v any) error {
+	if b, err := json.Marshal(v); err == nil {
+		var m legacyMessage
+		if json.Unmarshal(b, &m) == nil && (m.Type == "complete" || m.Type == "error") {
+			c.mu.Lock()
+			delete(c.active, m.ID)
+			c.mu.Unlock()
+		}
+	}
+	return c.inner.WriteJSON(v)
+}
 
 // WriteClose closes with gqlgen's code, unless the connection context ended
 // with a *CloseError cause.

@@ -601,6 +601,34 @@ func TestOperationLimit(t *testing.T) {
 	}
 }
 
+// Rule: the legacy graphql-ws protocol has the same bound; its start
+// beyond it closes the socket with 4430 (that protocol has no refusal).
+// Operations that ended (stopped by the client, or completed) do not count.
+func TestLegacyOperationLimit(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t, wsproto.LegacyWS)
+	c.Init(map[string]any{"token": "good"})
+	c.Subscribe("stopped", "subscription { ticks }", nil)
+	c.Complete("stopped") // stop
+	if m := c.Expect("complete"); m.ID != "stopped" {
+		t.Fatalf("complete %s", m)
+	}
+	c.Subscribe("finished", "subscription { finite(n: 1) }", nil)
+	if m := c.Expect("data"); m.ID != "finished" {
+		t.Fatalf("data %s", m)
+	}
+	if m := c.Expect("complete"); m.ID != "finished" {
+		t.Fatalf("complete %s", m)
+	}
+	for i := range wsproto.DefaultMaxOperations {
+		c.Subscribe(fmt.Sprint("op", i), "subscription { ticks }", nil)
+	}
+	waitFor(t, "every subscription", func() bool { return f.active.Load() == wsproto.DefaultMaxOperations })
+	c.Subscribe("one-too-many", "subscription { ticks }", nil)
+	c.ExpectClose(5*time.Second, wsproto.CloseTooManyOperations, "Too many operations")
+	waitFor(t, "the operations to stop", func() bool { return f.active.Load() == 0 })
+}
+
 // Rule: InitFunc may refuse with its own close code (a CloseError).
 func TestInitCloseError(t *testing.T) {
 	f := newFixture(t)
