@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -112,9 +113,10 @@ type WebhookStore interface {
 	// when another replica is dispatching.
 	EnqueueDeliveries(ctx context.Context, limit int, plan func(e Event, hooks []Webhook) ([]Delivery, error)) (int, error)
 	// ClaimDeliveries leases up to limit PENDING attempts due by now, for
-	// lease, skipping those of the webhooks in skip. An attempt whose
-	// lease lapsed (its replica died) is claimed again.
-	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, skip []string) ([]Delivery, error)
+	// lease, skipping those of the webhooks in skipWebhooks and those of
+	// the accounts in skipAccounts. An attempt whose lease lapsed (its
+	// replica died) is claimed again.
+	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, skipWebhooks, skipAccounts []string) ([]Delivery, error)
 	// FinishDelivery records d's result (d.Status SUCCEEDED or FAILED) and
 	// stores next, the following attempt, when not nil; in one
 	// transaction, and only while d.Lease is the attempt's claim (else it
@@ -230,27 +232,30 @@ func (s *WebhookService) apply(ctx context.Context, w *Webhook, in WebhookInput,
 				v.Add("eventTypes", "must name event types of the API")
 				break
 			}
-			if !slices.Contains(types, t) {
+			if !slices.Contains(types, t) { // types holds known types only: linear
 				types = append(types, t)
 			}
 		}
 		w.EventTypes = types
 	}
 	if in.MountUIDs != nil {
-		uids := []string{}
+		// Over the limit the list is refused unread: de-duplicating it
+		// is quadratic, and a request may carry any number of ids.
 		if len(*in.MountUIDs) > maxWebhookFilter {
 			v.Add("mountUids", "holds at most %d mounts", maxWebhookFilter)
-		}
-		for _, uid := range *in.MountUIDs {
-			if !ValidMountUID(uid) {
-				v.Add("mountUids", "must hold mount uids")
-				break
+		} else {
+			uids := []string{}
+			for _, uid := range *in.MountUIDs {
+				if !ValidMountUID(uid) {
+					v.Add("mountUids", "must hold mount uids")
+					break
+				}
+				if !slices.Contains(uids, uid) {
+					uids = append(uids, uid)
+				}
 			}
-			if !slices.Contains(uids, uid) {
-				uids = append(uids, uid)
-			}
+			w.MountUIDs = uids
 		}
-		w.MountUIDs = uids
 	}
 	if in.Description != nil {
 		if utf8.RuneCountInString(*in.Description) > maxWebhookDescription || !utf8.ValidString(*in.Description) {
@@ -357,16 +362,30 @@ func (s *WebhookService) Deliveries(ctx context.Context, p Principal, id string,
 }
 
 // Delivery workers: how many attempts a replica makes at once, and at most
-// how many of them to one webhook, so that a slow or dead receiver holds
-// a few workers and never the others' deliveries.
+// how many of them to one webhook and to one account's webhooks, so that
+// slow or dead receivers hold a few workers and never the others'
+// deliveries.
 const (
 	DeliveryWorkers      = 64
 	deliveriesPerWebhook = 4
+	// deliveriesPerAccount is a quarter of the workers. The cap per
+	// webhook alone is not enough: an account's MaxWebhooksPerAccount (20)
+	// receivers that never answer would hold 80 attempts, every worker,
+	// for WebhookTimeout each, and the other accounts' deliveries would
+	// wait. At 16 such an account leaves 48 workers to the others (and
+	// three more like it still leave 16), while a busy healthy account
+	// still sends to 4 webhooks at their full width.
+	deliveriesPerAccount = DeliveryWorkers / 4
 	deliveryLease        = WebhookTimeout + 5*time.Second
-	deliveryPoll         = time.Second
-	enqueueBatch         = 500
-	enqueueEvery         = 20 * time.Millisecond
-	deliveryClaimBatch   = 32
+	// deliveryHold is how long a claimed attempt may wait for a free slot
+	// of its webhook or account (one claim may bring more of them than
+	// the caps let start): started later it could outlast its lease, so
+	// it is dropped instead, and claimed again once the lease lapses.
+	deliveryHold       = deliveryLease - WebhookTimeout - time.Second
+	deliveryPoll       = time.Second
+	enqueueBatch       = 500
+	enqueueEvery       = 20 * time.Millisecond
+	deliveryClaimBatch = 32
 )
 
 // plan makes the first attempt of e for each webhook that wants it.
@@ -392,38 +411,95 @@ func (s *WebhookService) plan(e Event, hooks []Webhook) ([]Delivery, error) {
 // RunDeliveries turns the event log into deliveries and makes them until
 // ctx ends: woken with the event feed (and polling), it enqueues what the
 // log gained, then claims due attempts and sends them with at most
-// DeliveryWorkers at once. An attempt in flight when ctx ends is not
-// recorded: its lease lapses and it is made again (at least once).
+// DeliveryWorkers at once, deliveriesPerWebhook to one webhook and
+// deliveriesPerAccount to one account. An attempt in flight when ctx ends is recorded
+// as interrupted, with the next one due at once (at least once).
 func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 	wakeups, err := s.Waker.Wakeups(ctx)
 	if err != nil {
 		return err
 	}
+	type held struct {
+		d  Delivery
+		at time.Time // claimed
+	}
 	var (
-		mu       sync.Mutex
-		inFlight = map[string]int{} // by webhook
-		total    int
-		done     = make(chan struct{}, DeliveryWorkers)
-		wg       sync.WaitGroup
+		mu        sync.Mutex
+		inFlight  = map[string]int{} // by webhook
+		byAccount = map[string]int{} // in flight, by account
+		total     int
+		waiting   []held // claimed, waiting for a slot under the caps
+		done      = make(chan struct{}, DeliveryWorkers)
+		wg        sync.WaitGroup
 	)
 	defer wg.Wait()
-	// claim leases due attempts for the free workers, at most
-	// deliveriesPerWebhook in flight to one webhook.
+	// startLocked sends d on a worker of its own when the caps let it.
+	startLocked := func(d Delivery) bool {
+		if total >= DeliveryWorkers || inFlight[d.WebhookID] >= deliveriesPerWebhook || byAccount[d.AccountID] >= deliveriesPerAccount {
+			return false
+		}
+		inFlight[d.WebhookID]++
+		byAccount[d.AccountID]++
+		total++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.attempt(ctx, d)
+			mu.Lock()
+			if inFlight[d.WebhookID]--; inFlight[d.WebhookID] <= 0 {
+				delete(inFlight, d.WebhookID)
+			}
+			if byAccount[d.AccountID]--; byAccount[d.AccountID] <= 0 {
+				delete(byAccount, d.AccountID)
+			}
+			total--
+			mu.Unlock()
+			select {
+			case done <- struct{}{}:
+			default:
+			}
+		}()
+		return true
+	}
+	// claim starts the waiting attempts that fit, then leases due ones
+	// for the free workers: at most deliveriesPerWebhook in flight to one
+	// webhook and deliveriesPerAccount to one account. The store skips
+	// the webhooks and accounts already at their cap; a claim that brings
+	// more than a cap leaves the excess waiting.
 	claim := func() {
 		for {
 			mu.Lock()
-			free := DeliveryWorkers - total
-			var skip []string
-			for id, n := range inFlight {
+			now := s.clock()
+			kept := waiting[:0]
+			for _, h := range waiting {
+				if now.Sub(h.at) <= deliveryHold && !startLocked(h.d) {
+					kept = append(kept, h)
+				}
+			}
+			clear(waiting[len(kept):])
+			waiting = kept
+			free := DeliveryWorkers - total - len(waiting)
+			hooks, accounts := maps.Clone(inFlight), maps.Clone(byAccount)
+			for _, h := range waiting {
+				hooks[h.d.WebhookID]++
+				accounts[h.d.AccountID]++
+			}
+			var skipWebhooks, skipAccounts []string
+			for id, n := range hooks {
 				if n >= deliveriesPerWebhook {
-					skip = append(skip, id)
+					skipWebhooks = append(skipWebhooks, id)
+				}
+			}
+			for id, n := range accounts {
+				if n >= deliveriesPerAccount {
+					skipAccounts = append(skipAccounts, id)
 				}
 			}
 			mu.Unlock()
 			if free <= 0 {
 				break
 			}
-			claimed, err := s.Store.ClaimDeliveries(ctx, s.clock(), deliveryLease, min(free, deliveryClaimBatch), skip)
+			claimed, err := s.Store.ClaimDeliveries(ctx, now, deliveryLease, min(free, deliveryClaimBatch), skipWebhooks, skipAccounts)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.Logger.WarnContext(ctx, "claim webhook deliveries failed", "err", err)
@@ -433,27 +509,13 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 			if len(claimed) == 0 {
 				break
 			}
+			mu.Lock()
 			for _, d := range claimed {
-				mu.Lock()
-				inFlight[d.WebhookID]++
-				total++
-				mu.Unlock()
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					s.attempt(ctx, d)
-					mu.Lock()
-					if inFlight[d.WebhookID]--; inFlight[d.WebhookID] <= 0 {
-						delete(inFlight, d.WebhookID)
-					}
-					total--
-					mu.Unlock()
-					select {
-					case done <- struct{}{}:
-					default:
-					}
-				}()
+				if !startLocked(d) {
+					waiting = append(waiting, held{d: d, at: now})
+				}
 			}
+			mu.Unlock()
 			if len(claimed) < deliveryClaimBatch {
 				break
 			}
@@ -511,35 +573,53 @@ func (s *WebhookService) attempt(ctx context.Context, d Delivery) {
 		}
 		return // deleted: its deliveries went with it; otherwise the lease lapses
 	}
-	secret, err := s.Sealer.Open(w.SealedSecret, secretAAD(w.ID))
-	if err != nil {
-		s.Logger.ErrorContext(ctx, "open webhook secret failed", "webhook", w.ID, "err", err)
-		return
+	if ctx.Err() != nil {
+		return // shutting down before the attempt: the lease lapses, it stays pending
 	}
 	var res DeliveryResult
-	if w.Enabled {
+	secret, err := s.Sealer.Open(w.SealedSecret, secretAAD(w.ID))
+	switch {
+	case err != nil:
+		// Recorded like a failed send, so the operator sees it in the
+		// deliveries; the retries come as usual (a restored master key
+		// lets a later one through).
+		s.Logger.ErrorContext(ctx, "open webhook secret failed", "webhook", w.ID, "err", err)
+		res = DeliveryResult{Error: "the webhook's secret cannot be opened (is this the master key it was sealed with?)", AttemptedAt: s.clock()}
+	case w.Enabled:
 		res = s.Sender.Send(ctx, w.URL, string(secret), d)
-	} else {
+	default:
 		res = DeliveryResult{Error: "the webhook is disabled", AttemptedAt: s.clock()}
 	}
-	if ctx.Err() != nil {
-		return // shutting down: the lease lapses and the attempt is made again
+	// Interrupted by shutdown: recorded as failed, with the next attempt
+	// due at once for whichever replica runs next, whatever retries are
+	// left (the receiver may never have had the request).
+	succeeded := res.Error == "" && res.ResponseStatus >= 200 && res.ResponseStatus < 300
+	interrupted := ctx.Err() != nil && !succeeded
+	if interrupted {
+		res.ResponseStatus, res.Error = 0, "interrupted: the server stopped during the attempt"
 	}
 	d.ResponseStatus, d.Error, d.Duration, d.AttemptedAt = res.ResponseStatus, res.Error, res.Duration, res.AttemptedAt
 	d.NextAttemptAt = time.Time{}
 	var next *Delivery
-	if res.Error == "" && res.ResponseStatus >= 200 && res.ResponseStatus < 300 {
+	if succeeded {
 		d.Status = DeliverySucceeded
 	} else {
 		d.Status = DeliveryFailed
 		if d.Error == "" {
 			d.Error = fmt.Sprintf("the receiver answered %d", res.ResponseStatus)
 		}
-		if d.Attempt <= len(s.RetryDelays) && w.Enabled {
+		retryAt := time.Time{}
+		switch {
+		case interrupted:
+			retryAt = res.AttemptedAt
+		case d.Attempt <= len(s.RetryDelays) && w.Enabled:
+			retryAt = res.AttemptedAt.Add(s.RetryDelays[d.Attempt-1])
+		}
+		if !retryAt.IsZero() {
 			n := d
 			n.ID, n.Attempt, n.Status = "whd_"+randomHex(12), d.Attempt+1, DeliveryPending
 			n.ResponseStatus, n.Error, n.Duration, n.AttemptedAt = 0, "", 0, time.Time{}
-			n.NextAttemptAt = res.AttemptedAt.Add(s.RetryDelays[d.Attempt-1])
+			n.NextAttemptAt = retryAt
 			next = &n
 		}
 	}

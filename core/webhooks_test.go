@@ -2,8 +2,11 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,5 +101,255 @@ func TestWebhookRetries(t *testing.T) {
 		if got := next.NextAttemptAt.Sub(prev.AttemptedAt); got != delays[i-1] {
 			t.Errorf("attempt %d was due %v after attempt %d failed, want %v", i+1, got, i, delays[i-1])
 		}
+	}
+}
+
+// stuckSender never answers the receivers of account A's webhooks (their
+// URLs hold "/a/") until released, and answers the others at once.
+type stuckSender struct {
+	release chan struct{}
+	sentB   chan struct{}
+	mu      sync.Mutex
+	stuck   int // A's attempts in flight
+	most    int
+	sent    int
+}
+
+func (s *stuckSender) Send(ctx context.Context, target, _ string, _ core.Delivery) core.DeliveryResult {
+	res := core.DeliveryResult{ResponseStatus: 204, AttemptedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	if !strings.Contains(target, "/a/") {
+		s.sentB <- struct{}{}
+		return res
+	}
+	s.mu.Lock()
+	s.stuck++
+	s.most = max(s.most, s.stuck)
+	s.mu.Unlock()
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		res = core.DeliveryResult{Error: "stopped", AttemptedAt: res.AttemptedAt}
+	}
+	s.mu.Lock()
+	s.stuck--
+	s.sent++
+	s.mu.Unlock()
+	return res
+}
+
+// TestWebhookAccountsShareWorkers: account A's 20 receivers never answer
+// and its events make more attempts than there are workers; account B's
+// one healthy receiver still gets its event while A's are stuck, and A
+// never has more than its cap in flight. Released, A's all go through.
+func TestWebhookAccountsShareWorkers(t *testing.T) {
+	f := newLapseFixture(t)
+	sealer, _ := keyring.NewSealer(make([]byte, 32))
+	sender := &stuckSender{release: make(chan struct{}), sentB: make(chan struct{}, 1)}
+	svc := core.NewWebhookService(core.WebhookDeps{Store: f.store, Sealer: sealer, Targets: allowAll{}, Sender: sender,
+		Body: func(core.Event) ([]byte, error) { return []byte(`{}`), nil }, Waker: f.waker,
+		Logger: slog.New(slog.DiscardHandler)})
+	svc.SetClock(f.clock.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.RunDeliveries(ctx) }()
+	released := false
+	defer func() {
+		if !released {
+			close(sender.release)
+		}
+		cancel()
+		<-done
+	}()
+
+	for i := range core.MaxWebhooksPerAccount {
+		u := fmt.Sprintf("https://example.com/a/%d", i)
+		if _, _, err := svc.CreateWebhook(ctx, f.a, core.WebhookInput{URL: &u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := "https://example.com/b"
+	hookB, _, err := svc.CreateWebhook(ctx, f.b, core.WebhookInput{URL: &u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Second)
+	// 4 events × 20 webhooks: 80 attempts, more than the workers, all
+	// due before B's.
+	const eventsA = 4
+	for i := range eventsA {
+		mustOK(t, f.requestErr(ctx, fmt.Sprintf("A%d", i)))
+	}
+	if _, err := f.svc.RequestAssociation(ctx, f.b, "B1", core.MountFields{}); err != nil {
+		t.Fatal(err)
+	}
+
+	select {
+	case <-sender.sentB:
+	case <-time.After(10 * time.Second):
+		sender.mu.Lock()
+		defer sender.mu.Unlock()
+		t.Fatalf("B's delivery not made in 10s; A has %d attempts stuck", sender.stuck)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sender.mu.Lock()
+		stuck := sender.stuck
+		sender.mu.Unlock()
+		if stuck == core.DeliveriesPerAccount {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("A has %d attempts in flight, want its cap %d", stuck, core.DeliveriesPerAccount)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ds, _, err := svc.Deliveries(ctx, f.b, hookB.ID, core.Page{CurrentPage: 1, PageSize: 20})
+	for err == nil && (len(ds) != 1 || ds[0].Status != core.DeliverySucceeded) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		ds, _, err = svc.Deliveries(ctx, f.b, hookB.ID, core.Page{CurrentPage: 1, PageSize: 20})
+	}
+	if err != nil || len(ds) != 1 || ds[0].Status != core.DeliverySucceeded {
+		t.Fatalf("B's deliveries while A's are stuck: %+v, %v", ds, err)
+	}
+
+	close(sender.release)
+	released = true
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		sender.mu.Lock()
+		sent, most := sender.sent, sender.most
+		sender.mu.Unlock()
+		if most > core.DeliveriesPerAccount {
+			t.Fatalf("A had %d attempts in flight, over its cap %d", most, core.DeliveriesPerAccount)
+		}
+		if sent == eventsA*core.MaxWebhooksPerAccount {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of A's attempts made after the release, want %d", sent, eventsA*core.MaxWebhooksPerAccount)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestWebhookMountFilterTooLong: a mountUids list over the limit is
+// refused as it stands, without being read through (de-duplicating 200,000
+// distinct ids took seconds), at creation and update alike.
+func TestWebhookMountFilterTooLong(t *testing.T) {
+	f := newLapseFixture(t)
+	sealer, _ := keyring.NewSealer(make([]byte, 32))
+	svc := core.NewWebhookService(core.WebhookDeps{Store: f.store, Sealer: sealer, Targets: allowAll{},
+		Logger: slog.New(slog.DiscardHandler)})
+	ctx := context.Background()
+	uids := make([]string, 200_000)
+	for i := range uids {
+		uids[i] = "M" + strconv.Itoa(i)
+	}
+	u := "https://example.com/hook"
+	if _, _, err := svc.CreateWebhook(ctx, f.a, core.WebhookInput{URL: &u, MountUIDs: &uids}); core.ErrorCode(err) != core.CodeValidation {
+		t.Fatalf("create with %d mount uids: %v, want VALIDATION_FAILED", len(uids), err)
+	}
+	hook, _, err := svc.CreateWebhook(ctx, f.a, core.WebhookInput{URL: &u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.UpdateWebhook(ctx, f.a, hook.ID, core.WebhookInput{MountUIDs: &uids}); core.ErrorCode(err) != core.CodeValidation {
+		t.Fatalf("update with %d mount uids: %v, want VALIDATION_FAILED", len(uids), err)
+	}
+	limit := uids[:100]
+	if w, err := svc.UpdateWebhook(ctx, f.a, hook.ID, core.WebhookInput{MountUIDs: &limit}); err != nil || len(w.MountUIDs) != 100 {
+		t.Fatalf("update with 100 mount uids: %d, %v", len(w.MountUIDs), err)
+	}
+}
+
+// blockingSender answers nothing until the attempt's context ends.
+type blockingSender struct{ sending chan struct{} }
+
+func (s blockingSender) Send(ctx context.Context, _, _ string, _ core.Delivery) core.DeliveryResult {
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	s.sending <- struct{}{}
+	<-ctx.Done()
+	return core.DeliveryResult{Error: ctx.Err().Error(), AttemptedAt: at}
+}
+
+// TestWebhookAttemptsRecorded: an attempt cut short by shutdown, and one
+// whose secret cannot be opened (the webhook was sealed under another
+// master key), are recorded as failed attempts, each with the next one
+// pending: due at once after a shutdown, after the first delay otherwise.
+func TestWebhookAttemptsRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		otherKey  bool // deliveries run with another master key than creation
+		wantError string
+		wantDelay time.Duration
+	}{
+		{"interrupted by shutdown", false, "interrupted", 0},
+		{"secret sealed under another key", true, "secret cannot be opened", time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newLapseFixture(t)
+			sealer, _ := keyring.NewSealer(make([]byte, 32))
+			deliverSealer := sealer
+			if tc.otherKey {
+				deliverSealer, _ = keyring.NewSealer(append(make([]byte, 31), 1))
+			}
+			sender := blockingSender{sending: make(chan struct{}, 1)}
+			deps := core.WebhookDeps{Store: f.store, Sealer: sealer, Targets: allowAll{}, Sender: sender,
+				Body: func(core.Event) ([]byte, error) { return []byte(`{}`), nil }, Waker: f.waker,
+				RetryDelays: core.WebhookRetryDelays{time.Hour}, Logger: slog.New(slog.DiscardHandler)}
+			manage := core.NewWebhookService(deps)
+			deps.Sealer = deliverSealer
+			deliver := core.NewWebhookService(deps)
+			manage.SetClock(f.clock.Now)
+			deliver.SetClock(f.clock.Now)
+			ctx := context.Background()
+			u := "https://example.com/hook"
+			hook, _, err := manage.CreateWebhook(ctx, f.a, core.WebhookInput{URL: &u})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runCtx, stop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); _ = deliver.RunDeliveries(runCtx) }()
+			f.clock.Advance(time.Second)
+			mustOK(t, f.requestErr(ctx, "R1"))
+			list := func() []core.Delivery {
+				ds, _, err := manage.Deliveries(ctx, f.a, hook.ID, core.Page{CurrentPage: 1, PageSize: 20})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ds
+			}
+			var ds []core.Delivery
+			if tc.otherKey {
+				for deadline := time.Now().Add(10 * time.Second); len(ds) < 2; ds = list() {
+					if time.Now().After(deadline) {
+						t.Fatalf("deliveries after 10s: %+v", ds)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				stop()
+				<-done
+			} else {
+				select {
+				case <-sender.sending:
+				case <-time.After(10 * time.Second):
+					t.Fatal("no attempt made")
+				}
+				stop()
+				<-done
+				ds = list()
+			}
+			if len(ds) != 2 {
+				t.Fatalf("deliveries %+v, want the failed attempt and the next", ds)
+			}
+			next, failed := ds[0], ds[1]
+			if failed.Attempt != 1 || failed.Status != core.DeliveryFailed || !strings.Contains(failed.Error, tc.wantError) {
+				t.Fatalf("the attempt: %+v, want FAILED with %q", failed, tc.wantError)
+			}
+			if next.Attempt != 2 || next.Status != core.DeliveryPending || next.NextAttemptAt.Sub(failed.AttemptedAt) != tc.wantDelay {
+				t.Fatalf("the next attempt: %+v, want PENDING due %v after %v", next, tc.wantDelay, failed.AttemptedAt)
+			}
+		})
 	}
 }

@@ -318,15 +318,19 @@ func newLease() string {
 }
 
 // ClaimDeliveries implements core.WebhookStore: one statement leases due
-// attempts; on PostgreSQL SKIP LOCKED lets replicas claim side by side.
-func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, skip []string) ([]core.Delivery, error) {
+// attempts, past the skipped webhooks and accounts; on PostgreSQL SKIP
+// LOCKED lets replicas claim side by side.
+func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, skipWebhooks, skipAccounts []string) ([]core.Delivery, error) {
 	token := newLease()
 	sub := s.db.NewSelect().Model((*deliveryRow)(nil)).Column("id").
 		Where("status = 'PENDING' AND next_attempt_at <= ?", millis(now)).
 		Where("(lease_until IS NULL OR lease_until < ?)", millis(now)).
 		OrderExpr("next_attempt_at").Limit(limit)
-	if len(skip) > 0 {
-		sub = sub.Where("webhook_id NOT IN (?)", bun.In(skip))
+	if len(skipWebhooks) > 0 {
+		sub = sub.Where("webhook_id NOT IN (?)", bun.In(skipWebhooks))
+	}
+	if len(skipAccounts) > 0 {
+		sub = sub.Where("account_id NOT IN (?)", bun.In(skipAccounts))
 	}
 	if s.postgres {
 		sub = sub.For("UPDATE SKIP LOCKED")

@@ -120,7 +120,7 @@ func retention(t *testing.T, store Store) {
 			break
 		}
 	}
-	claimed, err := store.ClaimDeliveries(ctx, now, time.Minute, 2, nil)
+	claimed, err := store.ClaimDeliveries(ctx, now, time.Minute, 2, nil, nil)
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("claim: %d %v", len(claimed), err)
 	}

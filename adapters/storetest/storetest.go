@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"EventRetention", eventRetention},
 		{"Webhooks", webhooks},
 		{"WebhookDeliveries", webhookDeliveries},
+		{"WebhookClaimSkipsAccounts", webhookClaimSkipsAccounts},
 		{"Users", users},
 		{"Sessions", sessions},
 		{"Retention", retention},

@@ -111,22 +111,22 @@ func webhookDeliveries(t *testing.T, store Store) {
 		t.Fatalf("enqueue again: %d, %v", n, err)
 	}
 
-	first, err := store.ClaimDeliveries(ctx, now, time.Minute, 2, nil)
+	first, err := store.ClaimDeliveries(ctx, now, time.Minute, 2, nil, nil)
 	if err != nil || len(first) != 2 || first[0].Lease == "" || string(first[0].Payload) != `{}` {
 		t.Fatalf("claim: %+v, %v", first, err)
 	}
-	rest, err := store.ClaimDeliveries(ctx, now, time.Minute, 10, nil)
+	rest, err := store.ClaimDeliveries(ctx, now, time.Minute, 10, nil, nil)
 	if err != nil || len(rest) != 1 {
 		t.Fatalf("a second claimer gets the one left: %d, %v", len(rest), err)
 	}
-	if again, _ := store.ClaimDeliveries(ctx, now, time.Minute, 10, nil); len(again) != 0 {
+	if again, _ := store.ClaimDeliveries(ctx, now, time.Minute, 10, nil, nil); len(again) != 0 {
 		t.Fatalf("leased attempts claimed again: %d", len(again))
 	}
-	if skipped, _ := store.ClaimDeliveries(ctx, now.Add(2*time.Minute), time.Minute, 10, []string{"wh_1"}); len(skipped) != 0 {
+	if skipped, _ := store.ClaimDeliveries(ctx, now.Add(2*time.Minute), time.Minute, 10, []string{"wh_1"}, nil); len(skipped) != 0 {
 		t.Fatalf("a skipped webhook's attempts claimed: %d", len(skipped))
 	}
 	// The lease lapses: another claimer takes the attempt over.
-	taken, err := store.ClaimDeliveries(ctx, now.Add(2*time.Minute), time.Minute, 1, nil)
+	taken, err := store.ClaimDeliveries(ctx, now.Add(2*time.Minute), time.Minute, 1, nil, nil)
 	if err != nil || len(taken) != 1 || taken[0].Lease == first[0].Lease && taken[0].ID == first[0].ID {
 		t.Fatalf("after the lease lapsed: %+v, %v", taken, err)
 	}
@@ -165,7 +165,73 @@ func webhookDeliveries(t *testing.T, store Store) {
 	if err := store.DeleteWebhook(ctx, "acc_a", "wh_1"); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := store.ClaimDeliveries(ctx, now.Add(24*time.Hour), time.Minute, 10, nil); len(left) != 0 {
+	if left, _ := store.ClaimDeliveries(ctx, now.Add(24*time.Hour), time.Minute, 10, nil, nil); len(left) != 0 {
 		t.Fatalf("attempts of a deleted webhook claimed: %d", len(left))
+	}
+}
+
+// webhookClaimSkipsAccounts: the attempts of a skipped account stay
+// pending, due, while another account's are claimed; skipping a webhook
+// and an account together leaves the account's other webhooks out too.
+func webhookClaimSkipsAccounts(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a", "acc_b")
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, w := range []core.Webhook{hook("wh_a1", "acc_a", now.Add(-time.Hour)), hook("wh_a2", "acc_a", now.Add(-time.Hour)),
+		hook("wh_b1", "acc_b", now.Add(-time.Hour)), hook("wh_b2", "acc_b", now.Add(-time.Hour))} {
+		if err := store.CreateWebhook(ctx, w, 20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
+	for _, acc := range []string{"acc_a", "acc_b"} {
+		uid := "S" + acc[len(acc)-1:]
+		if _, err := store.ClaimMount(ctx, core.Claim{UID: uid, AccountID: acc, Now: now, Deadline: now.Add(time.Hour), Key: key},
+			&core.Event{Type: core.EventAssociationRequested, UID: uid, AccountID: acc, OccurredAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	plan := func(e core.Event, hooks []core.Webhook) ([]core.Delivery, error) {
+		var out []core.Delivery
+		for _, w := range hooks {
+			n++
+			out = append(out, core.Delivery{ID: fmt.Sprintf("whd_s%d", n), WebhookID: w.ID, AccountID: w.AccountID,
+				EventID: e.ID, EventType: e.Type, Attempt: 1, Status: core.DeliveryPending, NextAttemptAt: now, Payload: []byte(`{}`)})
+		}
+		return out, nil
+	}
+	for {
+		k, err := store.EnqueueDeliveries(ctx, 10, plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			break
+		}
+	}
+	if n != 4 {
+		t.Fatalf("%d attempts planned, want 4", n)
+	}
+	// Account A's attempts are stored first (earlier event): skipped, the
+	// claim reaches past them to B's.
+	got, err := store.ClaimDeliveries(ctx, now, time.Minute, 10, nil, []string{"acc_a"})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim skipping acc_a: %+v, %v", got, err)
+	}
+	for _, d := range got {
+		if d.AccountID != "acc_b" {
+			t.Fatalf("a skipped account's attempt claimed: %+v", d)
+		}
+	}
+	if none, _ := store.ClaimDeliveries(ctx, now, time.Minute, 10, []string{"wh_a1"}, []string{"acc_a"}); len(none) != 0 {
+		t.Fatalf("attempts of a skipped account claimed: %+v", none)
+	}
+	rest, err := store.ClaimDeliveries(ctx, now, time.Minute, 10, []string{"wh_a1"}, []string{"acc_b"})
+	if err != nil || len(rest) != 1 || rest[0].WebhookID != "wh_a2" {
+		t.Fatalf("claim skipping wh_a1 and acc_b: %+v, %v", rest, err)
+	}
+	if last, err := store.ClaimDeliveries(ctx, now, time.Minute, 10, nil, nil); err != nil || len(last) != 1 || last[0].WebhookID != "wh_a1" {
+		t.Fatalf("the skipped attempt stays pending: %+v, %v", last, err)
 	}
 }

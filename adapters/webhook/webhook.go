@@ -31,16 +31,65 @@ var (
 	_ core.WebhookTargets = Targets{}
 )
 
-// cgnat is 100.64.0.0/10, shared address space: inside a carrier's network.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// forbidden4 are IPv4 ranges that are no public receiver, besides those
+// netip classifies (loopback, private, link-local, multicast).
+var forbidden4 = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),     // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"), // shared address space (CGNAT): inside a carrier's network
+	netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments (DS-Lite, NAT64 discovery)
+	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking: lab networks
+	netip.MustParsePrefix("240.0.0.0/4"),   // reserved, with the broadcast address 255.255.255.255
+}
+
+// forbidden6 are IPv6 ranges refused whole: forms that carry an IPv4
+// address to a translator or stack of the operator's network, and the
+// deprecated site-local range.
+var forbidden6 = []netip.Prefix{
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated), with :: and ::1
+	netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated (SIIT)
+	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64 (RFC 8215): the operator's own translator
+	netip.MustParsePrefix("fec0::/10"),       // site-local (deprecated)
+}
+
+// The well-known NAT64 prefix (RFC 6052) and 6to4 reach the IPv4 address
+// they embed through a gateway: they are judged by that address, so that
+// an IPv6-only deployment behind DNS64 still reaches public receivers
+// while 64:ff9b::127.0.0.1 or 64:ff9b::10.0.0.1 is refused.
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
 
 // Forbidden reports whether ip is no place for a webhook: loopback,
-// private, link-local, unspecified, multicast or shared address space.
+// private, link-local, unspecified, multicast, broadcast, shared or
+// reserved address space, in IPv4 or any IPv6 form that carries it.
 func Forbidden(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || cgnat.Contains(ip) ||
-		(ip.Is4() && ip.As4()[0] == 0)
+	ip = ip.Unmap().WithZone("") // a zoned address matches no prefix
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || !ip.IsValid() {
+		return true
+	}
+	b := ip.As16()
+	switch {
+	case ip.Is4():
+		return inAny(forbidden4, ip)
+	case inAny(forbidden6, ip):
+		return true
+	case nat64.Contains(ip):
+		return Forbidden(netip.AddrFrom4([4]byte(b[12:16])))
+	case sixToFour.Contains(ip):
+		return Forbidden(netip.AddrFrom4([4]byte(b[2:6])))
+	}
+	return false
+}
+
+func inAny(prefixes []netip.Prefix, ip netip.Addr) bool {
+	for _, p := range prefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 var errForbidden = errors.New("the target is a loopback, private or link-local address")

@@ -26,6 +26,21 @@ func TestForbidden(t *testing.T) {
 		{"169.254.169.254", true}, {"0.0.0.0", true}, {"0.1.2.3", true}, {"100.64.0.1", true}, {"224.0.0.1", true},
 		{"::1", true}, {"::", true}, {"fe80::1", true}, {"fc00::1", true}, {"::ffff:127.0.0.1", true}, {"::ffff:10.0.0.1", true},
 		{"93.184.216.34", false}, {"8.8.8.8", false}, {"2606:4700::1111", false}, {"100.128.0.1", false},
+		// Special-purpose IPv4: CGNAT's ends, IETF assignments,
+		// benchmarking, reserved, broadcast, multicast's end.
+		{"100.127.255.254", true}, {"192.0.0.8", true}, {"198.18.0.1", true}, {"198.19.255.255", true},
+		{"240.0.0.1", true}, {"255.255.255.255", true}, {"239.255.255.250", true},
+		{"192.0.1.1", false}, {"198.20.0.1", false}, {"223.255.255.1", false},
+		// NAT64: the well-known prefix is judged by the IPv4 address it
+		// carries; the local-use one is refused whole.
+		{"64:ff9b::7f00:1", true}, {"64:ff9b::127.0.0.1", true}, {"64:ff9b::10.0.0.1", true},
+		{"64:ff9b::192.168.0.1", true}, {"64:ff9b::169.254.169.254", true}, {"64:ff9b::100.64.0.1", true},
+		{"64:ff9b::8.8.8.8", false}, {"64:ff9b:1::8.8.8.8", true}, {"64:ff9b:1:ffff::1", true},
+		{"64:ff9b::7f00:1%eth0", true},
+		// IPv4-compatible, -mapped and -translated forms; 6to4; site-local.
+		{"::127.0.0.1", true}, {"::8.8.8.8", true}, {"::ffff:169.254.169.254", true}, {"::ffff:100.64.0.1", true},
+		{"::ffff:0:127.0.0.1", true}, {"::ffff:0:8.8.8.8", true}, {"2002:7f00:1::1", true}, {"2002:a00:1::1", true},
+		{"2002:808:808::1", false}, {"fec0::1", true}, {"ff02::1", true}, {"fe80::1%eth0", true},
 	} {
 		if got := webhook.Forbidden(netip.MustParseAddr(tc.ip)); got != tc.want {
 			t.Errorf("Forbidden(%s) = %v, want %v", tc.ip, got, tc.want)
@@ -45,6 +60,11 @@ func TestTargets(t *testing.T) {
 		{"http://localhost/hook", false, false},
 		{"http://api.localhost/hook", false, false},
 		{"http://169.254.169.254/latest/meta-data", false, false},
+		{"http://[64:ff9b::7f00:1]/hook", false, false},
+		{"http://[64:ff9b:1::a00:1]/hook", false, false},
+		{"http://[::ffff:7f00:1]/hook", false, false},
+		{"http://255.255.255.255/hook", false, false},
+		{"https://[64:ff9b::5db8:d822]/hook", false, true},
 		{"https://93.184.216.34/hook", false, true},
 		{"http://127.0.0.1:8080/hook", true, true},
 	} {

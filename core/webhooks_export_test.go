@@ -1,0 +1,4 @@
+package core
+
+// DeliveriesPerAccount is the cap of attempts in flight to one account.
+const DeliveriesPerAccount = deliveriesPerAccount
