@@ -101,24 +101,8 @@ func retention(t *testing.T, store Store) {
 			t.Fatal(err)
 		}
 	}
-	n := 0
-	plan := func(e core.Event, hooks []core.Webhook) ([]core.Delivery, error) {
-		var out []core.Delivery
-		for _, w := range hooks {
-			n++
-			out = append(out, core.Delivery{ID: "whd_r" + string(rune('0'+n)), WebhookID: w.ID, AccountID: w.AccountID,
-				EventID: e.ID, EventType: e.Type, Attempt: 1, Status: core.DeliveryPending, NextAttemptAt: now, Payload: []byte(`{}`)})
-		}
-		return out, nil
-	}
-	for {
-		k, err := store.EnqueueDeliveries(ctx, 10, plan)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if k == 0 {
-			break
-		}
+	if n := enqueueAll(t, store, now, "whd_r"); n != 3 {
+		t.Fatalf("%d attempts planned, want 3", n)
 	}
 	claimed, err := store.ClaimDeliveries(ctx, now, time.Minute, 2, nil, nil)
 	if err != nil || len(claimed) != 2 {

@@ -191,25 +191,7 @@ func webhookClaimSkipsAccounts(t *testing.T, store Store) {
 			t.Fatal(err)
 		}
 	}
-	n := 0
-	plan := func(e core.Event, hooks []core.Webhook) ([]core.Delivery, error) {
-		var out []core.Delivery
-		for _, w := range hooks {
-			n++
-			out = append(out, core.Delivery{ID: fmt.Sprintf("whd_s%d", n), WebhookID: w.ID, AccountID: w.AccountID,
-				EventID: e.ID, EventType: e.Type, Attempt: 1, Status: core.DeliveryPending, NextAttemptAt: now, Payload: []byte(`{}`)})
-		}
-		return out, nil
-	}
-	for {
-		k, err := store.EnqueueDeliveries(ctx, 10, plan)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if k == 0 {
-			break
-		}
-	}
+	n := enqueueAll(t, store, now, "whd_s")
 	if n != 4 {
 		t.Fatalf("%d attempts planned, want 4", n)
 	}
@@ -233,5 +215,31 @@ func webhookClaimSkipsAccounts(t *testing.T, store Store) {
 	}
 	if last, err := store.ClaimDeliveries(ctx, now, time.Minute, 10, nil, nil); err != nil || len(last) != 1 || last[0].WebhookID != "wh_a1" {
 		t.Fatalf("the skipped attempt stays pending: %+v, %v", last, err)
+	}
+}
+
+// enqueueAll plans, batch by batch until none is left, one PENDING first
+// attempt due at now for each webhook that wants each event, with ids
+// idPrefix1, idPrefix2, ...; it returns how many it planned.
+func enqueueAll(t *testing.T, store Store, now time.Time, idPrefix string) int {
+	t.Helper()
+	n := 0
+	plan := func(e core.Event, hooks []core.Webhook) ([]core.Delivery, error) {
+		var out []core.Delivery
+		for _, w := range hooks {
+			n++
+			out = append(out, core.Delivery{ID: fmt.Sprintf("%s%d", idPrefix, n), WebhookID: w.ID, AccountID: w.AccountID,
+				EventID: e.ID, EventType: e.Type, Attempt: 1, Status: core.DeliveryPending, NextAttemptAt: now, Payload: []byte(`{}`)})
+		}
+		return out, nil
+	}
+	for {
+		k, err := store.EnqueueDeliveries(context.Background(), 10, plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			return n
+		}
 	}
 }
