@@ -36,6 +36,9 @@ type Options struct {
 	KeepAlive      time.Duration
 	// WebSocketStats, when set, is kept up to date for metrics.
 	WebSocketStats *wsproto.Stats
+	// RateLimit, when set, counts each WebSocket's connection_init as one
+	// request of the account (HTTP requests are counted in rest).
+	RateLimit *core.APIRateLimit
 }
 
 // DefaultOptions are what `mountd serve` uses.
@@ -57,7 +60,7 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	srv.AddTransport(wsproto.Transport{Share: share, Stats: opts.WebSocketStats, Websocket: transport.Websocket{
 		// Cross-origin browser upgrades are refused unless allowed here.
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: acceptOptions(opts.OriginPatterns)},
-		InitFunc:       websocketInit(verifier, newSocketCounter(MaxSocketsPerToken)),
+		InitFunc:       websocketInit(verifier, newSocketCounter(MaxSocketsPerToken), opts.RateLimit),
 		InitTimeout:    3 * time.Second, // then 4408
 		// graphql-ws (legacy) keep-alive, and graphql-transport-ws pings.
 		KeepAlivePingInterval: opts.KeepAlive,
@@ -142,7 +145,7 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 // expired token, or one lacking a mandatory scope item, closes the socket
 // with 4403 Forbidden; the socket closes with 4403 too when the token
 // expires. The ack carries no payload, so the token is never echoed.
-func websocketInit(verifier core.TokenVerifier, sockets *socketCounter) transport.WebsocketInitFunc {
+func websocketInit(verifier core.TokenVerifier, sockets *socketCounter, rateLimit *core.APIRateLimit) transport.WebsocketInitFunc {
 	return func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		raw := payload.GetString("Access-Key")
 		if raw == "" {
@@ -163,6 +166,18 @@ func websocketInit(verifier core.TokenVerifier, sockets *socketCounter) transpor
 		}
 		if !p.Complete {
 			return wsproto.Reject(ctx), nil, errors.New("the token lacks a mandatory scope item and grants no rights")
+		}
+		if rateLimit != nil {
+			// A refused socket closes with 4429, the protocol's code for
+			// too many requests, with the wait in the reason.
+			if _, err := rateLimit.Take(ctx, p); err != nil {
+				wait := time.Second
+				if ce, ok := err.(*core.Error); ok && ce.RetryAfter > wait {
+					wait = ce.RetryAfter
+				}
+				return ctx, nil, &wsproto.CloseError{Code: wsproto.CloseTooManyInitRequests,
+					Reason: fmt.Sprintf("Rate limited: the account's API rate limit is used up; retry in %d s", int((wait+time.Second-1)/time.Second))}
+			}
 		}
 		release, ok := sockets.acquire(raw)
 		if !ok {

@@ -324,9 +324,10 @@ func provideBlobOpener(localBlobs *local.Store) rest.BlobOpener {
 	return localBlobs
 }
 
-func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier, stats *wsproto.Stats) httpserver.GraphQLHandler {
+func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier, stats *wsproto.Stats, rateLimit *core.APIRateLimit) httpserver.GraphQLHandler {
 	opts := graph.DefaultOptions
 	opts.WebSocketStats = stats
+	opts.RateLimit = rateLimit
 	return graph.NewHandler(r, verifier, opts)
 }
 

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mountd/mountd/graph/wsproto"
+	"github.com/mountd/mountd/graph/wsproto/wsprototest"
 )
 
 // TestAPIRateLimit sets MOUNTD_RATE_LIMIT=5/m: an account's requests,
@@ -52,6 +57,14 @@ func TestAPIRateLimit(t *testing.T) {
 			if res, body := last.call(http.MethodGet, "/api/v1/accounts/me", b.token, nil); res.StatusCode != http.StatusOK || res.Header.Get("X-RateLimit-Remaining") != "4" {
 				t.Fatalf("another account: %d %v %s", res.StatusCode, res.Header, body)
 			}
+			// A new WebSocket counts as a request: past the limit its
+			// connection_init closes with 4429; another account's opens.
+			c := last.dialWS(t, wsprototest.Options{})
+			c.Send(wsprototest.Message{Type: "connection_init", Payload: json.RawMessage(`{"Access-Key":"` + a.token + `"}`)})
+			if code, reason, _ := c.WaitClose(5 * time.Second); code != wsproto.CloseTooManyInitRequests || !strings.Contains(reason, "rate limit") {
+				t.Fatalf("a socket past the limit closed with %d %q, want 4429 naming the rate limit", code, reason)
+			}
+			last.wsReady(t, b.token).Close()
 		})
 	}
 }

@@ -121,7 +121,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Logger:          logger,
 	}
 	stats := provideWebSocketStats()
-	graphQLHandler := provideGraphQL(resolver, tokenVerifier, stats)
+	graphQLHandler := provideGraphQL(resolver, tokenVerifier, stats, apiRateLimit)
 	graphiQLHandler := provideGraphiQL()
 	mountable := provideMountable(provider)
 	consoleHandler, err := provideConsole(cfg)
