@@ -126,7 +126,7 @@ func TestPeople(t *testing.T) {
 				name, stdin, want string
 				args              []string
 			}{
-				{"short password", "short\n", "--password must have at least 12 characters",
+				{"short password", "short\n", "the password (--password-stdin) must have at least 12 characters",
 					[]string{"--account", a.creds.AccountID, "--username", "x", "--role", "owner"}},
 				{"taken username", personPassword + "\n", "is taken",
 					[]string{"--account", b.creds.AccountID, "--username", "ANN", "--role", "owner"}},

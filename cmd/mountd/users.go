@@ -176,7 +176,11 @@ func describe(err error) error {
 	}
 	parts := make([]string, len(e.Fields))
 	for i, f := range e.Fields {
-		parts[i] = "--" + f.Field + " " + f.Message
+		flag := "--" + f.Field
+		if f.Field == "password" {
+			flag = "the password (--password-stdin)" // read from stdin, never a flag
+		}
+		parts[i] = flag + " " + f.Message
 	}
 	return errors.New(strings.Join(parts, "; "))
 }
