@@ -156,18 +156,26 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 		// Outside a restricted token's mount items is 404, as for every
 		// request naming a mount. An owner's filter is its account's past
 		// too: a mount it no longer holds still selects the events it had.
-		if p.LimitedToMounts() && !p.CanSeeMount(*r.MountUID) {
-			return EventPage{}, Errorf(CodeMountNotFound, "mount %q not found", *r.MountUID)
+		if err := p.AuthorizeMount(ActionSubscribe, *r.MountUID); err != nil {
+			return EventPage{}, err
 		}
 		named = []string{*r.MountUID}
 	}
 	q := EventQuery{AccountID: p.AccountID, After: r.After, Types: types, MountUIDs: visibleMounts(p, named), Limit: limit}
-	events, next, err := s.log.ReadEvents(ctx, q)
-	if err != nil || len(events) > 0 || r.Wait == 0 {
-		if err == nil && len(events) == 0 && r.After != nil {
-			next = *r.After // nothing follows after: the same cursor again
+	// nothing is the answer when nothing follows after: the same cursor
+	// again (the head of the log without one).
+	nothing := func(head Cursor) EventPage {
+		if r.After != nil {
+			head = *r.After
 		}
+		return EventPage{Events: []Event{}, Next: head}
+	}
+	events, next, err := s.log.ReadEvents(ctx, q)
+	if err != nil || len(events) > 0 {
 		return EventPage{Events: nonNil(events), Next: next}, err
+	}
+	if r.Wait == 0 {
+		return nothing(next), nil
 	}
 	if !s.startWait(p.AccountID) {
 		return EventPage{}, &Error{Code: CodeRateLimited, RetryAfter: time.Second,
@@ -185,10 +193,7 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 				return EventPage{}, ctx.Err()
 			}
 			// The wait ended (or the server is stopping) with nothing.
-			if r.After != nil {
-				next = *r.After
-			}
-			return EventPage{Events: []Event{}, Next: next}, nil
+			return nothing(next), nil
 		}
 		q.After = &next
 		if events, next, err = s.log.ReadEvents(ctx, q); err != nil || len(events) > 0 {

@@ -172,7 +172,7 @@ func websocketInit(verifier core.TokenVerifier, sockets *socketCounter, rateLimi
 			// too many requests, with the wait in the reason.
 			if _, err := rateLimit.Take(ctx, p); err != nil {
 				wait := time.Second
-				if ce, ok := err.(*core.Error); ok && ce.RetryAfter > wait {
+				if ce := (*core.Error)(nil); errors.As(err, &ce) && ce.RetryAfter > wait {
 					wait = ce.RetryAfter
 				}
 				return ctx, nil, &wsproto.CloseError{Code: wsproto.CloseTooManyInitRequests,

@@ -353,15 +353,17 @@ func isObjectOrNull(v json.RawMessage) bool { return len(v) == 0 || isNull(v) ||
 // WriteJSON sends a message from gqlgen unchanged, noting the operations
 // it ends.
 func (c *conn) WriteJSON(v any) error {
-	if b, err := json.Marshal(v); err == nil {
-		var m legacyMessage
-		if json.Unmarshal(b, &m) == nil && (m.Type == "complete" || m.Type == "error") {
-			c.mu.Lock()
-			delete(c.active, m.ID)
-			c.mu.Unlock()
-		}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
 	}
-	return c.inner.WriteJSON(v)
+	var m legacyMessage
+	if json.Unmarshal(b, &m) == nil && (m.Type == "complete" || m.Type == "error") {
+		c.mu.Lock()
+		delete(c.active, m.ID)
+		c.mu.Unlock()
+	}
+	return c.inner.WriteJSON(json.RawMessage(b)) // encoded once
 }
 
 // WriteClose closes with gqlgen's code, unless the connection context ended
