@@ -253,9 +253,16 @@ func (f *follower) waitValues(t *testing.T, want []string, within time.Duration)
 			f.mu.Unlock()
 			return
 		}
+		// Values repeat (reports cycle through 0..100): compare counts,
+		// so that a follower still catching up is not taken for one that
+		// lost reports.
+		counts := map[string]int{}
+		for _, v := range got {
+			counts[v]++
+		}
 		missing := 0
 		for _, w := range want {
-			if !slices.Contains(got, w) {
+			if counts[w]--; counts[w] < 0 {
 				missing++
 			}
 		}
