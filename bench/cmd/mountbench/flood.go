@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,37 +19,41 @@ import (
 	"github.com/mountd/mountd/bench/internal/benchstat"
 )
 
-// floodReport is the tokenflood scenario: GET /api/v1/mounts/{uid} open
-// loop at --rate, once alone (the baseline) and once while --flood-clients
-// send wrong-secret token requests in a closed loop, each from its own
-// loopback source address (so per-address throttling leaves as much hashing
-// to bound as it can), with mountd's resident memory sampled throughout.
+// floodReport is one flood scenario (floods.go names them): GET
+// /api/v1/mounts/{uid} open loop at --rate, once alone (the baseline) and
+// once while --flood-clients send the scenario's hostile requests in a
+// closed loop, each from its own loopback source address (so per-address
+// limits see many callers), with mountd's resident memory sampled
+// throughout.
 type floodReport struct {
-	Rate         float64     `json:"rate"`
-	FloodClients int         `json:"floodClients"`
-	Sources      int         `json:"sourceAddresses"`
-	Baseline     phase       `json:"baseline"`
-	Server       phase       `json:"underFlood"`
-	Flood        floodCounts `json:"flood"`
-	RSSBeforeMiB float64     `json:"rssBeforeMiB"`
-	RSSPeakMiB   float64     `json:"rssPeakMiB"`
-	RSSAfterMiB  float64     `json:"rssAfterMiB"`
-	P99Ratio     float64     `json:"p99Ratio,omitempty"`
-	TargetP99Ms  float64     `json:"targetP99Ms"`
-	TargetRSSMiB float64     `json:"targetRssMiB"`
-	Pass         bool        `json:"pass"`
+	Kind         string             `json:"kind"`
+	Attack       string             `json:"attack"`
+	Rate         float64            `json:"rate"`
+	FloodClients int                `json:"floodClients"`
+	Sources      int                `json:"sourceAddresses"`
+	Baseline     phase              `json:"baseline"`
+	Server       phase              `json:"underFlood"`
+	Flood        floodCounts        `json:"flood"`
+	RSSBeforeMiB float64            `json:"rssBeforeMiB"`
+	RSSPeakMiB   float64            `json:"rssPeakMiB"`
+	RSSAfterMiB  float64            `json:"rssAfterMiB"`
+	P99Ratio     float64            `json:"p99Ratio,omitempty"`
+	Figures      map[string]float64 `json:"figures,omitempty"`
+	TargetP99Ms  float64            `json:"targetP99Ms"`
+	TargetRSSMiB float64            `json:"targetRssMiB"`
+	Pass         bool               `json:"pass"`
 }
 
-// floodCounts are the token requests of the flood by answer.
+// floodCounts are the flood's requests by answer.
 type floodCounts struct {
 	Requests int            `json:"requests"`
 	PerSec   float64        `json:"requestsPerSec"`
 	ByStatus map[string]int `json:"byStatus"`
 }
 
-func (b *bench) floodScenario(ctx context.Context) (*floodReport, error) {
-	rep := &floodReport{Rate: b.cfg.Rate, FloodClients: b.cfg.FloodClients, Sources: b.cfg.FloodSources,
-		TargetP99Ms: 20, TargetRSSMiB: 200}
+func (b *bench) floodScenario(ctx context.Context, kind *floodKind) (*floodReport, error) {
+	rep := &floodReport{Kind: kind.name, Attack: kind.attack, Rate: b.cfg.Rate, FloodClients: b.cfg.FloodClients,
+		Sources: b.cfg.FloodSources, TargetP99Ms: 20, TargetRSSMiB: 200, Figures: map[string]float64{}}
 	pid := 0
 	for _, p := range b.cpu.procs {
 		if p.name == "mountd" {
@@ -56,13 +61,18 @@ func (b *bench) floodScenario(ctx context.Context) (*floodReport, error) {
 		}
 	}
 	if pid == 0 {
-		return nil, fmt.Errorf("tokenflood needs --watch mountd=PID to read its resident memory")
+		return nil, fmt.Errorf("%s needs --watch mountd=PID to read its resident memory", kind.name)
+	}
+	if kind.prepare != nil {
+		if err := kind.prepare(ctx, rep); err != nil {
+			return nil, fmt.Errorf("%s: %w", kind.name, err)
+		}
 	}
 	b.quiet(ctx)
 	if b.cfg.Warmup > 0 {
 		b.runGet(ctx, "mountd (warm-up)", b.cfg.Base, b.cfg.Warmup)
 	}
-	b.logf("tokenflood: GET alone at %.0f/s for %s", b.cfg.Rate, b.cfg.Duration)
+	b.logf("%s: GET alone at %.0f/s for %s", kind.name, b.cfg.Rate, b.cfg.Duration)
 	rep.Baseline = b.runGet(ctx, "baseline: GET /api/v1/mounts/{uid} without the flood", b.cfg.Base, b.cfg.Duration)
 	rep.RSSBeforeMiB = rssMiB(pid)
 
@@ -91,12 +101,12 @@ func (b *bench) floodScenario(ctx context.Context) (*floodReport, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			counts <- b.floodClient(floodCtx, i%b.cfg.FloodSources)
+			counts <- b.rawFlood(floodCtx, i%b.cfg.FloodSources, kind.request)
 		}()
 	}
 	time.Sleep(time.Second) // let the flood reach its steady state
-	b.logf("tokenflood: GET at %.0f/s for %s under %d wrong-secret clients", b.cfg.Rate, b.cfg.Duration, b.cfg.FloodClients)
-	rep.Server = b.runGet(ctx, "mountd GET /api/v1/mounts/{uid} under the token flood", b.cfg.Base, b.cfg.Duration)
+	b.logf("%s: GET at %.0f/s for %s under %d flood clients (%s)", kind.name, b.cfg.Rate, b.cfg.Duration, b.cfg.FloodClients, kind.attack)
+	rep.Server = b.runGet(ctx, "mountd GET /api/v1/mounts/{uid} under the flood", b.cfg.Base, b.cfg.Duration)
 	stopFlood()
 	wg.Wait()
 	<-sampled
@@ -115,14 +125,24 @@ func (b *bench) floodScenario(ctx context.Context) (*floodReport, error) {
 	if rep.Baseline.Latency.P99 > 0 {
 		rep.P99Ratio = round(rep.Server.Latency.P99/rep.Baseline.Latency.P99, 2)
 	}
+	if kind.finish != nil {
+		if err := kind.finish(ctx, rep); err != nil {
+			return nil, fmt.Errorf("%s: %w", kind.name, err)
+		}
+	}
 	rep.Pass = rep.Server.Errors == 0 && rep.Server.Latency.P99 <= rep.TargetP99Ms && rep.RSSPeakMiB < rep.TargetRSSMiB
+	if kind.pass != nil {
+		rep.Pass = rep.Pass && kind.pass(rep)
+	}
 	return rep, ctx.Err()
 }
 
-// floodClient sends wrong-secret token requests for made-up client ids
-// (which cost the server what a wrong secret does) from 127.0.1.(source+1)
-// until ctx ends, and counts the answers by status.
-func (b *bench) floodClient(ctx context.Context, source int) map[string]int {
+// rawFlood sends the requests that build makes, over one keep-alive
+// connection at a time from 127.0.1.(source+1), until ctx ends, and counts
+// the answers by status ("transport" for a connection that failed). Raw
+// bytes, because some floods (invented methods, huge URLs) are not requests
+// net/http's client would send.
+func (b *bench) rawFlood(ctx context.Context, source int, build func(host string) []byte) map[string]int {
 	counts := map[string]int{}
 	u, _ := url.Parse(b.cfg.Base)
 	local := &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(source%250+1))}
@@ -146,13 +166,8 @@ func (b *bench) floodClient(ctx context.Context, source int) map[string]int {
 			}
 			conn, br = c, bufio.NewReader(c)
 		}
-		var id [6]byte
-		_, _ = rand.Read(id[:])
-		form := "grant_type=client_credentials&client_id=cli_flood_" + hex.EncodeToString(id[:]) + "&client_secret=wrong-secret"
-		req := "POST /oauth/v2/token HTTP/1.1\r\nHost: " + u.Host + "\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: " +
-			strconv.Itoa(len(form)) + "\r\n\r\n" + form
 		_ = conn.SetDeadline(time.Now().Add(b.cfg.Timeout))
-		if _, err := io.WriteString(conn, req); err != nil {
+		if _, err := conn.Write(build(u.Host)); err != nil {
 			counts["transport"]++
 			conn.Close()
 			conn = nil
@@ -160,7 +175,9 @@ func (b *bench) floodClient(ctx context.Context, source int) map[string]int {
 		}
 		res, err := http.ReadResponse(br, nil)
 		if err != nil {
-			counts["transport"]++
+			if ctx.Err() == nil {
+				counts["transport"]++
+			}
 			conn.Close()
 			conn = nil
 			continue
@@ -176,6 +193,16 @@ func (b *bench) floodClient(ctx context.Context, source int) map[string]int {
 	return counts
 }
 
+// tokenRequest is a wrong-secret token request for a made-up client id
+// (which costs the server what a wrong secret does).
+func tokenRequest(host string) []byte {
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	form := "grant_type=client_credentials&client_id=cli_flood_" + hex.EncodeToString(id[:]) + "&client_secret=wrong-secret"
+	return []byte("POST /oauth/v2/token HTTP/1.1\r\nHost: " + host + "\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: " +
+		strconv.Itoa(len(form)) + "\r\n\r\n" + form)
+}
+
 // rssMiB reads a process's resident set size.
 func rssMiB(pid int) float64 {
 	b, err := benchstat.RSS(pid)
@@ -186,13 +213,21 @@ func rssMiB(pid int) float64 {
 }
 
 func (r *floodReport) print(w io.Writer) {
-	fmt.Fprintf(w, "\nTOKEN FLOOD  %d clients of wrong-secret token requests from %d loopback addresses; GET /api/v1/mounts/{uid} open loop at %.0f/s\n",
-		r.FloodClients, r.Sources, r.Rate)
+	fmt.Fprintf(w, "\nFLOOD %s  %d clients of %s from %d loopback addresses; GET /api/v1/mounts/{uid} open loop at %.0f/s\n",
+		r.Kind, r.FloodClients, r.Attack, r.Sources, r.Rate)
 	header(w, "req/s")
 	row(w, r.Baseline, r.Baseline.RequestsPerSec)
 	row(w, r.Server, r.Server.RequestsPerSec)
 	fmt.Fprintf(w, "  GET p99 under the flood / alone: %.2fx\n", r.P99Ratio)
-	fmt.Fprintf(w, "  flood: %d token requests (%.0f/s) by status %v\n", r.Flood.Requests, r.Flood.PerSec, r.Flood.ByStatus)
+	fmt.Fprintf(w, "  flood: %d requests (%.0f/s) by status %v\n", r.Flood.Requests, r.Flood.PerSec, r.Flood.ByStatus)
 	fmt.Fprintf(w, "  mountd RSS: before %.1f MiB, peak %.1f MiB, 2 s after %.1f MiB\n", r.RSSBeforeMiB, r.RSSPeakMiB, r.RSSAfterMiB)
+	names := make([]string, 0, len(r.Figures))
+	for n := range r.Figures {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %s: %s\n", n, strconv.FormatFloat(r.Figures[n], 'f', -1, 64))
+	}
 	fmt.Fprintf(w, "  target GET p99 <= %.0f ms, no error, RSS < %.0f MiB: %s\n", r.TargetP99Ms, r.TargetRSSMiB, passText(r.Pass))
 }

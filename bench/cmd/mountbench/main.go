@@ -13,9 +13,14 @@
 //     GET /api/v1/mounts/{uid}; the baseline is a bare net/http handler
 //     started here on 127.0.0.1:0 that answers the same JSON bytes, driven
 //     with the identical load.
-//   - tokenflood: the get loop alone (the baseline), then again while
-//     --flood-clients send wrong-secret token requests from many loopback
-//     addresses; reports GET latency under the flood and mountd's peak RSS.
+//   - tokenflood, graphqlflood, headerflood, methodflood, authorizeflood,
+//     rateflood: the get loop alone (the baseline), then again while
+//     --flood-clients send hostile requests from many loopback addresses
+//     (wrong secrets; aliased GraphQL event queries with a rider's token;
+//     reports to webhooks whose receiver answers with 9 MiB of headers;
+//     invented HTTP methods; unfinished sign-ins with a 60 KB state;
+//     another account past its rate limit); reports GET latency under the
+//     flood, mountd's peak RSS and what the flood left behind (floods.go).
 //
 // Every loop ends by --duration and the tool stops by itself. Only loopback
 // targets are accepted. Usage: mountbench --help; bench/mountbench.md.
@@ -31,6 +36,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,9 +88,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&c.Base, "base", "", "base address of a running mountd, e.g. http://127.0.0.1:8080 (loopback only)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://... of that mountd's database (loopback only): account creation, baseline, counting")
-	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get, all (ingest then get) or tokenflood")
-	fs.IntVar(&c.FloodClients, "flood-clients", 200, "tokenflood: parallel clients sending wrong-secret token requests")
-	fs.IntVar(&c.FloodSources, "flood-sources", 200, "tokenflood: loopback source addresses (127.0.1.1 on) the flood comes from, 1-250")
+	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get, all (ingest then get), or a flood: "+strings.Join(floodScenarios, ", "))
+	fs.IntVar(&c.FloodClients, "flood-clients", 200, "floods: parallel clients sending the flood's requests")
+	fs.IntVar(&c.FloodSources, "flood-sources", 200, "floods: loopback source addresses (127.0.1.1 on) the flood comes from, 1-250")
 	fs.IntVar(&c.Clients, "clients", 32, "concurrent clients (ingest workers; get workers serving the arrival schedule)")
 	fs.DurationVar(&c.Duration, "duration", 15*time.Second, "measured time of each phase")
 	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "unmeasured warm-up before each phase (its ingest entries are still counted)")
@@ -134,10 +140,8 @@ func (c *config) validate() error {
 	if !loopback(d.Hostname()) {
 		return fmt.Errorf("--database-url host %q: only loopback targets are allowed", d.Hostname())
 	}
-	switch c.Scenario {
-	case "ingest", "get", "all", "tokenflood":
-	default:
-		return fmt.Errorf("--scenario %q: want ingest, get, all or tokenflood", c.Scenario)
+	if !slices.Contains(append([]string{"ingest", "get", "all"}, floodScenarios...), c.Scenario) {
+		return fmt.Errorf("--scenario %q: want ingest, get, all or one of %s", c.Scenario, strings.Join(floodScenarios, ", "))
 	}
 	if c.FloodClients < 1 || c.FloodClients > 2000 || c.FloodSources < 1 || c.FloodSources > 250 {
 		return errors.New("--flood-clients must be 1 to 2000 and --flood-sources 1 to 250")

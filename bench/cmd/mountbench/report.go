@@ -85,7 +85,7 @@ type report struct {
 	Watched      []string      `json:"watched"`
 	Ingest       *ingestReport `json:"ingest,omitempty"`
 	Get          *getReport    `json:"get,omitempty"`
-	TokenFlood   *floodReport  `json:"tokenFlood,omitempty"`
+	Flood        *floodReport  `json:"flood,omitempty"`
 }
 
 func (b *bench) run(ctx context.Context) (*report, error) {
@@ -114,8 +114,8 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 			return nil, err
 		}
 	}
-	if b.cfg.Scenario == "tokenflood" {
-		if rep.TokenFlood, err = b.floodScenario(ctx); err != nil {
+	if kind := b.floodKind(b.cfg.Scenario); kind != nil {
+		if rep.Flood, err = b.floodScenario(ctx, kind); err != nil {
 			return nil, err
 		}
 	}
@@ -170,8 +170,8 @@ func (r *report) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  target p99 <= %.0f ms at %.0f/s, no error: %s\n", g.TargetP99Ms, g.Rate, passText(g.Pass))
 	}
-	if r.TokenFlood != nil {
-		r.TokenFlood.print(w)
+	if r.Flood != nil {
+		r.Flood.print(w)
 	}
 }
 

@@ -34,7 +34,10 @@ type bench struct {
 	runID  string
 	token  string
 	uids   []string
-	cpu    *cpuWatch
+	// clientID and clientSecret are the account's, for tokens of other
+	// scopes (a rider's, in graphqlflood).
+	clientID, clientSecret string
+	cpu                    *cpuWatch
 }
 
 func newBench(ctx context.Context, cfg config, log io.Writer) (*bench, error) {
@@ -93,6 +96,7 @@ func (b *bench) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create account: %w", err)
 	}
+	b.clientID, b.clientSecret = acc.ClientID, acc.ClientSecret
 	if b.token, err = b.fetchToken(ctx, acc.ClientID, acc.ClientSecret); err != nil {
 		return err
 	}
@@ -134,8 +138,13 @@ func (b *bench) setup(ctx context.Context) error {
 
 // fetchToken asks the identity provider for a token with the bench's scope.
 func (b *bench) fetchToken(ctx context.Context, clientID, secret string) (string, error) {
+	return b.fetchTokenScope(ctx, clientID, secret, b.cfg.Scope)
+}
+
+// fetchTokenScope asks the identity provider for a token with scope.
+func (b *bench) fetchTokenScope(ctx context.Context, clientID, secret, scope string) (string, error) {
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, b.client)
-	tok, err := client.ClientCredentials(b.cfg.Base, clientID, secret, strings.Fields(b.cfg.Scope)).Token(ctx)
+	tok, err := client.ClientCredentials(b.cfg.Base, clientID, secret, strings.Fields(scope)).Token(ctx)
 	if err != nil {
 		return "", fmt.Errorf("token: %w", err)
 	}
