@@ -187,13 +187,30 @@ func (s *Store) CompleteAuthRequest(_ context.Context, id, userID string, at tim
 	return nil
 }
 
+// OpenSignIns implements core.SessionStore.
+func (s *Store) OpenSignIns(_ context.Context, source string, after time.Time, limit int) (int, time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.people.init()
+	var created []time.Time
+	for _, r := range s.people.requests {
+		if r.Source == source && r.CreatedAt.After(after) {
+			created = append(created, r.CreatedAt)
+		}
+	}
+	if len(created) == 0 {
+		return 0, time.Time{}, nil
+	}
+	return min(len(created), limit), slices.MinFunc(created, time.Time.Compare), nil
+}
+
 // SaveAuthCode implements core.SessionStore.
 func (s *Store) SaveAuthCode(_ context.Context, id, codeHash string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.people.init()
 	r, ok := s.people.requests[id]
-	if !ok {
+	if !ok || r.CodeHash != "" {
 		return authRequestNotFound()
 	}
 	r.CodeHash = codeHash

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -110,7 +111,7 @@ func sessions(t *testing.T, store Store) {
 	}
 	req := core.AuthRequest{ID: "ar_1", ClientID: "mountd-console", RedirectURI: "http://x/console/", State: "s", Nonce: "n",
 		Scopes: []string{"openid", "offline_access"}, ResponseType: "code", ResponseMode: "query",
-		CodeChallenge: "abc", CodeChallengeMethod: "S256", CreatedAt: created}
+		CodeChallenge: "abc", CodeChallengeMethod: "S256", BrowserHash: "bh", Source: "2001:db8::/64", CreatedAt: created}
 	if err := store.CreateAuthRequest(ctx, req); err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +126,12 @@ func sessions(t *testing.T, store Store) {
 	}
 	if err := store.SaveAuthCode(ctx, "ar_1", "codehash"); err != nil {
 		t.Fatal(err)
+	}
+	if err := store.SaveAuthCode(ctx, "ar_1", "another"); core.ErrorCode(err) != core.CodeNotFound {
+		t.Fatalf("a second code: %v, want not found", err)
+	}
+	if err := store.SaveAuthCode(ctx, "ar_none", "another"); core.ErrorCode(err) != core.CodeNotFound {
+		t.Fatalf("a code for no sign-in: %v, want not found", err)
 	}
 	got, err := store.AuthRequestByCode(ctx, "codehash")
 	if err != nil || got.UserID != "usr_1" || !got.AuthTime.Equal(created.Add(time.Second)) || got.CodeHash != "codehash" {
@@ -186,5 +193,43 @@ func sessions(t *testing.T, store Store) {
 	}
 	if _, err := store.RefreshToken(ctx, "o1"); core.ErrorCode(err) != core.CodeNotFound {
 		t.Fatalf("token after revoking the user's: %v", err)
+	}
+}
+
+// openSignIns: sign-ins are counted per source, only those created after
+// the given instant, at most limit; the oldest counted is returned.
+func openSignIns(t *testing.T, store Store) {
+	ctx := context.Background()
+	base := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	if n, oldest, err := store.OpenSignIns(ctx, "192.0.2.1", base.Add(-time.Hour), 10); err != nil || n != 0 || !oldest.IsZero() {
+		t.Fatalf("none yet: %d %v %v", n, oldest, err)
+	}
+	for i, src := range []string{"192.0.2.1", "192.0.2.1", "192.0.2.1", "192.0.2.1", "2001:db8::/64"} {
+		r := core.AuthRequest{ID: fmt.Sprintf("ar_%d", i), ClientID: "c", Scopes: []string{"openid"}, BrowserHash: "b", Source: src,
+			CreatedAt: base.Add(time.Duration(i) * time.Minute)}
+		if err := store.CreateAuthRequest(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name   string
+		source string
+		after  time.Time
+		limit  int
+		n      int
+		oldest time.Time
+	}{
+		{"all of one source", "192.0.2.1", base.Add(-time.Second), 10, 4, base},
+		{"strictly after", "192.0.2.1", base, 10, 3, base.Add(time.Minute)},
+		{"at most limit, the oldest", "192.0.2.1", base.Add(-time.Second), 2, 2, base},
+		{"another source", "2001:db8::/64", base.Add(-time.Second), 10, 1, base.Add(4 * time.Minute)},
+		{"an unknown source", "192.0.2.9", base.Add(-time.Second), 10, 0, time.Time{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n, oldest, err := store.OpenSignIns(ctx, tt.source, tt.after, tt.limit)
+			if err != nil || n != tt.n || !oldest.Equal(tt.oldest) {
+				t.Fatalf("OpenSignIns = %d, %v, %v; want %d, %v", n, oldest, err, tt.n, tt.oldest)
+			}
+		})
 	}
 }

@@ -1,0 +1,86 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mountd/mountd/adapters/memory"
+	"github.com/mountd/mountd/core"
+)
+
+func consoleSignIn(source string) core.AuthRequest {
+	return core.AuthRequest{ClientID: core.ConsoleClientID, RedirectURI: "https://m.example/console/", State: "s", Nonce: "n",
+		Scopes: []string{"openid", "offline_access"}, ResponseType: "code", CodeChallenge: strings.Repeat("c", 43),
+		CodeChallengeMethod: "S256", BrowserHash: core.TokenHash("browser"), Source: source}
+}
+
+// TestStartSignInBounds: every stored parameter is bounded, and one source
+// address (an IPv6 /64) has at most MaxOpenSignIns sign-ins open at once.
+func TestStartSignInBounds(t *testing.T) {
+	ctx := context.Background()
+	store := memory.NewStore()
+	sessions := core.NewSessionService(store, store)
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	sessions.SetClock(func() time.Time { return now })
+
+	start := func(r core.AuthRequest) error {
+		if err := sessions.AdmitSignIn(ctx, r.Source); err != nil {
+			return err
+		}
+		_, err := sessions.StartSignIn(ctx, r)
+		return err
+	}
+	long := strings.Repeat("x", core.MaxSignInParam+1)
+	for name, edit := range map[string]func(*core.AuthRequest){
+		"state":          func(r *core.AuthRequest) { r.State = long },
+		"nonce":          func(r *core.AuthRequest) { r.Nonce = long },
+		"redirect_uri":   func(r *core.AuthRequest) { r.RedirectURI = "https://m.example/console/" + long },
+		"scope":          func(r *core.AuthRequest) { r.Scopes = strings.Fields(strings.Repeat("openid ", 80)) },
+		"code_challenge": func(r *core.AuthRequest) { r.CodeChallenge = long },
+		"response_mode":  func(r *core.AuthRequest) { r.ResponseMode = long },
+		"client_id":      func(r *core.AuthRequest) { r.ClientID = long },
+		"no browser":     func(r *core.AuthRequest) { r.BrowserHash = "" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := consoleSignIn("192.0.2.1")
+			edit(&r)
+			if err := start(r); core.ErrorCode(err) != core.CodeValidation {
+				t.Fatalf("StartSignIn = %v, want %s", err, core.CodeValidation)
+			}
+		})
+	}
+	if n, _, err := store.OpenSignIns(ctx, "192.0.2.1", now.Add(-time.Hour), 10); err != nil || n != 0 {
+		t.Fatalf("refused sign-ins stored: %d, %v", n, err)
+	}
+
+	// One /64 fills up; the next /64 and an IPv4 address still start.
+	for i := range core.MaxOpenSignIns {
+		if i == 1 {
+			now = now.Add(time.Minute) // the oldest is a minute older than the rest
+		}
+		if err := start(consoleSignIn("2001:db8:1:2::" + string(rune('a'+i%6)))); err != nil {
+			t.Fatalf("sign-in %d: %v", i+1, err)
+		}
+	}
+	err := start(consoleSignIn("2001:db8:1:2:ffff::1"))
+	var ce *core.Error
+	if !errors.As(err, &ce) || ce.Code != core.CodeRateLimited || ce.RetryAfter != core.AuthRequestTTL-time.Minute {
+		t.Fatalf("one more from the same /64: %v, want RATE_LIMITED with RetryAfter %s", err, core.AuthRequestTTL-time.Minute)
+	}
+	for _, other := range []string{"2001:db8:1:3::1", "192.0.2.1", "::ffff:192.0.2.2"} {
+		if err := start(consoleSignIn(other)); err != nil {
+			t.Fatalf("from %s: %v", other, err)
+		}
+	}
+	// When the oldest expires, one more fits.
+	now = now.Add(core.AuthRequestTTL - time.Minute)
+	if err := start(consoleSignIn("2001:db8:1:2::1")); err != nil {
+		t.Fatalf("after the oldest expired: %v", err)
+	}
+	if err := start(consoleSignIn("2001:db8:1:2::1")); core.ErrorCode(err) != core.CodeRateLimited {
+		t.Fatalf("full again: %v", err)
+	}
+}
