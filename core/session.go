@@ -86,6 +86,12 @@ type SessionStore interface {
 	// next, in one transaction: CodeConflict when the old one was used
 	// already (or is gone), and then nothing is stored.
 	RotateRefreshToken(ctx context.Context, oldHash string, now time.Time, next RefreshToken) error
+	// TrimUsedRefreshTokens deletes the used tokens of a family but the
+	// keep most recently used.
+	TrimUsedRefreshTokens(ctx context.Context, family string, keep int) error
+	// TrimRefreshFamilies deletes the families of a user but the keep
+	// signed in to last.
+	TrimRefreshFamilies(ctx context.Context, userID string, keep int) error
 	// RevokeRefreshFamily deletes every token of a family.
 	RevokeRefreshFamily(ctx context.Context, family string) error
 	// RevokeUserRefreshTokens deletes every refresh token of a user.
@@ -114,6 +120,13 @@ const (
 	// MaxOpenSignIns is how many sign-ins one source address may have open
 	// (started within AuthRequestTTL and not yet exchanged) at once.
 	MaxOpenSignIns = 100
+	// MaxRefreshFamilies is how many sign-ins with refresh tokens a user
+	// keeps: a new one ends the oldest beyond it.
+	MaxRefreshFamilies = 200
+	// KeptUsedRefresh is how many used refresh tokens of a sign-in are
+	// remembered to detect a leak: a refresh loop cannot grow storage
+	// without bound, and an older token presented again is just refused.
+	KeptUsedRefresh = 10
 )
 
 // TokenHash is the stored form of a code or refresh token.
@@ -228,6 +241,9 @@ func (s *SessionService) IssueRefresh(ctx context.Context, userID, clientID stri
 	if err := s.store.CreateRefreshToken(ctx, t); err != nil {
 		return "", err
 	}
+	if err := s.store.TrimRefreshFamilies(ctx, userID, MaxRefreshFamilies); err != nil {
+		return "", err
+	}
 	return token, nil
 }
 
@@ -298,6 +314,9 @@ func (s *SessionService) Rotate(ctx context.Context, token string, scopes []stri
 			}
 			return "", invalidRefresh()
 		}
+		return "", err
+	}
+	if err := s.store.TrimUsedRefreshTokens(ctx, old.Family, KeptUsedRefresh); err != nil {
 		return "", err
 	}
 	return next, nil

@@ -84,3 +84,73 @@ func TestStartSignInBounds(t *testing.T) {
 		t.Fatalf("full again: %v", err)
 	}
 }
+
+// TestRefreshTokensBounded: a refresh loop keeps KeptUsedRefresh used
+// tokens of its sign-in, and a user keeps MaxRefreshFamilies sign-ins.
+func TestRefreshTokensBounded(t *testing.T) {
+	ctx := context.Background()
+	store := memory.NewStore()
+	acc, err := core.NewAccountService(store, nil).Create(ctx, "Fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := core.NewUserService(store, nil).Create(ctx, core.NewUser{AccountID: acc.AccountID, Username: "alice", Role: core.RoleOwner,
+		Password: "correct horse battery"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := core.NewSessionService(store, store)
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	sessions.SetClock(func() time.Time { return now })
+
+	first, err := sessions.IssueRefresh(ctx, u.ID, core.ConsoleClientID, []string{"openid"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := []string{first}
+	for range core.KeptUsedRefresh + 5 {
+		now = now.Add(time.Second)
+		next, err := sessions.Rotate(ctx, tokens[len(tokens)-1], []string{"openid"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, next)
+	}
+	// The oldest used tokens are forgotten: refused, without ending the sign-in.
+	if _, _, err := sessions.Refresh(ctx, tokens[0], core.ConsoleClientID); core.ErrorCode(err) != core.CodeUnauthenticated {
+		t.Fatalf("a forgotten used token: %v", err)
+	}
+	if _, err := store.RefreshToken(ctx, core.TokenHash(tokens[0])); core.ErrorCode(err) != core.CodeNotFound {
+		t.Fatalf("the oldest used token is still stored: %v", err)
+	}
+	current := tokens[len(tokens)-1]
+	if _, _, err := sessions.Refresh(ctx, current, core.ConsoleClientID); err != nil {
+		t.Fatalf("the current token after the loop: %v", err)
+	}
+	// A recent used token is still known as used: the sign-in ends.
+	if _, _, err := sessions.Refresh(ctx, tokens[len(tokens)-2], core.ConsoleClientID); core.ErrorCode(err) != core.CodeUnauthenticated {
+		t.Fatalf("a reused recent token: %v", err)
+	}
+	if _, _, err := sessions.Refresh(ctx, current, core.ConsoleClientID); core.ErrorCode(err) != core.CodeUnauthenticated {
+		t.Fatalf("the current token after a reuse: %v", err)
+	}
+
+	// Sign-ins beyond MaxRefreshFamilies end the oldest.
+	var signIns []string
+	for range core.MaxRefreshFamilies + 1 {
+		now = now.Add(time.Second)
+		tok, err := sessions.IssueRefresh(ctx, u.ID, core.ConsoleClientID, []string{"openid"}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signIns = append(signIns, tok)
+	}
+	if _, _, err := sessions.Refresh(ctx, signIns[0], core.ConsoleClientID); core.ErrorCode(err) != core.CodeUnauthenticated {
+		t.Fatalf("the oldest of %d sign-ins: %v", len(signIns), err)
+	}
+	for _, tok := range []string{signIns[1], signIns[len(signIns)-1]} {
+		if _, _, err := sessions.Refresh(ctx, tok, core.ConsoleClientID); err != nil {
+			t.Fatalf("a kept sign-in: %v", err)
+		}
+	}
+}

@@ -316,6 +316,28 @@ func (s *Store) RotateRefreshToken(ctx context.Context, oldHash string, now time
 	})
 }
 
+// TrimUsedRefreshTokens implements core.SessionStore; a family holds few
+// rows, found by its index.
+func (s *Store) TrimUsedRefreshTokens(ctx context.Context, family string, keep int) error {
+	return s.write(ctx, func() error {
+		_, err := s.db.NewRaw(`DELETE FROM refresh_tokens WHERE family = ? AND used_at IS NOT NULL AND hash NOT IN
+			(SELECT hash FROM refresh_tokens WHERE family = ? AND used_at IS NOT NULL ORDER BY used_at DESC, hash LIMIT ?)`,
+			family, family, keep).Exec(ctx)
+		return err
+	})
+}
+
+// TrimRefreshFamilies implements core.SessionStore: a family's sign-in is
+// the auth_time its tokens share.
+func (s *Store) TrimRefreshFamilies(ctx context.Context, userID string, keep int) error {
+	return s.write(ctx, func() error {
+		_, err := s.db.NewRaw(`DELETE FROM refresh_tokens WHERE user_id = ? AND family NOT IN
+			(SELECT family FROM refresh_tokens WHERE user_id = ? GROUP BY family ORDER BY MAX(auth_time) DESC, family LIMIT ?)`,
+			userID, userID, keep).Exec(ctx)
+		return err
+	})
+}
+
 // RevokeRefreshFamily implements core.SessionStore.
 func (s *Store) RevokeRefreshFamily(ctx context.Context, family string) error {
 	return s.write(ctx, func() error {

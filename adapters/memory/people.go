@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -291,5 +292,46 @@ func (s *Store) RevokeUserRefreshTokens(_ context.Context, userID string) error 
 	defer s.mu.Unlock()
 	s.people.init()
 	s.revokeUserLocked(userID)
+	return nil
+}
+
+// TrimUsedRefreshTokens implements core.SessionStore.
+func (s *Store) TrimUsedRefreshTokens(_ context.Context, family string, keep int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.people.init()
+	var used []core.RefreshToken
+	for _, t := range s.people.refresh {
+		if t.Family == family && !t.UsedAt.IsZero() {
+			used = append(used, t)
+		}
+	}
+	slices.SortFunc(used, func(a, b core.RefreshToken) int { return b.UsedAt.Compare(a.UsedAt) })
+	for _, t := range used[min(keep, len(used)):] {
+		delete(s.people.refresh, t.Hash)
+	}
+	return nil
+}
+
+// TrimRefreshFamilies implements core.SessionStore.
+func (s *Store) TrimRefreshFamilies(_ context.Context, userID string, keep int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.people.init()
+	signedIn := map[string]time.Time{} // family: its sign-in
+	for _, t := range s.people.refresh {
+		if t.UserID == userID {
+			signedIn[t.Family] = t.AuthTime
+		}
+	}
+	families := slices.Collect(maps.Keys(signedIn))
+	slices.SortFunc(families, func(a, b string) int { return signedIn[b].Compare(signedIn[a]) })
+	for _, f := range families[min(keep, len(families)):] {
+		for h, t := range s.people.refresh {
+			if t.Family == f {
+				delete(s.people.refresh, h)
+			}
+		}
+	}
 	return nil
 }

@@ -233,3 +233,75 @@ func openSignIns(t *testing.T, store Store) {
 		})
 	}
 }
+
+// trimRefreshTokens: a family keeps its newest used tokens and its unused
+// one; a user keeps the families signed in to last.
+func trimRefreshTokens(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	base := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	for _, id := range []string{"usr_1", "usr_2"} {
+		if err := store.CreateUser(ctx, core.User{ID: id, Username: id, AccountID: "acc_a", Role: core.RoleOwner, PasswordHash: "h", CreatedAt: base}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok := func(hash, family, user string, authTime time.Time) core.RefreshToken {
+		return core.RefreshToken{Hash: hash, Family: family, UserID: user, ClientID: "mountd-console", Scopes: []string{"openid"},
+			AuthTime: authTime, CreatedAt: authTime, ExpiresAt: authTime.Add(24 * time.Hour)}
+	}
+	exists := func(hash string) bool {
+		_, err := store.RefreshToken(ctx, hash)
+		if err != nil && core.ErrorCode(err) != core.CodeNotFound {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	// f1 rotates 5 times: t0..t4 used, t5 current; keep the 2 newest used.
+	if err := store.CreateRefreshToken(ctx, tok("t0", "f1", "usr_1", base)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 5; i++ {
+		if err := store.RotateRefreshToken(ctx, fmt.Sprintf("t%d", i-1), base.Add(time.Duration(i)*time.Minute),
+			tok(fmt.Sprintf("t%d", i), "f1", "usr_1", base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.CreateRefreshToken(ctx, tok("g0", "f2", "usr_1", base.Add(time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.RotateRefreshToken(ctx, "g0", base.Add(time.Minute), tok("g1", "f2", "usr_1", base.Add(time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.TrimUsedRefreshTokens(ctx, "f1", 2); err != nil {
+		t.Fatal(err)
+	}
+	for hash, want := range map[string]bool{"t0": false, "t1": false, "t2": false, "t3": true, "t4": true, "t5": true, "g0": true, "g1": true} {
+		if exists(hash) != want {
+			t.Errorf("after trimming f1 to 2 used tokens, %s stored: %v, want %v", hash, !want, want)
+		}
+	}
+
+	// usr_1 has f1 (signed in at base) and f2 (a second later), f3 later
+	// still; usr_2 has one family older than all. Keep usr_1's newest 2.
+	if err := store.CreateRefreshToken(ctx, tok("h0", "f3", "usr_1", base.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CreateRefreshToken(ctx, tok("u0", "f4", "usr_2", base.Add(-time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.TrimRefreshFamilies(ctx, "usr_1", 2); err != nil {
+		t.Fatal(err)
+	}
+	for hash, want := range map[string]bool{"t3": false, "t4": false, "t5": false, "g0": true, "g1": true, "h0": true, "u0": true} {
+		if exists(hash) != want {
+			t.Errorf("after trimming usr_1 to 2 families, %s stored: %v, want %v", hash, !want, want)
+		}
+	}
+	if err := store.TrimRefreshFamilies(ctx, "usr_1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if !exists("g1") || !exists("h0") {
+		t.Error("trimming again removed a kept family")
+	}
+}

@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Users", users},
 		{"Sessions", sessions},
 		{"OpenSignIns", openSignIns},
+		{"TrimRefreshTokens", trimRefreshTokens},
 		{"Retention", retention},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
