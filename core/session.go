@@ -170,12 +170,9 @@ func (s *SessionService) AdmitSignIn(ctx context.Context, source string) error {
 }
 
 // StartSignIn stores a new sign-in and returns it with its id:
-// CodeValidation when a parameter is longer than MaxSignInParam or the
-// browser is not named. r.Source is the caller's address.
+// CodeValidation when a parameter is longer than MaxSignInParam. r.Source
+// is the caller's address.
 func (s *SessionService) StartSignIn(ctx context.Context, r AuthRequest) (AuthRequest, error) {
-	if r.BrowserHash == "" {
-		return AuthRequest{}, Errorf(CodeValidation, "the sign-in names no browser")
-	}
 	for name, v := range map[string]string{"client_id": r.ClientID, "redirect_uri": r.RedirectURI, "state": r.State,
 		"nonce": r.Nonce, "scope": strings.Join(r.Scopes, " "), "response_type": r.ResponseType, "response_mode": r.ResponseMode,
 		"code_challenge": r.CodeChallenge, "code_challenge_method": r.CodeChallengeMethod} {

@@ -42,7 +42,6 @@ func TestStartSignInBounds(t *testing.T) {
 		"code_challenge": func(r *core.AuthRequest) { r.CodeChallenge = long },
 		"response_mode":  func(r *core.AuthRequest) { r.ResponseMode = long },
 		"client_id":      func(r *core.AuthRequest) { r.ClientID = long },
-		"no browser":     func(r *core.AuthRequest) { r.BrowserHash = "" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := consoleSignIn("192.0.2.1")
