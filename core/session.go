@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -25,6 +27,13 @@ type AuthRequest struct {
 	ResponseMode        string
 	CodeChallenge       string
 	CodeChallengeMethod string
+	// BrowserHash is the SHA-256 of the secret in the cookie of the
+	// browser that started the sign-in: only that browser may sign in at
+	// its login page and collect its code.
+	BrowserHash string
+	// Source is the address the sign-in came from, as its throttle key (an
+	// IPv6 address counts as its /64), which bounds open sign-ins.
+	Source string
 	// UserID and AuthTime are set once the person has signed in.
 	UserID   string
 	AuthTime time.Time
@@ -62,7 +71,11 @@ type SessionStore interface {
 	// CompleteAuthRequest records who signed in, once: CodeNotFound when
 	// there is no such request or someone already did.
 	CompleteAuthRequest(ctx context.Context, id, userID string, at time.Time) error
-	// SaveAuthCode records the hash of the code handed out for a request.
+	// OpenSignIns counts the requests from source created after after, up
+	// to limit, and returns the oldest of those counted.
+	OpenSignIns(ctx context.Context, source string, after time.Time, limit int) (n int, oldest time.Time, err error)
+	// SaveAuthCode records the hash of the code handed out for a request,
+	// once: CodeNotFound when there is no such request or it has a code.
 	SaveAuthCode(ctx context.Context, id, codeHash string) error
 	DeleteAuthRequest(ctx context.Context, id string) error
 	CreateRefreshToken(ctx context.Context, t RefreshToken) error
@@ -73,6 +86,12 @@ type SessionStore interface {
 	// next, in one transaction: CodeConflict when the old one was used
 	// already (or is gone), and then nothing is stored.
 	RotateRefreshToken(ctx context.Context, oldHash string, now time.Time, next RefreshToken) error
+	// TrimUsedRefreshTokens deletes the used tokens of a family but the
+	// keep most recently used.
+	TrimUsedRefreshTokens(ctx context.Context, family string, keep int) error
+	// TrimRefreshFamilies deletes the families of a user but the keep
+	// signed in to last.
+	TrimRefreshFamilies(ctx context.Context, userID string, keep int) error
 	// RevokeRefreshFamily deletes every token of a family.
 	RevokeRefreshFamily(ctx context.Context, family string) error
 	// RevokeUserRefreshTokens deletes every refresh token of a user.
@@ -90,6 +109,24 @@ const (
 	// RefreshMax is how long after signing in refresh tokens are handed
 	// out at all: then the person signs in again.
 	RefreshMax = 30 * 24 * time.Hour
+)
+
+// Bounds of what an unauthenticated caller may store by starting sign-ins
+// (docs/api.md, "People").
+const (
+	// MaxSignInParam bounds each stored parameter of a sign-in in bytes
+	// (the scope items together).
+	MaxSignInParam = 512
+	// MaxOpenSignIns is how many sign-ins one source address may have open
+	// (started within AuthRequestTTL and not yet exchanged) at once.
+	MaxOpenSignIns = 100
+	// MaxRefreshFamilies is how many sign-ins with refresh tokens a user
+	// keeps: a new one ends the oldest beyond it.
+	MaxRefreshFamilies = 200
+	// KeptUsedRefresh is how many used refresh tokens of a sign-in are
+	// remembered to detect a leak: a refresh loop cannot grow storage
+	// without bound, and an older token presented again is just refused.
+	KeptUsedRefresh = 10
 )
 
 // TokenHash is the stored form of a code or refresh token.
@@ -115,10 +152,38 @@ func (s *SessionService) SetClock(now func() time.Time) { s.now = now }
 
 func (s *SessionService) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
 
-// StartSignIn stores a new sign-in and returns it with its id.
+// AdmitSignIn refuses a new sign-in from source (an address) with
+// CodeRateLimited, and the wait, when the source already has
+// MaxOpenSignIns open; callers ask before StartSignIn. Two racing requests
+// may both be admitted: the overshoot is bounded by the requests in flight.
+func (s *SessionService) AdmitSignIn(ctx context.Context, source string) error {
+	now := s.clock()
+	n, oldest, err := s.store.OpenSignIns(ctx, sourceKey(source), now.Add(-AuthRequestTTL), MaxOpenSignIns)
+	if err != nil {
+		return err
+	}
+	if n >= MaxOpenSignIns {
+		return &Error{Code: CodeRateLimited, RetryAfter: max(time.Second, oldest.Add(AuthRequestTTL).Sub(now)),
+			Message: "too many sign-ins in progress from this address; finish one or wait"}
+	}
+	return nil
+}
+
+// StartSignIn stores a new sign-in and returns it with its id:
+// CodeValidation when a parameter is longer than MaxSignInParam. r.Source
+// is the caller's address.
 func (s *SessionService) StartSignIn(ctx context.Context, r AuthRequest) (AuthRequest, error) {
+	for name, v := range map[string]string{"client_id": r.ClientID, "redirect_uri": r.RedirectURI, "state": r.State,
+		"nonce": r.Nonce, "scope": strings.Join(r.Scopes, " "), "response_type": r.ResponseType, "response_mode": r.ResponseMode,
+		"code_challenge": r.CodeChallenge, "code_challenge_method": r.CodeChallengeMethod} {
+		if len(v) > MaxSignInParam {
+			return AuthRequest{}, &Error{Code: CodeValidation, Message: "a parameter is too long",
+				Fields: []FieldError{{Field: name, Message: fmt.Sprintf("must be at most %d bytes", MaxSignInParam)}}}
+		}
+	}
 	r.ID, r.CreatedAt = "ar_"+randomText(24), s.clock()
 	r.UserID, r.AuthTime, r.CodeHash = "", time.Time{}, ""
+	r.Source = sourceKey(r.Source)
 	if err := s.store.CreateAuthRequest(ctx, r); err != nil {
 		return AuthRequest{}, err
 	}
@@ -171,6 +236,9 @@ func (s *SessionService) IssueRefresh(ctx context.Context, userID, clientID stri
 	t := RefreshToken{Hash: TokenHash(token), Family: "rf_" + randomHex(12), UserID: userID, ClientID: clientID,
 		Scopes: scopes, AuthTime: authTime, CreatedAt: now, ExpiresAt: s.refreshExpiry(now, authTime)}
 	if err := s.store.CreateRefreshToken(ctx, t); err != nil {
+		return "", err
+	}
+	if err := s.store.TrimRefreshFamilies(ctx, userID, MaxRefreshFamilies); err != nil {
 		return "", err
 	}
 	return token, nil
@@ -243,6 +311,9 @@ func (s *SessionService) Rotate(ctx context.Context, token string, scopes []stri
 			}
 			return "", invalidRefresh()
 		}
+		return "", err
+	}
+	if err := s.store.TrimUsedRefreshTokens(ctx, old.Family, KeptUsedRefresh); err != nil {
 		return "", err
 	}
 	return next, nil

@@ -138,6 +138,8 @@ type authRequestRow struct {
 	ResponseMode        string         `bun:"response_mode"`
 	CodeChallenge       string         `bun:"code_challenge"`
 	CodeChallengeMethod string         `bun:"code_challenge_method"`
+	BrowserHash         string         `bun:"browser_hash"`
+	Source              string         `bun:"source"`
 	UserID              sql.NullString `bun:"user_id"`
 	AuthTime            sql.NullInt64  `bun:"auth_time"`
 	CodeHash            sql.NullString `bun:"code_hash"`
@@ -147,7 +149,8 @@ type authRequestRow struct {
 func (r *authRequestRow) toRequest() core.AuthRequest {
 	out := core.AuthRequest{ID: r.ID, ClientID: r.ClientID, RedirectURI: r.RedirectURI, State: r.State, Nonce: r.Nonce,
 		Scopes: strings.Fields(r.Scopes), ResponseType: r.ResponseType, ResponseMode: r.ResponseMode,
-		CodeChallenge: r.CodeChallenge, CodeChallengeMethod: r.CodeChallengeMethod, UserID: r.UserID.String,
+		CodeChallenge: r.CodeChallenge, CodeChallengeMethod: r.CodeChallengeMethod, BrowserHash: r.BrowserHash, Source: r.Source,
+		UserID:   r.UserID.String,
 		CodeHash: r.CodeHash.String, CreatedAt: fromMillis(r.CreatedAt)}
 	if r.AuthTime.Valid {
 		out.AuthTime = fromMillis(r.AuthTime.Int64)
@@ -161,7 +164,8 @@ func authRequestNotFound() error { return core.Errorf(core.CodeNotFound, "sign-i
 func (s *Store) CreateAuthRequest(ctx context.Context, r core.AuthRequest) error {
 	row := &authRequestRow{ID: r.ID, ClientID: r.ClientID, RedirectURI: r.RedirectURI, State: r.State, Nonce: r.Nonce,
 		Scopes: strings.Join(r.Scopes, " "), ResponseType: r.ResponseType, ResponseMode: r.ResponseMode,
-		CodeChallenge: r.CodeChallenge, CodeChallengeMethod: r.CodeChallengeMethod, CreatedAt: millis(r.CreatedAt)}
+		CodeChallenge: r.CodeChallenge, CodeChallengeMethod: r.CodeChallengeMethod, BrowserHash: r.BrowserHash, Source: r.Source,
+		CreatedAt: millis(r.CreatedAt)}
 	return s.write(ctx, func() error {
 		_, err := s.db.NewInsert().Model(row).Exec(ctx)
 		return err
@@ -213,9 +217,24 @@ func (s *Store) CompleteAuthRequest(ctx context.Context, id, userID string, at t
 		userID, millis(at), id)
 }
 
+// OpenSignIns implements core.SessionStore. It reads at most limit rows
+// of the (source, created_at) index.
+func (s *Store) OpenSignIns(ctx context.Context, source string, after time.Time, limit int) (int, time.Time, error) {
+	var (
+		n      int
+		oldest sql.NullInt64
+	)
+	err := s.db.NewRaw(`SELECT COUNT(*), MIN(created_at) FROM (SELECT created_at FROM auth_requests
+		WHERE source = ? AND created_at > ? ORDER BY created_at LIMIT ?) AS open`, source, millis(after), limit).Scan(ctx, &n, &oldest)
+	if err != nil || !oldest.Valid {
+		return n, time.Time{}, err
+	}
+	return n, fromMillis(oldest.Int64), nil
+}
+
 // SaveAuthCode implements core.SessionStore.
 func (s *Store) SaveAuthCode(ctx context.Context, id, codeHash string) error {
-	return s.execOne(ctx, authRequestNotFound, `UPDATE auth_requests SET code_hash = ? WHERE id = ?`, codeHash, id)
+	return s.execOne(ctx, authRequestNotFound, `UPDATE auth_requests SET code_hash = ? WHERE id = ? AND code_hash IS NULL`, codeHash, id)
 }
 
 // DeleteAuthRequest implements core.SessionStore.
@@ -293,6 +312,28 @@ func (s *Store) RotateRefreshToken(ctx context.Context, oldHash string, now time
 			return core.Errorf(core.CodeConflict, "the refresh token was used already")
 		}
 		_, err = tx.NewInsert().Model(toRefreshRow(next)).Exec(ctx)
+		return err
+	})
+}
+
+// TrimUsedRefreshTokens implements core.SessionStore; a family holds few
+// rows, found by its index.
+func (s *Store) TrimUsedRefreshTokens(ctx context.Context, family string, keep int) error {
+	return s.write(ctx, func() error {
+		_, err := s.db.NewRaw(`DELETE FROM refresh_tokens WHERE family = ? AND used_at IS NOT NULL AND hash NOT IN
+			(SELECT hash FROM refresh_tokens WHERE family = ? AND used_at IS NOT NULL ORDER BY used_at DESC, hash LIMIT ?)`,
+			family, family, keep).Exec(ctx)
+		return err
+	})
+}
+
+// TrimRefreshFamilies implements core.SessionStore: a family's sign-in is
+// the auth_time its tokens share.
+func (s *Store) TrimRefreshFamilies(ctx context.Context, userID string, keep int) error {
+	return s.write(ctx, func() error {
+		_, err := s.db.NewRaw(`DELETE FROM refresh_tokens WHERE user_id = ? AND family NOT IN
+			(SELECT family FROM refresh_tokens WHERE user_id = ? GROUP BY family ORDER BY MAX(auth_time) DESC, family LIMIT ?)`,
+			userID, userID, keep).Exec(ctx)
 		return err
 	})
 }

@@ -90,8 +90,13 @@ func (p *Provider) renderLogin(w http.ResponseWriter, status int, v loginView) {
 // anti-forgery token.
 func (p *Provider) serveLoginForm(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("authRequest")
-	if _, err := p.store.signIn.Sessions.SignIn(r.Context(), id); err != nil {
+	req, err := p.store.signIn.Sessions.SignIn(r.Context(), id)
+	if err != nil {
 		p.renderLogin(w, http.StatusBadRequest, loginView{Message: msgExpired})
+		return
+	}
+	if !sameBrowser(r, req) {
+		p.renderLogin(w, http.StatusForbidden, loginView{Message: msgOtherBrowser})
 		return
 	}
 	p.renderLogin(w, http.StatusOK, loginView{AuthRequest: id, CSRF: p.setLoginCookie(w, r)})
@@ -123,8 +128,13 @@ func (p *Provider) serveLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if _, err := p.store.signIn.Sessions.SignIn(ctx, id); err != nil {
+	req, err := p.store.signIn.Sessions.SignIn(ctx, id)
+	if err != nil {
 		p.renderLogin(w, http.StatusBadRequest, loginView{Message: msgExpired})
+		return
+	}
+	if !sameBrowser(r, req) {
+		p.renderLogin(w, http.StatusForbidden, loginView{Message: msgOtherBrowser})
 		return
 	}
 	user, err := p.store.signIn.Users.SignIn(ctx, username, r.PostForm.Get("password"), sourceFrom(withSource(ctx, r)))

@@ -172,13 +172,8 @@ func New(cfg Config, accounts *core.AccountService, key SigningKey, logger *slog
 	mux.HandleFunc("GET "+pathUserinfo, p.serveUserinfo)
 	mux.HandleFunc("POST "+pathUserinfo, p.serveUserinfo)
 	if cfg.SignIn != nil {
-		issued := func(h func(http.ResponseWriter, *http.Request, op.Authorizer)) http.HandlerFunc {
-			return func(w http.ResponseWriter, r *http.Request) {
-				h(w, r.WithContext(op.ContextWithIssuer(r.Context(), cfg.Issuer)), o)
-			}
-		}
-		mux.HandleFunc("GET "+pathAuthorize, issued(op.Authorize))
-		mux.HandleFunc("GET "+pathAuthorize+"/callback", issued(op.AuthorizeCallback))
+		mux.HandleFunc("GET "+pathAuthorize, p.serveAuthorize)
+		mux.HandleFunc("GET "+pathAuthorize+"/callback", p.serveCallback)
 		mux.HandleFunc("GET "+pathLogin, p.serveLoginForm)
 		mux.HandleFunc("POST "+pathLogin, p.serveLogin)
 		mux.HandleFunc("POST "+pathRevoke, p.serveRevoke)

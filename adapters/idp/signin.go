@@ -2,6 +2,7 @@ package idp
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -143,12 +144,21 @@ func (s *storage) CreateAuthRequest(ctx context.Context, r *oidc.AuthRequest, _ 
 	if r.ResponseType != oidc.ResponseTypeCode {
 		return nil, oidc.ErrInvalidRequest().WithDescription("only the code response type is supported")
 	}
+	call, _ := ctx.Value(authorizeKey{}).(*authorizeCall)
+	if call == nil {
+		return nil, errors.New("idp: a sign-in started outside serveAuthorize")
+	}
 	started, err := s.signIn.Sessions.StartSignIn(ctx, core.AuthRequest{ClientID: r.ClientID, RedirectURI: r.RedirectURI,
 		State: r.State, Nonce: r.Nonce, Scopes: r.Scopes, ResponseType: string(r.ResponseType), ResponseMode: string(r.ResponseMode),
-		CodeChallenge: r.CodeChallenge, CodeChallengeMethod: string(r.CodeChallengeMethod)})
+		CodeChallenge: r.CodeChallenge, CodeChallengeMethod: string(r.CodeChallengeMethod),
+		BrowserHash: core.TokenHash(call.secret), Source: sourceFrom(ctx)})
 	if err != nil {
+		if core.ErrorCode(err) == core.CodeValidation {
+			return nil, oidc.ErrInvalidRequest().WithDescription("%s", core.ErrorMessage(err))
+		}
 		return nil, err
 	}
+	call.started()
 	return &authRequest{AuthRequest: started, audience: s.audience()}, nil
 }
 
@@ -181,7 +191,13 @@ func (s *storage) SaveAuthCode(ctx context.Context, id, code string) error {
 	if s.signIn == nil {
 		return signInUnsupported()
 	}
-	return s.signIn.Sessions.SaveCode(ctx, id, code)
+	err := s.signIn.Sessions.SaveCode(ctx, id, code)
+	if core.ErrorCode(err) == core.CodeNotFound {
+		// A code was handed out already (serveCallback checks first; this
+		// is the loser of two racing callbacks).
+		return oidc.ErrInvalidRequest().WithDescription("the sign-in is unknown or has been used")
+	}
+	return err
 }
 
 // DeleteAuthRequest implements op.AuthStorage: a code is used once.

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -24,8 +25,13 @@ const password = "correct horse battery"
 
 type signInEnv struct {
 	srv          *httptest.Server
+	store        *memory.Store
 	alice, rider core.User
 }
+
+// sourceHeader names the source address a test request pretends to come
+// from (the server takes it as the request's RemoteAddr).
+const sourceHeader = "X-Test-Source"
 
 func newSignInEnv(t *testing.T) *signInEnv {
 	t.Helper()
@@ -37,7 +43,7 @@ func newSignInEnv(t *testing.T) *signInEnv {
 		t.Fatal(err)
 	}
 	users := core.NewUserService(store, memory.NewFailureLimiter())
-	e := &signInEnv{}
+	e := &signInEnv{store: store}
 	if e.alice, err = users.Create(ctx, core.NewUser{AccountID: acc.AccountID, Username: "alice", Role: core.RoleOwner, Password: password}); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +51,12 @@ func newSignInEnv(t *testing.T) *signInEnv {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	e.srv = httptest.NewServer(mux)
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get(sourceHeader); a != "" {
+			r.RemoteAddr = net.JoinHostPort(a, "1234")
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(e.srv.Close)
 	provider, err := idp.New(idp.Config{Issuer: e.srv.URL, Scopes: rules,
 		SignIn: &idp.SignIn{Users: users, Sessions: core.NewSessionService(store, store)}},

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -187,13 +188,30 @@ func (s *Store) CompleteAuthRequest(_ context.Context, id, userID string, at tim
 	return nil
 }
 
+// OpenSignIns implements core.SessionStore.
+func (s *Store) OpenSignIns(_ context.Context, source string, after time.Time, limit int) (int, time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.people.init()
+	var created []time.Time
+	for _, r := range s.people.requests {
+		if r.Source == source && r.CreatedAt.After(after) {
+			created = append(created, r.CreatedAt)
+		}
+	}
+	if len(created) == 0 {
+		return 0, time.Time{}, nil
+	}
+	return min(len(created), limit), slices.MinFunc(created, time.Time.Compare), nil
+}
+
 // SaveAuthCode implements core.SessionStore.
 func (s *Store) SaveAuthCode(_ context.Context, id, codeHash string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.people.init()
 	r, ok := s.people.requests[id]
-	if !ok {
+	if !ok || r.CodeHash != "" {
 		return authRequestNotFound()
 	}
 	r.CodeHash = codeHash
@@ -274,5 +292,46 @@ func (s *Store) RevokeUserRefreshTokens(_ context.Context, userID string) error 
 	defer s.mu.Unlock()
 	s.people.init()
 	s.revokeUserLocked(userID)
+	return nil
+}
+
+// TrimUsedRefreshTokens implements core.SessionStore.
+func (s *Store) TrimUsedRefreshTokens(_ context.Context, family string, keep int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.people.init()
+	var used []core.RefreshToken
+	for _, t := range s.people.refresh {
+		if t.Family == family && !t.UsedAt.IsZero() {
+			used = append(used, t)
+		}
+	}
+	slices.SortFunc(used, func(a, b core.RefreshToken) int { return b.UsedAt.Compare(a.UsedAt) })
+	for _, t := range used[min(keep, len(used)):] {
+		delete(s.people.refresh, t.Hash)
+	}
+	return nil
+}
+
+// TrimRefreshFamilies implements core.SessionStore.
+func (s *Store) TrimRefreshFamilies(_ context.Context, userID string, keep int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.people.init()
+	signedIn := map[string]time.Time{} // family: its sign-in
+	for _, t := range s.people.refresh {
+		if t.UserID == userID {
+			signedIn[t.Family] = t.AuthTime
+		}
+	}
+	families := slices.Collect(maps.Keys(signedIn))
+	slices.SortFunc(families, func(a, b string) int { return signedIn[b].Compare(signedIn[a]) })
+	for _, f := range families[min(keep, len(families)):] {
+		for h, t := range s.people.refresh {
+			if t.Family == f {
+				delete(s.people.refresh, h)
+			}
+		}
+	}
 	return nil
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -110,7 +111,7 @@ func sessions(t *testing.T, store Store) {
 	}
 	req := core.AuthRequest{ID: "ar_1", ClientID: "mountd-console", RedirectURI: "http://x/console/", State: "s", Nonce: "n",
 		Scopes: []string{"openid", "offline_access"}, ResponseType: "code", ResponseMode: "query",
-		CodeChallenge: "abc", CodeChallengeMethod: "S256", CreatedAt: created}
+		CodeChallenge: "abc", CodeChallengeMethod: "S256", BrowserHash: "bh", Source: "2001:db8::/64", CreatedAt: created}
 	if err := store.CreateAuthRequest(ctx, req); err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +126,12 @@ func sessions(t *testing.T, store Store) {
 	}
 	if err := store.SaveAuthCode(ctx, "ar_1", "codehash"); err != nil {
 		t.Fatal(err)
+	}
+	if err := store.SaveAuthCode(ctx, "ar_1", "another"); core.ErrorCode(err) != core.CodeNotFound {
+		t.Fatalf("a second code: %v, want not found", err)
+	}
+	if err := store.SaveAuthCode(ctx, "ar_none", "another"); core.ErrorCode(err) != core.CodeNotFound {
+		t.Fatalf("a code for no sign-in: %v, want not found", err)
 	}
 	got, err := store.AuthRequestByCode(ctx, "codehash")
 	if err != nil || got.UserID != "usr_1" || !got.AuthTime.Equal(created.Add(time.Second)) || got.CodeHash != "codehash" {
@@ -186,5 +193,115 @@ func sessions(t *testing.T, store Store) {
 	}
 	if _, err := store.RefreshToken(ctx, "o1"); core.ErrorCode(err) != core.CodeNotFound {
 		t.Fatalf("token after revoking the user's: %v", err)
+	}
+}
+
+// openSignIns: sign-ins are counted per source, only those created after
+// the given instant, at most limit; the oldest counted is returned.
+func openSignIns(t *testing.T, store Store) {
+	ctx := context.Background()
+	base := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	if n, oldest, err := store.OpenSignIns(ctx, "192.0.2.1", base.Add(-time.Hour), 10); err != nil || n != 0 || !oldest.IsZero() {
+		t.Fatalf("none yet: %d %v %v", n, oldest, err)
+	}
+	for i, src := range []string{"192.0.2.1", "192.0.2.1", "192.0.2.1", "192.0.2.1", "2001:db8::/64"} {
+		r := core.AuthRequest{ID: fmt.Sprintf("ar_%d", i), ClientID: "c", Scopes: []string{"openid"}, BrowserHash: "b", Source: src,
+			CreatedAt: base.Add(time.Duration(i) * time.Minute)}
+		if err := store.CreateAuthRequest(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name   string
+		source string
+		after  time.Time
+		limit  int
+		n      int
+		oldest time.Time
+	}{
+		{"all of one source", "192.0.2.1", base.Add(-time.Second), 10, 4, base},
+		{"strictly after", "192.0.2.1", base, 10, 3, base.Add(time.Minute)},
+		{"at most limit, the oldest", "192.0.2.1", base.Add(-time.Second), 2, 2, base},
+		{"another source", "2001:db8::/64", base.Add(-time.Second), 10, 1, base.Add(4 * time.Minute)},
+		{"an unknown source", "192.0.2.9", base.Add(-time.Second), 10, 0, time.Time{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n, oldest, err := store.OpenSignIns(ctx, tt.source, tt.after, tt.limit)
+			if err != nil || n != tt.n || !oldest.Equal(tt.oldest) {
+				t.Fatalf("OpenSignIns = %d, %v, %v; want %d, %v", n, oldest, err, tt.n, tt.oldest)
+			}
+		})
+	}
+}
+
+// trimRefreshTokens: a family keeps its newest used tokens and its unused
+// one; a user keeps the families signed in to last.
+func trimRefreshTokens(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	base := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	for _, id := range []string{"usr_1", "usr_2"} {
+		if err := store.CreateUser(ctx, core.User{ID: id, Username: id, AccountID: "acc_a", Role: core.RoleOwner, PasswordHash: "h", CreatedAt: base}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok := func(hash, family, user string, authTime time.Time) core.RefreshToken {
+		return core.RefreshToken{Hash: hash, Family: family, UserID: user, ClientID: "mountd-console", Scopes: []string{"openid"},
+			AuthTime: authTime, CreatedAt: authTime, ExpiresAt: authTime.Add(24 * time.Hour)}
+	}
+	exists := func(hash string) bool {
+		_, err := store.RefreshToken(ctx, hash)
+		if err != nil && core.ErrorCode(err) != core.CodeNotFound {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	// f1 rotates 5 times: t0..t4 used, t5 current; keep the 2 newest used.
+	if err := store.CreateRefreshToken(ctx, tok("t0", "f1", "usr_1", base)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 5; i++ {
+		if err := store.RotateRefreshToken(ctx, fmt.Sprintf("t%d", i-1), base.Add(time.Duration(i)*time.Minute),
+			tok(fmt.Sprintf("t%d", i), "f1", "usr_1", base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.CreateRefreshToken(ctx, tok("g0", "f2", "usr_1", base.Add(time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.RotateRefreshToken(ctx, "g0", base.Add(time.Minute), tok("g1", "f2", "usr_1", base.Add(time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.TrimUsedRefreshTokens(ctx, "f1", 2); err != nil {
+		t.Fatal(err)
+	}
+	for hash, want := range map[string]bool{"t0": false, "t1": false, "t2": false, "t3": true, "t4": true, "t5": true, "g0": true, "g1": true} {
+		if exists(hash) != want {
+			t.Errorf("after trimming f1 to 2 used tokens, %s stored: %v, want %v", hash, !want, want)
+		}
+	}
+
+	// usr_1 has f1 (signed in at base) and f2 (a second later), f3 later
+	// still; usr_2 has one family older than all. Keep usr_1's newest 2.
+	if err := store.CreateRefreshToken(ctx, tok("h0", "f3", "usr_1", base.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CreateRefreshToken(ctx, tok("u0", "f4", "usr_2", base.Add(-time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.TrimRefreshFamilies(ctx, "usr_1", 2); err != nil {
+		t.Fatal(err)
+	}
+	for hash, want := range map[string]bool{"t3": false, "t4": false, "t5": false, "g0": true, "g1": true, "h0": true, "u0": true} {
+		if exists(hash) != want {
+			t.Errorf("after trimming usr_1 to 2 families, %s stored: %v, want %v", hash, !want, want)
+		}
+	}
+	if err := store.TrimRefreshFamilies(ctx, "usr_1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if !exists("g1") || !exists("h0") {
+		t.Error("trimming again removed a kept family")
 	}
 }

@@ -49,6 +49,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"WebhookClaimSkipsAccounts", webhookClaimSkipsAccounts},
 		{"Users", users},
 		{"Sessions", sessions},
+		{"OpenSignIns", openSignIns},
+		{"TrimRefreshTokens", trimRefreshTokens},
 		{"Retention", retention},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
