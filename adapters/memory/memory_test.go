@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/mountd/mountd/adapters/memory"
 	"github.com/mountd/mountd/adapters/porttest"
@@ -24,7 +25,13 @@ func TestExpiryScheduler(t *testing.T) {
 }
 
 func TestFailureLimiter(t *testing.T) {
-	porttest.RunFailureLimiter(t, func(*testing.T) core.FailureLimiter { return memory.NewFailureLimiter() })
+	porttest.RunFailureLimiter(t, func(_ *testing.T, now func() time.Time) core.FailureLimiter {
+		l := memory.NewFailureLimiter()
+		if now != nil {
+			l.WithClock(now)
+		}
+		return l
+	})
 }
 
 func TestRateLimiter(t *testing.T) {

@@ -80,8 +80,10 @@ func TestExpiryScheduler(t *testing.T) {
 
 func TestFailureLimiter(t *testing.T) {
 	url, base := setup(t)
-	porttest.RunFailureLimiter(t, func(t *testing.T) core.FailureLimiter {
-		return redis.NewFailureLimiter(newClient(t, url), base+t.Name()+":")
+	porttest.RunFailureLimiter(t, func(t *testing.T, now func() time.Time) core.FailureLimiter {
+		l := redis.NewFailureLimiter(newClient(t, url), base+t.Name()+":")
+		redis.SetFailureClock(l, now)
+		return l
 	}, porttest.Options{Shared: true})
 }
 
