@@ -170,12 +170,17 @@ func TestHashGate(t *testing.T) {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); errs <- g.Do(ctx, hold) }() // queued
-	time.Sleep(20 * time.Millisecond)
+	// Polled, not slept: a busy machine may take long to queue it.
+	for core.GateWaiting(g) != 1 {
+		time.Sleep(time.Millisecond)
+	}
 	err := g.Do(ctx, func() { t.Error("ran beyond the queue") })
 	if ce, ok := err.(*core.Error); !ok || ce.Code != core.CodeUnavailable || ce.RetryAfter <= 0 {
 		t.Fatalf("beyond the queue: %v, want UNAVAILABLE with RetryAfter", err)
 	}
-	time.Sleep(300 * time.Millisecond) // the queued one gives up
+	for core.GateWaiting(g) != 0 { // the queued one gives up after its wait
+		time.Sleep(time.Millisecond)
+	}
 	close(release)
 	wg.Wait()
 	close(errs)

@@ -18,3 +18,6 @@ func SetHashGate(g *HashGate) (restore func()) {
 	hashGate = g
 	return func() { hashGate = old }
 }
+
+// GateWaiting is how many callers wait in g's queue.
+func GateWaiting(g *HashGate) int64 { return g.waiting.Load() }

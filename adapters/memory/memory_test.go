@@ -35,5 +35,11 @@ func TestFailureLimiter(t *testing.T) {
 }
 
 func TestRateLimiter(t *testing.T) {
-	porttest.RunRateLimiter(t, func(*testing.T) core.RateLimiter { return memory.NewRateLimiter() })
+	porttest.RunRateLimiter(t, func(_ *testing.T, now func() time.Time) core.RateLimiter {
+		l := memory.NewRateLimiter()
+		if now != nil {
+			l.WithClock(now)
+		}
+		return l
+	})
 }

@@ -89,8 +89,10 @@ func TestFailureLimiter(t *testing.T) {
 
 func TestRateLimiter(t *testing.T) {
 	url, base := setup(t)
-	porttest.RunRateLimiter(t, func(t *testing.T) core.RateLimiter {
-		return redis.NewRateLimiter(newClient(t, url), base+t.Name()+":")
+	porttest.RunRateLimiter(t, func(t *testing.T, now func() time.Time) core.RateLimiter {
+		l := redis.NewRateLimiter(newClient(t, url), base+t.Name()+":")
+		redis.SetRateClock(l, now)
+		return l
 	}, porttest.Options{Shared: true})
 }
 
