@@ -120,14 +120,16 @@ func (s *AccountService) RotateSecret(ctx context.Context, accountID string) (Ne
 // Authenticate checks a client's credentials presented from source (the
 // caller's address). Every failure is the same UNAUTHENTICATED error and
 // costs one hash, so that unknown client ids cannot be told from wrong
-// secrets. A source over its failure limits gets RATE_LIMITED before any
-// hashing; hashing waits for a slot of the process-wide gate.
+// secrets. A client id over its failure limit from source gets
+// RATE_LIMITED before any hashing, and so does an unknown client id once
+// the address has had too many of them; hashing waits for a slot of the
+// process-wide gate.
 func (s *AccountService) Authenticate(ctx context.Context, clientID, secret, source string) (APIClient, error) {
 	var cl APIClient
 	ok, err := checkSecret(ctx, s.failures, []failureKey{
 		// The client id is hashed: it comes from the caller, of any length.
-		{"auth:client:" + shortHash(clientID) + "|" + sourceKey(source), ClientFailuresPerSource},
-		{"auth:addr:" + sourceKey(source), FailuresPerAddress},
+		{key: "auth:client:" + shortHash(clientID) + "|" + sourceKey(source), rate: ClientFailuresPerSource},
+		{key: "auth:unknown:" + sourceKey(source), rate: UnknownClientFailuresPerAddress, unknownOnly: true},
 	}, "too many failed authentications from this address; retry later", func() (string, error) {
 		var err error
 		cl, err = s.store.APIClient(ctx, clientID)
@@ -146,56 +148,104 @@ func (s *AccountService) Authenticate(ctx context.Context, clientID, secret, sou
 type failureKey struct {
 	key  string
 	rate Rate
+	// unknownOnly counts only checks naming no stored credential, once the
+	// lookup has said so.
+	unknownOnly bool
 }
 
-// checkSecret is every credential check: a caller over any of its failure
-// limits gets RATE_LIMITED before any hashing; lookup (which returns the
-// stored hash, CodeNotFound when there is none) and the hash run in a slot
-// of the process-wide gate, the lookup too so that callers turned away cost
-// no database round trip; an unknown name costs a hash like a wrong secret,
-// so the two cannot be told apart; a failure counts under every key. It
-// reports whether the secret matched a stored hash.
+// reservations are the attempts a credential check has counted.
+type reservations struct {
+	failures FailureLimiter
+	held     [][2]string // key, token
+}
+
+// reserve counts an attempt under each of keys whose unknownOnly is
+// unknown; past a limit it returns the wait, and what it counted stays
+// held for refund. A limiter that cannot answer skips its key: the gate
+// still bounds hashing, and a throttle that cannot be read must not lock
+// everyone out.
+func (r *reservations) reserve(ctx context.Context, keys []failureKey, unknown bool) time.Duration {
+	if r.failures == nil {
+		return 0
+	}
+	for _, k := range keys {
+		if k.unknownOnly != unknown {
+			continue
+		}
+		wait, token, err := r.failures.Reserve(ctx, k.key, k.rate)
+		switch {
+		case err != nil:
+		case wait > 0:
+			return wait
+		case token != "":
+			r.held = append(r.held, [2]string{k.key, token})
+		}
+	}
+	return 0
+}
+
+// refund takes back every attempt counted: the check did not fail.
+func (r *reservations) refund(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	for _, h := range r.held {
+		_ = r.failures.Refund(ctx, h[0], h[1])
+	}
+	r.held = nil
+}
+
+// checkSecret is every credential check. The attempt is counted under each
+// key before any hashing (a caller over a limit gets RATE_LIMITED), so that
+// parallel attempts cannot all pass; lookup (which returns the stored hash,
+// CodeNotFound when there is none) and the hash run in a slot of the
+// process-wide gate, the lookup too so that callers turned away cost no
+// database round trip; an unknown name is counted under the unknownOnly
+// keys too and costs a hash like a wrong secret, so the two cannot be told
+// apart. Anything but a failure (a match, a fault, a caller turned away)
+// refunds the attempts. It reports whether the secret matched a stored hash.
 func checkSecret(ctx context.Context, failures FailureLimiter, keys []failureKey, limited string, lookup func() (string, error), secret string) (bool, error) {
 	if hashGate.Full() {
 		return false, busy()
 	}
-	if failures != nil {
-		for _, k := range keys {
-			wait, err := failures.Blocked(ctx, k.key, k.rate)
-			if err != nil {
-				// The gate still bounds hashing; a throttle that cannot be
-				// read must not lock everyone out.
-				continue
-			}
-			if wait > 0 {
-				slowDown(ctx, wait)
-				return false, &Error{Code: CodeRateLimited, RetryAfter: wait, Message: limited}
-			}
-		}
+	held := &reservations{failures: failures}
+	refuse := func(wait time.Duration) error {
+		held.refund(ctx)
+		slowDown(ctx, wait)
+		return &Error{Code: CodeRateLimited, RetryAfter: wait, Message: limited}
+	}
+	if wait := held.reserve(ctx, keys, false); wait > 0 {
+		return false, refuse(wait)
 	}
 	var (
 		ok       bool
 		storeErr error
+		wait     time.Duration
 	)
 	if err := hashGate.Do(ctx, func() {
 		hash, err := lookup()
 		storeErr = err
-		if err != nil {
+		switch {
+		case err == nil:
+		case ErrorCode(err) == CodeNotFound:
+			if wait = held.reserve(ctx, keys, true); wait > 0 {
+				return
+			}
 			hash = dummySecretHash
+		default:
+			return
 		}
-		if err == nil || ErrorCode(err) == CodeNotFound {
-			ok = VerifySecret(hash, secret) && err == nil
-		}
+		ok = VerifySecret(hash, secret) && err == nil
 	}); err != nil {
+		held.refund(ctx)
 		return false, err
 	}
-	if storeErr != nil && ErrorCode(storeErr) != CodeNotFound {
+	switch {
+	case storeErr != nil && ErrorCode(storeErr) != CodeNotFound:
+		held.refund(ctx)
 		return false, storeErr
-	}
-	if !ok && failures != nil {
-		for _, k := range keys {
-			_ = failures.Failed(context.WithoutCancel(ctx), k.key, k.rate)
-		}
+	case wait > 0:
+		return false, refuse(wait)
+	case ok:
+		held.refund(ctx)
 	}
 	return ok, nil
 }

@@ -17,28 +17,34 @@ type Rate struct {
 	Period time.Duration
 }
 
-// FailureLimiter counts failures per key, shared by every replica when it
-// is backed by Redis. Core asks it before an expensive check and tells it
-// after a failed one, so that successes never count.
+// FailureLimiter counts failed credential checks per key, shared by every
+// replica when it is backed by Redis. Core reserves an attempt before the
+// expensive check, in one atomic step with asking whether the key is at its
+// limit, and refunds it when the check did not fail: parallel attempts
+// cannot all pass a question asked before any of them was counted, and
+// successes never count.
 type FailureLimiter interface {
-	// Blocked returns how long key must wait before it may fail again
-	// under r: zero while fewer than r.Limit failures lie within the last
-	// r.Period, otherwise until the oldest of the last r.Limit leaves it.
-	Blocked(ctx context.Context, key string, r Rate) (time.Duration, error)
-	// Failed counts one failure of key under r.
-	Failed(ctx context.Context, key string, r Rate) error
+	// Reserve counts one attempt of key under r and returns a token naming
+	// it, unless r.Limit attempts already lie within the last r.Period:
+	// then it counts nothing and returns how long until the oldest of the
+	// last r.Limit leaves the window.
+	Reserve(ctx context.Context, key string, r Rate) (wait time.Duration, token string, err error)
+	// Refund takes back the reserved attempt of key named by token; an
+	// unknown token (one that left the window) is no error.
+	Refund(ctx context.Context, key, token string) error
 }
 
-// Abuse limits on client authentication (docs/api.md, "Identity"). Client ids are not
-// secret (every token's sub shows one), so the limit is per client id and
-// source address: an attacker elsewhere cannot lock an operator's servers
-// out. The looser limit per address alone stops one source from walking
-// through many client ids; it is the same as for people's sign-ins
-// (SignInFailuresPerAddress), so one address gets 30 wrong guesses a
-// minute at either door.
+// Abuse limits on client authentication (docs/api.md, "Identity"). Client
+// ids are not secret (every token's sub shows one), so the limit is per
+// client id and source address: an attacker elsewhere cannot lock an
+// operator's servers out. Failures naming client ids that do not exist
+// also count per address (UnknownClientFailuresPerAddress) and hold only
+// such names: one source cannot walk through made-up client ids, and no
+// correct secret is ever refused because other clients failed from its
+// address (a company's NAT hides many).
 var (
-	ClientFailuresPerSource = Rate{Limit: 10, Period: time.Minute}
-	FailuresPerAddress      = Rate{Limit: 30, Period: time.Minute}
+	ClientFailuresPerSource         = Rate{Limit: 10, Period: time.Minute}
+	UnknownClientFailuresPerAddress = Rate{Limit: 30, Period: time.Minute}
 )
 
 // HashGate lets at most a fixed number of secret hashes run at once, each

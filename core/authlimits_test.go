@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -66,14 +67,15 @@ func TestAuthenticateThrottle(t *testing.T) {
 			t.Fatalf("success %d: %v", i+1, err)
 		}
 	}
-	// Walking through client ids from one address meets the address limit
-	// (10.0.0.1 has 11 failures so far).
-	var last error
-	for i := 0; i < core.FailuresPerAddress.Limit; i++ {
-		last = try("cli_walk_"+string(rune('a'+i)), "wrong", "10.0.0.1")
+	// Walking through unknown client ids from one address meets the limit
+	// on unknown client ids per address (cli_unknown above was the first).
+	for i := 1; i < core.UnknownClientFailuresPerAddress.Limit; i++ {
+		if err := try(fmt.Sprintf("cli_walk_%d", i), "wrong", "10.0.0.1"); core.ErrorCode(err) != core.CodeUnauthenticated {
+			t.Fatalf("unknown client id %d: %v", i+1, err)
+		}
 	}
-	if core.ErrorCode(last) != core.CodeRateLimited {
-		t.Fatalf("after %d failures from one address: %v, want %s", core.FailuresPerAddress.Limit, last, core.CodeRateLimited)
+	if err := try("cli_walk_more", "wrong", "10.0.0.1"); core.ErrorCode(err) != core.CodeRateLimited {
+		t.Fatalf("after %d unknown client ids from one address: %v, want %s", core.UnknownClientFailuresPerAddress.Limit, err, core.CodeRateLimited)
 	}
 }
 
@@ -84,17 +86,14 @@ type keyRecorder struct {
 	keys []string
 }
 
-func (r *keyRecorder) Blocked(_ context.Context, key string, _ core.Rate) (time.Duration, error) {
+func (r *keyRecorder) Reserve(_ context.Context, key string, _ core.Rate) (time.Duration, string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.keys = append(r.keys, key)
-	return 0, nil
+	return 0, "t", nil
 }
 
-func (r *keyRecorder) Failed(ctx context.Context, key string, rate core.Rate) error {
-	_, err := r.Blocked(ctx, key, rate)
-	return err
-}
+func (r *keyRecorder) Refund(context.Context, string, string) error { return nil }
 
 // TestThrottleKeysAreBounded: a client id of a megabyte does not become a
 // megabyte-long key in the limiter (an LRU of 100,000 keys, or Redis).
@@ -171,12 +170,17 @@ func TestHashGate(t *testing.T) {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); errs <- g.Do(ctx, hold) }() // queued
-	time.Sleep(20 * time.Millisecond)
+	// Polled, not slept: a busy machine may take long to queue it.
+	for core.GateWaiting(g) != 1 {
+		time.Sleep(time.Millisecond)
+	}
 	err := g.Do(ctx, func() { t.Error("ran beyond the queue") })
 	if ce, ok := err.(*core.Error); !ok || ce.Code != core.CodeUnavailable || ce.RetryAfter <= 0 {
 		t.Fatalf("beyond the queue: %v, want UNAVAILABLE with RetryAfter", err)
 	}
-	time.Sleep(300 * time.Millisecond) // the queued one gives up
+	for core.GateWaiting(g) != 0 { // the queued one gives up after its wait
+		time.Sleep(time.Millisecond)
+	}
 	close(release)
 	wg.Wait()
 	close(errs)
@@ -194,5 +198,115 @@ func TestHashGate(t *testing.T) {
 	// Freed slots serve again.
 	if err := g.Do(ctx, func() {}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOthersFailuresDoNotHoldACorrectSecret: failed authentications of
+// other existing clients from one address, however many, never refuse a
+// correct secret from there; failures naming client ids that do not exist
+// count per address and hold only such names.
+func TestOthersFailuresDoNotHoldACorrectSecret(t *testing.T) {
+	t.Cleanup(core.SetTarpitDelay(0))
+	ctx := context.Background()
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	svc := core.NewAccountService(memory.NewStore(), memory.NewFailureLimiter().WithClock(clock.Now))
+	per, perAddress := core.ClientFailuresPerSource.Limit, core.UnknownClientFailuresPerAddress.Limit
+	var clients []core.NewAccount
+	for range perAddress/per + 1 {
+		acc, err := svc.Create(ctx, "Fleet")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, acc)
+	}
+	good := clients[len(clients)-1]
+	try := func(clientID, secret string) error {
+		_, err := svc.Authenticate(ctx, clientID, secret, "10.0.0.1")
+		return err
+	}
+	for i := range perAddress {
+		if err := try(clients[i/per].ClientID, "wrong"); core.ErrorCode(err) != core.CodeUnauthenticated {
+			t.Fatalf("failure %d: %v", i+1, err)
+		}
+	}
+	if err := try(good.ClientID, good.ClientSecret); err != nil {
+		t.Fatalf("a correct secret after %d failures of other clients from its address: %v", perAddress, err)
+	}
+	if err := try(good.ClientID, "wrong"); core.ErrorCode(err) != core.CodeUnauthenticated {
+		t.Fatalf("a wrong secret of a client that has not failed: %v, want UNAUTHENTICATED", err)
+	}
+	if err := try(clients[0].ClientID, clients[0].ClientSecret); core.ErrorCode(err) != core.CodeRateLimited {
+		t.Fatalf("a client after its own %d failures: %v, want RATE_LIMITED", per, err)
+	}
+	for i := range perAddress {
+		if err := try(fmt.Sprintf("cli_unknown%d", i), "wrong"); core.ErrorCode(err) != core.CodeUnauthenticated {
+			t.Fatalf("unknown client id %d: %v", i+1, err)
+		}
+	}
+	if err := try("cli_unknown_more", "wrong"); core.ErrorCode(err) != core.CodeRateLimited {
+		t.Fatalf("an unknown client id past %d from one address: %v, want RATE_LIMITED", perAddress, err)
+	}
+	if err := try(good.ClientID, good.ClientSecret); err != nil {
+		t.Fatalf("a correct secret after unknown client ids from its address: %v", err)
+	}
+	// A minute on, every count has left its window.
+	clock.Advance(core.UnknownClientFailuresPerAddress.Period)
+	if err := try("cli_unknown_later", "wrong"); core.ErrorCode(err) != core.CodeUnauthenticated {
+		t.Fatalf("an unknown client id a minute later: %v", err)
+	}
+	if err := try(clients[0].ClientID, clients[0].ClientSecret); err != nil {
+		t.Fatalf("a client a minute after its own failures: %v", err)
+	}
+}
+
+// TestParallelFailuresAreCountedBeforeTheHash: a burst of parallel wrong
+// secrets (or passwords) gets exactly the limit of tries: each is counted
+// before its hash, not after.
+func TestParallelFailuresAreCountedBeforeTheHash(t *testing.T) {
+	t.Cleanup(core.SetTarpitDelay(0))
+	// Room for the whole burst in the gate, so that no try is turned away busy.
+	t.Cleanup(core.SetHashGate(core.NewHashGate(4, 1024, time.Minute)))
+	ctx := context.Background()
+	store := memory.NewStore()
+	failures := memory.NewFailureLimiter()
+	accounts := core.NewAccountService(store, failures)
+	acc, err := accounts.Create(ctx, "Fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := core.NewUserService(store, failures)
+	if _, err := users.Create(ctx, core.NewUser{AccountID: acc.AccountID, Username: "alice", Role: core.RoleOwner, Password: "correct horse battery"}); err != nil {
+		t.Fatal(err)
+	}
+	burst := func(n int, try func() error) map[core.Code]int {
+		var (
+			mu    sync.Mutex
+			codes = map[core.Code]int{}
+			wg    sync.WaitGroup
+		)
+		for range n {
+			wg.Go(func() {
+				code := core.ErrorCode(try())
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return codes
+	}
+	codes := burst(40, func() error {
+		_, err := accounts.Authenticate(ctx, acc.ClientID, "wrong", "10.0.0.1")
+		return err
+	})
+	if codes[core.CodeUnauthenticated] != core.ClientFailuresPerSource.Limit || codes[core.CodeRateLimited] != 40-core.ClientFailuresPerSource.Limit {
+		t.Fatalf("40 parallel wrong secrets: %v, want %d tries", codes, core.ClientFailuresPerSource.Limit)
+	}
+	codes = burst(60, func() error {
+		_, err := users.SignIn(ctx, "alice", "wrong password!", core.SignInSource{Address: "10.0.0.2"})
+		return err
+	})
+	if codes[core.CodeUnauthenticated] != core.SignInFailures.Limit || codes[core.CodeRateLimited] != 60-core.SignInFailures.Limit {
+		t.Fatalf("60 parallel wrong passwords: %v, want %d tries", codes, core.SignInFailures.Limit)
 	}
 }

@@ -58,11 +58,22 @@ func NormalizeUsername(s string) string { return strings.ToLower(strings.TrimSpa
 // SignInFailures bounds failed sign-ins per username and source address:
 // a stranger elsewhere cannot lock a person out, and one address cannot
 // guess one person's password faster than this. SignInFailuresPerAddress
-// bounds one address walking through many usernames.
+// bounds one address walking through many usernames; a browser that
+// signed the username in before (SignInSource.KnownDevice) is not held by
+// it, so that one address's failures do not lock out everyone behind it.
 var (
 	SignInFailures           = Rate{Limit: 5, Period: 15 * time.Minute}
 	SignInFailuresPerAddress = Rate{Limit: 30, Period: time.Minute}
 )
+
+// SignInSource is where a sign-in comes from.
+type SignInSource struct {
+	// Address is the caller's address.
+	Address string
+	// KnownDevice says that the browser proved an earlier successful
+	// sign-in of the same username (the login page's device cookie).
+	KnownDevice bool
+}
 
 // NewUser is what creating a user takes.
 type NewUser struct {
@@ -171,20 +182,22 @@ func (s *UserService) Delete(ctx context.Context, username string) error {
 	return s.store.DeleteUser(ctx, NormalizeUsername(username))
 }
 
-// SignIn checks a person's username and password presented from source
-// (the caller's address). Every failure is the same UNAUTHENTICATED error
-// and costs one hash, so that unknown usernames cannot be told from wrong
-// passwords. Over the failure limits it is RATE_LIMITED before any hashing.
-func (s *UserService) SignIn(ctx context.Context, username, password, source string) (User, error) {
+// SignIn checks a person's username and password presented from source.
+// Every failure is the same UNAUTHENTICATED error and costs one hash, so
+// that unknown usernames cannot be told from wrong passwords. Over the
+// failure limits it is RATE_LIMITED before any hashing; a known device is
+// held by the limit per username and address alone.
+func (s *UserService) SignIn(ctx context.Context, username, password string, source SignInSource) (User, error) {
 	username = NormalizeUsername(username)
 	if len(password) > MaxPasswordBytes {
 		password = password[:MaxPasswordBytes+1] // still wrong, bounded work
 	}
+	keys := []failureKey{{key: "signin:user:" + shortHash(username) + "|" + sourceKey(source.Address), rate: SignInFailures}}
+	if !source.KnownDevice {
+		keys = append(keys, failureKey{key: "signin:addr:" + sourceKey(source.Address), rate: SignInFailuresPerAddress})
+	}
 	var u User
-	ok, err := checkSecret(ctx, s.failures, []failureKey{
-		{"signin:user:" + shortHash(username) + "|" + sourceKey(source), SignInFailures},
-		{"signin:addr:" + sourceKey(source), SignInFailuresPerAddress},
-	}, "too many failed sign-ins; wait before trying again", func() (string, error) {
+	ok, err := checkSecret(ctx, s.failures, keys, "too many failed sign-ins; wait before trying again", func() (string, error) {
 		var err error
 		u, err = s.store.UserByUsername(ctx, username)
 		return u.PasswordHash, err

@@ -68,54 +68,75 @@ func TestCreateUserRules(t *testing.T) {
 
 // TestSignIn: one message for a wrong password and an unknown username;
 // five failures for one username from one address, then RATE_LIMITED
-// there, while the same username from another address still signs in.
+// there until the oldest leaves its 15 minutes, while the same username
+// from another address still signs in; thirty failures from one address,
+// then RATE_LIMITED there for a minute, except for a known device.
 func TestSignIn(t *testing.T) {
 	defer core.SetTarpitDelay(0)()
 	ctx := context.Background()
 	store := memory.NewStore()
 	acc, _ := core.NewAccountService(store, nil).Create(ctx, "Fleet")
-	users := core.NewUserService(store, memory.NewFailureLimiter())
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	users := core.NewUserService(store, memory.NewFailureLimiter().WithClock(clock.Now))
 	const password = "correct horse battery"
 	if _, err := users.Create(ctx, core.NewUser{AccountID: acc.AccountID, Username: "alice", Role: core.RoleOwner, Password: password}); err != nil {
 		t.Fatal(err)
 	}
-	if u, err := users.SignIn(ctx, " Alice ", password, "10.0.0.1"); err != nil || u.Username != "alice" {
+	from := func(addr string) core.SignInSource { return core.SignInSource{Address: addr} }
+	if u, err := users.SignIn(ctx, " Alice ", password, from("10.0.0.1")); err != nil || u.Username != "alice" {
 		t.Fatalf("SignIn = %+v, %v", u, err)
 	}
-	_, wrong := users.SignIn(ctx, "alice", "wrong password!", "10.0.0.1")
-	_, unknown := users.SignIn(ctx, "nobody", password, "10.0.0.1")
+	_, wrong := users.SignIn(ctx, "alice", "wrong password!", from("10.0.0.1"))
+	_, unknown := users.SignIn(ctx, "nobody", password, from("10.0.0.1"))
 	if core.ErrorCode(wrong) != core.CodeUnauthenticated || wrong.Error() != unknown.Error() {
 		t.Fatalf("wrong password: %v; unknown user: %v; want the same UNAUTHENTICATED", wrong, unknown)
 	}
+	clock.Advance(time.Minute) // the first failure is the oldest
 	for range 4 {
-		_, _ = users.SignIn(ctx, "alice", "wrong password!", "10.0.0.1")
+		_, _ = users.SignIn(ctx, "alice", "wrong password!", from("10.0.0.1"))
 	}
-	if _, err := users.SignIn(ctx, "alice", password, "10.0.0.1"); core.ErrorCode(err) != core.CodeRateLimited {
-		t.Fatalf("sixth try from one address: %v, want RATE_LIMITED", err)
+	_, err := users.SignIn(ctx, "alice", password, from("10.0.0.1"))
+	if ce, ok := err.(*core.Error); !ok || ce.Code != core.CodeRateLimited || ce.RetryAfter != 14*time.Minute {
+		t.Fatalf("sixth try from one address: %v, want RATE_LIMITED for 14 minutes", err)
 	}
-	if _, err := users.SignIn(ctx, "alice", password, "10.0.0.2"); err != nil {
+	if _, err := users.SignIn(ctx, "alice", password, from("10.0.0.2")); err != nil {
 		t.Fatalf("from another address: %v; a stranger must not lock alice out", err)
 	}
 	// Walking through usernames from one address meets the address limit,
-	// 30 a minute; 10.0.0.1 has 6 failures so far. (A slot comes back
-	// every 2 s, so a slow run may get a few more tries, never fewer.)
+	// 30 a minute: exactly 30 tries.
 	limit := core.SignInFailuresPerAddress.Limit
-	limited := 0
 	for i := range limit {
-		_, err := users.SignIn(ctx, fmt.Sprintf("walker%d", i), "wrong password!", "10.0.0.1")
-		if core.ErrorCode(err) == core.CodeRateLimited {
-			limited = 6 + i + 1
-			break
-		}
-		if core.ErrorCode(err) != core.CodeUnauthenticated {
-			t.Fatalf("failure %d from one address: %v", 6+i+1, err)
+		if _, err := users.SignIn(ctx, fmt.Sprintf("walker%d", i), "wrong password!", from("10.0.0.3")); core.ErrorCode(err) != core.CodeUnauthenticated {
+			t.Fatalf("failure %d from one address: %v", i+1, err)
 		}
 	}
-	if limited <= limit {
-		t.Fatalf("try %d from one address was RATE_LIMITED (0: none was), want only past %d", limited, limit)
+	if _, err := users.SignIn(ctx, "walker-more", "wrong password!", from("10.0.0.3")); core.ErrorCode(err) != core.CodeRateLimited {
+		t.Fatalf("failure %d from one address: %v, want RATE_LIMITED", limit+1, err)
 	}
-	if _, err := users.SignIn(ctx, "alice", password, "10.0.0.2"); err != nil {
-		t.Fatalf("from another address after the walk: %v", err)
+	if _, err := users.SignIn(ctx, "alice", password, from("10.0.0.3")); core.ErrorCode(err) != core.CodeRateLimited {
+		t.Fatalf("alice from a new browser behind that address: %v, want RATE_LIMITED", err)
+	}
+	known := core.SignInSource{Address: "10.0.0.3", KnownDevice: true}
+	if _, err := users.SignIn(ctx, "alice", password, known); err != nil {
+		t.Fatalf("alice from her known browser behind that address: %v", err)
+	}
+	// A known device is still held by its username's own limit, and does
+	// not count against the address.
+	for i := range core.SignInFailures.Limit {
+		if _, err := users.SignIn(ctx, "alice", "wrong password!", known); core.ErrorCode(err) != core.CodeUnauthenticated {
+			t.Fatalf("known device, failure %d: %v", i+1, err)
+		}
+	}
+	if _, err := users.SignIn(ctx, "alice", password, known); core.ErrorCode(err) != core.CodeRateLimited {
+		t.Fatalf("known device past its username's limit: %v, want RATE_LIMITED", err)
+	}
+	clock.Advance(core.SignInFailuresPerAddress.Period)
+	if _, err := users.SignIn(ctx, "walker-later", "wrong password!", from("10.0.0.3")); core.ErrorCode(err) != core.CodeUnauthenticated {
+		t.Fatalf("a minute later: %v", err)
+	}
+	clock.Advance(core.SignInFailures.Period - core.SignInFailuresPerAddress.Period)
+	if _, err := users.SignIn(ctx, "alice", password, known); err != nil {
+		t.Fatalf("15 minutes later: %v", err)
 	}
 }
 

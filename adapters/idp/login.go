@@ -137,7 +137,8 @@ func (p *Provider) serveLogin(w http.ResponseWriter, r *http.Request) {
 		p.renderLogin(w, http.StatusForbidden, loginView{Message: msgOtherBrowser})
 		return
 	}
-	user, err := p.store.signIn.Users.SignIn(ctx, username, r.PostForm.Get("password"), sourceFrom(withSource(ctx, r)))
+	user, err := p.store.signIn.Users.SignIn(ctx, username, r.PostForm.Get("password"),
+		core.SignInSource{Address: sourceFrom(withSource(ctx, r)), KnownDevice: p.devices.known(r, username)})
 	if err != nil {
 		view := loginView{AuthRequest: id, CSRF: csrf, Username: username}
 		status := http.StatusUnauthorized
@@ -170,6 +171,7 @@ func (p *Provider) serveLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Path: pathLogin, MaxAge: -1})
+	p.devices.set(w, r.TLS != nil || strings.HasPrefix(p.cfg.Issuer, "https://"), user.Username)
 	p.log.InfoContext(ctx, "person signed in", "user_id", user.ID, "account_id", user.AccountID)
 	http.Redirect(w, r, op.AuthCallbackURL(p.op)(op.ContextWithIssuer(ctx, p.cfg.Issuer), id), http.StatusFound)
 }

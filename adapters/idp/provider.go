@@ -78,6 +78,7 @@ type Provider struct {
 	pub       *rsa.PublicKey
 	discovery []byte
 	handler   http.Handler
+	devices   *devices // the login page's device cookies
 }
 
 // newProviderMu serialises op.NewProvider: its endpoint options write into
@@ -153,7 +154,8 @@ func New(cfg Config, accounts *core.AccountService, key SigningKey, logger *slog
 		op:    o,
 		verifier: op.NewAccessTokenVerifier(cfg.Issuer, &op.OpenIDKeySet{Storage: store},
 			op.WithSupportedAccessTokenSigningAlgorithms(string(jose.RS256))),
-		pub: &key.Key.PublicKey,
+		pub:     &key.Key.PublicKey,
+		devices: newDevices(cfg.CryptoKey),
 	}
 	if p.discovery, err = p.discoveryDocument(); err != nil {
 		return nil, fmt.Errorf("idp: discovery document: %w", err)

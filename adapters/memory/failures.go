@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -19,82 +20,106 @@ const maxFailureKeys = 100_000
 
 // FailureLimiter is core.FailureLimiter within one process: an exact
 // sliding window, as the Redis adapter, over an LRU of each key's last
-// failures (at most Limit unix-nanosecond times, oldest first). A key
-// never has more than Limit failures in any window of Period, which is
-// what the contract's "at most N per period" means; GCRA, used before,
-// let one more through every Period/Limit once full, nearly twice the
-// limit within one period.
+// attempts (at most Limit, oldest first). A key never has more than Limit
+// attempts in any window of Period, which is what the contract's "at most
+// N per period" means; GCRA, used before, let one more through every
+// Period/Limit once full, nearly twice the limit within one period.
 type FailureLimiter struct {
-	mu    sync.Mutex
-	times *lru.Cache[string, []int64]
-	now   func() time.Time
+	mu       sync.Mutex
+	attempts *lru.Cache[string, []attempt]
+	now      func() time.Time
+	last     uint64 // the last token handed out
 }
 
-// NewFailureLimiter returns a limiter without failures.
+// attempt is one reserved attempt: when (unix nanoseconds) and its token.
+type attempt struct {
+	at int64
+	id uint64
+}
+
+// NewFailureLimiter returns a limiter without attempts.
 func NewFailureLimiter() *FailureLimiter {
-	c, _ := lru.New[string, []int64](maxFailureKeys)
-	return &FailureLimiter{times: c, now: time.Now}
+	c, _ := lru.New[string, []attempt](maxFailureKeys)
+	return &FailureLimiter{attempts: c, now: time.Now}
 }
 
-// recent returns the failures of key within (now-Period, now], oldest
+// WithClock makes l read its time from now (tests) and returns l.
+func (l *FailureLimiter) WithClock(now func() time.Time) *FailureLimiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.now = now
+	return l
+}
+
+// recent returns the attempts of key within (now-Period, now], oldest
 // first, dropping older ones from the cache.
-func (l *FailureLimiter) recent(key string, now int64, r core.Rate) []int64 {
-	ts, ok := l.times.Get(key)
+func (l *FailureLimiter) recent(key string, now int64, r core.Rate) []attempt {
+	as, ok := l.attempts.Get(key)
 	if !ok {
 		return nil
 	}
 	i := 0
-	for i < len(ts) && ts[i] <= now-int64(r.Period) {
+	for i < len(as) && as[i].at <= now-int64(r.Period) {
 		i++
 	}
-	if i == len(ts) {
-		l.times.Remove(key)
+	if i == len(as) {
+		l.attempts.Remove(key)
 		return nil
 	}
 	if i > 0 {
-		ts = ts[i:]
-		l.times.Add(key, ts)
+		as = as[i:]
+		l.attempts.Add(key, as)
 	}
-	return ts
+	return as
 }
 
-// Blocked implements core.FailureLimiter: key is blocked while Limit
-// failures lie within the last Period, until the oldest of them leaves it.
-func (l *FailureLimiter) Blocked(_ context.Context, key string, r core.Rate) (time.Duration, error) {
+// Reserve implements core.FailureLimiter: while fewer than Limit attempts
+// lie within the last Period it records one at now; otherwise key waits
+// until the oldest of them leaves the window.
+func (l *FailureLimiter) Reserve(_ context.Context, key string, r core.Rate) (time.Duration, string, error) {
+	if r.Limit < 1 {
+		return 0, "", nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now().UnixNano()
-	ts := l.recent(key, now, r)
-	if r.Limit < 1 || len(ts) < r.Limit {
-		return 0, nil
+	as := l.recent(key, now, r)
+	if len(as) >= r.Limit {
+		oldest := as[len(as)-r.Limit]
+		return max(time.Duration(oldest.at+int64(r.Period)-now), 1), "", nil
 	}
-	oldest := ts[len(ts)-r.Limit]
-	return max(time.Duration(oldest+int64(r.Period)-now), 1), nil
+	l.last++
+	at := now
+	if n := len(as); n > 0 {
+		at = max(at, as[n-1].at) // a clock that steps back keeps the order
+	}
+	// A fresh slice: the old one may still be shared by the cache.
+	next := append(append(make([]attempt, 0, len(as)+1), as...), attempt{at: at, id: l.last})
+	l.attempts.Add(key, next)
+	return 0, strconv.FormatUint(l.last, 36), nil
 }
 
-// Failed implements core.FailureLimiter: it records a failure at now,
-// keeping the newest Limit.
-func (l *FailureLimiter) Failed(_ context.Context, key string, r core.Rate) error {
-	if r.Limit < 1 {
+// Refund implements core.FailureLimiter.
+func (l *FailureLimiter) Refund(_ context.Context, key, token string) error {
+	id, err := strconv.ParseUint(token, 36, 64)
+	if err != nil {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now().UnixNano()
-	ts := l.recent(key, now, r)
-	// A fresh slice: the old one may still be shared by the cache.
-	next := make([]int64, 0, min(len(ts)+1, r.Limit))
-	if keep := r.Limit - 1; len(ts) > keep {
-		ts = ts[len(ts)-keep:]
+	as, ok := l.attempts.Peek(key)
+	if !ok {
+		return nil
 	}
-	next = append(append(next, ts...), max(now, last(ts)))
-	l.times.Add(key, next)
+	for i, a := range as {
+		if a.id == id {
+			if len(as) == 1 {
+				l.attempts.Remove(key)
+				return nil
+			}
+			l.attempts.Add(key, append(append(make([]attempt, 0, len(as)-1), as[:i]...), as[i+1:]...))
+			return nil
+		}
+	}
 	return nil
-}
-
-func last(ts []int64) int64 {
-	if len(ts) == 0 {
-		return 0
-	}
-	return ts[len(ts)-1]
 }

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/mountd/mountd/adapters/memory"
 	"github.com/mountd/mountd/adapters/porttest"
@@ -24,9 +25,21 @@ func TestExpiryScheduler(t *testing.T) {
 }
 
 func TestFailureLimiter(t *testing.T) {
-	porttest.RunFailureLimiter(t, func(*testing.T) core.FailureLimiter { return memory.NewFailureLimiter() })
+	porttest.RunFailureLimiter(t, func(_ *testing.T, now func() time.Time) core.FailureLimiter {
+		l := memory.NewFailureLimiter()
+		if now != nil {
+			l.WithClock(now)
+		}
+		return l
+	})
 }
 
 func TestRateLimiter(t *testing.T) {
-	porttest.RunRateLimiter(t, func(*testing.T) core.RateLimiter { return memory.NewRateLimiter() })
+	porttest.RunRateLimiter(t, func(_ *testing.T, now func() time.Time) core.RateLimiter {
+		l := memory.NewRateLimiter()
+		if now != nil {
+			l.WithClock(now)
+		}
+		return l
+	})
 }

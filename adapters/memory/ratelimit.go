@@ -31,6 +31,14 @@ func NewRateLimiter() *RateLimiter {
 	return &RateLimiter{tat: c, now: time.Now}
 }
 
+// WithClock makes l read its time from now (tests) and returns l.
+func (l *RateLimiter) WithClock(now func() time.Time) *RateLimiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.now = now
+	return l
+}
+
 // Allow implements core.RateLimiter.
 func (l *RateLimiter) Allow(_ context.Context, key string, r core.Rate) (core.RateDecision, error) {
 	l.mu.Lock()

@@ -4,6 +4,7 @@
 package porttest
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -36,4 +37,28 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool, what string)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Clock is a clock a suite moves by hand. It starts at the real time, so
+// that an adapter on Redis, whose keys expire in real time, keeps them.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock at the real time, to the microsecond.
+func NewClock() *Clock { return &Clock{t: time.Now().Truncate(time.Microsecond)} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock on by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }

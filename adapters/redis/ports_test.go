@@ -80,15 +80,19 @@ func TestExpiryScheduler(t *testing.T) {
 
 func TestFailureLimiter(t *testing.T) {
 	url, base := setup(t)
-	porttest.RunFailureLimiter(t, func(t *testing.T) core.FailureLimiter {
-		return redis.NewFailureLimiter(newClient(t, url), base+t.Name()+":")
+	porttest.RunFailureLimiter(t, func(t *testing.T, now func() time.Time) core.FailureLimiter {
+		l := redis.NewFailureLimiter(newClient(t, url), base+t.Name()+":")
+		redis.SetFailureClock(l, now)
+		return l
 	}, porttest.Options{Shared: true})
 }
 
 func TestRateLimiter(t *testing.T) {
 	url, base := setup(t)
-	porttest.RunRateLimiter(t, func(t *testing.T) core.RateLimiter {
-		return redis.NewRateLimiter(newClient(t, url), base+t.Name()+":")
+	porttest.RunRateLimiter(t, func(t *testing.T, now func() time.Time) core.RateLimiter {
+		l := redis.NewRateLimiter(newClient(t, url), base+t.Name()+":")
+		redis.SetRateClock(l, now)
+		return l
 	}, porttest.Options{Shared: true})
 }
 
