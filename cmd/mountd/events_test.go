@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -153,4 +156,46 @@ func decodeField[T any](t *testing.T, r gqlResponse, field string) T {
 	t.Helper()
 	fields := decode[map[string]json.RawMessage](t, r.Data)
 	return decode[T](t, fields[field])
+}
+
+// TestEventsClientGone: a client that closes a long poll of the feed is
+// counted as 499 (client closed request), not as a 5xx.
+func TestEventsClientGone(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			f := newFleet(in, "Gone")
+			ctx, cancel := context.WithCancel(t.Context())
+			wrote := make(chan struct{})
+			ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(wrote) }})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, in.base+"/api/v1/events?wait=30", nil)
+			req.Header.Set("Access-Key", f.token)
+			done := make(chan error, 1)
+			go func() {
+				res, err := http.DefaultClient.Do(req)
+				if err == nil {
+					res.Body.Close()
+				}
+				done <- err
+			}()
+			<-wrote
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("the long poll answered before it was cancelled")
+			}
+			const gone = `mountd_http_requests_total{method="GET",route="GET /api/v1/events",status="499"}`
+			var page string
+			for deadline := time.Now().Add(30 * time.Second); metricValue(page, gone) != 1; {
+				if time.Now().After(deadline) {
+					t.Fatalf("no 499 for the cancelled long poll:\n%s", page)
+				}
+				time.Sleep(50 * time.Millisecond)
+				_, body := in.call(http.MethodGet, "/metrics", "", nil)
+				page = string(body)
+			}
+			if strings.Contains(page, `status="500"`) {
+				t.Fatalf("a 500 counted:\n%s", page)
+			}
+		})
+	}
 }

@@ -51,6 +51,10 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
+// StatusClientClosedRequest is how a request is counted and logged when
+// its client went away before the answer was complete (nginx's 499).
+const StatusClientClosedRequest = 499
+
 // KnownMethod reports whether m is one of HTTP's registered methods (RFC
 // 9110 and PATCH): the only ones mountd serves, and the only ones that
 // name a metric series, a span or a log field.
@@ -145,6 +149,12 @@ func Observe(next http.Handler, logger *slog.Logger, m *Metrics, internalError h
 			}
 			if rec.status == 0 {
 				rec.status = http.StatusOK
+			}
+			if r.Context().Err() != nil && rec.status != http.StatusSwitchingProtocols {
+				// The client closed the connection before the answer was
+				// complete (the server never cancels a request itself): not
+				// a failure of the server, so not a 5xx either.
+				rec.status = StatusClientClosedRequest
 			}
 			route := r.Pattern
 			if route == "" {
