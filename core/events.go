@@ -37,6 +37,15 @@ type EventPage struct {
 // one replica; more are refused with RATE_LIMITED.
 const MaxWaitsPerAccount = 64
 
+// MaxWaitsPerToken bounds one token's long polls held open at once on one
+// replica, and MaxRestrictedWaitsPerAccount those of an account's
+// restricted tokens together, so that a rider's tokens cannot take every
+// long poll of the account from its owner.
+const (
+	MaxWaitsPerToken             = 16
+	MaxRestrictedWaitsPerAccount = 48
+)
+
 // EventService holds the rules of the event log: who may read and follow
 // which mounts' events, the feed's inputs, and retention.
 type EventService struct {
@@ -45,8 +54,10 @@ type EventService struct {
 	mounts *MountService
 	logger *slog.Logger
 
-	mu    sync.Mutex
-	waits map[string]int // long polls open, by account
+	mu sync.Mutex
+	// Long polls open: by account, by account for its restricted tokens,
+	// and by token. Keys live only while a poll is open.
+	waits, restrictedWaits, tokenWaits map[string]int
 	// stopping ends every long poll early (an empty page), so that a
 	// shutdown does not wait for them.
 	stopping    context.Context
@@ -58,7 +69,7 @@ type EventService struct {
 func NewEventService(feed *EventFeed, log EventLog, mounts *MountService, logger *slog.Logger) *EventService {
 	stopping, stop := context.WithCancel(context.Background())
 	return &EventService{feed: feed, log: log, mounts: mounts, logger: logger, waits: map[string]int{},
-		stopping: stopping, stopWaiting: stop}
+		restrictedWaits: map[string]int{}, tokenWaits: map[string]int{}, stopping: stopping, stopWaiting: stop}
 }
 
 // StopWaiting answers every long poll now and every later one at once.
@@ -177,11 +188,10 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 	if r.Wait == 0 {
 		return nothing(next), nil
 	}
-	if !s.startWait(p.AccountID) {
-		return EventPage{}, &Error{Code: CodeRateLimited, RetryAfter: time.Second,
-			Message: "too many long polls of the event feed for this account; retry shortly"}
+	if err := s.startWait(p); err != nil {
+		return EventPage{}, err
 	}
-	defer s.endWait(p.AccountID)
+	defer s.endWait(p)
 	waitCtx, cancel := context.WithTimeout(ctx, r.Wait)
 	defer cancel()
 	defer context.AfterFunc(s.stopping, cancel)()
@@ -209,21 +219,51 @@ func nonNil(events []Event) []Event {
 	return events
 }
 
-func (s *EventService) startWait(accountID string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.waits[accountID] >= MaxWaitsPerAccount {
-		return false
+// waitToken names p's token for the bound per token: its digest, or
+// without one its client (every token of that client shares the bound).
+func waitToken(p Principal) string {
+	if p.TokenID != "" {
+		return p.AccountID + "\x00t:" + p.TokenID
 	}
-	s.waits[accountID]++
-	return true
+	return p.AccountID + "\x00c:" + p.ClientID
 }
 
-func (s *EventService) endWait(accountID string) {
+func (s *EventService) startWait(p Principal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.waits[accountID]--; s.waits[accountID] <= 0 {
-		delete(s.waits, accountID)
+	token, restricted := waitToken(p), p.Role != RoleOwner
+	var message string
+	switch {
+	case s.waits[p.AccountID] >= MaxWaitsPerAccount:
+		message = "too many long polls of the event feed for this account; retry shortly"
+	case s.tokenWaits[token] >= MaxWaitsPerToken:
+		message = "too many long polls of the event feed for this token; retry shortly"
+	case restricted && s.restrictedWaits[p.AccountID] >= MaxRestrictedWaitsPerAccount:
+		message = "too many long polls of the event feed for this account's restricted tokens; retry shortly"
+	default:
+		s.waits[p.AccountID]++
+		s.tokenWaits[token]++
+		if restricted {
+			s.restrictedWaits[p.AccountID]++
+		}
+		return nil
+	}
+	return &Error{Code: CodeRateLimited, RetryAfter: time.Second, Message: message}
+}
+
+func (s *EventService) endWait(p Principal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	decrement(s.waits, p.AccountID)
+	decrement(s.tokenWaits, waitToken(p))
+	if p.Role != RoleOwner {
+		decrement(s.restrictedWaits, p.AccountID)
+	}
+}
+
+func decrement(m map[string]int, key string) {
+	if m[key]--; m[key] <= 0 {
+		delete(m, key)
 	}
 }
 

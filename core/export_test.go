@@ -11,3 +11,10 @@ func SetTarpitDelay(d time.Duration) (restore func()) {
 
 // SetRetentionClock makes r read its time from now.
 func SetRetentionClock(r *Retention, now func() time.Time) { r.now = now }
+
+// OpenWaits is how many long polls of accountID s holds open.
+func (s *EventService) OpenWaits(accountID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waits[accountID]
+}
