@@ -173,20 +173,29 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 		named = []string{*r.MountUID}
 	}
 	q := EventQuery{AccountID: p.AccountID, After: r.After, Types: types, MountUIDs: visibleMounts(p, named), Limit: limit}
-	// nothing is the answer when nothing follows after: the same cursor
-	// again (the head of the log without one).
-	nothing := func(head Cursor) EventPage {
-		if r.After != nil {
-			head = *r.After
+	// next is the position of the last event returned, or after: never
+	// the position the read reached, which moves with every account's
+	// events. Without after and without events, it is where this
+	// account's retained events begin.
+	page := func(events []Event) (EventPage, error) {
+		if len(events) > 0 {
+			return EventPage{Events: events, Next: events[len(events)-1].ID}, nil
 		}
-		return EventPage{Events: []Event{}, Next: head}
+		if r.After != nil {
+			return EventPage{Events: []Event{}, Next: *r.After}, nil
+		}
+		start, err := s.log.AccountHorizon(ctx, p.AccountID)
+		if err != nil {
+			return EventPage{}, err
+		}
+		return EventPage{Events: []Event{}, Next: start}, nil
 	}
-	events, next, err := s.log.ReadEvents(ctx, q)
-	if err != nil || len(events) > 0 {
-		return EventPage{Events: nonNil(events), Next: next}, err
+	events, scanned, err := s.log.ReadEvents(ctx, q)
+	if err != nil {
+		return EventPage{}, err
 	}
-	if r.Wait == 0 {
-		return nothing(next), nil
+	if len(events) > 0 || r.Wait == 0 {
+		return page(events)
 	}
 	if err := s.startWait(p); err != nil {
 		return EventPage{}, err
@@ -197,17 +206,21 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 	defer context.AfterFunc(s.stopping, cancel)()
 	for {
 		// The feed says when an event the query selects arrives; the page
-		// is then read from the log, whole and in order.
-		if err := s.feed.await(waitCtx, next, q); err != nil {
+		// is then read from the log, whole and in order. scanned, the
+		// position the reads reached, stays here.
+		if err := s.feed.await(waitCtx, scanned, q); err != nil {
 			if ctx.Err() != nil {
 				return EventPage{}, ctx.Err()
 			}
 			// The wait ended (or the server is stopping) with nothing.
-			return nothing(next), nil
+			return page(nil)
 		}
-		q.After = &next
-		if events, next, err = s.log.ReadEvents(ctx, q); err != nil || len(events) > 0 {
-			return EventPage{Events: nonNil(events), Next: next}, err
+		q.After = &scanned
+		if events, scanned, err = s.log.ReadEvents(ctx, q); err != nil {
+			return EventPage{}, err
+		}
+		if len(events) > 0 {
+			return page(events)
 		}
 	}
 }

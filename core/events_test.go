@@ -215,8 +215,20 @@ func TestEventsPaging(t *testing.T) {
 			t.Errorf("%s: %v, want VALIDATION_FAILED", tc.name, err)
 		}
 	}
-	if _, err := core.ParseCursor("not-a-cursor"); core.ErrorCode(err) != core.CodeValidation {
-		t.Errorf("a malformed cursor: %v, want VALIDATION_FAILED", err)
+	codec := core.NewCursorCodec([32]byte{1})
+	valid := codec.Encode(core.Cursor{Tx: 7, Seq: 42})
+	raw := core.Cursor{Tx: 7, Seq: 42}.Internal()
+	other := core.NewCursorCodec([32]byte{2}).Encode(core.Cursor{Tx: 7, Seq: 42})
+	for _, s := range []string{"not-a-cursor", raw, other, valid[:len(valid)-1] + "A", "A" + valid[1:]} {
+		if s == valid {
+			continue
+		}
+		if _, err := codec.Decode(s); core.ErrorCode(err) != core.CodeValidation {
+			t.Errorf("cursor %q: %v, want VALIDATION_FAILED", s, err)
+		}
+	}
+	if c, err := codec.Decode(valid); err != nil || c != (core.Cursor{Tx: 7, Seq: 42}) || codec.Encode(c) != valid {
+		t.Errorf("a cursor does not come back: %v %v", c, err)
 	}
 }
 

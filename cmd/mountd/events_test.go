@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -198,4 +200,74 @@ func TestEventsClientGone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEventCursorsPrivate: a cursor reveals nothing of other accounts: B's
+// next does not move when A reports (over REST, a long poll and GraphQL),
+// cursors are opaque, and one the server did not make is VALIDATION_FAILED.
+func TestEventCursorsPrivate(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			a, b := newFleet(in, "A"), newFleet(in, "B")
+			ua, ub := uniqueUID("PA"), uniqueUID("PB")
+			a.associate(t, ua, nil)
+			b.associate(t, ub, nil)
+			// On PostgreSQL an event is read once every older transaction
+			// has ended: wait for it (a long poll).
+			start := b.events(t, url.Values{"wait": {"10"}})
+			if len(start.Events) != 1 {
+				t.Fatalf("B's events: %+v", start)
+			}
+			if start.Next != start.Events[0].ID {
+				t.Fatalf("next %s after a page is not its last event %s", start.Next, start.Events[0].ID)
+			}
+			base := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
+			for i := range 5 {
+				a.report(t, ua, entry("BATTERY_LEVEL", strconv.Itoa(50+i), base.Add(time.Duration(i)*time.Second)))
+			}
+			if got := b.events(t, url.Values{"after": {start.Next}}); len(got.Events) != 0 || got.Next != start.Next {
+				t.Fatalf("B after A reported: %+v, want no events and next %s", got, start.Next)
+			}
+			if got := b.events(t, url.Values{"after": {start.Next}, "wait": {"1"}}); len(got.Events) != 0 || got.Next != start.Next {
+				t.Fatalf("B's long poll after A reported: %+v, want next %s", got, start.Next)
+			}
+			gq := b.gql(t, `query($after: ID) { events(after: $after) { next events { id } } }`, map[string]any{"after": start.Next})
+			if page := decodeField[struct{ Next string }](t, gq, "events"); page.Next != start.Next {
+				t.Fatalf("GraphQL next %s, want %s", page.Next, start.Next)
+			}
+			// Without a cursor and without events, next reveals nothing either.
+			c := newFleet(in, "C")
+			empty := c.events(t, nil)
+			a.report(t, ua, entry("BATTERY_LEVEL", "70", base.Add(10*time.Second)))
+			if again := c.events(t, nil); again.Next != empty.Next {
+				t.Fatalf("C's next moved with A's report: %s, then %s", empty.Next, again.Next)
+			}
+
+			// Forged cursors: a raw position, and a valid cursor altered.
+			raw := make([]byte, 16)
+			raw[15] = 1
+			forged := []string{base64.RawURLEncoding.EncodeToString(raw), tamper(start.Next), "x"}
+			for _, cur := range forged {
+				res, body := b.call(http.MethodGet, "/api/v1/events?after="+url.QueryEscape(cur), nil)
+				wantProblem(t, res, body, http.StatusBadRequest, "VALIDATION_FAILED")
+			}
+			// Equal positions give equal cursors.
+			if again := b.events(t, nil); again.Next != start.Next || again.Events[0].ID != start.Events[0].ID {
+				t.Fatalf("the same event's cursor changed: %+v, then %+v", start, again)
+			}
+		})
+	}
+}
+
+// tamper changes one character of a cursor.
+func tamper(c string) string {
+	b := []byte(c)
+	i := len(b) / 2
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
+		b[i] = 'A'
+	}
+	return string(b)
 }
