@@ -40,7 +40,7 @@ func receiveEvent(t *testing.T, ch <-chan core.Event) core.Event {
 			t.Fatal("event stream closed")
 		}
 		return e
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no event within 5s")
 	}
 	return core.Event{}

@@ -60,7 +60,7 @@ func TestFleetMetrics(t *testing.T) {
 				`mountd_webhook_deliveries_total{outcome="succeeded"}`: 1,
 			}
 			var page string
-			for deadline := time.Now().Add(5 * time.Second); ; {
+			for deadline := time.Now().Add(30 * time.Second); ; {
 				res, body := in.call(http.MethodGet, "/metrics", "", nil)
 				if res.StatusCode != http.StatusOK {
 					t.Fatalf("metrics: %d", res.StatusCode)
