@@ -41,7 +41,7 @@ func receiveEvent(t *testing.T, ch <-chan core.Event) core.Event {
 		}
 		return e
 	case <-time.After(30 * time.Second):
-		t.Fatal("no event within 5s")
+		t.Fatal("no event within 30s")
 	}
 	return core.Event{}
 }
