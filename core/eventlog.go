@@ -2,6 +2,10 @@ package core
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"slices"
@@ -12,7 +16,7 @@ import (
 // log's order is (Tx, Seq): on PostgreSQL Tx is the writing transaction's
 // id and only positions of finished transactions are ever read, so a
 // position handed out is never followed by an earlier one; elsewhere Tx is
-// 0 and Seq alone orders. Clients see it as an opaque string.
+// 0 and Seq alone orders. Clients see it only through a CursorCodec.
 type Cursor struct {
 	Tx  uint64
 	Seq int64
@@ -23,18 +27,28 @@ func (c Cursor) Before(d Cursor) bool {
 	return c.Tx < d.Tx || c.Tx == d.Tx && c.Seq < d.Seq
 }
 
-// String is the cursor as clients see it: 16 bytes in URL-safe base64.
-func (c Cursor) String() string {
+// Internal is c as storage and messages between replicas carry it, 16
+// bytes in URL-safe base64; never shown to clients (CursorCodec is).
+func (c Cursor) Internal() string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], c.Tx)
 	binary.BigEndian.PutUint64(b[8:], uint64(c.Seq))
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// ParseInternalCursor reads what Internal wrote.
+func ParseInternalCursor(s string) (Cursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != 16 || b[8]&0x80 != 0 {
+		return Cursor{}, InvalidCursor()
+	}
+	return Cursor{Tx: binary.BigEndian.Uint64(b[:8]), Seq: int64(binary.BigEndian.Uint64(b[8:]))}, nil
+}
+
 // InvalidCursor is the error for a cursor the log never handed out:
-// malformed, or past the log's settled end. An event log refuses a cursor
-// past its end, since a reader there would wait for positions that may
-// never come (and an idle feed would start there, holding back every
+// malformed, forged, or past the log's settled end. An event log refuses a
+// cursor past its end, since a reader there would wait for positions that
+// may never come (and an idle feed would start there, holding back every
 // subscriber of the replica).
 func InvalidCursor() error {
 	var v Validation
@@ -42,14 +56,60 @@ func InvalidCursor() error {
 	return v.Err()
 }
 
-// ParseCursor reads a cursor a client passed as field; anything that is not
-// one is VALIDATION_FAILED on that field.
-func ParseCursor(s string) (Cursor, error) {
+// CursorCodec turns positions into the cursors clients see and back. A
+// position is global to the installation (a transaction id, a sequence),
+// so it would tell every account how much all the others write: a cursor
+// is the position encrypted with a key of the installation (one AES block,
+// so equal positions give equal cursors) and authenticated (a truncated
+// HMAC), so that clients can neither read one nor make one up.
+type CursorCodec struct {
+	block cipher.Block
+	mac   []byte
+}
+
+// cursorTag is how many bytes of HMAC a cursor carries.
+const cursorTag = 8
+
+// NewCursorCodec returns a codec for a 32-byte key of the installation
+// (derived for this purpose only).
+func NewCursorCodec(key [32]byte) *CursorCodec {
+	block, err := aes.NewCipher(key[:16])
+	if err != nil {
+		panic(err) // a 16-byte key is always valid
+	}
+	return &CursorCodec{block: block, mac: slices.Clone(key[16:])}
+}
+
+func (c *CursorCodec) tag(plain []byte) []byte {
+	h := hmac.New(sha256.New, c.mac)
+	h.Write(plain)
+	return h.Sum(nil)[:cursorTag]
+}
+
+// Encode is the cursor of position p as clients see it: 32 URL-safe
+// characters.
+func (c *CursorCodec) Encode(p Cursor) string {
+	var plain [16]byte
+	binary.BigEndian.PutUint64(plain[:8], p.Tx)
+	binary.BigEndian.PutUint64(plain[8:], uint64(p.Seq))
+	out := make([]byte, 16, 16+cursorTag)
+	c.block.Encrypt(out, plain[:])
+	return base64.RawURLEncoding.EncodeToString(append(out, c.tag(plain[:])...))
+}
+
+// Decode reads a cursor a client passed; anything Encode did not make with
+// this installation's key is VALIDATION_FAILED on the field after.
+func (c *CursorCodec) Decode(s string) (Cursor, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) != 16 || b[8]&0x80 != 0 {
+	if err != nil || len(b) != 16+cursorTag {
 		return Cursor{}, InvalidCursor()
 	}
-	return Cursor{Tx: binary.BigEndian.Uint64(b[:8]), Seq: int64(binary.BigEndian.Uint64(b[8:]))}, nil
+	var plain [16]byte
+	c.block.Decrypt(plain[:], b[:16])
+	if !hmac.Equal(c.tag(plain[:]), b[16:]) || plain[8]&0x80 != 0 {
+		return Cursor{}, InvalidCursor()
+	}
+	return Cursor{Tx: binary.BigEndian.Uint64(plain[:8]), Seq: int64(binary.BigEndian.Uint64(plain[8:]))}, nil
 }
 
 // EventQuery selects events of the log.
@@ -84,11 +144,18 @@ type EventLog interface {
 	// that are settled: no event can later appear before them. next is the
 	// cursor to read on from: the last event's when the page is full,
 	// otherwise the settled head of the whole log (never before q.After).
-	// CURSOR_EXPIRED when q.After lies before the retained log.
+	// CURSOR_EXPIRED when q.After lies before the retained log: for a
+	// query of one account, when retention deleted an event of that
+	// account after q.After (so that other accounts' events, and how old
+	// they are, never decide it); VALIDATION_FAILED past the settled head.
 	ReadEvents(ctx context.Context, q EventQuery) (events []Event, next Cursor, err error)
+	// AccountHorizon is the position of accountID's newest event that
+	// retention deleted; the zero cursor when none was.
+	AccountHorizon(ctx context.Context, accountID string) (Cursor, error)
 	// PruneEvents deletes up to limit events created before before, the
-	// oldest first, and remembers the newest deleted position, so that a
-	// cursor before it is known to have lost events.
+	// oldest first, and remembers the newest deleted position, of the log
+	// and of each account, so that a cursor before it is known to have
+	// lost events.
 	PruneEvents(ctx context.Context, before time.Time, limit int) (int, error)
 }
 

@@ -37,6 +37,15 @@ type EventPage struct {
 // one replica; more are refused with RATE_LIMITED.
 const MaxWaitsPerAccount = 64
 
+// MaxWaitsPerToken bounds one token's long polls held open at once on one
+// replica, and MaxRestrictedWaitsPerAccount those of an account's
+// restricted tokens together, so that a rider's tokens cannot take every
+// long poll of the account from its owner.
+const (
+	MaxWaitsPerToken             = 16
+	MaxRestrictedWaitsPerAccount = 48
+)
+
 // EventService holds the rules of the event log: who may read and follow
 // which mounts' events, the feed's inputs, and retention.
 type EventService struct {
@@ -45,8 +54,10 @@ type EventService struct {
 	mounts *MountService
 	logger *slog.Logger
 
-	mu    sync.Mutex
-	waits map[string]int // long polls open, by account
+	mu sync.Mutex
+	// Long polls open: by account, by account for its restricted tokens,
+	// and by token. Keys live only while a poll is open.
+	waits, restrictedWaits, tokenWaits map[string]int
 	// stopping ends every long poll early (an empty page), so that a
 	// shutdown does not wait for them.
 	stopping    context.Context
@@ -58,7 +69,7 @@ type EventService struct {
 func NewEventService(feed *EventFeed, log EventLog, mounts *MountService, logger *slog.Logger) *EventService {
 	stopping, stop := context.WithCancel(context.Background())
 	return &EventService{feed: feed, log: log, mounts: mounts, logger: logger, waits: map[string]int{},
-		stopping: stopping, stopWaiting: stop}
+		restrictedWaits: map[string]int{}, tokenWaits: map[string]int{}, stopping: stopping, stopWaiting: stop}
 }
 
 // StopWaiting answers every long poll now and every later one at once.
@@ -162,42 +173,54 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 		named = []string{*r.MountUID}
 	}
 	q := EventQuery{AccountID: p.AccountID, After: r.After, Types: types, MountUIDs: visibleMounts(p, named), Limit: limit}
-	// nothing is the answer when nothing follows after: the same cursor
-	// again (the head of the log without one).
-	nothing := func(head Cursor) EventPage {
-		if r.After != nil {
-			head = *r.After
+	// next is the position of the last event returned, or after: never
+	// the position the read reached, which moves with every account's
+	// events. Without after and without events, it is where this
+	// account's retained events begin.
+	page := func(events []Event) (EventPage, error) {
+		if len(events) > 0 {
+			return EventPage{Events: events, Next: events[len(events)-1].ID}, nil
 		}
-		return EventPage{Events: []Event{}, Next: head}
+		if r.After != nil {
+			return EventPage{Events: []Event{}, Next: *r.After}, nil
+		}
+		start, err := s.log.AccountHorizon(ctx, p.AccountID)
+		if err != nil {
+			return EventPage{}, err
+		}
+		return EventPage{Events: []Event{}, Next: start}, nil
 	}
-	events, next, err := s.log.ReadEvents(ctx, q)
-	if err != nil || len(events) > 0 {
-		return EventPage{Events: nonNil(events), Next: next}, err
+	events, scanned, err := s.log.ReadEvents(ctx, q)
+	if err != nil {
+		return EventPage{}, err
 	}
-	if r.Wait == 0 {
-		return nothing(next), nil
+	if len(events) > 0 || r.Wait == 0 {
+		return page(events)
 	}
-	if !s.startWait(p.AccountID) {
-		return EventPage{}, &Error{Code: CodeRateLimited, RetryAfter: time.Second,
-			Message: "too many long polls of the event feed for this account; retry shortly"}
+	if err := s.startWait(p); err != nil {
+		return EventPage{}, err
 	}
-	defer s.endWait(p.AccountID)
+	defer s.endWait(p)
 	waitCtx, cancel := context.WithTimeout(ctx, r.Wait)
 	defer cancel()
 	defer context.AfterFunc(s.stopping, cancel)()
 	for {
 		// The feed says when an event the query selects arrives; the page
-		// is then read from the log, whole and in order.
-		if err := s.feed.await(waitCtx, next, q); err != nil {
+		// is then read from the log, whole and in order. scanned, the
+		// position the reads reached, stays here.
+		if err := s.feed.await(waitCtx, scanned, q); err != nil {
 			if ctx.Err() != nil {
 				return EventPage{}, ctx.Err()
 			}
 			// The wait ended (or the server is stopping) with nothing.
-			return nothing(next), nil
+			return page(nil)
 		}
-		q.After = &next
-		if events, next, err = s.log.ReadEvents(ctx, q); err != nil || len(events) > 0 {
-			return EventPage{Events: nonNil(events), Next: next}, err
+		q.After = &scanned
+		if events, scanned, err = s.log.ReadEvents(ctx, q); err != nil {
+			return EventPage{}, err
+		}
+		if len(events) > 0 {
+			return page(events)
 		}
 	}
 }
@@ -209,21 +232,51 @@ func nonNil(events []Event) []Event {
 	return events
 }
 
-func (s *EventService) startWait(accountID string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.waits[accountID] >= MaxWaitsPerAccount {
-		return false
+// waitToken names p's token for the bound per token: its digest, or
+// without one its client (every token of that client shares the bound).
+func waitToken(p Principal) string {
+	if p.TokenID != "" {
+		return p.AccountID + "\x00t:" + p.TokenID
 	}
-	s.waits[accountID]++
-	return true
+	return p.AccountID + "\x00c:" + p.ClientID
 }
 
-func (s *EventService) endWait(accountID string) {
+func (s *EventService) startWait(p Principal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.waits[accountID]--; s.waits[accountID] <= 0 {
-		delete(s.waits, accountID)
+	token, restricted := waitToken(p), p.Role != RoleOwner
+	var message string
+	switch {
+	case s.waits[p.AccountID] >= MaxWaitsPerAccount:
+		message = "too many long polls of the event feed for this account; retry shortly"
+	case s.tokenWaits[token] >= MaxWaitsPerToken:
+		message = "too many long polls of the event feed for this token; retry shortly"
+	case restricted && s.restrictedWaits[p.AccountID] >= MaxRestrictedWaitsPerAccount:
+		message = "too many long polls of the event feed for this account's restricted tokens; retry shortly"
+	default:
+		s.waits[p.AccountID]++
+		s.tokenWaits[token]++
+		if restricted {
+			s.restrictedWaits[p.AccountID]++
+		}
+		return nil
+	}
+	return &Error{Code: CodeRateLimited, RetryAfter: time.Second, Message: message}
+}
+
+func (s *EventService) endWait(p Principal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	decrement(s.waits, p.AccountID)
+	decrement(s.tokenWaits, waitToken(p))
+	if p.Role != RoleOwner {
+		decrement(s.restrictedWaits, p.AccountID)
+	}
+}
+
+func decrement(m map[string]int, key string) {
+	if m[key]--; m[key] <= 0 {
+		delete(m, key)
 	}
 }
 

@@ -40,8 +40,8 @@ func receiveEvent(t *testing.T, ch <-chan core.Event) core.Event {
 			t.Fatal("event stream closed")
 		}
 		return e
-	case <-time.After(5 * time.Second):
-		t.Fatal("no event within 5s")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event within 30s")
 	}
 	return core.Event{}
 }
@@ -215,8 +215,20 @@ func TestEventsPaging(t *testing.T) {
 			t.Errorf("%s: %v, want VALIDATION_FAILED", tc.name, err)
 		}
 	}
-	if _, err := core.ParseCursor("not-a-cursor"); core.ErrorCode(err) != core.CodeValidation {
-		t.Errorf("a malformed cursor: %v, want VALIDATION_FAILED", err)
+	codec := core.NewCursorCodec([32]byte{1})
+	valid := codec.Encode(core.Cursor{Tx: 7, Seq: 42})
+	raw := core.Cursor{Tx: 7, Seq: 42}.Internal()
+	other := core.NewCursorCodec([32]byte{2}).Encode(core.Cursor{Tx: 7, Seq: 42})
+	for _, s := range []string{"not-a-cursor", raw, other, valid[:len(valid)-1] + "A", "A" + valid[1:]} {
+		if s == valid {
+			continue
+		}
+		if _, err := codec.Decode(s); core.ErrorCode(err) != core.CodeValidation {
+			t.Errorf("cursor %q: %v, want VALIDATION_FAILED", s, err)
+		}
+	}
+	if c, err := codec.Decode(valid); err != nil || c != (core.Cursor{Tx: 7, Seq: 42}) || codec.Encode(c) != valid {
+		t.Errorf("a cursor does not come back: %v %v", c, err)
 	}
 }
 
@@ -257,3 +269,59 @@ func (f lapseFixture) requestErr(ctx context.Context, uid string) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestLongPollsPerToken: one token cannot take every long poll of its
+// account: each token holds at most MaxWaitsPerToken, restricted tokens
+// together at most MaxRestrictedWaitsPerAccount, so the owner keeps some.
+func TestLongPollsPerToken(t *testing.T) {
+	f := newLapseFixture(t)
+	events := f.eventService(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	head, err := events.Events(ctx, f.a, core.EventsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rider := func(token string) core.Principal {
+		p := f.a
+		p.TokenID = token
+		p.Grant = core.Grant{Complete: true, Role: core.RoleRestricted, MountUIDs: []string{}, Scopes: []string{}}
+		return p
+	}
+	owner := f.a
+	owner.TokenID = "owner"
+	poll := func(p core.Principal) error {
+		_, err := events.Events(ctx, p, core.EventsRequest{After: &head.Next, Wait: core.MaxEventWait})
+		return err
+	}
+	held := 0
+	// hold opens n long polls of p and waits until all are open.
+	hold := func(p core.Principal, n int) {
+		t.Helper()
+		for range n {
+			go func() { _ = poll(p) }()
+		}
+		held += n
+		for deadline := time.Now().Add(30 * time.Second); events.OpenWaits(f.a.AccountID) < held; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d long polls open, want %d", events.OpenWaits(f.a.AccountID), held)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	hold(rider("r1"), core.MaxWaitsPerToken)
+	if err := poll(rider("r1")); core.ErrorCode(err) != core.CodeRateLimited {
+		t.Fatalf("a token's long poll beyond %d: %v, want RATE_LIMITED", core.MaxWaitsPerToken, err)
+	}
+	for i := 2; held+core.MaxWaitsPerToken <= core.MaxRestrictedWaitsPerAccount; i++ {
+		hold(rider("r"+strconv.Itoa(i)), core.MaxWaitsPerToken)
+	}
+	if err := poll(rider("other")); core.ErrorCode(err) != core.CodeRateLimited {
+		t.Fatalf("restricted long polls beyond %d: %v, want RATE_LIMITED", core.MaxRestrictedWaitsPerAccount, err)
+	}
+	// The owner's token still gets its long polls, up to the account's bound.
+	hold(owner, core.MaxWaitsPerAccount-held)
+	if err := poll(owner); core.ErrorCode(err) != core.CodeRateLimited {
+		t.Fatalf("the account's long poll beyond %d: %v, want RATE_LIMITED", core.MaxWaitsPerAccount, err)
+	}
+}

@@ -21,3 +21,10 @@ func SetHashGate(g *HashGate) (restore func()) {
 
 // GateWaiting is how many callers wait in g's queue.
 func GateWaiting(g *HashGate) int64 { return g.waiting.Load() }
+
+// OpenWaits is how many long polls of accountID s holds open.
+func (s *EventService) OpenWaits(accountID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waits[accountID]
+}

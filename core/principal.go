@@ -9,6 +9,9 @@ import (
 type Principal struct {
 	AccountID string
 	ClientID  string
+	// TokenID tells the caller's access tokens apart (a digest of the
+	// token, never the token), for bounds per token; "" when unknown.
+	TokenID   string
 	ExpiresAt time.Time
 	Grant
 }

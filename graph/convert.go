@@ -120,8 +120,8 @@ func toWebhook(w core.Webhook) *model.Webhook {
 		Enabled: w.Enabled, CreatedAt: dateTime(w.CreatedAt), UpdatedAt: dateTime(w.UpdatedAt)}
 }
 
-func toDelivery(d core.Delivery) model.WebhookDelivery {
-	out := model.WebhookDelivery{ID: d.ID, EventID: d.EventID.String(), EventType: model.MountEventType(d.EventType),
+func toDelivery(cursors *core.CursorCodec, d core.Delivery) model.WebhookDelivery {
+	out := model.WebhookDelivery{ID: d.ID, EventID: cursors.Encode(d.EventID), EventType: model.MountEventType(d.EventType),
 		Attempt: d.Attempt, Status: string(d.Status)}
 	if d.ResponseStatus != 0 {
 		out.ResponseStatus = &d.ResponseStatus

@@ -20,7 +20,7 @@ func (r *queryResolver) Events(ctx context.Context, after *string, limit *int, t
 	}
 	req := core.EventsRequest{Limit: limit, MountUID: mountUID}
 	if after != nil {
-		c, err := core.ParseCursor(*after)
+		c, err := r.Cursors.Decode(*after)
 		if err != nil {
 			return nil, err
 		}
@@ -36,9 +36,9 @@ func (r *queryResolver) Events(ctx context.Context, after *string, limit *int, t
 	if err != nil {
 		return nil, err
 	}
-	out := &model.EventPage{Events: make([]model.MountEvent, len(page.Events)), Next: page.Next.String()}
+	out := &model.EventPage{Events: make([]model.MountEvent, len(page.Events)), Next: r.Cursors.Encode(page.Next)}
 	for i, e := range page.Events {
-		out.Events[i] = *toMountEvent(e)
+		out.Events[i] = *toMountEvent(r.Cursors, e)
 	}
 	return out, nil
 }
@@ -49,13 +49,13 @@ func (r *subscriptionResolver) MountStateChanged(ctx context.Context, uid string
 		if e.Type != core.EventStatesReported {
 			return nil, false
 		}
-		return &model.MountStateEvent{ID: e.ID.String(), UID: e.UID, Mount: toMount(e.Mount), States: toStates(e.States), OccurredAt: dateTime(e.OccurredAt)}, true
+		return &model.MountStateEvent{ID: r.Cursors.Encode(e.ID), UID: e.UID, Mount: toMount(e.Mount), States: toStates(e.States), OccurredAt: dateTime(e.OccurredAt)}, true
 	})
 }
 
 // MountEvents is the resolver for the mountEvents field.
 func (r *subscriptionResolver) MountEvents(ctx context.Context, uids []string, after *string) (<-chan *model.MountEvent, error) {
 	return subscribe(ctx, r.Resolver, uids, uids != nil, after, func(e core.Event) (*model.MountEvent, bool) {
-		return toMountEvent(e), true
+		return toMountEvent(r.Cursors, e), true
 	})
 }

@@ -4,6 +4,8 @@ package graph
 
 import (
 	"log/slog"
+
+	"github.com/mountd/mountd/core"
 )
 
 // Resolver holds the core services; wire builds it.
@@ -15,4 +17,6 @@ type Resolver struct {
 	EventLog        EventLog
 	WebhookService  Webhooks
 	Logger          *slog.Logger
+	// Cursors makes the event log's positions into cursors and back.
+	Cursors *core.CursorCodec
 }

@@ -20,7 +20,7 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 		f.MountUIDs = uids
 	}
 	if after != nil {
-		c, err := core.ParseCursor(*after)
+		c, err := r.Cursors.Decode(*after)
 		if err != nil {
 			return nil, err
 		}
@@ -49,8 +49,8 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 }
 
 // toMountEvent is an event of the log as GraphQL shows it.
-func toMountEvent(e core.Event) *model.MountEvent {
-	out := &model.MountEvent{ID: e.ID.String(), Type: model.MountEventType(e.Type), UID: e.UID, Mount: toMount(e.Mount),
+func toMountEvent(cursors *core.CursorCodec, e core.Event) *model.MountEvent {
+	out := &model.MountEvent{ID: cursors.Encode(e.ID), Type: model.MountEventType(e.Type), UID: e.UID, Mount: toMount(e.Mount),
 		OccurredAt: dateTime(e.OccurredAt)}
 	if e.Type == core.EventStatesReported {
 		out.States = toStates(e.States)

@@ -109,7 +109,7 @@ func (r *queryResolver) WebhookDeliveries(ctx context.Context, id string, curren
 	}
 	out := make([]model.WebhookDelivery, len(ds))
 	for i, d := range ds {
-		out[i] = toDelivery(d)
+		out[i] = toDelivery(r.Cursors, d)
 	}
 	return &model.WebhookDeliveryPage{Deliveries: out, Pagination: toPagination(pagination)}, nil
 }

@@ -182,10 +182,11 @@ func (s *Store) txType() string {
 }
 
 // logBounds reads, in one statement, where the settled log ends and where
-// retention has cut it. On PostgreSQL the settled part is every row of a
+// retention has cut it: the whole log, or with accountID that account's
+// events. On PostgreSQL the settled part is every row of a
 // transaction older than the oldest one still in flight; on SQLite, with
 // one writer at a time, every row up to the last id handed out.
-func (s *Store) logBounds(ctx context.Context, db bun.IDB) (head, horizon core.Cursor, err error) {
+func (s *Store) logBounds(ctx context.Context, db bun.IDB, accountID string) (head, horizon core.Cursor, err error) {
 	var b struct {
 		Bound     string `bun:"bound"`
 		HorizonTx string `bun:"horizon_tx"`
@@ -195,8 +196,13 @@ func (s *Store) logBounds(ctx context.Context, db bun.IDB) (head, horizon core.C
 	if !s.postgres {
 		bound = `CAST(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) AS TEXT)`
 	}
-	if err := db.NewRaw(`SELECT `+bound+` AS bound, CAST(tx AS TEXT) AS horizon_tx, id AS horizon_id FROM event_horizon`).
-		Scan(ctx, &b); err != nil {
+	query, args := `SELECT `+bound+` AS bound, CAST(tx AS TEXT) AS horizon_tx, id AS horizon_id FROM event_horizon`, []any{}
+	if accountID != "" {
+		query = `SELECT ` + bound + ` AS bound, COALESCE((SELECT CAST(tx AS TEXT) FROM event_account_horizons WHERE account_id = ?), '0') AS horizon_tx,
+			COALESCE((SELECT id FROM event_account_horizons WHERE account_id = ?), 0) AS horizon_id`
+		args = []any{accountID, accountID}
+	}
+	if err := db.NewRaw(query, args...).Scan(ctx, &b); err != nil {
 		return head, horizon, err
 	}
 	n, err := strconv.ParseUint(b.Bound, 10, 64)
@@ -224,7 +230,7 @@ func (s *Store) ReadEvents(ctx context.Context, q core.EventQuery) ([]core.Event
 }
 
 func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery) ([]core.Event, core.Cursor, error) {
-	head, horizon, err := s.logBounds(ctx, db)
+	head, horizon, err := s.logBounds(ctx, db, q.AccountID)
 	if err != nil {
 		return nil, core.Cursor{}, err
 	}
@@ -289,16 +295,24 @@ func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery) (
 	return events, head, nil
 }
 
+// AccountHorizon implements core.EventLog.
+func (s *Store) AccountHorizon(ctx context.Context, accountID string) (core.Cursor, error) {
+	_, horizon, err := s.logBounds(ctx, s.db, accountID)
+	return horizon, err
+}
+
 // PruneEvents implements core.EventLog: one transaction deletes the oldest
-// rows past retention and moves the horizon to the newest of them.
+// rows past retention and moves the horizons, the log's and each
+// account's, to the newest of them.
 func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (int, error) {
 	n := 0
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var rows []struct {
-			ID int64  `bun:"id"`
-			Tx string `bun:"tx_text"`
+			ID        int64  `bun:"id"`
+			Tx        string `bun:"tx_text"`
+			AccountID string `bun:"account_id"`
 		}
-		if err := tx.NewRaw(`SELECT id, CAST(tx AS TEXT) AS tx_text FROM events WHERE occurred_at < ? ORDER BY tx, id LIMIT ?`,
+		if err := tx.NewRaw(`SELECT id, CAST(tx AS TEXT) AS tx_text, account_id FROM events WHERE occurred_at < ? ORDER BY tx, id LIMIT ?`,
 			millis(before), limit).Scan(ctx, &rows); err != nil {
 			return err
 		}
@@ -316,6 +330,31 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (i
 		t := s.txType()
 		if _, err := tx.NewRaw(fmt.Sprintf(`UPDATE event_horizon SET tx = CAST(? AS %s), id = ?
 			WHERE (tx, id) < (CAST(? AS %s), ?)`, t, t), last.Tx, last.ID, last.Tx, last.ID).Exec(ctx); err != nil {
+			return err
+		}
+		// Each account's newest pruned event: rows come in log order, so
+		// the last of an account's is its newest.
+		newest := map[string]int{}
+		var accounts []string
+		for i, r := range rows {
+			if _, ok := newest[r.AccountID]; !ok {
+				accounts = append(accounts, r.AccountID)
+			}
+			newest[r.AccountID] = i
+		}
+		var values strings.Builder
+		args := make([]any, 0, 3*len(accounts))
+		for i, a := range accounts {
+			if i > 0 {
+				values.WriteString(", ")
+			}
+			fmt.Fprintf(&values, "(?, CAST(? AS %s), ?)", t)
+			r := rows[newest[a]]
+			args = append(args, a, r.Tx, r.ID)
+		}
+		if _, err := tx.NewRaw(`INSERT INTO event_account_horizons (account_id, tx, id) VALUES `+values.String()+`
+			ON CONFLICT (account_id) DO UPDATE SET tx = excluded.tx, id = excluded.id
+			WHERE (event_account_horizons.tx, event_account_horizons.id) < (excluded.tx, excluded.id)`, args...).Exec(ctx); err != nil {
 			return err
 		}
 		n = len(rows)

@@ -85,14 +85,14 @@ func optNull(t time.Time) sql.NullInt64 {
 }
 
 func toDeliveryRow(d core.Delivery) *deliveryRow {
-	return &deliveryRow{ID: d.ID, WebhookID: d.WebhookID, AccountID: d.AccountID, EventID: d.EventID.String(),
+	return &deliveryRow{ID: d.ID, WebhookID: d.WebhookID, AccountID: d.AccountID, EventID: d.EventID.Internal(),
 		EventType: string(d.EventType), Attempt: d.Attempt, Status: string(d.Status), ResponseStatus: d.ResponseStatus,
 		Error: d.Error, DurationMs: d.Duration.Milliseconds(), AttemptedAt: optNull(d.AttemptedAt),
 		NextAttemptAt: optNull(d.NextAttemptAt), Payload: string(d.Payload)}
 }
 
 func (r *deliveryRow) toDelivery() core.Delivery {
-	eventID, _ := core.ParseCursor(r.EventID)
+	eventID, _ := core.ParseInternalCursor(r.EventID)
 	d := core.Delivery{ID: r.ID, WebhookID: r.WebhookID, AccountID: r.AccountID, EventID: eventID,
 		EventType: core.EventType(r.EventType), Attempt: r.Attempt, Status: core.DeliveryStatus(r.Status),
 		ResponseStatus: r.ResponseStatus, Error: r.Error, Duration: time.Duration(r.DurationMs) * time.Millisecond,
@@ -256,7 +256,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 		if core.ErrorCode(err) == core.CodeCursorExpired {
 			// Retention outran the dispatcher (stopped for longer than the
 			// log keeps events): go on from the oldest retained event.
-			_, horizon, herr := s.logBounds(ctx, tx)
+			_, horizon, herr := s.logBounds(ctx, tx, "")
 			if herr != nil {
 				return herr
 			}

@@ -43,8 +43,10 @@ type Store struct {
 	events   []core.Event // the log, in order
 	eventSeq int64
 	horizon  core.Cursor // the newest pruned position
-	wh       webhookState
-	people   peopleState
+	// accountHorizons is the newest pruned position of each account.
+	accountHorizons map[string]core.Cursor
+	wh              webhookState
+	people          peopleState
 }
 
 type stateKey struct {
@@ -70,7 +72,8 @@ func NewStore() *Store {
 	return &Store{accounts: map[string]core.Account{}, clients: map[string]core.APIClient{},
 		mounts: map[string]*core.Mount{}, states: map[stateKey]core.StateEntry{},
 		latest: map[latestKey]map[core.StateCode]core.StateEntry{}, tags: map[tagKey]core.NfcTag{},
-		links: map[linkKey]string{}, firmware: map[[2]string]core.FirmwareVersion{}}
+		links: map[linkKey]string{}, firmware: map[[2]string]core.FirmwareVersion{},
+		accountHorizons: map[string]core.Cursor{}}
 }
 
 func mountNotFound(uid string) error {
@@ -723,7 +726,11 @@ func (s *Store) appendLocked(e *core.Event, m core.Mount) {
 func (s *Store) ReadEvents(_ context.Context, q core.EventQuery) ([]core.Event, core.Cursor, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if q.After != nil && q.After.Before(s.horizon) {
+	horizon := s.horizon
+	if q.AccountID != "" {
+		horizon = s.accountHorizons[q.AccountID]
+	}
+	if q.After != nil && q.After.Before(horizon) {
 		return nil, core.Cursor{}, core.Errorf(core.CodeCursorExpired, "the event log no longer holds the events after this cursor; start again without it")
 	}
 	head := core.Cursor{Seq: s.eventSeq}
@@ -757,9 +764,21 @@ func (s *Store) PruneEvents(_ context.Context, before time.Time, limit int) (int
 	}
 	if n > 0 {
 		s.horizon = s.events[n-1].ID
+		for _, e := range s.events[:n] {
+			if h := s.accountHorizons[e.AccountID]; h.Before(e.ID) {
+				s.accountHorizons[e.AccountID] = e.ID
+			}
+		}
 		s.events = slices.Delete(s.events, 0, n)
 	}
 	return n, nil
+}
+
+// AccountHorizon implements core.EventLog.
+func (s *Store) AccountHorizon(_ context.Context, accountID string) (core.Cursor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accountHorizons[accountID], nil
 }
 
 // webhookState is the memory store's webhooks and deliveries.

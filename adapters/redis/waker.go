@@ -54,7 +54,7 @@ func NewWaker(client *goredis.Client, prefix string, logger *slog.Logger) (*Wake
 	go func() {
 		defer close(done)
 		for m := range msgs {
-			c, err := core.ParseCursor(m.Payload)
+			c, err := core.ParseInternalCursor(m.Payload)
 			if err != nil {
 				w.logger.Warn("dropping an undecodable wake-up", "channel", w.channel)
 				continue
@@ -74,7 +74,7 @@ func NewWaker(client *goredis.Client, prefix string, logger *slog.Logger) (*Wake
 
 // Wake publishes c to every replica, this one's included.
 func (w *Waker) Wake(ctx context.Context, c core.Cursor) error {
-	if err := w.client.Publish(ctx, w.channel, c.String()).Err(); err != nil {
+	if err := w.client.Publish(ctx, w.channel, c.Internal()).Err(); err != nil {
 		return fmt.Errorf("publish wake-up: %w", err)
 	}
 	return nil

@@ -20,8 +20,8 @@ type EventJSON struct {
 	States     []stateJSON `json:"states,omitempty"`
 }
 
-func eventJSON(e core.Event) EventJSON {
-	out := EventJSON{ID: e.ID.String(), Type: string(e.Type), UID: e.UID, OccurredAt: Time(e.OccurredAt), Mount: mountJSON(e.Mount)}
+func eventJSON(cursors *core.CursorCodec, e core.Event) EventJSON {
+	out := EventJSON{ID: cursors.Encode(e.ID), Type: string(e.Type), UID: e.UID, OccurredAt: Time(e.OccurredAt), Mount: mountJSON(e.Mount)}
 	if e.Type == core.EventStatesReported {
 		out.States = make([]stateJSON, len(e.States))
 		for i, st := range e.States {
@@ -37,7 +37,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p core.Princ
 	q := newQuery(r, "after", "limit", "types", "mountUid", "wait")
 	req := core.EventsRequest{MountUID: q.str("mountUid")}
 	if after := q.str("after"); after != nil {
-		c, err := core.ParseCursor(*after)
+		c, err := s.Cursors.Decode(*after)
 		if err != nil {
 			writeError(w, r, s.Logger, err)
 			return
@@ -69,17 +69,20 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p core.Princ
 	}
 	out := make([]EventJSON, len(page.Events))
 	for i, e := range page.Events {
-		out[i] = eventJSON(e)
+		out[i] = eventJSON(s.Cursors, e)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": out, "next": page.Next.String()})
+	writeJSON(w, http.StatusOK, map[string]any{"events": out, "next": s.Cursors.Encode(page.Next)})
 }
 
-// WebhookBody is what a webhook receives for e (docs/api.md, "Webhooks"):
-// the event as GET /api/v1/events shows it, with its type and instant.
-func WebhookBody(e core.Event) ([]byte, error) {
-	return json.Marshal(struct {
-		Type      string    `json:"type"`
-		Timestamp Time      `json:"timestamp"`
-		Data      EventJSON `json:"data"`
-	}{string(e.Type), Time(e.OccurredAt), eventJSON(e)})
+// WebhookBody renders what a webhook receives for an event (docs/api.md,
+// "Webhooks"): the event as GET /api/v1/events shows it, with its type and
+// instant.
+func WebhookBody(cursors *core.CursorCodec) core.WebhookBody {
+	return func(e core.Event) ([]byte, error) {
+		return json.Marshal(struct {
+			Type      string    `json:"type"`
+			Timestamp Time      `json:"timestamp"`
+			Data      EventJSON `json:"data"`
+		}{string(e.Type), Time(e.OccurredAt), eventJSON(cursors, e)})
+	}
 }

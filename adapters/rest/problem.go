@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -48,11 +49,23 @@ type Problem struct {
 	Errors []core.FieldError `json:"errors,omitempty"`
 }
 
+// ClientGone reports whether err is the end of r because its client went
+// away (the server never cancels a request itself).
+func ClientGone(r *http.Request, err error) bool {
+	return r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}
+
 // writeError answers err as problem+json. Uncoded errors are logged here, once,
 // and shown only as "internal error".
 func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
 	var ce *core.Error
 	var tooLarge *http.MaxBytesError
+	if ClientGone(r, err) {
+		// Nobody reads the answer; the access log counts it as 499.
+		logger.DebugContext(r.Context(), "client closed request", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.WriteHeader(httpobs.StatusClientClosedRequest)
+		return
+	}
 	switch {
 	case errors.As(err, &ce):
 	case errors.As(err, &tooLarge):

@@ -38,6 +38,8 @@ type Deps struct {
 	Checks []Checker
 	// RateLimit is the per-account API rate limit; nil: none.
 	RateLimit *core.APIRateLimit
+	// Cursors makes the event log's positions into cursors and back.
+	Cursors *core.CursorCodec
 }
 
 // Server is the REST API's handler tree.

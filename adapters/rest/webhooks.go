@@ -38,8 +38,8 @@ type DeliveryJSON struct {
 	NextAttemptAt  *Time   `json:"nextAttemptAt"`
 }
 
-func deliveryJSON(d core.Delivery) DeliveryJSON {
-	out := DeliveryJSON{ID: d.ID, EventID: d.EventID.String(), EventType: string(d.EventType), Attempt: d.Attempt, Status: string(d.Status)}
+func deliveryJSON(cursors *core.CursorCodec, d core.Delivery) DeliveryJSON {
+	out := DeliveryJSON{ID: d.ID, EventID: cursors.Encode(d.EventID), EventType: string(d.EventType), Attempt: d.Attempt, Status: string(d.Status)}
 	if d.ResponseStatus != 0 {
 		out.ResponseStatus = &d.ResponseStatus
 	}
@@ -184,7 +184,7 @@ func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request, p cor
 	}
 	out := make([]DeliveryJSON, len(ds))
 	for i, d := range ds {
-		out[i] = deliveryJSON(d)
+		out[i] = deliveryJSON(s.Cursors, d)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deliveries": out, "pagination": pagination})
 }

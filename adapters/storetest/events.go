@@ -229,3 +229,59 @@ func eventRetention(t *testing.T, store Store) {
 		t.Fatalf("retained: %+v", got)
 	}
 }
+
+// eventAccountHorizons: for one account's reads, expiry is decided by that
+// account's pruned events only: another account's, however many and old,
+// neither expire its cursors nor show through AccountHorizon.
+func eventAccountHorizons(t *testing.T, store Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	key := core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
+	makeAccounts(t, store, "hz_a", "hz_b", "hz_c")
+	claim := func(account, uid string, at time.Time) core.Cursor {
+		t.Helper()
+		e := &core.Event{Type: core.EventAssociationRequested, UID: uid, AccountID: account, OccurredAt: at}
+		if _, err := store.ClaimMount(ctx, core.Claim{UID: uid, AccountID: account, Now: at, Deadline: now.Add(time.Hour), Key: key}, e); err != nil {
+			t.Fatalf("claim %s: %v", uid, err)
+		}
+		return e.ID
+	}
+	b1 := claim("hz_b", "HB1", now.Add(-3*time.Hour))
+	a1 := claim("hz_a", "HA1", now.Add(-2*time.Hour))
+	a2 := claim("hz_a", "HA2", now)
+	for {
+		n, err := store.PruneEvents(ctx, now.Add(-time.Hour), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	var zero core.Cursor
+	for _, tc := range []struct {
+		name    string
+		account string
+		after   core.Cursor
+		expired bool
+	}{
+		{"a, from the start", "hz_a", zero, true},
+		{"a, at its pruned event", "hz_a", a1, false},
+		{"b, from the start", "hz_b", zero, true},
+		{"b, at its pruned event", "hz_b", b1, false},
+		{"c, without events, from the start", "hz_c", zero, false},
+	} {
+		_, _, err := store.ReadEvents(ctx, core.EventQuery{AccountID: tc.account, After: &tc.after, Limit: 10})
+		if got := core.ErrorCode(err) == core.CodeCursorExpired; got != tc.expired || !tc.expired && err != nil {
+			t.Errorf("%s: %v, want expired %v", tc.name, err, tc.expired)
+		}
+	}
+	for account, want := range map[string]core.Cursor{"hz_a": a1, "hz_b": b1, "hz_c": zero} {
+		if got, err := store.AccountHorizon(ctx, account); err != nil || got != want {
+			t.Errorf("AccountHorizon(%s) = %v, %v; want %v", account, got, err, want)
+		}
+	}
+	if got := readAll(t, store, core.EventQuery{AccountID: "hz_a"}); len(got) != 1 || got[0].ID != a2 {
+		t.Fatalf("retained: %+v", got)
+	}
+}

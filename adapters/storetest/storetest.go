@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Tags", tags},
 		{"EventLog", eventLog},
 		{"EventRetention", eventRetention},
+		{"EventAccountHorizons", eventAccountHorizons},
 		{"Webhooks", webhooks},
 		{"WebhookDeliveries", webhookDeliveries},
 		{"WebhookClaimSkipsAccounts", webhookClaimSkipsAccounts},

@@ -141,13 +141,14 @@ const maxResponse = 64 << 10
 
 // Sender makes delivery attempts over HTTP.
 type Sender struct {
-	client *http.Client
-	now    func() time.Time
+	client  *http.Client
+	now     func() time.Time
+	cursors *core.CursorCodec // the event's id, webhook-id, as clients see it
 }
 
 // NewSender returns a sender whose connections may reach forbidden
 // addresses only when allowPrivate is set.
-func NewSender(allowPrivate bool) *Sender {
+func NewSender(allowPrivate bool, cursors *core.CursorCodec) *Sender {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	if !allowPrivate {
 		dialer.Control = func(_, address string, _ syscall.RawConn) error {
@@ -171,7 +172,7 @@ func NewSender(allowPrivate bool) *Sender {
 	if telemetry.Enabled() {
 		rt = otelhttp.NewTransport(transport, otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return "webhook delivery" }))
 	}
-	return &Sender{now: time.Now, client: &http.Client{
+	return &Sender{now: time.Now, cursors: cursors, client: &http.Client{
 		Transport: rt,
 		Timeout:   core.WebhookTimeout,
 		// A redirect is an answer, not a new target to follow (it could
@@ -192,7 +193,7 @@ func (s *Sender) Send(ctx context.Context, target, secret string, d core.Deliver
 	if err != nil {
 		return fail(fmt.Errorf("signing secret: %w", err))
 	}
-	id := d.EventID.String()
+	id := s.cursors.Encode(d.EventID)
 	sig, err := wh.Sign(id, start, d.Payload)
 	if err != nil {
 		return fail(err)

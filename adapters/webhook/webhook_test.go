@@ -91,6 +91,9 @@ func TestSignatureVector(t *testing.T) {
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
+// cursors makes the event ids of the tests' deliveries.
+var cursors = core.NewCursorCodec([32]byte{1})
+
 func delivery() core.Delivery {
 	return core.Delivery{ID: "whd_1", EventID: core.Cursor{Tx: 1, Seq: 2}, Attempt: 1, Payload: []byte(`{"type":"DELETED"}`)}
 }
@@ -102,14 +105,14 @@ func TestSendSigns(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		wh, _ := standardwebhooks.NewWebhook(secret)
-		if wh.Verify(body, r.Header) == nil && r.Header.Get("webhook-id") == (core.Cursor{Tx: 1, Seq: 2}).String() &&
+		if wh.Verify(body, r.Header) == nil && r.Header.Get("webhook-id") == cursors.Encode(core.Cursor{Tx: 1, Seq: 2}) &&
 			r.Header.Get("Content-Type") == "application/json" {
 			verified.Store(true)
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	res := webhook.NewSender(true).Send(context.Background(), srv.URL, secret, delivery())
+	res := webhook.NewSender(true, cursors).Send(context.Background(), srv.URL, secret, delivery())
 	if res.ResponseStatus != http.StatusNoContent || res.Error != "" || !verified.Load() {
 		t.Fatalf("result %+v, verified %v", res, verified.Load())
 	}
@@ -125,11 +128,11 @@ func TestSendRefusesPrivateTargets(t *testing.T) {
 		http.Redirect(w, r, "http://169.254.169.254/", http.StatusFound)
 	}))
 	defer srv.Close()
-	res := webhook.NewSender(false).Send(context.Background(), srv.URL, secret, delivery())
+	res := webhook.NewSender(false, cursors).Send(context.Background(), srv.URL, secret, delivery())
 	if res.ResponseStatus != 0 || res.Error == "" || hits.Load() != 0 {
 		t.Fatalf("a loopback target: %+v, %d requests arrived", res, hits.Load())
 	}
-	res = webhook.NewSender(true).Send(context.Background(), srv.URL, secret, delivery())
+	res = webhook.NewSender(true, cursors).Send(context.Background(), srv.URL, secret, delivery())
 	if res.ResponseStatus != http.StatusFound || hits.Load() != 1 {
 		t.Fatalf("a redirect: %+v, %d requests", res, hits.Load())
 	}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -74,6 +75,10 @@ func eventsCommand(s *settings, out *printer) *cli.Command {
 				var apiErr *client.Error
 				if errors.As(err, &apiErr) && apiErr.Code == "CURSOR_EXPIRED" {
 					return fmt.Errorf("the log no longer holds the events after the stored cursor (retention passed): run again with --from-start")
+				}
+				if errors.As(err, &apiErr) && apiErr.Code == "VALIDATION_FAILED" && slices.ContainsFunc(apiErr.Fields,
+					func(f client.FieldError) bool { return f.Field == "after" }) {
+					return fmt.Errorf("the server does not take the stored cursor (one of an older version, or of another installation): run again with --from-start")
 				}
 				if err != nil {
 					if ctx.Err() != nil {

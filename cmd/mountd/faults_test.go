@@ -21,6 +21,7 @@ import (
 
 	"github.com/uptrace/bun/driver/pgdriver"
 
+	"github.com/mountd/mountd/adapters/keyring"
 	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/core"
@@ -81,6 +82,16 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // replicaEnv is what every replica of one deployment shares.
+// faultCursors reads the event ids of replicas started with replicaEnv's
+// master key, to check their order.
+var faultCursors = func() *core.CursorCodec {
+	sealer, err := keyring.NewSealer(bytes.Repeat([]byte{0xcd}, 32))
+	if err != nil {
+		panic(err)
+	}
+	return core.NewCursorCodec(sealer.DerivedKey("event cursors"))
+}()
+
 func replicaEnv(t *testing.T, dbURL, redisURL, publicURL string, extra ...string) []string {
 	return append([]string{"MOUNTD_DATABASE_URL=" + dbURL, "MOUNTD_REDIS_URL=" + redisURL, "MOUNTD_REDIS_PREFIX=faults:",
 		"MOUNTD_MASTER_KEY=" + strings.Repeat("cd", 32), "MOUNTD_PUBLIC_URL=" + publicURL, "MOUNTD_PROJECT_ID=mountd",
@@ -206,8 +217,8 @@ func (f *follower) run(ctx context.Context, api *client.Client) {
 				return nil
 			}
 			if n := len(f.events); n > 0 {
-				prev, _ := core.ParseCursor(f.events[n-1].ID)
-				cur, _ := core.ParseCursor(e.ID)
+				prev, _ := faultCursors.Decode(f.events[n-1].ID)
+				cur, _ := faultCursors.Decode(e.ID)
 				if !prev.Before(cur) {
 					f.order++
 					f.notes = append(f.notes, fmt.Sprintf("%+v (%s %v) after %+v (%s %v)", cur, e.Type, e.States, prev, f.events[n-1].Type, f.events[n-1].States))

@@ -208,12 +208,27 @@ func TestGraphQLQueryCount(t *testing.T) {
 					a.ok(t, http.MethodPost, "/api/v1/nfc-tags", map[string]any{"mountUid": uid, "tagUids": []string{fmt.Sprintf("0A0B%04X", i), "01020304"}})
 				}
 			}
-			// The counter is the store's, which background work (the webhook
-			// dispatcher after the writes above, its poll) shares: the
-			// fewest of three runs is the request's own count.
+			// The counter is the store's, which background work shares (the
+			// webhook dispatcher catching up with the writes above, polls):
+			// each run waits for the counter to stand still, and the fewest
+			// of a few runs is the request's own count. What the design
+			// promises is a bound that does not grow with the page, so that
+			// is what is checked, not an exact number a scheduler can change.
+			settle := func() {
+				last := in.queries(t)
+				for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+					time.Sleep(200 * time.Millisecond)
+					now := in.queries(t)
+					if now == last {
+						return
+					}
+					last = now
+				}
+			}
 			query := func(size int) int {
 				fewest := -1
-				for range 3 {
+				for range 5 {
+					settle()
 					before := in.queries(t)
 					r := a.gql(t, `query($s: Int) { mounts(pageSize: $s) { mounts { uid batteryLevel nfcTags { uid mountUids } } } }`, map[string]any{"s": size})
 					if r.code() != "" || strings.Count(string(r.Data), `"batteryLevel":`) != size {
@@ -225,10 +240,11 @@ func TestGraphQLQueryCount(t *testing.T) {
 				}
 				return fewest
 			}
+			const bound = 6 // the token check, the page, its count, latest values, tags
 			small, large := query(10), query(100)
 			t.Logf("queries for a page of 10 mounts: %d, of 100: %d", small, large)
-			if large != small || large > 6 {
-				t.Fatalf("a page of 100 mounts with tags and states took %d queries, of 10 %d; want the same small constant", large, small)
+			if small > bound || large > bound {
+				t.Fatalf("a page of 100 mounts with tags and states took %d queries, of 10 %d; want at most %d for any page", large, small, bound)
 			}
 		})
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -58,7 +60,7 @@ func TestFleetMetrics(t *testing.T) {
 				`mountd_webhook_deliveries_total{outcome="succeeded"}`: 1,
 			}
 			var page string
-			for deadline := time.Now().Add(5 * time.Second); ; {
+			for deadline := time.Now().Add(30 * time.Second); ; {
 				res, body := in.call(http.MethodGet, "/metrics", "", nil)
 				if res.StatusCode != http.StatusOK {
 					t.Fatalf("metrics: %d", res.StatusCode)
@@ -93,6 +95,80 @@ func TestFleetMetrics(t *testing.T) {
 				if !strings.Contains(page, "\n"+strings.TrimSuffix(name, "_bucket")) {
 					t.Errorf("the dashboard asks for %s, which /metrics does not have", name)
 				}
+			}
+		})
+	}
+}
+
+// httpSeries returns the label sets of mountd's HTTP metrics on a
+// Prometheus text page, one per series.
+func httpSeries(page string) map[string]bool {
+	out := map[string]bool{}
+	for line := range strings.Lines(page) {
+		if strings.HasPrefix(line, "mountd_http_") {
+			out[strings.Fields(line)[0]] = true
+		}
+	}
+	return out
+}
+
+// TestInventedMethodsBounded: methods a client invents are answered 405
+// (problem+json, before any other work) and counted under one label,
+// OTHER, so that a flood of distinct ones cannot grow the metrics.
+func TestInventedMethodsBounded(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			send := func(method, path string) (*http.Response, []byte) {
+				t.Helper()
+				req, _ := http.NewRequest(method, in.base+path, nil)
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatalf("%s %s: %v", method, path, err)
+				}
+				defer res.Body.Close()
+				body, _ := io.ReadAll(res.Body)
+				return res, body
+			}
+			scrape := func() string {
+				t.Helper()
+				res, body := send(http.MethodGet, "/metrics")
+				if res.StatusCode != http.StatusOK {
+					t.Fatalf("metrics: %d", res.StatusCode)
+				}
+				return string(body)
+			}
+			paths := []string{"/api/v1/mounts", "/api/v1/mounts/MNT-1", "/graphql", "/nowhere", "/oauth/v2/token", "/metrics"}
+			// One of each path first: the OTHER series exist from then on.
+			for _, p := range paths {
+				send("WARMUP", p)
+			}
+			scrape()
+			before := httpSeries(scrape())
+			for i := range 300 {
+				method := fmt.Sprintf("INVENTED%d", i)
+				path := paths[i%len(paths)]
+				res, body := send(method, path)
+				p := wantProblem(t, res, body, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+				if strings.Contains(p.Detail, method) {
+					t.Fatalf("%s %s: the detail repeats the method: %s", method, path, body)
+				}
+				if path == "/api/v1/mounts" && res.Header.Get("Allow") == "" {
+					t.Fatalf("%s %s: no Allow header", method, path)
+				}
+			}
+			page := scrape()
+			after := httpSeries(page)
+			for s := range after {
+				if !before[s] {
+					t.Errorf("new series after invented methods: %s", s)
+				}
+			}
+			if strings.Contains(page, "INVENTED") || strings.Contains(page, "WARMUP") {
+				t.Error("an invented method shows in /metrics")
+			}
+			if metricValue(page, `mountd_http_requests_total{method="OTHER",route="unmatched",status="405"}`) < 300 {
+				t.Errorf("invented methods not counted as OTHER:\n%s", page)
 			}
 		})
 	}

@@ -83,7 +83,7 @@ func TestOperatorFlow(t *testing.T) {
 					if _, ok := ev.(sdk.ScanStopped); ok {
 						drained = true
 					}
-				case <-time.After(2 * time.Second):
+				case <-time.After(10 * time.Second):
 					drained = true
 				}
 			}
@@ -113,7 +113,7 @@ func TestOperatorFlow(t *testing.T) {
 				t.Fatalf("API mount after release: %+v", m)
 			}
 			seen := false
-			for deadline := time.Now().Add(5 * time.Second); !seen && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(30 * time.Second); !seen && time.Now().Before(deadline); {
 				msg, err := console.NextWithin(time.Until(deadline))
 				if err != nil {
 					break
@@ -184,7 +184,7 @@ func mustSDK(t *testing.T, base, token string, radio sdk.Radio) *sdk.Client {
 
 // waitDevice waits for a states event satisfying ok.
 func waitDevice(events <-chan sdk.DeviceEvent, ok func(map[string]string) bool) bool {
-	timeout := time.After(5 * time.Second)
+	timeout := time.After(30 * time.Second) // generous: it returns as soon as ok holds
 	for {
 		select {
 		case ev, open := <-events:

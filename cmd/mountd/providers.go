@@ -54,6 +54,7 @@ var storeSet = wire.NewSet(
 // scheduler and event bus: Redis when configured, in-process otherwise.
 var mountSet = wire.NewSet(
 	provideSealer,
+	provideCursorCodec,
 	keyring.NewMountSigner,
 	wire.Bind(new(core.Signer), new(*keyring.MountSigner)),
 	provideRedis,
@@ -148,6 +149,12 @@ func provideStore(ctx context.Context, cfg Config, logger *slog.Logger) (*bunsto
 		logger.Info("applied migrations", "migrations", applied)
 	}
 	return store, closeStore, nil
+}
+
+// provideCursorCodec keys the event log's cursors with the installation's
+// master key, so that every replica reads the others' cursors.
+func provideCursorCodec(sealer *keyring.Sealer) *core.CursorCodec {
+	return core.NewCursorCodec(sealer.DerivedKey("event cursors"))
 }
 
 func provideSealer(cfg Config, logger *slog.Logger) (*keyring.Sealer, error) {
@@ -370,10 +377,10 @@ func provideCollectors(store *bunstore.Store, ws *wsproto.Stats, fleet *metrics.
 func noFailureLimiter() core.FailureLimiter { return nil }
 
 func provideWebhookDeps(cfg Config, store *bunstore.Store, sealer *keyring.Sealer, waker core.EventWaker,
-	logger *slog.Logger) core.WebhookDeps {
+	cursors *core.CursorCodec, logger *slog.Logger) core.WebhookDeps {
 	return core.WebhookDeps{Store: store, Sealer: sealer, Waker: waker, Logger: logger,
 		Targets:     webhook.Targets{AllowPrivate: cfg.WebhookAllowPrivate},
-		Sender:      webhook.NewSender(cfg.WebhookAllowPrivate),
-		Body:        rest.WebhookBody,
+		Sender:      webhook.NewSender(cfg.WebhookAllowPrivate, cursors),
+		Body:        rest.WebhookBody(cursors),
 		RetryDelays: cfg.retryDelays()}
 }

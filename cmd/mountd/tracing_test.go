@@ -115,7 +115,7 @@ func TestTracing(t *testing.T) {
 		"the request, in the caller's trace, named by its route": func(s receivedSpan) bool {
 			return s.name == "GET /api/v1/accounts/me" && s.traceID == traceID
 		},
-		"the GraphQL operation": func(s receivedSpan) bool { return s.name == "graphql query Fleet" },
+		"the GraphQL operation": func(s receivedSpan) bool { return s.name == "graphql query mounts" },
 		"a database query":      func(s receivedSpan) bool { return strings.Contains(s.scope, "bun") },
 		"a Redis command":       func(s receivedSpan) bool { return strings.Contains(s.scope, "redisotel") },
 		"a webhook delivery":    func(s receivedSpan) bool { return s.name == "webhook delivery" },

@@ -91,7 +91,8 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	firmwareService := core.NewFirmwareService(store, blobStore, downloadTTL, logger)
 	eventFeed := core.NewEventFeed(store, fleet, logger)
 	eventService := core.NewEventService(eventFeed, store, mountService, logger)
-	webhookDeps := provideWebhookDeps(cfg, store, sealer, fleet, logger)
+	cursorCodec := provideCursorCodec(sealer)
+	webhookDeps := provideWebhookDeps(cfg, store, sealer, fleet, cursorCodec, logger)
 	webhookService := core.NewWebhookService(webhookDeps)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
@@ -109,6 +110,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Blobs:     blobOpener,
 		Checks:    v,
 		RateLimit: apiRateLimit,
+		Cursors:   cursorCodec,
 	}
 	server := rest.NewServer(deps)
 	resolver := &graph.Resolver{
@@ -119,6 +121,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		EventLog:        eventService,
 		WebhookService:  webhookService,
 		Logger:          logger,
+		Cursors:         cursorCodec,
 	}
 	stats := provideWebSocketStats()
 	graphQLHandler := provideGraphQL(resolver, tokenVerifier, stats, apiRateLimit)

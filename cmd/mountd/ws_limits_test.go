@@ -27,7 +27,7 @@ func TestWebSocketLimits(t *testing.T) {
 	// Another token is not affected, and a closed socket frees a place.
 	other := in.wsReady(t, b.token)
 	sockets[0].Close()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c := in.dialWS(t, wsprototest.Options{})
 		c.Send(map[string]any{"type": "connection_init", "payload": map[string]any{"Access-Key": a.token}})

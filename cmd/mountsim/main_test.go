@@ -323,7 +323,7 @@ func TestReleaseIsReportedAtOnce(t *testing.T) {
 			if rep.uid != "R-0002" || rep.states["MOUNT_LOCKED"] != want || rep.states["HELMET_MOUNTED"] != want {
 				t.Fatalf("report %+v, want lock and helmet %s", rep, want)
 			}
-		case <-time.After(3 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("no prompt report of lock %s", want)
 		}
 	}

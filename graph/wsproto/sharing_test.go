@@ -162,9 +162,10 @@ func TestSlowSubscriberClosed(t *testing.T) {
 	}
 	// 64 KiB results, far more than the socket buffers and the queue hold.
 	write(map[string]any{"type": "subscribe", "id": "big", "payload": map[string]any{"query": "subscription { big(n: 2000) }"}})
-	// Not reading for longer than the loopback buffers take to fill and
-	// SlowClientWait.
-	time.Sleep(2 * time.Second)
+	// Not reading until the server has given up on the client (the
+	// loopback buffers full and SlowClientWait passed): waiting for that,
+	// not for a fixed time a loaded machine may need more than.
+	waitFor(t, "the slow client's close", func() bool { return f.stats.SlowCloses() == 1 })
 
 	nexts := 0
 	for {

@@ -51,6 +51,31 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
+// StatusClientClosedRequest is how a request is counted and logged when
+// its client went away before the answer was complete (nginx's 499).
+const StatusClientClosedRequest = 499
+
+// KnownMethod reports whether m is one of HTTP's registered methods (RFC
+// 9110 and PATCH): the only ones mountd serves, and the only ones that
+// name a metric series, a span or a log field.
+func KnownMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// MethodLabel is m as metrics, spans and logs show it: a method a client
+// invented is OTHER, so that inventing many cannot grow them.
+func MethodLabel(m string) string {
+	if KnownMethod(m) {
+		return m
+	}
+	return "OTHER"
+}
+
 // recorder remembers what a handler answered, for the access log and metrics.
 type recorder struct {
 	http.ResponseWriter
@@ -117,7 +142,7 @@ func Observe(next http.Handler, logger *slog.Logger, m *Metrics, internalError h
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				logger.ErrorContext(r.Context(), "panic in handler", "method", r.Method, "path", r.URL.Path, "panic", v)
+				logger.ErrorContext(r.Context(), "panic in handler", "method", MethodLabel(r.Method), "path", r.URL.Path, "panic", v)
 				if rec.status == 0 {
 					internalError(rec, r)
 				}
@@ -125,13 +150,20 @@ func Observe(next http.Handler, logger *slog.Logger, m *Metrics, internalError h
 			if rec.status == 0 {
 				rec.status = http.StatusOK
 			}
+			if r.Context().Err() != nil && rec.status != http.StatusSwitchingProtocols {
+				// The client closed the connection before the answer was
+				// complete (the server never cancels a request itself): not
+				// a failure of the server, so not a 5xx either.
+				rec.status = StatusClientClosedRequest
+			}
 			route := r.Pattern
 			if route == "" {
 				route = "unmatched"
 			}
 			elapsed := time.Since(start)
-			m.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
-			m.latency.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+			method := MethodLabel(r.Method)
+			m.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()
+			m.latency.WithLabelValues(route, method).Observe(elapsed.Seconds())
 			// 503 and 429 are refusals with Retry-After, expected under load
 			// or an outage (whose cause is logged where it is met): logging
 			// each at ERROR would let a flood of them flood the log too.
@@ -139,7 +171,7 @@ func Observe(next http.Handler, logger *slog.Logger, m *Metrics, internalError h
 			if rec.status >= 500 && rec.status != http.StatusServiceUnavailable {
 				level = slog.LevelError
 			}
-			attrs := []any{"method", r.Method, "path", r.URL.Path, "route", route, "status", rec.status,
+			attrs := []any{"method", method, "path", r.URL.Path, "route", route, "status", rec.status,
 				"duration_ms", float64(elapsed.Microseconds()) / 1000}
 			if rec.code != "" {
 				attrs = append(attrs, "code", rec.code)

@@ -92,16 +92,27 @@ func New(d Deps) *Server {
 	if timeout <= 0 {
 		timeout = DefaultBodyTimeout
 	}
-	h := httpobs.Observe(withBodyDeadline(rest.RouteProblems(mux, d.Logger), timeout), d.Logger, d.Metrics, d.API.InternalError)
+	h := httpobs.Observe(rest.RejectUnknownMethods(mux, d.Logger,
+		withBodyDeadline(rest.RouteProblems(mux, d.Logger), timeout)), d.Logger, d.Metrics, d.API.InternalError)
 	if telemetry.Enabled() {
 		// A span per request, continuing the caller's trace (traceparent),
 		// named by its route once the mux has found it ("GET /api/v1/mounts/{uid}").
-		h = otelhttp.NewHandler(h, "http.server", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		// A method a client invented gets no span: it is refused at once,
+		// and its name must not become a span's.
+		observed := h
+		traced := otelhttp.NewHandler(h, "http.server", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 			if r.Pattern != "" {
 				return r.Pattern
 			}
 			return r.Method
 		}))
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !httpobs.KnownMethod(r.Method) {
+				observed.ServeHTTP(w, r)
+				return
+			}
+			traced.ServeHTTP(w, r)
+		})
 	}
 	return &Server{handler: h}
 }
