@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -218,6 +219,8 @@ func (s *WebhookService) apply(ctx context.Context, w *Webhook, in WebhookInput,
 			v.Add("url", "is longer than %d characters", maxWebhookURL)
 		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil:
 			v.Add("url", "must be an absolute http:// or https:// URL without credentials")
+		case !validPort(u):
+			v.Add("url", "must have a port from 1 to 65535, or none")
 		default:
 			if err := s.Targets.Check(ctx, u); err != nil {
 				v.Add("url", "%s", err.Error())
@@ -267,6 +270,17 @@ func (s *WebhookService) apply(ctx context.Context, w *Webhook, in WebhookInput,
 		w.Enabled = *in.Enabled
 	}
 	return v.Err()
+}
+
+// validPort reports whether u names no port or one from 1 to 65535: the
+// parser accepts any run of digits, and an empty one after a colon.
+func validPort(u *url.URL) bool {
+	p := u.Port()
+	if p == "" {
+		return !strings.HasSuffix(u.Host, ":")
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && len(p) <= 5 && n >= 1 && n <= 65535
 }
 
 // CreateWebhook adds a webhook and returns it with its secret, which is

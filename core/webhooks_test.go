@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -351,5 +352,38 @@ func TestWebhookAttemptsRecorded(t *testing.T) {
 				t.Fatalf("the next attempt: %+v, want PENDING due %v after %v", next, tc.wantDelay, failed.AttemptedAt)
 			}
 		})
+	}
+}
+
+// TestWebhookURLPort: a port outside 1–65535 is refused (field url) at
+// creation and update; the ends of the range are accepted.
+func TestWebhookURLPort(t *testing.T) {
+	f := newLapseFixture(t)
+	sealer, _ := keyring.NewSealer(make([]byte, 32))
+	svc := core.NewWebhookService(core.WebhookDeps{Store: f.store, Sealer: sealer, Targets: allowAll{},
+		Logger: slog.New(slog.DiscardHandler)})
+	ctx := context.Background()
+	ok := "https://example.com/hook"
+	hook, _, err := svc.CreateWebhook(ctx, f.a, core.WebhookInput{URL: &ok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"http://example.com:0/x", "http://example.com:99999/x", "http://example.com:65536/x",
+		"http://example.com:00000000000000000000080/x", "http://[2001:db8::1]:0/x", "http://example.com:/x", "http://example.com:x/x"} {
+		for name, call := range map[string]func() error{
+			"create": func() error { _, _, err := svc.CreateWebhook(ctx, f.a, core.WebhookInput{URL: &bad}); return err },
+			"update": func() error { _, err := svc.UpdateWebhook(ctx, f.a, hook.ID, core.WebhookInput{URL: &bad}); return err },
+		} {
+			err := call()
+			var ce *core.Error
+			if !errors.As(err, &ce) || ce.Code != core.CodeValidation || len(ce.Fields) != 1 || ce.Fields[0].Field != "url" {
+				t.Errorf("%s %s: %v, want VALIDATION_FAILED on url", name, bad, err)
+			}
+		}
+	}
+	for _, good := range []string{"http://example.com:1/x", "https://example.com:65535/x", "https://[2001:db8::1]:8443/x"} {
+		if _, err := svc.UpdateWebhook(ctx, f.a, hook.ID, core.WebhookInput{URL: &good}); err != nil {
+			t.Errorf("update to %s: %v", good, err)
+		}
 	}
 }

@@ -92,13 +92,27 @@ func inAny(prefixes []netip.Prefix, ip netip.Addr) bool {
 	return false
 }
 
-var errForbidden = errors.New("the target is a loopback, private or link-local address")
+// The refusals name the setting that allows such targets, and never the
+// address a name resolved to: the operator's internal DNS is no business
+// of whoever registers a webhook.
+var (
+	errForbidden = errors.New("the target is a loopback, private or link-local address, " +
+		"allowed only when the server runs with MOUNTD_WEBHOOK_ALLOW_PRIVATE=true")
+	errResolvesForbidden = errors.New("the host resolves to a loopback, private or link-local address, " +
+		"allowed only when the server runs with MOUNTD_WEBHOOK_ALLOW_PRIVATE=true")
+)
 
 // Targets checks webhook URLs when they are set.
 type Targets struct {
 	// AllowPrivate lets webhooks reach the operator's own network.
 	AllowPrivate bool
-	Resolver     *net.Resolver
+	// Resolver looks names up; nil: net.DefaultResolver.
+	Resolver Resolver
+}
+
+// Resolver looks a host name up; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 // Check refuses a host that is, or resolves to, a forbidden address. A
@@ -118,9 +132,9 @@ func (t Targets) Check(ctx context.Context, u *url.URL) error {
 	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
 		return errForbidden
 	}
-	r := t.Resolver
-	if r == nil {
-		r = net.DefaultResolver
+	var r Resolver = net.DefaultResolver
+	if t.Resolver != nil {
+		r = t.Resolver
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -130,7 +144,7 @@ func (t Targets) Check(ctx context.Context, u *url.URL) error {
 	}
 	for _, ip := range ips {
 		if Forbidden(ip) {
-			return fmt.Errorf("the host resolves to %s, a loopback, private or link-local address", ip.Unmap())
+			return errResolvesForbidden
 		}
 	}
 	return nil

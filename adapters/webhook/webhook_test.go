@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,5 +133,28 @@ func TestSendRefusesPrivateTargets(t *testing.T) {
 	res = webhook.NewSender(true).Send(context.Background(), srv.URL, secret, delivery())
 	if res.ResponseStatus != http.StatusFound || hits.Load() != 1 {
 		t.Fatalf("a redirect: %+v, %d requests", res, hits.Load())
+	}
+}
+
+// fixedResolver answers every name with its addresses.
+type fixedResolver []netip.Addr
+
+func (r fixedResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) { return r, nil }
+
+// TestTargetsMessage: a name that resolves inside the network is refused
+// with a message that names the setting to allow it, and never the
+// address (the operator's internal DNS is not the caller's business).
+func TestTargetsMessage(t *testing.T) {
+	for _, tc := range []struct{ url, addr string }{
+		{"https://intranet.example.com/hook", "10.20.30.40"},
+		{"https://metadata.example.com/hook", "fd00:ec2::254"},
+		{"http://10.20.30.40/hook", "10.20.30.40"},
+		{"http://localhost/hook", "127.0.0.1"},
+	} {
+		u, _ := url.Parse(tc.url)
+		err := webhook.Targets{Resolver: fixedResolver{netip.MustParseAddr(tc.addr)}}.Check(context.Background(), u)
+		if err == nil || strings.Contains(err.Error(), tc.addr) || !strings.Contains(err.Error(), "MOUNTD_WEBHOOK_ALLOW_PRIVATE") {
+			t.Errorf("Check(%s) resolving to %s: %v; want a refusal naming MOUNTD_WEBHOOK_ALLOW_PRIVATE, not the address", tc.url, tc.addr, err)
+		}
 	}
 }

@@ -276,14 +276,23 @@ func TestWebhooks(t *testing.T) {
 }
 
 // TestWebhookTargetsRefused: without MOUNTD_WEBHOOK_ALLOW_PRIVATE, targets
-// inside the network are refused (field url).
+// inside the network are refused (field url), the message naming the
+// setting; so are ports outside 1–65535.
 func TestWebhookTargetsRefused(t *testing.T) {
 	in := start(t, testConfig(t.TempDir(), ""))
 	a := newFleet(in, "A")
 	for _, target := range []string{"http://127.0.0.1:9/x", "http://localhost/x", "http://169.254.169.254/latest", "http://[::1]/x", "http://10.0.0.1/x"} {
 		res, body := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": target})
 		p := wantProblem(t, res, body, http.StatusBadRequest, "VALIDATION_FAILED")
-		if !strings.Contains(string(body), `"url"`) {
+		if !strings.Contains(string(body), `"url"`) || !strings.Contains(string(body), "MOUNTD_WEBHOOK_ALLOW_PRIVATE") {
+			t.Fatalf("%s: %+v", target, p)
+		}
+	}
+	// A port outside 1–65535 is refused too.
+	for _, target := range []string{"https://example.com:0/x", "https://example.com:99999/x", "https://example.com:65536/x"} {
+		res, body := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": target})
+		p := wantProblem(t, res, body, http.StatusBadRequest, "VALIDATION_FAILED")
+		if !strings.Contains(string(body), `"url"`) || !strings.Contains(string(body), "65535") {
 			t.Fatalf("%s: %+v", target, p)
 		}
 	}
