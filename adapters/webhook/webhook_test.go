@@ -139,7 +139,9 @@ func TestSendRefusesPrivateTargets(t *testing.T) {
 // fixedResolver answers every name with its addresses.
 type fixedResolver []netip.Addr
 
-func (r fixedResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) { return r, nil }
+func (r fixedResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return r, nil
+}
 
 // TestTargetsMessage: a name that resolves inside the network is refused
 // with a message that names the setting to allow it, and never the
