@@ -150,8 +150,14 @@ func (t Targets) Check(ctx context.Context, u *url.URL) error {
 	return nil
 }
 
-// maxResponse bounds what is read of a receiver's answer.
-const maxResponse = 64 << 10
+// maxResponse bounds what is read of a receiver's answer, and
+// maxResponseHeaders its headers (net/http's default is 10 MiB per
+// response: 20 receivers answering with megabytes of short header lines
+// took gigabytes).
+const (
+	maxResponse        = 64 << 10
+	maxResponseHeaders = 16 << 10
+)
 
 // Sender makes delivery attempts over HTTP.
 type Sender struct {
@@ -173,13 +179,14 @@ func NewSender(allowPrivate bool) *Sender {
 		}
 	}
 	transport := &http.Transport{
-		Proxy:                 nil, // a proxy would dial for us, past the check
-		DialContext:           dialer.DialContext,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ResponseHeaderTimeout: core.WebhookTimeout,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   8,
-		IdleConnTimeout:       90 * time.Second,
+		Proxy:                  nil, // a proxy would dial for us, past the check
+		DialContext:            dialer.DialContext,
+		TLSHandshakeTimeout:    5 * time.Second,
+		ResponseHeaderTimeout:  core.WebhookTimeout,
+		MaxResponseHeaderBytes: maxResponseHeaders,
+		MaxIdleConns:           256,
+		MaxIdleConnsPerHost:    8,
+		IdleConnTimeout:        90 * time.Second,
 	}
 	var rt http.RoundTripper = transport
 	if telemetry.Enabled() {
@@ -238,6 +245,8 @@ func describe(err error) string {
 		return errForbidden.Error()
 	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "Client.Timeout"):
 		return fmt.Sprintf("no answer within %s", core.WebhookTimeout)
+	case strings.Contains(err.Error(), "response headers exceeded"): // net/http has no error value for it
+		return fmt.Sprintf("the receiver's response headers exceed %d KiB", maxResponseHeaders>>10)
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -295,5 +297,72 @@ func TestWebhookTargetsRefused(t *testing.T) {
 		if !strings.Contains(string(body), `"url"`) || !strings.Contains(string(body), "65535") {
 			t.Fatalf("%s: %+v", target, p)
 		}
+	}
+}
+
+// headerFlood listens on loopback and answers every request 200 after
+// about headerBytes of short header lines, as a hostile receiver would.
+func headerFlood(t *testing.T, headerBytes int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	lines := strings.Repeat("X-A: b\r\n", headerBytes/8)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n"+lines+"Content-Length: 0\r\n\r\n")
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/hook"
+}
+
+// TestWebhookResponseHeadersBounded: a receiver that answers with a
+// megabyte of headers (mountd read up to 10 MiB of them, per attempt)
+// makes a failed attempt that says why, retried as usual.
+func TestWebhookResponseHeadersBounded(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			cfg := newConfig(t)
+			cfg.WebhookAllowPrivate = true // the receiver listens on loopback
+			cfg.WebhookRetryDelays = "1h"
+			in := start(t, cfg)
+			a := newFleet(in, "A")
+			res, body := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": headerFlood(t, 1<<20)})
+			if res.StatusCode != http.StatusCreated {
+				t.Fatalf("create: %d %s", res.StatusCode, body)
+			}
+			hook := decode[webhookView](t, body)
+			a.associate(t, uniqueUID("H"), nil)
+			var ds []deliveryView
+			for deadline := time.Now().Add(30 * time.Second); ; {
+				ds = decode[struct{ Deliveries []deliveryView }](t, a.ok(t, http.MethodGet, "/api/v1/webhooks/"+hook.ID+"/deliveries", nil)).Deliveries
+				if len(ds) == 2 || len(ds) == 1 && ds[0].Status == "SUCCEEDED" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("deliveries: %+v", ds)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			failed, next := ds[1], ds[0]
+			if failed.Status != "FAILED" || failed.ResponseStatus != nil || failed.Error == nil ||
+				!strings.Contains(*failed.Error, "headers") || next.Status != "PENDING" || next.Attempt != 2 {
+				t.Fatalf("the attempt against a megabyte of headers: %+v, then %+v", failed, next)
+			}
+		})
 	}
 }
