@@ -74,7 +74,10 @@ type Delivery struct {
 	Duration       time.Duration
 	AttemptedAt    time.Time // zero while PENDING
 	NextAttemptAt  time.Time // when a PENDING attempt is due; zero after
-	// Payload is the body to send, rendered when the event was enqueued.
+	// Payload is the body to send, rendered once per event when it was
+	// enqueued: the store keeps it once for all the event's webhooks and
+	// attempts, and returns it with claimed attempts only (nil when the
+	// store has lost it).
 	Payload []byte
 	// Lease names the claim of a PENDING attempt: only its holder records
 	// the result, so an attempt made twice (a lease that lapsed) is
@@ -110,8 +113,10 @@ type WebhookStore interface {
 	// dispatch cursor the store keeps, asks plan which deliveries each
 	// makes (given the enabled webhooks of its account), stores them and
 	// moves the cursor, in one transaction: each event is planned exactly
-	// once across replicas. It returns how many events it read; 0 also
-	// when another replica is dispatching.
+	// once across replicas. The deliveries plan makes for one event carry
+	// one body, which the store keeps once, until no attempt refers to it
+	// (whatever the event log's retention). It returns how many events it
+	// read; 0 also when another replica is dispatching.
 	EnqueueDeliveries(ctx context.Context, limit int, plan func(e Event, hooks []Webhook) ([]Delivery, error)) (int, error)
 	// ClaimDeliveries leases up to limit PENDING attempts due by now, for
 	// lease, skipping those of the webhooks in skipWebhooks and those of
@@ -591,8 +596,14 @@ func (s *WebhookService) attempt(ctx context.Context, d Delivery) {
 		return // shutting down before the attempt: the lease lapses, it stays pending
 	}
 	var res DeliveryResult
+	retry := w.Enabled
 	secret, err := s.Sealer.Open(w.SealedSecret, secretAAD(w.ID))
 	switch {
+	case d.Payload == nil:
+		// Cannot happen through the API (a body goes with the event's
+		// last attempt); a retry would fail alike.
+		s.Logger.ErrorContext(ctx, "webhook body missing", "delivery", d.ID, "event", d.EventID.String())
+		res, retry = DeliveryResult{Error: "the event's body is no longer stored", AttemptedAt: s.clock()}, false
 	case err != nil:
 		// Recorded like a failed send, so the operator sees it in the
 		// deliveries; the retries come as usual (a restored master key
@@ -626,7 +637,7 @@ func (s *WebhookService) attempt(ctx context.Context, d Delivery) {
 		switch {
 		case interrupted:
 			retryAt = res.AttemptedAt
-		case d.Attempt <= len(s.RetryDelays) && w.Enabled:
+		case d.Attempt <= len(s.RetryDelays) && retry:
 			retryAt = res.AttemptedAt.Add(s.RetryDelays[d.Attempt-1])
 		}
 		if !retryAt.IsZero() {
