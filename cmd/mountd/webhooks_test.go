@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/mountd/mountd/client"
+	"github.com/mountd/mountd/core"
 )
 
 // receiver is an operator's webhook endpoint: it verifies every request
@@ -362,6 +364,104 @@ func TestWebhookResponseHeadersBounded(t *testing.T) {
 			if failed.Status != "FAILED" || failed.ResponseStatus != nil || failed.Error == nil ||
 				!strings.Contains(*failed.Error, "headers") || next.Status != "PENDING" || next.Attempt != 2 {
 				t.Fatalf("the attempt against a megabyte of headers: %+v, then %+v", failed, next)
+			}
+		})
+	}
+}
+
+// hangingServer never answers until the test ends; it counts the
+// requests in flight and those the sender gave up on.
+type hangingServer struct {
+	*httptest.Server
+	mu                  sync.Mutex
+	inFlight, abandoned int
+}
+
+func newHangingServer(t *testing.T) *hangingServer {
+	h := &hangingServer{}
+	release := make(chan struct{})
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read through, the server watches the connection and ends the
+		// request's context when the sender gives up.
+		_, _ = io.Copy(io.Discard, r.Body)
+		h.mu.Lock()
+		h.inFlight++
+		h.mu.Unlock()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			h.mu.Lock()
+			h.abandoned++
+			h.mu.Unlock()
+		}
+		h.mu.Lock()
+		h.inFlight--
+		h.mu.Unlock()
+	}))
+	t.Cleanup(h.Close)
+	t.Cleanup(func() { close(release) }) // first: Close waits for the handlers
+	return h
+}
+
+func (h *hangingServer) counts() (inFlight, abandoned int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.inFlight, h.abandoned
+}
+
+// TestWebhookHangingAccountsLeaveOthersServed: six accounts whose 20
+// receivers each never answer, each with more due attempts than it may
+// have in flight (four such accounts took every delivery worker, and
+// another account's delivery waited a minute), do not keep a healthy
+// account waiting: its delivery arrives while every hanging attempt is
+// still waiting for its answer, before the first of them times out.
+func TestWebhookHangingAccountsLeaveOthersServed(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			cfg := newConfig(t)
+			cfg.WebhookAllowPrivate = true // the receivers listen on loopback
+			in := start(t, cfg)
+			hang := newHangingServer(t)
+			const accounts, hooksEach, eventsEach = 6, 20, 1
+			for i := range accounts {
+				f := newFleet(in, fmt.Sprint("Hanging", i))
+				for j := range hooksEach {
+					res, body := f.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": fmt.Sprintf("%s/%d/%d", hang.URL, i, j)})
+					if res.StatusCode != http.StatusCreated {
+						t.Fatalf("create: %d %s", res.StatusCode, body)
+					}
+				}
+				for range eventsEach {
+					f.associate(t, uniqueUID("H"), nil)
+				}
+			}
+			// The hanging accounts take at least every shared worker.
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				n, abandoned := hang.counts()
+				if abandoned > 0 {
+					t.Fatalf("a hanging attempt timed out before the healthy account's event was made (machine too slow?)")
+				}
+				if n >= core.DeliveryWorkers {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d hanging attempts in flight", n)
+				}
+			}
+			ok := newFleet(in, "Healthy")
+			healthy := newReceiver(t)
+			res, body := ok.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": healthy.URL})
+			if res.StatusCode != http.StatusCreated {
+				t.Fatalf("create: %d %s", res.StatusCode, body)
+			}
+			healthy.setSecret(decode[webhookView](t, body).Secret)
+			uid := uniqueUID("OK")
+			ok.associate(t, uid, nil)
+			healthy.waitFor(t, "the healthy account's delivery", func(c []webhookCall) bool { return slices.Contains(types(c), "ASSOCIATION_REQUESTED "+uid) })
+			n, abandoned := hang.counts()
+			t.Logf("healthy delivery arrived with %d hanging attempts in flight, %d abandoned", n, abandoned)
+			if abandoned > 0 {
+				t.Fatalf("the healthy delivery arrived after %d hanging attempts timed out (%d in flight): it waited for their workers", abandoned, n)
 			}
 		})
 	}
