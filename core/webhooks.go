@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -73,7 +74,10 @@ type Delivery struct {
 	Duration       time.Duration
 	AttemptedAt    time.Time // zero while PENDING
 	NextAttemptAt  time.Time // when a PENDING attempt is due; zero after
-	// Payload is the body to send, rendered when the event was enqueued.
+	// Payload is the body to send, rendered once per event when it was
+	// enqueued: the store keeps it once for all the event's webhooks and
+	// attempts, and returns it with claimed attempts only (nil when the
+	// store has lost it).
 	Payload []byte
 	// Lease names the claim of a PENDING attempt: only its holder records
 	// the result, so an attempt made twice (a lease that lapsed) is
@@ -109,8 +113,10 @@ type WebhookStore interface {
 	// dispatch cursor the store keeps, asks plan which deliveries each
 	// makes (given the enabled webhooks of its account), stores them and
 	// moves the cursor, in one transaction: each event is planned exactly
-	// once across replicas. It returns how many events it read; 0 also
-	// when another replica is dispatching.
+	// once across replicas. The deliveries plan makes for one event carry
+	// one body, which the store keeps once, until no attempt refers to it
+	// (whatever the event log's retention). It returns how many events it
+	// read; 0 also when another replica is dispatching.
 	EnqueueDeliveries(ctx context.Context, limit int, plan func(e Event, hooks []Webhook) ([]Delivery, error)) (int, error)
 	// ClaimDeliveries leases up to limit PENDING attempts due by now, for
 	// lease, skipping those of the webhooks in skipWebhooks and those of
@@ -218,6 +224,8 @@ func (s *WebhookService) apply(ctx context.Context, w *Webhook, in WebhookInput,
 			v.Add("url", "is longer than %d characters", maxWebhookURL)
 		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil:
 			v.Add("url", "must be an absolute http:// or https:// URL without credentials")
+		case !validPort(u):
+			v.Add("url", "must have a port from 1 to 65535, or none")
 		default:
 			if err := s.Targets.Check(ctx, u); err != nil {
 				v.Add("url", "%s", err.Error())
@@ -267,6 +275,17 @@ func (s *WebhookService) apply(ctx context.Context, w *Webhook, in WebhookInput,
 		w.Enabled = *in.Enabled
 	}
 	return v.Err()
+}
+
+// validPort reports whether u names no port or one from 1 to 65535: the
+// parser accepts any run of digits, and an empty one after a colon.
+func validPort(u *url.URL) bool {
+	p := u.Port()
+	if p == "" {
+		return !strings.HasSuffix(u.Host, ":")
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && len(p) <= 5 && n >= 1 && n <= 65535
 }
 
 // CreateWebhook adds a webhook and returns it with its secret, which is
@@ -366,17 +385,23 @@ func (s *WebhookService) Deliveries(ctx context.Context, p Principal, id string,
 // slow or dead receivers hold a few workers and never the others'
 // deliveries.
 const (
+	// DeliveryWorkers are the workers all accounts share.
 	DeliveryWorkers      = 64
 	deliveriesPerWebhook = 4
-	// deliveriesPerAccount is a quarter of the workers. The cap per
-	// webhook alone is not enough: an account's MaxWebhooksPerAccount (20)
-	// receivers that never answer would hold 80 attempts, every worker,
-	// for WebhookTimeout each, and the other accounts' deliveries would
-	// wait. At 16 such an account leaves 48 workers to the others (and
-	// three more like it still leave 16), while a busy healthy account
-	// still sends to 4 webhooks at their full width.
+	// deliveriesPerAccount is a quarter of the shared workers. The cap
+	// per webhook alone is not enough: an account's
+	// MaxWebhooksPerAccount (20) receivers that never answer would hold
+	// 80 attempts, every worker, for WebhookTimeout each. A busy healthy
+	// account still sends to 4 webhooks at their full width.
 	deliveriesPerAccount = DeliveryWorkers / 4
-	deliveryLease        = WebhookTimeout + 5*time.Second
+	// maxDeliveriesInFlight bounds everything a replica has in flight:
+	// the shared workers, plus one worker of its own for each account
+	// that had nothing in flight (deliverySlots). Four accounts whose
+	// receivers hang fill the shared workers; the account's own worker
+	// is what serves a healthy account meanwhile, whatever the number of
+	// hanging ones, up to 192 of them at once.
+	maxDeliveriesInFlight = 4 * DeliveryWorkers
+	deliveryLease         = WebhookTimeout + 5*time.Second
 	// deliveryHold is how long a claimed attempt may wait for a free slot
 	// of its webhook or account (one claim may bring more of them than
 	// the caps let start): started later it could outlast its lease, so
@@ -386,7 +411,119 @@ const (
 	enqueueBatch       = 500
 	enqueueEvery       = 20 * time.Millisecond
 	deliveryClaimBatch = 32
+	// idleClaimBatch is how many attempts one claim for accounts with
+	// nothing in flight leases, when the shared workers are all taken.
+	idleClaimBatch = 8
 )
+
+// deliverySlots is the rule of which attempts a replica starts: at most
+// deliveriesPerWebhook in flight to one webhook and deliveriesPerAccount
+// to one account; an account with nothing in flight may always start one
+// (its own worker, up to maxDeliveriesInFlight in all); every other
+// attempt takes one of the DeliveryWorkers shared workers. So accounts
+// whose receivers hang can take the shared workers, at most 16 each, and
+// never an account's first attempt: a healthy account is served at once
+// whatever the number of hanging ones. Not safe for concurrent use.
+type deliverySlots struct {
+	byWebhook map[string]int // in flight
+	byAccount map[string]int // in flight
+	total     int
+	waiting   []heldDelivery // claimed, waiting for a slot
+}
+
+type heldDelivery struct {
+	d  Delivery
+	at time.Time // claimed
+}
+
+func newDeliverySlots() *deliverySlots {
+	return &deliverySlots{byWebhook: map[string]int{}, byAccount: map[string]int{}}
+}
+
+// shared counts the attempts on shared workers: all but each account's
+// first.
+func (p *deliverySlots) shared() int { return p.total - len(p.byAccount) }
+
+// start takes a slot for d if the rule lets it start now.
+func (p *deliverySlots) start(d Delivery) bool {
+	n := p.byAccount[d.AccountID]
+	if p.byWebhook[d.WebhookID] >= deliveriesPerWebhook || n >= deliveriesPerAccount || p.total >= maxDeliveriesInFlight ||
+		n > 0 && p.shared() >= DeliveryWorkers {
+		return false
+	}
+	p.byWebhook[d.WebhookID]++
+	p.byAccount[d.AccountID]++
+	p.total++
+	return true
+}
+
+// finish gives d's slot back.
+func (p *deliverySlots) finish(d Delivery) {
+	if p.byWebhook[d.WebhookID]--; p.byWebhook[d.WebhookID] <= 0 {
+		delete(p.byWebhook, d.WebhookID)
+	}
+	if p.byAccount[d.AccountID]--; p.byAccount[d.AccountID] <= 0 {
+		delete(p.byAccount, d.AccountID)
+	}
+	p.total--
+}
+
+// hold keeps d, claimed at now, until a slot frees.
+func (p *deliverySlots) hold(d Delivery, now time.Time) {
+	p.waiting = append(p.waiting, heldDelivery{d: d, at: now})
+}
+
+// startWaiting takes slots for the held attempts that fit, oldest first,
+// drops those held longer than deliveryHold (their leases lapse) and
+// returns those to start.
+func (p *deliverySlots) startWaiting(now time.Time) []Delivery {
+	var started []Delivery
+	kept := p.waiting[:0]
+	for _, h := range p.waiting {
+		switch {
+		case now.Sub(h.at) > deliveryHold:
+		case p.start(h.d):
+			started = append(started, h.d)
+		default:
+			kept = append(kept, h)
+		}
+	}
+	clear(p.waiting[len(kept):])
+	p.waiting = kept
+	return started
+}
+
+// claimQuery says what to lease next: ok false when nothing may be. While
+// shared workers are free, up to that many attempts past the webhooks and
+// accounts at their cap; once they are all taken, a few attempts of
+// accounts with nothing in flight or held, for their own workers.
+func (p *deliverySlots) claimQuery() (limit int, skipWebhooks, skipAccounts []string, ok bool) {
+	room := maxDeliveriesInFlight - p.total - len(p.waiting)
+	hooks, accounts := maps.Clone(p.byWebhook), maps.Clone(p.byAccount)
+	for _, h := range p.waiting {
+		hooks[h.d.WebhookID]++
+		accounts[h.d.AccountID]++
+	}
+	if free := DeliveryWorkers - p.shared() - len(p.waiting); free > 0 && room > 0 {
+		for id, n := range hooks {
+			if n >= deliveriesPerWebhook {
+				skipWebhooks = append(skipWebhooks, id)
+			}
+		}
+		for id, n := range accounts {
+			if n >= deliveriesPerAccount {
+				skipAccounts = append(skipAccounts, id)
+			}
+		}
+		return min(free, room, deliveryClaimBatch), skipWebhooks, skipAccounts, true
+	}
+	// What a claim of idle accounts brings beyond each one's first waits:
+	// bounded like the shared workers.
+	if room <= 0 || len(p.waiting) >= DeliveryWorkers {
+		return 0, nil, nil, false
+	}
+	return min(room, idleClaimBatch), nil, slices.Collect(maps.Keys(accounts)), true
+}
 
 // plan makes the first attempt of e for each webhook that wants it.
 func (s *WebhookService) plan(e Event, hooks []Webhook) ([]Delivery, error) {
@@ -410,113 +547,67 @@ func (s *WebhookService) plan(e Event, hooks []Webhook) ([]Delivery, error) {
 
 // RunDeliveries turns the event log into deliveries and makes them until
 // ctx ends: woken with the event feed (and polling), it enqueues what the
-// log gained, then claims due attempts and sends them with at most
-// DeliveryWorkers at once, deliveriesPerWebhook to one webhook and
-// deliveriesPerAccount to one account. An attempt in flight when ctx ends is recorded
-// as interrupted, with the next one due at once (at least once).
+// log gained, then claims due attempts and sends them as deliverySlots
+// lets them start. An attempt in flight when ctx ends is recorded as
+// interrupted, with the next one due at once (at least once).
 func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 	wakeups, err := s.Waker.Wakeups(ctx)
 	if err != nil {
 		return err
 	}
-	type held struct {
-		d  Delivery
-		at time.Time // claimed
-	}
 	var (
-		mu        sync.Mutex
-		inFlight  = map[string]int{} // by webhook
-		byAccount = map[string]int{} // in flight, by account
-		total     int
-		waiting   []held // claimed, waiting for a slot under the caps
-		done      = make(chan struct{}, DeliveryWorkers)
-		wg        sync.WaitGroup
+		mu    sync.Mutex
+		slots = newDeliverySlots()
+		done  = make(chan struct{}, DeliveryWorkers)
+		wg    sync.WaitGroup
 	)
 	defer wg.Wait()
-	// startLocked sends d on a worker of its own when the caps let it.
-	startLocked := func(d Delivery) bool {
-		if total >= DeliveryWorkers || inFlight[d.WebhookID] >= deliveriesPerWebhook || byAccount[d.AccountID] >= deliveriesPerAccount {
-			return false
-		}
-		inFlight[d.WebhookID]++
-		byAccount[d.AccountID]++
-		total++
+	// send makes d on a goroutine of its own; its slot is taken.
+	send := func(d Delivery) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			s.attempt(ctx, d)
 			mu.Lock()
-			if inFlight[d.WebhookID]--; inFlight[d.WebhookID] <= 0 {
-				delete(inFlight, d.WebhookID)
-			}
-			if byAccount[d.AccountID]--; byAccount[d.AccountID] <= 0 {
-				delete(byAccount, d.AccountID)
-			}
-			total--
+			slots.finish(d)
 			mu.Unlock()
 			select {
 			case done <- struct{}{}:
 			default:
 			}
 		}()
-		return true
 	}
-	// claim starts the waiting attempts that fit, then leases due ones
-	// for the free workers: at most deliveriesPerWebhook in flight to one
-	// webhook and deliveriesPerAccount to one account. The store skips
-	// the webhooks and accounts already at their cap; a claim that brings
-	// more than a cap leaves the excess waiting.
+	// claim starts the held attempts that fit, then leases due ones while
+	// the slots have room; what a claim brings beyond the caps is held.
 	claim := func() {
 		for {
 			mu.Lock()
 			now := s.clock()
-			kept := waiting[:0]
-			for _, h := range waiting {
-				if now.Sub(h.at) <= deliveryHold && !startLocked(h.d) {
-					kept = append(kept, h)
-				}
+			for _, d := range slots.startWaiting(now) {
+				send(d)
 			}
-			clear(waiting[len(kept):])
-			waiting = kept
-			free := DeliveryWorkers - total - len(waiting)
-			hooks, accounts := maps.Clone(inFlight), maps.Clone(byAccount)
-			for _, h := range waiting {
-				hooks[h.d.WebhookID]++
-				accounts[h.d.AccountID]++
-			}
-			var skipWebhooks, skipAccounts []string
-			for id, n := range hooks {
-				if n >= deliveriesPerWebhook {
-					skipWebhooks = append(skipWebhooks, id)
-				}
-			}
-			for id, n := range accounts {
-				if n >= deliveriesPerAccount {
-					skipAccounts = append(skipAccounts, id)
-				}
-			}
+			limit, skipWebhooks, skipAccounts, ok := slots.claimQuery()
 			mu.Unlock()
-			if free <= 0 {
+			if !ok {
 				break
 			}
-			claimed, err := s.Store.ClaimDeliveries(ctx, now, deliveryLease, min(free, deliveryClaimBatch), skipWebhooks, skipAccounts)
+			claimed, err := s.Store.ClaimDeliveries(ctx, now, deliveryLease, limit, skipWebhooks, skipAccounts)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.Logger.WarnContext(ctx, "claim webhook deliveries failed", "err", err)
 				}
 				break
 			}
-			if len(claimed) == 0 {
-				break
-			}
 			mu.Lock()
 			for _, d := range claimed {
-				if !startLocked(d) {
-					waiting = append(waiting, held{d: d, at: now})
+				if slots.start(d) {
+					send(d)
+				} else {
+					slots.hold(d, now)
 				}
 			}
 			mu.Unlock()
-			if len(claimed) < deliveryClaimBatch {
+			if len(claimed) < limit {
 				break
 			}
 		}
@@ -577,8 +668,14 @@ func (s *WebhookService) attempt(ctx context.Context, d Delivery) {
 		return // shutting down before the attempt: the lease lapses, it stays pending
 	}
 	var res DeliveryResult
+	retry := w.Enabled
 	secret, err := s.Sealer.Open(w.SealedSecret, secretAAD(w.ID))
 	switch {
+	case d.Payload == nil:
+		// Cannot happen through the API (a body goes with the event's
+		// last attempt); a retry would fail alike.
+		s.Logger.ErrorContext(ctx, "webhook body missing", "delivery", d.ID, "event", d.EventID.String())
+		res, retry = DeliveryResult{Error: "the event's body is no longer stored", AttemptedAt: s.clock()}, false
 	case err != nil:
 		// Recorded like a failed send, so the operator sees it in the
 		// deliveries; the retries come as usual (a restored master key
@@ -612,7 +709,7 @@ func (s *WebhookService) attempt(ctx context.Context, d Delivery) {
 		switch {
 		case interrupted:
 			retryAt = res.AttemptedAt
-		case d.Attempt <= len(s.RetryDelays) && w.Enabled:
+		case d.Attempt <= len(s.RetryDelays) && retry:
 			retryAt = res.AttemptedAt.Add(s.RetryDelays[d.Attempt-1])
 		}
 		if !retryAt.IsZero() {

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -351,5 +352,140 @@ func TestWebhookAttemptsRecorded(t *testing.T) {
 				t.Fatalf("the next attempt: %+v, want PENDING due %v after %v", next, tc.wantDelay, failed.AttemptedAt)
 			}
 		})
+	}
+}
+
+// TestWebhookURLPort: a port outside 1–65535 is refused (field url) at
+// creation and update; the ends of the range are accepted.
+func TestWebhookURLPort(t *testing.T) {
+	f := newLapseFixture(t)
+	sealer, _ := keyring.NewSealer(make([]byte, 32))
+	svc := core.NewWebhookService(core.WebhookDeps{Store: f.store, Sealer: sealer, Targets: allowAll{},
+		Logger: slog.New(slog.DiscardHandler)})
+	ctx := context.Background()
+	ok := "https://example.com/hook"
+	hook, _, err := svc.CreateWebhook(ctx, f.a, core.WebhookInput{URL: &ok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"http://example.com:0/x", "http://example.com:99999/x", "http://example.com:65536/x",
+		"http://example.com:00000000000000000000080/x", "http://[2001:db8::1]:0/x", "http://example.com:/x", "http://example.com:x/x"} {
+		for name, call := range map[string]func() error{
+			"create": func() error { _, _, err := svc.CreateWebhook(ctx, f.a, core.WebhookInput{URL: &bad}); return err },
+			"update": func() error { _, err := svc.UpdateWebhook(ctx, f.a, hook.ID, core.WebhookInput{URL: &bad}); return err },
+		} {
+			err := call()
+			var ce *core.Error
+			if !errors.As(err, &ce) || ce.Code != core.CodeValidation || len(ce.Fields) != 1 || ce.Fields[0].Field != "url" {
+				t.Errorf("%s %s: %v, want VALIDATION_FAILED on url", name, bad, err)
+			}
+		}
+	}
+	for _, good := range []string{"http://example.com:1/x", "https://example.com:65535/x", "https://[2001:db8::1]:8443/x"} {
+		if _, err := svc.UpdateWebhook(ctx, f.a, hook.ID, core.WebhookInput{URL: &good}); err != nil {
+			t.Errorf("update to %s: %v", good, err)
+		}
+	}
+}
+
+// hangingSender never answers the receivers whose URLs hold "/hang/"
+// until released, and answers the others at once.
+type hangingSender struct {
+	release chan struct{}
+	healthy chan string // the URLs answered
+	mu      sync.Mutex
+	hanging int // attempts in flight to hanging receivers
+}
+
+func (s *hangingSender) Send(ctx context.Context, target, _ string, _ core.Delivery) core.DeliveryResult {
+	res := core.DeliveryResult{ResponseStatus: 204, AttemptedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	if !strings.Contains(target, "/hang/") {
+		s.healthy <- target
+		return res
+	}
+	s.mu.Lock()
+	s.hanging++
+	s.mu.Unlock()
+	defer func() { s.mu.Lock(); s.hanging--; s.mu.Unlock() }()
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		res = core.DeliveryResult{Error: "stopped", AttemptedAt: res.AttemptedAt}
+	}
+	return res
+}
+
+// TestWebhookHangingAccountsLeaveOthersServed: six accounts whose
+// receivers never answer, each with more due attempts than its cap (four
+// such accounts took every worker), do not keep a healthy account's
+// delivery waiting: it is made while every hanging attempt is still in
+// flight, and again for a second event.
+func TestWebhookHangingAccountsLeaveOthersServed(t *testing.T) {
+	f := newLapseFixture(t)
+	ctx := context.Background()
+	sealer, _ := keyring.NewSealer(make([]byte, 32))
+	sender := &hangingSender{release: make(chan struct{}), healthy: make(chan string, 16)}
+	svc := core.NewWebhookService(core.WebhookDeps{Store: f.store, Sealer: sealer, Targets: allowAll{}, Sender: sender,
+		Body: func(core.Event) ([]byte, error) { return []byte(`{}`), nil }, Waker: f.waker,
+		Logger: slog.New(slog.DiscardHandler)})
+	svc.SetClock(f.clock.Now)
+	owner := func(name string) core.Principal {
+		acc, err := f.accounts.Create(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return core.Principal{AccountID: acc.AccountID, ClientID: acc.ClientID,
+			Grant: core.Grant{Complete: true, Role: core.RoleOwner, MountUIDs: []string{}, Scopes: []string{}}}
+	}
+	const hangingAccounts, hooksEach, eventsEach = 6, 4, 5
+	var hanging []core.Principal
+	for i := range hangingAccounts {
+		p := owner(fmt.Sprint("hanging", i))
+		hanging = append(hanging, p)
+		for j := range hooksEach {
+			u := fmt.Sprintf("https://example.com/hang/%d/%d", i, j)
+			if _, _, err := svc.CreateWebhook(ctx, p, core.WebhookInput{URL: &u}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	healthy := "https://example.com/healthy"
+	if _, _, err := svc.CreateWebhook(ctx, f.b, core.WebhookInput{URL: &healthy}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Second)
+	for i, p := range hanging {
+		for j := range eventsEach {
+			if _, err := f.svc.RequestAssociation(ctx, p, fmt.Sprintf("H%d-%d", i, j), core.MountFields{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.RunDeliveries(runCtx) }()
+	defer func() { close(sender.release); cancel(); <-done }()
+	// The hanging accounts take most of the workers (all they may soon
+	// after; before, they took every one).
+	inFlight := func() int { sender.mu.Lock(); defer sender.mu.Unlock(); return sender.hanging }
+	want := core.DeliveryWorkers * 3 / 4
+	for deadline := time.Now().Add(10 * time.Second); inFlight() < want; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d hanging attempts in flight, want %d", inFlight(), want)
+		}
+	}
+	for i := range 2 {
+		if _, err := f.svc.RequestAssociation(ctx, f.b, fmt.Sprint("OK", i), core.MountFields{}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-sender.healthy:
+		case <-time.After(10 * time.Second): // a liveness bound, not a measure
+			t.Fatalf("event %d: the healthy account's delivery not made while %d attempts hang", i, inFlight())
+		}
+	}
+	if n, most := inFlight(), min(hangingAccounts*core.DeliveriesPerAccount, core.DeliveryWorkers+hangingAccounts); n > most {
+		t.Fatalf("%d hanging attempts in flight, over %d (the shared workers and one per account)", n, most)
 	}
 }

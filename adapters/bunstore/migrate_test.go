@@ -177,3 +177,78 @@ func TestUpgradePartitionsHistory(t *testing.T) {
 		})
 	}
 }
+
+// TestUpgradeStoresWebhookBodiesOnce: upgrading a database whose attempts
+// each held their body keeps one body per event, byte for byte; pending
+// attempts are delivered with it, and pruning the attempts lets it go.
+func TestUpgradeStoresWebhookBodiesOnce(t *testing.T) {
+	for name, newURL := range testenv.Databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := MustOpen(t, newURL(t))
+			db := store.DB()
+			old := migrate.NewMigrations()
+			for _, m := range migrations.Migrations.Sorted() {
+				if m.Name < "20261127000009" { // the schema before bodies were stored once
+					old.Add(m)
+				}
+			}
+			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
+				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
+			if err := m.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Migrate(ctx); err != nil {
+				t.Fatalf("migrate to the old schema: %v", err)
+			}
+			e1, e2 := core.Cursor{Seq: 1}.String(), core.Cursor{Seq: 2}.String()
+			body1, body2 := `{"type":"DELETED","data":{"uid":"M1","x":"é\u003c"}}`, `{"type":"ABANDONED"}`
+			for _, q := range []struct {
+				sql  string
+				args []any
+			}{
+				{`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'A', 1)`, nil},
+				{`INSERT INTO webhooks (id, account_id, url, event_types, mount_uids, description, enabled, sealed_secret, created_at, updated_at)
+					VALUES ('wh_1', 'acc_a', 'https://example.com/1', '[]', '[]', '', TRUE, 's', 1, 1),
+					       ('wh_2', 'acc_a', 'https://example.com/2', '[]', '[]', '', TRUE, 's', 1, 1)`, nil},
+				{`INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, event_type, attempt, status, attempted_at, next_attempt_at, payload)
+					VALUES ('whd_1', 'wh_1', 'acc_a', ?, 'DELETED', 1, 'PENDING', NULL, 10, ?),
+					       ('whd_2', 'wh_2', 'acc_a', ?, 'DELETED', 1, 'FAILED', 10, NULL, ?),
+					       ('whd_3', 'wh_2', 'acc_a', ?, 'DELETED', 2, 'PENDING', NULL, 10, ?),
+					       ('whd_4', 'wh_1', 'acc_a', ?, 'ABANDONED', 1, 'SUCCEEDED', 10, NULL, ?)`,
+					[]any{e1, body1, e1, body1, e1, body1, e2, body2}},
+			} {
+				if _, err := db.ExecContext(ctx, q.sql, q.args...); err != nil {
+					t.Fatalf("%s: %v", q.sql, err)
+				}
+			}
+
+			if _, err := store.Migrate(ctx); err != nil {
+				t.Fatalf("upgrade: %v", err)
+			}
+			if n, _, err := store.WebhookBodyStats(ctx); err != nil || n != 2 {
+				t.Fatalf("after the upgrade: %d bodies, %v; want 2", n, err)
+			}
+			claimed, err := store.ClaimDeliveries(ctx, time.UnixMilli(20), time.Minute, 10, nil, nil)
+			if err != nil || len(claimed) != 2 {
+				t.Fatalf("claim after the upgrade: %+v, %v", claimed, err)
+			}
+			for _, d := range claimed {
+				if string(d.Payload) != body1 || d.EventID.String() != e1 {
+					t.Fatalf("attempt %s carries %q", d.ID, d.Payload)
+				}
+			}
+			if _, total, err := store.ListDeliveries(ctx, "acc_a", "wh_2", core.Page{CurrentPage: 1, PageSize: 10}); err != nil || total != 2 {
+				t.Fatalf("wh_2's attempts: %d, %v", total, err)
+			}
+			// Pruning the finished attempts lets E2's body go; E1's
+			// pending attempts keep theirs.
+			if n, err := store.PruneDeliveries(ctx, time.UnixMilli(1000), 100); err != nil || n != 2 {
+				t.Fatalf("prune: %d, %v", n, err)
+			}
+			if n, _, err := store.WebhookBodyStats(ctx); err != nil || n != 1 {
+				t.Fatalf("after pruning: %d bodies, %v; want 1", n, err)
+			}
+		})
+	}
+}

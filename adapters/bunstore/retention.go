@@ -234,14 +234,33 @@ func isNoPartition(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Field('C') == "23514" && strings.Contains(pgErr.Field('M'), "no partition of relation")
 }
 
-// PruneDeliveries implements core.Housekeeping.
+// PruneDeliveries implements core.Housekeeping. The bodies of the pruned
+// attempts' events go in the same transaction once no attempt refers to
+// them.
 func (s *Store) PruneDeliveries(ctx context.Context, before time.Time, limit int) (int, error) {
 	key := "rowid"
 	if s.postgres {
 		key = "ctid"
 	}
-	return s.pruneRows(ctx, fmt.Sprintf(`DELETE FROM webhook_deliveries WHERE %[1]s IN (SELECT %[1]s FROM webhook_deliveries
-		WHERE status <> 'PENDING' AND attempted_at < ? LIMIT ?)`, key), millis(before), limit)
+	n := 0
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var events []string
+		if err := tx.NewRaw(fmt.Sprintf(`DELETE FROM webhook_deliveries WHERE %[1]s IN (SELECT %[1]s FROM webhook_deliveries
+			WHERE status <> 'PENDING' AND attempted_at < ? LIMIT ?) RETURNING event_id`, key), millis(before), limit).
+			Scan(ctx, &events); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		n = len(events)
+		if n == 0 {
+			return nil
+		}
+		slices.Sort(events)
+		_, err := tx.NewRaw(`DELETE FROM webhook_bodies WHERE event_id IN (?)
+			AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_bodies.event_id)`,
+			bun.In(slices.Compact(events))).Exec(ctx)
+		return err
+	})
+	return n, err
 }
 
 // PruneSignIns implements core.Housekeeping.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -74,7 +75,14 @@ type deliveryRow struct {
 	NextAttemptAt  sql.NullInt64  `bun:"next_attempt_at"`
 	Lease          sql.NullString `bun:"lease"`
 	LeaseUntil     sql.NullInt64  `bun:"lease_until"`
-	Payload        string         `bun:"payload"`
+}
+
+// bodyRow is the body of an event's deliveries, stored once for all its
+// webhooks and attempts.
+type bodyRow struct {
+	bun.BaseModel `bun:"table:webhook_bodies"`
+	EventID       string `bun:"event_id,pk"`
+	Body          string `bun:"body"`
 }
 
 func optNull(t time.Time) sql.NullInt64 {
@@ -88,7 +96,7 @@ func toDeliveryRow(d core.Delivery) *deliveryRow {
 	return &deliveryRow{ID: d.ID, WebhookID: d.WebhookID, AccountID: d.AccountID, EventID: d.EventID.Internal(),
 		EventType: string(d.EventType), Attempt: d.Attempt, Status: string(d.Status), ResponseStatus: d.ResponseStatus,
 		Error: d.Error, DurationMs: d.Duration.Milliseconds(), AttemptedAt: optNull(d.AttemptedAt),
-		NextAttemptAt: optNull(d.NextAttemptAt), Payload: string(d.Payload)}
+		NextAttemptAt: optNull(d.NextAttemptAt)}
 }
 
 func (r *deliveryRow) toDelivery() core.Delivery {
@@ -96,7 +104,7 @@ func (r *deliveryRow) toDelivery() core.Delivery {
 	d := core.Delivery{ID: r.ID, WebhookID: r.WebhookID, AccountID: r.AccountID, EventID: eventID,
 		EventType: core.EventType(r.EventType), Attempt: r.Attempt, Status: core.DeliveryStatus(r.Status),
 		ResponseStatus: r.ResponseStatus, Error: r.Error, Duration: time.Duration(r.DurationMs) * time.Millisecond,
-		Payload: []byte(r.Payload), Lease: r.Lease.String}
+		Lease: r.Lease.String}
 	if r.AttemptedAt.Valid {
 		d.AttemptedAt = fromMillis(r.AttemptedAt.Int64)
 	}
@@ -188,20 +196,27 @@ func (s *Store) UpdateWebhook(ctx context.Context, w core.Webhook) error {
 }
 
 // DeleteWebhook implements core.WebhookStore; the schema cascades to the
-// deliveries.
+// deliveries. The bodies of its attempts that no other webhook's attempt
+// refers to go first, in the same transaction: a cost in proportion to the
+// cascade's.
 func (s *Store) DeleteWebhook(ctx context.Context, accountID, id string) error {
-	var res sql.Result
-	err := s.write(ctx, func() (err error) {
-		res, err = s.db.NewDelete().Model((*webhookRow)(nil)).Where("id = ? AND account_id = ?", id, accountID).Exec(ctx)
+	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		exists, err := tx.NewSelect().Model((*webhookRow)(nil)).Where("id = ? AND account_id = ?", id, accountID).Exists(ctx)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			return webhookNotFound(id)
+		}
+		if _, err := tx.NewRaw(`DELETE FROM webhook_bodies
+			WHERE event_id IN (SELECT event_id FROM webhook_deliveries WHERE webhook_id = ?)
+			AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_bodies.event_id AND d.webhook_id <> ?)`,
+			id, id).Exec(ctx); err != nil {
+			return err
+		}
+		_, err = tx.NewDelete().Model((*webhookRow)(nil)).Where("id = ? AND account_id = ?", id, accountID).Exec(ctx)
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return webhookNotFound(id)
-	}
-	return nil
 }
 
 // storedOrder is the order attempts were stored in.
@@ -286,6 +301,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 			hooks[e.AccountID] = list
 		}
 		var deliveries []*deliveryRow
+		var bodies []*bodyRow
 		for _, e := range events {
 			if len(hooks[e.AccountID]) == 0 {
 				continue
@@ -297,8 +313,14 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 			for _, d := range planned {
 				deliveries = append(deliveries, toDeliveryRow(d))
 			}
+			if len(planned) > 0 { // one body per event, whatever the number of webhooks
+				bodies = append(bodies, &bodyRow{EventID: e.ID.String(), Body: string(planned[0].Payload)})
+			}
 		}
 		if len(deliveries) > 0 {
+			if _, err := tx.NewInsert().Model(&bodies).On("CONFLICT (event_id) DO NOTHING").Exec(ctx); err != nil {
+				return err
+			}
 			if _, err := tx.NewInsert().Model(&deliveries).Exec(ctx); err != nil {
 				return err
 			}
@@ -343,9 +365,27 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	if err != nil && err != sql.ErrNoRows {
 		return nil, err
 	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, 0, len(rows))
+	for _, r := range rows {
+		if !slices.Contains(ids, r.EventID) { // at most a claim's limit: linear
+			ids = append(ids, r.EventID)
+		}
+	}
+	var bodies []bodyRow
+	if err := s.db.NewSelect().Model(&bodies).Where("event_id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+		return nil, err
+	}
+	byEvent := make(map[string][]byte, len(bodies))
+	for _, b := range bodies {
+		byEvent[b.EventID] = []byte(b.Body)
+	}
 	out := make([]core.Delivery, len(rows))
 	for i := range rows {
 		out[i] = rows[i].toDelivery()
+		out[i].Payload = byEvent[rows[i].EventID] // nil if missing: core records the attempt as failed
 	}
 	return out, nil
 }
@@ -372,4 +412,15 @@ func (s *Store) finishDelivery(ctx context.Context, db bun.IDB, d core.Delivery,
 	}
 	_, err = db.NewInsert().Model(toDeliveryRow(*next)).Exec(ctx)
 	return err
+}
+
+// WebhookBodyStats says how many webhook bodies the store holds and their
+// total length (the contract suite's view of what deliveries cost).
+func (s *Store) WebhookBodyStats(ctx context.Context) (count int, size int64, err error) {
+	var r struct {
+		Count int   `bun:"n"`
+		Size  int64 `bun:"size"`
+	}
+	err = s.db.NewRaw(`SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(body)), 0) AS size FROM webhook_bodies`).Scan(ctx, &r)
+	return r.Count, r.Size, err
 }

@@ -42,6 +42,9 @@ func (s *Store) PruneDeliveries(_ context.Context, before time.Time, limit int) 
 		}
 		return false
 	})
+	if n > 0 {
+		s.dropOrphanBodiesLocked()
+	}
 	return n, nil
 }
 

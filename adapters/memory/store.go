@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -784,7 +785,8 @@ func (s *Store) AccountHorizon(_ context.Context, accountID string) (core.Cursor
 // webhookState is the memory store's webhooks and deliveries.
 type webhookState struct {
 	hooks      []core.Webhook
-	deliveries []core.Delivery // in the order stored
+	deliveries []core.Delivery        // in the order stored, without their bodies
+	bodies     map[core.Cursor][]byte // by event: one per event, as in bunstore
 	leases     map[string]time.Time
 	leaseSeq   int
 	dispatched core.Cursor
@@ -864,7 +866,17 @@ func (s *Store) DeleteWebhook(_ context.Context, accountID, id string) error {
 	}
 	s.wh.hooks = slices.Delete(s.wh.hooks, i, i+1)
 	s.wh.deliveries = slices.DeleteFunc(s.wh.deliveries, func(d core.Delivery) bool { return d.WebhookID == id })
+	s.dropOrphanBodiesLocked()
 	return nil
+}
+
+// dropOrphanBodiesLocked deletes the bodies no attempt refers to.
+func (s *Store) dropOrphanBodiesLocked() {
+	used := map[core.Cursor]bool{}
+	for _, d := range s.wh.deliveries {
+		used[d.EventID] = true
+	}
+	maps.DeleteFunc(s.wh.bodies, func(id core.Cursor, _ []byte) bool { return !used[id] })
 }
 
 // ListDeliveries implements core.WebhookStore: newest first.
@@ -912,7 +924,13 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 			return 0, err
 		}
 		for _, d := range planned {
-			d.NextAttemptAt = ms(d.NextAttemptAt)
+			if s.wh.bodies == nil {
+				s.wh.bodies = map[core.Cursor][]byte{}
+			}
+			if _, ok := s.wh.bodies[e.ID]; !ok {
+				s.wh.bodies[e.ID] = slices.Clone(d.Payload)
+			}
+			d.NextAttemptAt, d.Payload = ms(d.NextAttemptAt), nil
 			s.wh.deliveries = append(s.wh.deliveries, d)
 		}
 	}
@@ -944,7 +962,9 @@ func (s *Store) ClaimDeliveries(_ context.Context, now time.Time, lease time.Dur
 	for _, i := range due[:min(limit, len(due))] {
 		s.wh.deliveries[i].Lease = token
 		s.wh.leases[s.wh.deliveries[i].ID] = now.Add(lease)
-		out = append(out, s.wh.deliveries[i])
+		d := s.wh.deliveries[i]
+		d.Payload = slices.Clone(s.wh.bodies[d.EventID])
+		out = append(out, d)
 	}
 	return out, nil
 }
@@ -959,14 +979,26 @@ func (s *Store) FinishDelivery(_ context.Context, d core.Delivery, next *core.De
 	if i < 0 {
 		return nil
 	}
-	d.Lease, d.NextAttemptAt, d.AttemptedAt = "", time.Time{}, ms(d.AttemptedAt)
+	d.Lease, d.NextAttemptAt, d.AttemptedAt, d.Payload = "", time.Time{}, ms(d.AttemptedAt), nil
 	d.Duration = d.Duration.Truncate(time.Millisecond)
 	s.wh.deliveries[i] = d
 	delete(s.wh.leases, d.ID)
 	if next != nil {
 		n := *next
-		n.NextAttemptAt, n.Lease = ms(n.NextAttemptAt), ""
+		n.NextAttemptAt, n.Lease, n.Payload = ms(n.NextAttemptAt), "", nil
 		s.wh.deliveries = append(s.wh.deliveries, n)
 	}
 	return nil
+}
+
+// WebhookBodyStats says how many webhook bodies the store holds and their
+// total length (the contract suite's view of what deliveries cost).
+func (s *Store) WebhookBodyStats(context.Context) (count int, size int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.wh.bodies {
+		count++
+		size += int64(len(b))
+	}
+	return count, size, nil
 }

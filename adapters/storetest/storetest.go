@@ -27,6 +27,9 @@ type Store interface {
 	core.UserStore
 	core.SessionStore
 	core.Housekeeping
+	// WebhookBodyStats says how many webhook bodies the store holds and
+	// their total length: the suite's view of what deliveries cost.
+	WebhookBodyStats(ctx context.Context) (count int, size int64, err error)
 }
 
 // Run runs the suite; newStore gives each case a fresh, empty store.
@@ -48,6 +51,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Webhooks", webhooks},
 		{"WebhookDeliveries", webhookDeliveries},
 		{"WebhookClaimSkipsAccounts", webhookClaimSkipsAccounts},
+		{"WebhookBodiesOnce", webhookBodiesOnce},
 		{"Users", users},
 		{"Sessions", sessions},
 		{"OpenSignIns", openSignIns},

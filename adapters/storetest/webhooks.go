@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,4 +244,146 @@ func enqueueAll(t *testing.T, store Store, now time.Time, idPrefix string) int {
 			return n
 		}
 	}
+}
+
+// webhookBodiesOnce: an event's body is stored once, whatever the number
+// of webhooks that want it and of attempts made; every attempt carries it
+// byte for byte; it goes with the last attempt that refers to it (pruned,
+// or deleted with its webhook), and not before.
+func webhookBodiesOnce(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	const hooks = 5
+	for i := range hooks {
+		if err := store.CreateWebhook(ctx, hook(fmt.Sprintf("wh_%d", i), "acc_a", now.Add(-time.Hour)), 20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
+	bodies := map[core.Cursor][]byte{}
+	n := 0
+	plan := func(e core.Event, hooks []core.Webhook) ([]core.Delivery, error) {
+		// A body the size of a big report, different per event, with
+		// bytes JSON would re-encode (the store must not).
+		body := fmt.Appendf(nil, `{"uid":%q,"pad":"%s","x":"\u00e9<>&"}`, e.UID, strings.Repeat("x", 10_000))
+		bodies[e.ID] = body
+		var out []core.Delivery
+		for _, w := range hooks {
+			n++
+			out = append(out, core.Delivery{ID: fmt.Sprintf("whd_%d", n), WebhookID: w.ID, AccountID: w.AccountID, EventID: e.ID,
+				EventType: e.Type, Attempt: 1, Status: core.DeliveryPending, NextAttemptAt: now, Payload: body})
+		}
+		return out, nil
+	}
+	event := func(uid string) {
+		t.Helper()
+		if _, err := store.ClaimMount(ctx, core.Claim{UID: uid, AccountID: "acc_a", Now: now, Deadline: now.Add(time.Hour), Key: key},
+			&core.Event{Type: core.EventAssociationRequested, UID: uid, AccountID: "acc_a", OccurredAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			k, err := store.EnqueueDeliveries(ctx, 10, plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k == 0 {
+				return
+			}
+		}
+	}
+	stats := func(what string, wantCount int) {
+		t.Helper()
+		count, size, err := store.WebhookBodyStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want int64
+		for _, b := range bodies {
+			want += int64(len(b))
+		}
+		if wantCount == 0 {
+			want = 0
+		}
+		if count != wantCount || wantCount == len(bodies) && size != want || size > int64(wantCount)*10_100 {
+			t.Fatalf("%s: %d bodies of %d bytes stored, want %d (%d bytes)", what, count, size, wantCount, want)
+		}
+	}
+	event("B1")
+	stats("one event, five webhooks", 1)
+
+	// Three rounds of failed attempts: 20 attempts, one body; each
+	// attempt carries it byte for byte.
+	at := now
+	for round := range 4 {
+		claimed, err := store.ClaimDeliveries(ctx, at, time.Minute, 20, nil, nil)
+		if err != nil || len(claimed) != hooks {
+			t.Fatalf("round %d: %d attempts claimed, %v", round, len(claimed), err)
+		}
+		for _, d := range claimed {
+			if !bytes.Equal(d.Payload, bodies[d.EventID]) {
+				t.Fatalf("round %d: attempt %s carries %d bytes, not the planned body", round, d.ID, len(d.Payload))
+			}
+			d.Status, d.ResponseStatus, d.AttemptedAt = core.DeliveryFailed, 503, at
+			var next *core.Delivery
+			if round < 3 {
+				n++
+				nd := core.Delivery{ID: fmt.Sprintf("whd_%d", n), WebhookID: d.WebhookID, AccountID: d.AccountID, EventID: d.EventID,
+					EventType: d.EventType, Attempt: d.Attempt + 1, Status: core.DeliveryPending, NextAttemptAt: at.Add(time.Second),
+					Payload: d.Payload}
+				next = &nd
+			}
+			if err := store.FinishDelivery(ctx, d, next); err != nil {
+				t.Fatal(err)
+			}
+		}
+		at = at.Add(time.Second)
+	}
+	if _, total, err := store.ListDeliveries(ctx, "acc_a", "wh_0", core.Page{CurrentPage: 1, PageSize: 20}); err != nil || total != 4 {
+		t.Fatalf("wh_0 has %d attempts, %v", total, err)
+	}
+	stats("twenty attempts of one event", 1)
+
+	// A second event; a webhook deleted leaves the bodies the others
+	// still refer to.
+	event("B2")
+	stats("two events", 2)
+	if err := store.DeleteWebhook(ctx, "acc_a", "wh_0"); err != nil {
+		t.Fatal(err)
+	}
+	stats("a webhook deleted", 2)
+	// Pruning the finished attempts of B1 lets its body go; B2's pending
+	// attempts keep theirs.
+	for {
+		k, err := store.PruneDeliveries(ctx, at.Add(time.Hour), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			break
+		}
+	}
+	delete(bodies, core.Cursor{})
+	for id := range bodies {
+		if string(bodies[id][:10]) == `{"uid":"B1` {
+			delete(bodies, id)
+		}
+	}
+	stats("B1's attempts pruned", 1)
+	claimed, err := store.ClaimDeliveries(ctx, at, time.Minute, 20, nil, nil)
+	if err != nil || len(claimed) != hooks-1 {
+		t.Fatalf("B2: %d attempts claimed, %v", len(claimed), err)
+	}
+	for _, d := range claimed {
+		if !bytes.Equal(d.Payload, bodies[d.EventID]) {
+			t.Fatalf("B2's attempt %s carries %d bytes, not the planned body", d.ID, len(d.Payload))
+		}
+	}
+	// Deleting every webhook leaves no body behind.
+	for i := 1; i < hooks; i++ {
+		if err := store.DeleteWebhook(ctx, "acc_a", fmt.Sprintf("wh_%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats("every webhook deleted", 0)
 }

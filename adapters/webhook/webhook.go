@@ -92,13 +92,27 @@ func inAny(prefixes []netip.Prefix, ip netip.Addr) bool {
 	return false
 }
 
-var errForbidden = errors.New("the target is a loopback, private or link-local address")
+// The refusals name the setting that allows such targets, and never the
+// address a name resolved to: the operator's internal DNS is no business
+// of whoever registers a webhook.
+var (
+	errForbidden = errors.New("the target is a loopback, private or link-local address, " +
+		"allowed only when the server runs with MOUNTD_WEBHOOK_ALLOW_PRIVATE=true")
+	errResolvesForbidden = errors.New("the host resolves to a loopback, private or link-local address, " +
+		"allowed only when the server runs with MOUNTD_WEBHOOK_ALLOW_PRIVATE=true")
+)
 
 // Targets checks webhook URLs when they are set.
 type Targets struct {
 	// AllowPrivate lets webhooks reach the operator's own network.
 	AllowPrivate bool
-	Resolver     *net.Resolver
+	// Resolver looks names up; nil: net.DefaultResolver.
+	Resolver Resolver
+}
+
+// Resolver looks a host name up; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 // Check refuses a host that is, or resolves to, a forbidden address. A
@@ -118,9 +132,9 @@ func (t Targets) Check(ctx context.Context, u *url.URL) error {
 	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
 		return errForbidden
 	}
-	r := t.Resolver
-	if r == nil {
-		r = net.DefaultResolver
+	var r Resolver = net.DefaultResolver
+	if t.Resolver != nil {
+		r = t.Resolver
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -130,14 +144,20 @@ func (t Targets) Check(ctx context.Context, u *url.URL) error {
 	}
 	for _, ip := range ips {
 		if Forbidden(ip) {
-			return fmt.Errorf("the host resolves to %s, a loopback, private or link-local address", ip.Unmap())
+			return errResolvesForbidden
 		}
 	}
 	return nil
 }
 
-// maxResponse bounds what is read of a receiver's answer.
-const maxResponse = 64 << 10
+// maxResponse bounds what is read of a receiver's answer, and
+// maxResponseHeaders its headers (net/http's default is 10 MiB per
+// response: 20 receivers answering with megabytes of short header lines
+// took gigabytes).
+const (
+	maxResponse        = 64 << 10
+	maxResponseHeaders = 16 << 10
+)
 
 // Sender makes delivery attempts over HTTP.
 type Sender struct {
@@ -160,13 +180,14 @@ func NewSender(allowPrivate bool, cursors *core.CursorCodec) *Sender {
 		}
 	}
 	transport := &http.Transport{
-		Proxy:                 nil, // a proxy would dial for us, past the check
-		DialContext:           dialer.DialContext,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ResponseHeaderTimeout: core.WebhookTimeout,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   8,
-		IdleConnTimeout:       90 * time.Second,
+		Proxy:                  nil, // a proxy would dial for us, past the check
+		DialContext:            dialer.DialContext,
+		TLSHandshakeTimeout:    5 * time.Second,
+		ResponseHeaderTimeout:  core.WebhookTimeout,
+		MaxResponseHeaderBytes: maxResponseHeaders,
+		MaxIdleConns:           256,
+		MaxIdleConnsPerHost:    8,
+		IdleConnTimeout:        90 * time.Second,
 	}
 	var rt http.RoundTripper = transport
 	if telemetry.Enabled() {
@@ -225,6 +246,8 @@ func describe(err error) string {
 		return errForbidden.Error()
 	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "Client.Timeout"):
 		return fmt.Sprintf("no answer within %s", core.WebhookTimeout)
+	case strings.Contains(err.Error(), "response headers exceeded"): // net/http has no error value for it
+		return fmt.Sprintf("the receiver's response headers exceed %d KiB", maxResponseHeaders>>10)
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {

@@ -1,12 +1,15 @@
 package webhook_test
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,5 +138,74 @@ func TestSendRefusesPrivateTargets(t *testing.T) {
 	res = webhook.NewSender(true, cursors).Send(context.Background(), srv.URL, secret, delivery())
 	if res.ResponseStatus != http.StatusFound || hits.Load() != 1 {
 		t.Fatalf("a redirect: %+v, %d requests", res, hits.Load())
+	}
+}
+
+// fixedResolver answers every name with its addresses.
+type fixedResolver []netip.Addr
+
+func (r fixedResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return r, nil
+}
+
+// TestTargetsMessage: a name that resolves inside the network is refused
+// with a message that names the setting to allow it, and never the
+// address (the operator's internal DNS is not the caller's business).
+func TestTargetsMessage(t *testing.T) {
+	for _, tc := range []struct{ url, addr string }{
+		{"https://intranet.example.com/hook", "10.20.30.40"},
+		{"https://metadata.example.com/hook", "fd00:ec2::254"},
+		{"http://10.20.30.40/hook", "10.20.30.40"},
+		{"http://localhost/hook", "127.0.0.1"},
+	} {
+		u, _ := url.Parse(tc.url)
+		err := webhook.Targets{Resolver: fixedResolver{netip.MustParseAddr(tc.addr)}}.Check(context.Background(), u)
+		if err == nil || strings.Contains(err.Error(), tc.addr) || !strings.Contains(err.Error(), "MOUNTD_WEBHOOK_ALLOW_PRIVATE") {
+			t.Errorf("Check(%s) resolving to %s: %v; want a refusal naming MOUNTD_WEBHOOK_ALLOW_PRIVATE, not the address", tc.url, tc.addr, err)
+		}
+	}
+}
+
+// headerFlood listens on loopback and answers every request 200 after
+// headerBytes of short header lines, as a hostile receiver would.
+func headerFlood(t *testing.T, headerBytes int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	lines := strings.Repeat("X-A: b\r\n", headerBytes/8)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n"+lines+"Content-Length: 0\r\n\r\n")
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/hook"
+}
+
+// TestSendBoundsResponseHeaders: a receiver answering with a megabyte of
+// headers makes a failed attempt that says so; one with ordinary headers
+// succeeds.
+func TestSendBoundsResponseHeaders(t *testing.T) {
+	res := webhook.NewSender(true).Send(context.Background(), headerFlood(t, 1<<20), secret, delivery())
+	if res.ResponseStatus != 0 || !strings.Contains(res.Error, "headers") || !strings.Contains(res.Error, "16 KiB") {
+		t.Fatalf("a megabyte of response headers: %+v", res)
+	}
+	res = webhook.NewSender(true).Send(context.Background(), headerFlood(t, 4<<10), secret, delivery())
+	if res.ResponseStatus != http.StatusOK || res.Error != "" {
+		t.Fatalf("4 KiB of response headers: %+v", res)
 	}
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -280,15 +283,189 @@ func TestWebhooks(t *testing.T) {
 }
 
 // TestWebhookTargetsRefused: without MOUNTD_WEBHOOK_ALLOW_PRIVATE, targets
-// inside the network are refused (field url).
+// inside the network are refused (field url), the message naming the
+// setting; so are ports outside 1–65535.
 func TestWebhookTargetsRefused(t *testing.T) {
 	in := start(t, testConfig(t.TempDir(), ""))
 	a := newFleet(in, "A")
 	for _, target := range []string{"http://127.0.0.1:9/x", "http://localhost/x", "http://169.254.169.254/latest", "http://[::1]/x", "http://10.0.0.1/x"} {
 		res, body := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": target})
 		p := wantProblem(t, res, body, http.StatusBadRequest, "VALIDATION_FAILED")
-		if !strings.Contains(string(body), `"url"`) {
+		if !strings.Contains(string(body), `"url"`) || !strings.Contains(string(body), "MOUNTD_WEBHOOK_ALLOW_PRIVATE") {
 			t.Fatalf("%s: %+v", target, p)
 		}
+	}
+	// A port outside 1–65535 is refused too.
+	for _, target := range []string{"https://example.com:0/x", "https://example.com:99999/x", "https://example.com:65536/x"} {
+		res, body := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": target})
+		p := wantProblem(t, res, body, http.StatusBadRequest, "VALIDATION_FAILED")
+		if !strings.Contains(string(body), `"url"`) || !strings.Contains(string(body), "65535") {
+			t.Fatalf("%s: %+v", target, p)
+		}
+	}
+}
+
+// headerFlood listens on loopback and answers every request 200 after
+// about headerBytes of short header lines, as a hostile receiver would.
+func headerFlood(t *testing.T, headerBytes int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	lines := strings.Repeat("X-A: b\r\n", headerBytes/8)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n"+lines+"Content-Length: 0\r\n\r\n")
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/hook"
+}
+
+// TestWebhookResponseHeadersBounded: a receiver that answers with a
+// megabyte of headers (mountd read up to 10 MiB of them, per attempt)
+// makes a failed attempt that says why, retried as usual.
+func TestWebhookResponseHeadersBounded(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			cfg := newConfig(t)
+			cfg.WebhookAllowPrivate = true // the receiver listens on loopback
+			cfg.WebhookRetryDelays = "1h"
+			in := start(t, cfg)
+			a := newFleet(in, "A")
+			res, body := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": headerFlood(t, 1<<20)})
+			if res.StatusCode != http.StatusCreated {
+				t.Fatalf("create: %d %s", res.StatusCode, body)
+			}
+			hook := decode[webhookView](t, body)
+			a.associate(t, uniqueUID("H"), nil)
+			var ds []deliveryView
+			for deadline := time.Now().Add(30 * time.Second); ; {
+				ds = decode[struct{ Deliveries []deliveryView }](t, a.ok(t, http.MethodGet, "/api/v1/webhooks/"+hook.ID+"/deliveries", nil)).Deliveries
+				if len(ds) == 2 || len(ds) == 1 && ds[0].Status == "SUCCEEDED" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("deliveries: %+v", ds)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			failed, next := ds[1], ds[0]
+			if failed.Status != "FAILED" || failed.ResponseStatus != nil || failed.Error == nil ||
+				!strings.Contains(*failed.Error, "headers") || next.Status != "PENDING" || next.Attempt != 2 {
+				t.Fatalf("the attempt against a megabyte of headers: %+v, then %+v", failed, next)
+			}
+		})
+	}
+}
+
+// hangingServer never answers until the test ends; it counts the
+// requests in flight and those the sender gave up on.
+type hangingServer struct {
+	*httptest.Server
+	mu                  sync.Mutex
+	inFlight, abandoned int
+}
+
+func newHangingServer(t *testing.T) *hangingServer {
+	h := &hangingServer{}
+	release := make(chan struct{})
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read through, the server watches the connection and ends the
+		// request's context when the sender gives up.
+		_, _ = io.Copy(io.Discard, r.Body)
+		h.mu.Lock()
+		h.inFlight++
+		h.mu.Unlock()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			h.mu.Lock()
+			h.abandoned++
+			h.mu.Unlock()
+		}
+		h.mu.Lock()
+		h.inFlight--
+		h.mu.Unlock()
+	}))
+	t.Cleanup(h.Close)
+	t.Cleanup(func() { close(release) }) // first: Close waits for the handlers
+	return h
+}
+
+func (h *hangingServer) counts() (inFlight, abandoned int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.inFlight, h.abandoned
+}
+
+// TestWebhookHangingAccountsLeaveOthersServed: six accounts whose 20
+// receivers each never answer, each with more due attempts than it may
+// have in flight (four such accounts took every delivery worker, and
+// another account's delivery waited a minute), do not keep a healthy
+// account waiting: its delivery arrives while every hanging attempt is
+// still waiting for its answer, before the first of them times out.
+func TestWebhookHangingAccountsLeaveOthersServed(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			cfg := newConfig(t)
+			cfg.WebhookAllowPrivate = true // the receivers listen on loopback
+			in := start(t, cfg)
+			hang := newHangingServer(t)
+			const accounts, hooksEach, eventsEach = 6, 20, 1
+			for i := range accounts {
+				f := newFleet(in, fmt.Sprint("Hanging", i))
+				for j := range hooksEach {
+					res, body := f.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": fmt.Sprintf("%s/%d/%d", hang.URL, i, j)})
+					if res.StatusCode != http.StatusCreated {
+						t.Fatalf("create: %d %s", res.StatusCode, body)
+					}
+				}
+				for range eventsEach {
+					f.associate(t, uniqueUID("H"), nil)
+				}
+			}
+			// The hanging accounts take at least every shared worker.
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				n, abandoned := hang.counts()
+				if abandoned > 0 {
+					t.Fatalf("a hanging attempt timed out before the healthy account's event was made (machine too slow?)")
+				}
+				if n >= core.DeliveryWorkers {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d hanging attempts in flight", n)
+				}
+			}
+			ok := newFleet(in, "Healthy")
+			healthy := newReceiver(t)
+			res, body := ok.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": healthy.URL})
+			if res.StatusCode != http.StatusCreated {
+				t.Fatalf("create: %d %s", res.StatusCode, body)
+			}
+			healthy.setSecret(decode[webhookView](t, body).Secret)
+			uid := uniqueUID("OK")
+			ok.associate(t, uid, nil)
+			healthy.waitFor(t, "the healthy account's delivery", func(c []webhookCall) bool { return slices.Contains(types(c), "ASSOCIATION_REQUESTED "+uid) })
+			n, abandoned := hang.counts()
+			t.Logf("healthy delivery arrived with %d hanging attempts in flight, %d abandoned", n, abandoned)
+			if abandoned > 0 {
+				t.Fatalf("the healthy delivery arrived after %d hanging attempts timed out (%d in flight): it waited for their workers", abandoned, n)
+			}
+		})
 	}
 }
