@@ -674,7 +674,7 @@ func (s *WebhookService) attempt(ctx context.Context, d Delivery) {
 	case d.Payload == nil:
 		// Cannot happen through the API (a body goes with the event's
 		// last attempt); a retry would fail alike.
-		s.Logger.ErrorContext(ctx, "webhook body missing", "delivery", d.ID, "event", d.EventID.String())
+		s.Logger.ErrorContext(ctx, "webhook body missing", "delivery", d.ID, "event", d.EventID.Internal())
 		res, retry = DeliveryResult{Error: "the event's body is no longer stored", AttemptedAt: s.clock()}, false
 	case err != nil:
 		// Recorded like a failed send, so the operator sees it in the

@@ -201,7 +201,7 @@ func TestUpgradeStoresWebhookBodiesOnce(t *testing.T) {
 			if _, err := m.Migrate(ctx); err != nil {
 				t.Fatalf("migrate to the old schema: %v", err)
 			}
-			e1, e2 := core.Cursor{Seq: 1}.String(), core.Cursor{Seq: 2}.String()
+			e1, e2 := core.Cursor{Seq: 1}.Internal(), core.Cursor{Seq: 2}.Internal()
 			body1, body2 := `{"type":"DELETED","data":{"uid":"M1","x":"é\u003c"}}`, `{"type":"ABANDONED"}`
 			for _, q := range []struct {
 				sql  string
@@ -234,7 +234,7 @@ func TestUpgradeStoresWebhookBodiesOnce(t *testing.T) {
 				t.Fatalf("claim after the upgrade: %+v, %v", claimed, err)
 			}
 			for _, d := range claimed {
-				if string(d.Payload) != body1 || d.EventID.String() != e1 {
+				if string(d.Payload) != body1 || d.EventID.Internal() != e1 {
 					t.Fatalf("attempt %s carries %q", d.ID, d.Payload)
 				}
 			}

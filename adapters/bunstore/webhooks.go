@@ -314,7 +314,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 				deliveries = append(deliveries, toDeliveryRow(d))
 			}
 			if len(planned) > 0 { // one body per event, whatever the number of webhooks
-				bodies = append(bodies, &bodyRow{EventID: e.ID.String(), Body: string(planned[0].Payload)})
+				bodies = append(bodies, &bodyRow{EventID: e.ID.Internal(), Body: string(planned[0].Payload)})
 			}
 		}
 		if len(deliveries) > 0 {

@@ -200,11 +200,11 @@ func headerFlood(t *testing.T, headerBytes int) string {
 // headers makes a failed attempt that says so; one with ordinary headers
 // succeeds.
 func TestSendBoundsResponseHeaders(t *testing.T) {
-	res := webhook.NewSender(true).Send(context.Background(), headerFlood(t, 1<<20), secret, delivery())
+	res := webhook.NewSender(true, cursors).Send(context.Background(), headerFlood(t, 1<<20), secret, delivery())
 	if res.ResponseStatus != 0 || !strings.Contains(res.Error, "headers") || !strings.Contains(res.Error, "16 KiB") {
 		t.Fatalf("a megabyte of response headers: %+v", res)
 	}
-	res = webhook.NewSender(true).Send(context.Background(), headerFlood(t, 4<<10), secret, delivery())
+	res = webhook.NewSender(true, cursors).Send(context.Background(), headerFlood(t, 4<<10), secret, delivery())
 	if res.ResponseStatus != http.StatusOK || res.Error != "" {
 		t.Fatalf("4 KiB of response headers: %+v", res)
 	}
