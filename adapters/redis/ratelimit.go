@@ -100,6 +100,10 @@ type batch struct {
 	reset   time.Time
 	expires time.Time
 	size    int // permits the last round trip asked for
+	// fetching is set while a round trip for a batch is under way:
+	// requests that miss meanwhile take one permit each, so a burst of
+	// parallel requests does not take a batch each.
+	fetching bool
 }
 
 // NewRateLimiter returns a limiter whose keys live under prefix.
@@ -126,17 +130,25 @@ func (l *RateLimiter) Allow(ctx context.Context, key string, r core.Rate) (core.
 	// Used up within its life: the traffic wants more; outlived: less,
 	// and what it did not use goes back.
 	back := b.left
-	if now.Before(b.expires) {
-		b.size *= 2
-	} else {
-		b.size /= 2
+	size, batchFetch := 1, !b.fetching
+	if batchFetch {
+		if now.Before(b.expires) {
+			b.size *= 2
+		} else {
+			b.size /= 2
+		}
+		b.size = max(1, min(b.size, r.Limit/100, maxBatch))
+		size, b.fetching = b.size, true
 	}
-	b.size = max(1, min(b.size, r.Limit/100, maxBatch))
-	size := b.size
 	b.left = 0
 	l.mu.Unlock()
 
 	res, err := l.take(ctx, key, r, size, back)
+	if batchFetch {
+		l.mu.Lock()
+		b.fetching = false
+		l.mu.Unlock()
+	}
 	if err != nil {
 		// The permits given back are lost: the account gets fewer, never more.
 		return core.RateDecision{}, err
