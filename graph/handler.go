@@ -39,7 +39,13 @@ type Options struct {
 	// RateLimit, when set, counts each WebSocket's connection_init as one
 	// request of the account (HTTP requests are counted in rest).
 	RateLimit *core.APIRateLimit
+	// MaxResponseBytes bounds one answer (one result of a subscription);
+	// zero: DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 }
+
+// DefaultMaxResponseBytes is the answer size limit of `mountd serve`.
+const DefaultMaxResponseBytes = 32 << 20
 
 // DefaultOptions are what `mountd serve` uses. The complexity limit admits
 // the largest page of each list with every nested field (a page of 1,000
@@ -79,6 +85,11 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 		srv.Use(extension.Introspection{})
 	}
 	srv.Use(extension.FixedComplexityLimit(opts.ComplexityLimit))
+	maxAnswer := opts.MaxResponseBytes
+	if maxAnswer <= 0 {
+		maxAnswer = DefaultMaxResponseBytes
+	}
+	srv.Use(answerLimit{max: maxAnswer})
 	srv.Use(depthLimit(opts.DepthLimit))
 	if telemetry.Enabled() {
 		srv.Use(newOperationTracing())
@@ -133,6 +144,15 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			logger.InfoContext(ctx, "GraphQL request refused", "reason", reason)
 			gqlErr.Message = reason
 			gqlErr.Extensions = map[string]any{"code": "BAD_REQUEST"}
+			return gqlErr
+		}
+		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			// The operation ended before the field did (its client left,
+			// its answer grew too large): nobody reads this, and it is no
+			// fault of mountd's.
+			logger.DebugContext(ctx, "GraphQL field cancelled", "err", err)
+			gqlErr.Message = "the operation was cancelled"
+			gqlErr.Extensions = map[string]any{"code": "CANCELLED"}
 			return gqlErr
 		}
 		if core.IsUnavailable(err) {
