@@ -36,8 +36,9 @@ type Options struct {
 	KeepAlive      time.Duration
 	// WebSocketStats, when set, is kept up to date for metrics.
 	WebSocketStats *wsproto.Stats
-	// RateLimit, when set, counts each WebSocket's connection_init as one
-	// request of the account (HTTP requests are counted in rest).
+	// RateLimit, when set, counts each WebSocket's connection_init, and
+	// each operation started on a socket, as one request of the account
+	// (HTTP requests are counted in rest).
 	RateLimit *core.APIRateLimit
 	// MaxResponseBytes bounds one answer (one result of a subscription);
 	// zero: DefaultMaxResponseBytes.
@@ -80,6 +81,10 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	queries := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(queries)
 	srv.SetParserTokenLimit(MaxQueryTokens)
+	if opts.RateLimit != nil {
+		// First, so that every operation counts, refused ones included.
+		srv.Use(socketRateLimit{limit: opts.RateLimit})
+	}
 	srv.Use(documentLimiter{parsed: queries})
 	if opts.Introspection {
 		srv.Use(extension.Introspection{})
@@ -215,6 +220,7 @@ func websocketInit(verifier core.TokenVerifier, sockets *socketCounter, rateLimi
 		// The upgrade request's context ends with the socket.
 		context.AfterFunc(ctx, release)
 		ctx = core.WithPrincipal(ctx, p)
+		ctx = context.WithValue(ctx, onSocketKey{}, true)
 		// The connection lives no longer than its token: at expiry wsproto
 		// closes it with 4403.
 		ctx, cancel := wsproto.WithExpiry(ctx, p.ExpiresAt)
@@ -263,3 +269,38 @@ func (c *socketCounter) acquire(token string) (release func(), ok bool) {
 		})
 	}, true
 }
+
+// onSocketKey marks the context of a socket's operations.
+type onSocketKey struct{}
+
+// socketRateLimit counts every operation started on a WebSocket
+// (graphql-transport-ws subscribe, graphql-ws start) as one request of the
+// socket's account: a socket is one HTTP request, and its operations would
+// otherwise escape the limit. Over the limit the operation alone is refused
+// with RATE_LIMITED and retryAfter (seconds); the socket and its other
+// operations go on, so a client waits and retries as it would over HTTP.
+type socketRateLimit struct{ limit *core.APIRateLimit }
+
+func (socketRateLimit) ExtensionName() string                   { return "SocketRateLimit" }
+func (socketRateLimit) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (l socketRateLimit) MutateOperationParameters(ctx context.Context, _ *graphql.RawParams) *gqlerror.Error {
+	if ctx.Value(onSocketKey{}) == nil {
+		return nil // over HTTP: rest counted the request
+	}
+	p, err := core.PrincipalFrom(ctx)
+	if err != nil {
+		return nil
+	}
+	_, err = l.limit.Take(ctx, p)
+	var ce *core.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	wait := max(ce.RetryAfter, time.Second)
+	gerr := gqlerror.Errorf("%s", ce.Message)
+	gerr.Extensions = map[string]any{"code": string(ce.Code), "retryAfter": int((wait + time.Second - 1) / time.Second)}
+	return gerr
+}
+
+var _ graphql.OperationParameterMutator = socketRateLimit{}
