@@ -62,7 +62,7 @@ func (c *countingTags) TagsOfMounts(_ context.Context, _ core.Principal, uids []
 // serveGraph runs the handler as mountd does behind rest, which puts the
 // principal in the request's context; done gets a value when a request's
 // handling ends.
-func serveGraph(t *testing.T, r *Resolver, opts Options) (url string, done chan struct{}) {
+func serveGraph(t testing.TB, r *Resolver, opts Options) (url string, done chan struct{}) {
 	t.Helper()
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -71,7 +71,12 @@ func serveGraph(t *testing.T, r *Resolver, opts Options) (url string, done chan 
 	done = make(chan struct{}, 16)
 	p := core.Principal{AccountID: "A", Grant: core.Grant{Role: core.RoleOwner, Complete: true}, ExpiresAt: time.Now().Add(time.Hour)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		defer func() { done <- struct{}{} }()
+		defer func() {
+			select {
+			case done <- struct{}{}:
+			default:
+			}
+		}()
 		h.ServeHTTP(w, req.WithContext(core.WithPrincipal(req.Context(), p)))
 	}))
 	t.Cleanup(srv.Close)
