@@ -36,20 +36,29 @@ type Options struct {
 	KeepAlive      time.Duration
 	// WebSocketStats, when set, is kept up to date for metrics.
 	WebSocketStats *wsproto.Stats
-	// RateLimit, when set, counts each WebSocket's connection_init as one
-	// request of the account (HTTP requests are counted in rest).
+	// RateLimit, when set, counts each WebSocket's connection_init, and
+	// each operation started on a socket, as one request of the account
+	// (HTTP requests are counted in rest).
 	RateLimit *core.APIRateLimit
+	// MaxResponseBytes bounds one answer (one result of a subscription);
+	// zero: DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 }
 
-// DefaultOptions are what `mountd serve` uses.
-var DefaultOptions = Options{Introspection: true, ComplexityLimit: 1000, DepthLimit: 10, KeepAlive: 10 * time.Second}
+// DefaultMaxResponseBytes is the answer size limit of `mountd serve`.
+const DefaultMaxResponseBytes = 32 << 20
+
+// DefaultOptions are what `mountd serve` uses. The complexity limit admits
+// the largest page of each list with every nested field (a page of 1,000
+// events costs about 2,900,000 under the cost model of limits.go), not two.
+var DefaultOptions = Options{Introspection: true, ComplexityLimit: 3_000_000, DepthLimit: 10, KeepAlive: 10 * time.Second}
 
 // NewHandler returns the /graphql endpoint: POST and GET queries, and
 // subscriptions over WebSocket (graphql-transport-ws, and legacy graphql-ws).
 // HTTP requests arrive authenticated (rest puts the principal in the
 // context); a WebSocket authenticates in its connection_init payload.
 func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Handler {
-	srv := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: r}))
+	srv := handler.New(newExecutableSchema(r))
 	// gqlgen's transport behind wsproto, which adds the graphql-transport-ws
 	// rules gqlgen lacks (close codes 4400, 4401, 4403, 4408, 4409, 4429,
 	// error messages for refused operations); see graph/wsproto.
@@ -72,11 +81,20 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	queries := lru.New[*ast.QueryDocument](1000)
 	srv.SetQueryCache(queries)
 	srv.SetParserTokenLimit(MaxQueryTokens)
+	if opts.RateLimit != nil {
+		// First, so that every operation counts, refused ones included.
+		srv.Use(socketRateLimit{limit: opts.RateLimit})
+	}
 	srv.Use(documentLimiter{parsed: queries})
 	if opts.Introspection {
 		srv.Use(extension.Introspection{})
 	}
 	srv.Use(extension.FixedComplexityLimit(opts.ComplexityLimit))
+	maxAnswer := opts.MaxResponseBytes
+	if maxAnswer <= 0 {
+		maxAnswer = DefaultMaxResponseBytes
+	}
+	srv.Use(answerLimit{max: maxAnswer})
 	srv.Use(depthLimit(opts.DepthLimit))
 	if telemetry.Enabled() {
 		srv.Use(newOperationTracing())
@@ -87,6 +105,12 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 		return errors.New("internal error")
 	})
 	return r.WithLoaders(srv)
+}
+
+// newExecutableSchema is the schema with r's resolvers and the cost model
+// of limits.go.
+func newExecutableSchema(r *Resolver) graphql.ExecutableSchema {
+	return generated.NewExecutableSchema(generated.Config{Resolvers: r, Complexity: complexityRoot()})
 }
 
 // errorPresenter gives every error the REST code in extensions.code; an
@@ -125,6 +149,15 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			logger.InfoContext(ctx, "GraphQL request refused", "reason", reason)
 			gqlErr.Message = reason
 			gqlErr.Extensions = map[string]any{"code": "BAD_REQUEST"}
+			return gqlErr
+		}
+		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			// The operation ended before the field did (its client left,
+			// its answer grew too large): nobody reads this, and it is no
+			// fault of mountd's.
+			logger.DebugContext(ctx, "GraphQL field cancelled", "err", err)
+			gqlErr.Message = "the operation was cancelled"
+			gqlErr.Extensions = map[string]any{"code": "CANCELLED"}
 			return gqlErr
 		}
 		if core.IsUnavailable(err) {
@@ -195,6 +228,7 @@ func websocketInit(verifier core.TokenVerifier, sockets *socketCounter, rateLimi
 		// The upgrade request's context ends with the socket.
 		context.AfterFunc(ctx, release)
 		ctx = core.WithPrincipal(ctx, p)
+		ctx = context.WithValue(ctx, onSocketKey{}, true)
 		// The connection lives no longer than its token: at expiry wsproto
 		// closes it with 4403.
 		ctx, cancel := wsproto.WithExpiry(ctx, p.ExpiresAt)
@@ -243,3 +277,38 @@ func (c *socketCounter) acquire(token string) (release func(), ok bool) {
 		})
 	}, true
 }
+
+// onSocketKey marks the context of a socket's operations.
+type onSocketKey struct{}
+
+// socketRateLimit counts every operation started on a WebSocket
+// (graphql-transport-ws subscribe, graphql-ws start) as one request of the
+// socket's account: a socket is one HTTP request, and its operations would
+// otherwise escape the limit. Over the limit the operation alone is refused
+// with RATE_LIMITED and retryAfter (seconds); the socket and its other
+// operations go on, so a client waits and retries as it would over HTTP.
+type socketRateLimit struct{ limit *core.APIRateLimit }
+
+func (socketRateLimit) ExtensionName() string                   { return "SocketRateLimit" }
+func (socketRateLimit) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (l socketRateLimit) MutateOperationParameters(ctx context.Context, _ *graphql.RawParams) *gqlerror.Error {
+	if ctx.Value(onSocketKey{}) == nil {
+		return nil // over HTTP: rest counted the request
+	}
+	p, err := core.PrincipalFrom(ctx)
+	if err != nil {
+		return nil
+	}
+	_, err = l.limit.Take(ctx, p)
+	var ce *core.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	wait := max(ce.RetryAfter, time.Second)
+	gerr := gqlerror.Errorf("%s", ce.Message)
+	gerr.Extensions = map[string]any{"code": string(ce.Code), "retryAfter": int((wait + time.Second - 1) / time.Second)}
+	return gerr
+}
+
+var _ graphql.OperationParameterMutator = socketRateLimit{}

@@ -9,6 +9,10 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/graph/generated"
+	"github.com/mountd/mountd/graph/model"
 )
 
 // depthLimiter refuses operations nested deeper than its limit, before any
@@ -166,3 +170,91 @@ func limitError(code, format string, args ...any) *gqlerror.Error {
 }
 
 var _ graphql.OperationParameterMutator = documentLimiter{}
+
+// The cost model of the complexity limit. gqlgen's default counts every
+// field as 1, so a list of 1,000 events costs what a scalar does, and a
+// rider's token could ask for 20 pages of 1,000 events with 500 states each
+// (hundreds of MB built for one request). Here a list costs its length
+// times its selection: the page size asked for (or the default), or the
+// most such a list holds. Scalar lists count one per item.
+const (
+	// eventReadCost is what reading one event costs whatever its
+	// selection: the log reads each event's states whether they are
+	// asked for or not.
+	eventReadCost = core.MaxStatesPerReport
+	// openListLength stands for lists nothing bounds by itself (the
+	// mounts of a tag, of a token): they are short in practice, and the
+	// answer's size limit covers the rest.
+	openListLength = core.MaxPageSize
+	// webhookFilterLength is the most mounts a webhook's filter names.
+	webhookFilterLength = 100
+	eventTypeCount      = 8
+	// maxCost saturates the products, so that nesting cannot overflow an
+	// int into a small or negative cost.
+	maxCost = 1 << 40
+)
+
+// listCost is the cost of a list of n items whose selection costs child.
+func listCost(n, child int) int {
+	n = max(n, 1)
+	child = max(child, 1) // a scalar item
+	if child > maxCost/n {
+		return maxCost
+	}
+	return 1 + n*child
+}
+
+// pageLength is the page a paginated field answers: pageSize, or def when
+// absent, within what the resolver accepts (it refuses the rest).
+func pageLength(pageSize *int, def int) int {
+	if pageSize == nil {
+		return def
+	}
+	return min(max(*pageSize, 1), core.MaxPageSize)
+}
+
+// complexityRoot is the cost model, field by field. A paginated query field
+// multiplies its whole selection (pagination included) by its page size.
+func complexityRoot() generated.ComplexityRoot {
+	var c generated.ComplexityRoot
+	c.Query.Events = func(child int, _ *string, limit *int, _ []model.MountEventType, _ *string) int {
+		n := core.DefaultEventPage
+		if limit != nil {
+			n = min(max(*limit, 1), core.MaxEventPage)
+		}
+		return listCost(n, child+eventReadCost)
+	}
+	c.Query.Mounts = func(child int, _ *int, pageSize *int, _ *model.MountFilter) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
+	c.Query.MountStates = func(child int, _ string, _ *string, _, _ *model.DateTime, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
+	c.Query.MountCommands = func(child int, _ string, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
+	c.Query.NfcTags = func(child int, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
+	c.Query.FirmwareVersions = func(child int, _ *int, pageSize *int, _ *string) int {
+		return listCost(pageLength(pageSize, 10), child)
+	}
+	c.Query.Webhooks = func(child int, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
+	c.Query.WebhookDeliveries = func(child int, _ string, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
+	states := func(child int) int { return listCost(core.MaxStatesPerReport, child) }
+	c.MountEvent.States = states
+	c.MountStateEvent.States = states
+	// A synchronisation sets a mount's whole set of tags.
+	c.Mount.NfcTags = func(child int) int { return listCost(core.MaxTagsPerSync, child) }
+	open := func(child int) int { return listCost(openListLength, child) }
+	c.NfcTag.MountUids = open
+	c.Me.MountUids = open
+	c.Me.Scopes = open
+	c.Webhook.MountUids = func(child int) int { return listCost(webhookFilterLength, child) }
+	c.Webhook.EventTypes = func(child int) int { return listCost(eventTypeCount, child) }
+	return c
+}

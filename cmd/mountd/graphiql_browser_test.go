@@ -141,3 +141,92 @@ func jsString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 	return `"` + r.Replace(s) + `"`
 }
+
+// TestGraphiQLFromConsole opens GraphiQL from the console as a signed-in
+// person: its first schema request already carries the person's token (the
+// page opens with the schema, not on a 401), and nothing it stores outlives
+// the sign-in: after signing out, localStorage holds no token (neither one
+// an earlier version of the page kept there).
+func TestGraphiQLFromConsole(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	in := start(t, testConfig(t.TempDir(), ""))
+	a := newFleet(in, "A")
+	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
+
+	b := newBrowserSession(t, chromium)
+	type exchange struct {
+		accessKey string
+		status    int64
+	}
+	var (
+		mu        sync.Mutex
+		exchanges []*exchange
+		byID      = map[network.RequestID]*exchange{}
+	)
+	if err := chromedp.Listen(b.ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			if strings.HasSuffix(e.Request.URL, "/graphql") && e.Request.Method == "POST" {
+				x := &exchange{}
+				for k, v := range e.Request.Headers {
+					if strings.EqualFold(k, "Access-Key") {
+						x.accessKey, _ = v.(string)
+					}
+				}
+				exchanges = append(exchanges, x)
+				byID[e.RequestID] = x
+			}
+		case *network.EventResponseReceived:
+			if x := byID[e.RequestID]; x != nil {
+				x.status = e.Response.Status
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.signIn(in.base, "ann")
+	token, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`JSON.parse(sessionStorage.getItem('tokens')).access`))
+	if err != nil || token == "" {
+		t.Fatalf("the console's token: %q %v", token, err)
+	}
+	mu.Lock()
+	exchanges, byID = nil, map[network.RequestID]*exchange{} // the console's own
+	mu.Unlock()
+
+	// What an earlier version of the page kept in localStorage is removed.
+	headers := jsString(`{"Access-Key": "` + token + `"}`)
+	b.eval(`localStorage.setItem('graphiql:headers', ` + headers + `); localStorage.setItem('graphiql:tabState', JSON.stringify({activeTabIndex: 0,
+		tabs: [{id: 'old', hash: null, title: 'old', query: '{ me { name } }', variables: null, headers: ` + headers + `, operationName: null, response: null}]}))`)
+
+	b.step("open GraphiQL", chromedp.Navigate(in.base+"/graphiql"), chromedp.WaitVisible(chromedp.CSS(`.graphiql-container`)))
+	b.step("open the documentation explorer", chromedp.Click(chromedp.CSS(`button[aria-label="Show Documentation Explorer"]`)))
+	b.step("see the schema without re-fetching it", chromedp.WaitVisible(chromedp.CSS(`.graphiql-doc-explorer-type-name`)))
+	mu.Lock()
+	if len(exchanges) == 0 {
+		mu.Unlock()
+		t.Fatal("GraphiQL sent no request")
+	}
+	first := *exchanges[0]
+	mu.Unlock()
+	if first.accessKey != token || first.status != 200 {
+		t.Fatalf("GraphiQL's first request carried Access-Key %.12q and got %d; want the console's token and 200", first.accessKey, first.status)
+	}
+
+	// A query run, GraphiQL saves what it saves; then the person signs out.
+	b.step("run a query", chromedp.Click(chromedp.CSS(`.graphiql-execute-button`)))
+	b.waitJS("the query is answered", `(document.querySelector('.result-window') || {innerText: ''}).innerText.includes('"data"')`, 10*time.Second)
+	b.step("back to the console", chromedp.Navigate(in.base+"/console/"), chromedp.WaitVisible(chromedp.CSS(`#signout`)))
+	b.step("sign out", chromedp.Click(chromedp.CSS(`#signout`)), chromedp.WaitVisible(chromedp.CSS(`#signin`)))
+	stored, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`JSON.stringify(Object.assign({}, localStorage))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stored, token) || strings.Contains(stored, token[len(token)-20:]) {
+		t.Fatalf("localStorage keeps the token after signing out: %.300s", stored)
+	}
+	if !strings.Contains(stored, "graphiql") {
+		t.Fatalf("GraphiQL stored nothing at all (the check proves nothing): %.300s", stored)
+	}
+}

@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestGraphQLDocumentLimits: what would make validation expensive is
@@ -80,5 +83,69 @@ func TestGraphQLMalformedBodies(t *testing.T) {
 		if res.StatusCode != http.StatusBadRequest || r.code() != "BAD_REQUEST" || strings.Contains(string(raw), "s3cr3t") {
 			t.Fatalf("%s: %d %s", body, res.StatusCode, raw)
 		}
+	}
+}
+
+// TestGraphQLCostLimit: with a rider's token, 20 pages of 1,000 events
+// with their states in one operation are refused before anything is read,
+// with COMPLEXITY_LIMIT_EXCEEDED; one such page is answered whole.
+func TestGraphQLCostLimit(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			a := newFleet(in, "A")
+			a.associate(t, "R1", nil)
+			a.confirm(t, "R1")
+			rider := in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:R1")
+			const reports, perReport = 6, 500
+			base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+			for r := range reports {
+				states := make([]map[string]any, perReport)
+				for i := range states {
+					states[i] = entry("BATTERY_LEVEL", strconv.Itoa(i%101), base.Add(time.Duration(r*perReport+i)*time.Millisecond))
+				}
+				if got := a.report(t, "R1", states...); got["accepted"] != perReport {
+					t.Fatalf("report %d: %v", r, got)
+				}
+			}
+
+			page := `events(limit: 1000) { events { id type uid occurredAt states { code value occurredAt } mount { uid batteryLevel } } next }`
+			var aliased strings.Builder
+			aliased.WriteString("{ ")
+			for i := range 20 {
+				fmt.Fprintf(&aliased, "p%d: %s ", i, page)
+			}
+			aliased.WriteString("}")
+			r := in.gql(t, rider, aliased.String(), nil)
+			if r.code() != "COMPLEXITY_LIMIT_EXCEEDED" || len(r.Data) > 0 && string(r.Data) != "null" {
+				t.Fatalf("20 pages: %.500s %+v", r.Data, r.Errors)
+			}
+			if !strings.Contains(r.Errors[0].Message, "exceeds the limit of 3000000") {
+				t.Fatalf("the refusal does not name the limit: %s", r.Errors[0].Message)
+			}
+
+			r = in.gql(t, rider, "{ "+page+" }", nil)
+			if len(r.Errors) > 0 {
+				t.Fatalf("one page: %+v", r.Errors)
+			}
+			var got struct {
+				Events struct {
+					Events []struct {
+						Type   string
+						States []struct{ Code, Value string }
+					}
+				}
+			}
+			if err := json.Unmarshal(r.Data, &got); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, e := range got.Events.Events {
+				n += len(e.States)
+			}
+			if n != reports*perReport {
+				t.Fatalf("one page holds %d states in %d events, want %d", n, len(got.Events.Events), reports*perReport)
+			}
+		})
 	}
 }

@@ -68,3 +68,75 @@ func TestAPIRateLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestWebSocketOperationRateLimit sets MOUNTD_RATE_LIMIT=5/h: every
+// operation started on a socket counts as a request of the socket's
+// account, on either protocol and against the limit its HTTP requests share
+// on every replica. Past it the operation is answered with RATE_LIMITED and
+// a retryAfter; the socket stays open.
+func TestWebSocketOperationRateLimit(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			cfg := newConfig(t)
+			cfg.RateLimit = "5/h"
+			replicas := []*instance{start(t, cfg)}
+			if cfg.RedisURL != "" {
+				cfg.PublicURL = "http://mountd.test"
+				replicas = []*instance{start(t, cfg), start(t, cfg)}
+			}
+			first, last := replicas[0], replicas[len(replicas)-1]
+			a, b := newFleet(first, "Busy"), newFleet(first, "Quiet")
+			const query = `{ me { accountId } }`
+			limited := func(errs []wsprototest.GraphQLError) bool {
+				if len(errs) != 1 || errs[0].Code() != "RATE_LIMITED" {
+					return false
+				}
+				wait, _ := errs[0].Extensions["retryAfter"].(float64)
+				return wait >= 1 && wait <= 720 && strings.Contains(errs[0].Message, "rate limit")
+			}
+
+			// graphql-transport-ws: connection_init is the first request,
+			// four operations the next ones; the sixth request is refused.
+			c := first.wsReady(t, a.token)
+			for i := 1; i <= 4; i++ {
+				id := strconv.Itoa(i)
+				c.Subscribe(id, query, nil)
+				if m := c.Next(); m.Type != "next" || m.ID != id || len(m.Errors()) > 0 {
+					t.Fatalf("operation %d: %s", i, m)
+				}
+				if m := c.Next(); m.Type != "complete" || m.ID != id {
+					t.Fatalf("operation %d: %s", i, m)
+				}
+			}
+			c.Subscribe("5", `mutation { deleteMount(uid: "NONE") }`, nil)
+			if m := c.Next(); m.Type != "error" || m.ID != "5" || !limited(m.Errors()) {
+				t.Fatalf("an operation past the limit: %s", m)
+			}
+			c.Send(wsprototest.Message{Type: "ping"})
+			c.Expect("pong")
+			// The operations counted against the account's limit on every replica.
+			res, body := last.call(http.MethodGet, "/api/v1/accounts/me", a.token, nil)
+			wantProblem(t, res, body, http.StatusTooManyRequests, "RATE_LIMITED")
+
+			// Legacy graphql-ws: the refused operation's data carries the error.
+			l := last.dialWS(t, wsprototest.Options{Subprotocol: wsproto.LegacyWS})
+			l.Init(map[string]any{"Access-Key": b.token})
+			for i := 1; i <= 5; i++ {
+				id := strconv.Itoa(i)
+				l.Subscribe(id, query, nil)
+				m := l.Next()
+				if m.Type != "data" || m.ID != id {
+					t.Fatalf("legacy operation %d: %s", i, m)
+				}
+				if over := i == 5; over != limited(m.Errors()) {
+					t.Fatalf("legacy operation %d: %s", i, m)
+				}
+				if m := l.Next(); m.Type != "complete" || m.ID != id {
+					t.Fatalf("legacy operation %d: %s", i, m)
+				}
+			}
+			c.Close()
+			l.Close()
+		})
+	}
+}

@@ -5,26 +5,50 @@
 (function () {
   'use strict';
   var wsProtocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
-  var fetcher = GraphiQL.createFetcher({
+  var base = GraphiQL.createFetcher({
     url: location.protocol + '//' + location.host + '/graphql',
     subscriptionUrl: wsProtocol + '//' + location.host + '/graphql',
   });
+
   // A person signed in to the console in this tab brings the token along
-  // (same origin, the console's sessionStorage).
-  var consoleToken = null;
-  try {
-    var t = JSON.parse(sessionStorage.getItem('tokens') || 'null');
-    if (t && t.access && t.expires > Date.now()) consoleToken = t.access;
-  } catch (e) {}
+  // (same origin, the console's sessionStorage, read afresh each time so
+  // that a sign-out or a refresh is seen).
+  function consoleToken() {
+    try {
+      var t = JSON.parse(sessionStorage.getItem('tokens') || 'null');
+      if (t && t.access && t.expires > Date.now()) return t.access;
+    } catch (e) {}
+    return null;
+  }
+
+  // GraphiQL asks for the schema before its headers editor exists, without
+  // headers: a request that names no token gets the console's, so the page
+  // opens with the schema rather than on a 401.
+  function fetcher(params, opts) {
+    var token = consoleToken();
+    var headers = (opts && opts.headers) || {};
+    var named = Object.keys(headers).some(function (k) {
+      var name = k.toLowerCase();
+      return (name === 'access-key' || name === 'authorization') && headers[k];
+    });
+    if (token && !named) {
+      opts = Object.assign({}, opts, { headers: Object.assign({}, headers, { 'Access-Key': token }) });
+    }
+    return base(params, opts);
+  }
+
+  var token = consoleToken();
   var root = ReactDOM.createRoot(document.getElementById('graphiql'));
   root.render(
     React.createElement(GraphiQL, {
       fetcher: fetcher,
       defaultHeaders: JSON.stringify({ 'Access-Key': '' }, null, 2),
-      headers: consoleToken ? JSON.stringify({ 'Access-Key': consoleToken }, null, 2) : undefined,
+      headers: token ? JSON.stringify({ 'Access-Key': token }, null, 2) : undefined,
       isHeadersEditorEnabled: true,
       defaultEditorToolsVisibility: 'headers',
-      shouldPersistHeaders: true,
+      // Headers hold tokens: never kept in localStorage, which outlives the
+      // console's sign-in (GraphiQL then also clears what it kept there).
+      shouldPersistHeaders: false,
       inputValueDeprecation: true,
     }),
   );
