@@ -99,7 +99,7 @@ func post(ctx context.Context, url, query string) (*http.Response, error) {
 func TestAnswerSizeLimit(t *testing.T) {
 	opts := DefaultOptions
 	opts.MaxResponseBytes = 256 << 10
-	url, _ := serveGraph(t, &Resolver{EventLog: &fakeEvents{n: 1000, states: 50}}, opts)
+	url, _ := serveGraph(t, &Resolver{EventLog: &fakeEvents{n: 1000, states: 50}, Cursors: core.NewCursorCodec([32]byte{1})}, opts)
 	for _, tc := range []struct {
 		name, query string
 		tooLarge    bool
@@ -151,7 +151,7 @@ func TestClientGoneStopsResolving(t *testing.T) {
 	events := &fakeEvents{n: 1000, states: 1, started: started, block: func(ctx context.Context) {
 		<-ctx.Done() // a slow read that finishes as the client leaves
 	}}
-	url, done := serveGraph(t, &Resolver{EventLog: events, NfcService: tags}, DefaultOptions)
+	url, done := serveGraph(t, &Resolver{EventLog: events, NfcService: tags, Cursors: core.NewCursorCodec([32]byte{1})}, DefaultOptions)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
