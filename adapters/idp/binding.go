@@ -87,11 +87,20 @@ func (p *Provider) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	op.Authorize(w, r.WithContext(context.WithValue(ctx, authorizeKey{}, call)), p.op)
 }
 
+// maxAuthorizeQuery bounds an authorize query as sent: room for a dozen
+// parameters of core.MaxSignInParam bytes, each percent-encoded.
+const maxAuthorizeQuery = 16 << 10
+
 // checkAuthorizeQuery refuses what would be stored oversized, or read
 // ambiguously: each parameter once (RFC 6749 §3.1) and at most
 // core.MaxSignInParam bytes, and a redirect_uri without a fragment
 // (RFC 6749 §3.1.2).
 func checkAuthorizeQuery(raw string) error {
+	// Refused before it is parsed: a flood of long queries would
+	// otherwise cost a decoded copy of each.
+	if len(raw) > maxAuthorizeQuery {
+		return oidc.ErrInvalidRequest().WithDescription("the query is longer than %d bytes", maxAuthorizeQuery)
+	}
 	q, err := url.ParseQuery(raw)
 	if err != nil {
 		return oidc.ErrInvalidRequest().WithDescription("the query is malformed")
