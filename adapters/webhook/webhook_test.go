@@ -1,10 +1,8 @@
 package webhook_test
 
 import (
-	"bufio"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -16,6 +14,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/adapters/webhook"
 	"github.com/mountd/mountd/core"
 )
@@ -166,45 +165,15 @@ func TestTargetsMessage(t *testing.T) {
 	}
 }
 
-// headerFlood listens on loopback and answers every request 200 after
-// headerBytes of short header lines, as a hostile receiver would.
-func headerFlood(t *testing.T, headerBytes int) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	lines := strings.Repeat("X-A: b\r\n", headerBytes/8)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				_, _ = io.Copy(io.Discard, req.Body)
-				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n"+lines+"Content-Length: 0\r\n\r\n")
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String() + "/hook"
-}
-
 // TestSendBoundsResponseHeaders: a receiver answering with a megabyte of
 // headers makes a failed attempt that says so; one with ordinary headers
 // succeeds.
 func TestSendBoundsResponseHeaders(t *testing.T) {
-	res := webhook.NewSender(true, cursors).Send(context.Background(), headerFlood(t, 1<<20), secret, delivery())
+	res := webhook.NewSender(true, cursors).Send(context.Background(), testenv.HeaderFloodReceiver(t, 1<<20), secret, delivery())
 	if res.ResponseStatus != 0 || !strings.Contains(res.Error, "headers") || !strings.Contains(res.Error, "16 KiB") {
 		t.Fatalf("a megabyte of response headers: %+v", res)
 	}
-	res = webhook.NewSender(true, cursors).Send(context.Background(), headerFlood(t, 4<<10), secret, delivery())
+	res = webhook.NewSender(true, cursors).Send(context.Background(), testenv.HeaderFloodReceiver(t, 4<<10), secret, delivery())
 	if res.ResponseStatus != http.StatusOK || res.Error != "" {
 		t.Fatalf("4 KiB of response headers: %+v", res)
 	}

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -16,6 +14,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/core"
 )
@@ -305,36 +304,6 @@ func TestWebhookTargetsRefused(t *testing.T) {
 	}
 }
 
-// headerFlood listens on loopback and answers every request 200 after
-// about headerBytes of short header lines, as a hostile receiver would.
-func headerFlood(t *testing.T, headerBytes int) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	lines := strings.Repeat("X-A: b\r\n", headerBytes/8)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				_, _ = io.Copy(io.Discard, req.Body)
-				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n"+lines+"Content-Length: 0\r\n\r\n")
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String() + "/hook"
-}
-
 // TestWebhookResponseHeadersBounded: a receiver that answers with a
 // megabyte of headers (mountd read up to 10 MiB of them, per attempt)
 // makes a failed attempt that says why, retried as usual.
@@ -346,7 +315,7 @@ func TestWebhookResponseHeadersBounded(t *testing.T) {
 			cfg.WebhookRetryDelays = "1h"
 			in := start(t, cfg)
 			a := newFleet(in, "A")
-			res, body := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": headerFlood(t, 1<<20)})
+			res, body := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": testenv.HeaderFloodReceiver(t, 1<<20)})
 			if res.StatusCode != http.StatusCreated {
 				t.Fatalf("create: %d %s", res.StatusCode, body)
 			}
