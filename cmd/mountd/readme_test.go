@@ -46,4 +46,19 @@ func TestReadmeForNewUsers(t *testing.T) {
 	if strings.Contains(blocks, "sed") && regexp.MustCompile(`sed[^\n]*download`).MatchString(blocks) {
 		t.Error("the README extracts the download link with sed (it is JSON-escaped)")
 	}
+	// account.json holds a client secret: created readable by its owner only.
+	if !regexp.MustCompile(`umask 077[^\n]*accounts create[^\n]*account\.json`).MatchString(blocks) {
+		t.Error("the README writes account.json without umask 077 (the secret would be world-readable)")
+	}
+	// Every block runs in order on a fresh checkout: what a command uses
+	// was made by an earlier line (make run builds only bin/mountd).
+	for _, use := range []struct{ made, used string }{
+		{"> fw.bin", "--file fw.bin"},
+		{"make build", "./bin/mountctl"},
+	} {
+		made, used := strings.Index(blocks, use.made), strings.Index(blocks, use.used)
+		if used >= 0 && (made < 0 || made > used) {
+			t.Errorf("the README uses %q before any block makes it (%q)", use.used, use.made)
+		}
+	}
 }
