@@ -119,6 +119,9 @@ func (b *browserSession) text(sel string) string {
 func (b *browserSession) signIn(base, username string) {
 	b.t.Helper()
 	b.step("open the console", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`#signin`)))
+	if shown, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`getComputedStyle(document.getElementById('nav')).display !== 'none'`)); err != nil || shown {
+		b.t.Errorf("signed out, the console shows its navigation (%v)", err)
+	}
 	b.step("go to the login page", chromedp.Click(chromedp.CSS(`#signin`)), chromedp.WaitVisible(chromedp.CSS(`input[name=username]`)))
 	b.step("a wrong password",
 		chromedp.SendKeys(chromedp.CSS(`input[name=username]`), username),
