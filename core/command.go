@@ -24,6 +24,10 @@ const (
 	CmdSyncNfcTags    CommandCode = "SYNC_NFC_TAGS"
 )
 
+// CommandCodes lists every command code.
+var CommandCodes = []CommandCode{CmdAssociateOwner, CmdReleaseHelmet, CmdConfigureAlarm, CmdSetRFIDMode,
+	CmdAddNfcTag, CmdRemoveNfcTag, CmdSyncNfcTags}
+
 // CommandLifetime is how long a mount accepts a command after generation.
 const CommandLifetime = 5 * time.Minute
 

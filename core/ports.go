@@ -20,6 +20,11 @@ const (
 	EventCommandIssued        EventType = "COMMAND_ISSUED"
 )
 
+// EventTypes lists every event type, so that counters by type can show
+// zero before the first event.
+var EventTypes = []EventType{EventStatesReported, EventAssociationRequested, EventAssociationConfirmed,
+	EventAssociationExpired, EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued}
+
 // Event is something that happened to a mount, appended to the event log
 // in the transaction of the change.
 type Event struct {

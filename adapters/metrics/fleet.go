@@ -27,7 +27,7 @@ var _ core.FleetMeter = (*Fleet)(nil)
 
 // NewFleet counts on behalf of waker's users.
 func NewFleet(waker core.EventWaker) *Fleet {
-	return &Fleet{
+	f := &Fleet{
 		EventWaker: waker,
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mountd_events_total",
 			Help: "Events committed to the event log by this replica, by type."}, []string{"type"}),
@@ -38,6 +38,18 @@ func NewFleet(waker core.EventWaker) *Fleet {
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mountd_webhook_deliveries_total",
 			Help: "Webhook attempts made by this replica, by outcome (succeeded, failed)."}, []string{"outcome"}),
 	}
+	// Every known label at zero from the start: dashboards and alerts
+	// (rate(), absent()) see a series before its first event.
+	for _, t := range core.EventTypes {
+		f.events.WithLabelValues(string(t))
+	}
+	for _, c := range core.CommandCodes {
+		f.commands.WithLabelValues(string(c))
+	}
+	for _, o := range []string{"succeeded", "failed"} {
+		f.deliveries.WithLabelValues(o)
+	}
+	return f
 }
 
 // EventCommitted implements core.FleetMeter.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/client"
+	"github.com/mountd/mountd/core"
 )
 
 // metricValue reads one sample from a Prometheus text page; -1 when absent.
@@ -171,5 +172,30 @@ func TestInventedMethodsBounded(t *testing.T) {
 				t.Errorf("invented methods not counted as OTHER:\n%s", page)
 			}
 		})
+	}
+}
+
+// TestFleetCountersStartAtZero: before anything happened, every event
+// type, command code and delivery outcome has its counter at 0, so that
+// dashboards and alerts see the series from the start.
+func TestFleetCountersStartAtZero(t *testing.T) {
+	in := start(t, testConfig(t.TempDir(), ""))
+	res, body := in.call(http.MethodGet, "/metrics", "", nil)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("metrics: %d", res.StatusCode)
+	}
+	page := string(body)
+	var want []string
+	for _, e := range core.EventTypes {
+		want = append(want, fmt.Sprintf(`mountd_events_total{type=%q}`, e))
+	}
+	for _, c := range core.CommandCodes {
+		want = append(want, fmt.Sprintf(`mountd_commands_total{code=%q}`, c))
+	}
+	want = append(want, `mountd_webhook_deliveries_total{outcome="succeeded"}`, `mountd_webhook_deliveries_total{outcome="failed"}`)
+	for _, sample := range want {
+		if got := metricValue(page, sample); got != 0 {
+			t.Errorf("%s = %v on a fresh server, want 0", sample, got)
+		}
 	}
 }
