@@ -92,6 +92,12 @@ func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	blob, err := s.Blobs.Open(r.URL.Path, q.Get("expires"), q.Get("signature"))
 	if err != nil {
+		if core.ErrorCode(err) == core.CodeFirmwareNotFound {
+			// A valid link to a catalogued file that is not here: published
+			// on another machine without shared storage, or deleted.
+			s.Logger.ErrorContext(r.Context(), "a catalogued firmware file is missing from this replica's disk (is MOUNTD_BLOB_URL set on every replica and at firmware publish?)",
+				"path", r.URL.Path)
+		}
 		writeError(w, r, s.Logger, err)
 		return
 	}

@@ -243,3 +243,27 @@ func TestPublishRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestFirmwareOnLocalDiskWarns: publishing to this machine's disk while
+// the catalogue is in PostgreSQL (which other replicas share) says that
+// other replicas cannot serve the file and how to fix it; on the embedded
+// default, where one process serves everything, it says nothing.
+func TestFirmwareOnLocalDiskWarns(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			path := filepath.Join(t.TempDir(), "fw.bin")
+			if err := os.WriteFile(path, []byte("firmware image"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, err := in.tryCLI("firmware", "publish", "--model", "HM-9", "--revision", "1.0.0", "--file", path)
+			if err != nil {
+				t.Fatalf("publish: %v\n%s", err, stderr)
+			}
+			warned := strings.Contains(stderr, "MOUNTD_BLOB_URL") && strings.Contains(stderr, "other replicas")
+			if shared := strings.HasPrefix(in.cfg.DatabaseURL, "postgres"); warned != shared {
+				t.Errorf("on %s, publish warned %v (want %v): %q", name, warned, shared, stderr)
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -115,6 +116,9 @@ func newCommandWithInput(stdin io.Reader, stdout, stderr io.Writer) *cli.Command
 								return err
 							}
 							defer cleanup()
+							if warning := localBlobsWarning(*cfg); warning != "" {
+								logger().Warn(warning)
+							}
 							v, err := fw.Publish(ctx, cmd.String("model"), cmd.String("revision"), since, cmd.Bool("mandatory"), f)
 							if err != nil {
 								return cliError(err)
@@ -303,6 +307,17 @@ const MaxHeaderBytes = 64 << 10
 
 // serve runs the server until ctx ends, then shuts down gracefully. When
 // ready is not nil it receives the bound address once requests are served.
+// localBlobsWarning is what to tell an operator whose firmware files go to
+// this machine's disk while the catalogue is in a database that other
+// replicas share: they would offer the files and answer their links 404.
+func localBlobsWarning(cfg Config) string {
+	if cfg.BlobURL != "" || !strings.HasPrefix(cfg.DatabaseURL, "postgres") {
+		return ""
+	}
+	return "firmware files are stored on this machine's disk (" + filepath.Join(cfg.DataDir, "blobs") +
+		") while the catalogue is in PostgreSQL: other replicas cannot serve them; set MOUNTD_BLOB_URL to S3-compatible storage"
+}
+
 func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- string) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -328,6 +343,9 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 		return err
 	}
 	defer cleanup()
+	if warning := localBlobsWarning(cfg); warning != "" {
+		logger.Warn(warning)
+	}
 	workerCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	var workers sync.WaitGroup
 	workers.Go(func() {
