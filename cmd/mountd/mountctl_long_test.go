@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mountd/mountd/adapters/testenv"
 )
 
 var (
@@ -69,12 +71,23 @@ func battery(out string) []string {
 // with SIGTERM, another started on the same address and database): they
 // print every report made before, during and after, once each, in order.
 func TestMountctlOutlivesTokensAndRestarts(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		addr := freeAddr(t)
+		data := t.TempDir()
+		outlive(t, addr, []string{"MOUNTD_DATABASE_URL=sqlite://" + filepath.Join(data, "mountd.db"), "MOUNTD_DATA_DIR=" + data,
+			"MOUNTD_MASTER_KEY=" + strings.Repeat("cd", 32), "MOUNTD_PUBLIC_URL=http://" + addr, "MOUNTD_PROJECT_ID=mountd",
+			"MOUNTD_IDP_NAME=mountd", "MOUNTD_LOG_LEVEL=warn", "MOUNTD_TOKEN_TTL=4s"})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		addr := freeAddr(t)
+		redisURL, prefix := testenv.RedisURL(t)
+		outlive(t, addr, replicaEnv(t, testenv.PostgresURL(t), redisURL, "http://"+addr, "MOUNTD_TOKEN_TTL=4s",
+			"MOUNTD_REDIS_PREFIX="+prefix)) // the last of a name wins
+	})
+}
+
+func outlive(t *testing.T, addr string, env []string) {
 	bin := mountctlBinary(t)
-	addr := freeAddr(t)
-	data := t.TempDir()
-	env := []string{"MOUNTD_DATABASE_URL=sqlite://" + filepath.Join(data, "mountd.db"), "MOUNTD_DATA_DIR=" + data,
-		"MOUNTD_MASTER_KEY=" + strings.Repeat("cd", 32), "MOUNTD_PUBLIC_URL=http://" + addr, "MOUNTD_PROJECT_ID=mountd",
-		"MOUNTD_IDP_NAME=mountd", "MOUNTD_LOG_LEVEL=warn", "MOUNTD_TOKEN_TTL=4s"}
 	p := startProc(t, addr, env)
 	api, creds := p.ownerClient(t, "Fleet")
 	associate(t, api, "LONG-0001")
