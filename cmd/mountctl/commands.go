@@ -107,7 +107,7 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 						Pagination map[string]int `json:"pagination"`
 					}
 					q := url.Values{"currentPage": {fmt.Sprint(cmd.Int("page"))}, "pageSize": {fmt.Sprint(cmd.Int("page-size"))}}
-					if err := s.call(ctx, http.MethodGet, "/mounts?"+q.Encode(), nil, &page); err != nil {
+					if err := s.pageCall(ctx, "/mounts?"+q.Encode(), &page); err != nil {
 						return err
 					}
 					return out.print(page, func(w io.Writer) {

@@ -190,3 +190,51 @@ func TestMountctlSaysWhatHappened(t *testing.T) {
 		}
 	}
 }
+
+// TestMountctlWebhooksAndPages: the webhook subcommands beyond create, and
+// page errors naming mountctl's flags.
+func TestMountctlWebhooksAndPages(t *testing.T) {
+	bin := mountctlBinary(t)
+	in := start(t, testConfig(t.TempDir(), ""))
+	acc := in.createAccount("Fleet")
+	mountctl := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "MOUNTCTL_API=" + in.base,
+			"MOUNTCTL_CLIENT_ID=" + acc.ClientID, "MOUNTCTL_CLIENT_SECRET=" + acc.ClientSecret}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := mountctl(args...)
+		if err != nil {
+			t.Fatalf("mountctl %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	for _, args := range [][]string{{"mounts", "list", "--page-size", "1000"}, {"webhooks", "list", "--page-size", "0"}} {
+		if out, err := mountctl(args...); err == nil || !strings.Contains(out, "--page-size") || strings.Contains(out, "; pageSize") {
+			t.Errorf("%v: %v\n%s", args, err, out)
+		}
+	}
+	var hook struct{ ID, Secret string }
+	if err := json.Unmarshal([]byte(must("--json", "webhooks", "create", "https://203.0.113.10/hooks")), &hook); err != nil {
+		t.Fatal(err)
+	}
+	if out := must("webhooks", "disable", hook.ID); !strings.Contains(out, "disabled") {
+		t.Errorf("disable:\n%s", out)
+	}
+	if out := must("webhooks", "enable", hook.ID); !strings.Contains(out, "enabled") {
+		t.Errorf("enable:\n%s", out)
+	}
+	if out := must("webhooks", "rotate-secret", hook.ID); !strings.Contains(out, "whsec_") || strings.Contains(out, hook.Secret) {
+		t.Errorf("rotate-secret:\n%s", out)
+	}
+	must("webhooks", "delete", hook.ID)
+	if out := must("webhooks", "list"); strings.Contains(out, hook.ID) {
+		t.Errorf("deleted webhook still listed:\n%s", out)
+	}
+	if out, err := mountctl("webhooks", "delete", hook.ID); err == nil || !strings.Contains(out, "WEBHOOK_NOT_FOUND") {
+		t.Errorf("delete twice: %v\n%s", err, out)
+	}
+}
