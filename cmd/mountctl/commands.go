@@ -100,12 +100,35 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 		Commands: []*cli.Command{
 			{
 				Name: "list", Usage: "list mounts",
-				Flags: []cli.Flag{&cli.IntFlag{Name: "page", Value: 1}, &cli.IntFlag{Name: "page-size", Value: 20}},
+				Flags: []cli.Flag{&cli.IntFlag{Name: "page", Value: 1}, &cli.IntFlag{Name: "page-size", Value: 20},
+					&cli.BoolFlag{Name: "all", Usage: "every page (100 mounts a call), not one"}},
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					var page struct {
+					type mountPage struct {
 						Mounts     []mountView    `json:"mounts"`
 						Pagination map[string]int `json:"pagination"`
 					}
+					if cmd.Bool("all") {
+						var all []mountView
+						for n := 1; ; n++ {
+							var page mountPage
+							q := url.Values{"currentPage": {fmt.Sprint(n)}, "pageSize": {"100"}}
+							if err := s.pageCall(ctx, "/mounts?"+q.Encode(), &page); err != nil {
+								return err
+							}
+							all = append(all, page.Mounts...)
+							// The last page, or an empty one (mounts deleted meanwhile).
+							if len(page.Mounts) == 0 || n >= page.Pagination["totalPages"] {
+								break
+							}
+						}
+						return out.print(map[string]any{"mounts": all, "totalItems": len(all)}, func(w io.Writer) {
+							for _, m := range all {
+								fmt.Fprintln(w, m.line())
+							}
+							fmt.Fprintf(w, "%d mounts\n", len(all))
+						})
+					}
+					var page mountPage
 					q := url.Values{"currentPage": {fmt.Sprint(cmd.Int("page"))}, "pageSize": {fmt.Sprint(cmd.Int("page-size"))}}
 					if err := s.pageCall(ctx, "/mounts?"+q.Encode(), &page); err != nil {
 						return err

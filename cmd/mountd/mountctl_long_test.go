@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/adapters/testenv"
+	"github.com/mountd/mountd/client"
 )
 
 var (
@@ -236,5 +237,52 @@ func TestMountctlWebhooksAndPages(t *testing.T) {
 	}
 	if out, err := mountctl("webhooks", "delete", hook.ID); err == nil || !strings.Contains(out, "WEBHOOK_NOT_FOUND") {
 		t.Errorf("delete twice: %v\n%s", err, out)
+	}
+}
+
+// TestMountctlListsAllAndFirmware: mounts list --all pages through every
+// mount; firmware list and check show the catalogue.
+func TestMountctlListsAllAndFirmware(t *testing.T) {
+	bin := mountctlBinary(t)
+	in := start(t, testConfig(t.TempDir(), ""))
+	acc := in.createAccount("Fleet")
+	mountctl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "MOUNTCTL_API=" + in.base,
+			"MOUNTCTL_CLIENT_ID=" + acc.ClientID, "MOUNTCTL_CLIENT_SECRET=" + acc.ClientSecret}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mountctl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	api := client.New(in.base, client.CredentialsSource(client.ClientCredentials(in.base, acc.ClientID, acc.ClientSecret,
+		[]string{"openid", "sub", audItem}), nil))
+	for i := range 101 {
+		associate(t, api, fmt.Sprintf("ALL-%04d", i))
+	}
+	out := mountctl("mounts", "list", "--all")
+	if !strings.Contains(out, "ALL-0000") || !strings.Contains(out, "ALL-0100") || !strings.Contains(out, "101 mounts") {
+		t.Errorf("mounts list --all:\n%s", out)
+	}
+	var all struct {
+		Mounts     []mountView `json:"mounts"`
+		TotalItems int         `json:"totalItems"`
+	}
+	if err := json.Unmarshal([]byte(mountctl("--json", "mounts", "list", "--all")), &all); err != nil || len(all.Mounts) != 101 || all.TotalItems != 101 {
+		t.Errorf("mounts list --all --json: %v, %d mounts, total %d", err, len(all.Mounts), all.TotalItems)
+	}
+
+	in.publish(t, "HM-1", "1.3.0", 1000)
+	in.publish(t, "HM-1", "1.4.0", 1000)
+	if out := mountctl("firmware", "list", "--model", "HM-1"); !strings.Contains(out, "HM-1 1.3.0") || !strings.Contains(out, "HM-1 1.4.0") {
+		t.Errorf("firmware list:\n%s", out)
+	}
+	if out := mountctl("firmware", "check", "--model", "HM-1", "--revision", "1.3.0"); !strings.Contains(out, "UPDATE_AVAILABLE: HM-1 1.4.0") {
+		t.Errorf("firmware check (older):\n%s", out)
+	}
+	if out := mountctl("firmware", "check", "--model", "HM-1", "--revision", "1.4.0"); strings.TrimSpace(out) != "UP_TO_DATE" {
+		t.Errorf("firmware check (latest):\n%s", out)
 	}
 }
