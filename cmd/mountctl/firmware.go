@@ -97,7 +97,7 @@ func firmwareCommand(s *settings, out *printer) *cli.Command {
 					return err
 				}
 				path := cmd.String("output")
-				if err := download(ctx, d.DownloadLink, path, d.Version.SHA256, d.Version.Size, cmd.Bool("force")); err != nil {
+				if err := download(ctx, d.DownloadLink, path, d.Version.SHA256, d.Version.Size, cmd.Bool("force"), newProgress(d.Version.Size)); err != nil {
 					return err
 				}
 				result := map[string]any{"file": path, "modelNumber": d.Version.ModelNumber,
@@ -113,8 +113,9 @@ func firmwareCommand(s *settings, out *printer) *cli.Command {
 
 // download fetches link into path through a temporary file in the same
 // folder, renamed only once size and SHA-256 match: a failed or tampered
-// download never leaves a file that looks complete.
-func download(ctx context.Context, link, path, wantSHA256 string, wantSize int64, force bool) error {
+// download never leaves a file that looks complete. show, when not nil,
+// counts the bytes as they come.
+func download(ctx context.Context, link, path, wantSHA256 string, wantSize int64, force bool, show *progress) error {
 	if !force {
 		if _, err := os.Stat(path); err == nil {
 			return fmt.Errorf("%s exists; pass --force to overwrite it", path)
@@ -141,7 +142,11 @@ func download(ctx context.Context, link, path, wantSHA256 string, wantSize int64
 	defer os.Remove(tmp.Name()) // after a successful rename, there is nothing left to remove
 	h := sha256.New()
 	// One byte more than announced tells a longer file from a complete one.
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(res.Body, wantSize+1))
+	dst := io.MultiWriter(tmp, h)
+	if show != nil {
+		dst = io.MultiWriter(tmp, h, show)
+	}
+	n, err := io.Copy(dst, io.LimitReader(res.Body, wantSize+1))
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
