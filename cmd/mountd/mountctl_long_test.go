@@ -117,6 +117,11 @@ func outlive(t *testing.T, addr string, env []string) {
 		}
 	}
 
+	// watch says so once its subscription is sent; give the server a moment
+	// to register it (a report before that is not live for it, and it has
+	// no cursor yet).
+	time.Sleep(time.Second)
+
 	var want []string
 	post := func(n int) {
 		for range n {
