@@ -83,6 +83,16 @@ func New(base string, src oauth2.TokenSource, opts ...Options) *Client {
 	return &Client{base: strings.TrimRight(base, "/"), http: hc, tokens: &tokens{src: src}}
 }
 
+// Renews says whether the client's token source gives a fresh token when
+// the server refuses one (client credentials), rather than one fixed token.
+func (c *Client) Renews() bool {
+	_, ok := c.tokens.src.(interface{ Forget() })
+	return ok
+}
+
+// Token returns a current access token of the client's source.
+func (c *Client) Token() (string, error) { return c.tokens.token() }
+
 // Base is the server root the client calls.
 func (c *Client) Base() string { return c.base }
 

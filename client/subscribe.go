@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -32,11 +33,19 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 		Type    string          `json:"type"`
 		Payload json.RawMessage `json:"payload,omitempty"`
 	}
+	acked := false
 	read := func() (message, error) {
 		var m message
 		if err := wsjson.Read(ctx, conn, &m); err != nil {
 			if status := websocket.CloseStatus(err); status != -1 {
-				return m, fmt.Errorf("the server closed the connection (%d)", status)
+				var ce websocket.CloseError
+				errors.As(err, &ce)
+				if status == 4401 || status == 4403 {
+					// The token expired or was refused: a renewing source
+					// gives a fresh one on the next Subscribe.
+					c.tokens.refused()
+				}
+				return m, &CloseError{Code: int(status), Reason: ce.Reason, Acked: acked}
 			}
 			return m, err
 		}
@@ -52,9 +61,10 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("%w: check the token", err)
+			return err
 		}
 		if m.Type == "connection_ack" {
+			acked = true
 			break
 		}
 	}
@@ -80,7 +90,7 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 		case "ping":
 			_ = wsjson.Write(ctx, conn, map[string]string{"type": "pong"})
 		case "error":
-			return fmt.Errorf("subscription refused: %s", m.Payload)
+			return refused(m.Payload)
 		case "complete":
 			return nil
 		case "next":
@@ -92,11 +102,67 @@ func (c *Client) Subscribe(ctx context.Context, query string, vars map[string]an
 				return err
 			}
 			if len(res.Errors) > 0 && string(res.Errors) != "null" {
-				return fmt.Errorf("subscription error: %s", res.Errors)
+				return refused(res.Errors)
 			}
 			if err := next(res.Data); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// CloseError is the server closing a subscription's socket.
+type CloseError struct {
+	Code   int
+	Reason string
+	// Acked: the server had accepted the connection (a token that expired
+	// since, rather than one refused at the start).
+	Acked bool
+}
+
+func (e *CloseError) Error() string {
+	switch e.Code {
+	case 1001:
+		return "the server is going away (restart or shutdown)"
+	case 4401, 4403:
+		if e.Acked {
+			return "the token expired"
+		}
+		return "the server refused the token (expired, revoked or of another server)"
+	case 1013:
+		return "the server closed the connection: this client read too slowly"
+	}
+	if e.Reason != "" {
+		return fmt.Sprintf("the server closed the connection: %s (%d)", e.Reason, e.Code)
+	}
+	return fmt.Sprintf("the server closed the connection (%d)", e.Code)
+}
+
+// RefusedError is a subscription the server refused or ended with errors,
+// e.g. a mount that does not exist.
+type RefusedError struct {
+	Code    string // extensions.code, e.g. NOT_FOUND
+	Message string
+}
+
+func (e *RefusedError) Error() string {
+	if e.Message == "" {
+		return "subscription refused: " + e.Code
+	}
+	return e.Message
+}
+
+// refused reads GraphQL errors ([{message, extensions: {code}}]) into a
+// RefusedError, so that the caller prints the message, not the JSON.
+func refused(raw json.RawMessage) error {
+	var errs []struct {
+		Message    string `json:"message"`
+		Extensions struct {
+			Code string `json:"code"`
+		} `json:"extensions"`
+	}
+	if json.Unmarshal(raw, &errs) != nil || len(errs) == 0 {
+		return &RefusedError{Message: "subscription refused: " + string(raw)}
+	}
+	return &RefusedError{Code: errs[0].Extensions.Code, Message: errs[0].Message}
 }

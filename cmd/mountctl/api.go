@@ -2,15 +2,33 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/mountd/mountd/client"
 )
 
-// api is the client of mountd with the command's token.
+// api is the client of mountd with the command's token or, without one,
+// with owner tokens from the client credentials, renewed before they
+// expire and when the server refuses one.
 func (s *settings) api() *client.Client {
-	return client.New(s.API, client.StaticToken(s.Token))
+	if s.client != nil {
+		return s.client
+	}
+	if s.Token == "" && s.ClientID != "" && s.ClientSecret != "" {
+		s.client = client.New(s.API, client.CredentialsSource(
+			client.ClientCredentials(s.API, s.ClientID, s.ClientSecret, ownerScope("mountd", "mountd")), nil))
+	} else {
+		s.client = client.New(s.API, client.StaticToken(s.Token))
+	}
+	return s.client
+}
+
+// ownerScope is the scope of an owner token of the embedded identity
+// provider (the audience item names the idp and project).
+func ownerScope(idpName, projectID string) []string {
+	return []string{"openid", "sub", fmt.Sprintf("urn:%s:iam:org:project:id:%s:aud", idpName, projectID), "role:owner"}
 }
 
 // call sends an API call (path under /api/v1) and decodes the answer into out.

@@ -23,8 +23,6 @@ func tokenCommand(s *settings, out *printer) *cli.Command {
 		Name:  "token",
 		Usage: "get an access token with client credentials (prints the token)",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "client-id", Usage: "the account's client id", Sources: cli.EnvVars("MOUNTCTL_CLIENT_ID")},
-			&cli.StringFlag{Name: "client-secret", Usage: "its secret (prefer the variable: ps shows flags)", Sources: cli.EnvVars("MOUNTCTL_CLIENT_SECRET")},
 			&cli.StringFlag{Name: "role", Value: "owner", Usage: "owner or restricted"},
 			&cli.StringSliceFlag{Name: "mount", Usage: "restrict to this mount uid (repeatable)"},
 			&cli.StringFlag{Name: "idp-name", Value: "mountd", Usage: "the <idp> of the audience item"},
@@ -33,10 +31,10 @@ func tokenCommand(s *settings, out *printer) *cli.Command {
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			// One line naming what is missing, rather than the whole help.
 			var missing []string
-			if cmd.String("client-id") == "" {
+			if s.ClientID == "" {
 				missing = append(missing, "--client-id (or MOUNTCTL_CLIENT_ID)")
 			}
-			if cmd.String("client-secret") == "" {
+			if s.ClientSecret == "" {
 				missing = append(missing, "--client-secret (or MOUNTCTL_CLIENT_SECRET)")
 			}
 			if len(missing) > 0 {
@@ -46,11 +44,12 @@ func tokenCommand(s *settings, out *printer) *cli.Command {
 			if role != "owner" && role != "restricted" {
 				return fmt.Errorf("--role must be owner or restricted")
 			}
-			scope := []string{"openid", "sub", fmt.Sprintf("urn:%s:iam:org:project:id:%s:aud", cmd.String("idp-name"), cmd.String("project-id")), "role:" + role}
+			scope := ownerScope(cmd.String("idp-name"), cmd.String("project-id"))
+			scope[len(scope)-1] = "role:" + role
 			for _, m := range cmd.StringSlice("mount") {
 				scope = append(scope, "mount:"+m)
 			}
-			tok, err := s.requestToken(ctx, cmd.String("client-id"), cmd.String("client-secret"), scope)
+			tok, err := s.requestToken(ctx, s.ClientID, s.ClientSecret, scope)
 			if err != nil {
 				return err
 			}
@@ -101,14 +100,37 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 		Commands: []*cli.Command{
 			{
 				Name: "list", Usage: "list mounts",
-				Flags: []cli.Flag{&cli.IntFlag{Name: "page", Value: 1}, &cli.IntFlag{Name: "page-size", Value: 20}},
+				Flags: []cli.Flag{&cli.IntFlag{Name: "page", Value: 1}, &cli.IntFlag{Name: "page-size", Value: 20},
+					&cli.BoolFlag{Name: "all", Usage: "every page (100 mounts a call), not one"}},
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					var page struct {
+					type mountPage struct {
 						Mounts     []mountView    `json:"mounts"`
 						Pagination map[string]int `json:"pagination"`
 					}
+					if cmd.Bool("all") {
+						var all []mountView
+						for n := 1; ; n++ {
+							var page mountPage
+							q := url.Values{"currentPage": {fmt.Sprint(n)}, "pageSize": {"100"}}
+							if err := s.pageCall(ctx, "/mounts?"+q.Encode(), &page); err != nil {
+								return err
+							}
+							all = append(all, page.Mounts...)
+							// The last page, or an empty one (mounts deleted meanwhile).
+							if len(page.Mounts) == 0 || n >= page.Pagination["totalPages"] {
+								break
+							}
+						}
+						return out.print(map[string]any{"mounts": all, "totalItems": len(all)}, func(w io.Writer) {
+							for _, m := range all {
+								fmt.Fprintln(w, m.line())
+							}
+							fmt.Fprintf(w, "%d mounts\n", len(all))
+						})
+					}
+					var page mountPage
 					q := url.Values{"currentPage": {fmt.Sprint(cmd.Int("page"))}, "pageSize": {fmt.Sprint(cmd.Int("page-size"))}}
-					if err := s.call(ctx, http.MethodGet, "/mounts?"+q.Encode(), nil, &page); err != nil {
+					if err := s.pageCall(ctx, "/mounts?"+q.Encode(), &page); err != nil {
 						return err
 					}
 					return out.print(page, func(w io.Writer) {
@@ -351,11 +373,15 @@ func (s *settings) sdkClient() (*sdk.Client, func(), error) {
 	if err := s.requireToken(); err != nil {
 		return nil, nil, err
 	}
+	token, err := s.api().Token()
+	if err != nil {
+		return nil, nil, err
+	}
 	radio, closeRadio, err := openRadio(s.BLE)
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := sdk.New(sdk.Config{BaseURL: s.apiBase(), Token: s.Token, Radio: radio})
+	client, err := sdk.New(sdk.Config{BaseURL: s.apiBase(), Token: token, Radio: radio})
 	if err != nil {
 		closeRadio()
 		return nil, nil, err

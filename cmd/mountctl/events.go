@@ -66,7 +66,9 @@ func eventsCommand(s *settings, out *printer) *cli.Command {
 				fmt.Fprintln(cmd.Root().ErrWriter, "following the event log (Ctrl-C to stop)")
 			}
 			api := s.api()
-			for {
+			stored := after
+			var b backoff
+			for first := true; ; first = false {
 				if after != "" {
 					q.Set("after", after)
 				}
@@ -80,12 +82,23 @@ func eventsCommand(s *settings, out *printer) *cli.Command {
 					func(f client.FieldError) bool { return f.Field == "after" }) {
 					return fmt.Errorf("the server does not take the stored cursor (one of an older version, or of another installation): run again with --from-start")
 				}
+				if ctx.Err() != nil {
+					return nil
+				}
 				if err != nil {
-					if ctx.Err() != nil {
+					// Following, after the first answer, a restart, a stopped
+					// replica or the network only delays the next page: it
+					// resumes after the last event printed.
+					if first || !cmd.Bool("follow") || !retryable(err, api.Renews()) {
+						return explain(err, api.Renews())
+					}
+					fmt.Fprintf(cmd.Root().ErrWriter, "mountctl: %v; retrying\n", err)
+					if !b.wait(ctx) {
 						return nil
 					}
-					return err
+					continue
 				}
+				b.reset()
 				for _, ev := range page.Events {
 					if err := out.print(ev, func(w io.Writer) { fmt.Fprintln(w, describeEvent(ev)) }); err != nil {
 						return err
@@ -98,6 +111,10 @@ func eventsCommand(s *settings, out *printer) *cli.Command {
 				}
 				after = page.Next
 				if len(page.Events) == 0 && !cmd.Bool("follow") {
+					if first && stored != "" {
+						// Silence would look like a broken command or an empty log.
+						fmt.Fprintf(cmd.Root().ErrWriter, "no events after %s; --from-start reads from the beginning\n", stored)
+					}
 					return nil
 				}
 			}
@@ -112,7 +129,11 @@ func defaultCursorFile(s *settings) string {
 	if err != nil {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(s.API + "\x00" + tokenAccount(s.Token)))
+	token := s.Token
+	if token == "" {
+		token, _ = s.api().Token() // the renewed tokens are of one account
+	}
+	sum := sha256.Sum256([]byte(s.API + "\x00" + tokenAccount(token)))
 	return filepath.Join(dir, "mountctl", "events-"+hex.EncodeToString(sum[:8]))
 }
 

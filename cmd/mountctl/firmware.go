@@ -18,8 +18,59 @@ import (
 func firmwareCommand(s *settings, out *printer) *cli.Command {
 	return &cli.Command{
 		Name:  "firmware",
-		Usage: "firmware of the catalogue",
+		Usage: "firmware of the catalogue: list, check, download",
 		Commands: []*cli.Command{{
+			Name:  "list",
+			Usage: "list the catalogue's versions (deprecated ones too)",
+			Flags: []cli.Flag{&cli.StringFlag{Name: "model", Usage: "this model only"},
+				&cli.IntFlag{Name: "page", Value: 1}, &cli.IntFlag{Name: "page-size", Value: 10}},
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				q := url.Values{"currentPage": {fmt.Sprint(cmd.Int("page"))}, "pageSize": {fmt.Sprint(cmd.Int("page-size"))}}
+				if m := cmd.String("model"); m != "" {
+					q.Set("modelNumber", m)
+				}
+				var page struct {
+					Versions   []firmwareVersion `json:"versions"`
+					Pagination map[string]int    `json:"pagination"`
+				}
+				if err := s.pageCall(ctx, "/firmware/versions?"+q.Encode(), &page); err != nil {
+					return err
+				}
+				return out.print(page, func(w io.Writer) {
+					for _, v := range page.Versions {
+						fmt.Fprintln(w, v.line())
+					}
+					fmt.Fprintf(w, "page %d of %d, %d versions\n", page.Pagination["currentPage"], page.Pagination["totalPages"], page.Pagination["totalItems"])
+				})
+			},
+		}, {
+			Name:  "check",
+			Usage: "whether a model at a revision has an update",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "model", Usage: "model number", Required: true},
+				&cli.StringFlag{Name: "revision", Usage: "the installed software revision (default: none, so the latest is offered)"},
+			},
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				q := url.Values{"modelNumber": {cmd.String("model")}}
+				if r := cmd.String("revision"); r != "" {
+					q.Set("softwareRevision", r)
+				}
+				var res struct {
+					Code    string           `json:"code"`
+					Version *firmwareVersion `json:"version,omitempty"`
+				}
+				if err := s.call(ctx, http.MethodGet, "/firmware/check-update?"+q.Encode(), nil, &res); err != nil {
+					return err
+				}
+				return out.print(res, func(w io.Writer) {
+					if res.Version == nil {
+						fmt.Fprintln(w, res.Code)
+						return
+					}
+					fmt.Fprintf(w, "%s: %s\n", res.Code, res.Version.line())
+				})
+			},
+		}, {
 			Name:  "download",
 			Usage: "download a firmware file, checking its SHA-256 and size",
 			Flags: []cli.Flag{
@@ -46,7 +97,7 @@ func firmwareCommand(s *settings, out *printer) *cli.Command {
 					return err
 				}
 				path := cmd.String("output")
-				if err := download(ctx, d.DownloadLink, path, d.Version.SHA256, d.Version.Size, cmd.Bool("force")); err != nil {
+				if err := download(ctx, d.DownloadLink, path, d.Version.SHA256, d.Version.Size, cmd.Bool("force"), newProgress(d.Version.Size)); err != nil {
 					return err
 				}
 				result := map[string]any{"file": path, "modelNumber": d.Version.ModelNumber,
@@ -62,8 +113,9 @@ func firmwareCommand(s *settings, out *printer) *cli.Command {
 
 // download fetches link into path through a temporary file in the same
 // folder, renamed only once size and SHA-256 match: a failed or tampered
-// download never leaves a file that looks complete.
-func download(ctx context.Context, link, path, wantSHA256 string, wantSize int64, force bool) error {
+// download never leaves a file that looks complete. show, when not nil,
+// counts the bytes as they come.
+func download(ctx context.Context, link, path, wantSHA256 string, wantSize int64, force bool, show *progress) error {
 	if !force {
 		if _, err := os.Stat(path); err == nil {
 			return fmt.Errorf("%s exists; pass --force to overwrite it", path)
@@ -90,7 +142,11 @@ func download(ctx context.Context, link, path, wantSHA256 string, wantSize int64
 	defer os.Remove(tmp.Name()) // after a successful rename, there is nothing left to remove
 	h := sha256.New()
 	// One byte more than announced tells a longer file from a complete one.
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(res.Body, wantSize+1))
+	dst := io.MultiWriter(tmp, h)
+	if show != nil {
+		dst = io.MultiWriter(tmp, h, show)
+	}
+	n, err := io.Copy(dst, io.LimitReader(res.Body, wantSize+1))
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -104,4 +160,26 @@ func download(ctx context.Context, link, path, wantSHA256 string, wantSize int64
 		return errors.New("download: the SHA-256 does not match the catalogue's; nothing written")
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// firmwareVersion is a version of the catalogue as the API shows it.
+type firmwareVersion struct {
+	ModelNumber      string `json:"modelNumber"`
+	SoftwareRevision string `json:"softwareRevision"`
+	AvailableSince   string `json:"availableSince"`
+	Deprecated       bool   `json:"deprecated"`
+	Mandatory        bool   `json:"mandatory"`
+	SHA256           string `json:"sha256"`
+	Size             int64  `json:"size"`
+}
+
+func (v firmwareVersion) line() string {
+	line := fmt.Sprintf("%s %s  %d bytes  since %s", v.ModelNumber, v.SoftwareRevision, v.Size, v.AvailableSince)
+	if v.Mandatory {
+		line += "  mandatory"
+	}
+	if v.Deprecated {
+		line += "  deprecated"
+	}
+	return line
 }

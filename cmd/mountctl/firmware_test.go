@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDownload: a file is written only when its size and SHA-256 match,
@@ -52,7 +53,7 @@ func TestDownload(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := download(context.Background(), tc.link, path, tc.sha, tc.size, tc.force)
+			err := download(context.Background(), tc.link, path, tc.sha, tc.size, tc.force, nil)
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("download = %v, want %q", err, tc.wantErr)
 			}
@@ -69,5 +70,25 @@ func TestDownload(t *testing.T) {
 				t.Fatalf("temporary files left: %v", entries)
 			}
 		})
+	}
+}
+
+// TestProgressAfterASecond: the bar appears only once the download has
+// taken more than a second, and then shows the bytes already received.
+func TestProgressAfterASecond(t *testing.T) {
+	var out strings.Builder
+	now := time.Unix(1_700_000_000, 0)
+	p := &progress{w: &out, size: 4 << 20, now: func() time.Time { return now }}
+	chunk := make([]byte, 1<<20)
+	_, _ = p.Write(chunk)
+	now = now.Add(900 * time.Millisecond)
+	_, _ = p.Write(chunk)
+	if out.Len() != 0 {
+		t.Fatalf("a bar within the first second: %q", out.String())
+	}
+	now = now.Add(200 * time.Millisecond)
+	_, _ = p.Write(chunk)
+	if !strings.Contains(out.String(), "downloading") || !strings.Contains(out.String(), "75%") {
+		t.Fatalf("no bar after a second: %q", out.String())
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/internal/version"
 )
 
@@ -31,11 +32,15 @@ func main() {
 
 // settings are the global flags.
 type settings struct {
-	API     string
-	Token   string
-	BLE     string
-	JSON    bool
-	Timeout time.Duration
+	API          string
+	Token        string
+	ClientID     string
+	ClientSecret string
+	BLE          string
+	JSON         bool
+	Timeout      time.Duration
+
+	client *client.Client // made once: one renewing token source per run
 }
 
 func newCommand(stdout, stderr io.Writer) *cli.Command {
@@ -50,6 +55,10 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "api", Value: "http://127.0.0.1:8080", Usage: "mountd's address (the identity provider's issuer too)", Sources: cli.EnvVars("MOUNTCTL_API"), Destination: &s.API},
 			&cli.StringFlag{Name: "token", Usage: "access token (from mountctl token)", Sources: cli.EnvVars("MOUNTCTL_TOKEN"), Destination: &s.Token},
+			// Global, so that without --token every command gets and renews
+			// its own owner token (watch and events --follow outlive one).
+			&cli.StringFlag{Name: "client-id", Usage: "the account's client id: without --token, mountctl gets and renews its own owner token", Sources: cli.EnvVars("MOUNTCTL_CLIENT_ID"), Destination: &s.ClientID},
+			&cli.StringFlag{Name: "client-secret", Usage: "its secret (prefer the variable: ps shows flags)", Sources: cli.EnvVars("MOUNTCTL_CLIENT_SECRET"), Destination: &s.ClientSecret},
 			&cli.StringFlag{Name: "ble", Value: "sim://127.0.0.1:7390", Usage: "BLE radio: sim://HOST:PORT (mountsim's simulated radio) or bluez (this machine's adapter)", Sources: cli.EnvVars("MOUNTCTL_BLE"), Destination: &s.BLE},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON for scripts", Destination: &s.JSON},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "overall time limit of a command", Destination: &s.Timeout},
@@ -84,8 +93,8 @@ func (p *printer) print(v any, human func(w io.Writer)) error {
 }
 
 func (s *settings) requireToken() error {
-	if s.Token == "" {
-		return errors.New("a token is needed: pass --token or set MOUNTCTL_TOKEN (see `mountctl token`)")
+	if s.Token == "" && (s.ClientID == "" || s.ClientSecret == "") {
+		return errors.New("a token is needed: pass --token or set MOUNTCTL_TOKEN (see `mountctl token`), or set MOUNTCTL_CLIENT_ID and MOUNTCTL_CLIENT_SECRET")
 	}
 	return nil
 }

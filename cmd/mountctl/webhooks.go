@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,12 +36,28 @@ func pageQuery(cmd *cli.Command) string {
 	return url.Values{"currentPage": {fmt.Sprint(cmd.Int("page"))}, "pageSize": {fmt.Sprint(cmd.Int("page-size"))}}.Encode()
 }
 
+// pageCall is a call with --page and --page-size whose validation errors
+// name those flags rather than the API's currentPage and pageSize.
+func (s *settings) pageCall(ctx context.Context, path string, out any) error {
+	err := s.call(ctx, http.MethodGet, path, nil, out)
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) {
+		flags := map[string]string{"currentPage": "--page", "pageSize": "--page-size"}
+		for i, f := range apiErr.Fields {
+			if flag, ok := flags[f.Field]; ok {
+				apiErr.Fields[i].Field = flag
+			}
+		}
+	}
+	return err
+}
+
 var pageFlags = []cli.Flag{&cli.IntFlag{Name: "page", Value: 1}, &cli.IntFlag{Name: "page-size", Value: 20}}
 
 func webhooksCommand(s *settings, out *printer) *cli.Command {
 	return &cli.Command{
 		Name:  "webhooks",
-		Usage: "webhooks of the account: create, list, deliveries",
+		Usage: "webhooks of the account: create, list, deliveries, delete, disable, enable, rotate-secret",
 		Commands: []*cli.Command{
 			{
 				Name: "create", Usage: "send the account's events to URL (the secret is printed once)", ArgsUsage: "URL",
@@ -77,7 +94,7 @@ func webhooksCommand(s *settings, out *printer) *cli.Command {
 						Webhooks   []webhookView  `json:"webhooks"`
 						Pagination map[string]int `json:"pagination"`
 					}
-					if err := s.call(ctx, http.MethodGet, "/webhooks?"+pageQuery(cmd), nil, &page); err != nil {
+					if err := s.pageCall(ctx, "/webhooks?"+pageQuery(cmd), &page); err != nil {
 						return err
 					}
 					return out.print(page, func(o io.Writer) {
@@ -97,7 +114,7 @@ func webhooksCommand(s *settings, out *printer) *cli.Command {
 						Deliveries []client.Delivery `json:"deliveries"`
 					}
 					path := "/webhooks/" + url.PathEscape(cmd.Args().First()) + "/deliveries?" + pageQuery(cmd)
-					if err := s.call(ctx, http.MethodGet, path, nil, &page); err != nil {
+					if err := s.pageCall(ctx, path, &page); err != nil {
 						return err
 					}
 					return out.print(page, func(o io.Writer) {
@@ -117,6 +134,64 @@ func webhooksCommand(s *settings, out *printer) *cli.Command {
 					})
 				},
 			},
+			webhookChange(s, out, "disable", "stop sending events to the webhook (kept, with its deliveries)", map[string]any{"enabled": false}),
+			webhookChange(s, out, "enable", "send events to the webhook again", map[string]any{"enabled": true}),
+			{
+				Name: "delete", Usage: "delete the webhook and its deliveries", ArgsUsage: "ID",
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					id, err := webhookID(cmd)
+					if err != nil {
+						return err
+					}
+					if err := s.call(ctx, http.MethodDelete, "/webhooks/"+url.PathEscape(id), nil, nil); err != nil {
+						return err
+					}
+					return out.print(map[string]any{"id": id, "deleted": true}, func(o io.Writer) { fmt.Fprintf(o, "webhook %s deleted\n", id) })
+				},
+			},
+			{
+				Name: "rotate-secret", Usage: "give the webhook a new signing secret (printed once)", ArgsUsage: "ID",
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					id, err := webhookID(cmd)
+					if err != nil {
+						return err
+					}
+					var res struct {
+						Secret string `json:"secret"`
+					}
+					if err := s.call(ctx, http.MethodPost, "/webhooks/"+url.PathEscape(id)+"/rotate-secret", nil, &res); err != nil {
+						return err
+					}
+					return out.print(res, func(o io.Writer) {
+						fmt.Fprintf(o, "secret %s (shown only now: keep it to verify signatures)\n", res.Secret)
+					})
+				},
+			},
+		},
+	}
+}
+
+func webhookID(cmd *cli.Command) (string, error) {
+	if cmd.Args().Len() != 1 {
+		return "", fmt.Errorf("give the webhook's id")
+	}
+	return cmd.Args().First(), nil
+}
+
+// webhookChange is a subcommand that PATCHes the webhook with body.
+func webhookChange(s *settings, out *printer, name, usage string, body map[string]any) *cli.Command {
+	return &cli.Command{
+		Name: name, Usage: usage, ArgsUsage: "ID",
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			id, err := webhookID(cmd)
+			if err != nil {
+				return err
+			}
+			var w webhookView
+			if err := s.call(ctx, http.MethodPatch, "/webhooks/"+url.PathEscape(id), body, &w); err != nil {
+				return err
+			}
+			return out.print(w, func(o io.Writer) { fmt.Fprintln(o, w.line()) })
 		},
 	}
 }
