@@ -134,7 +134,28 @@ func (b *browserSession) signIn(base, username string) {
 	b.step("sign in",
 		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), personPassword),
 		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+		chromedp.WaitVisible(chromedp.CSS(`#overview`)))
+}
+
+// evalString evaluates js for a string.
+func (b *browserSession) evalString(js string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatalf("%s: %v", js, err)
+	}
+	return s
+}
+
+// downloadCSV clicks the fleet's CSV button and returns the file the page
+// built (its Blob, caught on its way to URL.createObjectURL).
+func (b *browserSession) downloadCSV() string {
+	b.t.Helper()
+	b.eval(`window.__csv = undefined; if (!window.__blobHook) { window.__blobHook = true; const orig = URL.createObjectURL;
+	  URL.createObjectURL = (blob) => { blob.text().then((t) => { window.__csv = t; }); return orig(blob); }; }
+	  document.getElementById('csv').click()`)
+	b.waitJS("the CSV is built", `typeof window.__csv === 'string'`, 5*time.Second)
+	return b.evalString(`window.__csv`)
 }
 
 // checkOrigin fails for any request that left the given origins: mountd's,
@@ -183,8 +204,25 @@ func TestConsoleInBrowser(t *testing.T) {
 	api := client.New(in.base, client.StaticToken(a.token))
 	uids := []string{"MNT-0001", "MNT-0002", "MNT-0003"}
 	for i, uid := range uids {
-		associate(t, api, uid)
+		if i == 0 {
+			if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": uid, "name": "Front door",
+				"modelNumber": "HL-2", "serialNumber": "SN-77001", "firmwareRevision": "1.4.0", "softwareRevision": "2.1.3"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/confirm-association", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			associate(t, api, uid)
+		}
 		reportStates(t, api, uid, 80-30*i, i == 0, time.Now().Add(-time.Duration(i)*time.Minute))
+	}
+	// For the overview: a mount low on battery with its helmet out, silent
+	// for two hours, and one waiting for confirmation that never reported.
+	associate(t, api, "MNT-0004")
+	reportStates(t, api, "MNT-0004", 15, false, time.Now().Add(-2*time.Hour))
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0005"}, nil); err != nil {
+		t.Fatal(err)
 	}
 	// A day of history for the first mount's charts, one report an hour.
 	for hour := 23; hour >= 1; hour-- {
@@ -201,6 +239,48 @@ func TestConsoleInBrowser(t *testing.T) {
 	b := newBrowserSession(t, chromium)
 	b.signIn(in.base, "ann")
 	row := func(uid string) string { return `document.querySelector('#fleet tr[data-uid="` + uid + `"]')` }
+	shownUIDs := `[...document.querySelectorAll('#fleet tbody tr[data-uid]')].map((tr) => tr.dataset.uid).join(',')`
+
+	// The overview, the signed-in home: its counts are the fleet's.
+	b.waitJS("the overview's counts", `document.getElementById('count-all')?.querySelector('.value').textContent === '5'`, 10*time.Second)
+	for id, want := range map[string]string{"count-associated": "4", "count-idle": "1", "count-low": "1", "count-helmet": "1", "count-silent": "2"} {
+		b.waitJS(id, `document.querySelector('#`+id+` .value')?.textContent === '`+want+`'`, 10*time.Second)
+	}
+	b.waitJS("webhooks failing (none)", `document.querySelector('#count-webhooks .value')?.textContent === '0'`, 10*time.Second)
+	// A count's link opens the fleet filtered, the filter in the URL; back
+	// returns to the overview.
+	b.step("open the low battery count", chromedp.Click(chromedp.CSS(`#count-low`)))
+	b.waitJS("the fleet filtered to low battery", `location.hash === '#/fleet?battery=low' && document.getElementById('low')?.checked && `+shownUIDs+` === 'MNT-0004'`, 10*time.Second)
+	b.eval(`history.back()`)
+	b.waitJS("back to the overview", `document.getElementById('overview') !== null && !document.getElementById('fleet')`, 5*time.Second)
+	b.step("open the silent count", chromedp.Click(chromedp.CSS(`#count-silent`)))
+	b.waitJS("the fleet filtered to silent mounts", `location.hash === '#/fleet?report=silent' && `+shownUIDs+` === 'MNT-0004,MNT-0005'`, 10*time.Second)
+	// A filter chosen on the page goes into the URL; back restores the previous one.
+	b.eval(`{ const s = document.getElementById('state'); s.value = 'IDLE'; s.dispatchEvent(new Event('change')) }`)
+	b.waitJS("IDLE and silent", `location.hash === '#/fleet?state=IDLE&report=silent' && `+shownUIDs+` === 'MNT-0005'`, 5*time.Second)
+	b.eval(`history.back()`)
+	b.waitJS("back to silent only", `location.hash === '#/fleet?report=silent' && document.getElementById('state').value === '' && `+shownUIDs+` === 'MNT-0004,MNT-0005'`, 5*time.Second)
+
+	// The CSV holds the rows shown, in the columns shown; a hidden column
+	// stays hidden on the next visit (localStorage).
+	if got, want := b.downloadCSV(), "UID,Name,Model,Serial,State,Battery,Lock,Helmet,CPU,Firmware,Software,Last report\r\n"; !strings.HasPrefix(got, want) ||
+		strings.Count(got, "\r\n") != 3 || !strings.Contains(got, "\r\nMNT-0004,,,,ASSOCIATED,15,false,false,") || !strings.Contains(got, "\r\nMNT-0005,,,,IDLE,,,,,,,\r\n") {
+		t.Fatalf("the CSV of the silent mounts:\n%s", got)
+	}
+	b.eval(`{ const c = document.querySelector('input[data-column=serialNumber]'); c.checked = false; c.dispatchEvent(new Event('change')) }`)
+	b.step("the whole fleet", chromedp.Navigate(in.base+"/console/#/fleet?q=front"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	b.waitJS("searched by name", shownUIDs+` === 'MNT-0001' && document.getElementById('search').value === 'front'`, 10*time.Second)
+	b.waitJS("the serial number column stays hidden", `getComputedStyle(document.querySelector('#fleet th.c-serialNumber')).display === 'none'`, 5*time.Second)
+	if got := b.downloadCSV(); !strings.HasPrefix(got, "UID,Name,Model,State,") || !strings.Contains(got, "\r\nMNT-0001,Front door,HL-2,ASSOCIATED,80,true,true,") ||
+		!strings.Contains(got, ",1.4.0,2.1.3,") || strings.Count(got, "\r\n") != 2 {
+		t.Fatalf("the CSV of the search:\n%s", got)
+	}
+	b.eval(`{ const c = document.querySelector('input[data-column=serialNumber]'); c.checked = true; c.dispatchEvent(new Event('change')) }`)
+	if got := b.evalString(`localStorage.getItem('mountd.console.hiddenColumns')`); got != "[]" {
+		t.Fatalf("hidden columns kept as %q", got)
+	}
+	b.step("the whole fleet", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)))
+	b.waitJS("the owner's fleet offers association", `document.getElementById('associate-link')?.getAttribute('href') === '#/associate'`, 5*time.Second)
 	b.waitJS("the fleet lists the account's mounts", row(uids[0])+` && `+row(uids[2])+` !== null`, 10*time.Second)
 	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	if got := b.text(`#fleet tr[data-uid="MNT-0001"] .battery`); got != "80%" {
@@ -233,6 +313,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.waitJS("the command audit lists the association", `document.body.innerText.includes('ASSOCIATE_OWNER')`, 5*time.Second)
 	b.screenshot(shots, "console-mount.png")
 
+	// The events page hides state reports unless asked for them.
+	b.step("open the events", chromedp.Navigate(in.base+"/console/#/events"), chromedp.WaitVisible(chromedp.CSS(`#events`)))
+	b.waitJS("the events' socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
+	reportStates(t, api, uids[1], 55, false, time.Now())
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0006"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	event := func(typ string) string { return `document.querySelector('#events tr[data-type="` + typ + `"]')` }
+	b.waitJS("both events arrive", event("STATES_REPORTED")+` && `+event("ASSOCIATION_REQUESTED")+` !== null`, 10*time.Second)
+	b.waitJS("the state report is hidden by default", event("STATES_REPORTED")+`.hidden && !`+event("ASSOCIATION_REQUESTED")+`.hidden`, time.Second)
+	b.eval(`{ const s = document.getElementById('event-type'); s.value = 'all'; s.dispatchEvent(new Event('change')) }`)
+	b.waitJS("any type shows it", `location.hash === '#/events?type=all' && !`+event("STATES_REPORTED")+`.hidden`, time.Second)
+	b.eval(`{ const u = document.getElementById('event-mount'); u.value = 'MNT-0006'; u.dispatchEvent(new Event('input')) }`)
+	b.waitJS("filtered by mount", event("STATES_REPORTED")+`.hidden && !`+event("ASSOCIATION_REQUESTED")+`.hidden`, time.Second)
+
 	// GraphiQL in the same tab carries the person's token along.
 	b.step("open GraphiQL", chromedp.Navigate(in.base+"/graphiql"), chromedp.WaitVisible(chromedp.CSS(`.graphiql-container`)))
 	b.waitJS("the person's token fills Access-Key", `[...document.querySelectorAll('.graphiql-editor-tool .CodeMirror')].some((e) => e.CodeMirror.getValue().includes('"Access-Key": "ey'))`, 10*time.Second)
@@ -241,8 +336,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	// A restricted user: only its mount, no owner actions.
 	r := newBrowserSession(t, chromium)
 	r.signIn(in.base, "rita")
+	r.waitJS("rita's overview", `document.querySelector('#count-all .value')?.textContent === '1' && !document.getElementById('count-webhooks')`, 10*time.Second)
+	r.step("rita's fleet", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)))
 	r.waitJS("rita's fleet", `document.querySelectorAll('#fleet tbody tr[data-uid]').length === 1 && `+row(uids[1])+` !== null`, 10*time.Second)
-	r.waitJS("no owner actions", `!document.getElementById('associate') && document.querySelector('#nav [data-owner]').hidden`, time.Second)
+	r.waitJS("no owner actions", `!document.getElementById('associate-link') && document.querySelector('#nav [data-owner]').hidden`, time.Second)
 	r.step("open rita's mount", chromedp.Navigate(in.base+"/console/#/mounts/"+uids[1]), chromedp.WaitVisible(chromedp.CSS(`#mount-uid`)))
 	r.waitJS("no abandon button", `!document.getElementById('abandon')`, time.Second)
 
