@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -199,9 +201,21 @@ func (b *browserSession) screenshot(dir, name string) {
 // no owner actions. MOUNTD_SCREENSHOTS=docs writes the README's screenshots.
 func TestConsoleInBrowser(t *testing.T) {
 	chromium := testenv.Chromium(t)
-	in := start(t, testConfig(t.TempDir(), ""))
+	cfg := testConfig(t.TempDir(), "")
+	cfg.WebhookAllowPrivate = true // the receivers listen on loopback
+	cfg.WebhookRetryDelays = "1h"
+	in := start(t, cfg)
 	a := newFleet(in, "Demo Fleet")
 	api := client.New(in.base, client.StaticToken(a.token))
+	// Two webhooks, one of them failing: the overview counts one.
+	var failing client.Webhook
+	for _, status := range []int{http.StatusNoContent, http.StatusInternalServerError} {
+		receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
+		t.Cleanup(receiver.Close)
+		if err := api.Do(context.Background(), http.MethodPost, "/webhooks", map[string]any{"url": receiver.URL}, &failing); err != nil {
+			t.Fatal(err)
+		}
+	}
 	uids := []string{"MNT-0001", "MNT-0002", "MNT-0003"}
 	for i, uid := range uids {
 		if i == 0 {
@@ -228,6 +242,19 @@ func TestConsoleInBrowser(t *testing.T) {
 	for hour := 23; hour >= 1; hour-- {
 		reportStates(t, api, uids[0], 100-3*hour+hour%4, hour%3 == 0, time.Now().Add(-time.Duration(hour)*time.Hour))
 	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var page struct{ Deliveries []struct{ Status string } }
+		if err := api.Do(context.Background(), http.MethodGet, "/webhooks/"+failing.ID+"/deliveries", nil, &page); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(page.Deliveries, func(d struct{ Status string }) bool { return d.Status == "FAILED" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed delivery: %+v", page.Deliveries)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "rita", "--role", "restricted",
 		"--mount", uids[1], "--password-stdin")
@@ -246,7 +273,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	for id, want := range map[string]string{"count-associated": "4", "count-idle": "1", "count-low": "1", "count-helmet": "1", "count-silent": "2"} {
 		b.waitJS(id, `document.querySelector('#`+id+` .value')?.textContent === '`+want+`'`, 10*time.Second)
 	}
-	b.waitJS("webhooks failing (none)", `document.querySelector('#count-webhooks .value')?.textContent === '0'`, 10*time.Second)
+	b.waitJS("one webhook failing", `document.querySelector('#count-webhooks .value')?.textContent === '1'`, 10*time.Second)
 	// A count's link opens the fleet filtered, the filter in the URL; back
 	// returns to the overview.
 	b.step("open the low battery count", chromedp.Click(chromedp.CSS(`#count-low`)))

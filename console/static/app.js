@@ -433,14 +433,16 @@ function overviewView() {
   return () => {};
 }
 
-// failingWebhooks counts the webhooks whose latest delivery FAILED.
+// failingWebhooks counts the webhooks whose latest delivery FAILED. A
+// failed attempt with retries left is followed by a PENDING one, not yet
+// made: the latest attempt made is the first that is not PENDING.
 async function failingWebhooks() {
   let failing = 0;
   for (let p = 1; p <= 10; p++) {
     const d = (await gql(`query($p: Int!) { webhooks(currentPage: $p, pageSize: 100) { webhooks { id } pagination { totalPages } } }`, { p })).webhooks;
     const latest = await Promise.all(d.webhooks.map((w) =>
-      gql(`query($id: ID!) { webhookDeliveries(id: $id, pageSize: 1) { deliveries { status } } }`, { id: w.id })));
-    failing += latest.filter((x) => x.webhookDeliveries.deliveries[0]?.status === "FAILED").length;
+      gql(`query($id: ID!) { webhookDeliveries(id: $id, pageSize: 10) { deliveries { status } } }`, { id: w.id })));
+    failing += latest.filter((x) => x.webhookDeliveries.deliveries.find((d) => d.status !== "PENDING")?.status === "FAILED").length;
     if (p >= d.pagination.totalPages) break;
   }
   return failing;
