@@ -441,7 +441,7 @@ async function failingWebhooks() {
   for (let p = 1; p <= 10; p++) {
     const d = (await gql(`query($p: Int!) { webhooks(currentPage: $p, pageSize: 100) { webhooks { id } pagination { totalPages } } }`, { p })).webhooks;
     const latest = await Promise.all(d.webhooks.map((w) =>
-      gql(`query($id: ID!) { webhookDeliveries(id: $id, pageSize: 10) { deliveries { status } } }`, { id: w.id })));
+      gql(`query($id: ID!) { webhookDeliveries(id: $id, pageSize: 50) { deliveries { status } } }`, { id: w.id })));
     failing += latest.filter((x) => x.webhookDeliveries.deliveries.find((d) => d.status !== "PENDING")?.status === "FAILED").length;
     if (p >= d.pagination.totalPages) break;
   }
