@@ -276,6 +276,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.waitJS(id, `document.querySelector('#`+id+` .value')?.textContent === '`+want+`'`, 10*time.Second)
 	}
 	b.waitJS("one webhook failing", `document.querySelector('#count-webhooks .value')?.textContent === '1'`, 10*time.Second)
+	b.screenshot(shots, "console-overview.png")
 	// A count's link opens the fleet filtered, the filter in the URL; back
 	// returns to the overview.
 	b.step("open the low battery count", chromedp.Click(chromedp.CSS(`#count-low`)))
@@ -356,6 +357,24 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.waitJS("any type shows it", `location.hash === '#/events?type=all' && !`+event("STATES_REPORTED")+`.hidden`, time.Second)
 	b.eval(`{ const u = document.getElementById('event-mount'); u.value = 'MNT-0006'; u.dispatchEvent(new Event('input')) }`)
 	b.waitJS("filtered by mount", event("STATES_REPORTED")+`.hidden && !`+event("ASSOCIATION_REQUESTED")+`.hidden`, time.Second)
+
+	// By keyboard: a column heading sorts on Enter, into the URL.
+	b.step("the fleet again", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	b.waitJS("the fleet's rows", row(uids[0])+` !== null`, 10*time.Second)
+	b.step("sort by battery with the keyboard", chromedp.Focus(chromedp.CSS(`#fleet th.c-batteryLevel`)), chromedp.KeyEvent("\r"))
+	b.waitJS("sorted by battery", `location.hash === '#/fleet?sort=batteryLevel' && document.querySelector('#fleet th.c-batteryLevel').getAttribute('aria-sort') === 'ascending' && `+
+		shownUIDs+` === 'MNT-0004,MNT-0003,MNT-0001,MNT-0002,MNT-0005,MNT-0006'`, 5*time.Second)
+
+	// On a phone (390 px wide) the page does not scroll sideways: the
+	// navigation wraps and the fleet's table scrolls in its own box.
+	phone := t.TempDir()
+	b.step("a phone's screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(in.base+"/console/#/"), chromedp.WaitVisible(chromedp.CSS(`#overview`)))
+	b.waitJS("the overview fits", `document.getElementById('count-all') !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	b.screenshot(phone, "console-phone-overview.png")
+	b.step("the fleet on a phone", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	b.waitJS("the fleet fits", row(uids[0])+` !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	b.screenshot(phone, "console-phone-fleet.png")
+	b.step("back to a desktop's screen", chromedp.EmulateReset())
 
 	// GraphiQL in the same tab carries the person's token along.
 	b.step("open GraphiQL", chromedp.Navigate(in.base+"/graphiql"), chromedp.WaitVisible(chromedp.CSS(`.graphiql-container`)))

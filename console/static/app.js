@@ -789,6 +789,7 @@ function route() {
   if (current?.path === path && current.update) return current.update(query);
   current?.stop();
   current = null;
+  document.getElementById("connection").hidden = true; // shown again by a view that is live
   // Focus moves to the new page, as a page load would move it.
   main.focus({ preventScroll: true });
   let m, v;
