@@ -283,6 +283,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.waitJS("the fleet filtered to low battery", `location.hash === '#/fleet?battery=low' && document.getElementById('low')?.checked && `+shownUIDs+` === 'MNT-0004'`, 10*time.Second)
 	b.eval(`history.back()`)
 	b.waitJS("back to the overview", `document.getElementById('overview') !== null && !document.getElementById('fleet')`, 5*time.Second)
+	// The overview counts again on request.
+	reportStates(t, api, uids[1], 5, false, time.Now())
+	b.step("count again", chromedp.Click(chromedp.CSS(`#refresh`)))
+	b.waitJS("two low on battery", `document.querySelector('#count-low .value')?.textContent === '2'`, 10*time.Second)
 	b.step("open the silent count", chromedp.Click(chromedp.CSS(`#count-silent`)))
 	b.waitJS("the fleet filtered to silent mounts", `location.hash === '#/fleet?report=silent' && `+shownUIDs+` === 'MNT-0004,MNT-0005'`, 10*time.Second)
 	// A filter chosen on the page goes into the URL; back restores the previous one.

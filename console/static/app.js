@@ -411,12 +411,23 @@ function fleetView(query) {
 // overviewView counts the fleet by what needs attention; each count links
 // to the fleet filtered to those mounts.
 function overviewView() {
-  const grid = h("div", { class: "grid", id: "overview-counts" }, h("p", { class: "muted" }, "Loading…"));
+  const grid = h("div", { class: "grid", id: "overview-counts", "aria-live": "polite" }, h("p", { class: "muted" }, "Loading…"));
+  const when = h("span", { class: "muted" });
+  const refresh = h("button", { type: "button", id: "refresh", onclick: () => count().catch(showError) }, "Count again");
   main.replaceChildren(h("section", { class: "card", id: "overview", "aria-labelledby": "overview-title" },
-    h("h1", { id: "overview-title" }, "Overview"), grid));
+    h("div", { class: "title" }, h("h1", { id: "overview-title" }, "Overview"), h("span", { class: "toolbar" }, when, refresh)), grid));
   const tile = (id, label, n, href, bad) => h("a", { class: "tile" + (bad && n > 0 ? " attention" : ""), id, href },
     h("span", { class: "value" }, n), h("span", { class: "label" }, label));
-  (async () => {
+  // The counts are taken when the page opens or on request; the fleet is the live view.
+  async function count() {
+    refresh.disabled = true;
+    try {
+      await counted();
+    } finally {
+      refresh.disabled = false;
+    }
+  }
+  async function counted() {
     const all = (await loadMounts()).filter((m) => m.associationState !== "INACTIVE");
     const count = (f) => all.filter(f).length;
     const tiles = [
@@ -429,7 +440,9 @@ function overviewView() {
     ];
     if (isOwner()) tiles.push(tile("count-webhooks", "webhooks failing", await failingWebhooks(), "#/webhooks", true));
     grid.replaceChildren(...tiles);
-  })().catch(showError);
+    when.textContent = "counted at " + fmtDate(new Date().toISOString());
+  }
+  count().catch(showError);
   return () => {};
 }
 
@@ -440,9 +453,15 @@ async function failingWebhooks() {
   let failing = 0;
   for (let p = 1; p <= 10; p++) {
     const d = (await gql(`query($p: Int!) { webhooks(currentPage: $p, pageSize: 100) { webhooks { id } pagination { totalPages } } }`, { p })).webhooks;
-    const latest = await Promise.all(d.webhooks.map((w) =>
-      gql(`query($id: ID!) { webhookDeliveries(id: $id, pageSize: 50) { deliveries { status } } }`, { id: w.id })));
-    failing += latest.filter((x) => x.webhookDeliveries.deliveries.find((d) => d.status !== "PENDING")?.status === "FAILED").length;
+    // Six requests in flight at most, as for the fleet's pages.
+    const queue = [...d.webhooks];
+    const worker = async () => {
+      for (let w; (w = queue.shift()); ) {
+        const x = await gql(`query($id: ID!) { webhookDeliveries(id: $id, pageSize: 50) { deliveries { status } } }`, { id: w.id });
+        if (x.webhookDeliveries.deliveries.find((del) => del.status !== "PENDING")?.status === "FAILED") failing++;
+      }
+    };
+    await Promise.all(Array.from({ length: 6 }, worker));
     if (p >= d.pagination.totalPages) break;
   }
   return failing;
