@@ -588,8 +588,9 @@ function mountView(uid) {
         return;
       }
       plots.push(new uPlot({ width: Math.max(280, box.clientWidth - 34), height: 220,
-        series: [{}, { label: title, stroke: "#2f6fde", width: 2, points: { show: data[0].length < 60 }, value: (u, v) => (v === null ? "—" : v + " " + unit) }],
-        axes: [{}, { values: (u, vals) => vals.map((v) => v + unit) }] }, data, box));
+        // The console's date format here too: the legend's time in full, the axis as HH:MM over MM-DD.
+        series: [{ value: (u, v) => (v === null ? "—" : fmtDate(new Date(v * 1000).toISOString())) }, { label: title, stroke: "#2f6fde", width: 2, points: { show: data[0].length < 60 }, value: (u, v) => (v === null ? "—" : v + " " + unit) }],
+        axes: [{ space: 60, values: (u, vals) => vals.map((v) => { const d = fmtDate(new Date(v * 1000).toISOString()); return d.slice(11, 16) + "\n" + d.slice(5, 10); }) }, { values: (u, vals) => vals.map((v) => v + unit) }] }, data, box));
     });
   }
 
