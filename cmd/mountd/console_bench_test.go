@@ -75,6 +75,7 @@ func BenchmarkConsoleFleet(b *testing.B) {
 
 	br := newBrowserSession(b, chromium)
 	br.signIn(in.base, "ann")
+	br.step("open the fleet", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
 	b.ResetTimer()
 	began = time.Now()
 	br.step("reload the fleet", chromedp.Reload())

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -134,7 +136,28 @@ func (b *browserSession) signIn(base, username string) {
 	b.step("sign in",
 		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), personPassword),
 		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+		chromedp.WaitVisible(chromedp.CSS(`#overview`)))
+}
+
+// evalString evaluates js for a string.
+func (b *browserSession) evalString(js string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatalf("%s: %v", js, err)
+	}
+	return s
+}
+
+// downloadCSV clicks the fleet's CSV button and returns the file the page
+// built (its Blob, caught on its way to URL.createObjectURL).
+func (b *browserSession) downloadCSV() string {
+	b.t.Helper()
+	b.eval(`window.__csv = undefined; if (!window.__blobHook) { window.__blobHook = true; const orig = URL.createObjectURL;
+	  URL.createObjectURL = (blob) => { blob.text().then((t) => { window.__csv = t; }); return orig(blob); }; }
+	  document.getElementById('csv').click()`)
+	b.waitJS("the CSV is built", `typeof window.__csv === 'string'`, 5*time.Second)
+	return b.evalString(`window.__csv`)
 }
 
 // checkOrigin fails for any request that left the given origins: mountd's,
@@ -178,17 +201,61 @@ func (b *browserSession) screenshot(dir, name string) {
 // no owner actions. MOUNTD_SCREENSHOTS=docs writes the README's screenshots.
 func TestConsoleInBrowser(t *testing.T) {
 	chromium := testenv.Chromium(t)
-	in := start(t, testConfig(t.TempDir(), ""))
+	cfg := testConfig(t.TempDir(), "")
+	cfg.WebhookAllowPrivate = true // the receivers listen on loopback
+	cfg.WebhookRetryDelays = "1h"
+	in := start(t, cfg)
 	a := newFleet(in, "Demo Fleet")
 	api := client.New(in.base, client.StaticToken(a.token))
+	// Two webhooks, one of them failing: the overview counts one.
+	var failing client.Webhook
+	for _, status := range []int{http.StatusNoContent, http.StatusInternalServerError} {
+		receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
+		t.Cleanup(receiver.Close)
+		if err := api.Do(context.Background(), http.MethodPost, "/webhooks", map[string]any{"url": receiver.URL}, &failing); err != nil {
+			t.Fatal(err)
+		}
+	}
 	uids := []string{"MNT-0001", "MNT-0002", "MNT-0003"}
 	for i, uid := range uids {
-		associate(t, api, uid)
+		if i == 0 {
+			if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": uid, "name": "Front door",
+				"modelNumber": "HL-2", "serialNumber": "SN-77001", "firmwareRevision": "1.4.0", "softwareRevision": "2.1.3"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/confirm-association", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			associate(t, api, uid)
+		}
 		reportStates(t, api, uid, 80-30*i, i == 0, time.Now().Add(-time.Duration(i)*time.Minute))
+	}
+	// For the overview: a mount low on battery with its helmet out, silent
+	// for two hours, and one waiting for confirmation that never reported.
+	associate(t, api, "MNT-0004")
+	reportStates(t, api, "MNT-0004", 15, false, time.Now().Add(-2*time.Hour))
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0005"}, nil); err != nil {
+		t.Fatal(err)
 	}
 	// A day of history for the first mount's charts, one report an hour.
 	for hour := 23; hour >= 1; hour-- {
 		reportStates(t, api, uids[0], 100-3*hour+hour%4, hour%3 == 0, time.Now().Add(-time.Duration(hour)*time.Hour))
+	}
+	// The page looks at the newest 50 deliveries, as this does: the
+	// newest may all be attempts not yet made while the sender catches up.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var page struct{ Deliveries []struct{ Status string } }
+		if err := api.Do(context.Background(), http.MethodGet, "/webhooks/"+failing.ID+"/deliveries?pageSize=50", nil, &page); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(page.Deliveries, func(d struct{ Status string }) bool { return d.Status == "FAILED" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed delivery: %+v", page.Deliveries)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "rita", "--role", "restricted",
@@ -201,6 +268,53 @@ func TestConsoleInBrowser(t *testing.T) {
 	b := newBrowserSession(t, chromium)
 	b.signIn(in.base, "ann")
 	row := func(uid string) string { return `document.querySelector('#fleet tr[data-uid="` + uid + `"]')` }
+	shownUIDs := `[...document.querySelectorAll('#fleet tbody tr[data-uid]')].map((tr) => tr.dataset.uid).join(',')`
+
+	// The overview, the signed-in home: its counts are the fleet's.
+	b.waitJS("the overview's counts", `document.getElementById('count-all')?.querySelector('.value').textContent === '5'`, 10*time.Second)
+	for id, want := range map[string]string{"count-associated": "4", "count-idle": "1", "count-low": "1", "count-helmet": "1", "count-silent": "2"} {
+		b.waitJS(id, `document.querySelector('#`+id+` .value')?.textContent === '`+want+`'`, 10*time.Second)
+	}
+	b.waitJS("one webhook failing", `document.querySelector('#count-webhooks .value')?.textContent === '1'`, 10*time.Second)
+	b.screenshot(shots, "console-overview.png")
+	// A count's link opens the fleet filtered, the filter in the URL; back
+	// returns to the overview.
+	b.step("open the low battery count", chromedp.Click(chromedp.CSS(`#count-low`)))
+	b.waitJS("the fleet filtered to low battery", `location.hash === '#/fleet?battery=low' && document.getElementById('low')?.checked && `+shownUIDs+` === 'MNT-0004'`, 10*time.Second)
+	b.eval(`history.back()`)
+	b.waitJS("back to the overview", `document.getElementById('overview') !== null && !document.getElementById('fleet')`, 5*time.Second)
+	// The overview counts again on request.
+	reportStates(t, api, uids[1], 5, false, time.Now())
+	b.step("count again", chromedp.Click(chromedp.CSS(`#refresh`)))
+	b.waitJS("two low on battery", `document.querySelector('#count-low .value')?.textContent === '2'`, 10*time.Second)
+	b.step("open the silent count", chromedp.Click(chromedp.CSS(`#count-silent`)))
+	b.waitJS("the fleet filtered to silent mounts", `location.hash === '#/fleet?report=silent' && `+shownUIDs+` === 'MNT-0004,MNT-0005'`, 10*time.Second)
+	// A filter chosen on the page goes into the URL; back restores the previous one.
+	b.eval(`{ const s = document.getElementById('state'); s.value = 'IDLE'; s.dispatchEvent(new Event('change')) }`)
+	b.waitJS("IDLE and silent", `location.hash === '#/fleet?state=IDLE&report=silent' && `+shownUIDs+` === 'MNT-0005'`, 5*time.Second)
+	b.eval(`history.back()`)
+	b.waitJS("back to silent only", `location.hash === '#/fleet?report=silent' && document.getElementById('state').value === '' && `+shownUIDs+` === 'MNT-0004,MNT-0005'`, 5*time.Second)
+
+	// The CSV holds the rows shown, in the columns shown; a hidden column
+	// stays hidden on the next visit (localStorage).
+	if got, want := b.downloadCSV(), "UID,Name,Model,Serial,State,Battery,Lock,Helmet,CPU,Firmware,Software,Last report\r\n"; !strings.HasPrefix(got, want) ||
+		strings.Count(got, "\r\n") != 3 || !strings.Contains(got, "\r\nMNT-0004,,,,ASSOCIATED,15,false,false,") || !strings.Contains(got, "\r\nMNT-0005,,,,IDLE,,,,,,,\r\n") {
+		t.Fatalf("the CSV of the silent mounts:\n%s", got)
+	}
+	b.eval(`{ const c = document.querySelector('input[data-column=serialNumber]'); c.checked = false; c.dispatchEvent(new Event('change')) }`)
+	b.step("the whole fleet", chromedp.Navigate(in.base+"/console/#/fleet?q=front"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	b.waitJS("searched by name", shownUIDs+` === 'MNT-0001' && document.getElementById('search').value === 'front'`, 10*time.Second)
+	b.waitJS("the serial number column stays hidden", `getComputedStyle(document.querySelector('#fleet th.c-serialNumber')).display === 'none'`, 5*time.Second)
+	if got := b.downloadCSV(); !strings.HasPrefix(got, "UID,Name,Model,State,") || !strings.Contains(got, "\r\nMNT-0001,Front door,HL-2,ASSOCIATED,80,true,true,") ||
+		!strings.Contains(got, ",1.4.0,2.1.3,") || strings.Count(got, "\r\n") != 2 {
+		t.Fatalf("the CSV of the search:\n%s", got)
+	}
+	b.eval(`{ const c = document.querySelector('input[data-column=serialNumber]'); c.checked = true; c.dispatchEvent(new Event('change')) }`)
+	if got := b.evalString(`localStorage.getItem('mountd.console.hiddenColumns')`); got != "[]" {
+		t.Fatalf("hidden columns kept as %q", got)
+	}
+	b.step("the whole fleet", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)))
+	b.waitJS("the owner's fleet offers association", `document.getElementById('associate-link')?.getAttribute('href') === '#/associate'`, 5*time.Second)
 	b.waitJS("the fleet lists the account's mounts", row(uids[0])+` && `+row(uids[2])+` !== null`, 10*time.Second)
 	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	if got := b.text(`#fleet tr[data-uid="MNT-0001"] .battery`); got != "80%" {
@@ -233,6 +347,39 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.waitJS("the command audit lists the association", `document.body.innerText.includes('ASSOCIATE_OWNER')`, 5*time.Second)
 	b.screenshot(shots, "console-mount.png")
 
+	// The events page hides state reports unless asked for them.
+	b.step("open the events", chromedp.Navigate(in.base+"/console/#/events"), chromedp.WaitVisible(chromedp.CSS(`#events`)))
+	b.waitJS("the events' socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
+	reportStates(t, api, uids[1], 55, false, time.Now())
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0006"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	event := func(typ string) string { return `document.querySelector('#events tr[data-type="` + typ + `"]')` }
+	b.waitJS("both events arrive", event("STATES_REPORTED")+` && `+event("ASSOCIATION_REQUESTED")+` !== null`, 10*time.Second)
+	b.waitJS("the state report is hidden by default", event("STATES_REPORTED")+`.hidden && !`+event("ASSOCIATION_REQUESTED")+`.hidden`, time.Second)
+	b.eval(`{ const s = document.getElementById('event-type'); s.value = 'all'; s.dispatchEvent(new Event('change')) }`)
+	b.waitJS("any type shows it", `location.hash === '#/events?type=all' && !`+event("STATES_REPORTED")+`.hidden`, time.Second)
+	b.eval(`{ const u = document.getElementById('event-mount'); u.value = 'MNT-0006'; u.dispatchEvent(new Event('input')) }`)
+	b.waitJS("filtered by mount", event("STATES_REPORTED")+`.hidden && !`+event("ASSOCIATION_REQUESTED")+`.hidden`, time.Second)
+
+	// By keyboard: a column heading sorts on Enter, into the URL.
+	b.step("the fleet again", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	b.waitJS("the fleet's rows", row(uids[0])+` !== null`, 10*time.Second)
+	b.step("sort by battery with the keyboard", chromedp.Focus(chromedp.CSS(`#fleet th.c-batteryLevel`)), chromedp.KeyEvent("\r"))
+	b.waitJS("sorted by battery", `location.hash === '#/fleet?sort=batteryLevel' && document.querySelector('#fleet th.c-batteryLevel').getAttribute('aria-sort') === 'ascending' && `+
+		shownUIDs+` === 'MNT-0004,MNT-0003,MNT-0001,MNT-0002,MNT-0005,MNT-0006'`, 5*time.Second)
+
+	// On a phone (390 px wide) the page does not scroll sideways: the
+	// navigation wraps and the fleet's table scrolls in its own box.
+	phone := t.TempDir()
+	b.step("a phone's screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(in.base+"/console/#/"), chromedp.WaitVisible(chromedp.CSS(`#overview`)))
+	b.waitJS("the overview fits", `document.getElementById('count-all') !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	b.screenshot(phone, "console-phone-overview.png")
+	b.step("the fleet on a phone", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	b.waitJS("the fleet fits", row(uids[0])+` !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	b.screenshot(phone, "console-phone-fleet.png")
+	b.step("back to a desktop's screen", chromedp.EmulateReset())
+
 	// GraphiQL in the same tab carries the person's token along.
 	b.step("open GraphiQL", chromedp.Navigate(in.base+"/graphiql"), chromedp.WaitVisible(chromedp.CSS(`.graphiql-container`)))
 	b.waitJS("the person's token fills Access-Key", `[...document.querySelectorAll('.graphiql-editor-tool .CodeMirror')].some((e) => e.CodeMirror.getValue().includes('"Access-Key": "ey'))`, 10*time.Second)
@@ -241,8 +388,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	// A restricted user: only its mount, no owner actions.
 	r := newBrowserSession(t, chromium)
 	r.signIn(in.base, "rita")
+	r.waitJS("rita's overview", `document.querySelector('#count-all .value')?.textContent === '1' && !document.getElementById('count-webhooks')`, 10*time.Second)
+	r.step("rita's fleet", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)))
 	r.waitJS("rita's fleet", `document.querySelectorAll('#fleet tbody tr[data-uid]').length === 1 && `+row(uids[1])+` !== null`, 10*time.Second)
-	r.waitJS("no owner actions", `!document.getElementById('associate') && document.querySelector('#nav [data-owner]').hidden`, time.Second)
+	r.waitJS("no owner actions", `!document.getElementById('associate-link') && document.querySelector('#nav [data-owner]').hidden`, time.Second)
 	r.step("open rita's mount", chromedp.Navigate(in.base+"/console/#/mounts/"+uids[1]), chromedp.WaitVisible(chromedp.CSS(`#mount-uid`)))
 	r.waitJS("no abandon button", `!document.getElementById('abandon')`, time.Second)
 

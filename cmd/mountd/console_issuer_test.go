@@ -170,7 +170,8 @@ func TestConsoleAtAnotherIssuer(t *testing.T) {
 			chromedp.SendKeys(chromedp.CSS(`#username`), username),
 			chromedp.SendKeys(chromedp.CSS(`#password`), "verysecure"),
 			chromedp.Click(chromedp.CSS(`button[type=submit]`)),
-			chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+			chromedp.WaitVisible(chromedp.CSS(`#overview`)))
+		b.step("open the fleet", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
 		return b
 	}
 	row := func(uid string) string { return `document.querySelector('#fleet tr[data-uid="` + uid + `"]')` }
@@ -180,11 +181,11 @@ func TestConsoleAtAnotherIssuer(t *testing.T) {
 	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	reportStates(t, api, "MNT-0101", 33, false, time.Now())
 	b.waitJS("a report appears live", row("MNT-0101")+`.querySelector('.battery').textContent === '33%'`, 5*time.Second)
-	b.waitJS("owner actions are offered", `!!document.getElementById('associate')`, time.Second)
+	b.waitJS("owner actions are offered", `!!document.getElementById('associate-link')`, time.Second)
 	b.checkOrigin(in.base, issuerURL)
 
 	r := signIn("test-user2")
 	r.waitJS("the restricted person's fleet", `document.querySelectorAll('#fleet tbody tr[data-uid]').length === 1 && `+row("MNT-0102")+` !== null`, 10*time.Second)
-	r.waitJS("no owner actions", `!document.getElementById('associate')`, time.Second)
+	r.waitJS("no owner actions", `!document.getElementById('associate-link')`, time.Second)
 	r.checkOrigin(in.base, issuerURL)
 }

@@ -6,7 +6,6 @@ import { gql, live, APIError } from "./api.js";
 
 const main = document.getElementById("main");
 let me = null;
-let stopView = () => {};
 
 // h builds an element: h("a", {href: "#/"}, "text", child...).
 function h(tag, attrs = {}, ...children) {
@@ -25,6 +24,14 @@ const isOwner = () => me?.role === "owner";
 const fmtBattery = (v) => (v === null || v === undefined ? "—" : `${v}%`);
 const fmtTemp = (v) => (v === null || v === undefined ? "—" : `${v.toFixed(1)} °C`);
 const fmtBool = (v, yes, no) => (v === null || v === undefined ? "—" : v ? yes : no);
+
+// fmtDate: the one date format of the console, local time, 2026-05-04 13:07:09.
+function fmtDate(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  const p = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
 
 function ago(iso) {
   if (!iso) return "never";
@@ -48,7 +55,7 @@ function setConnection(state) {
   el.textContent = { connecting: "connecting…", live: "live", down: "reconnecting…" }[state];
 }
 
-const MOUNT_FIELDS = "uid name associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline";
+const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline";
 
 // lastReportOf: the event's newest state time, or the mount's own.
 function lastReportOf(ev) {
@@ -61,53 +68,164 @@ function lastReportOf(ev) {
 
 const LOW_BATTERY = 20;
 const SILENT_MS = 3600_000;
+const isLow = (m) => m.batteryLevel !== null && m.batteryLevel !== undefined && m.batteryLevel < LOW_BATTERY;
+const isSilent = (m) => !m.lastReportAt || Date.now() - Date.parse(m.lastReportAt) > SILENT_MS;
+const helmetOut = (m) => m.helmetMounted === false;
 
-function fleetView() {
+// loadMounts reads every page of the fleet, six requests in flight (what a
+// browser opens to one host), each next page asked as soon as one answers.
+// onFirst gets the first page at once, so a large fleet shows its first
+// rows while the rest arrives.
+async function loadMounts(onFirst) {
+  const q = `query($p: Int!) { mounts(currentPage: $p, pageSize: 100) { mounts { ${MOUNT_FIELDS} } pagination { totalPages } } }`;
+  const first = await gql(q, { p: 1 });
+  onFirst?.(first.mounts.mounts);
+  const pages = [first];
+  let nextPage = 2;
+  const total = first.mounts.pagination.totalPages;
+  const worker = async () => {
+    while (nextPage <= total) pages.push(await gql(q, { p: nextPage++ }));
+  };
+  await Promise.all(Array.from({ length: 6 }, worker));
+  return pages.flatMap((page) => page.mounts.mounts);
+}
+
+// The fleet's filters as they stand in the URL (#/fleet?state=IDLE&battery=low):
+// a filtered fleet can be shared, the back button returns to the previous
+// one, and the overview links to them.
+const FLEET_FILTERS = {
+  q: (v) => v.slice(0, 100),
+  state: (v) => (["ASSOCIATED", "IDLE"].includes(v) ? v : ""),
+  battery: (v) => (v === "low" ? v : ""),
+  helmet: (v) => (v === "out" ? v : ""),
+  report: (v) => (v === "silent" ? v : ""),
+};
+const fleetLink = (filters) => "#/fleet?" + new URLSearchParams(filters);
+
+// Columns: key, heading, and whether a person may hide it.
+const COLUMNS = [
+  ["uid", "UID"], ["name", "Name"], ["modelNumber", "Model", true], ["serialNumber", "Serial", true],
+  ["associationState", "State"], ["batteryLevel", "Battery"], ["mountLocked", "Lock"], ["helmetMounted", "Helmet"],
+  ["cpuTemperature", "CPU"], ["firmwareRevision", "Firmware", true], ["softwareRevision", "Software", true], ["lastReportAt", "Last report"],
+];
+const COLUMNS_KEY = "mountd.console.hiddenColumns";
+// Only the names of hidden columns are kept in localStorage; never a token.
+function hiddenColumns() {
+  try {
+    const v = JSON.parse(localStorage.getItem(COLUMNS_KEY) || "[]");
+    return new Set(Array.isArray(v) ? v.filter((k) => COLUMNS.some((c) => c[0] === k && c[2])) : []);
+  } catch {
+    return new Set();
+  }
+}
+
+// csvCell quotes a value; text that a spreadsheet would run as a formula
+// (a mount's name is anyone's choice) is prefixed with an apostrophe.
+function csvCell(v, text) {
+  let s = v === null || v === undefined ? "" : String(v);
+  if (text && /^[=+\-@\t\r]/.test(s)) s = "'" + s;
+  return /[",\r\n]/.test(s) || s !== s.trim() ? `"${s.replaceAll('"', '""')}"` : s;
+}
+
+function download(name, type, text) {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = h("a", { href: url, download: name, hidden: true });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+function fleetView(query) {
   const mounts = new Map();
   const rows = new Map();
   let shown = []; // the filtered, sorted mounts; only those near the viewport have rows
   const ROW_HEIGHT = 36;
-  const pad = () => h("tr", { class: "pad" }, h("td", { colspan: 8 }));
+  const pad = () => h("tr", { class: "pad" }, h("td", { colspan: COLUMNS.length }));
   const topPad = pad(), bottomPad = pad();
-  const ui = { search: "", state: "", low: false, silent: false, sort: "uid", asc: true };
+  const ui = {};
+  const hidden = hiddenColumns();
   const tbody = h("tbody");
-  const counts = h("div", { class: "counts", id: "counts" });
+  const counts = h("div", { class: "counts", id: "counts", "aria-live": "polite" });
   const empty = h("div", { class: "empty", hidden: true }, "No mounts match.");
   let dirty = false;
 
-  const head = [["uid", "UID"], ["name", "Name"], ["associationState", "State"], ["batteryLevel", "Battery"],
-    ["mountLocked", "Lock"], ["helmetMounted", "Helmet"], ["cpuTemperature", "CPU"], ["lastReportAt", "Last report"]];
-  const thead = h("tr", {}, head.map(([key, label]) =>
-    h("th", { "data-key": key, class: key === ui.sort ? "sorted asc" : "", onclick: () => {
-      ui.asc = ui.sort === key ? !ui.asc : true;
-      ui.sort = key;
-      for (const th of thead.children) th.className = th.dataset.key === key ? "sorted" + (ui.asc ? " asc" : "") : "";
-      layout();
-    } }, label)));
+  const sortBy = (key) => {
+    const asc = ui.sort === key ? !ui.asc : true;
+    Object.assign(ui, { sort: key, asc });
+    writeQuery(true);
+    showSort();
+    layout();
+  };
+  const thead = h("tr", {}, COLUMNS.map(([key, label]) =>
+    h("th", { "data-key": key, class: "c-" + key, tabindex: 0, scope: "col", onclick: () => sortBy(key),
+      onkeydown: (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sortBy(key); } } }, label)));
+  function showSort() {
+    for (const th of thead.children) {
+      const on = th.dataset.key === ui.sort;
+      th.className = "c-" + th.dataset.key + (on ? " sorted" + (ui.asc ? " asc" : "") : "");
+      if (on) th.setAttribute("aria-sort", ui.asc ? "ascending" : "descending");
+      else th.removeAttribute("aria-sort");
+    }
+  }
 
+  // readQuery takes the filters and sort from the URL; writeQuery puts
+  // them back (push: a new history entry; typing replaces the current one).
+  function readQuery(q) {
+    for (const [k, clean] of Object.entries(FLEET_FILTERS)) ui[k] = clean(q.get(k) || "");
+    ui.sort = COLUMNS.some((c) => c[0] === q.get("sort")) ? q.get("sort") : "uid";
+    ui.asc = q.get("dir") !== "desc";
+  }
+  function writeQuery(push) {
+    const q = new URLSearchParams();
+    for (const k of Object.keys(FLEET_FILTERS)) if (ui[k]) q.set(k, ui[k]);
+    if (ui.sort !== "uid") q.set("sort", ui.sort);
+    if (!ui.asc) q.set("dir", "desc");
+    const hash = "#/fleet" + (q.size ? "?" + q : "");
+    if (hash === location.hash) return;
+    history[push ? "pushState" : "replaceState"](null, "", hash);
+    routed = location.hash;
+  }
+
+  const CELL = {
+    associationState: (td, m) => {
+      td.firstChild.className = "pill " + m.associationState;
+      td.firstChild.textContent = m.associationState;
+    },
+    batteryLevel: (td, m) => {
+      td.textContent = fmtBattery(m.batteryLevel);
+      td.className = "c-batteryLevel num battery" + (isLow(m) ? " low" : "");
+    },
+    mountLocked: (td, m) => { td.textContent = fmtBool(m.mountLocked, "Locked", "Unlocked"); },
+    helmetMounted: (td, m) => { td.textContent = fmtBool(m.helmetMounted, "Present", "Absent"); },
+    cpuTemperature: (td, m) => { td.textContent = fmtTemp(m.cpuTemperature); },
+    lastReportAt: (td, m) => {
+      td.textContent = ago(m.lastReportAt);
+      td.title = m.lastReportAt ? fmtDate(m.lastReportAt) : "";
+      td.className = "c-lastReportAt" + (isSilent(m) ? " stale" : "");
+    },
+  };
   function fillRow(tr, m) {
-    const low = m.batteryLevel !== null && m.batteryLevel !== undefined && m.batteryLevel < LOW_BATTERY;
-    const silent = !m.lastReportAt || Date.now() - Date.parse(m.lastReportAt) > SILENT_MS;
-    const c = tr.children;
-    c[1].textContent = m.name || "";
-    c[2].firstChild.className = "pill " + m.associationState;
-    c[2].firstChild.textContent = m.associationState;
-    c[3].textContent = fmtBattery(m.batteryLevel);
-    c[3].className = "num battery" + (low ? " low" : "");
-    c[4].textContent = fmtBool(m.mountLocked, "Locked", "Unlocked");
-    c[5].textContent = fmtBool(m.helmetMounted, "Present", "Absent");
-    c[6].textContent = fmtTemp(m.cpuTemperature);
-    c[7].textContent = ago(m.lastReportAt);
-    c[7].className = silent ? "stale" : "";
+    for (const [key] of COLUMNS) {
+      if (key === "uid") continue;
+      const td = tr.cellOf[key];
+      if (CELL[key]) CELL[key](td, m);
+      else td.textContent = m[key] || "";
+    }
     tr.dataset.last = m.lastReportAt || "";
   }
 
   function rowOf(m) {
     let tr = rows.get(m.uid);
     if (!tr) {
-      tr = h("tr", { "data-uid": m.uid },
-        h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(m.uid) }, m.uid)),
-        h("td"), h("td", {}, h("span")), h("td", { class: "num battery" }), h("td"), h("td"), h("td", { class: "num" }), h("td"));
+      tr = h("tr", { "data-uid": m.uid });
+      tr.cellOf = {};
+      for (const [key] of COLUMNS) {
+        const td = h("td", { class: "c-" + key + (key === "batteryLevel" || key === "cpuTemperature" ? " num" : "") },
+          key === "uid" ? h("a", { href: "#/mounts/" + encodeURIComponent(m.uid) }, m.uid) : key === "associationState" ? h("span") : "");
+        tr.cellOf[key] = td;
+        tr.append(td);
+      }
       rows.set(m.uid, tr);
     }
     fillRow(tr, m);
@@ -115,13 +233,14 @@ function fleetView() {
   }
 
   function matches(m) {
-    if (ui.search) {
-      const q = ui.search.toLowerCase();
-      if (!m.uid.toLowerCase().includes(q) && !(m.name || "").toLowerCase().includes(q)) return false;
+    if (ui.q) {
+      const q = ui.q.toLowerCase();
+      if (![m.uid, m.name, m.serialNumber, m.modelNumber].some((v) => (v || "").toLowerCase().includes(q))) return false;
     }
     if (ui.state && m.associationState !== ui.state) return false;
-    if (ui.low && !(m.batteryLevel !== null && m.batteryLevel !== undefined && m.batteryLevel < LOW_BATTERY)) return false;
-    if (ui.silent && m.lastReportAt && Date.now() - Date.parse(m.lastReportAt) <= SILENT_MS) return false;
+    if (ui.battery && !isLow(m)) return false;
+    if (ui.helmet && !helmetOut(m)) return false;
+    if (ui.report && !isSilent(m)) return false;
     return true;
   }
 
@@ -143,11 +262,11 @@ function fleetView() {
     let assoc = 0, low = 0, silent = 0;
     for (const m of mounts.values()) {
       if (m.associationState === "ASSOCIATED") assoc++;
-      if (m.batteryLevel !== null && m.batteryLevel !== undefined && m.batteryLevel < LOW_BATTERY) low++;
-      if (!m.lastReportAt || Date.now() - Date.parse(m.lastReportAt) > SILENT_MS) silent++;
+      if (isLow(m)) low++;
+      if (isSilent(m)) silent++;
     }
     counts.replaceChildren(
-      h("span", {}, h("b", {}, mounts.size), " mounts"), h("span", {}, h("b", {}, list.length), " shown"),
+      h("span", {}, h("b", {}, mounts.size), " mounts"), h("span", {}, h("b", { id: "shown" }, list.length), " shown"),
       h("span", {}, h("b", {}, assoc), " associated"), h("span", {}, h("b", {}, low), " low battery"),
       h("span", {}, h("b", {}, silent), " silent for an hour or more"));
   }
@@ -180,27 +299,17 @@ function fleetView() {
 
   async function load() {
     const t0 = performance.now();
-    const q = `query($p: Int!) { mounts(currentPage: $p, pageSize: 100) { mounts { ${MOUNT_FIELDS} } pagination { totalPages } } }`;
-    const first = await gql(q, { p: 1 });
-    const pages = [first];
-    // The first page is drawn at once: a large fleet shows its first rows
-    // while the rest arrives.
-    if (mounts.size === 0) {
-      for (const m of first.mounts.mounts) mounts.set(m.uid, m);
-      layout();
-    }
-    const tFirst = performance.now();
-    // Six requests in flight (what a browser opens to one host), each
-    // next page asked as soon as one answers.
-    let nextPage = 2;
-    const total = first.mounts.pagination.totalPages;
-    const worker = async () => {
-      while (nextPage <= total) pages.push(await gql(q, { p: nextPage++ }));
-    };
-    await Promise.all(Array.from({ length: 6 }, worker));
+    let tFirst = 0;
+    const all = await loadMounts((first) => {
+      if (mounts.size === 0) {
+        for (const m of first) mounts.set(m.uid, m);
+        layout();
+      }
+      tFirst = performance.now();
+    });
     const t1 = performance.now();
     mounts.clear();
-    for (const page of pages) for (const m of page.mounts.mounts) mounts.set(m.uid, m);
+    for (const m of all) mounts.set(m.uid, m);
     for (const uid of rows.keys()) if (!mounts.has(uid)) rows.delete(uid);
     layout();
     // How long the fleet took to arrive and to lay out (the benchmark reads it).
@@ -221,32 +330,141 @@ function fleetView() {
     else relayout();
   }
 
-  const toolbar = h("div", { class: "toolbar" },
-    h("input", { type: "search", id: "search", placeholder: "Search uid or name", oninput: (e) => { ui.search = e.target.value; layout(); } }),
-    h("select", { id: "state", onchange: (e) => { ui.state = e.target.value; layout(); } },
-      h("option", { value: "" }, "Any state"), ["ASSOCIATED", "IDLE"].map((s) => h("option", { value: s }, s))),
-    h("label", {}, h("input", { type: "checkbox", id: "low", onchange: (e) => { ui.low = e.target.checked; layout(); } }), ` battery below ${LOW_BATTERY}%`),
-    h("label", {}, h("input", { type: "checkbox", id: "silent", onchange: (e) => { ui.silent = e.target.checked; layout(); } }), " silent for an hour or more"));
+  // csv: the rows shown (all of them, not only those drawn), in the
+  // columns shown, raw values and times in UTC (RFC 3339).
+  function csv() {
+    const cols = COLUMNS.filter(([key]) => !hidden.has(key));
+    const lines = [cols.map(([, label]) => csvCell(label)).join(",")];
+    for (const m of shown) lines.push(cols.map(([key]) => csvCell(m[key], typeof m[key] === "string" && key !== "lastReportAt")).join(","));
+    return lines.join("\r\n") + "\r\n";
+  }
 
-  const table = h("table", { id: "fleet" }, h("thead", {}, thead), tbody);
-  main.replaceChildren(
-    h("section", { class: "card" }, h("h2", {}, "Fleet"), toolbar, counts, table, empty),
-    isOwner() ? associateCard(() => {}) : "");
+  const filterBox = (id, key, value, label) => h("label", {}, h("input", { type: "checkbox", id, onchange: (e) => {
+    ui[key] = e.target.checked ? value : "";
+    writeQuery(true);
+    layout();
+  } }), " " + label);
+  const search = h("input", { type: "search", id: "search", "aria-label": "Search uid, name, model or serial number", placeholder: "Search uid, name, serial…",
+    oninput: (e) => { ui.q = e.target.value; writeQuery(false); layout(); } });
+  const stateSel = h("select", { id: "state", "aria-label": "Association state", onchange: (e) => { ui.state = e.target.value; writeQuery(true); layout(); } },
+    h("option", { value: "" }, "Any state"), ["ASSOCIATED", "IDLE"].map((s) => h("option", { value: s }, s)));
+  const boxes = {
+    battery: filterBox("low", "battery", "low", `battery below ${LOW_BATTERY}%`),
+    helmet: filterBox("helmet-out", "helmet", "out", "helmet out"),
+    report: filterBox("silent", "report", "silent", "not reported for an hour"),
+  };
+  const columnsMenu = h("details", { class: "menu" }, h("summary", {}, "Columns"),
+    h("div", { class: "menu-body" }, COLUMNS.filter((c) => c[2]).map(([key, label]) => h("label", {}, h("input", {
+      type: "checkbox", "data-column": key, checked: !hidden.has(key), onchange: (e) => {
+        if (e.target.checked) hidden.delete(key);
+        else hidden.add(key);
+        localStorage.setItem(COLUMNS_KEY, JSON.stringify([...hidden]));
+        showColumns();
+      } }), " " + label))));
+  const toolbar = h("div", { class: "toolbar", role: "search" }, search, stateSel, Object.values(boxes), columnsMenu,
+    h("button", { id: "csv", type: "button", onclick: () => download("mounts.csv", "text/csv", csv()) }, "Download CSV"));
+
+  const table = h("table", { id: "fleet" }, h("caption", { class: "sr-only" }, "Mounts"), h("thead", {}, thead), tbody);
+  function showColumns() {
+    for (const [key, , optional] of COLUMNS) if (optional) table.classList.toggle("hide-" + key, hidden.has(key));
+  }
+  // syncControls shows ui in the toolbar (after a back or a link).
+  function syncControls() {
+    if (search.value !== ui.q) search.value = ui.q;
+    stateSel.value = ui.state;
+    for (const [k, box] of Object.entries(boxes)) box.firstChild.checked = !!ui[k];
+    showSort();
+  }
+  readQuery(query);
+  syncControls();
+  showColumns();
+  main.replaceChildren(h("section", { class: "card", "aria-labelledby": "fleet-title" },
+    h("div", { class: "title" }, h("h1", { id: "fleet-title" }, "Fleet"),
+      isOwner() ? h("a", { class: "button primary", href: "#/associate", id: "associate-link" }, "Associate a mount") : ""),
+    toolbar, counts, h("div", { class: "scroll" }, table), empty));
 
   let sub = null;
-  const ticker = setInterval(() => { for (const [uid, tr] of rows) if (tr.isConnected) tr.children[7].textContent = ago(mounts.get(uid)?.lastReportAt); }, 5000);
+  const ticker = setInterval(() => { for (const [uid, tr] of rows) if (tr.isConnected) tr.cellOf.lastReportAt.textContent = ago(mounts.get(uid)?.lastReportAt); }, 5000);
   const started = load().then(() => {
     sub = live({
       query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } } }`,
       onEvent: apply, onResync: load, onState: setConnection,
     });
   }, showError);
-  return () => {
-    clearInterval(ticker);
-    removeEventListener("scroll", onScroll);
-    removeEventListener("resize", onScroll);
-    started.then(() => sub?.stop());
+  return {
+    update(q) {
+      readQuery(q);
+      syncControls();
+      layout();
+    },
+    stop() {
+      clearInterval(ticker);
+      removeEventListener("scroll", onScroll);
+      removeEventListener("resize", onScroll);
+      started.then(() => sub?.stop());
+    },
   };
+}
+
+// ---------- overview ----------
+
+// overviewView counts the fleet by what needs attention; each count links
+// to the fleet filtered to those mounts.
+function overviewView() {
+  const grid = h("div", { class: "grid", id: "overview-counts", "aria-live": "polite" }, h("p", { class: "muted" }, "Loading…"));
+  const when = h("span", { class: "muted" });
+  const refresh = h("button", { type: "button", id: "refresh", onclick: () => count().catch(showError) }, "Count again");
+  main.replaceChildren(h("section", { class: "card", id: "overview", "aria-labelledby": "overview-title" },
+    h("div", { class: "title" }, h("h1", { id: "overview-title" }, "Overview"), h("span", { class: "toolbar" }, when, refresh)), grid));
+  const tile = (id, label, n, href, bad) => h("a", { class: "tile" + (bad && n > 0 ? " attention" : ""), id, href },
+    h("span", { class: "value" }, n), h("span", { class: "label" }, label));
+  // The counts are taken when the page opens or on request; the fleet is the live view.
+  async function count() {
+    refresh.disabled = true;
+    try {
+      await counted();
+    } finally {
+      refresh.disabled = false;
+    }
+  }
+  async function counted() {
+    const all = (await loadMounts()).filter((m) => m.associationState !== "INACTIVE");
+    const count = (f) => all.filter(f).length;
+    const tiles = [
+      tile("count-all", "mounts", all.length, "#/fleet"),
+      tile("count-associated", "associated", count((m) => m.associationState === "ASSOCIATED"), fleetLink({ state: "ASSOCIATED" })),
+      tile("count-idle", "waiting for confirmation (IDLE)", count((m) => m.associationState === "IDLE"), fleetLink({ state: "IDLE" }), true),
+      tile("count-low", `battery below ${LOW_BATTERY}%`, count(isLow), fleetLink({ battery: "low" }), true),
+      tile("count-helmet", "helmet out", count(helmetOut), fleetLink({ helmet: "out" })),
+      tile("count-silent", "not reported for an hour", count(isSilent), fleetLink({ report: "silent" }), true),
+    ];
+    if (isOwner()) tiles.push(tile("count-webhooks", "webhooks failing", await failingWebhooks(), "#/webhooks", true));
+    grid.replaceChildren(...tiles);
+    when.textContent = "counted at " + fmtDate(new Date().toISOString());
+  }
+  count().catch(showError);
+  return () => {};
+}
+
+// failingWebhooks counts the webhooks whose latest delivery FAILED. A
+// failed attempt with retries left is followed by a PENDING one, not yet
+// made: the latest attempt made is the first that is not PENDING.
+async function failingWebhooks() {
+  let failing = 0;
+  for (let p = 1; p <= 10; p++) {
+    const d = (await gql(`query($p: Int!) { webhooks(currentPage: $p, pageSize: 100) { webhooks { id } pagination { totalPages } } }`, { p })).webhooks;
+    // Six requests in flight at most, as for the fleet's pages.
+    const queue = [...d.webhooks];
+    const worker = async () => {
+      for (let w; (w = queue.shift()); ) {
+        const x = await gql(`query($id: ID!) { webhookDeliveries(id: $id, pageSize: 50) { deliveries { status } } }`, { id: w.id });
+        if (x.webhookDeliveries.deliveries.find((del) => del.status !== "PENDING")?.status === "FAILED") failing++;
+      }
+    };
+    await Promise.all(Array.from({ length: 6 }, worker));
+    if (p >= d.pagination.totalPages) break;
+  }
+  return failing;
 }
 
 // associateCard: request an association, then confirm it within the window.
@@ -266,8 +484,8 @@ function associateCard(onDone) {
       status.replaceChildren(h("span", { class: "error" }, err.message));
     }
   } },
-  h("input", { name: "uid", placeholder: "Mount uid", required: true, pattern: "[A-Za-z0-9._:\\-]{1,64}" }),
-  h("input", { name: "name", placeholder: "Name (optional)" }),
+  h("input", { name: "uid", placeholder: "Mount uid", "aria-label": "Mount uid", required: true, pattern: "[A-Za-z0-9._:\\-]{1,64}" }),
+  h("input", { name: "name", placeholder: "Name (optional)", "aria-label": "Name (optional)" }),
   h("button", { class: "primary", type: "submit" }, "Request association"));
 
   function pending(m) {
@@ -294,7 +512,7 @@ function associateCard(onDone) {
         }
       } }, "Confirm"));
   }
-  return h("section", { class: "card", id: "associate" }, h("h2", {}, "Associate a mount"), form, status);
+  return h("section", { class: "card", id: "associate", "aria-labelledby": "associate-title" }, h("h1", { id: "associate-title" }, "Associate a mount"), form, status);
 }
 
 // ---------- a mount ----------
@@ -305,7 +523,7 @@ function mountView(uid) {
   const commands = h("tbody");
   const tags = h("ul");
   const actions = h("div", { class: "toolbar" });
-  const periodSel = h("select", { id: "period", onchange: () => loadHistory() },
+  const periodSel = h("select", { id: "period", "aria-label": "Period", onchange: () => loadHistory() },
     [["1h", 3600], ["24h", 86400], ["7d", 604800]].map(([l, s]) => h("option", { value: s, selected: l === "24h" }, "last " + l)));
   let mount = null;
   const plots = [];
@@ -330,7 +548,7 @@ function mountView(uid) {
         if (!confirm(`Abandon ${uid}? Its owner key is cleared and it must be associated again.`)) return;
         try {
           await gql(`mutation($uid: ID!) { abandonMount(uid: $uid) }`, { uid });
-          location.hash = "#/";
+          location.hash = "#/fleet";
         } catch (err) { showError(err); }
       } }, "Abandon"));
     }
@@ -370,8 +588,9 @@ function mountView(uid) {
         return;
       }
       plots.push(new uPlot({ width: Math.max(280, box.clientWidth - 34), height: 220,
-        series: [{}, { label: title, stroke: "#2f6fde", width: 2, points: { show: data[0].length < 60 }, value: (u, v) => (v === null ? "—" : v + " " + unit) }],
-        axes: [{}, { values: (u, vals) => vals.map((v) => v + unit) }] }, data, box));
+        // The console's date format here too: the legend's time in full, the axis as HH:MM over MM-DD.
+        series: [{ value: (u, v) => (v === null ? "—" : fmtDate(new Date(v * 1000).toISOString())) }, { label: title, stroke: "#2f6fde", width: 2, points: { show: data[0].length < 60 }, value: (u, v) => (v === null ? "—" : v + " " + unit) }],
+        axes: [{ space: 60, values: (u, vals) => vals.map((v) => { const d = fmtDate(new Date(v * 1000).toISOString()); return d.slice(11, 16) + "\n" + d.slice(5, 10); }) }, { values: (u, vals) => vals.map((v) => v + unit) }] }, data, box));
     });
   }
 
@@ -381,14 +600,14 @@ function mountView(uid) {
     tags.replaceChildren(...(d.mount.nfcTags.length ? d.mount.nfcTags.map((t) => h("li", {}, `${t.name || t.uid} (${t.uid})`)) : [h("li", { class: "muted" }, "none")]));
     if (isOwner()) {
       const c = await gql(`query($uid: ID!) { mountCommands(uid: $uid, pageSize: 50) { commands { code generatedAt issuedBy } } }`, { uid });
-      commands.replaceChildren(...c.mountCommands.commands.map((x) => h("tr", {}, h("td", {}, x.code), h("td", {}, new Date(x.generatedAt).toLocaleString()), h("td", {}, x.issuedBy || ""))));
+      commands.replaceChildren(...c.mountCommands.commands.map((x) => h("tr", {}, h("td", {}, x.code), h("td", {}, fmtDate(x.generatedAt)), h("td", {}, x.issuedBy || ""))));
     }
     await loadHistory();
   }
 
   main.replaceChildren(
-    h("p", {}, h("a", { href: "#/" }, "← Fleet")),
-    h("section", { class: "card" }, h("h2", { id: "mount-uid" }, uid), values, actions),
+    h("p", {}, h("a", { href: "#/fleet" }, "← Fleet")),
+    h("section", { class: "card" }, h("h1", { id: "mount-uid" }, uid), values, actions),
     h("section", { class: "card" }, h("div", { class: "toolbar" }, h("h2", {}, "History"), periodSel), charts),
     isOwner() ? h("section", { class: "card" }, h("h2", {}, "Command audit"), h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Code"), h("th", {}, "Issued"), h("th", {}, "By"))), commands)) : "",
     h("section", { class: "card" }, h("h2", {}, "NFC tags"), tags));
@@ -410,22 +629,50 @@ function mountView(uid) {
 
 // ---------- events ----------
 
-function eventsView() {
+const EVENT_TYPES = ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED"];
+
+// eventsView: the live feed, filtered by type and mount (in the URL too,
+// #/events?type=ABANDONED&mount=MNT-1). State reports, most of the feed,
+// are hidden unless asked for.
+function eventsView(query) {
   const tbody = h("tbody");
-  const typeSel = h("select", { id: "event-type" }, h("option", { value: "" }, "Any type"),
-    ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED"]
-      .map((t) => h("option", { value: t }, t)));
-  const uidFilter = h("input", { type: "search", placeholder: "Mount uid" });
-  const row = (ev) => h("tr", { "data-type": ev.type, "data-uid": ev.uid }, h("td", {}, new Date(ev.occurredAt).toLocaleString()), h("td", {}, ev.type),
+  const typeSel = h("select", { id: "event-type", "aria-label": "Event type" },
+    h("option", { value: "" }, "All but state reports"), h("option", { value: "all" }, "Any type"),
+    EVENT_TYPES.map((t) => h("option", { value: t }, t)));
+  const uidFilter = h("input", { type: "search", id: "event-mount", placeholder: "Mount uid", "aria-label": "Mount uid", list: "event-mounts" });
+  const known = h("datalist", { id: "event-mounts" });
+  const seen = new Set();
+  const row = (ev) => h("tr", { "data-type": ev.type, "data-uid": ev.uid }, h("td", {}, fmtDate(ev.occurredAt)), h("td", {}, ev.type),
     h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(ev.uid) }, ev.uid)),
     h("td", {}, (ev.states || []).map((s) => `${s.code}=${s.value}`).join(", ")));
-  const visible = (tr) => (!typeSel.value || tr.dataset.type === typeSel.value) && (!uidFilter.value || tr.dataset.uid.includes(uidFilter.value));
+  const visible = (tr) => {
+    const t = typeSel.value;
+    if (t === "" ? tr.dataset.type === "STATES_REPORTED" : t !== "all" && tr.dataset.type !== t) return false;
+    const q = uidFilter.value.trim().toLowerCase();
+    return !q || tr.dataset.uid.toLowerCase().includes(q);
+  };
   const refilter = () => { for (const tr of tbody.children) tr.hidden = !visible(tr); };
-  typeSel.onchange = refilter;
-  uidFilter.oninput = refilter;
-  main.replaceChildren(h("section", { class: "card" }, h("h2", {}, "Events"), h("p", { class: "muted" }, "Live, newest first; the last 500 are kept."),
-    h("div", { class: "toolbar" }, typeSel, uidFilter),
-    h("table", { id: "events" }, h("thead", {}, h("tr", {}, h("th", {}, "When"), h("th", {}, "Type"), h("th", {}, "Mount"), h("th", {}, "States"))), tbody)));
+  const read = (q) => {
+    typeSel.value = ["all", ...EVENT_TYPES].includes(q.get("type")) ? q.get("type") : "";
+    uidFilter.value = (q.get("mount") || "").slice(0, 64);
+    refilter();
+  };
+  const write = (push) => {
+    const q = new URLSearchParams();
+    if (typeSel.value) q.set("type", typeSel.value);
+    if (uidFilter.value) q.set("mount", uidFilter.value);
+    const hash = "#/events" + (q.size ? "?" + q : "");
+    if (hash === location.hash) return;
+    history[push ? "pushState" : "replaceState"](null, "", hash);
+    routed = location.hash;
+  };
+  typeSel.onchange = () => { write(true); refilter(); };
+  uidFilter.oninput = () => { write(false); refilter(); };
+  read(query);
+  main.replaceChildren(h("section", { class: "card", "aria-labelledby": "events-title" }, h("h1", { id: "events-title" }, "Events"),
+    h("p", { class: "muted" }, "Live, newest first; the last 500 are kept."),
+    h("div", { class: "toolbar", role: "search" }, typeSel, uidFilter, known),
+    h("div", { class: "scroll" }, h("table", { id: "events" }, h("thead", {}, h("tr", {}, ["When", "Type", "Mount", "States"].map((t) => h("th", { scope: "col" }, t)))), tbody))));
   const sub = live({
     query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value } } }`,
     onEvent: (ev) => {
@@ -433,10 +680,14 @@ function eventsView() {
       tr.hidden = !visible(tr);
       tbody.prepend(tr);
       while (tbody.children.length > 500) tbody.lastChild.remove();
+      if (!seen.has(ev.uid) && seen.size < 1000) {
+        seen.add(ev.uid);
+        known.append(h("option", { value: ev.uid }));
+      }
     },
     onResync: async () => {}, onState: setConnection,
   });
-  return () => sub.stop();
+  return { update: read, stop: () => sub.stop() };
 }
 
 // ---------- webhooks ----------
@@ -461,8 +712,8 @@ function webhooksView() {
     deliveries.replaceChildren(h("h3", {}, "Deliveries to " + w.url), h("table", {},
       h("thead", {}, h("tr", {}, ["Event", "Attempt", "Status", "Answer", "Attempted", "Next"].map((t) => h("th", {}, t)))),
       h("tbody", {}, d.webhookDeliveries.deliveries.map((x) => h("tr", {}, h("td", {}, x.eventType), h("td", { class: "num" }, x.attempt), h("td", {}, x.status),
-        h("td", {}, x.error || x.responseStatus || ""), h("td", {}, x.attemptedAt ? new Date(x.attemptedAt).toLocaleString() : ""),
-        h("td", {}, x.nextAttemptAt ? new Date(x.nextAttemptAt).toLocaleString() : ""))))));
+        h("td", {}, x.error || x.responseStatus || ""), h("td", {}, fmtDate(x.attemptedAt)),
+        h("td", {}, fmtDate(x.nextAttemptAt)))))));
   }
   const form = h("form", { class: "toolbar", onsubmit: async (e) => {
     e.preventDefault();
@@ -474,8 +725,8 @@ function webhooksView() {
     } catch (err) {
       created.replaceChildren(h("p", { class: "error" }, err.message));
     }
-  } }, h("input", { name: "url", type: "url", placeholder: "https://receiver.example/hook", required: true, size: 40 }), h("button", { class: "primary" }, "Add webhook"));
-  main.replaceChildren(h("section", { class: "card" }, h("h2", {}, "Webhooks"), form, created,
+  } }, h("input", { name: "url", type: "url", "aria-label": "Webhook URL", placeholder: "https://receiver.example/hook", required: true, size: 40 }), h("button", { class: "primary" }, "Add webhook"));
+  main.replaceChildren(h("section", { class: "card" }, h("h1", {}, "Webhooks"), form, created,
     h("table", {}, h("thead", {}, h("tr", {}, ["URL", "Events", "", "", ""].map((t) => h("th", {}, t)))), list), deliveries));
   load().catch(showError);
   return () => {};
@@ -485,7 +736,7 @@ function webhooksView() {
 
 function firmwareView() {
   const body = h("tbody");
-  main.replaceChildren(h("section", { class: "card" }, h("h2", {}, "Firmware"),
+  main.replaceChildren(h("section", { class: "card" }, h("h1", {}, "Firmware"),
     h("p", { class: "muted" }, "Each model's versions, newest first; the latest available one is marked."),
     h("table", { id: "firmware" }, h("thead", {}, h("tr", {}, ["Model", "Revision", "Available since", "", "Size"].map((t) => h("th", {}, t)))), body)));
   (async () => {
@@ -504,7 +755,7 @@ function firmwareView() {
     }
     all.sort((a, b) => (a.modelNumber === b.modelNumber ? cmpSemver(b.softwareRevision, a.softwareRevision) : a.modelNumber < b.modelNumber ? -1 : 1));
     body.replaceChildren(...all.map((v) => h("tr", {}, h("td", {}, v.modelNumber), h("td", {}, v.softwareRevision),
-      h("td", {}, new Date(v.availableSince).toLocaleString()),
+      h("td", {}, fmtDate(v.availableSince)),
       h("td", {}, latest.get(v.modelNumber) === v ? h("span", { class: "pill ASSOCIATED" }, "latest") : "", v.deprecated ? " deprecated" : "", v.mandatory ? " mandatory" : ""),
       h("td", { class: "num" }, `${(v.size / 1048576).toFixed(1)} MiB`))));
     if (!all.length) body.append(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No firmware published.")));
@@ -535,17 +786,48 @@ function welcome(message) {
       h("li", {}, "Servers get tokens at ", h("code", {}, "/oauth/v2/token"), " with client credentials and send them in ", h("code", {}, "Access-Key"), " or ", h("code", {}, "Authorization: Bearer"), "."))));
 }
 
+// routed is the hash the page shows; a view that writes its filters into
+// the URL sets it, so that only a real change (a link, back) routes again.
+let routed = null;
+let current = null;
+
 function route() {
-  stopView();
-  stopView = () => {};
   const hash = location.hash || "#/";
-  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.getAttribute("href") === hash || (hash.startsWith("#/mounts/") && a.dataset.view === "fleet"));
-  let m;
-  if ((m = hash.match(/^#\/mounts\/(.+)$/))) stopView = mountView(decodeURIComponent(m[1]));
-  else if (hash === "#/events") stopView = eventsView();
-  else if (hash === "#/webhooks" && isOwner()) stopView = webhooksView();
-  else if (hash === "#/firmware") stopView = firmwareView();
-  else stopView = fleetView();
+  if (hash === routed) return;
+  routed = hash;
+  const i = hash.indexOf("?");
+  const path = i < 0 ? hash : hash.slice(0, i);
+  const query = new URLSearchParams(i < 0 ? "" : hash.slice(i + 1));
+  const view = path.startsWith("#/mounts/") || path === "#/associate" ? "fleet" : path === "#/" || path === "#/overview" ? "overview" : path.slice(2);
+  for (const a of document.querySelectorAll("#nav a")) {
+    const on = a.dataset.view === view;
+    a.classList.toggle("active", on);
+    if (on) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  // The same view with other filters (back, a shared link) keeps its data.
+  if (current?.path === path && current.update) return current.update(query);
+  current?.stop();
+  current = null;
+  document.getElementById("connection").hidden = true; // shown again by a view that is live
+  // Focus moves to the new page, as a page load would move it.
+  main.focus({ preventScroll: true });
+  let m, v;
+  if ((m = path.match(/^#\/mounts\/(.+)$/))) v = mountView(decodeURIComponent(m[1]));
+  else if (path === "#/fleet") v = fleetView(query);
+  else if (path === "#/events") v = eventsView(query);
+  else if (path === "#/webhooks" && isOwner()) v = webhooksView();
+  else if (path === "#/firmware") v = firmwareView();
+  else if (path === "#/associate" && isOwner()) v = associateView();
+  else v = overviewView();
+  current = typeof v === "function" ? { stop: v } : v;
+  current.path = path;
+}
+
+function associateView() {
+  main.replaceChildren(h("p", {}, h("a", { href: "#/fleet" }, "← Fleet")), associateCard(() => {}));
+  main.querySelector("input[name=uid]").focus();
+  return () => {};
 }
 
 async function start() {
@@ -568,6 +850,7 @@ async function start() {
   out.hidden = false;
   out.onclick = auth.signOut;
   addEventListener("hashchange", route);
+  addEventListener("popstate", route);
   route();
 }
 

@@ -37,6 +37,9 @@ export async function init() {
 
 // signIn leaves for the provider's login page.
 export async function signIn() {
+  // While signing out, a view that lost its token (a socket the revocation
+  // closed) must not start a new sign-in: the page is leaving.
+  if (signingOut) return;
   const verifier = randomText(48);
   const state = randomText(16);
   store.setItem("pkce", JSON.stringify({ verifier, state, back: location.hash || "#/" }));
@@ -126,7 +129,10 @@ export async function accessToken(force = false) {
 
 // signOut revokes the sign-in at the provider (when it offers revocation),
 // then forgets the tab's tokens.
+let signingOut = false;
+
 export async function signOut() {
+  signingOut = true;
   const t = tokens();
   store.removeItem("tokens");
   if (t?.refresh && discovery?.revocation_endpoint) {
