@@ -419,13 +419,27 @@ function overviewView() {
   const tile = (id, label, n, href, bad) => h("a", { class: "tile" + (bad && n > 0 ? " attention" : ""), id, href },
     h("span", { class: "value" }, n), h("span", { class: "label" }, label));
   // The counts are taken when the page opens or on request; the fleet is the live view.
-  async function count() {
-    refresh.disabled = true;
-    try {
-      await counted();
-    } finally {
-      refresh.disabled = false;
+  // A request while a count runs counts again after it, so the counts shown
+  // are never older than the last click.
+  let counting = null, again = false;
+  function count() {
+    if (counting) {
+      again = true;
+      return counting;
     }
+    refresh.setAttribute("aria-busy", "true");
+    counting = (async () => {
+      try {
+        do {
+          again = false;
+          await counted();
+        } while (again);
+      } finally {
+        counting = null;
+        refresh.removeAttribute("aria-busy");
+      }
+    })();
+    return counting;
   }
   async function counted() {
     const all = (await loadMounts()).filter((m) => m.associationState !== "INACTIVE");
