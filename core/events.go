@@ -225,13 +225,6 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 	}
 }
 
-func nonNil(events []Event) []Event {
-	if events == nil {
-		return []Event{}
-	}
-	return events
-}
-
 // waitToken names p's token for the bound per token: its digest, or
 // without one its client (every token of that client shares the bound).
 func waitToken(p Principal) string {

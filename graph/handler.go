@@ -166,14 +166,6 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			gqlErr.Extensions = map[string]any{"code": string(core.CodeUnavailable), "retryAfter": int(core.UnavailableRetry / time.Second)}
 			return gqlErr
 		}
-		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-			// The client went away (or ended the subscription): nobody
-			// reads this, and it is no failure of the server.
-			logger.DebugContext(ctx, "GraphQL request cancelled", "err", err)
-			gqlErr.Message = "the request was cancelled"
-			gqlErr.Extensions = map[string]any{"code": string(core.CodeInternal)}
-			return gqlErr
-		}
 		logger.ErrorContext(ctx, "internal error in GraphQL", "err", err)
 		gqlErr.Message = "internal error"
 		gqlErr.Extensions = map[string]any{"code": string(core.CodeInternal)}

@@ -188,7 +188,6 @@ const (
 	openListLength = core.MaxPageSize
 	// webhookFilterLength is the most mounts a webhook's filter names.
 	webhookFilterLength = 100
-	eventTypeCount      = 8
 	// maxCost saturates the products, so that nesting cannot overflow an
 	// int into a small or negative cost.
 	maxCost = 1 << 40
@@ -255,6 +254,6 @@ func complexityRoot() generated.ComplexityRoot {
 	c.Me.MountUids = open
 	c.Me.Scopes = open
 	c.Webhook.MountUids = func(child int) int { return listCost(webhookFilterLength, child) }
-	c.Webhook.EventTypes = func(child int) int { return listCost(eventTypeCount, child) }
+	c.Webhook.EventTypes = func(child int) int { return listCost(len(core.EventTypes), child) }
 	return c
 }

@@ -45,7 +45,7 @@ func browserSecret(r *http.Request) string {
 func (p *Provider) setSignInCookies(w http.ResponseWriter, r *http.Request, secret string) {
 	for _, path := range []string{pathLogin, pathAuthorize} {
 		http.SetCookie(w, &http.Cookie{Name: signInCookie, Value: secret, Path: path, HttpOnly: true,
-			Secure: r.TLS != nil || strings.HasPrefix(p.cfg.Issuer, "https://"), SameSite: http.SameSiteLaxMode,
+			Secure: p.secureCookies(r), SameSite: http.SameSiteLaxMode,
 			MaxAge: int(core.AuthRequestTTL / time.Second)})
 	}
 }

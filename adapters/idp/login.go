@@ -105,7 +105,7 @@ func (p *Provider) serveLoginForm(w http.ResponseWriter, r *http.Request) {
 func (p *Provider) setLoginCookie(w http.ResponseWriter, r *http.Request) string {
 	token := rand.Text()
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: token, Path: pathLogin, HttpOnly: true,
-		Secure: r.TLS != nil || strings.HasPrefix(p.cfg.Issuer, "https://"), SameSite: http.SameSiteStrictMode, MaxAge: int(core.AuthRequestTTL / time.Second)})
+		Secure: p.secureCookies(r), SameSite: http.SameSiteStrictMode, MaxAge: int(core.AuthRequestTTL / time.Second)})
 	return token
 }
 
@@ -171,7 +171,7 @@ func (p *Provider) serveLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Path: pathLogin, MaxAge: -1})
-	p.devices.set(w, r.TLS != nil || strings.HasPrefix(p.cfg.Issuer, "https://"), user.Username)
+	p.devices.set(w, p.secureCookies(r), user.Username)
 	p.log.InfoContext(ctx, "person signed in", "user_id", user.ID, "account_id", user.AccountID)
 	http.Redirect(w, r, op.AuthCallbackURL(p.op)(op.ContextWithIssuer(ctx, p.cfg.Issuer), id), http.StatusFound)
 }
@@ -214,4 +214,10 @@ func (p *Provider) serveRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
+}
+
+// secureCookies tells whether the cookies set for r must be Secure: the
+// request came over TLS, or the public address is https (TLS at a proxy).
+func (p *Provider) secureCookies(r *http.Request) bool {
+	return r.TLS != nil || strings.HasPrefix(p.cfg.Issuer, "https://")
 }

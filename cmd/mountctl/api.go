@@ -27,8 +27,11 @@ func (s *settings) api() *client.Client {
 
 // ownerScope is the scope of an owner token of the embedded identity
 // provider (the audience item names the idp and project).
-func ownerScope(idpName, projectID string) []string {
-	return []string{"openid", "sub", fmt.Sprintf("urn:%s:iam:org:project:id:%s:aud", idpName, projectID), "role:owner"}
+func ownerScope(idpName, projectID string) []string { return tokenScope(idpName, projectID, "owner") }
+
+// tokenScope is the mandatory scope items with role.
+func tokenScope(idpName, projectID, role string) []string {
+	return []string{"openid", "sub", fmt.Sprintf("urn:%s:iam:org:project:id:%s:aud", idpName, projectID), "role:" + role}
 }
 
 // call sends an API call (path under /api/v1) and decodes the answer into out.

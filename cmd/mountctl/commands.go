@@ -44,8 +44,7 @@ func tokenCommand(s *settings, out *printer) *cli.Command {
 			if role != "owner" && role != "restricted" {
 				return fmt.Errorf("--role must be owner or restricted")
 			}
-			scope := ownerScope(cmd.String("idp-name"), cmd.String("project-id"))
-			scope[len(scope)-1] = "role:" + role
+			scope := tokenScope(cmd.String("idp-name"), cmd.String("project-id"), role)
 			for _, m := range cmd.StringSlice("mount") {
 				scope = append(scope, "mount:"+m)
 			}
