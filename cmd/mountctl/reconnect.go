@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/client"
+	"github.com/mountd/mountd/core"
 )
 
 // Reconnection waits: 0.5 s doubling to 15 s, each jittered, so that the
@@ -48,12 +49,14 @@ func (b *backoff) wait(ctx context.Context) bool {
 func retryable(err error, renews bool) bool {
 	var refused *client.RefusedError
 	if errors.As(err, &refused) {
-		return false
+		// Over the account's rate limit (many watchers reconnecting at
+		// once): the limit refills, so waiting helps.
+		return refused.Code == string(core.CodeRateLimited)
 	}
 	var closed *client.CloseError
 	if errors.As(err, &closed) {
 		switch closed.Code {
-		case 1001, 1006, 1011, 1012, 1013, 1014:
+		case 1001, 1006, 1011, 1012, 1013, 1014, 4429: // 4429: the socket was over the rate limit
 			return true
 		case 4401, 4403:
 			return renews
