@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -47,7 +48,7 @@ func (t operationTracing) InterceptResponse(ctx context.Context, next graphql.Re
 	}
 	opName := oc.OperationName
 	if len(opName) > maxOperationNameAttr {
-		opName = opName[:maxOperationNameAttr]
+		opName = strings.ToValidUTF8(opName[:maxOperationNameAttr], "") // not a split character
 	}
 	ctx, span := t.tracer.Start(ctx, "graphql "+kind+" "+name, trace.WithAttributes(
 		attribute.String("graphql.operation.type", kind), attribute.String("graphql.operation.name", opName)))
