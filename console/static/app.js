@@ -2,67 +2,11 @@
 // the firmware catalogue. Views are plain functions that fill <main> and
 // return a stop function; routes are the URL's hash.
 import * as auth from "./auth.js";
-import { gql, live, APIError } from "./api.js";
-
-const main = document.getElementById("main");
-let me = null;
-
-// h builds an element: h("a", {href: "#/"}, "text", child...).
-function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (k === "class") el.className = v;
-    else el.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) el.append(c instanceof Node ? c : String(c));
-  return el;
-}
-
-const isOwner = () => me?.role === "owner";
-const fmtBattery = (v) => (v === null || v === undefined ? "—" : `${v}%`);
-const fmtTemp = (v) => (v === null || v === undefined ? "—" : `${v.toFixed(1)} °C`);
-const fmtBool = (v, yes, no) => (v === null || v === undefined ? "—" : v ? yes : no);
-
-// fmtDate: the one date format of the console, local time, 2026-05-04 13:07:09.
-function fmtDate(iso) {
-  if (!iso) return "";
-  const d = new Date(iso);
-  const p = (n) => String(n).padStart(2, "0");
-  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
-}
-
-function ago(iso) {
-  if (!iso) return "never";
-  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
-  if (s < 60) return `${s} s ago`;
-  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
-  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
-  return `${Math.floor(s / 86400)} d ago`;
-}
-
-function showError(err) {
-  if (err instanceof APIError && err.code === "UNAUTHENTICATED") return;
-  main.prepend(h("p", { class: "card error", role: "alert" }, err.message || String(err)));
-}
-
-function setConnection(state) {
-  const el = document.getElementById("connection");
-  el.hidden = false;
-  el.className = "connection " + state;
-  el.dataset.state = state;
-  el.textContent = { connecting: "connecting…", live: "live", down: "reconnecting…" }[state];
-}
-
-const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline";
-
-// lastReportOf: the event's newest state time, or the mount's own.
-function lastReportOf(ev) {
-  let t = ev.mount.lastReportAt;
-  for (const s of ev.states || []) if (!t || s.occurredAt > t) t = s.occurredAt;
-  return t;
-}
+import { gql, live } from "./api.js";
+import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS } from "./ui.js";
+import { mountView } from "./mount.js";
+import { webhooksView } from "./webhooks.js";
+import { firmwareView } from "./firmware.js";
 
 // ---------- fleet ----------
 
@@ -529,118 +473,6 @@ function associateCard(onDone) {
   return h("section", { class: "card", id: "associate", "aria-labelledby": "associate-title" }, h("h1", { id: "associate-title" }, "Associate a mount"), form, status);
 }
 
-// ---------- a mount ----------
-
-function mountView(uid) {
-  const values = h("div", { class: "grid" });
-  const charts = h("div", { class: "charts" });
-  const commands = h("tbody");
-  const tags = h("ul");
-  const actions = h("div", { class: "toolbar" });
-  const periodSel = h("select", { id: "period", "aria-label": "Period", onchange: () => loadHistory() },
-    [["1h", 3600], ["24h", 86400], ["7d", 604800]].map(([l, s]) => h("option", { value: s, selected: l === "24h" }, "last " + l)));
-  let mount = null;
-  const plots = [];
-
-  function showValues(m) {
-    mount = m;
-    const cell = (label, value) => h("div", {}, h("div", { class: "label" }, label), h("div", { class: "value" }, value));
-    values.replaceChildren(
-      cell("State", m.associationState), cell("Battery", fmtBattery(m.batteryLevel)),
-      cell("Lock", fmtBool(m.mountLocked, "Locked", "Unlocked")), cell("Helmet", fmtBool(m.helmetMounted, "Present", "Absent")),
-      cell("CPU temperature", fmtTemp(m.cpuTemperature)), cell("Last report", ago(m.lastReportAt)));
-    actions.replaceChildren();
-    if (isOwner() && m.associationState === "IDLE") {
-      actions.append(h("button", { class: "primary", onclick: async () => {
-        try {
-          showValues((await gql(`mutation($uid: ID!) { confirmAssociation(uid: $uid) { ${MOUNT_FIELDS} } }`, { uid })).confirmAssociation);
-        } catch (err) { showError(err); }
-      } }, "Confirm association"));
-    }
-    if (isOwner() && m.associationState !== "INACTIVE") {
-      actions.append(h("button", { class: "danger", id: "abandon", onclick: async () => {
-        if (!confirm(`Abandon ${uid}? Its owner key is cleared and it must be associated again.`)) return;
-        try {
-          await gql(`mutation($uid: ID!) { abandonMount(uid: $uid) }`, { uid });
-          location.hash = "#/fleet";
-        } catch (err) { showError(err); }
-      } }, "Abandon"));
-    }
-  }
-
-  async function loadHistory() {
-    const from = new Date(Date.now() - Number(periodSel.value) * 1000).toISOString();
-    const series = async (code) => {
-      const out = [];
-      for (let p = 1; p <= 10; p++) { // at most 1,000 points a chart
-        const page = (await gql(`query($uid: ID!, $code: String, $from: DateTime, $p: Int!) {
-          mountStates(uid: $uid, code: $code, from: $from, currentPage: $p, pageSize: 100) { states { value occurredAt } pagination { totalPages } } }`,
-        { uid, code, from, p })).mountStates;
-        out.push(...page.states);
-        if (p >= page.pagination.totalPages) break;
-      }
-      // uPlot wants x ascending; equal instants keep one point.
-      out.sort((a, b) => Date.parse(a.occurredAt) - Date.parse(b.occurredAt));
-      const xs = [], ys = [];
-      for (const s of out) {
-        const x = Date.parse(s.occurredAt) / 1000;
-        if (xs.length && xs[xs.length - 1] === x) ys[ys.length - 1] = Number(s.value);
-        else { xs.push(x); ys.push(Number(s.value)); }
-      }
-      return [xs, ys];
-    };
-    const [battery, temp] = await Promise.all([series("BATTERY_LEVEL"), series("CPU_TEMPERATURE")]);
-    while (plots.length) plots.pop().destroy();
-    const specs = [["Battery", battery, "%"], ["CPU temperature", temp, "°C"]];
-    const boxes = specs.map(([title]) => h("div", { class: "card chart" }, h("h3", {}, title)));
-    // Lay the boxes out first, so that each plot takes its box's width.
-    charts.replaceChildren(...boxes);
-    specs.forEach(([title, data, unit], i) => {
-      const box = boxes[i];
-      if (!data[0].length) {
-        box.append(h("p", { class: "muted" }, "No reports in this period."));
-        return;
-      }
-      plots.push(new uPlot({ width: Math.max(280, box.clientWidth - 34), height: 220,
-        // The console's date format here too: the legend's time in full, the axis as HH:MM over MM-DD.
-        series: [{ value: (u, v) => (v === null ? "—" : fmtDate(new Date(v * 1000).toISOString())) }, { label: title, stroke: "#2f6fde", width: 2, points: { show: data[0].length < 60 }, value: (u, v) => (v === null ? "—" : v + " " + unit) }],
-        axes: [{ space: 60, values: (u, vals) => vals.map((v) => { const d = fmtDate(new Date(v * 1000).toISOString()); return d.slice(11, 16) + "\n" + d.slice(5, 10); }) }, { values: (u, vals) => vals.map((v) => v + unit) }] }, data, box));
-    });
-  }
-
-  async function load() {
-    const d = await gql(`query($uid: ID!) { mount(uid: $uid) { ${MOUNT_FIELDS} nfcTags { uid name } } }`, { uid });
-    showValues(d.mount);
-    tags.replaceChildren(...(d.mount.nfcTags.length ? d.mount.nfcTags.map((t) => h("li", {}, `${t.name || t.uid} (${t.uid})`)) : [h("li", { class: "muted" }, "none")]));
-    if (isOwner()) {
-      const c = await gql(`query($uid: ID!) { mountCommands(uid: $uid, pageSize: 50) { commands { code generatedAt issuedBy } } }`, { uid });
-      commands.replaceChildren(...c.mountCommands.commands.map((x) => h("tr", {}, h("td", {}, x.code), h("td", {}, fmtDate(x.generatedAt)), h("td", {}, x.issuedBy || ""))));
-    }
-    await loadHistory();
-  }
-
-  main.replaceChildren(
-    h("p", {}, h("a", { href: "#/fleet" }, "← Fleet")),
-    h("section", { class: "card" }, h("h1", { id: "mount-uid" }, uid), values, actions),
-    h("section", { class: "card" }, h("div", { class: "toolbar" }, h("h2", {}, "History"), periodSel), charts),
-    isOwner() ? h("section", { class: "card" }, h("h2", {}, "Command audit"), h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Code"), h("th", {}, "Issued"), h("th", {}, "By"))), commands)) : "",
-    h("section", { class: "card" }, h("h2", {}, "NFC tags"), tags));
-
-  let sub = null;
-  const started = load().then(() => {
-    sub = live({
-      query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } } }`,
-      variables: { uids: [uid] },
-      onEvent: (ev) => showValues({ ...ev.mount, lastReportAt: lastReportOf(ev) }),
-      onResync: load, onState: setConnection,
-    });
-  }, showError);
-  return () => {
-    started.then(() => sub?.stop());
-    while (plots.length) plots.pop().destroy();
-  };
-}
-
 // ---------- events ----------
 
 const EVENT_TYPES = ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED"];
@@ -702,85 +534,6 @@ function eventsView(query) {
     onResync: async () => {}, onState: setConnection,
   });
   return { update: read, stop: () => sub.stop() };
-}
-
-// ---------- webhooks ----------
-
-function webhooksView() {
-  const list = h("tbody");
-  const deliveries = h("div");
-  const created = h("div");
-  async function load() {
-    const d = await gql(`{ webhooks(pageSize: 20) { webhooks { id url eventTypes enabled description } } }`);
-    list.replaceChildren(...d.webhooks.webhooks.map((w) => h("tr", {},
-      h("td", {}, w.url), h("td", {}, w.eventTypes.join(", ") || "all"), h("td", {}, w.enabled ? "enabled" : "disabled"),
-      h("td", {}, h("button", { onclick: () => showDeliveries(w) }, "Deliveries")),
-      h("td", {}, h("button", { class: "danger", onclick: async () => {
-        if (!confirm(`Delete the webhook to ${w.url}?`)) return;
-        await gql(`mutation($id: ID!) { deleteWebhook(id: $id) }`, { id: w.id }).catch(showError);
-        load();
-      } }, "Delete")))));
-  }
-  async function showDeliveries(w) {
-    const d = await gql(`query($id: ID!) { webhookDeliveries(id: $id, pageSize: 50) { deliveries { eventType attempt status responseStatus error attemptedAt nextAttemptAt } } }`, { id: w.id });
-    deliveries.replaceChildren(h("h3", {}, "Deliveries to " + w.url), h("table", {},
-      h("thead", {}, h("tr", {}, ["Event", "Attempt", "Status", "Answer", "Attempted", "Next"].map((t) => h("th", {}, t)))),
-      h("tbody", {}, d.webhookDeliveries.deliveries.map((x) => h("tr", {}, h("td", {}, x.eventType), h("td", { class: "num" }, x.attempt), h("td", {}, x.status),
-        h("td", {}, x.error || x.responseStatus || ""), h("td", {}, fmtDate(x.attemptedAt)),
-        h("td", {}, fmtDate(x.nextAttemptAt)))))));
-  }
-  const form = h("form", { class: "toolbar", onsubmit: async (e) => {
-    e.preventDefault();
-    try {
-      const d = await gql(`mutation($in: CreateWebhookInput!) { createWebhook(input: $in) { secret webhook { id } } }`, { in: { url: form.elements.url.value } });
-      created.replaceChildren(h("p", {}, "The signing secret is shown only now:"), h("p", { class: "secret" }, d.createWebhook.secret));
-      form.reset();
-      load();
-    } catch (err) {
-      created.replaceChildren(h("p", { class: "error" }, err.message));
-    }
-  } }, h("input", { name: "url", type: "url", "aria-label": "Webhook URL", placeholder: "https://receiver.example/hook", required: true, size: 40 }), h("button", { class: "primary" }, "Add webhook"));
-  main.replaceChildren(h("section", { class: "card" }, h("h1", {}, "Webhooks"), form, created,
-    h("table", {}, h("thead", {}, h("tr", {}, ["URL", "Events", "", "", ""].map((t) => h("th", {}, t)))), list), deliveries));
-  load().catch(showError);
-  return () => {};
-}
-
-// ---------- firmware ----------
-
-function firmwareView() {
-  const body = h("tbody");
-  main.replaceChildren(h("section", { class: "card" }, h("h1", {}, "Firmware"),
-    h("p", { class: "muted" }, "Each model's versions, newest first; the latest available one is marked."),
-    h("table", { id: "firmware" }, h("thead", {}, h("tr", {}, ["Model", "Revision", "Available since", "", "Size"].map((t) => h("th", {}, t)))), body)));
-  (async () => {
-    const all = [];
-    for (let p = 1; p <= 20; p++) {
-      const d = (await gql(`query($p: Int!) { firmwareVersions(currentPage: $p, pageSize: 100) { versions { modelNumber softwareRevision availableSince deprecated mandatory size } pagination { totalPages } } }`, { p })).firmwareVersions;
-      all.push(...d.versions);
-      if (p >= d.pagination.totalPages) break;
-    }
-    const latest = new Map();
-    const now = Date.now();
-    for (const v of all) {
-      if (v.deprecated || Date.parse(v.availableSince) > now) continue;
-      const cur = latest.get(v.modelNumber);
-      if (!cur || cmpSemver(v.softwareRevision, cur.softwareRevision) > 0) latest.set(v.modelNumber, v);
-    }
-    all.sort((a, b) => (a.modelNumber === b.modelNumber ? cmpSemver(b.softwareRevision, a.softwareRevision) : a.modelNumber < b.modelNumber ? -1 : 1));
-    body.replaceChildren(...all.map((v) => h("tr", {}, h("td", {}, v.modelNumber), h("td", {}, v.softwareRevision),
-      h("td", {}, fmtDate(v.availableSince)),
-      h("td", {}, latest.get(v.modelNumber) === v ? h("span", { class: "pill ASSOCIATED" }, "latest") : "", v.deprecated ? " deprecated" : "", v.mandatory ? " mandatory" : ""),
-      h("td", { class: "num" }, `${(v.size / 1048576).toFixed(1)} MiB`))));
-    if (!all.length) body.append(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No firmware published.")));
-  })().catch(showError);
-  return () => {};
-}
-
-function cmpSemver(a, b) {
-  const pa = a.split(/[.+-]/).map(Number), pb = b.split(/[.+-]/).map(Number);
-  for (let i = 0; i < 3; i++) if ((pa[i] || 0) !== (pb[i] || 0)) return (pa[i] || 0) - (pb[i] || 0);
-  return 0;
 }
 
 // ---------- shell ----------
@@ -853,13 +606,13 @@ async function start() {
   }
   if (!auth.signedIn()) return welcome();
   try {
-    me = (await gql(`{ me { accountId name role mountUids } }`)).me;
+    session.me = (await gql(`{ me { accountId name role mountUids } }`)).me;
   } catch (err) {
     return welcome(err.code === "UNAUTHENTICATED" ? "" : err.message);
   }
   document.getElementById("nav").hidden = false;
   for (const a of document.querySelectorAll("#nav [data-owner]")) a.hidden = !isOwner();
-  document.getElementById("who").textContent = `${me.name} · ${me.role}`;
+  document.getElementById("who").textContent = `${session.me.name} · ${session.me.role}`;
   const out = document.getElementById("signout");
   out.hidden = false;
   out.onclick = auth.signOut;

@@ -1,0 +1,64 @@
+// Shared by the console's views: building elements, the one date format,
+// the signed-in person and the connection badge.
+import { APIError } from "./api.js";
+
+export const main = document.getElementById("main");
+// session.me is the signed-in person ({accountId, name, role, mountUids}).
+export const session = { me: null };
+export const isOwner = () => session.me?.role === "owner";
+
+// h builds an element: h("a", {href: "#/"}, "text", child...).
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+export const fmtBattery = (v) => (v === null || v === undefined ? "—" : `${v}%`);
+export const fmtTemp = (v) => (v === null || v === undefined ? "—" : `${v.toFixed(1)} °C`);
+export const fmtBool = (v, yes, no) => (v === null || v === undefined ? "—" : v ? yes : no);
+
+// fmtDate: the one date format of the console, local time, 2026-05-04 13:07:09.
+export function fmtDate(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  const p = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+export function ago(iso) {
+  if (!iso) return "never";
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
+
+export function showError(err) {
+  if (err instanceof APIError && err.code === "UNAUTHENTICATED") return;
+  main.prepend(h("p", { class: "card error", role: "alert" }, err.message || String(err)));
+}
+
+export function setConnection(state) {
+  const el = document.getElementById("connection");
+  el.hidden = false;
+  el.className = "connection " + state;
+  el.dataset.state = state;
+  el.textContent = { connecting: "connecting…", live: "live", down: "reconnecting…" }[state];
+}
+
+export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline";
+
+// lastReportOf: the event's newest state time, or the mount's own.
+export function lastReportOf(ev) {
+  let t = ev.mount.lastReportAt;
+  for (const s of ev.states || []) if (!t || s.occurredAt > t) t = s.occurredAt;
+  return t;
+}
