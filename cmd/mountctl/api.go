@@ -18,18 +18,15 @@ func (s *settings) api() *client.Client {
 	}
 	if s.Token == "" && s.ClientID != "" && s.ClientSecret != "" {
 		s.client = client.New(s.API, client.CredentialsSource(
-			client.ClientCredentials(s.API, s.ClientID, s.ClientSecret, ownerScope("mountd", "mountd")), nil))
+			client.ClientCredentials(s.API, s.ClientID, s.ClientSecret, tokenScope(s.IDPName, s.ProjectID, "owner")), nil))
 	} else {
 		s.client = client.New(s.API, client.StaticToken(s.Token))
 	}
 	return s.client
 }
 
-// ownerScope is the scope of an owner token of the embedded identity
-// provider (the audience item names the idp and project).
-func ownerScope(idpName, projectID string) []string { return tokenScope(idpName, projectID, "owner") }
-
-// tokenScope is the mandatory scope items with role.
+// tokenScope is the mandatory scope items with role (the audience item
+// names the idp and project).
 func tokenScope(idpName, projectID, role string) []string {
 	return []string{"openid", "sub", fmt.Sprintf("urn:%s:iam:org:project:id:%s:aud", idpName, projectID), "role:" + role}
 }

@@ -25,8 +25,6 @@ func tokenCommand(s *settings, out *printer) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "role", Value: "owner", Usage: "owner or restricted"},
 			&cli.StringSliceFlag{Name: "mount", Usage: "restrict to this mount uid (repeatable)"},
-			&cli.StringFlag{Name: "idp-name", Value: "mountd", Usage: "the <idp> of the audience item"},
-			&cli.StringFlag{Name: "project-id", Value: "mountd", Usage: "the project id of the audience item"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			// One line naming what is missing, rather than the whole help.
@@ -44,7 +42,7 @@ func tokenCommand(s *settings, out *printer) *cli.Command {
 			if role != "owner" && role != "restricted" {
 				return fmt.Errorf("--role must be owner or restricted")
 			}
-			scope := tokenScope(cmd.String("idp-name"), cmd.String("project-id"), role)
+			scope := tokenScope(s.IDPName, s.ProjectID, role)
 			for _, m := range cmd.StringSlice("mount") {
 				scope = append(scope, "mount:"+m)
 			}

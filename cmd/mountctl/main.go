@@ -36,6 +36,8 @@ type settings struct {
 	Token        string
 	ClientID     string
 	ClientSecret string
+	IDPName      string
+	ProjectID    string
 	BLE          string
 	JSON         bool
 	Timeout      time.Duration
@@ -59,6 +61,10 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 			// its own owner token (watch and events --follow outlive one).
 			&cli.StringFlag{Name: "client-id", Usage: "the account's client id: without --token, mountctl gets and renews its own owner token", Sources: cli.EnvVars("MOUNTCTL_CLIENT_ID"), Destination: &s.ClientID},
 			&cli.StringFlag{Name: "client-secret", Usage: "its secret (prefer the variable: ps shows flags)", Sources: cli.EnvVars("MOUNTCTL_CLIENT_SECRET"), Destination: &s.ClientSecret},
+			// The audience item of the server's scope rules (MOUNTD_IDP_NAME,
+			// MOUNTD_PROJECT_ID): every token mountctl asks for names them.
+			&cli.StringFlag{Name: "idp-name", Value: "mountd", Usage: "the <idp> of the audience scope item (the server's MOUNTD_IDP_NAME)", Sources: cli.EnvVars("MOUNTCTL_IDP_NAME"), Destination: &s.IDPName},
+			&cli.StringFlag{Name: "project-id", Value: "mountd", Usage: "the project id of the audience scope item (the server's MOUNTD_PROJECT_ID)", Sources: cli.EnvVars("MOUNTCTL_PROJECT_ID"), Destination: &s.ProjectID},
 			&cli.StringFlag{Name: "ble", Value: "sim://127.0.0.1:7390", Usage: "BLE radio: sim://HOST:PORT (mountsim's simulated radio) or bluez (this machine's adapter)", Sources: cli.EnvVars("MOUNTCTL_BLE"), Destination: &s.BLE},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON for scripts", Destination: &s.JSON},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "overall time limit of a command", Destination: &s.Timeout},
