@@ -236,7 +236,9 @@ function timeline(bands, from, to, period) {
 
 // renameCard: an owner renames the mount (updateMount, PATCH /mounts/{uid}).
 function renameCard(uid, onRenamed) {
-  const input = h("input", { id: "rename-input", name: "name", autocomplete: "off", "aria-describedby": "rename-status" });
+  // A reload (after a reconnect) leaves a name being typed alone.
+  let edited = false;
+  const input = h("input", { id: "rename-input", name: "name", autocomplete: "off", "aria-describedby": "rename-status", oninput: () => { edited = true; } });
   const status = statusBox("rename-status");
   const el = h("form", { class: "toolbar inline-form", id: "rename", onsubmit: async (e) => {
     e.preventDefault();
@@ -245,6 +247,7 @@ function renameCard(uid, onRenamed) {
       const m = (await gql(`mutation($uid: ID!, $name: String!) { updateMount(uid: $uid, input: { name: $name }) { ${MOUNT_FIELDS} } }`, { uid, name: input.value.trim() })).updateMount;
       onRenamed(m);
       input.value = m.name;
+      edited = false;
       status.say(`Renamed to “${m.name}”.`);
     } catch (err) {
       input.setAttribute("aria-invalid", "true");
@@ -252,7 +255,7 @@ function renameCard(uid, onRenamed) {
       input.focus();
     }
   } }, field("Name", input), h("button", { class: "primary", type: "submit" }, "Rename"), status);
-  return { el, fill: (name) => { input.value = name; } };
+  return { el, fill: (name) => { if (!edited) input.value = name; } };
 }
 
 // commandCard: choose a code and its parameters, get the signed command a
@@ -325,23 +328,27 @@ function nfcCard(uid) {
   const status = statusBox("nfc-status");
   let tags = [];
   let rowSeq = 0;
+  // A reload (after a reconnect) leaves a list being edited alone.
+  let edited = false;
   const row = (t = { uid: "", name: "" }) => {
     const n = ++rowSeq;
     const u = h("input", { id: `tag-uid-${n}`, name: "uid", value: t.uid, autocomplete: "off", spellcheck: "false", placeholder: "04:A2:2B:1A", "aria-describedby": "nfc-status" });
     const name = h("input", { id: `tag-name-${n}`, name: "tagName", value: t.name, autocomplete: "off" });
     const li = h("li", { class: "toolbar" }, field("Tag uid", u), field("Tag name", name),
-      h("button", { type: "button", class: "danger", "aria-label": `Remove tag ${t.uid || n}`, onclick: () => { li.remove(); list.querySelector("input")?.focus(); } }, "Remove"));
+      h("button", { type: "button", class: "danger", "aria-label": `Remove tag ${t.uid || n}`, onclick: () => { edited = true; li.remove(); list.querySelector("input")?.focus(); } }, "Remove"));
     return li;
   };
-  const fill = (ts) => {
+  const fill = (ts, force = false) => {
     tags = ts;
+    if (edited && !force) return;
+    edited = false;
     if (!isOwner()) {
       list.replaceChildren(...(ts.length ? ts.map((t) => h("li", {}, `${t.name || t.uid} (${t.uid})`)) : [h("li", { class: "muted" }, "none")]));
       return;
     }
     list.replaceChildren(...ts.map(row));
   };
-  const reload = async () => fill((await gql(`query($uid: ID!) { mount(uid: $uid) { nfcTags { uid name } } }`, { uid })).mount.nfcTags);
+  const reload = async () => fill((await gql(`query($uid: ID!) { mount(uid: $uid) { nfcTags { uid name } } }`, { uid })).mount.nfcTags, true);
 
   async function sync(e) {
     e.preventDefault();
@@ -384,10 +391,10 @@ function nfcCard(uid) {
 
   const el = h("section", { class: "card", "aria-labelledby": "nfc-title" }, h("h2", { id: "nfc-title" }, "NFC tags"),
     isOwner()
-      ? h("form", { id: "nfc-form", onsubmit: sync },
+      ? h("form", { id: "nfc-form", onsubmit: sync, oninput: () => { edited = true; } },
         h("p", { class: "muted" }, "The tags this mount accepts. Synchronising makes the mount's list exactly this one (the mount must be associated); carry a SYNC_NFC_TAGS command to it afterwards."),
         list,
-        h("div", { class: "toolbar" }, h("button", { type: "button", id: "nfc-add", onclick: () => { const li = row(); list.append(li); li.querySelector("input").focus(); } }, "Add a tag"),
+        h("div", { class: "toolbar" }, h("button", { type: "button", id: "nfc-add", onclick: () => { edited = true; const li = row(); list.append(li); li.querySelector("input").focus(); } }, "Add a tag"),
           h("button", { class: "primary", type: "submit", id: "nfc-sync" }, "Synchronise tags")), status)
       : list);
   return { el, fill, get tags() { return tags; } };
