@@ -345,7 +345,6 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("mount page title %q", got)
 	}
 	b.waitJS("the command audit lists the association", `document.body.innerText.includes('ASSOCIATE_OWNER')`, 5*time.Second)
-	b.screenshot(shots, "console-mount.png")
 
 	// The events page hides state reports unless asked for them.
 	b.step("open the events", chromedp.Navigate(in.base+"/console/#/events"), chromedp.WaitVisible(chromedp.CSS(`#events`)))

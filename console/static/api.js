@@ -3,10 +3,13 @@
 // event's cursor after any drop, so nothing is missed between the two.
 import { accessToken, signIn } from "./auth.js";
 
+// APIError: the message and code (extensions.code) of the first GraphQL
+// error; fields are a validation error's [{field, message}].
 export class APIError extends Error {
-  constructor(message, code) {
+  constructor(message, code, fields = []) {
     super(message);
     this.code = code;
+    this.fields = Array.isArray(fields) ? fields : [];
   }
 }
 
@@ -27,7 +30,7 @@ export async function gql(query, variables = {}) {
     if (!body) throw new APIError(`the server answered ${res.status}`, "UNAVAILABLE");
     if (body.errors?.length) {
       const e = body.errors[0];
-      throw new APIError(e.message, e.extensions?.code);
+      throw new APIError(e.message, e.extensions?.code, e.extensions?.errors);
     }
     return body.data;
   }

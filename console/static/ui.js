@@ -62,3 +62,46 @@ export function lastReportOf(ev) {
   for (const s of ev.states || []) if (!t || s.occurredAt > t) t = s.occurredAt;
   return t;
 }
+
+// errorText: an error as a person reads it; a validation error names its
+// fields ("name must be at most 100 characters").
+export function errorText(err) {
+  if (err instanceof APIError && err.fields.length) return err.fields.map((f) => `${f.field} ${f.message}`).join("; ");
+  return err?.message || String(err);
+}
+
+// statusBox: a live region for a form's outcome; say(text) or
+// say(text, true) for an error (role=alert, read out at once).
+export function statusBox(id) {
+  const el = h("p", { id, class: "form-status", "aria-live": "polite" });
+  el.say = (text, bad = false) => {
+    el.className = "form-status" + (bad ? " error" : "");
+    el.setAttribute("role", bad ? "alert" : "status");
+    el.textContent = text;
+  };
+  return el;
+}
+
+// field: a labelled input or select, the label above it.
+export function field(label, control) {
+  const id = control.id || (control.id = "f-" + Math.random().toString(36).slice(2, 10));
+  return h("div", { class: "field" }, h("label", { for: id }, label), control);
+}
+
+// fetchPages reads pages of 100 (page(p) answers {items, totalPages}),
+// six requests in flight, at most maxPages: a large fleet costs a bounded
+// number of requests. It answers the items and whether they are all.
+export async function fetchPages(page, maxPages) {
+  const first = await page(1);
+  const last = Math.min(first.totalPages, maxPages);
+  const pages = [first];
+  let next = 2;
+  const worker = async () => {
+    while (next <= last) {
+      const p = next++;
+      pages[p - 1] = await page(p);
+    }
+  };
+  await Promise.all(Array.from({ length: 6 }, worker));
+  return { items: pages.flatMap((p) => p.items), complete: first.totalPages <= maxPages, totalItems: first.totalItems };
+}
