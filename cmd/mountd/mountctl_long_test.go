@@ -18,32 +18,44 @@ import (
 )
 
 var (
-	mountctlOnce sync.Once
-	mountctlBin  string
-	mountctlErr  error
+	toolsMu    sync.Mutex
+	toolBuilds = map[string]func() (string, error){}
 )
 
 // mountctlBinary builds mountctl once per test run.
-func mountctlBinary(t *testing.T) string {
+func mountctlBinary(t *testing.T) string { return toolBinary(t, "mountctl") }
+
+// mountsimBinary builds mountsim once per test run.
+func mountsimBinary(t *testing.T) string { return toolBinary(t, "mountsim") }
+
+// toolBinary builds ../name (a program beside mountd) once per test run.
+func toolBinary(t *testing.T, name string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds binaries")
 	}
-	mountctlOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mountctl-")
-		if err != nil {
-			mountctlErr = err
-			return
-		}
-		mountctlBin = filepath.Join(dir, "mountctl")
-		if out, err := exec.Command("go", "build", "-o", mountctlBin, "../mountctl").CombinedOutput(); err != nil {
-			mountctlErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if mountctlErr != nil {
-		t.Fatal(mountctlErr)
+	toolsMu.Lock()
+	build, ok := toolBuilds[name]
+	if !ok {
+		build = sync.OnceValues(func() (string, error) {
+			dir, err := os.MkdirTemp("", name+"-")
+			if err != nil {
+				return "", err
+			}
+			bin := filepath.Join(dir, name)
+			if out, err := exec.Command("go", "build", "-o", bin, "../"+name).CombinedOutput(); err != nil {
+				return "", fmt.Errorf("build: %v\n%s", err, out)
+			}
+			return bin, nil
+		})
+		toolBuilds[name] = build
 	}
-	return mountctlBin
+	toolsMu.Unlock()
+	bin, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 // battery reads the BATTERY_LEVEL values of mountctl's --json lines, in

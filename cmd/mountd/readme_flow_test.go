@@ -15,7 +15,11 @@ import (
 )
 
 // TestReadmeOperatorFlow runs the README's operator flow with the real
-// mountctl and mountsim binaries against a running mountd.
+// mountctl and mountsim binaries against a running mountd, checking what
+// the README's blocks (run word for word by TestReadmeBlocks) do not show:
+// scan's order, the device fields --deliver sends, the errors of a foreign
+// rider token, of a download over a file and of mountctl without
+// credentials, events resuming, and mountsim's summary.
 func TestReadmeOperatorFlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds binaries")
