@@ -35,9 +35,10 @@ type webhookCall struct {
 	ID   string
 	Type string `json:"type"`
 	Data struct {
-		ID     string `json:"id"`
-		Type   string `json:"type"`
-		UID    string `json:"uid"`
+		ID        string `json:"id"`
+		Type      string `json:"type"`
+		UID       string `json:"uid"`
+		WebhookID string `json:"webhookId"` // a test delivery's
 		States []struct {
 			Value      string `json:"value"`
 			OccurredAt string `json:"occurredAt"`
