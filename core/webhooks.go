@@ -423,7 +423,7 @@ func (s *WebhookService) TestWebhook(ctx context.Context, p Principal, id string
 	}
 	if !decision.Allowed {
 		return Delivery{}, &Error{Code: CodeRateLimited, RetryAfter: decision.RetryAfter,
-			Message: fmt.Sprintf("a webhook may be tested once per %s; retry later", WebhookTestRate.Period)}
+			Message: fmt.Sprintf("a webhook may be tested once every %d seconds; retry later", int(WebhookTestRate.Period/time.Second))}
 	}
 	now := s.clock()
 	body, err := json.Marshal(struct {
