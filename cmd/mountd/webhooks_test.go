@@ -39,7 +39,7 @@ type webhookCall struct {
 		Type      string `json:"type"`
 		UID       string `json:"uid"`
 		WebhookID string `json:"webhookId"` // a test delivery's
-		States []struct {
+		States    []struct {
 			Value      string `json:"value"`
 			OccurredAt string `json:"occurredAt"`
 		} `json:"states"`
