@@ -125,6 +125,13 @@ func TestConsoleWebhooksInBrowser(t *testing.T) {
 		t.Fatalf("the failing test's answer reads %q", got)
 	}
 
+	// On a phone (390 px wide) the page, its editor open, does not scroll
+	// sideways: the table scrolls in its own box.
+	b.step("a phone's screen", chromedp.EmulateViewport(390, 844))
+	click(deletes.ID, "edit")
+	b.waitJS("the webhooks fit", `document.getElementById('edit-url') !== null && document.documentElement.scrollWidth <= 390`, 5*time.Second)
+	b.step("back to a desktop's screen", chromedp.EmulateReset())
+
 	// Delete.
 	click(all.ID, "delete")
 	b.waitJS("deleted", shown+` === '`+deletes.ID+`'`, 5*time.Second)
