@@ -75,7 +75,8 @@ func TestConsoleWebhooksInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#webhook-editor input[value=ABANDONED]`)),
 		chromedp.SendKeys(chromedp.CSS(`#edit-mounts`), "MNT-0001"),
 		chromedp.Click(chromedp.CSS(`#webhook-editor button.primary`)))
-	b.waitJS("the edit is saved", `!document.getElementById('edit-url') && `+rowOf(deletes.ID)+`.innerText.includes('ops pager')`, 5*time.Second)
+	b.waitJS("the edit is saved, the focus back on Edit", `!document.getElementById('edit-url') && `+rowOf(deletes.ID)+`.innerText.includes('ops pager') && `+
+		`document.activeElement === `+rowOf(deletes.ID)+`.querySelector('[data-action=edit]')`, 5*time.Second)
 	if w := get(deletes.ID); w.Description != "ops pager" || !slices.Equal(w.EventTypes, []string{"ABANDONED", "DELETED"}) ||
 		!slices.Equal(w.MountUIDs, []string{"MNT-0001"}) || w.URL != deletes.URL {
 		t.Fatalf("after the edit: %+v", w)

@@ -118,6 +118,13 @@ export function webhooksView(query) {
     }
   }
 
+  // closeEditor gives the focus back to the row's Edit button, as a
+  // dialog would, so a keyboard user goes on from where they were.
+  function closeEditor(w) {
+    editor.replaceChildren();
+    list.querySelector(`tr[data-id="${w.id}"] [data-action=edit]`)?.focus();
+  }
+
   function edit(w) {
     editor.dataset.id = w.id;
     const types = EVENT_TYPES.map((t) => h("label", { class: "check" },
@@ -131,7 +138,7 @@ export function webhooksView(query) {
         mountUids: el.mountUids.value.split(/[\s,]+/).filter(Boolean),
         description: el.description.value,
       };
-      if (await update(w, input)) editor.replaceChildren();
+      if (await update(w, input)) closeEditor(w);
     } },
     h("h2", { id: "edit-title" }, "Edit the webhook"),
     h("p", {}, h("label", { for: "edit-url" }, "URL"), h("br"),
@@ -142,7 +149,7 @@ export function webhooksView(query) {
     h("p", {}, h("label", { for: "edit-description" }, "Description"), h("br"),
       h("input", { id: "edit-description", name: "description", value: w.description, size: 50, maxlength: 500 })),
     h("div", { class: "toolbar" }, h("button", { class: "primary" }, "Save"),
-      h("button", { type: "button", onclick: () => editor.replaceChildren() }, "Cancel")));
+      h("button", { type: "button", onclick: () => closeEditor(w) }, "Cancel")));
     editor.replaceChildren(form);
     form.elements.url.focus();
   }
