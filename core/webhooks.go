@@ -431,7 +431,7 @@ func (s *WebhookService) TestWebhook(ctx context.Context, p Principal, id string
 		Timestamp string `json:"timestamp"`
 		Data      any    `json:"data"`
 	}{WebhookTestType, FormatTime(now), map[string]string{"webhookId": w.ID,
-		"message": "a test from mountd: this webhook's URL and signing secret work"}})
+		"message": "a test delivery from mountd: no event happened"}})
 	if err != nil {
 		return Delivery{}, err
 	}
