@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -79,6 +80,9 @@ type Delivery struct {
 	// attempts, and returns it with claimed attempts only (nil when the
 	// store has lost it).
 	Payload []byte
+	// MessageID is the webhook-id a test sends; empty: the event's id
+	// (never stored).
+	MessageID string
 	// Lease names the claim of a PENDING attempt: only its holder records
 	// the result, so an attempt made twice (a lease that lapsed) is
 	// recorded, and retried, once.
@@ -91,6 +95,11 @@ type DeliveryResult struct {
 	Error          string
 	Duration       time.Duration
 	AttemptedAt    time.Time
+}
+
+// succeeded reports whether the receiver took the attempt: a 2xx.
+func (r DeliveryResult) succeeded() bool {
+	return r.Error == "" && r.ResponseStatus >= 200 && r.ResponseStatus < 300
 }
 
 // WebhookStore persists webhooks and their deliveries.
@@ -175,6 +184,8 @@ type WebhookDeps struct {
 	Sender  WebhookSender
 	Body    WebhookBody
 	Waker   EventWaker
+	// Limiter bounds test deliveries (TestWebhook), across replicas.
+	Limiter RateLimiter
 	// RetryDelays are the waits before each retry; nil: the default.
 	RetryDelays WebhookRetryDelays
 	Logger      *slog.Logger
@@ -378,6 +389,70 @@ func (s *WebhookService) Deliveries(ctx context.Context, p Principal, id string,
 		return nil, Pagination{}, err
 	}
 	return ds, NewPagination(page, total), nil
+}
+
+// errSecretSealed is an attempt's error when its webhook's secret cannot
+// be opened.
+const errSecretSealed = "the webhook's secret cannot be opened (is this the master key it was sealed with?)"
+
+// WebhookTestType is the type of the body TestWebhook sends: no event has
+// it, so a receiver that switches on the type can tell a test apart.
+const WebhookTestType = "WEBHOOK_TEST"
+
+// WebhookTestRate bounds the tests of one webhook: a test is an outbound
+// request on demand, which an owner's token must not turn into a flood
+// towards a third party.
+var WebhookTestRate = Rate{Limit: 1, Period: 5 * time.Second}
+
+// TestWebhook makes one attempt now to a webhook, enabled or not, with a
+// body of type WebhookTestType, signed and sent as deliveries are, and
+// returns how it went: it is not retried, not recorded among the
+// deliveries, and no event is logged. At most WebhookTestRate per webhook
+// (RATE_LIMITED with the wait).
+func (s *WebhookService) TestWebhook(ctx context.Context, p Principal, id string) (Delivery, error) {
+	w, err := s.Webhook(ctx, p, id)
+	if err != nil {
+		return Delivery{}, err
+	}
+	decision, err := s.Limiter.Allow(ctx, "webhook-test:"+w.ID, WebhookTestRate)
+	if err != nil {
+		// Unlike the API limit, this one fails closed: a test is a
+		// convenience, and unbounded outbound requests are the harm.
+		s.Logger.WarnContext(ctx, "the rate limiter is unavailable; webhook test refused", "err", err)
+		return Delivery{}, &Error{Code: CodeUnavailable, Message: "the rate limiter is unavailable; retry shortly", RetryAfter: UnavailableRetry}
+	}
+	if !decision.Allowed {
+		return Delivery{}, &Error{Code: CodeRateLimited, RetryAfter: decision.RetryAfter,
+			Message: fmt.Sprintf("a webhook may be tested once every %d seconds; retry later", int(WebhookTestRate.Period/time.Second))}
+	}
+	now := s.clock()
+	body, err := json.Marshal(struct {
+		Type      string `json:"type"`
+		Timestamp string `json:"timestamp"`
+		Data      any    `json:"data"`
+	}{WebhookTestType, FormatTime(now), map[string]string{"webhookId": w.ID,
+		"message": "a test delivery from mountd: no event happened"}})
+	if err != nil {
+		return Delivery{}, err
+	}
+	d := Delivery{ID: "whd_" + randomHex(12), WebhookID: w.ID, AccountID: w.AccountID, EventType: WebhookTestType,
+		Attempt: 1, MessageID: "msg_test_" + randomHex(12), Payload: body}
+	var res DeliveryResult
+	if secret, err := s.Sealer.Open(w.SealedSecret, secretAAD(w.ID)); err != nil {
+		s.Logger.ErrorContext(ctx, "open webhook secret failed", "webhook", w.ID, "err", err)
+		res = DeliveryResult{Error: errSecretSealed, AttemptedAt: now}
+	} else {
+		res = s.Sender.Send(ctx, w.URL, string(secret), d)
+	}
+	d.ResponseStatus, d.Error, d.Duration, d.AttemptedAt = res.ResponseStatus, res.Error, res.Duration, res.AttemptedAt
+	d.Status = DeliverySucceeded
+	if !res.succeeded() {
+		d.Status = DeliveryFailed
+		if d.Error == "" {
+			d.Error = fmt.Sprintf("the receiver answered %d", d.ResponseStatus)
+		}
+	}
+	return d, nil
 }
 
 // Delivery workers: how many attempts a replica makes at once, and at most
@@ -681,7 +756,7 @@ func (s *WebhookService) attempt(ctx context.Context, d Delivery) {
 		// deliveries; the retries come as usual (a restored master key
 		// lets a later one through).
 		s.Logger.ErrorContext(ctx, "open webhook secret failed", "webhook", w.ID, "err", err)
-		res = DeliveryResult{Error: "the webhook's secret cannot be opened (is this the master key it was sealed with?)", AttemptedAt: s.clock()}
+		res = DeliveryResult{Error: errSecretSealed, AttemptedAt: s.clock()}
 	case w.Enabled:
 		res = s.Sender.Send(ctx, w.URL, string(secret), d)
 	default:
@@ -690,7 +765,7 @@ func (s *WebhookService) attempt(ctx context.Context, d Delivery) {
 	// Interrupted by shutdown: recorded as failed, with the next attempt
 	// due at once for whichever replica runs next, whatever retries are
 	// left (the receiver may never have had the request).
-	succeeded := res.Error == "" && res.ResponseStatus >= 200 && res.ResponseStatus < 300
+	succeeded := res.succeeded()
 	interrupted := ctx.Err() != nil && !succeeded
 	if interrupted {
 		res.ResponseStatus, res.Error = 0, "interrupted: the server stopped during the attempt"

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/adapters/keyring"
+	"github.com/mountd/mountd/adapters/memory"
 	"github.com/mountd/mountd/core"
 )
 
@@ -487,5 +488,61 @@ func TestWebhookHangingAccountsLeaveOthersServed(t *testing.T) {
 	}
 	if n, most := inFlight(), min(hangingAccounts*core.DeliveriesPerAccount, core.DeliveryWorkers+hangingAccounts); n > most {
 		t.Fatalf("%d hanging attempts in flight, over %d (the shared workers and one per account)", n, most)
+	}
+}
+
+// brokenLimiter cannot answer, as Redis down.
+type brokenLimiter struct{}
+
+func (brokenLimiter) Allow(context.Context, string, core.Rate) (core.RateDecision, error) {
+	return core.RateDecision{}, errors.New("redis: connection refused")
+}
+
+// TestWebhookTest: a test is one attempt with a WEBHOOK_TEST body and a
+// webhook-id of its own, answered and not recorded; a second one within
+// WebhookTestRate is refused with the wait, one after it goes through; a
+// limiter that cannot answer refuses tests (fails closed).
+func TestWebhookTest(t *testing.T) {
+	f := newLapseFixture(t)
+	sealer, _ := keyring.NewSealer(make([]byte, 32))
+	sender := &failingSender{now: f.clock.Now}
+	deps := core.WebhookDeps{Store: f.store, Sealer: sealer, Targets: allowAll{}, Sender: sender,
+		Limiter: memory.NewRateLimiter().WithClock(f.clock.Now), Logger: slog.New(slog.DiscardHandler)}
+	svc := core.NewWebhookService(deps)
+	svc.SetClock(f.clock.Now)
+	ctx := context.Background()
+	u := "https://example.com/hook"
+	hook, _, err := svc.CreateWebhook(ctx, f.a, core.WebhookInput{URL: &u})
+	mustOK(t, err)
+
+	d, err := svc.TestWebhook(ctx, f.a, hook.ID)
+	if err != nil || d.Status != core.DeliveryFailed || d.ResponseStatus != 503 || d.Error != "the receiver answered 503" {
+		t.Fatalf("test: %+v, %v", d, err)
+	}
+	if len(sender.attempts) != 1 || !strings.HasPrefix(sender.attempts[0].MessageID, "msg_test_") ||
+		!strings.Contains(string(sender.attempts[0].Payload), `"type":"WEBHOOK_TEST"`) || !strings.Contains(string(sender.attempts[0].Payload), hook.ID) {
+		t.Fatalf("sent %+v", sender.attempts)
+	}
+	if ds, _, err := svc.Deliveries(ctx, f.a, hook.ID, core.Page{CurrentPage: 1, PageSize: 20}); err != nil || len(ds) != 0 {
+		t.Fatalf("deliveries after a test: %+v, %v", ds, err)
+	}
+
+	_, err = svc.TestWebhook(ctx, f.a, hook.ID)
+	var ce *core.Error
+	if !errors.As(err, &ce) || ce.Code != core.CodeRateLimited || ce.RetryAfter <= 0 || ce.RetryAfter > core.WebhookTestRate.Period {
+		t.Fatalf("a second test at once: %v", err)
+	}
+	f.clock.Advance(core.WebhookTestRate.Period)
+	if _, err := svc.TestWebhook(ctx, f.a, hook.ID); err != nil || len(sender.attempts) != 2 {
+		t.Fatalf("a test after the wait: %v (%d attempts)", err, len(sender.attempts))
+	}
+	if _, err := svc.TestWebhook(ctx, f.b, hook.ID); core.ErrorCode(err) != core.CodeWebhookNotFound {
+		t.Fatalf("another account's test: %v", err)
+	}
+
+	deps.Limiter = brokenLimiter{}
+	broken := core.NewWebhookService(deps)
+	if _, err := broken.TestWebhook(ctx, f.a, hook.ID); core.ErrorCode(err) != core.CodeUnavailable || len(sender.attempts) != 2 {
+		t.Fatalf("a test while the limiter is down: %v (%d attempts)", err, len(sender.attempts))
 	}
 }

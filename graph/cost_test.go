@@ -28,17 +28,29 @@ func knownQueries(t *testing.T) map[string]string {
 	}
 	queries := map[string]string{}
 
-	app := read("../console/static/app.js")
-	fields := regexp.MustCompile(`const MOUNT_FIELDS = "([^"]+)"`).FindStringSubmatch(app)
-	if fields == nil {
-		t.Fatal("no MOUNT_FIELDS in the console's app.js")
+	// The console's modules, and the string constants their queries
+	// interpolate (MOUNT_FIELDS and the like).
+	sources, _ := filepath.Glob("../console/static/*.js")
+	var console strings.Builder
+	for _, path := range sources {
+		console.WriteString(read(path))
+	}
+	app := console.String()
+	constants := map[string]string{}
+	for _, m := range regexp.MustCompile(`const ([A-Z_]+) = "([^"]+)"`).FindAllStringSubmatch(app, -1) {
+		constants[m[1]] = m[2]
+	}
+	if constants["MOUNT_FIELDS"] == "" {
+		t.Fatal("no MOUNT_FIELDS in the console's modules")
 	}
 	for i, m := range regexp.MustCompile("(?s)`([^`]*)`").FindAllStringSubmatch(app, -1) {
 		q := strings.TrimSpace(m[1])
 		if !regexp.MustCompile(`^(query|mutation|subscription)\b|^\{`).MatchString(q) {
 			continue // a template for text, not an operation
 		}
-		q = strings.ReplaceAll(q, "${MOUNT_FIELDS}", fields[1])
+		for name, value := range constants {
+			q = strings.ReplaceAll(q, "${"+name+"}", value)
+		}
 		if strings.Contains(q, "${") {
 			t.Fatalf("console query %d interpolates something unknown: %s", i, q)
 		}

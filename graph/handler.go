@@ -128,6 +128,9 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			if len(ce.Fields) > 0 {
 				gqlErr.Extensions["errors"] = ce.Fields
 			}
+			if ce.RetryAfter > 0 { // seconds, as REST's Retry-After
+				gqlErr.Extensions["retryAfter"] = int((ce.RetryAfter + time.Second - 1) / time.Second)
+			}
 			return gqlErr
 		}
 		var existing *gqlerror.Error

@@ -59,6 +59,26 @@ func (r *mutationResolver) RotateWebhookSecret(ctx context.Context, id string) (
 	return r.WebhookService.RotateSecret(ctx, p, id)
 }
 
+// TestWebhook is the resolver for the testWebhook field.
+func (r *mutationResolver) TestWebhook(ctx context.Context, id string) (*model.WebhookTestResult, error) {
+	p, err := core.PrincipalFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.WebhookService.TestWebhook(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	out := &model.WebhookTestResult{Status: string(d.Status), DurationMs: int(d.Duration.Milliseconds())}
+	if d.ResponseStatus != 0 {
+		out.ResponseStatus = &d.ResponseStatus
+	}
+	if d.Error != "" {
+		out.Error = &d.Error
+	}
+	return out, nil
+}
+
 // Webhooks is the resolver for the webhooks field.
 func (r *queryResolver) Webhooks(ctx context.Context, currentPage *int, pageSize *int) (*model.WebhookPage, error) {
 	p, err := core.PrincipalFrom(ctx)

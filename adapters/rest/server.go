@@ -83,6 +83,7 @@ func NewServer(d Deps) *Server {
 	api.Handle("PATCH /api/v1/webhooks/{id}", s.authed(s.updateWebhook))
 	api.Handle("DELETE /api/v1/webhooks/{id}", s.authed(s.deleteWebhook))
 	api.Handle("POST /api/v1/webhooks/{id}/rotate-secret", s.authed(s.rotateWebhookSecret))
+	api.Handle("POST /api/v1/webhooks/{id}/test", s.authed(s.testWebhook))
 	api.Handle("GET /api/v1/webhooks/{id}/deliveries", s.authed(s.webhookDeliveries))
 	mux.Handle("/api/v1/", LimitBody(RouteProblems(api, d.Logger)))
 

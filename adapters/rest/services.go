@@ -56,5 +56,6 @@ type Webhooks interface {
 	UpdateWebhook(ctx context.Context, p core.Principal, id string, in core.WebhookInput) (core.Webhook, error)
 	DeleteWebhook(ctx context.Context, p core.Principal, id string) error
 	RotateSecret(ctx context.Context, p core.Principal, id string) (string, error)
+	TestWebhook(ctx context.Context, p core.Principal, id string) (core.Delivery, error)
 	Deliveries(ctx context.Context, p core.Principal, id string, page core.Page) ([]core.Delivery, core.Pagination, error)
 }

@@ -170,6 +170,30 @@ func (s *Server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, p c
 	writeJSON(w, http.StatusOK, map[string]string{"secret": secret})
 }
 
+// WebhookTestJSON is how a test delivery went (beyond the contract).
+type WebhookTestJSON struct {
+	Status         string  `json:"status"`
+	ResponseStatus *int    `json:"responseStatus"`
+	Error          *string `json:"error"`
+	DurationMs     int64   `json:"durationMs"`
+}
+
+func (s *Server) testWebhook(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	d, err := s.Webhooks.TestWebhook(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	out := WebhookTestJSON{Status: string(d.Status), DurationMs: d.Duration.Milliseconds()}
+	if d.ResponseStatus != 0 {
+		out.ResponseStatus = &d.ResponseStatus
+	}
+	if d.Error != "" {
+		out.Error = &d.Error
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request, p core.Principal) {
 	q := newQuery(r, "currentPage", "pageSize")
 	page := q.page(20)

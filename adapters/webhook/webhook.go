@@ -214,7 +214,10 @@ func (s *Sender) Send(ctx context.Context, target, secret string, d core.Deliver
 	if err != nil {
 		return fail(fmt.Errorf("signing secret: %w", err))
 	}
-	id := s.cursors.Encode(d.EventID)
+	id := d.MessageID
+	if id == "" {
+		id = s.cursors.Encode(d.EventID)
+	}
 	sig, err := wh.Sign(id, start, d.Payload)
 	if err != nil {
 		return fail(err)

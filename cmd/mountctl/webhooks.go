@@ -57,7 +57,7 @@ var pageFlags = []cli.Flag{&cli.IntFlag{Name: "page", Value: 1}, &cli.IntFlag{Na
 func webhooksCommand(s *settings, out *printer) *cli.Command {
 	return &cli.Command{
 		Name:  "webhooks",
-		Usage: "webhooks of the account: create, list, deliveries, delete, disable, enable, rotate-secret",
+		Usage: "webhooks of the account: create, list, deliveries, delete, disable, enable, rotate-secret, test",
 		Commands: []*cli.Command{
 			{
 				Name: "create", Usage: "send the account's events to URL (the secret is printed once)", ArgsUsage: "URL",
@@ -165,6 +165,38 @@ func webhooksCommand(s *settings, out *printer) *cli.Command {
 					return out.print(res, func(o io.Writer) {
 						fmt.Fprintf(o, "secret %s (shown only now: keep it to verify signatures)\n", res.Secret)
 					})
+				},
+			},
+			{
+				Name: "test", Usage: "send the webhook a signed test delivery now and show how it went (fails when the receiver does not answer 2xx)", ArgsUsage: "ID",
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					id, err := webhookID(cmd)
+					if err != nil {
+						return err
+					}
+					var res struct {
+						Status         string  `json:"status"`
+						ResponseStatus *int    `json:"responseStatus"`
+						Error          *string `json:"error"`
+						DurationMs     int64   `json:"durationMs"`
+					}
+					if err := s.call(ctx, http.MethodPost, "/webhooks/"+url.PathEscape(id)+"/test", nil, &res); err != nil {
+						return err
+					}
+					err = out.print(res, func(o io.Writer) {
+						line := fmt.Sprintf("%s in %d ms", res.Status, res.DurationMs)
+						if res.ResponseStatus != nil {
+							line += fmt.Sprintf("  HTTP %d", *res.ResponseStatus)
+						}
+						if res.Error != nil {
+							line += "  " + *res.Error
+						}
+						fmt.Fprintln(o, line)
+					})
+					if err == nil && res.Status != "SUCCEEDED" {
+						err = errors.New("the receiver did not accept the test delivery")
+					}
+					return err
 				},
 			},
 		},

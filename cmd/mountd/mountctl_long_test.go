@@ -209,8 +209,8 @@ func TestMountctlSaysWhatHappened(t *testing.T) {
 	}
 }
 
-// TestMountctlWebhooksAndPages: the webhook subcommands beyond create, and
-// page errors naming mountctl's flags.
+// TestMountctlWebhooksAndPages: the webhook subcommands beyond create (a
+// test delivery included), and page errors naming mountctl's flags.
 func TestMountctlWebhooksAndPages(t *testing.T) {
 	bin := mountctlBinary(t)
 	in := start(t, testConfig(t.TempDir(), ""))
@@ -247,6 +247,13 @@ func TestMountctlWebhooksAndPages(t *testing.T) {
 	}
 	if out := must("webhooks", "rotate-secret", hook.ID); !strings.Contains(out, "whsec_") || strings.Contains(out, hook.Secret) {
 		t.Errorf("rotate-secret:\n%s", out)
+	}
+	// 203.0.113.10 (TEST-NET-3) answers nothing: a failed test exits non-zero.
+	if out, err := mountctl("webhooks", "test", hook.ID); err == nil || !strings.Contains(out, "FAILED") || !strings.Contains(out, "did not accept") {
+		t.Errorf("test of an unreachable receiver: %v\n%s", err, out)
+	}
+	if out, err := mountctl("webhooks", "test", hook.ID); err == nil || !strings.Contains(out, "RATE_LIMITED") {
+		t.Errorf("a second test at once: %v\n%s", err, out)
 	}
 	must("webhooks", "delete", hook.ID)
 	if out := must("webhooks", "list"); strings.Contains(out, hook.ID) {

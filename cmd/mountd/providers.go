@@ -377,8 +377,8 @@ func provideCollectors(store *bunstore.Store, ws *wsproto.Stats, fleet *metrics.
 func noFailureLimiter() core.FailureLimiter { return nil }
 
 func provideWebhookDeps(cfg Config, store *bunstore.Store, sealer *keyring.Sealer, waker core.EventWaker,
-	cursors *core.CursorCodec, logger *slog.Logger) core.WebhookDeps {
-	return core.WebhookDeps{Store: store, Sealer: sealer, Waker: waker, Logger: logger,
+	rates core.RateLimiter, cursors *core.CursorCodec, logger *slog.Logger) core.WebhookDeps {
+	return core.WebhookDeps{Store: store, Sealer: sealer, Waker: waker, Limiter: rates, Logger: logger,
 		Targets:     webhook.Targets{AllowPrivate: cfg.WebhookAllowPrivate},
 		Sender:      webhook.NewSender(cfg.WebhookAllowPrivate, cursors),
 		Body:        rest.WebhookBody(cursors),

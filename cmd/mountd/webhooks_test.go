@@ -35,10 +35,11 @@ type webhookCall struct {
 	ID   string
 	Type string `json:"type"`
 	Data struct {
-		ID     string `json:"id"`
-		Type   string `json:"type"`
-		UID    string `json:"uid"`
-		States []struct {
+		ID        string `json:"id"`
+		Type      string `json:"type"`
+		UID       string `json:"uid"`
+		WebhookID string `json:"webhookId"` // a test delivery's
+		States    []struct {
 			Value      string `json:"value"`
 			OccurredAt string `json:"occurredAt"`
 		} `json:"states"`

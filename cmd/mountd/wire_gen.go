@@ -91,12 +91,12 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	firmwareService := core.NewFirmwareService(store, blobStore, downloadTTL, logger)
 	eventFeed := core.NewEventFeed(store, fleet, logger)
 	eventService := core.NewEventService(eventFeed, store, mountService, logger)
+	rateLimiter := mainSharedState.Rates
 	cursorCodec := provideCursorCodec(sealer)
-	webhookDeps := provideWebhookDeps(cfg, store, sealer, fleet, cursorCodec, logger)
+	webhookDeps := provideWebhookDeps(cfg, store, sealer, fleet, rateLimiter, cursorCodec, logger)
 	webhookService := core.NewWebhookService(webhookDeps)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
-	rateLimiter := mainSharedState.Rates
 	apiRateLimit := provideAPIRateLimit(cfg, rateLimiter, logger)
 	deps := rest.Deps{
 		Logger:    logger,

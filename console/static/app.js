@@ -3,7 +3,7 @@
 // return a stop function; routes are the URL's hash.
 import * as auth from "./auth.js";
 import { gql, live } from "./api.js";
-import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS } from "./ui.js";
+import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, EVENT_TYPES } from "./ui.js";
 import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
 import { firmwareView } from "./firmware.js";
@@ -475,8 +475,6 @@ function associateCard(onDone) {
 
 // ---------- events ----------
 
-const EVENT_TYPES = ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED"];
-
 // eventsView: the live feed, filtered by type and mount (in the URL too,
 // #/events?type=ABANDONED&mount=MNT-1). State reports, most of the feed,
 // are hidden unless asked for.
@@ -583,7 +581,7 @@ function route() {
   if ((m = path.match(/^#\/mounts\/(.+)$/))) v = mountView(decodeURIComponent(m[1]));
   else if (path === "#/fleet") v = fleetView(query);
   else if (path === "#/events") v = eventsView(query);
-  else if (path === "#/webhooks" && isOwner()) v = webhooksView();
+  else if (path === "#/webhooks" && isOwner()) v = webhooksView(query);
   else if (path === "#/firmware") v = firmwareView();
   else if (path === "#/associate" && isOwner()) v = associateView();
   else v = overviewView();

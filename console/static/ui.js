@@ -54,6 +54,8 @@ export function setConnection(state) {
   el.textContent = { connecting: "connecting…", live: "live", down: "reconnecting…" }[state];
 }
 
+export const EVENT_TYPES = ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED"];
+
 export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline";
 
 // lastReportOf: the event's newest state time, or the mount's own.

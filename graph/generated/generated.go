@@ -161,6 +161,7 @@ type ComplexityRoot struct {
 		RequestAssociation  func(childComplexity int, input model.RequestAssociationInput) int
 		RotateWebhookSecret func(childComplexity int, id string) int
 		SyncNfcTags         func(childComplexity int, mountUID string, tagUids []string) int
+		TestWebhook         func(childComplexity int, id string) int
 		UpdateMount         func(childComplexity int, uid string, input model.UpdateMountInput) int
 		UpdateNfcTag        func(childComplexity int, uid string, input model.UpdateNfcTagInput) int
 		UpdateWebhook       func(childComplexity int, id string, input model.UpdateWebhookInput) int
@@ -253,6 +254,13 @@ type ComplexityRoot struct {
 		Pagination func(childComplexity int) int
 		Webhooks   func(childComplexity int) int
 	}
+
+	WebhookTestResult struct {
+		DurationMs     func(childComplexity int) int
+		Error          func(childComplexity int) int
+		ResponseStatus func(childComplexity int) int
+		Status         func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -276,6 +284,7 @@ type MutationResolver interface {
 	UpdateWebhook(ctx context.Context, id string, input model.UpdateWebhookInput) (*model.Webhook, error)
 	DeleteWebhook(ctx context.Context, id string) (bool, error)
 	RotateWebhookSecret(ctx context.Context, id string) (string, error)
+	TestWebhook(ctx context.Context, id string) (*model.WebhookTestResult, error)
 }
 type QueryResolver interface {
 	Me(ctx context.Context) (*model.Me, error)
@@ -842,6 +851,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SyncNfcTags(childComplexity, args["mountUid"].(string), args["tagUids"].([]string)), true
+	case "Mutation.testWebhook":
+		if e.ComplexityRoot.Mutation.TestWebhook == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_testWebhook_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.TestWebhook(childComplexity, args["id"].(string)), true
 	case "Mutation.updateMount":
 		if e.ComplexityRoot.Mutation.UpdateMount == nil {
 			break
@@ -1288,6 +1308,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.WebhookPage.Webhooks(childComplexity), true
 
+	case "WebhookTestResult.durationMs":
+		if e.ComplexityRoot.WebhookTestResult.DurationMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookTestResult.DurationMs(childComplexity), true
+	case "WebhookTestResult.error":
+		if e.ComplexityRoot.WebhookTestResult.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookTestResult.Error(childComplexity), true
+	case "WebhookTestResult.responseStatus":
+		if e.ComplexityRoot.WebhookTestResult.ResponseStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookTestResult.ResponseStatus(childComplexity), true
+	case "WebhookTestResult.status":
+		if e.ComplexityRoot.WebhookTestResult.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookTestResult.Status(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -1699,6 +1744,15 @@ type WebhookDelivery {
   nextAttemptAt: DateTime
 }
 
+"How a test delivery went (testWebhook)."
+type WebhookTestResult {
+  "SUCCEEDED (a 2xx answer) or FAILED"
+  status: String!
+  responseStatus: Int
+  error: String
+  durationMs: Int!
+}
+
 type WebhookDeliveryPage {
   deliveries: [WebhookDelivery!]!
   pagination: Pagination!
@@ -1739,6 +1793,12 @@ extend type Mutation {
   deleteWebhook(id: ID!): Boolean!
   "A new secret; the old one signs nothing from now on."
   rotateWebhookSecret(id: ID!): String!
+  """
+  One signed delivery attempt now, of a body of type WEBHOOK_TEST, made as real deliveries are; its
+  result is answered here, not retried, not listed among the deliveries. Once per webhook per 5 s
+  (RATE_LIMITED with retryAfter). Beyond the contract.
+  """
+  testWebhook(id: ID!): WebhookTestResult!
 }
 `, BuiltIn: false},
 }
@@ -2106,6 +2166,20 @@ func (ec *executionContext) childFields_WebhookPage(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type WebhookPage", field.Name)
 }
 
+func (ec *executionContext) childFields_WebhookTestResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "status":
+		return ec.fieldContext_WebhookTestResult_status(ctx, field)
+	case "responseStatus":
+		return ec.fieldContext_WebhookTestResult_responseStatus(ctx, field)
+	case "error":
+		return ec.fieldContext_WebhookTestResult_error(ctx, field)
+	case "durationMs":
+		return ec.fieldContext_WebhookTestResult_durationMs(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookTestResult", field.Name)
+}
+
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "name":
@@ -2391,6 +2465,20 @@ func (ec *executionContext) field_Mutation_syncNfcTags_args(ctx context.Context,
 		return nil, err
 	}
 	args["tagUids"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_testWebhook_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -5172,6 +5260,50 @@ func (ec *executionContext) fieldContext_Mutation_rotateWebhookSecret(ctx contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_testWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_testWebhook(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().TestWebhook(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WebhookTestResult) graphql.Marshaler {
+			return ec.marshalNWebhookTestResult2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐWebhookTestResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_testWebhook(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WebhookTestResult(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_testWebhook_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _NfcTag_uid(ctx context.Context, field graphql.CollectedField, obj *model.NfcTag) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6868,6 +7000,98 @@ func (ec *executionContext) fieldContext_WebhookPage_pagination(_ context.Contex
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _WebhookTestResult_status(ctx context.Context, field graphql.CollectedField, obj *model.WebhookTestResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookTestResult_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookTestResult_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookTestResult", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _WebhookTestResult_responseStatus(ctx context.Context, field graphql.CollectedField, obj *model.WebhookTestResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookTestResult_responseStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResponseStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookTestResult_responseStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookTestResult", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _WebhookTestResult_error(ctx context.Context, field graphql.CollectedField, obj *model.WebhookTestResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookTestResult_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookTestResult_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookTestResult", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _WebhookTestResult_durationMs(ctx context.Context, field graphql.CollectedField, obj *model.WebhookTestResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WebhookTestResult_durationMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DurationMs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WebhookTestResult_durationMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WebhookTestResult", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -9319,6 +9543,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "testWebhook":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_testWebhook(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10176,6 +10407,59 @@ func (ec *executionContext) _WebhookPage(ctx context.Context, sel ast.SelectionS
 			}
 		case "pagination":
 			out.Values[i] = ec._WebhookPage_pagination(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var webhookTestResultImplementors = []string{"WebhookTestResult"}
+
+func (ec *executionContext) _WebhookTestResult(ctx context.Context, sel ast.SelectionSet, obj *model.WebhookTestResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, webhookTestResultImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WebhookTestResult")
+		case "status":
+			out.Values[i] = ec._WebhookTestResult_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "responseStatus":
+			out.Values[i] = ec._WebhookTestResult_responseStatus(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._WebhookTestResult_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "durationMs":
+			out.Values[i] = ec._WebhookTestResult_durationMs(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -11258,6 +11542,20 @@ func (ec *executionContext) marshalNWebhookPage2ᚖgithubᚗcomᚋmountdᚋmount
 		return graphql.Null
 	}
 	return ec._WebhookPage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWebhookTestResult2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐWebhookTestResult(ctx context.Context, sel ast.SelectionSet, v model.WebhookTestResult) graphql.Marshaler {
+	return ec._WebhookTestResult(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNWebhookTestResult2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐWebhookTestResult(ctx context.Context, sel ast.SelectionSet, v *model.WebhookTestResult) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._WebhookTestResult(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {

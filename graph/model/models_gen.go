@@ -275,6 +275,15 @@ type WebhookPage struct {
 	Pagination *Pagination `json:"pagination"`
 }
 
+// How a test delivery went (testWebhook).
+type WebhookTestResult struct {
+	// SUCCEEDED (a 2xx answer) or FAILED
+	Status         string  `json:"status"`
+	ResponseStatus *int    `json:"responseStatus,omitempty"`
+	Error          *string `json:"error,omitempty"`
+	DurationMs     int     `json:"durationMs"`
+}
+
 type MountEventType string
 
 const (

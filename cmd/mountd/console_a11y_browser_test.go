@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/mountd/mountd/adapters/testenv"
+	"github.com/mountd/mountd/client"
+)
+
+// axeSource is axe-core, vendored for the tests only (testdata/axe-core).
+const axeSource = "testdata/axe-core/axe.min.js"
+
+// axeViolation is one rule axe-core found broken, with the elements that
+// break it.
+type axeViolation struct {
+	ID      string `json:"id"`
+	Impact  string `json:"impact"`
+	Help    string `json:"help"`
+	HelpURL string `json:"helpUrl"`
+	Nodes   []struct {
+		Target         json.RawMessage `json:"target"`
+		HTML           string          `json:"html"`
+		FailureSummary string          `json:"failureSummary"`
+	} `json:"nodes"`
+}
+
+// checkA11y runs axe-core on the page as it is now and fails the test for
+// every serious or critical violation, printing each with its elements.
+func (b *browserSession) checkA11y(page string) {
+	b.t.Helper()
+	src, err := os.ReadFile(axeSource)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](string(src))); err != nil {
+		b.t.Fatalf("%s: inject axe-core: %v", page, err)
+	}
+	violations, err := chromedp.Run(ctx, chromedp.Evaluate[[]axeViolation](
+		`axe.run(document, {resultTypes: ['violations']}).then((r) => r.violations)`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("%s: run axe-core: %v", page, err)
+	}
+	var report strings.Builder
+	for _, v := range violations {
+		if v.Impact != "serious" && v.Impact != "critical" {
+			b.t.Logf("%s: axe-core: %s (%s): %s, %d elements", page, v.ID, v.Impact, v.Help, len(v.Nodes))
+			continue
+		}
+		fmt.Fprintf(&report, "\n  %s (%s): %s\n    %s", v.ID, v.Impact, v.Help, v.HelpURL)
+		for _, n := range v.Nodes {
+			fmt.Fprintf(&report, "\n    - %s %s\n      %s", n.Target, n.HTML, strings.ReplaceAll(n.FailureSummary, "\n", "\n      "))
+		}
+	}
+	if report.Len() > 0 {
+		b.t.Errorf("axe-core finds serious or critical violations on %s:%s", page, report.String())
+	}
+}
+
+// TestConsoleAccessibility runs axe-core (testdata/axe-core) in Chromium on
+// every page of the console, signed out and as an owner with data on each
+// page: no violation of serious or critical impact.
+func TestConsoleAccessibility(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	cfg := testConfig(t.TempDir(), "")
+	cfg.WebhookAllowPrivate = true // the receiver listens on loopback
+	cfg.WebhookRetryDelays = "1h"
+	in := start(t, cfg)
+	a := newFleet(in, "Demo Fleet")
+	api := client.New(in.base, client.StaticToken(a.token))
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(receiver.Close)
+	var hook client.Webhook
+	if err := api.Do(context.Background(), http.MethodPost, "/webhooks", map[string]any{"url": receiver.URL, "description": "ops"}, &hook); err != nil {
+		t.Fatal(err)
+	}
+	for i, uid := range []string{"MNT-0001", "MNT-0002"} {
+		associate(t, api, uid)
+		reportStates(t, api, uid, 60-50*i, true, time.Now().Add(-time.Hour))
+		reportStates(t, api, uid, 55-50*i, false, time.Now())
+	}
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0003"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	in.publish(t, "HL-2", "1.0.0", 1024)
+	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
+
+	b := newBrowserSession(t, chromium)
+	b.step("open the console", chromedp.Navigate(in.base+"/"), chromedp.WaitVisible(chromedp.CSS(`#signin`)))
+	b.checkA11y("the signed-out welcome")
+	b.step("go to the login page", chromedp.Click(chromedp.CSS(`#signin`)), chromedp.WaitVisible(chromedp.CSS(`input[name=username]`)))
+	b.checkA11y("the login page")
+	b.step("sign in",
+		chromedp.SendKeys(chromedp.CSS(`input[name=username]`), "ann"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), personPassword),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#overview`)))
+
+	pages := []struct{ name, hash, ready string }{
+		{"the overview", "#/", `document.querySelector('#count-webhooks .value') !== null`},
+		{"the fleet", "#/fleet", `document.querySelectorAll('#fleet tbody tr[data-uid]').length === 3`},
+		{"a mount's page", "#/mounts/MNT-0001", `document.querySelector('.uplot') !== null && document.body.innerText.includes('ASSOCIATE_OWNER')`},
+		{"the events", "#/events?type=all", `document.getElementById('connection').dataset.state === 'live'`},
+		{"the webhooks", "#/webhooks", `document.querySelector('#webhooks tr[data-id]') !== null`},
+		{"the firmware", "#/firmware", `document.querySelector('#firmware tbody tr td')?.textContent === 'HL-2'`},
+		{"the association", "#/associate", `document.querySelector('input[name=uid]') !== null`},
+	}
+	for _, p := range pages {
+		b.step("open "+p.name, chromedp.Navigate(in.base+"/console/"+p.hash))
+		b.waitJS(p.name+" is ready", p.ready, 15*time.Second)
+		b.checkA11y(p.name)
+	}
+	// The webhooks page with its editor and deliveries open.
+	b.step("open the webhooks", chromedp.Navigate(in.base+"/console/#/webhooks"))
+	b.waitJS("the webhook's row", `document.querySelector('#webhooks tr[data-id]') !== null`, 15*time.Second)
+	b.step("open the editor and deliveries",
+		chromedp.Click(chromedp.CSS(`#webhooks button[data-action=edit]`)), chromedp.WaitVisible(chromedp.CSS(`#edit-url`)),
+		chromedp.Click(chromedp.CSS(`#webhooks button[data-action=deliveries]`)), chromedp.WaitVisible(chromedp.CSS(`#webhook-deliveries h2`)))
+	b.checkA11y("the webhooks page with its editor and deliveries")
+}
