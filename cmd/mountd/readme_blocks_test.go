@@ -42,6 +42,8 @@ var readmeLines = []struct{ start, run, why string }{
 		"a local receiver instead of ops.example.com"},
 	{"./bin/mountctl webhooks deliveries wh_...", `./bin/mountctl webhooks deliveries "$(readme_webhook_id)"`,
 		"the id of the webhook created above"},
+	{"./bin/mountctl webhooks test wh_...", `./bin/mountctl webhooks test "$(readme_webhook_id)"`,
+		"the id of the webhook created above"},
 	{"./bin/mountctl webhooks disable wh_...", `./bin/mountctl webhooks disable "$(readme_webhook_id)"`,
 		"the id of the webhook created above"},
 }

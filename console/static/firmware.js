@@ -15,10 +15,10 @@ export function firmwareView() {
     h("section", { class: "card", "aria-labelledby": "fleet-firmware-title" }, h("h1", { id: "fleet-firmware-title" }, "Firmware in the fleet"),
       h("p", { class: "muted" }, "How many mounts run each revision, per model. The revision is the mount's software revision, the one the catalogue's versions are numbered by and update checks compare; mounts no longer associated (INACTIVE) are not counted."),
       fleetNote,
-      h("div", { class: "scroll" }, h("table", { id: "firmware-fleet" }, h("thead", {}, h("tr", {}, ["Model", "Revision", "Mounts", "", "Catalogue"].map((t, i) => h("th", { scope: "col", class: i === 2 ? "num" : undefined }, t)))), fleetBody))),
+      h("div", { class: "scroll" }, h("table", { id: "firmware-fleet" }, h("thead", {}, h("tr", {}, ["Model", "Revision", "Mounts", "Share", "Catalogue"].map((t, i) => h("th", { scope: "col", class: i === 2 ? "num" : undefined }, i === 3 ? h("span", { class: "sr-only" }, t) : t)))), fleetBody))),
     h("section", { class: "card", "aria-labelledby": "catalogue-title" }, h("h2", { id: "catalogue-title" }, "Catalogue"),
       h("p", { class: "muted" }, "Each model's versions, newest first; the latest available one is marked."),
-      h("div", { class: "scroll" }, h("table", { id: "firmware" }, h("thead", {}, h("tr", {}, ["Model", "Revision", "Available since", "", "Size"].map((t) => h("th", { scope: "col" }, t)))), body))));
+      h("div", { class: "scroll" }, h("table", { id: "firmware" }, h("thead", {}, h("tr", {}, ["Model", "Revision", "Available since", "Status", "Size"].map((t) => h("th", { scope: "col" }, t)))), body))));
   (async () => {
     const [catalogue, fleet] = await Promise.all([
       fetchPages(async (p) => {
