@@ -19,6 +19,7 @@ import (
 type stateRow struct {
 	bun.BaseModel `bun:"table:mount_states"`
 	MountUID      string `bun:"mount_uid"`
+	AccountID     string `bun:"account_id"`
 	Code          string `bun:"code"`
 	OccurredAt    int64  `bun:"occurred_at"`
 	Value         string `bun:"value"`
@@ -141,7 +142,7 @@ func (b *bench) postStates(g *generator) ingestSend {
 // through bun, one statement per batch, straight into the scratch table.
 func (b *bench) insertRows(g *generator, table string) ingestSend {
 	return func(ctx context.Context, w *ingestWorker, ref batchRef) (int, int, string, error) {
-		w.rows = g.appendRows(w.rows[:0], ref, b.uids[ref.mount], time.Now().UnixMilli())
+		w.rows = g.appendRows(w.rows[:0], ref, b.uids[ref.mount], b.accountID, time.Now().UnixMilli())
 		ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 		defer cancel()
 		res, err := b.db.NewInsert().Model(&w.rows).ModelTableExpr("?", bun.Ident(table)).Exec(ctx)

@@ -70,22 +70,23 @@ type getReport struct {
 }
 
 type report struct {
-	Started      time.Time     `json:"started"`
-	Base         string        `json:"base"`
-	Scenario     string        `json:"scenario"`
-	Clients      int           `json:"clients"`
-	Duration     string        `json:"duration"`
-	Warmup       string        `json:"warmup"`
-	Mounts       int           `json:"mounts"`
-	CPUs         int           `json:"cpus"`
-	GoVersion    string        `json:"goVersion"`
-	Kernel       string        `json:"kernel,omitempty"`
-	LoadAvgStart [3]float64    `json:"loadAvgStart"`
-	LoadAvgEnd   [3]float64    `json:"loadAvgEnd"`
-	Watched      []string      `json:"watched"`
-	Ingest       *ingestReport `json:"ingest,omitempty"`
-	Get          *getReport    `json:"get,omitempty"`
-	Flood        *floodReport  `json:"flood,omitempty"`
+	Started      time.Time      `json:"started"`
+	Base         string         `json:"base"`
+	Scenario     string         `json:"scenario"`
+	Clients      int            `json:"clients"`
+	Duration     string         `json:"duration"`
+	Warmup       string         `json:"warmup"`
+	Mounts       int            `json:"mounts"`
+	CPUs         int            `json:"cpus"`
+	GoVersion    string         `json:"goVersion"`
+	Kernel       string         `json:"kernel,omitempty"`
+	LoadAvgStart [3]float64     `json:"loadAvgStart"`
+	LoadAvgEnd   [3]float64     `json:"loadAvgEnd"`
+	Watched      []string       `json:"watched"`
+	Ingest       *ingestReport  `json:"ingest,omitempty"`
+	Get          *getReport     `json:"get,omitempty"`
+	Onboard      *onboardReport `json:"onboard,omitempty"`
+	Flood        *floodReport   `json:"flood,omitempty"`
 }
 
 func (b *bench) run(ctx context.Context) (*report, error) {
@@ -102,15 +103,20 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	var err error
-	if b.cfg.Scenario == "ingest" || b.cfg.Scenario == "all" {
+	if b.cfg.runs("ingest") {
 		if rep.Ingest, err = b.ingestScenario(ctx); err != nil {
 			return nil, err
 		}
 	} else if err := b.seed(ctx); err != nil {
 		return nil, err
 	}
-	if b.cfg.Scenario == "get" || b.cfg.Scenario == "all" {
+	if b.cfg.runs("get") {
 		if rep.Get, err = b.getScenario(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if b.cfg.runs("onboard") {
+		if rep.Onboard, err = b.onboardScenario(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -169,6 +175,18 @@ func (r *report) print(w io.Writer) {
 			}
 		}
 		fmt.Fprintf(w, "  target p99 <= %.0f ms at %.0f/s, no error: %s\n", g.TargetP99Ms, g.Rate, passText(g.Pass))
+	}
+	if o := r.Onboard; o != nil {
+		fmt.Fprintf(w, "\nONBOARD  closed loop, %d clients: POST /mounts, confirm-association, first report (4 entries) per new mount\n", o.Clients)
+		header(w, "mounts/s")
+		row(w, o.Server, o.Server.RequestsPerSec)
+		if o.Baseline != nil {
+			row(w, *o.Baseline, o.Baseline.RequestsPerSec)
+			fmt.Fprintf(w, "  ratio mountd/store alone: throughput %.3f\n", o.Ratio)
+		}
+		fmt.Fprintf(w, "  mountd (warm-up included): acknowledged %d, associated %d, entries stored %d, lost %d\n",
+			o.Acknowledged, o.Associated, o.Stored, o.Lost)
+		fmt.Fprintf(w, "  target >= %.0f mounts/s, no error, none lost: %s\n", o.TargetPerSec, passText(o.Pass))
 	}
 	if r.Flood != nil {
 		r.Flood.print(w)
