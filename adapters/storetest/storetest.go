@@ -484,15 +484,26 @@ func lifecycle(t *testing.T, store Store) {
 	if _, err := store.DeleteMount(ctx, "L1", b.AccountID, nil); core.ErrorCode(err) != core.CodeMountNotFound {
 		t.Fatalf("delete by the account whose window lapsed: %v", err)
 	}
-	// Claim again, then delete: everything of it goes.
+	// Claim again, report, then delete: everything of it goes, its
+	// history too (a foreign key on SQLite, a trigger on PostgreSQL).
 	if _, err := claim(a.AccountID, lapsed, core.MountFields{}); err != nil {
 		t.Fatal(err)
+	}
+	report := []core.StateEntry{{Code: core.StateBatteryLevel, Value: "80", OccurredAt: lapsed, ReceivedAt: lapsed}}
+	if _, stored, err := store.InsertStates(ctx, "L1", a.AccountID, report, nil); err != nil || len(stored) != 1 {
+		t.Fatalf("report: %v %v", stored, err)
 	}
 	if _, err := store.DeleteMount(ctx, "L1", a.AccountID, nil); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	if _, err := store.Mount(ctx, "L1"); core.ErrorCode(err) != core.CodeMountNotFound {
 		t.Fatalf("a deleted mount: %v", err)
+	}
+	if _, err := claim(a.AccountID, lapsed, core.MountFields{}); err != nil {
+		t.Fatal(err)
+	}
+	if history, _, err := store.ListStates(ctx, "L1", a.AccountID, core.StateFilter{}, core.Page{CurrentPage: 1, PageSize: 10}); err != nil || len(history) != 0 {
+		t.Fatalf("history of a deleted mount: %v %v", history, err)
 	}
 }
 
