@@ -64,6 +64,9 @@ type config struct {
 	Timeout     time.Duration
 	MaxLoad     float64
 	MaxBusy     float64
+	// Rounds splits --duration of ingest and onboard into alternating
+	// rounds of the server and its baseline.
+	Rounds int
 	// OnboardClients are the onboard scenario's clients.
 	OnboardClients int
 	// tokenflood
@@ -93,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get, onboard, all (ingest then get), a comma-separated list of these (run in that order), or a flood: "+strings.Join(floodScenarios, ", "))
 	fs.IntVar(&c.FloodClients, "flood-clients", 200, "floods: parallel clients sending the flood's requests")
 	fs.IntVar(&c.FloodSources, "flood-sources", 200, "floods: loopback source addresses (127.0.1.1 on) the flood comes from, 1-250")
+	fs.IntVar(&c.Rounds, "rounds", 1, "ingest, onboard: measure the server and its baseline in this many alternating rounds of --duration/rounds each, so that both see the same load of a shared machine")
 	fs.IntVar(&c.OnboardClients, "onboard-clients", 32, "onboard: concurrent clients, each onboarding one new mount after the other")
 	fs.IntVar(&c.Clients, "clients", 32, "concurrent clients (ingest workers; get workers serving the arrival schedule)")
 	fs.DurationVar(&c.Duration, "duration", 15*time.Second, "measured time of each phase")
@@ -159,6 +163,8 @@ func (c *config) validate() error {
 		return errors.New("--clients and --onboard-clients must be 1 to 1024")
 	case c.Duration <= 0 || c.Duration > time.Hour:
 		return errors.New("--duration must be positive and at most 1h")
+	case c.Rounds < 1 || c.Rounds > 100:
+		return errors.New("--rounds must be 1 to 100")
 	case c.Warmup < 0 || c.Warmup > 10*time.Minute:
 		return errors.New("--warmup must be 0 to 10m")
 	case c.Rate <= 0 || c.Rate > 200000:

@@ -94,6 +94,7 @@ func (b *bench) runOnboard(ctx context.Context, target string, seq *atomic.Int64
 	ph.Accepted = ok.Load()
 	ph.RequestsPerSec = round(float64(ph.Accepted)/elapsed.Seconds(), 1)
 	ph.Latency = summarize(lats)
+	ph.lats = lats
 	return ph
 }
 
@@ -178,21 +179,32 @@ func (b *bench) onboardStore(ctx context.Context, _ *ingestWorker, n int64) (str
 	return "", nil
 }
 
-// onboardScenario measures onboarding through mountd, counts what it
-// stored, then measures the store-alone baseline.
+// onboardScenario measures onboarding through mountd and through the store
+// alone in --rounds alternating rounds, then counts what mountd stored.
 func (b *bench) onboardScenario(ctx context.Context) (*onboardReport, error) {
 	rep := &onboardReport{Clients: b.cfg.OnboardClients, TargetPerSec: 894}
-	var seq atomic.Int64
+	var seq, bseq atomic.Int64
 	b.quiet(ctx)
 	if b.cfg.Warmup > 0 {
 		rep.Acknowledged += b.runOnboard(ctx, "mountd (warm-up)", &seq, b.onboardHTTP, b.cfg.Warmup).Accepted
+		if b.cfg.Baseline {
+			b.runOnboard(ctx, "store (warm-up)", &bseq, b.onboardStore, b.cfg.Warmup)
+		}
 	}
-	b.logf("onboard: measuring mountd for %s (load %v)", b.cfg.Duration, loadAvg())
-	rep.Server = b.runOnboard(ctx, "mountd POST /mounts, confirm-association, first report", &seq, b.onboardHTTP, b.cfg.Duration)
+	var server, baseline []phase
+	d := b.cfg.Duration / time.Duration(b.cfg.Rounds)
+	for r := range b.cfg.Rounds {
+		b.logf("onboard: round %d of %d, mountd then the store alone, %s each (load %v)", r+1, b.cfg.Rounds, d, loadAvg())
+		server = append(server, b.runOnboard(ctx, "mountd POST /mounts, confirm-association, first report", &seq, b.onboardHTTP, d))
+		if b.cfg.Baseline {
+			baseline = append(baseline, b.runOnboard(ctx, "baseline: bunstore ClaimMount, ConfirmAssociation, InsertStates", &bseq, b.onboardStore, d))
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	rep.Server = mergePhases(server, true)
 	rep.Acknowledged += rep.Server.Accepted
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	prefix := "ob-" + b.runID + "-%"
 	if err := b.db.NewRaw("SELECT count(*) FROM mounts WHERE uid LIKE ? AND owner_account_id = ? AND association_state = 'ASSOCIATED'",
 		prefix, b.accountID).Scan(ctx, &rep.Associated); err != nil {
@@ -207,17 +219,11 @@ func (b *bench) onboardScenario(ctx context.Context) (*onboardReport, error) {
 	rep.Lost = max(0, rep.Acknowledged-rep.Associated) + max(0, 4*rep.Acknowledged-rep.Stored)
 	rep.Pass = rep.Lost == 0 && rep.Server.Errors == 0 && rep.Server.RequestsPerSec >= rep.TargetPerSec
 	if b.cfg.Baseline {
-		var bseq atomic.Int64
-		b.quiet(ctx)
-		if b.cfg.Warmup > 0 {
-			b.runOnboard(ctx, "store (warm-up)", &bseq, b.onboardStore, b.cfg.Warmup)
-		}
-		b.logf("onboard: measuring the store alone for %s (load %v)", b.cfg.Duration, loadAvg())
-		base := b.runOnboard(ctx, "baseline: bunstore ClaimMount, ConfirmAssociation, InsertStates", &bseq, b.onboardStore, b.cfg.Duration)
+		base := mergePhases(baseline, true)
 		rep.Baseline = &base
 		if base.RequestsPerSec > 0 {
 			rep.Ratio = round(rep.Server.RequestsPerSec/base.RequestsPerSec, 3)
 		}
 	}
-	return rep, ctx.Err()
+	return rep, nil
 }

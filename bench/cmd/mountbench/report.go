@@ -29,6 +29,50 @@ type phase struct {
 	Service        *latency           `json:"serviceTime,omitempty"`
 	SendLag        *latency           `json:"sendLag,omitempty"`
 	CPU            map[string]float64 `json:"cpuPercentOfOneCore"`
+	// Rounds is how many alternating rounds the phase was measured in.
+	Rounds int `json:"rounds,omitempty"`
+	// lats are the raw latencies, for merging rounds.
+	lats []time.Duration
+}
+
+// mergePhases joins the rounds of one target into one phase: counts add
+// up, rates and latencies are over all of them, CPU shares are weighted by
+// each round's time. perAccepted: the rate is of accepted items (onboard).
+func mergePhases(rounds []phase, perAccepted bool) phase {
+	if len(rounds) == 1 {
+		return rounds[0]
+	}
+	out := phase{Target: rounds[0].Target, LoadAvg: rounds[0].LoadAvg, Statuses: map[string]int{}, CPU: map[string]float64{}, Rounds: len(rounds)}
+	var lats []time.Duration
+	for _, r := range rounds {
+		out.Seconds += r.Seconds
+		out.Requests += r.Requests
+		out.Errors += r.Errors
+		out.Accepted += r.Accepted
+		out.Duplicates += r.Duplicates
+		for k, v := range r.Statuses {
+			out.Statuses[k] += v
+		}
+		if out.FirstError == "" {
+			out.FirstError = r.FirstError
+		}
+		for k, v := range r.CPU {
+			out.CPU[k] += v * r.Seconds
+		}
+		lats = append(lats, r.lats...)
+	}
+	for k, v := range out.CPU {
+		out.CPU[k] = round(v/out.Seconds, 1)
+	}
+	out.Seconds = round(out.Seconds, 3)
+	out.RequestsPerSec = round(float64(out.Requests)/out.Seconds, 1)
+	out.EntriesPerSec = round(float64(out.Accepted)/out.Seconds, 1)
+	if perAccepted { // onboard: the rate is of onboarded mounts
+		out.RequestsPerSec, out.EntriesPerSec = out.EntriesPerSec, 0
+	}
+	out.Latency = summarize(lats)
+	out.lats = lats
+	return out
 }
 
 type ingestReport struct {
