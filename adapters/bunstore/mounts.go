@@ -90,11 +90,24 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 				SealedPrivateKey: sql.NullString{String: c.Key.SealedPrivateKey, Valid: true},
 				CreatedAt:        millis(c.Now), UpdatedAt: millis(c.Now),
 			}
-			res, err := tx.NewInsert().Model(row).On("CONFLICT (uid) DO NOTHING").Exec(ctx)
-			if err != nil {
+			if s.postgres && e != nil {
+				// The insert and its event in one round trip; the event
+				// only if the uid was new. A new row has no latest values:
+				// the foreign key took any of an earlier mount of this uid.
+				inserted, err := s.appendEventGuarded(ctx, tx, e, row, nil, `INSERT INTO mounts (uid, name, serial_number,
+						mac_address, firmware_revision, software_revision, model_number, association_state, owner_account_id,
+						idle_deadline, key_id, public_key, sealed_private_key, created_at, updated_at)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO NOTHING RETURNING uid`,
+					[]any{row.UID, row.Name, row.SerialNumber, row.MACAddress, row.FirmwareRevision, row.SoftwareRevision,
+						row.ModelNumber, row.State, row.OwnerID, row.IdleDeadline, row.KeyID, row.PublicKey, row.SealedPrivateKey,
+						row.CreatedAt, row.UpdatedAt}, true)
+				if err != nil || inserted {
+					out, claimed = *row, inserted
+					return err
+				}
+			} else if res, err := tx.NewInsert().Model(row).On("CONFLICT (uid) DO NOTHING").Exec(ctx); err != nil {
 				return err
-			}
-			if n, _ := res.RowsAffected(); n == 1 {
+			} else if n, _ := res.RowsAffected(); n == 1 {
 				out, claimed = *row, true
 				if e == nil {
 					return nil
@@ -105,7 +118,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			}
 			// Taking an INACTIVE mount starts a new association: the former
 			// owner's name goes, the device's own fields stay.
-			err = tx.NewRaw(`UPDATE mounts SET
+			err := tx.NewRaw(`UPDATE mounts SET
 					name = CASE WHEN association_state = 'INACTIVE' THEN COALESCE(?, '') ELSE COALESCE(?, name) END,
 					serial_number = COALESCE(?, serial_number),
 					mac_address = COALESCE(?, mac_address),
