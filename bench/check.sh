@@ -9,7 +9,7 @@
 # one (MOUNTBENCH_MAX_LOAD=1.0 makes each run wait, as run.sh does alone).
 # Environment: RUNS, OUT (results; default a new /tmp/bench-check-XXXXXX),
 # DURATION (each measured phase, default 6s; ingest and onboarding split it
-# into three rounds alternating with their baselines). Needs NATS and Mosquitto on
+# into six rounds alternating with their baselines). Needs NATS and Mosquitto on
 # their usual ports, like bench/cmd/fanoutbench/run.sh. About 5 minutes.
 set -euo pipefail
 
@@ -26,7 +26,7 @@ log "results in $OUT; load $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq 1 "$RUNS"); do
   log "run $i of $RUNS: mountbench ingest, get, onboard"
   BENCH_DIR="$OUT/mountbench-$i" MOUNTBENCH_MOUNTD="$OUT/bin/mountd" MOUNTBENCH_MAX_LOAD=${MOUNTBENCH_MAX_LOAD:-0} \
-    "$ROOT/bench/cmd/mountbench/run.sh" --scenario ingest,get,onboard --clients 16 --onboard-clients 32 --rounds 3 \
+    "$ROOT/bench/cmd/mountbench/run.sh" --scenario ingest,get,onboard --clients 16 --onboard-clients 32 --rounds 6 \
     --duration "$DURATION" --warmup 1s --json >"$OUT/mountbench-$i.json" 2>"$OUT/mountbench-$i.log" \
     || { log "mountbench failed:"; tail -20 "$OUT/mountbench-$i.log" >&2; exit 1; }
   log "run $i of $RUNS: fan-out, 200 subscribers, mountd against Mosquitto"
