@@ -52,6 +52,10 @@ bench:
 load:
 	bench/cmd/mountbench/run.sh $(LOAD_FLAGS)
 
+## bench-check: run ingest, GET, onboarding and fan-out briefly (3 times) and fail when a ratio fell >20 % below bench/baseline.txt
+bench-check:
+	bench/check.sh
+
 ## clean: remove build output
 clean:
 	rm -rf $(BIN)
@@ -60,4 +64,4 @@ clean:
 help:
 	@grep -E '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
 
-.PHONY: build run test generate check-generate lint bench load clean help
+.PHONY: build run test generate check-generate lint bench load bench-check clean help

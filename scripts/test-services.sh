@@ -8,6 +8,8 @@
 #   MOUNTD_TEST_NGINX         the nginx binary (the test writes its configuration and starts it)
 # Installs postgresql, redis-server, chromium and nginx with apt-get when they are
 # missing and this runs as root. Both servers are stopped on exit, also on failure.
+# TEST_SERVICES_PG_OPTIONS adds server options, e.g. for profiling
+# "-c shared_preload_libraries=pg_stat_statements" (bench/mountbench.md).
 # Usage: scripts/test-services.sh go test ./...
 set -euo pipefail
 
@@ -103,7 +105,7 @@ trap cleanup EXIT INT TERM
 
 "${as_pg[@]}" "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust --no-sync >/dev/null
 "${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$TMP/pg.log" -w -t 60 \
-  -o "-h 127.0.0.1 -p $PG_PORT -k $PG_SOCK -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+  -o "-h 127.0.0.1 -p $PG_PORT -k $PG_SOCK -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 ${TEST_SERVICES_PG_OPTIONS:-}" \
   start >/dev/null || { cat "$TMP/pg.log" >&2; exit 1; }
 
 redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \

@@ -47,6 +47,8 @@ type Store struct {
 		// mountWithLatestTx is the same query for bun (? placeholders), to
 		// run in a transaction.
 		mountWithLatestTx string
+		// ingest is a report's first statement on PostgreSQL.
+		ingest string
 	}
 }
 
@@ -97,6 +99,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 	s.db.AddQueryHook(queryCounter{n: &s.queries})
 	s.sql.mountWithLatest = s.mountWithLatestSQL(s.param(1))
 	s.sql.mountWithLatestTx = s.mountWithLatestSQL("?")
+	s.sql.ingest = s.ingestSQL()
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.db.PingContext(pingCtx); err != nil {

@@ -2,7 +2,9 @@ package bunstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -117,6 +119,16 @@ func (s *Store) appendEvent(ctx context.Context, tx bun.IDB, e *core.Event, row 
 // of the insert: one round trip for both.
 func (s *Store) appendEventWith(ctx context.Context, tx bun.IDB, e *core.Event, row *mountRow, latest []core.StateEntry,
 	with string, withArgs []any) error {
+	_, err := s.appendEventGuarded(ctx, tx, e, row, latest, with, withArgs, false)
+	return err
+}
+
+// appendEventGuarded is appendEventWith; guarded, the event is appended
+// only when the WITH statement returned a row, and it reports whether it
+// was (the claim of a new mount: its event rides in the insert's round
+// trip, and a uid taken already gets none).
+func (s *Store) appendEventGuarded(ctx context.Context, tx bun.IDB, e *core.Event, row *mountRow, latest []core.StateEntry,
+	with string, withArgs []any, guarded bool) (bool, error) {
 	m := row.toMount()
 	m.Key = core.MountKey{}
 	m.Latest = core.ComputeLatest(latest)
@@ -127,7 +139,7 @@ func (s *Store) appendEventWith(ctx context.Context, tx bun.IDB, e *core.Event, 
 		IdleDeadline: optMillis(m.IdleDeadline), AssociatedAt: optMillis(m.AssociatedAt),
 		CreatedAt: millis(m.CreatedAt), UpdatedAt: millis(m.UpdatedAt), Latest: toEventStates(latest)}})
 	if err != nil {
-		return err
+		return false, err
 	}
 	e.OccurredAt = fromMillis(millis(e.OccurredAt))
 	var pos struct {
@@ -137,18 +149,25 @@ func (s *Store) appendEventWith(ctx context.Context, tx bun.IDB, e *core.Event, 
 	query := `INSERT INTO events (account_id, type, mount_uid, occurred_at, body) VALUES (?, ?, ?, ?, ?)
 		RETURNING id, CAST(tx AS TEXT) AS tx_text`
 	args := []any{e.AccountID, string(e.Type), e.UID, millis(e.OccurredAt), string(body)}
+	if guarded {
+		query = `INSERT INTO events (account_id, type, mount_uid, occurred_at, body) SELECT ?, ?, ?, ?, ?
+			WHERE EXISTS (SELECT 1 FROM before_event) RETURNING id, CAST(tx AS TEXT) AS tx_text`
+	}
 	if with != "" {
 		query, args = "WITH before_event AS ("+with+") "+query, append(withArgs, args...)
 	}
 	if err := tx.NewRaw(query, args...).Scan(ctx, &pos); err != nil {
-		return err
+		if guarded && errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return false, err
 	}
 	txid, err := strconv.ParseUint(pos.Tx, 10, 64)
 	if err != nil {
-		return fmt.Errorf("event position: %w", err)
+		return false, fmt.Errorf("event position: %w", err)
 	}
 	e.ID, e.Mount = core.Cursor{Tx: txid, Seq: pos.ID}, m
-	return nil
+	return true, nil
 }
 
 func (r eventRow) toEvent() (core.Event, error) {

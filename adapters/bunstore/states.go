@@ -39,7 +39,8 @@ func (r stateRow) toEntry() core.StateEntry {
 
 // InsertStates implements core.StateStore: one multi-row insert that skips
 // duplicates and returns what it stored, then one upsert that moves the
-// latest value per code forward only, both in one transaction.
+// latest value per code forward only, and the event, all in one
+// transaction (insertStatesPG on PostgreSQL).
 func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries []core.StateEntry, e *core.Event) (core.Mount, []core.StateEntry, error) {
 	if len(entries) == 0 {
 		return core.Mount{}, nil, core.Errorf(core.CodeValidation, "a report holds at least one entry")
@@ -50,11 +51,16 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 		receivedAt = entries[0].ReceivedAt
 	)
 	insert := func(ctx context.Context, tx bun.Tx) error {
+		if s.postgres {
+			var err error
+			accepted, err = s.insertStatesPG(ctx, tx, uid, accountID, entries, e, &mount)
+			return err
+		}
+		// SQLite. With an event to append, the mount's latest values come
+		// with the row in one statement, and the event's are those merged
+		// with the report: no further read. The entries' ReceivedAt is the
+		// instant of the report.
 		accepted = accepted[:0]
-		// With an event to append, the mount's latest values come with the
-		// row in one statement, and the event's are those merged with the
-		// report: no further read. The entries' ReceivedAt is the instant
-		// of the report.
 		var before []core.StateEntry
 		if e != nil {
 			var rows []mountLatestRow
@@ -99,28 +105,8 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 		if len(latest) == 0 {
 			return nil
 		}
-		sb.Reset()
-		args = args[:0]
-		sb.WriteString("INSERT INTO mount_latest_states (mount_uid, account_id, code, occurred_at, value) VALUES ")
-		for i, entry := range latest {
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			sb.WriteString("(?, ?, ?, ?, ?)")
-			args = append(args, uid, accountID, string(entry.Code), millis(entry.OccurredAt), entry.Value)
-		}
-		// Ties on the instant go to the greater value in byte order, as in
-		// core.Newer (the value columns compare bytes on both databases).
-		sb.WriteString(` ON CONFLICT (mount_uid, account_id, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value
-			WHERE excluded.occurred_at > mount_latest_states.occurred_at
-			   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value > mount_latest_states.value)`)
-		if e != nil && s.postgres {
-			// The event's latest values are computed, not read back, so
-			// the upsert and the event insert can go as one statement.
-			e.States = accepted
-			return s.appendEventWith(ctx, tx, e, &mount, mergeLatest(before, latest), sb.String(), args)
-		}
-		if _, err := tx.NewRaw(sb.String(), args...).Exec(ctx); err != nil {
+		query, args := upsertLatestSQL(uid, accountID, latest)
+		if _, err := tx.NewRaw(query, args...).Exec(ctx); err != nil {
 			return err
 		}
 		if e == nil {
@@ -148,6 +134,27 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 		return core.Mount{}, nil, err
 	}
 	return mount.toMount(), accepted, nil
+}
+
+// upsertLatestSQL moves the latest value per code forward only; latest
+// holds at most one entry per code.
+func upsertLatestSQL(uid, accountID string, latest []core.StateEntry) (string, []any) {
+	var sb strings.Builder
+	args := make([]any, 0, len(latest)*5)
+	sb.WriteString("INSERT INTO mount_latest_states (mount_uid, account_id, code, occurred_at, value) VALUES ")
+	for i, entry := range latest {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString("(?, ?, ?, ?, ?)")
+		args = append(args, uid, accountID, string(entry.Code), millis(entry.OccurredAt), entry.Value)
+	}
+	// Ties on the instant go to the greater value in byte order, as in
+	// core.Newer (the value columns compare bytes on both databases).
+	sb.WriteString(` ON CONFLICT (mount_uid, account_id, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value
+			WHERE excluded.occurred_at > mount_latest_states.occurred_at
+			   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value > mount_latest_states.value)`)
+	return sb.String(), args
 }
 
 // LatestStates implements core.StateStore.

@@ -68,6 +68,25 @@ func RunEventWaker(t *testing.T, newWaker func(t *testing.T) core.EventWaker, op
 		}
 	})
 
+	// A change is committed before its wake-up: a caller gone by then (a
+	// client that hung up) must not keep the event from the feeds.
+	t.Run("WakesAfterTheCallerIsGone", func(t *testing.T) {
+		w := newWaker(t)
+		ch, err := w.Wakeups(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone, cancel := context.WithCancel(t.Context())
+		cancel()
+		want := core.Cursor{Tx: 3, Seq: 9}
+		if err := w.Wake(gone, want); err != nil {
+			t.Fatal(err)
+		}
+		if got := receive(t, ch); got != want {
+			t.Fatalf("woken with %v, want %v", got, want)
+		}
+	})
+
 	t.Run("NeverBlocksTheWriter", func(t *testing.T) {
 		w := newWaker(t)
 		if _, err := w.Wakeups(t.Context()); err != nil { // never read

@@ -20,11 +20,21 @@ var _ core.EventWaker = (*Waker)(nil)
 // holds a single subscription to it and hands what arrives to its local
 // listeners. Redis only wakes: the event log is the truth, and a wake-up
 // lost while Redis is away delays events until the feeds poll.
+//
+// Wake does not wait for Redis: it leaves the newest cursor for one
+// publishing goroutine, which sends it after the PUBLISH in flight, if any.
+// Under load many commits then cost one PUBLISH (a listener keeps only the
+// newest position it was told of anyway, and reads the log up to it), and a
+// report is answered without a round trip to Redis.
 type Waker struct {
 	client  *goredis.Client
 	channel string
 	logger  *slog.Logger
 	local   *memory.Waker
+
+	mu      sync.Mutex
+	pending *core.Cursor  // the newest cursor not yet published
+	kick    chan struct{} // one slot: a cursor is pending
 }
 
 // NewWaker subscribes to the channel and returns once Redis has confirmed
@@ -33,7 +43,7 @@ func NewWaker(client *goredis.Client, prefix string, logger *slog.Logger) (*Wake
 	if logger == nil {
 		logger = slog.Default()
 	}
-	w := &Waker{client: client, channel: prefix + "events", logger: logger, local: memory.NewWaker()}
+	w := &Waker{client: client, channel: prefix + "events", logger: logger, local: memory.NewWaker(), kick: make(chan struct{}, 1)}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -62,9 +72,16 @@ func NewWaker(client *goredis.Client, prefix string, logger *slog.Logger) (*Wake
 			_ = w.local.Wake(context.Background(), c)
 		}
 	}()
+	quit, published := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(published)
+		w.publish(quit)
+	}()
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
+			close(quit)
+			<-published
 			_ = ps.Close()
 			<-done
 		})
@@ -72,10 +89,45 @@ func NewWaker(client *goredis.Client, prefix string, logger *slog.Logger) (*Wake
 	return w, stop, nil
 }
 
-// Wake publishes c to every replica, this one's included.
-func (w *Waker) Wake(ctx context.Context, c core.Cursor) error {
-	if err := w.client.Publish(ctx, w.channel, c.Internal()).Err(); err != nil {
-		return fmt.Errorf("publish wake-up: %w", err)
+// publishTimeout bounds one PUBLISH; a wake-up that does not get through
+// only delays events until the feeds poll.
+const publishTimeout = 5 * time.Second
+
+// publish sends the pending cursor until quit closes.
+func (w *Waker) publish(quit <-chan struct{}) {
+	for {
+		select {
+		case <-quit:
+			return
+		case <-w.kick:
+		}
+		w.mu.Lock()
+		c := w.pending
+		w.pending = nil
+		w.mu.Unlock()
+		if c == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		err := w.client.Publish(ctx, w.channel, c.Internal()).Err()
+		cancel()
+		if err != nil {
+			w.logger.Warn("publish wake-up failed; feeds catch up when they poll", "channel", w.channel, "err", err)
+		}
+	}
+}
+
+// Wake publishes c, or a newer cursor, to every replica, this one's
+// included, without waiting (see Waker).
+func (w *Waker) Wake(_ context.Context, c core.Cursor) error {
+	w.mu.Lock()
+	if w.pending == nil || w.pending.Before(c) {
+		w.pending = &c
+	}
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default: // a kick is pending already and will take c
 	}
 	return nil
 }

@@ -215,7 +215,7 @@ func (s *Server) reportStates(w http.ResponseWriter, r *http.Request, p core.Pri
 	in := make([]core.StateInput, 0, len(body.States))
 	for i, raw := range body.States {
 		var e stateEntryJSON
-		if err := decodeJSONBytes(raw, &e); err != nil {
+		if err := decodeStateEntry(raw, &e); err != nil {
 			for _, fe := range fieldErrors(err) {
 				v.Add(fmt.Sprintf("states[%d]%s", i, prefixDot(fe.Field)), "%s", fe.Message)
 			}

@@ -8,6 +8,9 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"AssociationScope", associationScope},
 		{"CommandOrder", commandOrder},
 		{"Lifecycle", lifecycle},
+		{"ReportsRacingDelete", reportsRacingDelete},
 		{"Tags", tags},
 		{"EventLog", eventLog},
 		{"EventRetention", eventRetention},
@@ -484,15 +488,26 @@ func lifecycle(t *testing.T, store Store) {
 	if _, err := store.DeleteMount(ctx, "L1", b.AccountID, nil); core.ErrorCode(err) != core.CodeMountNotFound {
 		t.Fatalf("delete by the account whose window lapsed: %v", err)
 	}
-	// Claim again, then delete: everything of it goes.
+	// Claim again, report, then delete: everything of it goes, its
+	// history too (a foreign key on SQLite, a trigger on PostgreSQL).
 	if _, err := claim(a.AccountID, lapsed, core.MountFields{}); err != nil {
 		t.Fatal(err)
+	}
+	report := []core.StateEntry{{Code: core.StateBatteryLevel, Value: "80", OccurredAt: lapsed, ReceivedAt: lapsed}}
+	if _, stored, err := store.InsertStates(ctx, "L1", a.AccountID, report, nil); err != nil || len(stored) != 1 {
+		t.Fatalf("report: %v %v", stored, err)
 	}
 	if _, err := store.DeleteMount(ctx, "L1", a.AccountID, nil); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	if _, err := store.Mount(ctx, "L1"); core.ErrorCode(err) != core.CodeMountNotFound {
 		t.Fatalf("a deleted mount: %v", err)
+	}
+	if _, err := claim(a.AccountID, lapsed, core.MountFields{}); err != nil {
+		t.Fatal(err)
+	}
+	if history, _, err := store.ListStates(ctx, "L1", a.AccountID, core.StateFilter{}, core.Page{CurrentPage: 1, PageSize: 10}); err != nil || len(history) != 0 {
+		t.Fatalf("history of a deleted mount: %v %v", history, err)
 	}
 }
 
@@ -567,5 +582,63 @@ func tags(t *testing.T, store Store) {
 	}
 	if _, _, err := store.SyncTags(ctx, other.AccountID, "T1", nil, now, nil); core.ErrorCode(err) != core.CodeMountNotFound {
 		t.Fatalf("another account syncs: %v", err)
+	}
+}
+
+// reportsRacingDelete: reports that race their mount's deletion either
+// land before it, and go with the mount, or find no mount; none is left
+// behind for the mount's next association (PostgreSQL has no foreign key
+// from the history to the mount: the report's statement locks the mount).
+func reportsRacingDelete(t *testing.T, store Store) {
+	ctx := context.Background()
+	acc, err := core.NewAccountService(store, nil).Create(ctx, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	claim := func() {
+		t.Helper()
+		if _, err := store.ClaimMount(ctx, core.Claim{UID: "RD1", AccountID: acc.AccountID, Now: now, Deadline: now.Add(time.Hour),
+			Key: core.MountKey{ID: "k", PublicKey: make([]byte, 32), SealedPrivateKey: "s"}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim()
+	var (
+		wg       sync.WaitGroup
+		reported atomic.Int64
+		failed   atomic.Value
+	)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 25 {
+				at := now.Add(-time.Duration(w*100+i) * time.Second)
+				entries := []core.StateEntry{{Code: core.StateBatteryLevel, Value: "50", OccurredAt: at, ReceivedAt: now}}
+				ev := &core.Event{Type: core.EventStatesReported, UID: "RD1", AccountID: acc.AccountID, OccurredAt: now}
+				switch _, _, err := store.InsertStates(ctx, "RD1", acc.AccountID, entries, ev); {
+				case err == nil:
+					reported.Add(1)
+				case core.ErrorCode(err) == core.CodeMountNotFound:
+					return
+				default:
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	for reported.Load() < 8 && failed.Load() == nil {
+		runtime.Gosched()
+	}
+	if _, err := store.DeleteMount(ctx, "RD1", acc.AccountID, nil); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		t.Fatalf("a report: %v", err)
+	}
+	claim()
+	if history, _, err := store.ListStates(ctx, "RD1", acc.AccountID, core.StateFilter{}, core.Page{CurrentPage: 1, PageSize: 10}); err != nil || len(history) != 0 {
+		t.Fatalf("history left by reports that raced the deletion: %d entries, %v", len(history), err)
 	}
 }

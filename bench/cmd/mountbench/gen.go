@@ -91,10 +91,10 @@ func (g *generator) appendBody(buf []byte, b batchRef) []byte {
 }
 
 // appendRows appends the batch as mount_states rows.
-func (g *generator) appendRows(rows []stateRow, b batchRef, uid string, receivedAt int64) []stateRow {
+func (g *generator) appendRows(rows []stateRow, b batchRef, uid, accountID string, receivedAt int64) []stateRow {
 	for i := range b.n {
 		code, value, at := g.entry(b.first + int64(i))
-		rows = append(rows, stateRow{MountUID: uid, Code: code, OccurredAt: at, Value: value, ReceivedAt: receivedAt})
+		rows = append(rows, stateRow{MountUID: uid, AccountID: accountID, Code: code, OccurredAt: at, Value: value, ReceivedAt: receivedAt})
 	}
 	return rows
 }

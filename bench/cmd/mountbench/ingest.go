@@ -19,6 +19,7 @@ import (
 type stateRow struct {
 	bun.BaseModel `bun:"table:mount_states"`
 	MountUID      string `bun:"mount_uid"`
+	AccountID     string `bun:"account_id"`
 	Code          string `bun:"code"`
 	OccurredAt    int64  `bun:"occurred_at"`
 	Value         string `bun:"value"`
@@ -96,6 +97,7 @@ func (b *bench) runIngest(ctx context.Context, target string, g *generator, send
 	ph.RequestsPerSec = round(float64(ph.Requests)/elapsed.Seconds(), 1)
 	ph.EntriesPerSec = round(float64(ph.Accepted)/elapsed.Seconds(), 1)
 	ph.Latency = summarize(lats)
+	ph.lats = lats
 	return ph
 }
 
@@ -141,7 +143,7 @@ func (b *bench) postStates(g *generator) ingestSend {
 // through bun, one statement per batch, straight into the scratch table.
 func (b *bench) insertRows(g *generator, table string) ingestSend {
 	return func(ctx context.Context, w *ingestWorker, ref batchRef) (int, int, string, error) {
-		w.rows = g.appendRows(w.rows[:0], ref, b.uids[ref.mount], time.Now().UnixMilli())
+		w.rows = g.appendRows(w.rows[:0], ref, b.uids[ref.mount], b.accountID, time.Now().UnixMilli())
 		ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 		defer cancel()
 		res, err := b.db.NewInsert().Model(&w.rows).ModelTableExpr("?", bun.Ident(table)).Exec(ctx)
@@ -156,26 +158,60 @@ func (b *bench) insertRows(g *generator, table string) ingestSend {
 	}
 }
 
-// ingestScenario measures mountd's state ingest and the bun INSERT baseline,
-// then counts what each stored.
+// ingestScenario measures mountd's state ingest and the bun INSERT baseline
+// in --rounds alternating rounds (both see the same machine), then counts
+// what each stored.
 func (b *bench) ingestScenario(ctx context.Context) (*ingestReport, error) {
 	rep := &ingestReport{Batch: b.cfg.Batch, Clients: b.cfg.Clients, TargetEntriesPerSec: 20000}
 	// entries lie in the past, one millisecond apart (none is a duplicate)
 	g := newGenerator(b.cfg.Batch, time.Now().Add(-48*time.Hour))
 	send := b.postStates(g)
+	var (
+		base  *ingestBaseline
+		bsend ingestSend
+		bg    = newGenerator(b.cfg.Batch, time.Now().Add(-48*time.Hour))
+	)
+	if b.cfg.Baseline {
+		// The baseline inserts the same kind of rows into a scratch table
+		// with mount_states' columns, primary key and index (LIKE …
+		// INCLUDING ALL copies no foreign key), dropped afterwards.
+		base = &ingestBaseline{Table: "mountbench_scratch_" + b.runID}
+		if _, err := b.db.NewRaw("CREATE TABLE ? (LIKE mount_states INCLUDING ALL)", bun.Ident(base.Table)).Exec(ctx); err != nil {
+			return nil, fmt.Errorf("create scratch table: %w", err)
+		}
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if _, err := b.db.NewRaw("DROP TABLE IF EXISTS ?", bun.Ident(base.Table)).Exec(dctx); err != nil {
+				b.logf("drop scratch table %s: %v", base.Table, err)
+			}
+		}()
+		bsend = b.insertRows(bg, base.Table)
+	}
 	b.quiet(ctx)
 	if b.cfg.Warmup > 0 {
 		w := b.runIngest(ctx, "mountd (warm-up)", g, send, b.cfg.Warmup)
 		rep.Expected += w.Accepted
 		rep.Duplicates += w.Duplicates
+		if base != nil {
+			base.Expected += b.runIngest(ctx, "baseline (warm-up)", bg, bsend, b.cfg.Warmup).Accepted
+		}
 	}
-	b.logf("ingest: measuring mountd for %s (load %v)", b.cfg.Duration, loadAvg())
-	rep.Server = b.runIngest(ctx, "mountd POST /api/v1/mounts/{uid}/states", g, send, b.cfg.Duration)
+	var server, baseline []phase
+	d := b.cfg.Duration / time.Duration(b.cfg.Rounds)
+	for r := range b.cfg.Rounds {
+		b.logf("ingest: round %d of %d, mountd then the bun INSERT baseline, %s each (load %v)", r+1, b.cfg.Rounds, d, loadAvg())
+		server = append(server, b.runIngest(ctx, "mountd POST /api/v1/mounts/{uid}/states", g, send, d))
+		if base != nil {
+			baseline = append(baseline, b.runIngest(ctx, "baseline: bun multi-row INSERT into "+base.Table, bg, bsend, d))
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	rep.Server = mergePhases(server, false)
 	rep.Expected += rep.Server.Accepted
 	rep.Duplicates += rep.Server.Duplicates
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	counted, err := b.countStates(ctx)
 	if err != nil {
 		return nil, err
@@ -185,11 +221,13 @@ func (b *bench) ingestScenario(ctx context.Context) (*ingestReport, error) {
 	rep.Extra = max(0, counted-rep.Expected)
 	rep.Pass = rep.Lost == 0 && rep.Server.Errors == 0 && rep.Server.EntriesPerSec >= rep.TargetEntriesPerSec
 
-	if b.cfg.Baseline {
-		base, err := b.ingestBaseline(ctx)
-		if err != nil {
-			return nil, err
+	if base != nil {
+		base.Phase = mergePhases(baseline, false)
+		base.Expected += base.Phase.Accepted
+		if err := b.db.NewRaw("SELECT count(*) FROM ?", bun.Ident(base.Table)).Scan(ctx, &base.Counted); err != nil {
+			return nil, fmt.Errorf("count scratch table: %w", err)
 		}
+		base.Lost = max(0, base.Expected-base.Counted)
 		rep.Baseline = base
 		if base.Phase.EntriesPerSec > 0 {
 			rep.ThroughputRatio = round(rep.Server.EntriesPerSec/base.Phase.EntriesPerSec, 3)
@@ -200,41 +238,6 @@ func (b *bench) ingestScenario(ctx context.Context) (*ingestReport, error) {
 		}
 	}
 	return rep, nil
-}
-
-// ingestBaseline inserts the same kind of rows into a scratch table with
-// mount_states' columns, primary key and index (LIKE … INCLUDING ALL copies
-// no foreign key), counts them and drops the table.
-func (b *bench) ingestBaseline(ctx context.Context) (*ingestBaseline, error) {
-	table := "mountbench_scratch_" + b.runID
-	if _, err := b.db.NewRaw("CREATE TABLE ? (LIKE mount_states INCLUDING ALL)", bun.Ident(table)).Exec(ctx); err != nil {
-		return nil, fmt.Errorf("create scratch table: %w", err)
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if _, err := b.db.NewRaw("DROP TABLE IF EXISTS ?", bun.Ident(table)).Exec(dctx); err != nil {
-			b.logf("drop scratch table %s: %v", table, err)
-		}
-	}()
-	out := &ingestBaseline{Table: table}
-	g := newGenerator(b.cfg.Batch, time.Now().Add(-48*time.Hour))
-	send := b.insertRows(g, table)
-	b.quiet(ctx)
-	if b.cfg.Warmup > 0 {
-		out.Expected += b.runIngest(ctx, "baseline (warm-up)", g, send, b.cfg.Warmup).Accepted
-	}
-	b.logf("ingest: measuring the bun INSERT baseline for %s (load %v)", b.cfg.Duration, loadAvg())
-	out.Phase = b.runIngest(ctx, "baseline: bun multi-row INSERT into "+table, g, send, b.cfg.Duration)
-	out.Expected += out.Phase.Accepted
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := b.db.NewRaw("SELECT count(*) FROM ?", bun.Ident(table)).Scan(ctx, &out.Counted); err != nil {
-		return nil, fmt.Errorf("count scratch table: %w", err)
-	}
-	out.Lost = max(0, out.Expected-out.Counted)
-	return out, nil
 }
 
 // countStates counts the entries stored for this run's mounts.

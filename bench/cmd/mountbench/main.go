@@ -64,6 +64,11 @@ type config struct {
 	Timeout     time.Duration
 	MaxLoad     float64
 	MaxBusy     float64
+	// Rounds splits --duration of ingest and onboard into alternating
+	// rounds of the server and its baseline.
+	Rounds int
+	// OnboardClients are the onboard scenario's clients.
+	OnboardClients int
 	// tokenflood
 	FloodClients int
 	FloodSources int
@@ -88,9 +93,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&c.Base, "base", "", "base address of a running mountd, e.g. http://127.0.0.1:8080 (loopback only)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://... of that mountd's database (loopback only): account creation, baseline, counting")
-	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get, all (ingest then get), or a flood: "+strings.Join(floodScenarios, ", "))
+	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get, onboard, all (ingest then get), a comma-separated list of these (run in that order), or a flood: "+strings.Join(floodScenarios, ", "))
 	fs.IntVar(&c.FloodClients, "flood-clients", 200, "floods: parallel clients sending the flood's requests")
 	fs.IntVar(&c.FloodSources, "flood-sources", 200, "floods: loopback source addresses (127.0.1.1 on) the flood comes from, 1-250")
+	fs.IntVar(&c.Rounds, "rounds", 1, "ingest, onboard: measure the server and its baseline in this many alternating rounds of --duration/rounds each, so that both see the same load of a shared machine")
+	fs.IntVar(&c.OnboardClients, "onboard-clients", 32, "onboard: concurrent clients, each onboarding one new mount after the other")
 	fs.IntVar(&c.Clients, "clients", 32, "concurrent clients (ingest workers; get workers serving the arrival schedule)")
 	fs.DurationVar(&c.Duration, "duration", 15*time.Second, "measured time of each phase")
 	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "unmeasured warm-up before each phase (its ingest entries are still counted)")
@@ -140,17 +147,24 @@ func (c *config) validate() error {
 	if !loopback(d.Hostname()) {
 		return fmt.Errorf("--database-url host %q: only loopback targets are allowed", d.Hostname())
 	}
-	if !slices.Contains(append([]string{"ingest", "get", "all"}, floodScenarios...), c.Scenario) {
-		return fmt.Errorf("--scenario %q: want ingest, get, all or one of %s", c.Scenario, strings.Join(floodScenarios, ", "))
+	for _, sc := range strings.Split(c.Scenario, ",") {
+		if !slices.Contains(append([]string{"ingest", "get", "onboard", "all"}, floodScenarios...), sc) {
+			return fmt.Errorf("--scenario %q: want ingest, get, onboard, all (ingest and get), a list of them, or one of %s", c.Scenario, strings.Join(floodScenarios, ", "))
+		}
+		if slices.Contains(floodScenarios, sc) && sc != c.Scenario {
+			return fmt.Errorf("--scenario %q: a flood runs alone", c.Scenario)
+		}
 	}
 	if c.FloodClients < 1 || c.FloodClients > 2000 || c.FloodSources < 1 || c.FloodSources > 250 {
 		return errors.New("--flood-clients must be 1 to 2000 and --flood-sources 1 to 250")
 	}
 	switch {
-	case c.Clients < 1 || c.Clients > 1024:
-		return errors.New("--clients must be 1 to 1024")
+	case c.Clients < 1 || c.Clients > 1024 || c.OnboardClients < 1 || c.OnboardClients > 1024:
+		return errors.New("--clients and --onboard-clients must be 1 to 1024")
 	case c.Duration <= 0 || c.Duration > time.Hour:
 		return errors.New("--duration must be positive and at most 1h")
+	case c.Rounds < 1 || c.Rounds > 100:
+		return errors.New("--rounds must be 1 to 100")
 	case c.Warmup < 0 || c.Warmup > 10*time.Minute:
 		return errors.New("--warmup must be 0 to 10m")
 	case c.Rate <= 0 || c.Rate > 200000:
@@ -168,6 +182,17 @@ func (c *config) validate() error {
 	}
 	_, err = parseWatch(c.Watch)
 	return err
+}
+
+// runs reports whether the --scenario list includes name ("all" is ingest
+// and get).
+func (c *config) runs(name string) bool {
+	for _, sc := range strings.Split(c.Scenario, ",") {
+		if sc == name || sc == "all" && (name == "ingest" || name == "get") {
+			return true
+		}
+	}
+	return false
 }
 
 func loopback(host string) bool { return benchstat.Loopback(host) }

@@ -118,3 +118,50 @@ func BenchmarkSummarize(b *testing.B) {
 		b.Fatal("not sorted")
 	}
 }
+
+// TestScenarioList: scenarios combine with commas, "all" is ingest and
+// get, and a flood runs alone.
+func TestScenarioList(t *testing.T) {
+	base := []string{"--base", "http://127.0.0.1:1", "--database-url", "postgres://u@127.0.0.1:2/db"}
+	tests := []struct {
+		scenario string
+		ok       bool
+		runs     []string
+	}{
+		{"ingest,onboard", true, []string{"ingest", "onboard"}},
+		{"all", true, []string{"ingest", "get"}},
+		{"get,onboard", true, []string{"get", "onboard"}},
+		{"tokenflood", true, nil},
+		{"ingest,tokenflood", false, nil},
+		{"ingest,bogus", false, nil},
+		{"", false, nil},
+	}
+	for _, tt := range tests {
+		c, err := parseFlags(append(base, "--scenario", tt.scenario), io.Discard)
+		if (err == nil) != tt.ok {
+			t.Errorf("--scenario %q: err %v, want ok %v", tt.scenario, err, tt.ok)
+			continue
+		}
+		for _, name := range []string{"ingest", "get", "onboard"} {
+			if got := tt.ok && c.runs(name); got != slices.Contains(tt.runs, name) {
+				t.Errorf("--scenario %q runs %s: %v", tt.scenario, name, got)
+			}
+		}
+	}
+}
+
+// TestMergePhases: rounds add up and rates are over all of them.
+func TestMergePhases(t *testing.T) {
+	a := phase{Target: "m", Seconds: 2, Requests: 10, Accepted: 500, EntriesPerSec: 250, CPU: map[string]float64{"mountd": 50},
+		lats: []time.Duration{time.Millisecond, 2 * time.Millisecond}}
+	b := phase{Target: "m", Seconds: 6, Requests: 30, Accepted: 1500, EntriesPerSec: 250, CPU: map[string]float64{"mountd": 90},
+		lats: []time.Duration{3 * time.Millisecond}}
+	m := mergePhases([]phase{a, b}, false)
+	if m.Requests != 40 || m.Accepted != 2000 || m.EntriesPerSec != 250 || m.RequestsPerSec != 5 || m.CPU["mountd"] != 80 ||
+		m.Latency.Count != 3 || m.Rounds != 2 {
+		t.Fatalf("%+v", m)
+	}
+	if o := mergePhases([]phase{a, b}, true); o.RequestsPerSec != 250 || o.EntriesPerSec != 0 {
+		t.Fatalf("per accepted: %+v", o)
+	}
+}

@@ -29,6 +29,50 @@ type phase struct {
 	Service        *latency           `json:"serviceTime,omitempty"`
 	SendLag        *latency           `json:"sendLag,omitempty"`
 	CPU            map[string]float64 `json:"cpuPercentOfOneCore"`
+	// Rounds is how many alternating rounds the phase was measured in.
+	Rounds int `json:"rounds,omitempty"`
+	// lats are the raw latencies, for merging rounds.
+	lats []time.Duration
+}
+
+// mergePhases joins the rounds of one target into one phase: counts add
+// up, rates and latencies are over all of them, CPU shares are weighted by
+// each round's time. perAccepted: the rate is of accepted items (onboard).
+func mergePhases(rounds []phase, perAccepted bool) phase {
+	if len(rounds) == 1 {
+		return rounds[0]
+	}
+	out := phase{Target: rounds[0].Target, LoadAvg: rounds[0].LoadAvg, Statuses: map[string]int{}, CPU: map[string]float64{}, Rounds: len(rounds)}
+	var lats []time.Duration
+	for _, r := range rounds {
+		out.Seconds += r.Seconds
+		out.Requests += r.Requests
+		out.Errors += r.Errors
+		out.Accepted += r.Accepted
+		out.Duplicates += r.Duplicates
+		for k, v := range r.Statuses {
+			out.Statuses[k] += v
+		}
+		if out.FirstError == "" {
+			out.FirstError = r.FirstError
+		}
+		for k, v := range r.CPU {
+			out.CPU[k] += v * r.Seconds
+		}
+		lats = append(lats, r.lats...)
+	}
+	for k, v := range out.CPU {
+		out.CPU[k] = round(v/out.Seconds, 1)
+	}
+	out.Seconds = round(out.Seconds, 3)
+	out.RequestsPerSec = round(float64(out.Requests)/out.Seconds, 1)
+	out.EntriesPerSec = round(float64(out.Accepted)/out.Seconds, 1)
+	if perAccepted { // onboard: the rate is of onboarded mounts
+		out.RequestsPerSec, out.EntriesPerSec = out.EntriesPerSec, 0
+	}
+	out.Latency = summarize(lats)
+	out.lats = lats
+	return out
 }
 
 type ingestReport struct {
@@ -70,22 +114,23 @@ type getReport struct {
 }
 
 type report struct {
-	Started      time.Time     `json:"started"`
-	Base         string        `json:"base"`
-	Scenario     string        `json:"scenario"`
-	Clients      int           `json:"clients"`
-	Duration     string        `json:"duration"`
-	Warmup       string        `json:"warmup"`
-	Mounts       int           `json:"mounts"`
-	CPUs         int           `json:"cpus"`
-	GoVersion    string        `json:"goVersion"`
-	Kernel       string        `json:"kernel,omitempty"`
-	LoadAvgStart [3]float64    `json:"loadAvgStart"`
-	LoadAvgEnd   [3]float64    `json:"loadAvgEnd"`
-	Watched      []string      `json:"watched"`
-	Ingest       *ingestReport `json:"ingest,omitempty"`
-	Get          *getReport    `json:"get,omitempty"`
-	Flood        *floodReport  `json:"flood,omitempty"`
+	Started      time.Time      `json:"started"`
+	Base         string         `json:"base"`
+	Scenario     string         `json:"scenario"`
+	Clients      int            `json:"clients"`
+	Duration     string         `json:"duration"`
+	Warmup       string         `json:"warmup"`
+	Mounts       int            `json:"mounts"`
+	CPUs         int            `json:"cpus"`
+	GoVersion    string         `json:"goVersion"`
+	Kernel       string         `json:"kernel,omitempty"`
+	LoadAvgStart [3]float64     `json:"loadAvgStart"`
+	LoadAvgEnd   [3]float64     `json:"loadAvgEnd"`
+	Watched      []string       `json:"watched"`
+	Ingest       *ingestReport  `json:"ingest,omitempty"`
+	Get          *getReport     `json:"get,omitempty"`
+	Onboard      *onboardReport `json:"onboard,omitempty"`
+	Flood        *floodReport   `json:"flood,omitempty"`
 }
 
 func (b *bench) run(ctx context.Context) (*report, error) {
@@ -102,15 +147,20 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		return nil, err
 	}
 	var err error
-	if b.cfg.Scenario == "ingest" || b.cfg.Scenario == "all" {
+	if b.cfg.runs("ingest") {
 		if rep.Ingest, err = b.ingestScenario(ctx); err != nil {
 			return nil, err
 		}
 	} else if err := b.seed(ctx); err != nil {
 		return nil, err
 	}
-	if b.cfg.Scenario == "get" || b.cfg.Scenario == "all" {
+	if b.cfg.runs("get") {
 		if rep.Get, err = b.getScenario(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if b.cfg.runs("onboard") {
+		if rep.Onboard, err = b.onboardScenario(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -169,6 +219,18 @@ func (r *report) print(w io.Writer) {
 			}
 		}
 		fmt.Fprintf(w, "  target p99 <= %.0f ms at %.0f/s, no error: %s\n", g.TargetP99Ms, g.Rate, passText(g.Pass))
+	}
+	if o := r.Onboard; o != nil {
+		fmt.Fprintf(w, "\nONBOARD  closed loop, %d clients: POST /mounts, confirm-association, first report (4 entries) per new mount\n", o.Clients)
+		header(w, "mounts/s")
+		row(w, o.Server, o.Server.RequestsPerSec)
+		if o.Baseline != nil {
+			row(w, *o.Baseline, o.Baseline.RequestsPerSec)
+			fmt.Fprintf(w, "  ratio mountd/store alone: throughput %.3f\n", o.Ratio)
+		}
+		fmt.Fprintf(w, "  mountd (warm-up included): acknowledged %d, associated %d, entries stored %d, lost %d\n",
+			o.Acknowledged, o.Associated, o.Stored, o.Lost)
+		fmt.Fprintf(w, "  target >= %.0f mounts/s, no error, none lost: %s\n", o.TargetPerSec, passText(o.Pass))
 	}
 	if r.Flood != nil {
 		r.Flood.print(w)

@@ -9,7 +9,11 @@
 # wait, in 30 s steps for up to 10 minutes, until the 1-minute load average
 # is below it before it starts and before each measured phase (mountbench
 # --max-load; 0 disables); MOUNTBENCH_PERF=1 records a perf
-# profile of mountd during the run into $BENCH_DIR/mountd.perf.data.
+# profile of mountd during the run into $BENCH_DIR/mountd.perf.data;
+# MOUNTBENCH_PG_STATS=1 loads pg_stat_statements into the throw-away
+# PostgreSQL and writes its top statements after the run into
+# $BENCH_DIR/pg_stat_statements.txt; MOUNTBENCH_MOUNTD=path runs that
+# mountd binary instead of building one (an A/B of two versions).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -17,7 +21,12 @@ BENCH_DIR=${BENCH_DIR:-/tmp/bench}
 
 if [ -z "${MOUNTBENCH_UNDER_SERVICES:-}" ]; then
   mkdir -p "$BENCH_DIR"
-  (cd "$ROOT" && go build -o "$BENCH_DIR/mountd" ./cmd/mountd && cd bench && go build -o "$BENCH_DIR/mountbench" ./cmd/mountbench)
+  if [ -n "${MOUNTBENCH_MOUNTD:-}" ]; then
+    cp "$MOUNTBENCH_MOUNTD" "$BENCH_DIR/mountd"
+  else
+    (cd "$ROOT" && go build -o "$BENCH_DIR/mountd" ./cmd/mountd)
+  fi
+  (cd "$ROOT/bench" && go build -o "$BENCH_DIR/mountbench" ./cmd/mountbench)
   max_load=${MOUNTBENCH_MAX_LOAD:-1.0}
   if [ "$max_load" != 0 ]; then
     for i in $(seq 0 20); do
@@ -27,6 +36,9 @@ if [ -z "${MOUNTBENCH_UNDER_SERVICES:-}" ]; then
       echo "run.sh: load average $load >= $max_load, waiting 30s" >&2
       sleep 30
     done
+  fi
+  if [ -n "${MOUNTBENCH_PG_STATS:-}" ]; then
+    export TEST_SERVICES_PG_OPTIONS="${TEST_SERVICES_PG_OPTIONS:-} -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
   fi
   export MOUNTBENCH_UNDER_SERVICES=1 BENCH_DIR
   exec "$ROOT/scripts/test-services.sh" "$0" "$@"
@@ -79,9 +91,19 @@ if [ -n "${MOUNTBENCH_PERF:-}" ]; then
   PERF_PID=$!
 fi
 
+if [ -n "${MOUNTBENCH_PG_STATS:-}" ]; then
+  psql -q "$MOUNTD_TEST_DATABASE_URL" -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' -c 'SELECT pg_stat_statements_reset()' >/dev/null
+fi
+
 # The admin URL of the throw-away server; mountd migrated it at start.
 rc=0
 "$BENCH_DIR/mountbench" --base "$BASE" --database-url "$MOUNTD_TEST_DATABASE_URL" --watch "$WATCH" --max-load "${MOUNTBENCH_MAX_LOAD:-1.0}" "$@" || rc=$?
+if [ -n "${MOUNTBENCH_PG_STATS:-}" ]; then
+  psql -q "$MOUNTD_TEST_DATABASE_URL" -P pager=off -c "SELECT calls, round(total_exec_time) AS total_ms,
+      round((mean_exec_time * 1000)::numeric) AS mean_us, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 160) AS query
+    FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25" >"$BENCH_DIR/pg_stat_statements.txt" || true
+  log "top statements in $BENCH_DIR/pg_stat_statements.txt"
+fi
 if [ -s "$SERVER_LOG" ]; then
   log "mountd log (warnings and errors), last lines:"
   tail -n 20 "$SERVER_LOG" >&2

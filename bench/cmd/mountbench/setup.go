@@ -30,6 +30,7 @@ type bench struct {
 	log    io.Writer
 	client *http.Client
 	db     *bun.DB
+	store  *bunstore.Store
 	close  func()
 	runID  string
 	token  string
@@ -37,6 +38,7 @@ type bench struct {
 	// clientID and clientSecret are the account's, for tokens of other
 	// scopes (a rider's, in graphqlflood).
 	clientID, clientSecret string
+	accountID              string
 	cpu                    *cpuWatch
 }
 
@@ -49,7 +51,7 @@ func newBench(ctx context.Context, cfg config, log io.Writer) (*bench, error) {
 		closeStore()
 		return nil, fmt.Errorf("--database-url must be PostgreSQL")
 	}
-	b := &bench{cfg: cfg, log: log, client: newHTTPClient(cfg.Clients, cfg.Timeout), db: store.DB(), close: closeStore}
+	b := &bench{cfg: cfg, log: log, client: newHTTPClient(max(cfg.Clients, cfg.OnboardClients), cfg.Timeout), db: store.DB(), store: store, close: closeStore}
 	var id [4]byte
 	_, _ = rand.Read(id[:])
 	b.runID = hex.EncodeToString(id[:])
@@ -96,7 +98,7 @@ func (b *bench) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create account: %w", err)
 	}
-	b.clientID, b.clientSecret = acc.ClientID, acc.ClientSecret
+	b.clientID, b.clientSecret, b.accountID = acc.ClientID, acc.ClientSecret, acc.AccountID
 	if b.token, err = b.fetchToken(ctx, acc.ClientID, acc.ClientSecret); err != nil {
 		return err
 	}

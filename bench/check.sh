@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The performance regression check (`make bench-check`): runs the ingest,
+# GET and onboarding scenarios of mountbench and the fan-out benchmark
+# briefly, RUNS times (default 3), each on its own throw-away PostgreSQL and
+# Redis, then bench/cmd/benchcheck compares the median of every ratio with
+# the one recorded in bench/baseline.txt and fails when one fell more than
+# 20 % below it. A ratio is the figure over a baseline measured in the same
+# run, so the check holds on a busy machine; it does not wait for a quiet
+# one (MOUNTBENCH_MAX_LOAD=1.0 makes each run wait, as run.sh does alone).
+# Environment: RUNS, OUT (results; default a new /tmp/bench-check-XXXXXX),
+# DURATION (each measured phase, default 6s; ingest and onboarding split it
+# into six rounds alternating with their baselines). Needs NATS and Mosquitto on
+# their usual ports, like bench/cmd/fanoutbench/run.sh. About 5 minutes.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-6s}
+OUT=${OUT:-$(mktemp -d /tmp/bench-check-XXXXXX)}
+mkdir -p "$OUT/bin"
+log() { echo "bench-check: $*" >&2; }
+
+(cd "$ROOT" && go build -o "$OUT/bin/mountd" ./cmd/mountd)
+(cd "$ROOT/bench" && go build -o "$OUT/bin/benchcheck" ./cmd/benchcheck)
+log "results in $OUT; load $(cut -d' ' -f1-3 /proc/loadavg)"
+for i in $(seq 1 "$RUNS"); do
+  log "run $i of $RUNS: mountbench ingest, get, onboard"
+  BENCH_DIR="$OUT/mountbench-$i" MOUNTBENCH_MOUNTD="$OUT/bin/mountd" MOUNTBENCH_MAX_LOAD=${MOUNTBENCH_MAX_LOAD:-0} \
+    "$ROOT/bench/cmd/mountbench/run.sh" --scenario ingest,get,onboard --clients 16 --onboard-clients 32 --rounds 6 \
+    --duration "$DURATION" --warmup 1s --json >"$OUT/mountbench-$i.json" 2>"$OUT/mountbench-$i.log" \
+    || { log "mountbench failed:"; tail -20 "$OUT/mountbench-$i.log" >&2; exit 1; }
+  log "run $i of $RUNS: fan-out, 200 subscribers, mountd against Mosquitto"
+  OUT="$OUT/fanout-$i" BACKENDS=postgres+redis SUBSCRIBERS=200 REPORTS=100 SYSTEMS=mountd,mqtt LOAD_MAX=0 \
+    EXTRA="--drain 3s --settle 1s --retries 0" "$ROOT/bench/cmd/fanoutbench/run.sh" >"$OUT/fanout-$i.log" 2>&1 \
+    || { log "fanoutbench failed:"; tail -20 "$OUT/fanout-$i.log" >&2; exit 1; }
+done
+"$OUT/bin/benchcheck" --baseline "$ROOT/bench/baseline.txt" "$OUT"/mountbench-*.json "$OUT"/fanout-*/result-*.json
