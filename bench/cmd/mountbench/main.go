@@ -13,6 +13,9 @@
 //     GET /api/v1/mounts/{uid}; the baseline is a bare net/http handler
 //     started here on 127.0.0.1:0 that answers the same JSON bytes, driven
 //     with the identical load.
+//   - getmax: closed loop, the most GET /api/v1/mounts/{uid} per second,
+//     mountd (and a second build at --base-b) against the bare handler in
+//     alternating rounds.
 //   - tokenflood, graphqlflood, headerflood, methodflood, authorizeflood,
 //     rateflood: the get loop alone (the baseline), then again while
 //     --flood-clients send hostile requests from many loopback addresses
@@ -67,6 +70,9 @@ type config struct {
 	// tokenflood
 	FloodClients int
 	FloodSources int
+	// getmax
+	BaseB  string
+	Rounds int
 }
 
 func main() {
@@ -88,7 +94,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&c.Base, "base", "", "base address of a running mountd, e.g. http://127.0.0.1:8080 (loopback only)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://... of that mountd's database (loopback only): account creation, baseline, counting")
-	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get, all (ingest then get), or a flood: "+strings.Join(floodScenarios, ", "))
+	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get, all (ingest then get), getmax (closed-loop GET, most requests/s), or a flood: "+strings.Join(floodScenarios, ", "))
+	fs.StringVar(&c.BaseB, "base-b", "", "getmax: a second mountd (another build, same database) measured in the same rounds: an A/B in one run")
+	fs.IntVar(&c.Rounds, "rounds", 6, "getmax: alternating rounds; each target gets --duration/--rounds per round")
 	fs.IntVar(&c.FloodClients, "flood-clients", 200, "floods: parallel clients sending the flood's requests")
 	fs.IntVar(&c.FloodSources, "flood-sources", 200, "floods: loopback source addresses (127.0.1.1 on) the flood comes from, 1-250")
 	fs.IntVar(&c.Clients, "clients", 32, "concurrent clients (ingest workers; get workers serving the arrival schedule)")
@@ -140,8 +148,17 @@ func (c *config) validate() error {
 	if !loopback(d.Hostname()) {
 		return fmt.Errorf("--database-url host %q: only loopback targets are allowed", d.Hostname())
 	}
-	if !slices.Contains(append([]string{"ingest", "get", "all"}, floodScenarios...), c.Scenario) {
-		return fmt.Errorf("--scenario %q: want ingest, get, all or one of %s", c.Scenario, strings.Join(floodScenarios, ", "))
+	if !slices.Contains(append([]string{"ingest", "get", "all", "getmax"}, floodScenarios...), c.Scenario) {
+		return fmt.Errorf("--scenario %q: want ingest, get, all, getmax or one of %s", c.Scenario, strings.Join(floodScenarios, ", "))
+	}
+	if c.BaseB != "" {
+		b, err := url.Parse(c.BaseB)
+		if err != nil || b.Scheme != "http" || !loopback(b.Hostname()) {
+			return fmt.Errorf("--base-b %q must be http://127.0.0.1:PORT", c.BaseB)
+		}
+	}
+	if c.Rounds < 1 || c.Rounds > 100 {
+		return errors.New("--rounds must be 1 to 100")
 	}
 	if c.FloodClients < 1 || c.FloodClients > 2000 || c.FloodSources < 1 || c.FloodSources > 250 {
 		return errors.New("--flood-clients must be 1 to 2000 and --flood-sources 1 to 250")

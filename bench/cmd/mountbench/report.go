@@ -85,6 +85,7 @@ type report struct {
 	Watched      []string      `json:"watched"`
 	Ingest       *ingestReport `json:"ingest,omitempty"`
 	Get          *getReport    `json:"get,omitempty"`
+	GetMax       *getMaxReport `json:"getMax,omitempty"`
 	Flood        *floodReport  `json:"flood,omitempty"`
 }
 
@@ -111,6 +112,11 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	}
 	if b.cfg.Scenario == "get" || b.cfg.Scenario == "all" {
 		if rep.Get, err = b.getScenario(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if b.cfg.Scenario == "getmax" {
+		if rep.GetMax, err = b.getMaxScenario(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -170,6 +176,9 @@ func (r *report) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  target p99 <= %.0f ms at %.0f/s, no error: %s\n", g.TargetP99Ms, g.Rate, passText(g.Pass))
 	}
+	if r.GetMax != nil {
+		r.GetMax.print(w)
+	}
 	if r.Flood != nil {
 		r.Flood.print(w)
 	}
@@ -204,6 +213,9 @@ func row(w io.Writer, p phase, rate float64) {
 func shortName(p phase) string {
 	if strings.HasPrefix(p.Target, "baseline") {
 		return "baseline"
+	}
+	if strings.HasPrefix(p.Target, "mountd-b") {
+		return "mountd-b"
 	}
 	return "mountd"
 }
