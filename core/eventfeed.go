@@ -45,8 +45,11 @@ type EventFeed struct {
 type feedSub struct {
 	accountID string
 	from      Cursor // events at or before it are skipped
-	ch        chan Event
-	closed    bool
+	// ch carries pointers: every subscriber of the account gets the same
+	// event, read only. A buffer of FeedBuffer events by value was 116 KiB
+	// per subscription, and each event was copied into each of them.
+	ch     chan *Event
+	closed bool
 }
 
 // NewEventFeed returns a feed over the log; Run starts it.
@@ -162,8 +165,8 @@ func (f *EventFeed) catchUp(ctx context.Context) error {
 			return err
 		}
 		f.mu.Lock()
-		for _, e := range events {
-			f.dispatchLocked(e)
+		for i := range events {
+			f.dispatchLocked(&events[i])
 		}
 		if f.pos.Before(next) {
 			f.pos = next
@@ -180,7 +183,7 @@ func (f *EventFeed) catchUp(ctx context.Context) error {
 // subscribers (mountd_event_log_lag_seconds).
 func (f *EventFeed) Lag() time.Duration { return time.Duration(f.lag.Load()) }
 
-func (f *EventFeed) dispatchLocked(e Event) {
+func (f *EventFeed) dispatchLocked(e *Event) {
 	f.lag.Store(int64(time.Since(e.OccurredAt)))
 	for s := range f.subs[e.AccountID] {
 		if !s.from.Before(e.ID) {
@@ -310,7 +313,7 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 		}
 		backlog, cur = events, next
 	}
-	sub := &feedSub{accountID: q.AccountID, ch: make(chan Event, FeedBuffer)}
+	sub := &feedSub{accountID: q.AccountID, ch: make(chan *Event, FeedBuffer)}
 	out := make(chan Event, 1)
 	go func() {
 		defer close(out)
@@ -357,7 +360,7 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 		for {
 			select {
 			case e, ok := <-sub.ch:
-				if !ok || !send(e) {
+				if !ok || !send(*e) {
 					return
 				}
 			case <-ctx.Done():
@@ -374,7 +377,7 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 // ctx's error. It holds one slot of buffer: a burst it cannot take ends
 // the wait as an event would, and the caller reads the log.
 func (f *EventFeed) await(ctx context.Context, after Cursor, q EventQuery) error {
-	sub := &feedSub{accountID: q.AccountID, from: after, ch: make(chan Event, 1)}
+	sub := &feedSub{accountID: q.AccountID, from: after, ch: make(chan *Event, 1)}
 	ok, err := f.attach(ctx, sub)
 	if err != nil || !ok {
 		return err
@@ -383,7 +386,7 @@ func (f *EventFeed) await(ctx context.Context, after Cursor, q EventQuery) error
 	for {
 		select {
 		case e, open := <-sub.ch:
-			if !open || q.Selects(e) {
+			if !open || q.Selects(*e) {
 				return nil
 			}
 		case <-ctx.Done():
