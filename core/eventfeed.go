@@ -293,6 +293,28 @@ func (f *EventFeed) closeAll() {
 // expired cursor is an error here, not a closed stream. With after nil it
 // starts at the feed's position (what happens from now on).
 func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-chan Event, error) {
+	out := make(chan Event, 1)
+	err := f.stream(ctx, after, q, func(e Event) bool {
+		select {
+		case out <- e:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}, func() { close(out) })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// stream is follow with a callback instead of a channel: send gets each
+// event on the stream's one goroutine, until it returns false, ctx ends or
+// the subscriber falls behind; end is called then, once. On an error
+// nothing starts and end is not called. A subscriber that converts events
+// for a channel of its own spares a goroutine and a channel this way (each
+// GraphQL subscription held three goroutines besides its socket's reader).
+func (f *EventFeed) stream(ctx context.Context, after *Cursor, q EventQuery, send func(Event) bool, end func()) error {
 	q.Limit = feedPage
 	var (
 		backlog []Event
@@ -301,7 +323,7 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 	if after == nil {
 		pos, err := f.position(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		cur = pos
 	} else {
@@ -309,30 +331,21 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 		q.After = &cur
 		events, next, err := f.log.ReadEvents(ctx, q)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		backlog, cur = events, next
 	}
 	sub := &feedSub{accountID: q.AccountID, ch: make(chan *Event, FeedBuffer)}
-	out := make(chan Event, 1)
 	go func() {
-		defer close(out)
+		defer end()
 		defer f.detach(sub)
-		send := func(e Event) bool {
-			if !q.Selects(e) {
-				return true
-			}
-			select {
-			case out <- e:
-				return true
-			case <-ctx.Done():
-				return false
-			}
+		deliver := func(e Event) bool {
+			return !q.Selects(e) || (ctx.Err() == nil && send(e))
 		}
 		full := len(backlog) == feedPage
 		for {
 			for _, e := range backlog {
-				if !send(e) {
+				if !deliver(e) {
 					return
 				}
 			}
@@ -360,7 +373,7 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 		for {
 			select {
 			case e, ok := <-sub.ch:
-				if !ok || !send(*e) {
+				if !ok || !deliver(*e) {
 					return
 				}
 			case <-ctx.Done():
@@ -368,7 +381,7 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 			}
 		}
 	}()
-	return out, nil
+	return nil
 }
 
 // await returns once the feed hands out an event after `after` that q
