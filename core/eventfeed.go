@@ -45,8 +45,11 @@ type EventFeed struct {
 type feedSub struct {
 	accountID string
 	from      Cursor // events at or before it are skipped
-	ch        chan Event
-	closed    bool
+	// ch carries pointers: every subscriber of the account gets the same
+	// event, read only. A buffer of FeedBuffer events by value was 116 KiB
+	// per subscription, and each event was copied into each of them.
+	ch     chan *Event
+	closed bool
 }
 
 // NewEventFeed returns a feed over the log; Run starts it.
@@ -162,8 +165,8 @@ func (f *EventFeed) catchUp(ctx context.Context) error {
 			return err
 		}
 		f.mu.Lock()
-		for _, e := range events {
-			f.dispatchLocked(e)
+		for i := range events {
+			f.dispatchLocked(&events[i])
 		}
 		if f.pos.Before(next) {
 			f.pos = next
@@ -180,7 +183,7 @@ func (f *EventFeed) catchUp(ctx context.Context) error {
 // subscribers (mountd_event_log_lag_seconds).
 func (f *EventFeed) Lag() time.Duration { return time.Duration(f.lag.Load()) }
 
-func (f *EventFeed) dispatchLocked(e Event) {
+func (f *EventFeed) dispatchLocked(e *Event) {
 	f.lag.Store(int64(time.Since(e.OccurredAt)))
 	for s := range f.subs[e.AccountID] {
 		if !s.from.Before(e.ID) {
@@ -290,6 +293,28 @@ func (f *EventFeed) closeAll() {
 // expired cursor is an error here, not a closed stream. With after nil it
 // starts at the feed's position (what happens from now on).
 func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-chan Event, error) {
+	out := make(chan Event, 1)
+	err := f.stream(ctx, after, q, func(e Event) bool {
+		select {
+		case out <- e:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}, func() { close(out) })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// stream is follow with a callback instead of a channel: send gets each
+// event on the stream's one goroutine, until it returns false, ctx ends or
+// the subscriber falls behind; end is called then, once. On an error
+// nothing starts and end is not called. A subscriber that converts events
+// for a channel of its own spares a goroutine and a channel this way (each
+// GraphQL subscription held three goroutines besides its socket's reader).
+func (f *EventFeed) stream(ctx context.Context, after *Cursor, q EventQuery, send func(Event) bool, end func()) error {
 	q.Limit = feedPage
 	var (
 		backlog []Event
@@ -298,7 +323,7 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 	if after == nil {
 		pos, err := f.position(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		cur = pos
 	} else {
@@ -306,30 +331,21 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 		q.After = &cur
 		events, next, err := f.log.ReadEvents(ctx, q)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		backlog, cur = events, next
 	}
-	sub := &feedSub{accountID: q.AccountID, ch: make(chan Event, FeedBuffer)}
-	out := make(chan Event, 1)
+	sub := &feedSub{accountID: q.AccountID, ch: make(chan *Event, FeedBuffer)}
 	go func() {
-		defer close(out)
+		defer end()
 		defer f.detach(sub)
-		send := func(e Event) bool {
-			if !q.Selects(e) {
-				return true
-			}
-			select {
-			case out <- e:
-				return true
-			case <-ctx.Done():
-				return false
-			}
+		deliver := func(e Event) bool {
+			return !q.Selects(e) || (ctx.Err() == nil && send(e))
 		}
 		full := len(backlog) == feedPage
 		for {
 			for _, e := range backlog {
-				if !send(e) {
+				if !deliver(e) {
 					return
 				}
 			}
@@ -357,7 +373,7 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 		for {
 			select {
 			case e, ok := <-sub.ch:
-				if !ok || !send(e) {
+				if !ok || !deliver(*e) {
 					return
 				}
 			case <-ctx.Done():
@@ -365,7 +381,7 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 			}
 		}
 	}()
-	return out, nil
+	return nil
 }
 
 // await returns once the feed hands out an event after `after` that q
@@ -374,7 +390,7 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 // ctx's error. It holds one slot of buffer: a burst it cannot take ends
 // the wait as an event would, and the caller reads the log.
 func (f *EventFeed) await(ctx context.Context, after Cursor, q EventQuery) error {
-	sub := &feedSub{accountID: q.AccountID, from: after, ch: make(chan Event, 1)}
+	sub := &feedSub{accountID: q.AccountID, from: after, ch: make(chan *Event, 1)}
 	ok, err := f.attach(ctx, sub)
 	if err != nil || !ok {
 		return err
@@ -383,7 +399,7 @@ func (f *EventFeed) await(ctx context.Context, after Cursor, q EventQuery) error
 	for {
 		select {
 		case e, open := <-sub.ch:
-			if !open || q.Selects(e) {
+			if !open || q.Selects(*e) {
 				return nil
 			}
 		case <-ctx.Done():

@@ -130,6 +130,17 @@ func (s *EventService) Subscribe(ctx context.Context, p Principal, f EventFilter
 	return s.feed.follow(ctx, f.After, EventQuery{AccountID: p.AccountID, MountUIDs: visibleMounts(p, f.MountUIDs)})
 }
 
+// Stream is Subscribe with a callback: send gets each event, in log order,
+// on the stream's goroutine until it returns false, ctx ends or the
+// subscriber falls behind; end is called then, once (not when Stream
+// returns an error).
+func (s *EventService) Stream(ctx context.Context, p Principal, f EventFilter, send func(Event) bool, end func()) error {
+	if err := s.Authorize(ctx, p, f); err != nil {
+		return err
+	}
+	return s.feed.stream(ctx, f.After, EventQuery{AccountID: p.AccountID, MountUIDs: visibleMounts(p, f.MountUIDs)}, send, end)
+}
+
 // Events reads the feed: up to r.Limit events after r.After that p may
 // see, oldest first, waiting up to r.Wait for one when none follows.
 func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest) (EventPage, error) {

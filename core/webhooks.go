@@ -132,11 +132,17 @@ type WebhookStore interface {
 	// the accounts in skipAccounts. An attempt whose lease lapsed (its
 	// replica died) is claimed again.
 	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, skipWebhooks, skipAccounts []string) ([]Delivery, error)
-	// FinishDelivery records d's result (d.Status SUCCEEDED or FAILED) and
-	// stores next, the following attempt, when not nil; in one
-	// transaction, and only while d.Lease is the attempt's claim (else it
-	// records nothing: another replica made the attempt again).
-	FinishDelivery(ctx context.Context, d Delivery, next *Delivery) error
+	// FinishDeliveries records each attempt's result (Status SUCCEEDED or
+	// FAILED) and stores its Next attempt when not nil, all in one
+	// transaction; each only while its Lease is the attempt's claim (else
+	// nothing of it: another replica made the attempt again).
+	FinishDeliveries(ctx context.Context, done []FinishedDelivery) error
+}
+
+// FinishedDelivery is an attempt made, with the one after it (nil: none).
+type FinishedDelivery struct {
+	Delivery
+	Next *Delivery
 }
 
 // Sealer seals secrets under the master key; aad binds a sealed text to
@@ -600,6 +606,29 @@ func (p *deliverySlots) claimQuery() (limit int, skipWebhooks, skipAccounts []st
 	return min(room, idleClaimBatch), nil, slices.Collect(maps.Keys(accounts)), true
 }
 
+// claimSkips are the webhooks and accounts a claim skipped.
+type claimSkips struct{ webhooks, accounts []string }
+
+// covers reports whether a claim skipping webhooks and accounts skips
+// everything k skipped (and so finds a part of what k's claim found);
+// false for a nil k.
+func (k *claimSkips) covers(webhooks, accounts []string) bool {
+	if k == nil {
+		return false
+	}
+	for _, id := range k.webhooks {
+		if !slices.Contains(webhooks, id) {
+			return false
+		}
+	}
+	for _, id := range k.accounts {
+		if !slices.Contains(accounts, id) {
+			return false
+		}
+	}
+	return true
+}
+
 // plan makes the first attempt of e for each webhook that wants it.
 func (s *WebhookService) plan(e Event, hooks []Webhook) ([]Delivery, error) {
 	var out []Delivery
@@ -635,14 +664,25 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 		slots = newDeliverySlots()
 		done  = make(chan struct{}, DeliveryWorkers)
 		wg    sync.WaitGroup
+		// Results go to one recorder, which writes those that queued
+		// while it wrote the last ones in one statement: a burst to one
+		// webhook (4 in flight) cost a write per attempt, and its slot was
+		// held through it.
+		results  = make(chan FinishedDelivery, maxDeliveriesInFlight)
+		recorded = make(chan struct{})
 	)
-	defer wg.Wait()
-	// send makes d on a goroutine of its own; its slot is taken.
+	go func() { defer close(recorded); s.record(ctx, results) }()
+	defer func() { wg.Wait(); close(results); <-recorded }()
+	// send makes d on a goroutine of its own; its slot is taken, and given
+	// back once the result is queued (a full queue holds it, and so the
+	// claims, until the recorder catches up).
 	send := func(d Delivery) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.attempt(ctx, d)
+			if f, ok := s.attempt(ctx, d); ok {
+				results <- f
+			}
 			mu.Lock()
 			slots.finish(d)
 			mu.Unlock()
@@ -652,6 +692,13 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 			}
 		}()
 	}
+	// drained is the skip lists of the last claim that found fewer due
+	// attempts than it asked for, nil when there was none since the last
+	// enqueue or poll: while a claim would skip at least as much, it would
+	// find nothing (new attempts come with an enqueue, due retries and
+	// lapsed leases with the poll). A burst to one webhook kept at its cap
+	// made a claim that found nothing after every attempt.
+	var drained *claimSkips
 	// claim starts the held attempts that fit, then leases due ones while
 	// the slots have room; what a claim brings beyond the caps is held.
 	claim := func() {
@@ -663,7 +710,7 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 			}
 			limit, skipWebhooks, skipAccounts, ok := slots.claimQuery()
 			mu.Unlock()
-			if !ok {
+			if !ok || drained.covers(skipWebhooks, skipAccounts) {
 				break
 			}
 			claimed, err := s.Store.ClaimDeliveries(ctx, now, deliveryLease, limit, skipWebhooks, skipAccounts)
@@ -683,6 +730,7 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 			}
 			mu.Unlock()
 			if len(claimed) < limit {
+				drained = &claimSkips{webhooks: skipWebhooks, accounts: skipAccounts}
 				break
 			}
 		}
@@ -712,6 +760,7 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 		case <-timer.C:
 		}
 		lastEnqueue = time.Now()
+		drained = nil
 		for {
 			n, err := s.Store.EnqueueDeliveries(ctx, enqueueBatch, s.plan)
 			if err != nil {
@@ -729,18 +778,53 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 	}
 }
 
-// attempt makes one attempt and records it, with the next one when the
-// attempt failed and a retry is left.
-func (s *WebhookService) attempt(ctx context.Context, d Delivery) {
+// recordBatch bounds the attempts one FinishDeliveries records.
+const recordBatch = 256
+
+// record stores the results it is given until results is closed: each
+// time, all that queued while it stored the previous ones, so that a
+// single attempt waits for no batch to fill.
+func (s *WebhookService) record(ctx context.Context, results <-chan FinishedDelivery) {
+	batch := make([]FinishedDelivery, 0, recordBatch)
+	for f := range results {
+		batch = append(batch[:0], f)
+	fill:
+		for len(batch) < recordBatch {
+			select {
+			case f, ok := <-results:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, f)
+			default:
+				break fill
+			}
+		}
+		// Also after ctx ended: an interrupted attempt is recorded so.
+		if err := s.Store.FinishDeliveries(context.WithoutCancel(ctx), batch); err != nil {
+			s.Logger.WarnContext(ctx, "record webhook attempts failed", "attempts", len(batch), "first", batch[0].ID, "err", err)
+		}
+		if m, ok := s.Waker.(FleetMeter); ok {
+			for _, f := range batch {
+				m.DeliveryFinished(f.Status)
+			}
+		}
+	}
+}
+
+// attempt makes one attempt and returns its result, with the next one
+// when the attempt failed and a retry is left; ok false when no attempt
+// was made.
+func (s *WebhookService) attempt(ctx context.Context, d Delivery) (f FinishedDelivery, ok bool) {
 	w, err := s.Store.Webhook(ctx, d.AccountID, d.WebhookID)
 	if err != nil {
 		if ErrorCode(err) != CodeWebhookNotFound && ctx.Err() == nil {
 			s.Logger.WarnContext(ctx, "read webhook failed", "webhook", d.WebhookID, "err", err)
 		}
-		return // deleted: its deliveries went with it; otherwise the lease lapses
+		return f, false // deleted: its deliveries went with it; otherwise the lease lapses
 	}
 	if ctx.Err() != nil {
-		return // shutting down before the attempt: the lease lapses, it stays pending
+		return f, false // shutting down before the attempt: the lease lapses, it stays pending
 	}
 	var res DeliveryResult
 	retry := w.Enabled
@@ -795,12 +879,7 @@ func (s *WebhookService) attempt(ctx context.Context, d Delivery) {
 			next = &n
 		}
 	}
-	if err := s.Store.FinishDelivery(context.WithoutCancel(ctx), d, next); err != nil {
-		s.Logger.WarnContext(ctx, "record webhook attempt failed", "delivery", d.ID, "err", err)
-	}
-	if m, ok := s.Waker.(FleetMeter); ok {
-		m.DeliveryFinished(d.Status)
-	}
+	return FinishedDelivery{Delivery: d, Next: next}, true
 }
 
 // ParseRetryDelays reads MOUNTD_WEBHOOK_RETRY_DELAYS: durations separated

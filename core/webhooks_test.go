@@ -546,3 +546,84 @@ func TestWebhookTest(t *testing.T) {
 		t.Fatalf("a test while the limiter is down: %v (%d attempts)", err, len(sender.attempts))
 	}
 }
+
+// claimCountingStore counts the claims that found nothing and the attempts
+// recorded.
+type claimCountingStore struct {
+	*memory.Store
+	mu          sync.Mutex
+	emptyClaims int
+	recorded    int
+}
+
+func (s *claimCountingStore) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, skipWebhooks, skipAccounts []string) ([]core.Delivery, error) {
+	got, err := s.Store.ClaimDeliveries(ctx, now, lease, limit, skipWebhooks, skipAccounts)
+	if len(got) == 0 {
+		s.mu.Lock()
+		s.emptyClaims++
+		s.mu.Unlock()
+	}
+	return got, err
+}
+
+func (s *claimCountingStore) FinishDeliveries(ctx context.Context, done []core.FinishedDelivery) error {
+	s.mu.Lock()
+	s.recorded += len(done)
+	s.mu.Unlock()
+	return s.Store.FinishDeliveries(ctx, done)
+}
+
+type okSender struct{}
+
+func (okSender) Send(context.Context, string, string, core.Delivery) core.DeliveryResult {
+	return core.DeliveryResult{ResponseStatus: 204, AttemptedAt: time.Now().UTC().Truncate(time.Millisecond)}
+}
+
+// TestWebhookBurstToOneWebhook: a burst of events to one webhook, kept at
+// its cap of attempts in flight with the rest held, is delivered and
+// recorded whole without a claim after each attempt: a claim skipping at
+// least what the last one that came back short skipped finds nothing new
+// until the next enqueue or poll (before: one empty claim per attempt).
+func TestWebhookBurstToOneWebhook(t *testing.T) {
+	f := newLapseFixture(t)
+	store := &claimCountingStore{Store: f.store}
+	sealer, _ := keyring.NewSealer(make([]byte, 32))
+	svc := core.NewWebhookService(core.WebhookDeps{Store: store, Sealer: sealer, Targets: allowAll{}, Sender: okSender{},
+		Body: func(core.Event) ([]byte, error) { return []byte(`{}`), nil }, Waker: f.waker, Logger: slog.New(slog.DiscardHandler)})
+	svc.SetClock(f.clock.Now)
+	ctx := context.Background()
+	u := "https://example.com/hook"
+	if _, _, err := svc.CreateWebhook(ctx, f.a, core.WebhookInput{URL: &u}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Second)
+	const n = 300
+	for i := range n {
+		mustOK(t, f.requestErr(ctx, fmt.Sprintf("BURST-%03d", i)))
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.RunDeliveries(runCtx) }()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		store.mu.Lock()
+		recorded := store.recorded
+		store.mu.Unlock()
+		if recorded == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d attempts recorded after 20s", recorded, n)
+		}
+	}
+	stop()
+	<-done
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if store.recorded != n {
+		t.Fatalf("%d attempts recorded, want %d (each once)", store.recorded, n)
+	}
+	// The first claim of the burst, and one per poll while it lasted.
+	if store.emptyClaims > n/10 {
+		t.Fatalf("%d claims found nothing for %d attempts", store.emptyClaims, n)
+	}
+}

@@ -26,25 +26,24 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 		}
 		f.After = &c
 	}
-	events, err := r.EventLog.Subscribe(ctx, p, f)
+	// The event log's goroutine converts and hands over: no goroutine of
+	// our own per subscription.
+	out := make(chan T, 1)
+	err = r.EventLog.Stream(ctx, p, f, func(e core.Event) bool {
+		v, ok := convert(e)
+		if !ok {
+			return true
+		}
+		select {
+		case out <- v:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}, func() { close(out) })
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan T, 1)
-	go func() {
-		defer close(out)
-		for e := range events {
-			v, ok := convert(e)
-			if !ok {
-				continue
-			}
-			select {
-			case out <- v:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
 	return out, nil
 }
 

@@ -212,9 +212,12 @@ func (r *mountRow) live(now time.Time) bool {
 
 // latestOf gathers the latest entries of a mount read with its latest rows.
 func latestOf(rows []mountLatestRow) []core.StateEntry {
-	var latest []core.StateEntry
+	var latest []core.StateEntry // nil when there is none, as before
 	for _, r := range rows {
 		if r.LatestCode.Valid {
+			if latest == nil {
+				latest = make([]core.StateEntry, 0, len(rows))
+			}
 			latest = append(latest, core.StateEntry{Code: core.StateCode(r.LatestCode.String),
 				Value: r.LatestValue.String, OccurredAt: fromMillis(r.LatestOccurredAt.Int64)})
 		}

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -390,28 +391,82 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	return out, nil
 }
 
-// FinishDelivery implements core.WebhookStore.
-func (s *Store) FinishDelivery(ctx context.Context, d core.Delivery, next *core.Delivery) error {
-	if next == nil {
-		// The common case, a success: one statement, no transaction.
-		return s.write(ctx, func() error { return s.finishDelivery(ctx, s.db, d, nil) })
-	}
-	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error { return s.finishDelivery(ctx, tx, d, next) })
-}
-
-func (s *Store) finishDelivery(ctx context.Context, db bun.IDB, d core.Delivery, next *core.Delivery) error {
-	res, err := db.NewRaw(`UPDATE webhook_deliveries SET status = ?, response_status = ?, error = ?, duration_ms = ?,
-			attempted_at = ?, next_attempt_at = NULL, lease = NULL, lease_until = NULL
-		WHERE id = ? AND status = 'PENDING' AND lease = ?`,
-		string(d.Status), d.ResponseStatus, d.Error, d.Duration.Milliseconds(), optNull(d.AttemptedAt), d.ID, d.Lease).Exec(ctx)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 || next == nil {
+// FinishDeliveries implements core.WebhookStore: one statement records
+// every result still under its lease and names those it recorded; one more
+// inserts the next attempts of those, in the same transaction.
+func (s *Store) FinishDeliveries(ctx context.Context, done []core.FinishedDelivery) error {
+	if len(done) == 0 {
 		return nil
 	}
-	_, err = db.NewInsert().Model(toDeliveryRow(*next)).Exec(ctx)
-	return err
+	retries := false
+	for _, f := range done {
+		retries = retries || f.Next != nil
+	}
+	if !retries {
+		// The common case, successes: one statement, no transaction.
+		return s.write(ctx, func() error { _, err := s.finishDeliveries(ctx, s.db, done); return err })
+	}
+	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var next []*deliveryRow
+		// The update names the attempts it recorded by id, and one batch
+		// may hold an attempt twice (claimed again by this replica after
+		// its lease lapsed; only the last lease matches): each round
+		// takes an id once.
+		for rest := done; len(rest) > 0; {
+			var round, later []core.FinishedDelivery
+			for _, f := range rest {
+				if slices.ContainsFunc(round, func(g core.FinishedDelivery) bool { return g.ID == f.ID }) {
+					later = append(later, f)
+				} else {
+					round = append(round, f)
+				}
+			}
+			recorded, err := s.finishDeliveries(ctx, tx, round)
+			if err != nil {
+				return err
+			}
+			for _, f := range round {
+				if f.Next != nil && slices.Contains(recorded, f.ID) {
+					next = append(next, toDeliveryRow(*f.Next))
+				}
+			}
+			rest = later
+		}
+		if len(next) == 0 {
+			return nil
+		}
+		_, err := tx.NewInsert().Model(&next).Exec(ctx)
+		return err
+	})
+}
+
+// finishDeliveries updates the attempts of done from a VALUES list (a CTE,
+// which both PostgreSQL and SQLite join in an UPDATE ... FROM) and returns
+// the ids it updated: those whose lease still held.
+func (s *Store) finishDeliveries(ctx context.Context, db bun.IDB, done []core.FinishedDelivery) ([]string, error) {
+	var (
+		q    strings.Builder
+		args = make([]any, 0, 7*len(done))
+	)
+	q.WriteString(`WITH v (v_id, v_lease, v_status, v_response_status, v_error, v_duration_ms, v_attempted_at) AS (VALUES `)
+	for i, f := range done {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, f.ID, f.Lease, string(f.Status), f.ResponseStatus, f.Error, f.Duration.Milliseconds(), optNull(f.AttemptedAt))
+	}
+	// The casts type a column PostgreSQL would read as text when all its
+	// values are NULL (attempted_at) or all arguments are literals.
+	q.WriteString(`) UPDATE webhook_deliveries SET status = v_status, response_status = CAST(v_response_status AS INTEGER),
+		error = v_error, duration_ms = CAST(v_duration_ms AS BIGINT), attempted_at = CAST(v_attempted_at AS BIGINT),
+		next_attempt_at = NULL, lease = NULL, lease_until = NULL
+		FROM v WHERE id = v_id AND status = 'PENDING' AND lease = v_lease RETURNING id`)
+	var ids []string
+	if err := db.NewRaw(q.String(), args...).Scan(ctx, &ids); err != nil && err != sql.ErrNoRows {
+		return nil, err
+	}
+	return ids, nil
 }
 
 // WebhookBodyStats says how many webhook bodies the store holds and their

@@ -969,24 +969,27 @@ func (s *Store) ClaimDeliveries(_ context.Context, now time.Time, lease time.Dur
 	return out, nil
 }
 
-// FinishDelivery implements core.WebhookStore.
-func (s *Store) FinishDelivery(_ context.Context, d core.Delivery, next *core.Delivery) error {
+// FinishDeliveries implements core.WebhookStore.
+func (s *Store) FinishDeliveries(_ context.Context, done []core.FinishedDelivery) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := slices.IndexFunc(s.wh.deliveries, func(x core.Delivery) bool {
-		return x.ID == d.ID && x.Status == core.DeliveryPending && x.Lease == d.Lease
-	})
-	if i < 0 {
-		return nil
-	}
-	d.Lease, d.NextAttemptAt, d.AttemptedAt, d.Payload = "", time.Time{}, ms(d.AttemptedAt), nil
-	d.Duration = d.Duration.Truncate(time.Millisecond)
-	s.wh.deliveries[i] = d
-	delete(s.wh.leases, d.ID)
-	if next != nil {
-		n := *next
-		n.NextAttemptAt, n.Lease, n.Payload = ms(n.NextAttemptAt), "", nil
-		s.wh.deliveries = append(s.wh.deliveries, n)
+	for _, f := range done {
+		d := f.Delivery
+		i := slices.IndexFunc(s.wh.deliveries, func(x core.Delivery) bool {
+			return x.ID == d.ID && x.Status == core.DeliveryPending && x.Lease == d.Lease
+		})
+		if i < 0 {
+			continue
+		}
+		d.Lease, d.NextAttemptAt, d.AttemptedAt, d.Payload = "", time.Time{}, ms(d.AttemptedAt), nil
+		d.Duration = d.Duration.Truncate(time.Millisecond)
+		s.wh.deliveries[i] = d
+		delete(s.wh.leases, d.ID)
+		if f.Next != nil {
+			n := *f.Next
+			n.NextAttemptAt, n.Lease, n.Payload = ms(n.NextAttemptAt), "", nil
+			s.wh.deliveries = append(s.wh.deliveries, n)
+		}
 	}
 	return nil
 }

@@ -1,28 +1,38 @@
 package rest
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/internal/httpobs"
 )
 
-// RouteProblems answers requests the mux cannot route (unknown path, wrong
-// method) with problem+json instead of the mux's plain text.
-func RouteProblems(mux *http.ServeMux, logger *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
-		if pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
+// Fallback registers at pattern, the prefix of every path mux serves ("/"
+// or "/api/v1/"), the answer to requests no other pattern routes, instead
+// of the mux's plain text: 405 with Allow when the path takes another
+// method, else 404, both problem+json. Being a route itself, it lets mux
+// find each request's route once (asking mux first whether it has a route,
+// and then letting it route, cost two look-ups at each of the three nested
+// muxes, 7 % of a GET's CPU).
+func Fallback(mux *http.ServeMux, pattern string, logger *slog.Logger) {
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if pattern == "/" {
+			r.Pattern = "" // no route: the access log and metrics say "unmatched"
 		}
-		probe := &headerProbe{header: http.Header{}}
-		h.ServeHTTP(probe, r)
-		if probe.status == http.StatusMethodNotAllowed {
-			w.Header().Set("Allow", probe.header.Get("Allow"))
+		var allow []string
+		probe := *r
+		for _, m := range probeMethods {
+			probe.Method = m
+			if _, p := mux.Handler(&probe); p != "" && p != pattern {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			slices.Sort(allow) // the order net/http's own 405 lists them in
+			w.Header().Set("Allow", strings.Join(allow, ", "))
 			writeError(w, r, logger, core.Errorf(core.CodeMethodNotAllowed, "method %s is not allowed here", r.Method))
 			return
 		}
@@ -48,7 +58,7 @@ func RejectUnknownMethods(mux *http.ServeMux, logger *slog.Logger, next http.Han
 		probe := *r
 		for _, m := range probeMethods {
 			probe.Method = m
-			if _, pattern := mux.Handler(&probe); pattern != "" {
+			if _, pattern := mux.Handler(&probe); pattern != "" && pattern != "/" { // "/": the Fallback
 				allow = append(allow, m)
 			}
 		}
@@ -58,14 +68,3 @@ func RejectUnknownMethods(mux *http.ServeMux, logger *slog.Logger, next http.Han
 		writeError(w, r, logger, core.Errorf(core.CodeMethodNotAllowed, "this method is not one HTTP defines"))
 	})
 }
-
-// headerProbe captures what the mux's own error handler would answer.
-type headerProbe struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (p *headerProbe) Header() http.Header         { return p.header }
-func (p *headerProbe) WriteHeader(status int)      { p.status = status }
-func (p *headerProbe) Write(b []byte) (int, error) { return p.body.Write(b) }

@@ -85,9 +85,11 @@ func NewServer(d Deps) *Server {
 	api.Handle("POST /api/v1/webhooks/{id}/rotate-secret", s.authed(s.rotateWebhookSecret))
 	api.Handle("POST /api/v1/webhooks/{id}/test", s.authed(s.testWebhook))
 	api.Handle("GET /api/v1/webhooks/{id}/deliveries", s.authed(s.webhookDeliveries))
-	mux.Handle("/api/v1/", LimitBody(RouteProblems(api, d.Logger)))
+	Fallback(api, "/api/v1/", d.Logger)
+	mux.Handle("/api/v1/", LimitBody(api))
+	Fallback(mux, "/", d.Logger)
 
-	s.handler = RouteProblems(mux, d.Logger)
+	s.handler = mux
 	return s
 }
 

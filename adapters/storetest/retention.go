@@ -108,11 +108,13 @@ func retention(t *testing.T, store Store) {
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("claim: %d %v", len(claimed), err)
 	}
+	var done []core.FinishedDelivery
 	for i, d := range claimed {
 		d.Status, d.ResponseStatus, d.AttemptedAt = core.DeliverySucceeded, 200, now.Add(-time.Duration(40-30*i)*day) // 40 and 10 days ago
-		if err := store.FinishDelivery(ctx, d, nil); err != nil {
-			t.Fatal(err)
-		}
+		done = append(done, core.FinishedDelivery{Delivery: d})
+	}
+	if err := store.FinishDeliveries(ctx, done); err != nil {
+		t.Fatal(err)
 	}
 	drainPrune(t, func(limit int) (int, error) { return store.PruneDeliveries(ctx, now.Add(-30*day), limit) })
 	left, total, err := store.ListDeliveries(ctx, "acc_r", "wh_r", core.Page{CurrentPage: 1, PageSize: 10})

@@ -142,14 +142,23 @@ func webhookDeliveries(t *testing.T, store Store) {
 		d.Status, d.ResponseStatus, d.AttemptedAt, d.Duration = status, code, now.Add(3*time.Minute), 15*time.Millisecond
 		return d
 	}
-	// The first claimer's late result is not recorded: the attempt is
-	// the new holder's.
-	if err := store.FinishDelivery(ctx, result(stale, core.DeliverySucceeded, 200), nil); err != nil {
-		t.Fatal(err)
-	}
+	// The first claimer's late result is not recorded, nor the retry it
+	// planned: the attempt is the new holder's. The holder's result, in
+	// the same batch, is recorded with its retry.
+	staleNext := core.Delivery{ID: "whd_stale_next", WebhookID: "wh_1", AccountID: "acc_a", EventID: stale.EventID, EventType: stale.EventType,
+		Attempt: 2, Status: core.DeliveryPending, NextAttemptAt: now.Add(time.Hour), Payload: []byte(`{}`)}
 	next := core.Delivery{ID: "whd_next", WebhookID: "wh_1", AccountID: "acc_a", EventID: taken[0].EventID, EventType: taken[0].EventType,
 		Attempt: 2, Status: core.DeliveryPending, NextAttemptAt: now.Add(time.Hour), Payload: []byte(`{}`)}
-	if err := store.FinishDelivery(ctx, result(taken[0], core.DeliveryFailed, 500), &next); err != nil {
+	unknown := result(stale, core.DeliveryFailed, 0)
+	unknown.AttemptedAt = time.Time{} // a batch whose every attempted_at is NULL
+	if err := store.FinishDeliveries(ctx, []core.FinishedDelivery{{Delivery: unknown}}); err != nil {
+		t.Fatal(err)
+	}
+	// The same attempt twice in one batch, under its old and its new lease.
+	if err := store.FinishDeliveries(ctx, []core.FinishedDelivery{
+		{Delivery: result(stale, core.DeliveryFailed, 503), Next: &staleNext},
+		{Delivery: result(taken[0], core.DeliveryFailed, 500), Next: &next},
+	}); err != nil {
 		t.Fatal(err)
 	}
 	list, total, err := store.ListDeliveries(ctx, "acc_a", "wh_1", core.Page{CurrentPage: 1, PageSize: 10})
@@ -320,6 +329,7 @@ func webhookBodiesOnce(t *testing.T, store Store) {
 		if err != nil || len(claimed) != hooks {
 			t.Fatalf("round %d: %d attempts claimed, %v", round, len(claimed), err)
 		}
+		var done []core.FinishedDelivery
 		for _, d := range claimed {
 			if !bytes.Equal(d.Payload, bodies[d.EventID]) {
 				t.Fatalf("round %d: attempt %s carries %d bytes, not the planned body", round, d.ID, len(d.Payload))
@@ -333,9 +343,10 @@ func webhookBodiesOnce(t *testing.T, store Store) {
 					Payload: d.Payload}
 				next = &nd
 			}
-			if err := store.FinishDelivery(ctx, d, next); err != nil {
-				t.Fatal(err)
-			}
+			done = append(done, core.FinishedDelivery{Delivery: d, Next: next})
+		}
+		if err := store.FinishDeliveries(ctx, done); err != nil {
+			t.Fatal(err)
 		}
 		at = at.Add(time.Second)
 	}

@@ -118,38 +118,81 @@ func BenchmarkWebhookDeliveries(b *testing.B) {
 			}
 			b.ResetTimer()
 			base := time.Now().Add(-time.Hour)
-			rate, p99 := rcv.run(b, api, uid, base, 2000, 0)
-			b.ReportMetric(rate, "flat-out-deliveries/s")
-			b.ReportMetric(p99, "flat-out-p99-ms")
-			rate, p99 = rcv.run(b, api, uid, base.Add(time.Minute), 2500, 500)
-			b.ReportMetric(rate, "paced-deliveries/s")
-			b.ReportMetric(p99, "paced-p99-ms")
+			flat := rcv.run(b, api, uid, base, 2000, 0)
+			b.ReportMetric(flat.rate, "flat-out-deliveries/s")
+			b.ReportMetric(flat.p99, "flat-out-p99-ms")
+			paced := rcv.run(b, api, uid, base.Add(time.Minute), 2500, 500)
+			b.ReportMetric(paced.rate, "paced-deliveries/s")
+			b.ReportMetric(paced.p99, "paced-p99-ms")
 			b.StopTimer()
-
-			// Baseline: plain POSTs of a body of the same size, 8 at a time.
-			const n = 2000
-			body := make([]byte, 1200)
-			began := time.Now()
-			var wg sync.WaitGroup
-			work := make(chan int)
-			for range 8 {
-				wg.Go(func() {
-					for range work {
-						res, err := http.Post(rcv.URL, "application/json", bytes.NewReader(body))
-						if err == nil {
-							res.Body.Close()
-						}
-					}
-				})
-			}
-			for i := range n {
-				work <- i
-			}
-			close(work)
-			wg.Wait()
-			b.ReportMetric(float64(n)/time.Since(began).Seconds(), "plain-posts/s")
+			b.ReportMetric(plainPosts(rcv.URL, 2000), "plain-posts/s")
 		})
 	}
+}
+
+// BenchmarkWebhookBurst: 5,000 reports posted at once (8 clients, as fast
+// as they are answered) to a mount one webhook listens to; the delivery
+// rate from the first delivery to the last, how long after its report the
+// last delivery came, and plain POSTs to the same receiver as the
+// baseline. docs/performance.md, "Webhooks: a burst to one webhook".
+func BenchmarkWebhookBurst(b *testing.B) {
+	for name, newConfig := range backends(b) {
+		b.Run(name, func(b *testing.B) {
+			cfg := newConfig(b)
+			cfg.WebhookAllowPrivate = true
+			in := start(b, cfg)
+			a := newFleet(in, "A")
+			api := client.New(in.base, client.StaticToken(a.token))
+			uid := uniqueUID("WB")
+			associate(b, api, uid)
+			rcv := newDeliveryReceiver()
+			defer rcv.Close()
+			if err := api.Do(context.Background(), http.MethodPost, "/webhooks", map[string]any{"url": rcv.URL, "eventTypes": []string{"STATES_REPORTED"}}, nil); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			burst := rcv.run(b, api, uid, time.Now().Add(-time.Hour), 5000, 0)
+			b.StopTimer()
+			plain := plainPosts(rcv.URL, 5000)
+			b.ReportMetric(burst.rate, "deliveries/s")
+			b.ReportMetric(burst.lastLag.Seconds(), "last-after-its-report-s")
+			b.ReportMetric(burst.p99, "p99-ms")
+			b.ReportMetric(plain, "plain-posts/s")
+			b.ReportMetric(burst.rate/plain, "ratio")
+		})
+	}
+}
+
+// plainPosts is the baseline of the webhook benchmarks: n plain POSTs of
+// a body of a delivery's size to url, 8 at a time, per second.
+func plainPosts(url string, n int) float64 {
+	body := make([]byte, 1200)
+	began := time.Now()
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for range work {
+				res, err := http.Post(url, "application/json", bytes.NewReader(body))
+				if err == nil {
+					res.Body.Close()
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return float64(n) / time.Since(began).Seconds()
+}
+
+// deliveryRun is what deliveryReceiver.run measured.
+type deliveryRun struct {
+	rate    float64       // deliveries per second, first to last
+	p99     float64       // ms from a report's acknowledgement to its delivery
+	lastLag time.Duration // from the report of the delivery that came last to it
 }
 
 // deliveryReceiver records when each report's delivery arrived, by the
@@ -182,7 +225,7 @@ func newDeliveryReceiver() *deliveryReceiver {
 // as they are answered), waits for their deliveries and returns the
 // delivery rate (first to last delivery) and the p99 from acknowledgement
 // to delivery in milliseconds.
-func (r *deliveryReceiver) run(b *testing.B, api *client.Client, uid string, base time.Time, n, perSecond int) (float64, float64) {
+func (r *deliveryReceiver) run(b *testing.B, api *client.Client, uid string, base time.Time, n, perSecond int) deliveryRun {
 	b.Helper()
 	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Millisecond) }
 	acked := make([]time.Time, n)
@@ -226,6 +269,7 @@ func (r *deliveryReceiver) run(b *testing.B, api *client.Client, uid string, bas
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var first, last time.Time
+	var lastLag time.Duration
 	lat := make([]time.Duration, 0, n)
 	for i := range n {
 		got, ok := r.received[at(i).UnixMilli()]
@@ -236,10 +280,10 @@ func (r *deliveryReceiver) run(b *testing.B, api *client.Client, uid string, bas
 			first = got
 		}
 		if got.After(last) {
-			last = got
+			last, lastLag = got, got.Sub(acked[i])
 		}
 		lat = append(lat, max(0, got.Sub(acked[i])))
 	}
 	slices.Sort(lat)
-	return float64(n) / last.Sub(first).Seconds(), float64(lat[len(lat)*99/100].Microseconds()) / 1000
+	return deliveryRun{rate: float64(n) / last.Sub(first).Seconds(), p99: float64(lat[len(lat)*99/100].Microseconds()) / 1000, lastLag: lastLag}
 }

@@ -171,6 +171,9 @@ func Observe(next http.Handler, logger *slog.Logger, m *Metrics, internalError h
 			if rec.status >= 500 && rec.status != http.StatusServiceUnavailable {
 				level = slog.LevelError
 			}
+			if !logger.Enabled(r.Context(), level) {
+				return // MOUNTD_LOG_LEVEL=warn: no line, so no attributes to box
+			}
 			attrs := []any{"method", method, "path", r.URL.Path, "route", route, "status", rec.status,
 				"duration_ms", float64(elapsed.Microseconds()) / 1000}
 			if rec.code != "" {

@@ -88,12 +88,13 @@ func New(d Deps) *Server {
 		mux.Handle("GET /graphiql", d.GraphiQL)
 		mux.Handle("GET /graphiql/", d.GraphiQL) // its embedded assets
 	}
+	rest.Fallback(mux, "/", d.Logger)
 	timeout := time.Duration(d.BodyTimeout)
 	if timeout <= 0 {
 		timeout = DefaultBodyTimeout
 	}
 	h := httpobs.Observe(rest.RejectUnknownMethods(mux, d.Logger,
-		withBodyDeadline(rest.RouteProblems(mux, d.Logger), timeout)), d.Logger, d.Metrics, d.API.InternalError)
+		withBodyDeadline(mux, timeout)), d.Logger, d.Metrics, d.API.InternalError)
 	if telemetry.Enabled() {
 		// A span per request, continuing the caller's trace (traceparent),
 		// named by its route once the mux has found it ("GET /api/v1/mounts/{uid}").

@@ -21,6 +21,18 @@ import (
 // free client or a late dispatcher is part of it (no coordinated omission);
 // service time (from the actual send) and the send lag are kept beside it.
 func (b *bench) runGet(ctx context.Context, target, base string, d time.Duration) phase {
+	return b.runGetAt(ctx, target, base, d, b.cfg.Rate)
+}
+
+// runGetAt is runGet at the given rate; rate 0 is a closed loop: each
+// client sends its next request as soon as it has the answer, and latency
+// is the service time.
+func (b *bench) runGetAt(ctx context.Context, target, base string, d time.Duration, rate float64) phase {
+	closed := rate <= 0
+	token := b.token
+	if t, ok := b.tokens[base]; ok {
+		token = t
+	}
 	ph := phase{Target: target, LoadAvg: loadAvg(), Statuses: map[string]int{}}
 	paths := make([]string, len(b.uids))
 	for i, uid := range b.uids {
@@ -43,7 +55,13 @@ func (b *bench) runGet(ctx context.Context, target, base string, d time.Duration
 	start := time.Now()
 	go func() {
 		defer close(due)
-		interval := float64(time.Second) / b.cfg.Rate
+		if closed {
+			for ctx.Err() == nil && time.Since(start) < d {
+				due <- time.Time{}
+			}
+			return
+		}
+		interval := float64(time.Second) / rate
 		for i := 0; ; i++ {
 			at := start.Add(time.Duration(float64(i) * interval))
 			if at.Sub(start) >= d || ctx.Err() != nil {
@@ -65,9 +83,12 @@ func (b *bench) runGet(ctx context.Context, target, base string, d time.Duration
 			conn := &getConn{addr: host, timeout: b.cfg.Timeout}
 			defer conn.close()
 			for at := range due {
+				if closed {
+					at = time.Now()
+				}
 				path := paths[(seq.Add(1)-1)%int64(len(paths))]
 				sent := time.Now()
-				status, err := conn.get(path, b.token)
+				status, err := conn.get(path, token)
 				done := time.Now()
 				local = append(local, done.Sub(at))
 				localService = append(localService, done.Sub(sent))
@@ -171,15 +192,11 @@ func (c *getConn) close() {
 // net/http handler answering the same bytes, with the identical schedule.
 func (b *bench) getScenario(ctx context.Context) (*getReport, error) {
 	rep := &getReport{Rate: b.cfg.Rate, Clients: b.cfg.Clients, TargetP99Ms: 5}
-	bodies := make(map[string][]byte, len(b.uids))
-	for _, uid := range b.uids {
-		status, body, err := b.api(ctx, http.MethodGet, "/api/v1/mounts/"+uid, nil)
-		if err != nil || status != http.StatusOK {
-			return nil, fmt.Errorf("GET /api/v1/mounts/%s: %d %s %v", uid, status, body, err)
-		}
-		bodies[uid] = body
-		rep.BodyBytes = len(body)
+	bodies, size, err := b.answers(ctx)
+	if err != nil {
+		return nil, err
 	}
+	rep.BodyBytes = size
 	b.quiet(ctx)
 	if b.cfg.Warmup > 0 {
 		b.runGet(ctx, "mountd (warm-up)", b.cfg.Base, b.cfg.Warmup)

@@ -198,9 +198,9 @@ func (b *bench) ingestScenario(ctx context.Context) (*ingestReport, error) {
 		}
 	}
 	var server, baseline []phase
-	d := b.cfg.Duration / time.Duration(b.cfg.Rounds)
-	for r := range b.cfg.Rounds {
-		b.logf("ingest: round %d of %d, mountd then the bun INSERT baseline, %s each (load %v)", r+1, b.cfg.Rounds, d, loadAvg())
+	d := b.cfg.Duration / time.Duration(b.cfg.roundsOr(1))
+	for r := range b.cfg.roundsOr(1) {
+		b.logf("ingest: round %d of %d, mountd then the bun INSERT baseline, %s each (load %v)", r+1, b.cfg.roundsOr(1), d, loadAvg())
 		server = append(server, b.runIngest(ctx, "mountd POST /api/v1/mounts/{uid}/states", g, send, d))
 		if base != nil {
 			baseline = append(baseline, b.runIngest(ctx, "baseline: bun multi-row INSERT into "+base.Table, bg, bsend, d))

@@ -13,6 +13,9 @@
 //     GET /api/v1/mounts/{uid}; the baseline is a bare net/http handler
 //     started here on 127.0.0.1:0 that answers the same JSON bytes, driven
 //     with the identical load.
+//   - getmax: closed loop, the most GET /api/v1/mounts/{uid} per second,
+//     mountd (and a second build at --base-b) against the bare handler in
+//     alternating rounds.
 //   - tokenflood, graphqlflood, headerflood, methodflood, authorizeflood,
 //     rateflood: the get loop alone (the baseline), then again while
 //     --flood-clients send hostile requests from many loopback addresses
@@ -64,14 +67,17 @@ type config struct {
 	Timeout     time.Duration
 	MaxLoad     float64
 	MaxBusy     float64
-	// Rounds splits --duration of ingest and onboard into alternating
-	// rounds of the server and its baseline.
+	// Rounds splits --duration of ingest, onboard and getmax into
+	// alternating rounds of the server and its baseline (0: the scenario's
+	// default).
 	Rounds int
 	// OnboardClients are the onboard scenario's clients.
 	OnboardClients int
 	// tokenflood
 	FloodClients int
 	FloodSources int
+	// getmax
+	BaseB string
 }
 
 func main() {
@@ -93,10 +99,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&c.Base, "base", "", "base address of a running mountd, e.g. http://127.0.0.1:8080 (loopback only)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://... of that mountd's database (loopback only): account creation, baseline, counting")
-	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get, onboard, all (ingest then get), a comma-separated list of these (run in that order), or a flood: "+strings.Join(floodScenarios, ", "))
+	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, get, onboard, getmax (closed-loop GET, most requests/s), all (ingest then get), a comma-separated list of these (run in that order), or a flood: "+strings.Join(floodScenarios, ", "))
+	fs.StringVar(&c.BaseB, "base-b", "", "getmax: a second mountd (another build, same database) measured in the same rounds: an A/B in one run")
 	fs.IntVar(&c.FloodClients, "flood-clients", 200, "floods: parallel clients sending the flood's requests")
 	fs.IntVar(&c.FloodSources, "flood-sources", 200, "floods: loopback source addresses (127.0.1.1 on) the flood comes from, 1-250")
-	fs.IntVar(&c.Rounds, "rounds", 1, "ingest, onboard: measure the server and its baseline in this many alternating rounds of --duration/rounds each, so that both see the same load of a shared machine")
+	fs.IntVar(&c.Rounds, "rounds", 0, "measure the server and its baseline (getmax: and --base-b) in this many alternating rounds of --duration/rounds each, so that both see the same load of a shared machine (default: 1 for ingest and onboard, 6 for getmax)")
 	fs.IntVar(&c.OnboardClients, "onboard-clients", 32, "onboard: concurrent clients, each onboarding one new mount after the other")
 	fs.IntVar(&c.Clients, "clients", 32, "concurrent clients (ingest workers; get workers serving the arrival schedule)")
 	fs.DurationVar(&c.Duration, "duration", 15*time.Second, "measured time of each phase")
@@ -148,11 +155,17 @@ func (c *config) validate() error {
 		return fmt.Errorf("--database-url host %q: only loopback targets are allowed", d.Hostname())
 	}
 	for _, sc := range strings.Split(c.Scenario, ",") {
-		if !slices.Contains(append([]string{"ingest", "get", "onboard", "all"}, floodScenarios...), sc) {
-			return fmt.Errorf("--scenario %q: want ingest, get, onboard, all (ingest and get), a list of them, or one of %s", c.Scenario, strings.Join(floodScenarios, ", "))
+		if !slices.Contains(append([]string{"ingest", "get", "onboard", "getmax", "all"}, floodScenarios...), sc) {
+			return fmt.Errorf("--scenario %q: want ingest, get, onboard, getmax, all (ingest and get), a list of them, or one of %s", c.Scenario, strings.Join(floodScenarios, ", "))
 		}
 		if slices.Contains(floodScenarios, sc) && sc != c.Scenario {
 			return fmt.Errorf("--scenario %q: a flood runs alone", c.Scenario)
+		}
+	}
+	if c.BaseB != "" {
+		b, err := url.Parse(c.BaseB)
+		if err != nil || b.Scheme != "http" || !loopback(b.Hostname()) {
+			return fmt.Errorf("--base-b %q must be http://127.0.0.1:PORT", c.BaseB)
 		}
 	}
 	if c.FloodClients < 1 || c.FloodClients > 2000 || c.FloodSources < 1 || c.FloodSources > 250 {
@@ -163,7 +176,7 @@ func (c *config) validate() error {
 		return errors.New("--clients and --onboard-clients must be 1 to 1024")
 	case c.Duration <= 0 || c.Duration > time.Hour:
 		return errors.New("--duration must be positive and at most 1h")
-	case c.Rounds < 1 || c.Rounds > 100:
+	case c.Rounds < 0 || c.Rounds > 100:
 		return errors.New("--rounds must be 1 to 100")
 	case c.Warmup < 0 || c.Warmup > 10*time.Minute:
 		return errors.New("--warmup must be 0 to 10m")
@@ -182,6 +195,14 @@ func (c *config) validate() error {
 	}
 	_, err = parseWatch(c.Watch)
 	return err
+}
+
+// roundsOr is --rounds, or def when it was not given.
+func (c *config) roundsOr(def int) int {
+	if c.Rounds == 0 {
+		return def
+	}
+	return c.Rounds
 }
 
 // runs reports whether the --scenario list includes name ("all" is ingest

@@ -192,9 +192,9 @@ func (b *bench) onboardScenario(ctx context.Context) (*onboardReport, error) {
 		}
 	}
 	var server, baseline []phase
-	d := b.cfg.Duration / time.Duration(b.cfg.Rounds)
-	for r := range b.cfg.Rounds {
-		b.logf("onboard: round %d of %d, mountd then the store alone, %s each (load %v)", r+1, b.cfg.Rounds, d, loadAvg())
+	d := b.cfg.Duration / time.Duration(b.cfg.roundsOr(1))
+	for r := range b.cfg.roundsOr(1) {
+		b.logf("onboard: round %d of %d, mountd then the store alone, %s each (load %v)", r+1, b.cfg.roundsOr(1), d, loadAvg())
 		server = append(server, b.runOnboard(ctx, "mountd POST /mounts, confirm-association, first report", &seq, b.onboardHTTP, d))
 		if b.cfg.Baseline {
 			baseline = append(baseline, b.runOnboard(ctx, "baseline: bunstore ClaimMount, ConfirmAssociation, InsertStates", &bseq, b.onboardStore, d))

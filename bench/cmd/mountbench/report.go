@@ -130,6 +130,7 @@ type report struct {
 	Ingest       *ingestReport  `json:"ingest,omitempty"`
 	Get          *getReport     `json:"get,omitempty"`
 	Onboard      *onboardReport `json:"onboard,omitempty"`
+	GetMax       *getMaxReport  `json:"getMax,omitempty"`
 	Flood        *floodReport   `json:"flood,omitempty"`
 }
 
@@ -161,6 +162,11 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	}
 	if b.cfg.runs("onboard") {
 		if rep.Onboard, err = b.onboardScenario(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if b.cfg.runs("getmax") {
+		if rep.GetMax, err = b.getMaxScenario(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -232,6 +238,9 @@ func (r *report) print(w io.Writer) {
 			o.Acknowledged, o.Associated, o.Stored, o.Lost)
 		fmt.Fprintf(w, "  target >= %.0f mounts/s, no error, none lost: %s\n", o.TargetPerSec, passText(o.Pass))
 	}
+	if r.GetMax != nil {
+		r.GetMax.print(w)
+	}
 	if r.Flood != nil {
 		r.Flood.print(w)
 	}
@@ -266,6 +275,9 @@ func row(w io.Writer, p phase, rate float64) {
 func shortName(p phase) string {
 	if strings.HasPrefix(p.Target, "baseline") {
 		return "baseline"
+	}
+	if strings.HasPrefix(p.Target, "mountd-b") {
+		return "mountd-b"
 	}
 	return "mountd"
 }

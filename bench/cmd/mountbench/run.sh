@@ -14,6 +14,9 @@
 # PostgreSQL and writes its top statements after the run into
 # $BENCH_DIR/pg_stat_statements.txt; MOUNTBENCH_MOUNTD=path runs that
 # mountd binary instead of building one (an A/B of two versions).
+# MOUNTD_B_BIN=<a mountd binary> also serves that build on the same
+# database and Redis and passes it as --base-b (getmax: an A/B of two
+# builds in one run).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -54,35 +57,50 @@ PORT=$(free_port)
 DATA=$(mktemp -d /tmp/mountbench-data-XXXXXX)
 SERVER_LOG="$BENCH_DIR/mountd.log"
 MOUNTD_PID=""
+MOUNTD_B_PID=""
 PERF_PID=""
 stop_server() {
   if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID" 2>/dev/null || true; wait "$PERF_PID" 2>/dev/null || true; fi
-  if [ -n "$MOUNTD_PID" ]; then
-    kill -TERM "$MOUNTD_PID" 2>/dev/null || true
-    wait "$MOUNTD_PID" 2>/dev/null || true
-  fi
+  for pid in $MOUNTD_PID $MOUNTD_B_PID; do
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   rm -rf "$DATA"
 }
 trap stop_server EXIT
 
-MOUNTD_DATABASE_URL=$MOUNTD_TEST_DATABASE_URL MOUNTD_REDIS_URL=$MOUNTD_TEST_REDIS_URL \
-MOUNTD_LISTEN=127.0.0.1:$PORT MOUNTD_DATA_DIR=$DATA MOUNTD_LOG_LEVEL=warn MOUNTD_TOKEN_TTL=6h \
-MOUNTD_MASTER_KEY=$(printf 'ab%.0s' $(seq 32)) \
-  "$BENCH_DIR/mountd" serve >"$SERVER_LOG" 2>&1 &
-MOUNTD_PID=$!
+# start_mountd BINARY PORT LOG starts a mountd and sets STARTED_PID.
+start_mountd() {
+  MOUNTD_DATABASE_URL=$MOUNTD_TEST_DATABASE_URL MOUNTD_REDIS_URL=$MOUNTD_TEST_REDIS_URL \
+  MOUNTD_LISTEN=127.0.0.1:$2 MOUNTD_DATA_DIR=$DATA MOUNTD_LOG_LEVEL=warn MOUNTD_TOKEN_TTL=6h \
+  MOUNTD_MASTER_KEY=$(printf 'ab%.0s' $(seq 32)) \
+    "$1" serve >"$3" 2>&1 &
+  STARTED_PID=$!
+  local base="http://127.0.0.1:$2"
+  for _ in $(seq 1 300); do
+    curl -fs "$base/readyz" >/dev/null 2>&1 && break
+    kill -0 "$STARTED_PID" 2>/dev/null || { log "$1 exited"; cat "$3" >&2; exit 1; }
+    sleep 0.1
+  done
+  curl -fs "$base/readyz" >/dev/null || { log "$1 not ready after 30s"; cat "$3" >&2; exit 1; }
+  log "$1 (pid $STARTED_PID) ready on $base"
+}
 
+start_mountd "$BENCH_DIR/mountd" "$PORT" "$SERVER_LOG"
+MOUNTD_PID=$STARTED_PID
 BASE="http://127.0.0.1:$PORT"
-for _ in $(seq 1 300); do
-  curl -fs "$BASE/readyz" >/dev/null 2>&1 && break
-  kill -0 "$MOUNTD_PID" 2>/dev/null || { log "mountd exited"; cat "$SERVER_LOG" >&2; exit 1; }
-  sleep 0.1
-done
-curl -fs "$BASE/readyz" >/dev/null || { log "mountd not ready after 30s"; cat "$SERVER_LOG" >&2; exit 1; }
-log "mountd (pid $MOUNTD_PID) ready on $BASE"
+EXTRA=()
+if [ -n "${MOUNTD_B_BIN:-}" ]; then
+  PORT_B=$(free_port)
+  start_mountd "$MOUNTD_B_BIN" "$PORT_B" "$BENCH_DIR/mountd-b.log"
+  MOUNTD_B_PID=$STARTED_PID
+  EXTRA=(--base-b "http://127.0.0.1:$PORT_B")
+fi
 
 REDIS_PORT=${MOUNTD_TEST_REDIS_URL##*:}
 REDIS_PORT=${REDIS_PORT%%/*}
 WATCH="mountd=$MOUNTD_PID"
+[ -n "$MOUNTD_B_PID" ] && WATCH="$WATCH,mountd-b=$MOUNTD_B_PID"
 REDIS_PID=$(redis-cli -p "$REDIS_PORT" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p')
 [ -n "$REDIS_PID" ] && WATCH="$WATCH,redis=$REDIS_PID"
 
@@ -97,7 +115,7 @@ fi
 
 # The admin URL of the throw-away server; mountd migrated it at start.
 rc=0
-"$BENCH_DIR/mountbench" --base "$BASE" --database-url "$MOUNTD_TEST_DATABASE_URL" --watch "$WATCH" --max-load "${MOUNTBENCH_MAX_LOAD:-1.0}" "$@" || rc=$?
+"$BENCH_DIR/mountbench" --base "$BASE" --database-url "$MOUNTD_TEST_DATABASE_URL" --watch "$WATCH" --max-load "${MOUNTBENCH_MAX_LOAD:-1.0}" "${EXTRA[@]}" "$@" || rc=$?
 if [ -n "${MOUNTBENCH_PG_STATS:-}" ]; then
   psql -q "$MOUNTD_TEST_DATABASE_URL" -P pager=off -c "SELECT calls, round(total_exec_time) AS total_ms,
       round((mean_exec_time * 1000)::numeric) AS mean_us, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 160) AS query

@@ -34,6 +34,8 @@ type bench struct {
 	close  func()
 	runID  string
 	token  string
+	// tokens are the account's tokens of servers other than --base (--base-b).
+	tokens map[string]string
 	uids   []string
 	// clientID and clientSecret are the account's, for tokens of other
 	// scopes (a rider's, in graphqlflood).
@@ -145,8 +147,14 @@ func (b *bench) fetchToken(ctx context.Context, clientID, secret string) (string
 
 // fetchTokenScope asks the identity provider for a token with scope.
 func (b *bench) fetchTokenScope(ctx context.Context, clientID, secret, scope string) (string, error) {
+	return b.fetchTokenAt(ctx, b.cfg.Base, clientID, secret, scope)
+}
+
+// fetchTokenAt asks the identity provider at base: each server signs with
+// its own key.
+func (b *bench) fetchTokenAt(ctx context.Context, base, clientID, secret, scope string) (string, error) {
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, b.client)
-	tok, err := client.ClientCredentials(b.cfg.Base, clientID, secret, strings.Fields(scope)).Token(ctx)
+	tok, err := client.ClientCredentials(base, clientID, secret, strings.Fields(scope)).Token(ctx)
 	if err != nil {
 		return "", fmt.Errorf("token: %w", err)
 	}
