@@ -33,6 +33,7 @@ type Deps struct {
 	Firmware Firmware
 	Events   Events
 	Webhooks Webhooks
+	Exports  Exports
 	// Blobs serves local firmware files; nil with S3 storage.
 	Blobs  BlobOpener
 	Checks []Checker
@@ -84,6 +85,8 @@ func NewServer(d Deps) *Server {
 	api.Handle("DELETE /api/v1/webhooks/{id}", s.authed(s.deleteWebhook))
 	api.Handle("POST /api/v1/webhooks/{id}/rotate-secret", s.authed(s.rotateWebhookSecret))
 	api.Handle("GET /api/v1/webhooks/{id}/deliveries", s.authed(s.webhookDeliveries))
+	api.Handle("GET /api/v1/exports/mounts", s.authed(s.exportMounts))
+	api.Handle("GET /api/v1/exports/states", s.authed(s.exportStates))
 	mux.Handle("/api/v1/", LimitBody(RouteProblems(api, d.Logger)))
 
 	s.handler = RouteProblems(mux, d.Logger)
