@@ -64,10 +64,11 @@ function hiddenColumns() {
 }
 
 // csvCell quotes a value; text that a spreadsheet would run as a formula
-// (a mount's name is anyone's choice) is prefixed with an apostrophe.
+// (a mount's name is anyone's choice) is prefixed with an apostrophe, unless
+// it is a plain number like -12.5: the server's exports keep the same rule.
 function csvCell(v, text) {
   let s = v === null || v === undefined ? "" : String(v);
-  if (text && /^[=+\-@\t\r]/.test(s)) s = "'" + s;
+  if (text && /^[=+\-@\t\r]/.test(s) && !/^-?[0-9]+(\.[0-9]+)?$/.test(s)) s = "'" + s;
   return /[",\r\n]/.test(s) || s !== s.trim() ? `"${s.replaceAll('"', '""')}"` : s;
 }
 
