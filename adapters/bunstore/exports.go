@@ -35,32 +35,36 @@ func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFil
 		cur.Latest = core.ComputeLatest(latest)
 		return yield(cur)
 	}
+	// A mount's columns repeat on each of its latest rows: they are read
+	// as raw bytes and made strings once per mount.
+	var (
+		text         [8]sql.RawBytes
+		associatedAt sql.NullInt64
+		code         sql.RawBytes
+		value        sql.NullString
+		occurredAt   sql.NullInt64
+	)
 	for rows.Next() {
-		var (
-			m            core.Mount
-			state        string
-			associatedAt sql.NullInt64
-			code, value  sql.NullString
-			occurredAt   sql.NullInt64
-		)
-		if err := rows.Scan(&m.UID, &m.Name, &m.SerialNumber, &m.MACAddress, &m.FirmwareRevision, &m.SoftwareRevision,
-			&m.ModelNumber, &state, &associatedAt, &code, &occurredAt, &value); err != nil {
+		if err := rows.Scan(&text[0], &text[1], &text[2], &text[3], &text[4], &text[5], &text[6], &text[7],
+			&associatedAt, &code, &occurredAt, &value); err != nil {
 			return err
 		}
-		if !pending || m.UID != cur.UID {
+		if !pending || string(text[0]) != cur.UID {
 			if pending {
 				if err := emit(); err != nil {
 					return err
 				}
 			}
-			m.State, m.OwnerID = core.AssociationState(state), accountID
+			cur = core.Mount{UID: string(text[0]), Name: string(text[1]), SerialNumber: string(text[2]), MACAddress: string(text[3]),
+				FirmwareRevision: string(text[4]), SoftwareRevision: string(text[5]), ModelNumber: string(text[6]),
+				State: core.AssociationState(text[7]), OwnerID: accountID}
 			if associatedAt.Valid {
-				m.AssociatedAt = fromMillis(associatedAt.Int64)
+				cur.AssociatedAt = fromMillis(associatedAt.Int64)
 			}
-			cur, latest, pending = m, latest[:0], true
+			latest, pending = latest[:0], true
 		}
-		if code.Valid {
-			latest = append(latest, core.StateEntry{Code: core.StateCode(code.String), Value: value.String,
+		if code != nil {
+			latest = append(latest, core.StateEntry{Code: internCode(code), Value: value.String,
 				OccurredAt: fromMillis(occurredAt.Int64)})
 		}
 	}

@@ -118,7 +118,7 @@ type exportWriter struct {
 }
 
 const (
-	exportChunk      = 32 << 10
+	exportChunk      = 64 << 10
 	exportFlushEvery = time.Second
 )
 
