@@ -1,6 +1,7 @@
 // A mount's page: its values live, the history charts, the command audit
 // and its NFC tags.
 import { gql, live } from "./api.js";
+import { exportMenu } from "./exports.js";
 import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS } from "./ui.js";
 
 export function mountView(uid) {
@@ -94,7 +95,9 @@ export function mountView(uid) {
   main.replaceChildren(
     h("p", {}, h("a", { href: "#/fleet" }, "← Fleet")),
     h("section", { class: "card" }, h("h1", { id: "mount-uid" }, uid), values, actions),
-    h("section", { class: "card" }, h("div", { class: "toolbar" }, h("h2", {}, "History"), periodSel), charts),
+    h("section", { class: "card" }, h("div", { class: "toolbar" }, h("h2", {}, "History"), periodSel,
+      // The whole history, not only the period shown (owners).
+      isOwner() ? exportMenu("export-history", "Export", (f) => `/exports/states?mountUid=${encodeURIComponent(uid)}&format=${f}`, showError) : ""), charts),
     isOwner() ? h("section", { class: "card" }, h("h2", {}, "Command audit"), h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Code"), h("th", {}, "Issued"), h("th", {}, "By"))), commands)) : "",
     h("section", { class: "card" }, h("h2", {}, "NFC tags"), tags));
 
