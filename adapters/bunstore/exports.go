@@ -3,6 +3,7 @@ package bunstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	"github.com/mountd/mountd/core"
@@ -10,71 +11,56 @@ import (
 
 var _ core.ExportStore = (*Store)(nil)
 
-// EachMount implements core.ExportStore: one statement, the mounts joined
-// with their latest states (a mount comes as one row per code it has,
-// adjacent because of the order by uid), scanned row by row from the
-// driver's cursor.
+// EachMount implements core.ExportStore: one statement, each mount joined
+// with its latest entry of each code (a primary-key lookup per code), so a
+// mount is one row, scanned from the driver's cursor as it comes.
 func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFilter, now time.Time, yield func(core.Mount) error) (err error) {
 	q := s.db.NewSelect().TableExpr("mounts AS m").
 		ColumnExpr("m.uid, m.name, m.serial_number, m.mac_address, m.firmware_revision, m.software_revision, m.model_number").
-		ColumnExpr("m.association_state, m.associated_at, l.code, l.occurred_at, l.value").
-		Join("LEFT JOIN mount_latest_states AS l ON l.mount_uid = m.uid AND l.account_id = m.owner_account_id").
-		Where("owner_account_id = ?", accountID).
-		Where(liveAssociation, millis(now))
+		ColumnExpr("m.association_state, m.associated_at")
+	for i, code := range core.StateCodes {
+		q = q.ColumnExpr(fmt.Sprintf("l%d.value, l%d.occurred_at", i, i)).
+			Join(fmt.Sprintf("LEFT JOIN mount_latest_states AS l%d ON l%d.mount_uid = m.uid AND l%d.account_id = m.owner_account_id AND l%d.code = ?", i, i, i, i), string(code))
+	}
+	q = q.Where("owner_account_id = ?", accountID).Where(liveAssociation, millis(now))
 	rows, err := filterMounts(q, f).OrderExpr("m.uid").Rows(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeRows(rows, &err)
 	var (
-		cur     core.Mount
-		latest  []core.StateEntry
-		pending bool
-	)
-	emit := func() error {
-		cur.Latest = core.ComputeLatest(latest)
-		return yield(cur)
-	}
-	// A mount's columns repeat on each of its latest rows: they are read
-	// as raw bytes and made strings once per mount.
-	var (
-		text         [8]sql.RawBytes
+		m            core.Mount
+		state        string
 		associatedAt sql.NullInt64
-		code         sql.RawBytes
-		value        sql.NullString
-		occurredAt   sql.NullInt64
+		values       = make([]sql.NullString, len(core.StateCodes))
+		occurred     = make([]sql.NullInt64, len(core.StateCodes))
+		latest       = make([]core.StateEntry, 0, len(core.StateCodes))
 	)
+	dest := []any{&m.UID, &m.Name, &m.SerialNumber, &m.MACAddress, &m.FirmwareRevision, &m.SoftwareRevision,
+		&m.ModelNumber, &state, &associatedAt}
+	for i := range core.StateCodes {
+		dest = append(dest, &values[i], &occurred[i])
+	}
 	for rows.Next() {
-		if err := rows.Scan(&text[0], &text[1], &text[2], &text[3], &text[4], &text[5], &text[6], &text[7],
-			&associatedAt, &code, &occurredAt, &value); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
-		if !pending || string(text[0]) != cur.UID {
-			if pending {
-				if err := emit(); err != nil {
-					return err
-				}
-			}
-			cur = core.Mount{UID: string(text[0]), Name: string(text[1]), SerialNumber: string(text[2]), MACAddress: string(text[3]),
-				FirmwareRevision: string(text[4]), SoftwareRevision: string(text[5]), ModelNumber: string(text[6]),
-				State: core.AssociationState(text[7]), OwnerID: accountID}
-			if associatedAt.Valid {
-				cur.AssociatedAt = fromMillis(associatedAt.Int64)
-			}
-			latest, pending = latest[:0], true
+		m.State, m.OwnerID, m.AssociatedAt = core.AssociationState(state), accountID, time.Time{}
+		if associatedAt.Valid {
+			m.AssociatedAt = fromMillis(associatedAt.Int64)
 		}
-		if code != nil {
-			latest = append(latest, core.StateEntry{Code: internCode(code), Value: value.String,
-				OccurredAt: fromMillis(occurredAt.Int64)})
+		latest = latest[:0]
+		for i, code := range core.StateCodes {
+			if values[i].Valid {
+				latest = append(latest, core.StateEntry{Code: code, Value: values[i].String, OccurredAt: fromMillis(occurred[i].Int64)})
+			}
+		}
+		m.Latest = core.ComputeLatest(latest)
+		if err := yield(m); err != nil {
+			return err
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if pending {
-		return emit()
-	}
-	return nil
+	return rows.Err()
 }
 
 // EachState implements core.ExportStore: the history index read in
