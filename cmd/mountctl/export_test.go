@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestExportFile: an export reaches its file only whole; a refused, cut
@@ -75,5 +76,26 @@ func TestExportFile(t *testing.T) {
 				t.Fatalf("stdout %q", stdout.String())
 			}
 		})
+	}
+}
+
+// TestExportProgress: an export's bar, once shown, names the rows so far.
+func TestExportProgress(t *testing.T) {
+	var out strings.Builder
+	now := time.Unix(1_700_000_000, 0)
+	rows := &rowCounter{header: 1}
+	p := &progress{w: &out, size: -1, now: func() time.Time { return now }, rows: rows.rows}
+	write := func(s string) {
+		_, _ = rows.Write([]byte(s))
+		_, _ = p.Write([]byte(s))
+	}
+	write("uid,code\r\nM-1,A\r\n")
+	now = now.Add(1100 * time.Millisecond)
+	write("M-1,B\r\nM-1,C\r\n")
+	now = now.Add(time.Second)
+	write("M-1,D\r\n")
+	p.Finish()
+	if !strings.Contains(out.String(), "exporting: 4 rows") {
+		t.Fatalf("the bar: %q", out.String())
 	}
 }

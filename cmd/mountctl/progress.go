@@ -17,7 +17,6 @@ import (
 type progress struct {
 	w     io.Writer
 	size  int64 // -1: unknown
-	desc  string
 	now   func() time.Time
 	start time.Time
 	done  int64
@@ -31,7 +30,7 @@ func newProgress(size int64) *progress {
 	if !term.IsTerminal(int(os.Stderr.Fd())) {
 		return nil
 	}
-	return &progress{w: os.Stderr, size: size, desc: "downloading", now: time.Now}
+	return &progress{w: os.Stderr, size: size, now: time.Now}
 }
 
 // newRowProgress is an export's progress on stderr: bytes and rows, its
@@ -40,7 +39,7 @@ func newRowProgress(rows func() int64) *progress {
 	if !term.IsTerminal(int(os.Stderr.Fd())) {
 		return nil
 	}
-	return &progress{w: os.Stderr, size: -1, desc: "exporting", now: time.Now, rows: rows}
+	return &progress{w: os.Stderr, size: -1, now: time.Now, rows: rows}
 }
 
 func (p *progress) Write(b []byte) (int, error) {
@@ -64,9 +63,9 @@ func (p *progress) Write(b []byte) (int, error) {
 
 func (p *progress) describe() string {
 	if p.rows == nil {
-		return p.desc
+		return "downloading"
 	}
-	return fmt.Sprintf("%s: %d rows", p.desc, p.rows())
+	return fmt.Sprintf("exporting: %d rows", p.rows())
 }
 
 // Finish ends the bar's line, if a bar was shown.
