@@ -138,6 +138,9 @@ func (e *exportWriter) start() {
 	h.Set("Content-Disposition", `attachment; filename="`+safeFilename(e.name)+ext+`"`)
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
+	// nginx would otherwise spool a big export to its disk: streamed, the
+	// client's pace reaches the database cursor.
+	h.Set("X-Accel-Buffering", "no")
 	e.w.WriteHeader(http.StatusOK)
 	e.flushed = time.Now()
 	if e.format == formatCSV {
