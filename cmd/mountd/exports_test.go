@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/adapters/bunstore"
+	"github.com/mountd/mountd/client"
 )
 
 const (
@@ -158,6 +161,18 @@ func TestExports(t *testing.T) {
 					}
 				})
 			}
+			t.Run("client.Download, as mountctl export uses it", func(t *testing.T) {
+				c := client.New(in.base, client.StaticToken(a.token))
+				var buf bytes.Buffer
+				n, err := c.Download(context.Background(), "/exports/states?mountUid=E1", &buf)
+				if err != nil || n != int64(buf.Len()) || buf.String() != strings.Join(append([]string{statesHeader}, oldestFirst...), "\r\n")+"\r\n" {
+					t.Fatalf("Download = %d, %v:\n%s", n, err, buf.String())
+				}
+				var ce *client.Error
+				if _, err := c.Download(context.Background(), "/exports/states?mountUid=EB", &buf); !errors.As(err, &ce) || ce.Code != "MOUNT_NOT_FOUND" {
+					t.Fatalf("Download of another account's mount = %v", err)
+				}
+			})
 			// B's export holds only B's mount.
 			if res, body := b.call(http.MethodGet, "/api/v1/exports/mounts", nil); res.StatusCode != 200 ||
 				!strings.HasPrefix(string(body), mountsHeader+"\r\nEB,") || strings.Count(string(body), "\r\n") != 2 {
