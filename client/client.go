@@ -208,12 +208,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 			continue
 		}
 		if res.StatusCode/100 != 2 {
-			e := &Error{Status: res.StatusCode}
-			if json.Unmarshal(answer, e) != nil || e.Code == "" {
-				e.Detail = strings.TrimSpace(string(answer))
-			}
-			e.Status = res.StatusCode
-			return e
+			return answerError(res.StatusCode, answer)
 		}
 		if out != nil && len(answer) > 0 {
 			if err := json.Unmarshal(answer, out); err != nil {
@@ -221,6 +216,59 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 			}
 		}
 		return nil
+	}
+}
+
+// answerError is the *Error of an answer that is not a success.
+func answerError(status int, answer []byte) *Error {
+	e := &Error{Status: status}
+	if json.Unmarshal(answer, e) != nil || e.Code == "" {
+		e.Detail = strings.TrimSpace(string(answer))
+	}
+	e.Status = status
+	return e
+}
+
+// Download streams the answer of a GET under /api/v1 (path starts with
+// "/", an export) into w and returns how many bytes it wrote. ctx alone
+// bounds it: an export of a big fleet outlasts the client's timeout of
+// ordinary calls. An error answer is an *Error, as with Do; an answer cut
+// short (the server aborts an export that fails midway) is an error too,
+// never a short success.
+func (c *Client) Download(ctx context.Context, path string, w io.Writer) (int64, error) {
+	hc := *c.http
+	hc.Timeout = 0
+	for attempt := 0; ; attempt++ {
+		tok, err := c.tokens.token()
+		if err != nil {
+			return 0, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/api/v1"+path, nil)
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Access-Key", tok)
+		res, err := hc.Do(req)
+		if err != nil {
+			return 0, fmt.Errorf("cannot reach mountd at %s: %w", c.base, err)
+		}
+		if res.StatusCode/100 != 2 {
+			answer, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
+			res.Body.Close()
+			if err != nil {
+				return 0, err
+			}
+			if res.StatusCode == http.StatusUnauthorized && attempt == 0 && c.tokens.refused() {
+				continue
+			}
+			return 0, answerError(res.StatusCode, answer)
+		}
+		n, err := io.Copy(w, res.Body)
+		res.Body.Close()
+		if err != nil {
+			return n, fmt.Errorf("GET %s: the answer ended after %d bytes: %w", path, n, err)
+		}
+		return n, nil
 	}
 }
 

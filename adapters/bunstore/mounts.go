@@ -381,19 +381,7 @@ func (s *Store) ListMounts(ctx context.Context, accountID string, f core.MountFi
 	q := s.db.NewSelect().Model(&rows).
 		Where("owner_account_id = ?", accountID).
 		Where(liveAssociation, millis(now))
-	if f.MACAddress != nil {
-		q = q.Where("mac_address = ?", strings.ToUpper(*f.MACAddress))
-	}
-	if f.MountUID != nil {
-		q = q.Where("uid = ?", *f.MountUID)
-	}
-	if f.SerialNumber != nil {
-		q = q.Where("serial_number = ?", *f.SerialNumber)
-	}
-	if f.UIDs != nil {
-		q = q.Where("uid IN (?)", bun.In(f.UIDs))
-	}
-	total, err := q.Order("uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := filterMounts(q, f).Order("uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -413,6 +401,25 @@ func (s *Store) ListMounts(ctx context.Context, accountID string, f core.MountFi
 		}
 	}
 	return mounts, total, nil
+}
+
+// filterMounts narrows a select of mounts by f. Its column names are the
+// mounts table's alone, so it also serves a select joined with the latest
+// states (EachMount).
+func filterMounts(q *bun.SelectQuery, f core.MountFilter) *bun.SelectQuery {
+	if f.MACAddress != nil {
+		q = q.Where("mac_address = ?", strings.ToUpper(*f.MACAddress))
+	}
+	if f.MountUID != nil {
+		q = q.Where("uid = ?", *f.MountUID)
+	}
+	if f.SerialNumber != nil {
+		q = q.Where("serial_number = ?", *f.SerialNumber)
+	}
+	if f.UIDs != nil {
+		q = q.Where("uid IN (?)", bun.In(f.UIDs))
+	}
+	return q
 }
 
 // IdleDeadlines implements core.MountStore.

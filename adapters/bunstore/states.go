@@ -184,6 +184,19 @@ func (s *Store) latestFor(ctx context.Context, db bun.IDB, accountID string, uid
 func (s *Store) ListStates(ctx context.Context, uid, accountID string, f core.StateFilter, p core.Page) ([]core.StateEntry, int, error) {
 	var rows []stateRow
 	q := s.db.NewSelect().Model(&rows).Where("mount_uid = ? AND account_id = ?", uid, accountID)
+	total, err := filterStates(q, f).OrderExpr("occurred_at DESC, code, value").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]core.StateEntry, len(rows))
+	for i, r := range rows {
+		out[i] = r.toEntry()
+	}
+	return out, total, nil
+}
+
+// filterStates narrows a select of history entries by f.
+func filterStates(q *bun.SelectQuery, f core.StateFilter) *bun.SelectQuery {
 	if f.Code != nil {
 		q = q.Where("code = ?", string(*f.Code))
 	}
@@ -193,15 +206,7 @@ func (s *Store) ListStates(ctx context.Context, uid, accountID string, f core.St
 	if f.To != nil {
 		q = q.Where("occurred_at < ?", millis(*f.To))
 	}
-	total, err := q.OrderExpr("occurred_at DESC, code, value").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	out := make([]core.StateEntry, len(rows))
-	for i, r := range rows {
-		out[i] = r.toEntry()
-	}
-	return out, total, nil
+	return q
 }
 
 // live is the row's liveAssociation at now.

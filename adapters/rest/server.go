@@ -33,6 +33,7 @@ type Deps struct {
 	Firmware Firmware
 	Events   Events
 	Webhooks Webhooks
+	Exports  Exports
 	// Blobs serves local firmware files; nil with S3 storage.
 	Blobs  BlobOpener
 	Checks []Checker
@@ -85,6 +86,8 @@ func NewServer(d Deps) *Server {
 	api.Handle("POST /api/v1/webhooks/{id}/rotate-secret", s.authed(s.rotateWebhookSecret))
 	api.Handle("POST /api/v1/webhooks/{id}/test", s.authed(s.testWebhook))
 	api.Handle("GET /api/v1/webhooks/{id}/deliveries", s.authed(s.webhookDeliveries))
+	api.Handle("GET /api/v1/exports/mounts", s.authed(s.exportMounts))
+	api.Handle("GET /api/v1/exports/states", s.authed(s.exportStates))
 	Fallback(api, "/api/v1/", d.Logger)
 	mux.Handle("/api/v1/", LimitBody(api))
 	Fallback(mux, "/", d.Logger)

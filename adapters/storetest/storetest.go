@@ -30,6 +30,7 @@ type Store interface {
 	core.UserStore
 	core.SessionStore
 	core.Housekeeping
+	core.ExportStore
 	// WebhookBodyStats says how many webhook bodies the store holds and
 	// their total length: the suite's view of what deliveries cost.
 	WebhookBodyStats(ctx context.Context) (count int, size int64, err error)
@@ -61,6 +62,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"OpenSignIns", openSignIns},
 		{"TrimRefreshTokens", trimRefreshTokens},
 		{"Retention", retention},
+		{"Exports", exports},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}

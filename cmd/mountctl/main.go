@@ -79,6 +79,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 			eventsCommand(s, out),
 			webhooksCommand(s, out),
 			firmwareCommand(s, out),
+			exportCommand(s, out),
 		},
 	}
 }

@@ -153,10 +153,17 @@ func (b *browserSession) evalString(js string) string {
 // built (its Blob, caught on its way to URL.createObjectURL).
 func (b *browserSession) downloadCSV() string {
 	b.t.Helper()
+	return b.saved(`document.getElementById('csv').click()`)
+}
+
+// saved runs click, which saves a file, and returns the file (its Blob,
+// caught on its way to URL.createObjectURL).
+func (b *browserSession) saved(click string) string {
+	b.t.Helper()
 	b.eval(`window.__csv = undefined; if (!window.__blobHook) { window.__blobHook = true; const orig = URL.createObjectURL;
 	  URL.createObjectURL = (blob) => { blob.text().then((t) => { window.__csv = t; }); return orig(blob); }; }
-	  document.getElementById('csv').click()`)
-	b.waitJS("the CSV is built", `typeof window.__csv === 'string'`, 5*time.Second)
+	  ` + click)
+	b.waitJS("the file is saved", `typeof window.__csv === 'string'`, 10*time.Second)
 	return b.evalString(`window.__csv`)
 }
 
@@ -310,6 +317,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the CSV of the search:\n%s", got)
 	}
 	b.eval(`{ const c = document.querySelector('input[data-column=serialNumber]'); c.checked = true; c.dispatchEvent(new Event('change')) }`)
+	// The server's export of the whole fleet, every field (owners).
+	if got := b.saved(`document.querySelector('#export-fleet button[data-format=csv]').click()`); !strings.HasPrefix(got, mountsHeader+"\r\n") ||
+		!strings.Contains(got, "\r\nMNT-0001,Front door,") {
+		t.Fatalf("the fleet's export:\n%s", got)
+	}
 	if got := b.evalString(`localStorage.getItem('mountd.console.hiddenColumns')`); got != "[]" {
 		t.Fatalf("hidden columns kept as %q", got)
 	}
@@ -345,6 +357,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("mount page title %q", got)
 	}
 	b.waitJS("the command audit lists the association", `document.body.innerText.includes('ASSOCIATE_OWNER')`, 5*time.Second)
+	if got := b.saved(`document.querySelector('#export-history button[data-format=ndjson]').click()`); !strings.HasPrefix(got, `{"uid":"MNT-0001","code":`) ||
+		!strings.HasSuffix(got, `"verified":false}`+"\n") {
+		t.Fatalf("the mount's history export:\n%s", got)
+	}
 
 	// The events page hides state reports unless asked for them.
 	b.step("open the events", chromedp.Navigate(in.base+"/console/#/events"), chromedp.WaitVisible(chromedp.CSS(`#events`)))
@@ -390,9 +406,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	r.waitJS("rita's overview", `document.querySelector('#count-all .value')?.textContent === '1' && !document.getElementById('count-webhooks')`, 10*time.Second)
 	r.step("rita's fleet", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)))
 	r.waitJS("rita's fleet", `document.querySelectorAll('#fleet tbody tr[data-uid]').length === 1 && `+row(uids[1])+` !== null`, 10*time.Second)
-	r.waitJS("no owner actions", `!document.getElementById('associate-link') && document.querySelector('#nav [data-owner]').hidden`, time.Second)
+	r.waitJS("no owner actions", `!document.getElementById('associate-link') && !document.getElementById('export-fleet') && document.querySelector('#nav [data-owner]').hidden`, time.Second)
 	r.step("open rita's mount", chromedp.Navigate(in.base+"/console/#/mounts/"+uids[1]), chromedp.WaitVisible(chromedp.CSS(`#mount-uid`)))
-	r.waitJS("no abandon button", `!document.getElementById('abandon')`, time.Second)
+	r.waitJS("no abandon button nor export", `!document.getElementById('abandon') && !document.getElementById('export-history')`, time.Second)
 
 	// Signing out ends the sign-in: the page is signed out, and the refresh
 	// token it held no longer works.

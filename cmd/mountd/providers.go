@@ -48,6 +48,7 @@ var storeSet = wire.NewSet(
 	wire.Bind(new(keyring.SigningKeyStore), new(*bunstore.Store)),
 	wire.Bind(new(core.UserStore), new(*bunstore.Store)),
 	wire.Bind(new(core.SessionStore), new(*bunstore.Store)),
+	wire.Bind(new(core.ExportStore), new(*bunstore.Store)),
 )
 
 // mountSet provides the mount service with its signer and the cache,
@@ -117,6 +118,8 @@ var serverSet = wire.NewSet(
 	wire.Bind(new(graph.EventLog), new(*core.EventService)),
 	wire.Bind(new(rest.Events), new(*core.EventService)),
 	wire.Bind(new(rest.Webhooks), new(*core.WebhookService)),
+	core.NewExportService,
+	wire.Bind(new(rest.Exports), new(*core.ExportService)),
 	wire.Bind(new(graph.Webhooks), new(*core.WebhookService)),
 	wire.Struct(new(graph.Resolver), "*"),
 	provideGraphQL,

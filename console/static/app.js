@@ -7,6 +7,7 @@ import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, 
 import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
 import { firmwareView } from "./firmware.js";
+import { download, exportMenu } from "./exports.js";
 
 // ---------- fleet ----------
 
@@ -64,20 +65,12 @@ function hiddenColumns() {
 }
 
 // csvCell quotes a value; text that a spreadsheet would run as a formula
-// (a mount's name is anyone's choice) is prefixed with an apostrophe.
+// (a mount's name is anyone's choice) is prefixed with an apostrophe, unless
+// it is a plain number like -12.5: the server's exports keep the same rule.
 function csvCell(v, text) {
   let s = v === null || v === undefined ? "" : String(v);
-  if (text && /^[=+\-@\t\r]/.test(s)) s = "'" + s;
+  if (text && /^[=+\-@\t\r]/.test(s) && !/^-?[0-9]+(\.[0-9]+)?$/.test(s)) s = "'" + s;
   return /[",\r\n]/.test(s) || s !== s.trim() ? `"${s.replaceAll('"', '""')}"` : s;
-}
-
-function download(name, type, text) {
-  const url = URL.createObjectURL(new Blob([text], { type }));
-  const a = h("a", { href: url, download: name, hidden: true });
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
 function fleetView(query) {
@@ -306,7 +299,10 @@ function fleetView(query) {
         showColumns();
       } }), " " + label))));
   const toolbar = h("div", { class: "toolbar", role: "search" }, search, stateSel, Object.values(boxes), columnsMenu,
-    h("button", { id: "csv", type: "button", onclick: () => download("mounts.csv", "text/csv", csv()) }, "Download CSV"));
+    h("button", { id: "csv", type: "button", onclick: () => download("mounts.csv", "text/csv", csv()) }, "Download CSV"),
+    // The whole fleet from the server, every field (owners): the CSV
+    // button above saves only the rows and columns shown.
+    isOwner() ? exportMenu("export-fleet", "Export", (format) => "/exports/mounts?format=" + format, showError) : "");
 
   const table = h("table", { id: "fleet" }, h("caption", { class: "sr-only" }, "Mounts"), h("thead", {}, thead), tbody);
   function showColumns() {

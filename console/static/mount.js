@@ -2,6 +2,7 @@
 // lock and helmet timeline, the commands to carry, and for owners rename,
 // the command audit and its NFC tags.
 import { gql, live } from "./api.js";
+import { exportMenu } from "./exports.js";
 import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, errorText, statusBox, field, fetchPages } from "./ui.js";
 
 const LEVELS = ["LOW", "MEDIUM", "HIGH"];
@@ -147,7 +148,9 @@ export function mountView(uid) {
     h("p", {}, h("a", { href: "#/fleet" }, "← Fleet")),
     h("section", { class: "card", "aria-labelledby": "mount-title" }, h("h1", { id: "mount-title" }, title, " ", h("span", { id: "mount-uid", class: "muted" }, uid)), values, actions),
     h("section", { class: "card", "aria-labelledby": "identity-title" }, h("h2", { id: "identity-title" }, "Identity"), identity, renameForm?.el ?? ""),
-    h("section", { class: "card", "aria-labelledby": "history-title" }, h("div", { class: "toolbar" }, h("h2", { id: "history-title" }, "History"), field("Period", periodSel)), charts),
+    h("section", { class: "card", "aria-labelledby": "history-title" }, h("div", { class: "toolbar" }, h("h2", { id: "history-title" }, "History"), field("Period", periodSel),
+      // The whole history, not only the period shown (owners).
+      isOwner() ? exportMenu("export-history", "Export", (f) => `/exports/states?mountUid=${encodeURIComponent(uid)}&format=${f}`, showError) : ""), charts),
     commandForm,
     isOwner() ? h("section", { class: "card", "aria-labelledby": "audit-title" }, h("h2", { id: "audit-title" }, "Command audit"),
       h("p", { class: "muted" }, "The newest 50 commands issued for this mount."),
