@@ -96,7 +96,10 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			}
 			if n, _ := res.RowsAffected(); n == 1 {
 				out, claimed = *row, true
-				return s.appendEvent(ctx, tx, e, &out)
+				if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+					return err
+				}
+				return s.recordAudit(ctx, tx)
 			}
 			// Taking an INACTIVE mount starts a new association: the former
 			// owner's name goes, the device's own fields stay.
@@ -131,7 +134,10 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			if err := s.unlinkOtherAccounts(ctx, tx, c.UID, c.AccountID); err != nil {
 				return err
 			}
-			return s.appendEvent(ctx, tx, e, &out)
+			if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+				return err
+			}
+			return s.recordAudit(ctx, tx)
 		})
 		if err != nil {
 			return core.Mount{}, err
@@ -161,7 +167,10 @@ func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, n
 		if err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, e, &out)
+		if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+			return err
+		}
+		return s.recordAudit(ctx, tx)
 	})
 	if err == nil {
 		return out.toMount(), true, nil
@@ -219,7 +228,10 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 		if err := s.unlinkOtherAccounts(ctx, tx, uid, ""); err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, e, &out)
+		if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+			return err
+		}
+		return s.recordAudit(ctx, tx)
 	})
 	if err != nil {
 		return core.Mount{}, err
@@ -249,7 +261,10 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.
 		if err != nil {
 			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
 		}
-		return s.appendEvent(ctx, tx, e, &out)
+		if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+			return err
+		}
+		return s.recordAudit(ctx, tx)
 	})
 	if err != nil {
 		return core.Mount{}, err
@@ -260,8 +275,8 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.
 // RekeyMount implements core.MountStore.
 func (s *Store) RekeyMount(ctx context.Context, uid, accountID string, key core.MountKey, now time.Time) (core.Mount, error) {
 	var out mountRow
-	err := s.write(ctx, func() error {
-		return s.db.NewRaw(`UPDATE mounts SET key_id = ?, public_key = ?, sealed_private_key = ?, updated_at = ?
+	err := s.writeAudited(ctx, func(ctx context.Context, db bun.IDB) error {
+		return db.NewRaw(`UPDATE mounts SET key_id = ?, public_key = ?, sealed_private_key = ?, updated_at = ?
 			WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
 			RETURNING *`, key.ID, hex.EncodeToString(key.PublicKey), key.SealedPrivateKey, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
 	})
@@ -274,8 +289,8 @@ func (s *Store) RekeyMount(ctx context.Context, uid, accountID string, key core.
 // UpdateMount implements core.MountStore.
 func (s *Store) UpdateMount(ctx context.Context, uid, accountID string, u core.MountUpdate, now time.Time) (core.Mount, error) {
 	var out mountRow
-	err := s.write(ctx, func() error {
-		return s.db.NewRaw(`UPDATE mounts SET name = COALESCE(?, name), software_revision = COALESCE(?, software_revision),
+	err := s.writeAudited(ctx, func(ctx context.Context, db bun.IDB) error {
+		return db.NewRaw(`UPDATE mounts SET name = COALESCE(?, name), software_revision = COALESCE(?, software_revision),
 				updated_at = CASE WHEN ? THEN ? ELSE updated_at END
 			WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
 			RETURNING *`, u.Name, u.SoftwareRevision, u.Name != nil || u.SoftwareRevision != nil, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)

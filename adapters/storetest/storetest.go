@@ -27,6 +27,7 @@ type Store interface {
 	core.UserStore
 	core.SessionStore
 	core.Housekeeping
+	core.AuditLog
 	// WebhookBodyStats says how many webhook bodies the store holds and
 	// their total length: the suite's view of what deliveries cost.
 	WebhookBodyStats(ctx context.Context) (count int, size int64, err error)
@@ -57,6 +58,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"OpenSignIns", openSignIns},
 		{"TrimRefreshTokens", trimRefreshTokens},
 		{"Retention", retention},
+		{"AuditLog", auditLog},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
