@@ -75,6 +75,9 @@ func (p Principal) Actor() Actor {
 		if name == "" {
 			name = p.ClientID
 		}
+		if len(name) > maxAuditFilter {
+			name = strings.ToValidUTF8(name[:maxAuditFilter], "") // an external issuer's claim, of any length
+		}
 		return Actor{Type: ActorUser, ID: p.ClientID, Name: name}
 	}
 	return Actor{Type: ActorClient, ID: p.ClientID, Name: p.ClientID}

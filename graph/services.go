@@ -61,3 +61,8 @@ type Webhooks interface {
 	RotateSecret(ctx context.Context, p core.Principal, id string) (string, error)
 	Deliveries(ctx context.Context, p core.Principal, id string, page core.Page) ([]core.Delivery, core.Pagination, error)
 }
+
+// Audit is what they ask of the audit log.
+type Audit interface {
+	Audit(ctx context.Context, p core.Principal, r core.AuditRequest) (core.AuditPage, error)
+}

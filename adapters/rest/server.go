@@ -33,6 +33,7 @@ type Deps struct {
 	Firmware Firmware
 	Events   Events
 	Webhooks Webhooks
+	Audit    Audit
 	// Blobs serves local firmware files; nil with S3 storage.
 	Blobs  BlobOpener
 	Checks []Checker
@@ -84,6 +85,7 @@ func NewServer(d Deps) *Server {
 	api.Handle("DELETE /api/v1/webhooks/{id}", s.authed(s.deleteWebhook))
 	api.Handle("POST /api/v1/webhooks/{id}/rotate-secret", s.authed(s.rotateWebhookSecret))
 	api.Handle("GET /api/v1/webhooks/{id}/deliveries", s.authed(s.webhookDeliveries))
+	api.Handle("GET /api/v1/audit", s.authed(s.listAudit))
 	mux.Handle("/api/v1/", LimitBody(RouteProblems(api, d.Logger)))
 
 	s.handler = RouteProblems(mux, d.Logger)
@@ -172,7 +174,10 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, core.Principa
 				return
 			}
 		}
-		h(w, r.WithContext(core.WithPrincipal(r.Context(), p)), p)
+		// The caller's address goes with the principal: a change records
+		// it in the audit log.
+		ctx := core.WithSource(core.WithPrincipal(r.Context(), p), httpobs.SourceAddress(r))
+		h(w, r.WithContext(ctx), p)
 	})
 }
 
@@ -182,7 +187,7 @@ func (s *Server) RequireToken(next http.Handler) http.Handler {
 	authed := s.authed(func(w http.ResponseWriter, r *http.Request, _ core.Principal) { next.ServeHTTP(w, r) })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, r.WithContext(core.WithSource(r.Context(), httpobs.SourceAddress(r))))
 			return
 		}
 		authed.ServeHTTP(w, r)

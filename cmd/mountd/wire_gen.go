@@ -94,6 +94,8 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	cursorCodec := provideCursorCodec(sealer)
 	webhookDeps := provideWebhookDeps(cfg, store, sealer, fleet, cursorCodec, logger)
 	webhookService := core.NewWebhookService(webhookDeps)
+	auditCursors := provideAuditCursors(sealer)
+	auditService := core.NewAuditService(store, auditCursors)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
 	rateLimiter := mainSharedState.Rates
@@ -107,6 +109,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Firmware:  firmwareService,
 		Events:    eventService,
 		Webhooks:  webhookService,
+		Audit:     auditService,
 		Blobs:     blobOpener,
 		Checks:    v,
 		RateLimit: apiRateLimit,
@@ -120,6 +123,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		FirmwareService: firmwareService,
 		EventLog:        eventService,
 		WebhookService:  webhookService,
+		AuditLog:        auditService,
 		Logger:          logger,
 		Cursors:         cursorCodec,
 	}
@@ -235,6 +239,24 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 	return mountService, func() {
 		cleanup3()
 		cleanup2()
+		cleanup()
+	}, nil
+}
+
+// newAuditService wires what `mountd audit` needs.
+func newAuditService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.AuditService, func(), error) {
+	store, cleanup, err := provideStore(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	sealer, err := provideSealer(cfg, logger)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	auditCursors := provideAuditCursors(sealer)
+	auditService := core.NewAuditService(store, auditCursors)
+	return auditService, func() {
 		cleanup()
 	}, nil
 }
