@@ -283,7 +283,9 @@ func TestAuditEveryChange(t *testing.T) {
 			// change of A's mount, a bad webhook, an unknown user.
 			before := len(a.auditREST(t, nil).Entries)
 			for _, fail := range []func() (*http.Response, []byte){
-				func() (*http.Response, []byte) { return b.call(http.MethodPost, "/api/v1/mounts", map[string]any{"uid": "AU-6"}) },
+				func() (*http.Response, []byte) {
+					return b.call(http.MethodPost, "/api/v1/mounts", map[string]any{"uid": "AU-6"})
+				},
 				func() (*http.Response, []byte) {
 					return b.call(http.MethodPatch, "/api/v1/mounts/AU-6", map[string]any{"name": "mine"})
 				},
