@@ -7,6 +7,7 @@ import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, 
 import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
 import { firmwareView } from "./firmware.js";
+import { auditView } from "./audit.js";
 
 // ---------- fleet ----------
 
@@ -586,6 +587,7 @@ function route() {
   else if (path === "#/webhooks" && isOwner()) v = webhooksView();
   else if (path === "#/firmware") v = firmwareView();
   else if (path === "#/associate" && isOwner()) v = associateView();
+  else if (path === "#/audit" && isOwner()) v = auditView(query);
   else v = overviewView();
   current = typeof v === "function" ? { stop: v } : v;
   current.path = path;
