@@ -131,18 +131,8 @@ func (s *Store) ReadAudit(ctx context.Context, q core.AuditQuery) ([]core.AuditE
 	return out, nil
 }
 
-// PruneAudit implements core.Housekeeping.
+// PruneAudit implements core.Housekeeping: the oldest entries first.
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
-	var n int
-	err := s.write(ctx, func() error {
-		res, err := s.db.NewRaw(`DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at < ? ORDER BY at LIMIT ?)`,
-			millis(before), limit).Exec(ctx)
-		if err != nil {
-			return err
-		}
-		rows, err := res.RowsAffected()
-		n = int(rows)
-		return err
-	})
-	return n, err
+	return s.pruneRows(ctx, `DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at < ? ORDER BY at LIMIT ?)`,
+		millis(before), limit)
 }
