@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mountd/mountd/core"
 )
@@ -71,6 +72,31 @@ func findEntry(entries []auditView, action, target string) (auditView, bool) {
 		}
 	}
 	return auditView{}, false
+}
+
+// eventually reads the log until it holds the entry pass picks. On
+// PostgreSQL an entry is read once every older transaction of the cluster
+// has ended (the log's order, docs/architecture.md), which other tests'
+// transactions may delay by a moment.
+func eventually(t *testing.T, read func() []auditView, pass func(auditView) bool) (auditView, []auditView, bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		log := read()
+		for _, e := range log {
+			if pass(e) {
+				return e, log, true
+			}
+		}
+		if time.Now().After(deadline) {
+			return auditView{}, log, false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func is(action, target string) func(auditView) bool {
+	return func(e auditView) bool { return e.Action == action && e.Target == target }
 }
 
 // TestAuditEveryChange: every kind of change, made through the API,
@@ -210,8 +236,7 @@ func TestAuditEveryChange(t *testing.T) {
 					target = "webhook:" + hookGQL
 				}
 				if installation[c.action] {
-					log := in.auditCLI(t, "").Entries
-					e, ok := findEntry(log, c.action, target)
+					e, log, ok := eventually(t, func() []auditView { return in.auditCLI(t, "").Entries }, is(c.action, target))
 					if !ok {
 						t.Fatalf("change %d (%s %s via %s) not in mountd audit: %+v", i, c.action, target, c.via, log)
 					}
@@ -225,16 +250,16 @@ func TestAuditEveryChange(t *testing.T) {
 					continue
 				}
 				var e auditView
-				for reader, log := range map[string][]auditView{"api": a.auditREST(t, nil).Entries, "graphql": a.auditGraphQL(t).Entries,
-					"cli": in.auditCLI(t, a.creds.AccountID).Entries} {
-					found, ok := findEntry(log, c.action, target)
-					if !ok && strings.HasPrefix(c.action, "user.") {
-						for _, x := range log {
-							if x.Action == c.action && x.Details["username"] == "ana" {
-								found, ok = x, true
-							}
-						}
-					}
+				pass := is(c.action, target)
+				if target == "" { // a user's id is the server's
+					pass = func(x auditView) bool { return x.Action == c.action && x.Details["username"] == "ana" }
+				}
+				for reader, read := range map[string]func() []auditView{
+					"api":     func() []auditView { return a.auditREST(t, nil).Entries },
+					"graphql": func() []auditView { return a.auditGraphQL(t).Entries },
+					"cli":     func() []auditView { return in.auditCLI(t, a.creds.AccountID).Entries },
+				} {
+					found, log, ok := eventually(t, read, pass)
 					if !ok {
 						t.Fatalf("change %d (%s %s via %s) not found through %s: %+v", i, c.action, target, c.via, reader, log)
 					}
@@ -256,7 +281,7 @@ func TestAuditEveryChange(t *testing.T) {
 				}
 				seen[c.action] = true
 			}
-			if e, ok := findEntry(in.auditCLI(t, "").Entries, "account.create", "account:"+b.creds.AccountID); !ok || e.Details["name"] != "B" {
+			if e, _, ok := eventually(t, func() []auditView { return in.auditCLI(t, "").Entries }, is("account.create", "account:"+b.creds.AccountID)); !ok || e.Details["name"] != "B" {
 				t.Fatalf("account.create of B: %+v", e)
 			}
 			seen["account.create"] = true
@@ -275,7 +300,8 @@ func TestAuditEveryChange(t *testing.T) {
 			if res, body := in.do(req); res.StatusCode != http.StatusOK {
 				t.Fatalf("claim behind the proxy: %d %s", res.StatusCode, body)
 			}
-			if e, ok := findEntry(a.auditREST(t, nil).Entries, "mount.request-association", "mount:AU-6"); !ok || e.SourceAddress != "203.0.113.9" {
+			// Once this newest entry is read, every older one is too.
+			if e, _, ok := eventually(t, func() []auditView { return a.auditREST(t, nil).Entries }, is("mount.request-association", "mount:AU-6")); !ok || e.SourceAddress != "203.0.113.9" {
 				t.Fatalf("behind a trusted proxy: %+v", e)
 			}
 
