@@ -90,7 +90,11 @@ func (s *AccountService) Create(ctx context.Context, name string) (NewAccount, e
 	now := s.now().UTC()
 	acc := Account{ID: "acc_" + randomHex(12), Name: name, CreatedAt: now}
 	cl := APIClient{ClientID: "cli_" + randomHex(12), AccountID: acc.ID, SecretHash: hash, CreatedAt: now}
-	if err := s.store.CreateAccount(ctx, acc, cl); err != nil {
+	// Creating an account changes the installation: no account's log
+	// holds it (docs/api.md, "Audit log").
+	actx := byOperator(ctx, "", now, AuditAccountCreate, AuditTarget("account", acc.ID),
+		map[string]any{"name": name, "clientId": cl.ClientID})
+	if err := s.store.CreateAccount(actx, acc, cl); err != nil {
 		return NewAccount{}, err
 	}
 	return NewAccount{AccountID: acc.ID, ClientID: cl.ClientID, ClientSecret: secret}, nil
@@ -110,7 +114,8 @@ func (s *AccountService) RotateSecret(ctx context.Context, accountID string) (Ne
 	if err != nil {
 		return NewAccount{}, err
 	}
-	ids, err := s.store.ReplaceClientSecrets(ctx, accountID, hash)
+	actx := byOperator(ctx, accountID, s.now(), AuditAccountRotateSecret, AuditTarget("account", accountID), nil)
+	ids, err := s.store.ReplaceClientSecrets(actx, accountID, hash)
 	if err != nil {
 		return NewAccount{}, err
 	}

@@ -107,7 +107,10 @@ func (s *FirmwareService) Publish(ctx context.Context, model, revision string, a
 	}
 	fw := FirmwareVersion{ModelNumber: model, SoftwareRevision: ver.String(), AvailableSince: since,
 		Mandatory: mandatory, SHA256: sum, Size: size, BlobKey: key}
-	if err := s.store.InsertFirmware(ctx, fw); err != nil {
+	actx := byOperator(ctx, "", s.now(), AuditFirmwarePublish, firmwareTarget(model, fw.SoftwareRevision),
+		map[string]any{"modelNumber": model, "softwareRevision": fw.SoftwareRevision, "availableSince": FormatTime(since),
+			"mandatory": mandatory, "sha256": sum, "size": size})
+	if err := s.store.InsertFirmware(actx, fw); err != nil {
 		if derr := s.blobs.Delete(context.WithoutCancel(ctx), key); derr != nil {
 			s.logger.ErrorContext(ctx, "remove blob of failed publish", "key", key, "err", derr)
 		}
@@ -124,7 +127,13 @@ func (s *FirmwareService) Deprecate(ctx context.Context, model, revision string)
 	if v, err := semver.StrictNewVersion(revision); err == nil {
 		revision = v.String()
 	}
-	return s.store.DeprecateFirmware(ctx, model, revision)
+	actx := byOperator(ctx, "", s.now(), AuditFirmwareDeprecate, firmwareTarget(model, revision), nil)
+	return s.store.DeprecateFirmware(actx, model, revision)
+}
+
+// firmwareTarget names a version in the audit log.
+func firmwareTarget(model, revision string) string {
+	return AuditTarget("firmware", model+"@"+revision)
 }
 
 // List handles GET /firmware/versions.

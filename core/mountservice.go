@@ -86,7 +86,8 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 	s.expire(ctx, uid)
 	now := s.clock()
 	ev := &Event{Type: EventAssociationRequested, UID: uid, AccountID: p.AccountID, OccurredAt: now}
-	m, err := s.mounts.ClaimMount(ctx, Claim{UID: uid, AccountID: p.AccountID, Fields: f, Key: key,
+	actx := byPrincipal(ctx, p, now, AuditMountRequest, AuditTarget("mount", uid), mountFieldDetails(f))
+	m, err := s.mounts.ClaimMount(actx, Claim{UID: uid, AccountID: p.AccountID, Fields: f, Key: key,
 		Now: now, Deadline: now.Add(time.Duration(s.window))}, ev)
 	if err != nil {
 		return nil, err
@@ -116,7 +117,8 @@ func (s *MountService) ConfirmAssociation(ctx context.Context, p Principal, uid 
 	}
 	now := s.clock()
 	ev := &Event{Type: EventAssociationConfirmed, UID: uid, AccountID: p.AccountID, OccurredAt: now}
-	m, ok, err := s.mounts.ConfirmAssociation(ctx, uid, p.AccountID, now, ev)
+	m, ok, err := s.mounts.ConfirmAssociation(byPrincipal(ctx, p, now, AuditMountConfirm, AuditTarget("mount", uid), nil),
+		uid, p.AccountID, now, ev)
 	if err != nil {
 		return Mount{}, err
 	}
@@ -331,7 +333,9 @@ func (s *MountService) UpdateMount(ctx context.Context, p Principal, uid string,
 	if err := ValidateMountUpdate(u); err != nil {
 		return Mount{}, err
 	}
-	m, err := s.mounts.UpdateMount(ctx, uid, p.AccountID, u, s.clock())
+	now := s.clock()
+	m, err := s.mounts.UpdateMount(byPrincipal(ctx, p, now, AuditMountUpdate, AuditTarget("mount", uid), mountUpdateDetails(u)),
+		uid, p.AccountID, u, now)
 	if err != nil {
 		return Mount{}, err
 	}
@@ -344,8 +348,10 @@ func (s *MountService) DeleteMount(ctx context.Context, p Principal, uid string)
 	if err := p.AuthorizeMount(ActionDeleteMount, uid); err != nil {
 		return err
 	}
-	ev := &Event{Type: EventDeleted, UID: uid, AccountID: p.AccountID, OccurredAt: s.clock()}
-	if _, err := s.mounts.DeleteMount(ctx, uid, p.AccountID, ev); err != nil {
+	now := s.clock()
+	ev := &Event{Type: EventDeleted, UID: uid, AccountID: p.AccountID, OccurredAt: now}
+	actx := byPrincipal(ctx, p, now, AuditMountDelete, AuditTarget("mount", uid), nil)
+	if _, err := s.mounts.DeleteMount(actx, uid, p.AccountID, ev); err != nil {
 		return err
 	}
 	wake(ctx, s.waker, s.logger, ev)
@@ -361,7 +367,8 @@ func (s *MountService) AbandonMount(ctx context.Context, p Principal, uid string
 	}
 	now := s.clock()
 	ev := &Event{Type: EventAbandoned, UID: uid, AccountID: p.AccountID, OccurredAt: now}
-	if _, err := s.mounts.AbandonMount(ctx, uid, p.AccountID, now, ev); err != nil {
+	actx := byPrincipal(ctx, p, now, AuditMountAbandon, AuditTarget("mount", uid), nil)
+	if _, err := s.mounts.AbandonMount(actx, uid, p.AccountID, now, ev); err != nil {
 		return err
 	}
 	wake(ctx, s.waker, s.logger, ev)
@@ -468,7 +475,8 @@ func (s *MountService) CommandAudit(ctx context.Context, p Principal, uid string
 }
 
 // RotateKey gives an owned mount a new key pair; the next ASSOCIATE_OWNER
-// carries it (mountd keys rotate).
+// carries it (mountd keys rotate). It is a change to the installation: the
+// operator's, whoever owns the mount.
 func (s *MountService) RotateKey(ctx context.Context, uid string) (Mount, error) {
 	m, err := s.mounts.Mount(ctx, uid)
 	if err != nil {
@@ -481,7 +489,9 @@ func (s *MountService) RotateKey(ctx context.Context, uid string) (Mount, error)
 	if err != nil {
 		return Mount{}, err
 	}
-	return s.mounts.RekeyMount(ctx, uid, m.OwnerID, key, s.clock())
+	now := s.clock()
+	actx := byOperator(ctx, "", now, AuditKeysRotate, AuditTarget("mount", uid), map[string]any{"keyId": key.ID})
+	return s.mounts.RekeyMount(actx, uid, m.OwnerID, key, now)
 }
 
 // issue builds, signs and records one command.

@@ -154,7 +154,8 @@ func (s *NfcService) SyncTags(ctx context.Context, p Principal, mountUID string,
 	sort.Strings(uids)
 	now := s.now().UTC().Truncate(time.Millisecond)
 	ev := &Event{Type: EventNfcTagsSynced, UID: mountUID, AccountID: p.AccountID, OccurredAt: now}
-	added, removed, err := s.tags.SyncTags(ctx, p.AccountID, mountUID, uids, now, ev)
+	actx := byPrincipal(ctx, p, now, AuditNfcTagsSync, AuditTarget("mount", mountUID), map[string]any{"tagUids": uids})
+	added, removed, err := s.tags.SyncTags(actx, p.AccountID, mountUID, uids, now, ev)
 	if err != nil {
 		return SyncResult{}, err
 	}
@@ -181,7 +182,11 @@ func (s *NfcService) UpdateTag(ctx context.Context, p Principal, uid string, u N
 	if err := v.Err(); err != nil {
 		return NfcTag{}, err
 	}
-	return s.tags.UpdateTag(ctx, p.AccountID, NormalizeTagUID(uid), u, s.now().UTC().Truncate(time.Millisecond))
+	now := s.now().UTC().Truncate(time.Millisecond)
+	tag := NormalizeTagUID(uid)
+	details := setFields(map[string]any{}, map[string]*string{"name": u.Name, "color": u.Color, "iconName": u.IconName})
+	return s.tags.UpdateTag(byPrincipal(ctx, p, now, AuditNfcTagUpdate, AuditTarget("nfc-tag", tag), details),
+		p.AccountID, tag, u, now)
 }
 
 // TagsOfMounts returns the tags authorised on each of the mounts the

@@ -13,6 +13,10 @@ type Principal struct {
 	// token, never the token), for bounds per token; "" when unknown.
 	TokenID   string
 	ExpiresAt time.Time
+	// Person says that the token is a person's (ClientID is then the
+	// user id), and Name is the person's username when the token says it.
+	Person bool
+	Name   string
 	Grant
 }
 
@@ -40,6 +44,8 @@ const (
 	// ActionManageWebhooks is owner-only: a webhook receives every event
 	// of the account.
 	ActionManageWebhooks Action = "webhooks.manage"
+	// ActionReadAudit is owner-only: the audit log names every actor.
+	ActionReadAudit Action = "audit.read"
 )
 
 // restrictedActions is what role:restricted may do (docs/api.md, "Identity"); owners may

@@ -33,12 +33,15 @@ type Housekeeping interface {
 	// PruneSignIns removes sign-ins begun before requestsBefore and
 	// refresh tokens that expired before tokensBefore.
 	PruneSignIns(ctx context.Context, requestsBefore, tokensBefore time.Time, limit int) (int, error)
+	// PruneAudit removes audit entries recorded before before.
+	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // RetentionPolicy is how long each kind of record is kept; zero keeps all.
 type RetentionPolicy struct {
 	States     time.Duration
 	Deliveries time.Duration
+	Audit      time.Duration
 }
 
 // Retention keeps storage bounded: it prepares the state history ahead of
@@ -76,6 +79,11 @@ func (r *Retention) RunOnce(ctx context.Context) error {
 		if err := drain(ctx, func() (int, error) {
 			return r.store.PruneDeliveries(ctx, now.Add(-r.policy.Deliveries), pruneBatch)
 		}); err != nil {
+			return err
+		}
+	}
+	if r.policy.Audit > 0 {
+		if err := drain(ctx, func() (int, error) { return r.store.PruneAudit(ctx, now.Add(-r.policy.Audit), pruneBatch) }); err != nil {
 			return err
 		}
 	}

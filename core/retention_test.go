@@ -37,6 +37,9 @@ func (h *housekeepingLog) PruneStates(_ context.Context, before time.Time, limit
 func (h *housekeepingLog) PruneDeliveries(_ context.Context, before time.Time, limit int) (int, error) {
 	return h.prune("deliveries", before, limit)
 }
+func (h *housekeepingLog) PruneAudit(_ context.Context, before time.Time, limit int) (int, error) {
+	return h.prune("audit", before, limit)
+}
 func (h *housekeepingLog) PruneSignIns(_ context.Context, requestsBefore, _ time.Time, limit int) (int, error) {
 	return h.prune("signins", requestsBefore, limit)
 }
@@ -52,7 +55,8 @@ func TestRetentionRunOnce(t *testing.T) {
 	}{
 		{"defaults, little to prune", core.RetentionPolicy{States: 90 * day, Deliveries: 30 * day}, map[string]int{"states": 10}, 3},
 		{"a backlog is pruned in batches", core.RetentionPolicy{States: 90 * day, Deliveries: 30 * day}, map[string]int{"states": 12_000}, 5},
-		{"zero keeps all", core.RetentionPolicy{}, map[string]int{"states": 12_000, "deliveries": 9}, 1},
+		{"zero keeps all", core.RetentionPolicy{}, map[string]int{"states": 12_000, "deliveries": 9, "audit": 3}, 1},
+		{"the audit log after a year", core.RetentionPolicy{Audit: core.DefaultAuditRetention}, map[string]int{"audit": 5001, "states": 1}, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &housekeepingLog{cuts: map[string]time.Time{}, rows: tt.rows}
@@ -72,6 +76,12 @@ func TestRetentionRunOnce(t *testing.T) {
 			}
 			if tt.policy.States == 0 && h.rows["states"] == 0 {
 				t.Fatal("states pruned with no retention")
+			}
+			if tt.policy.Audit > 0 && (!h.cuts["audit"].Equal(now.Add(-8760*time.Hour)) || h.rows["audit"] != 0) {
+				t.Fatalf("audit cut at %v with %d left", h.cuts["audit"], h.rows["audit"])
+			}
+			if tt.policy.Audit == 0 && h.rows["audit"] != 3 && tt.rows["audit"] == 3 {
+				t.Fatal("audit entries pruned with no retention")
 			}
 			if !h.cuts["signins"].Equal(now.Add(-time.Hour)) {
 				t.Fatalf("sign-ins cut at %v, want an hour back", h.cuts["signins"])

@@ -146,7 +146,9 @@ func (s *UserService) Create(ctx context.Context, in NewUser) (User, error) {
 		return User{}, err
 	}
 	u.PasswordHash = hash
-	if err := s.store.CreateUser(ctx, u); err != nil {
+	actx := byOperator(ctx, u.AccountID, u.CreatedAt, AuditUserCreate, AuditTarget("user", u.ID),
+		map[string]any{"username": u.Username, "role": string(u.Role), "mountUids": u.MountUIDs})
+	if err := s.store.CreateUser(actx, u); err != nil {
 		return User{}, err
 	}
 	return u, nil
@@ -173,13 +175,31 @@ func (s *UserService) SetPassword(ctx context.Context, username, password string
 	if err != nil {
 		return err
 	}
-	return s.store.SetUserPassword(ctx, NormalizeUsername(username), hash)
+	actx, err := s.byOperatorOn(ctx, AuditUserSetPassword, username)
+	if err != nil {
+		return err
+	}
+	return s.store.SetUserPassword(actx, NormalizeUsername(username), hash)
 }
 
 // Delete removes a user; its refresh tokens stop working at once, its
 // access tokens at their expiry.
 func (s *UserService) Delete(ctx context.Context, username string) error {
-	return s.store.DeleteUser(ctx, NormalizeUsername(username))
+	actx, err := s.byOperatorOn(ctx, AuditUserDelete, username)
+	if err != nil {
+		return err
+	}
+	return s.store.DeleteUser(actx, NormalizeUsername(username))
+}
+
+// byOperatorOn is the audit entry of a change to the user named username,
+// whose account and id it reads; CodeNotFound when there is none.
+func (s *UserService) byOperatorOn(ctx context.Context, action AuditAction, username string) (context.Context, error) {
+	u, err := s.store.UserByUsername(ctx, NormalizeUsername(username))
+	if err != nil {
+		return nil, err
+	}
+	return byOperator(ctx, u.AccountID, s.now(), action, AuditTarget("user", u.ID), map[string]any{"username": u.Username}), nil
 }
 
 // SignIn checks a person's username and password presented from source.

@@ -323,7 +323,8 @@ func (s *WebhookService) CreateWebhook(ctx context.Context, p Principal, in Webh
 		return Webhook{}, "", err
 	}
 	w.SealedSecret = sealed
-	if err := s.Store.CreateWebhook(ctx, w, MaxWebhooksPerAccount); err != nil {
+	actx := byPrincipal(ctx, p, now, AuditWebhookCreate, AuditTarget("webhook", w.ID), webhookDetails(w, in))
+	if err := s.Store.CreateWebhook(actx, w, MaxWebhooksPerAccount); err != nil {
 		return Webhook{}, "", err
 	}
 	return w, secret, nil
@@ -359,7 +360,7 @@ func (s *WebhookService) UpdateWebhook(ctx context.Context, p Principal, id stri
 		return Webhook{}, err
 	}
 	w.UpdatedAt = s.clock()
-	return w, s.Store.UpdateWebhook(ctx, w)
+	return w, s.Store.UpdateWebhook(byPrincipal(ctx, p, w.UpdatedAt, AuditWebhookUpdate, AuditTarget("webhook", w.ID), webhookDetails(w, in)), w)
 }
 
 // DeleteWebhook removes a webhook; its pending attempts go with it.
@@ -367,7 +368,7 @@ func (s *WebhookService) DeleteWebhook(ctx context.Context, p Principal, id stri
 	if err := p.Authorize(ActionManageWebhooks); err != nil {
 		return err
 	}
-	return s.Store.DeleteWebhook(ctx, p.AccountID, id)
+	return s.Store.DeleteWebhook(byPrincipal(ctx, p, s.clock(), AuditWebhookDelete, AuditTarget("webhook", id), nil), p.AccountID, id)
 }
 
 // RotateSecret gives a webhook a new secret and returns it; the old one
@@ -382,7 +383,8 @@ func (s *WebhookService) RotateSecret(ctx context.Context, p Principal, id strin
 		return "", err
 	}
 	w.UpdatedAt = s.clock()
-	return secret, s.Store.UpdateWebhook(ctx, w)
+	// The entry says that the secret changed, never what it is.
+	return secret, s.Store.UpdateWebhook(byPrincipal(ctx, p, w.UpdatedAt, AuditWebhookRotateSecret, AuditTarget("webhook", w.ID), nil), w)
 }
 
 // Deliveries lists a webhook's attempts, newest first.
@@ -894,4 +896,26 @@ func ParseRetryDelays(s string) (WebhookRetryDelays, error) {
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// webhookDetails are the fields in gave, as w holds them now; the URL
+// without its query, which may carry a receiver's token.
+func webhookDetails(w Webhook, in WebhookInput) map[string]any {
+	d := map[string]any{}
+	if in.URL != nil {
+		d["url"] = redactURL(w.URL)
+	}
+	if in.EventTypes != nil {
+		d["eventTypes"] = w.EventTypes
+	}
+	if in.MountUIDs != nil {
+		d["mountUids"] = w.MountUIDs
+	}
+	if in.Description != nil {
+		d["description"] = w.Description
+	}
+	if in.Enabled != nil {
+		d["enabled"] = w.Enabled
+	}
+	return d
 }

@@ -139,3 +139,13 @@ func toDelivery(cursors *core.CursorCodec, d core.Delivery) model.WebhookDeliver
 	}
 	return out
 }
+
+func toAuditEntry(e core.AuditEntry) model.AuditEntry {
+	details := e.Details
+	if details == nil {
+		details = map[string]any{}
+	}
+	return model.AuditEntry{ID: e.ID, At: dateTime(e.At),
+		Actor:  &model.AuditActor{Type: string(e.Actor.Type), ID: e.Actor.ID, Name: e.Actor.Name},
+		Action: string(e.Action), Target: e.Target, SourceAddress: e.SourceAddress, Details: details}
+}

@@ -223,6 +223,13 @@ func complexityRoot() generated.ComplexityRoot {
 		}
 		return listCost(n, child+eventReadCost)
 	}
+	c.Query.Audit = func(child int, _ *string, limit *int, _, _, _ *string) int {
+		n := core.DefaultEventPage
+		if limit != nil {
+			n = min(max(*limit, 1), core.MaxEventPage)
+		}
+		return listCost(n, child)
+	}
 	c.Query.Mounts = func(child int, _ *int, pageSize *int, _ *model.MountFilter) int {
 		return listCost(pageLength(pageSize, 20), child)
 	}

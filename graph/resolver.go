@@ -16,6 +16,7 @@ type Resolver struct {
 	FirmwareService Firmware
 	EventLog        EventLog
 	WebhookService  Webhooks
+	AuditLog        Audit
 	Logger          *slog.Logger
 	// Cursors makes the event log's positions into cursors and back.
 	Cursors *core.CursorCodec

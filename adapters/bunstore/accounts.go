@@ -33,8 +33,10 @@ func (s *Store) CreateAccount(ctx context.Context, a core.Account, c core.APICli
 			return translate(err, core.CodeNotFound, "account")
 		}
 		row := &apiClientRow{ClientID: c.ClientID, AccountID: a.ID, SecretHash: c.SecretHash, CreatedAt: millis(c.CreatedAt)}
-		_, err := tx.NewInsert().Model(row).Exec(ctx)
-		return translate(err, core.CodeNotFound, "client")
+		if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
+			return translate(err, core.CodeNotFound, "client")
+		}
+		return s.recordAudit(ctx, tx)
 	})
 }
 
@@ -80,16 +82,21 @@ func (s *Store) Accounts(ctx context.Context) ([]core.AccountSummary, error) {
 // ReplaceClientSecrets sets a new secret hash on the account's clients.
 func (s *Store) ReplaceClientSecrets(ctx context.Context, accountID, secretHash string) ([]string, error) {
 	var ids []string
-	err := s.write(ctx, func() error {
+	err := s.writeAudited(ctx, func(ctx context.Context, db bun.IDB) error {
 		ids = nil
-		return s.db.NewUpdate().Model((*apiClientRow)(nil)).Set("secret_hash = ?", secretHash).
-			Where("account_id = ?", accountID).Returning("client_id").Scan(ctx, &ids)
+		if err := db.NewUpdate().Model((*apiClientRow)(nil)).Set("secret_hash = ?", secretHash).
+			Where("account_id = ?", accountID).Returning("client_id").Scan(ctx, &ids); err != nil {
+			return translate(err, core.CodeNotFound, "client")
+		}
+		if len(ids) == 0 {
+			// Inside the transaction: an account without clients has
+			// nothing rotated, and no entry says otherwise.
+			return core.Errorf(core.CodeNotFound, "the account has no client credentials")
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, translate(err, core.CodeNotFound, "client")
-	}
-	if len(ids) == 0 {
-		return nil, core.Errorf(core.CodeNotFound, "the account has no client credentials")
+		return nil, err
 	}
 	slices.Sort(ids)
 	return ids, nil

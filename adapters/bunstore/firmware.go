@@ -34,8 +34,8 @@ func (r firmwareRow) toVersion() core.FirmwareVersion {
 func (s *Store) InsertFirmware(ctx context.Context, v core.FirmwareVersion) error {
 	row := &firmwareRow{ModelNumber: v.ModelNumber, SoftwareRevision: v.SoftwareRevision, AvailableSince: millis(v.AvailableSince),
 		Deprecated: v.Deprecated, Mandatory: v.Mandatory, SHA256: v.SHA256, Size: v.Size, BlobKey: v.BlobKey, CreatedAt: millis(time.Now())}
-	err := s.write(ctx, func() error {
-		_, err := s.db.NewInsert().Model(row).Exec(ctx)
+	err := s.writeAudited(ctx, func(ctx context.Context, db bun.IDB) error {
+		_, err := db.NewInsert().Model(row).Exec(ctx)
 		return err
 	})
 	return translate(err, core.CodeFirmwareNotFound, "firmware version")
@@ -76,8 +76,8 @@ func (s *Store) ModelFirmware(ctx context.Context, model string, now time.Time) 
 // DeprecateFirmware implements core.FirmwareStore.
 func (s *Store) DeprecateFirmware(ctx context.Context, model, revision string) (core.FirmwareVersion, error) {
 	var row firmwareRow
-	err := s.write(ctx, func() error {
-		return s.db.NewRaw(`UPDATE firmware_versions SET deprecated = TRUE WHERE model_number = ? AND software_revision = ? RETURNING *`,
+	err := s.writeAudited(ctx, func(ctx context.Context, db bun.IDB) error {
+		return db.NewRaw(`UPDATE firmware_versions SET deprecated = TRUE WHERE model_number = ? AND software_revision = ? RETURNING *`,
 			model, revision).Scan(ctx, &row)
 	})
 	if err != nil {

@@ -101,20 +101,25 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 					[]any{row.UID, row.Name, row.SerialNumber, row.MACAddress, row.FirmwareRevision, row.SoftwareRevision,
 						row.ModelNumber, row.State, row.OwnerID, row.IdleDeadline, row.KeyID, row.PublicKey, row.SealedPrivateKey,
 						row.CreatedAt, row.UpdatedAt}, true)
-				if err != nil || inserted {
-					out, claimed = *row, inserted
+				if err != nil {
 					return err
+				}
+				if inserted {
+					out, claimed = *row, true
+					return s.recordAudit(ctx, tx)
 				}
 			} else if res, err := tx.NewInsert().Model(row).On("CONFLICT (uid) DO NOTHING").Exec(ctx); err != nil {
 				return err
 			} else if n, _ := res.RowsAffected(); n == 1 {
 				out, claimed = *row, true
-				if e == nil {
-					return nil
+				if e != nil {
+					// A new row has no latest values: the foreign key took any
+					// of an earlier mount of this uid with it. No read for them.
+					if err := s.appendEventWith(ctx, tx, e, &out, nil, "", nil); err != nil {
+						return err
+					}
 				}
-				// A new row has no latest values: the foreign key took any
-				// of an earlier mount of this uid with it. No read for them.
-				return s.appendEventWith(ctx, tx, e, &out, nil, "", nil)
+				return s.recordAudit(ctx, tx)
 			}
 			// Taking an INACTIVE mount starts a new association: the former
 			// owner's name goes, the device's own fields stay.
@@ -149,7 +154,10 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			if err := s.unlinkOtherAccounts(ctx, tx, c.UID, c.AccountID); err != nil {
 				return err
 			}
-			return s.appendEvent(ctx, tx, e, &out)
+			if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+				return err
+			}
+			return s.recordAudit(ctx, tx)
 		})
 		if err != nil {
 			return core.Mount{}, err
@@ -197,7 +205,10 @@ func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, n
 		if err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, e, &out)
+		if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+			return err
+		}
+		return s.recordAudit(ctx, tx)
 	})
 	if err == nil {
 		return out.toMount(), true, nil
@@ -264,7 +275,10 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 		if err := s.unlinkOtherAccounts(ctx, tx, uid, ""); err != nil {
 			return err
 		}
-		return s.appendEvent(ctx, tx, e, &out)
+		if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+			return err
+		}
+		return s.recordAudit(ctx, tx)
 	})
 	if err != nil {
 		return core.Mount{}, err
@@ -294,7 +308,10 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.
 		if err != nil {
 			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
 		}
-		return s.appendEvent(ctx, tx, e, &out)
+		if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+			return err
+		}
+		return s.recordAudit(ctx, tx)
 	})
 	if err != nil {
 		return core.Mount{}, err
@@ -305,8 +322,8 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.
 // RekeyMount implements core.MountStore.
 func (s *Store) RekeyMount(ctx context.Context, uid, accountID string, key core.MountKey, now time.Time) (core.Mount, error) {
 	var out mountRow
-	err := s.write(ctx, func() error {
-		return s.db.NewRaw(`UPDATE mounts SET key_id = ?, public_key = ?, sealed_private_key = ?, updated_at = ?
+	err := s.writeAudited(ctx, func(ctx context.Context, db bun.IDB) error {
+		return db.NewRaw(`UPDATE mounts SET key_id = ?, public_key = ?, sealed_private_key = ?, updated_at = ?
 			WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
 			RETURNING *`, key.ID, hex.EncodeToString(key.PublicKey), key.SealedPrivateKey, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
 	})
@@ -319,8 +336,8 @@ func (s *Store) RekeyMount(ctx context.Context, uid, accountID string, key core.
 // UpdateMount implements core.MountStore.
 func (s *Store) UpdateMount(ctx context.Context, uid, accountID string, u core.MountUpdate, now time.Time) (core.Mount, error) {
 	var out mountRow
-	err := s.write(ctx, func() error {
-		return s.db.NewRaw(`UPDATE mounts SET name = COALESCE(?, name), software_revision = COALESCE(?, software_revision),
+	err := s.writeAudited(ctx, func(ctx context.Context, db bun.IDB) error {
+		return db.NewRaw(`UPDATE mounts SET name = COALESCE(?, name), software_revision = COALESCE(?, software_revision),
 				updated_at = CASE WHEN ? THEN ? ELSE updated_at END
 			WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
 			RETURNING *`, u.Name, u.SoftwareRevision, u.Name != nil || u.SoftwareRevision != nil, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)

@@ -53,7 +53,7 @@ func (s *Store) CreateUser(ctx context.Context, u core.User) error {
 			}
 			return err
 		}
-		return nil
+		return s.recordAudit(ctx, tx)
 	})
 }
 
@@ -104,26 +104,26 @@ func (s *Store) SetUserPassword(ctx context.Context, username, hash string) erro
 		if err != nil {
 			return err
 		}
-		_, err = tx.NewDelete().Table("refresh_tokens").Where("user_id = ?", id).Exec(ctx)
-		return err
+		if _, err = tx.NewDelete().Table("refresh_tokens").Where("user_id = ?", id).Exec(ctx); err != nil {
+			return err
+		}
+		return s.recordAudit(ctx, tx)
 	})
 }
 
 // DeleteUser implements core.UserStore; the schema cascades to the user's
 // sign-ins and refresh tokens.
 func (s *Store) DeleteUser(ctx context.Context, username string) error {
-	var res sql.Result
-	err := s.write(ctx, func() (err error) {
-		res, err = s.db.NewDelete().Table("users").Where("username = ?", username).Exec(ctx)
-		return err
+	return s.writeAudited(ctx, func(ctx context.Context, db bun.IDB) error {
+		res, err := db.NewDelete().Table("users").Where("username = ?", username).Exec(ctx)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return userNotFound()
+		}
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return userNotFound()
-	}
-	return nil
 }
 
 type authRequestRow struct {

@@ -127,7 +127,10 @@ func (s *Store) SyncTags(ctx context.Context, accountID, mountUID string, tagUID
 			n, _ := res.RowsAffected()
 			added = int(n)
 		}
-		return s.appendEvent(ctx, tx, e, &m)
+		if err := s.appendEvent(ctx, tx, e, &m); err != nil {
+			return err
+		}
+		return s.recordAudit(ctx, tx)
 	})
 	return added, removed, err
 }
@@ -135,8 +138,8 @@ func (s *Store) SyncTags(ctx context.Context, accountID, mountUID string, tagUID
 // UpdateTag implements core.TagStore.
 func (s *Store) UpdateTag(ctx context.Context, accountID, uid string, u core.NfcTagUpdate, now time.Time) (core.NfcTag, error) {
 	var row tagRow
-	err := s.write(ctx, func() error {
-		return s.db.NewRaw(`UPDATE nfc_tags SET name = COALESCE(?, name), color = COALESCE(?, color), icon_name = COALESCE(?, icon_name),
+	err := s.writeAudited(ctx, func(ctx context.Context, db bun.IDB) error {
+		return db.NewRaw(`UPDATE nfc_tags SET name = COALESCE(?, name), color = COALESCE(?, color), icon_name = COALESCE(?, icon_name),
 				updated_at = CASE WHEN ? THEN ? ELSE updated_at END
 			WHERE account_id = ? AND uid = ? RETURNING *`,
 			u.Name, upperPtr(u.Color), u.IconName, u.Name != nil || u.Color != nil || u.IconName != nil, millis(now), accountID, uid).Scan(ctx, &row)

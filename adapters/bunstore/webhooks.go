@@ -140,8 +140,10 @@ func (s *Store) CreateWebhook(ctx context.Context, w core.Webhook, max int) erro
 		if n >= max {
 			return core.Errorf(core.CodeConflict, "an account holds at most %d webhooks", max)
 		}
-		_, err = tx.NewInsert().Model(row).Exec(ctx)
-		return translate(err, core.CodeWebhookNotFound, "webhook")
+		if _, err = tx.NewInsert().Model(row).Exec(ctx); err != nil {
+			return translate(err, core.CodeWebhookNotFound, "webhook")
+		}
+		return s.recordAudit(ctx, tx)
 	})
 }
 
@@ -180,20 +182,18 @@ func (s *Store) UpdateWebhook(ctx context.Context, w core.Webhook) error {
 	if err != nil {
 		return err
 	}
-	var res sql.Result
-	err = s.write(ctx, func() (err error) {
-		res, err = s.db.NewUpdate().Model(row).
+	return s.writeAudited(ctx, func(ctx context.Context, db bun.IDB) error {
+		res, err := db.NewUpdate().Model(row).
 			Column("url", "event_types", "mount_uids", "description", "enabled", "sealed_secret", "updated_at").
 			Where("id = ? AND account_id = ?", w.ID, w.AccountID).Exec(ctx)
-		return err
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return webhookNotFound(w.ID)
+		}
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return webhookNotFound(w.ID)
-	}
-	return nil
 }
 
 // DeleteWebhook implements core.WebhookStore; the schema cascades to the
@@ -215,8 +215,10 @@ func (s *Store) DeleteWebhook(ctx context.Context, accountID, id string) error {
 			id, id).Exec(ctx); err != nil {
 			return err
 		}
-		_, err = tx.NewDelete().Model((*webhookRow)(nil)).Where("id = ? AND account_id = ?", id, accountID).Exec(ctx)
-		return err
+		if _, err = tx.NewDelete().Model((*webhookRow)(nil)).Where("id = ? AND account_id = ?", id, accountID).Exec(ctx); err != nil {
+			return err
+		}
+		return s.recordAudit(ctx, tx)
 	})
 }
 

@@ -131,7 +131,7 @@ func New(cfg Config, accounts *core.AccountService, key SigningKey, logger *slog
 			core.ScopeOpenID, core.ScopeSub, core.ScopeProfile, cfg.Scopes.AudienceItem(),
 			"role:" + string(core.RoleOwner), "role:" + string(core.RoleRestricted), oidc.ScopeOfflineAccess,
 		},
-		SupportedClaims: []string{"iss", "sub", "aud", "exp", "iat", "nbf", "jti", "client_id", claimScope, claimAccountID},
+		SupportedClaims: []string{"iss", "sub", "aud", "exp", "iat", "nbf", "jti", "client_id", claimScope, claimAccountID, claimUsername},
 	}
 	newProviderMu.Lock()
 	o, err := op.NewProvider(opCfg, store, op.StaticIssuer(cfg.Issuer),

@@ -259,7 +259,8 @@ func (s *storage) GetRefreshTokenInfo(context.Context, string, string) (string, 
 }
 
 // userClaims are the private claims of a person's access token: the user's
-// account, role and mount items as the user is now.
+// account, role and mount items as the user is now, and the username, by
+// which the audit log names the person.
 func (s *storage) userClaims(ctx context.Context, userID string) (map[string]any, error) {
 	if s.signIn == nil {
 		return nil, signInUnsupported()
@@ -274,5 +275,6 @@ func (s *storage) userClaims(ctx context.Context, userID string) (map[string]any
 	return map[string]any{
 		claimScope:     strings.Join(s.rules.UserScopes(u), " "),
 		claimAccountID: u.AccountID,
+		claimUsername:  u.Username,
 	}, nil
 }

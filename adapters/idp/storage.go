@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/op"
 
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/internal/httpobs"
 )
 
 // errNotSupported answers every storage method that only the flows mountd
@@ -25,6 +25,8 @@ var errNotSupported = errors.New("idp: not supported")
 const (
 	claimScope     = "scope"
 	claimAccountID = "account_id"
+	// claimUsername names a person (OpenID Connect's standard claim).
+	claimUsername = "preferred_username"
 )
 
 var (
@@ -55,22 +57,14 @@ func (s *storage) authenticate(ctx context.Context, clientID, secret string) (co
 	return s.accounts.Authenticate(ctx, clientID, secret, sourceFrom(ctx))
 }
 
-type sourceKey struct{}
-
 // withSource carries the caller's address to authenticate, which
-// throttles failures per client id and address.
+// throttles failures per client id and address: the address the API's
+// audit log names (httpobs.SourceAddress).
 func withSource(ctx context.Context, r *http.Request) context.Context {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return context.WithValue(ctx, sourceKey{}, host)
+	return core.WithSource(ctx, httpobs.SourceAddress(r))
 }
 
-func sourceFrom(ctx context.Context) string {
-	s, _ := ctx.Value(sourceKey{}).(string)
-	return s
-}
+func sourceFrom(ctx context.Context) string { return core.SourceFrom(ctx) }
 
 // tokenRequest turns a client and its requested scope items into what the
 // access token will say. Unknown or malformed items are invalid_scope; missing

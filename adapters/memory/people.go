@@ -40,7 +40,7 @@ func copyUser(u core.User) core.User {
 }
 
 // CreateUser implements core.UserStore.
-func (s *Store) CreateUser(_ context.Context, u core.User) error {
+func (s *Store) CreateUser(ctx context.Context, u core.User) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.people.init()
@@ -52,6 +52,7 @@ func (s *Store) CreateUser(_ context.Context, u core.User) error {
 	}
 	u.CreatedAt = ms(u.CreatedAt)
 	s.people.users[u.ID] = copyUser(u)
+	s.auditLocked(ctx)
 	return nil
 }
 
@@ -96,7 +97,7 @@ func (s *Store) ListUsers(_ context.Context, accountID string) ([]core.User, err
 
 // SetUserPassword implements core.UserStore: the user's refresh tokens go
 // with the old password.
-func (s *Store) SetUserPassword(_ context.Context, username, hash string) error {
+func (s *Store) SetUserPassword(ctx context.Context, username, hash string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.people.init()
@@ -107,11 +108,12 @@ func (s *Store) SetUserPassword(_ context.Context, username, hash string) error 
 	u.PasswordHash = hash
 	s.people.users[u.ID] = u
 	s.revokeUserLocked(u.ID)
+	s.auditLocked(ctx)
 	return nil
 }
 
 // DeleteUser implements core.UserStore.
-func (s *Store) DeleteUser(_ context.Context, username string) error {
+func (s *Store) DeleteUser(ctx context.Context, username string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.people.init()
@@ -121,6 +123,7 @@ func (s *Store) DeleteUser(_ context.Context, username string) error {
 	}
 	delete(s.people.users, u.ID)
 	s.revokeUserLocked(u.ID)
+	s.auditLocked(ctx)
 	return nil
 }
 

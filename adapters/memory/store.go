@@ -22,6 +22,7 @@ var (
 	_ core.FirmwareStore = (*Store)(nil)
 	_ core.EventLog      = (*Store)(nil)
 	_ core.WebhookStore  = (*Store)(nil)
+	_ core.AuditLog      = (*Store)(nil)
 )
 
 // Store is every storage port of core in memory, with the conditional
@@ -48,6 +49,8 @@ type Store struct {
 	accountHorizons map[string]core.Cursor
 	wh              webhookState
 	people          peopleState
+	audit           []core.AuditEntry // the audit log, in order
+	auditSeq        int64
 }
 
 type stateKey struct {
@@ -90,7 +93,7 @@ func live(m *core.Mount, now time.Time) bool {
 func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
 // CreateAccount implements core.AccountStore.
-func (s *Store) CreateAccount(_ context.Context, a core.Account, c core.APIClient) error {
+func (s *Store) CreateAccount(ctx context.Context, a core.Account, c core.APIClient) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.accounts[a.ID]; ok {
@@ -100,6 +103,7 @@ func (s *Store) CreateAccount(_ context.Context, a core.Account, c core.APIClien
 		return core.Errorf(core.CodeConflict, "account already exists")
 	}
 	s.accounts[a.ID], s.clients[c.ClientID] = a, c
+	s.auditLocked(ctx)
 	return nil
 }
 
@@ -137,7 +141,7 @@ func (s *Store) Accounts(_ context.Context) ([]core.AccountSummary, error) {
 }
 
 // ReplaceClientSecrets implements core.AccountStore.
-func (s *Store) ReplaceClientSecrets(_ context.Context, accountID, secretHash string) ([]string, error) {
+func (s *Store) ReplaceClientSecrets(ctx context.Context, accountID, secretHash string) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string
@@ -152,6 +156,7 @@ func (s *Store) ReplaceClientSecrets(_ context.Context, accountID, secretHash st
 		return nil, core.Errorf(core.CodeNotFound, "the account has no client credentials")
 	}
 	slices.Sort(ids)
+	s.auditLocked(ctx)
 	return ids, nil
 }
 
@@ -185,7 +190,7 @@ func or(v *string, keep string) string {
 }
 
 // ClaimMount implements core.MountStore.
-func (s *Store) ClaimMount(_ context.Context, c core.Claim, e *core.Event) (core.Mount, error) {
+func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (core.Mount, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := c.Fields
@@ -196,6 +201,7 @@ func (s *Store) ClaimMount(_ context.Context, c core.Claim, e *core.Event) (core
 			State: core.StateIdle, OwnerID: c.AccountID, IdleDeadline: ms(c.Deadline), Key: c.Key, CreatedAt: ms(c.Now), UpdatedAt: ms(c.Now)}
 		s.mounts[c.UID] = m
 		s.appendLocked(e, *m)
+		s.auditLocked(ctx)
 		return *m, nil
 	}
 	if m.State != core.StateInactive && m.OwnerID != c.AccountID {
@@ -219,6 +225,7 @@ func (s *Store) ClaimMount(_ context.Context, c core.Claim, e *core.Event) (core
 	m.OwnerID, m.ExpiredOwnerID, m.Key, m.UpdatedAt = c.AccountID, "", c.Key, ms(c.Now)
 	s.unlinkLocked(c.UID, c.AccountID)
 	s.appendLocked(e, *m)
+	s.auditLocked(ctx)
 	return *m, nil
 }
 
@@ -233,7 +240,7 @@ func (s *Store) unlinkLocked(uid, keep string) {
 }
 
 // ConfirmAssociation implements core.MountStore.
-func (s *Store) ConfirmAssociation(_ context.Context, uid, accountID string, now time.Time, e *core.Event) (core.Mount, bool, error) {
+func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, now time.Time, e *core.Event) (core.Mount, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.mounts[uid]
@@ -245,6 +252,7 @@ func (s *Store) ConfirmAssociation(_ context.Context, uid, accountID string, now
 	}
 	m.State, m.AssociatedAt, m.IdleDeadline, m.UpdatedAt = core.StateAssociated, ms(now), time.Time{}, ms(now)
 	s.appendLocked(e, *m)
+	s.auditLocked(ctx)
 	return *m, true, nil
 }
 
@@ -267,7 +275,7 @@ func (s *Store) ExpireAssociation(_ context.Context, uid string, now time.Time, 
 }
 
 // AbandonMount implements core.MountStore.
-func (s *Store) AbandonMount(_ context.Context, uid, accountID string, now time.Time, e *core.Event) (core.Mount, error) {
+func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now time.Time, e *core.Event) (core.Mount, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.mounts[uid]
@@ -278,11 +286,12 @@ func (s *Store) AbandonMount(_ context.Context, uid, accountID string, now time.
 	m.IdleDeadline, m.AssociatedAt, m.Key, m.UpdatedAt = time.Time{}, time.Time{}, core.MountKey{}, ms(now)
 	s.unlinkLocked(uid, "")
 	s.appendLocked(e, *m)
+	s.auditLocked(ctx)
 	return *m, nil
 }
 
 // DeleteMount implements core.MountStore: the mount and everything of it.
-func (s *Store) DeleteMount(_ context.Context, uid, accountID string, e *core.Event) (core.Mount, error) {
+func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.Event) (core.Mount, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.mounts[uid]
@@ -303,11 +312,12 @@ func (s *Store) DeleteMount(_ context.Context, uid, accountID string, e *core.Ev
 	s.commands = slices.DeleteFunc(s.commands, func(c storedCommand) bool { return c.MountUID == uid })
 	s.unlinkLocked(uid, "")
 	s.appendLocked(e, *m)
+	s.auditLocked(ctx)
 	return *m, nil
 }
 
 // RekeyMount implements core.MountStore.
-func (s *Store) RekeyMount(_ context.Context, uid, accountID string, key core.MountKey, now time.Time) (core.Mount, error) {
+func (s *Store) RekeyMount(ctx context.Context, uid, accountID string, key core.MountKey, now time.Time) (core.Mount, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.mounts[uid]
@@ -315,11 +325,12 @@ func (s *Store) RekeyMount(_ context.Context, uid, accountID string, key core.Mo
 		return core.Mount{}, mountNotFound(uid)
 	}
 	m.Key, m.UpdatedAt = key, ms(now)
+	s.auditLocked(ctx)
 	return *m, nil
 }
 
 // UpdateMount implements core.MountStore.
-func (s *Store) UpdateMount(_ context.Context, uid, accountID string, u core.MountUpdate, now time.Time) (core.Mount, error) {
+func (s *Store) UpdateMount(ctx context.Context, uid, accountID string, u core.MountUpdate, now time.Time) (core.Mount, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.mounts[uid]
@@ -330,6 +341,7 @@ func (s *Store) UpdateMount(_ context.Context, uid, accountID string, u core.Mou
 	if u.Name != nil || u.SoftwareRevision != nil {
 		m.UpdatedAt = ms(now)
 	}
+	s.auditLocked(ctx)
 	return *m, nil
 }
 
@@ -560,7 +572,7 @@ func (s *Store) ListTags(_ context.Context, accountID string, mountUIDs []string
 }
 
 // SyncTags implements core.TagStore.
-func (s *Store) SyncTags(_ context.Context, accountID, mountUID string, tagUIDs []string, now time.Time, e *core.Event) (added, removed int, err error) {
+func (s *Store) SyncTags(ctx context.Context, accountID, mountUID string, tagUIDs []string, now time.Time, e *core.Event) (added, removed int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.mounts[mountUID]
@@ -590,11 +602,12 @@ func (s *Store) SyncTags(_ context.Context, accountID, mountUID string, tagUIDs 
 		}
 	}
 	s.appendLocked(e, *m)
+	s.auditLocked(ctx)
 	return added, removed, nil
 }
 
 // UpdateTag implements core.TagStore.
-func (s *Store) UpdateTag(_ context.Context, accountID, uid string, u core.NfcTagUpdate, now time.Time) (core.NfcTag, error) {
+func (s *Store) UpdateTag(ctx context.Context, accountID, uid string, u core.NfcTagUpdate, now time.Time) (core.NfcTag, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := tagKey{accountID, uid}
@@ -610,6 +623,7 @@ func (s *Store) UpdateTag(_ context.Context, accountID, uid string, u core.NfcTa
 		t.UpdatedAt = ms(now)
 	}
 	s.tags[k] = t
+	s.auditLocked(ctx)
 	return s.tagLocked(t), nil
 }
 
@@ -647,7 +661,7 @@ func (s *Store) TagsOfMounts(_ context.Context, accountID string, mountUIDs []st
 }
 
 // InsertFirmware implements core.FirmwareStore.
-func (s *Store) InsertFirmware(_ context.Context, v core.FirmwareVersion) error {
+func (s *Store) InsertFirmware(ctx context.Context, v core.FirmwareVersion) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{v.ModelNumber, v.SoftwareRevision}
@@ -656,6 +670,7 @@ func (s *Store) InsertFirmware(_ context.Context, v core.FirmwareVersion) error 
 	}
 	v.AvailableSince = ms(v.AvailableSince)
 	s.firmware[k] = v
+	s.auditLocked(ctx)
 	return nil
 }
 
@@ -691,7 +706,7 @@ func (s *Store) ModelFirmware(_ context.Context, model string, now time.Time) ([
 }
 
 // DeprecateFirmware implements core.FirmwareStore.
-func (s *Store) DeprecateFirmware(_ context.Context, model, revision string) (core.FirmwareVersion, error) {
+func (s *Store) DeprecateFirmware(ctx context.Context, model, revision string) (core.FirmwareVersion, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{model, revision}
@@ -701,6 +716,7 @@ func (s *Store) DeprecateFirmware(_ context.Context, model, revision string) (co
 	}
 	v.Deprecated = true
 	s.firmware[k] = v
+	s.auditLocked(ctx)
 	return v, nil
 }
 
@@ -793,7 +809,7 @@ type webhookState struct {
 }
 
 // CreateWebhook implements core.WebhookStore.
-func (s *Store) CreateWebhook(_ context.Context, w core.Webhook, max int) error {
+func (s *Store) CreateWebhook(ctx context.Context, w core.Webhook, max int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -807,6 +823,7 @@ func (s *Store) CreateWebhook(_ context.Context, w core.Webhook, max int) error 
 	}
 	w.CreatedAt, w.UpdatedAt = ms(w.CreatedAt), ms(w.UpdatedAt)
 	s.wh.hooks = append(s.wh.hooks, cloneWebhook(w))
+	s.auditLocked(ctx)
 	return nil
 }
 
@@ -844,7 +861,7 @@ func (s *Store) ListWebhooks(_ context.Context, accountID string, p core.Page) (
 }
 
 // UpdateWebhook implements core.WebhookStore.
-func (s *Store) UpdateWebhook(_ context.Context, w core.Webhook) error {
+func (s *Store) UpdateWebhook(ctx context.Context, w core.Webhook) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := s.webhookLocked(w.AccountID, w.ID)
@@ -853,11 +870,12 @@ func (s *Store) UpdateWebhook(_ context.Context, w core.Webhook) error {
 	}
 	w.CreatedAt, w.UpdatedAt = s.wh.hooks[i].CreatedAt, ms(w.UpdatedAt)
 	s.wh.hooks[i] = cloneWebhook(w)
+	s.auditLocked(ctx)
 	return nil
 }
 
 // DeleteWebhook implements core.WebhookStore.
-func (s *Store) DeleteWebhook(_ context.Context, accountID, id string) error {
+func (s *Store) DeleteWebhook(ctx context.Context, accountID, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := s.webhookLocked(accountID, id)
@@ -867,6 +885,7 @@ func (s *Store) DeleteWebhook(_ context.Context, accountID, id string) error {
 	s.wh.hooks = slices.Delete(s.wh.hooks, i, i+1)
 	s.wh.deliveries = slices.DeleteFunc(s.wh.deliveries, func(d core.Delivery) bool { return d.WebhookID == id })
 	s.dropOrphanBodiesLocked()
+	s.auditLocked(ctx)
 	return nil
 }
 

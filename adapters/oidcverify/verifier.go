@@ -136,6 +136,8 @@ func (v *Verifier) tokenVerifier(ctx context.Context) (*oidc.IDTokenVerifier, er
 type accessClaims struct {
 	Subject  string `json:"sub"`
 	ClientID string `json:"client_id"`
+	// Username names a person, for the audit log.
+	Username string `json:"preferred_username"`
 }
 
 // Verify implements core.TokenVerifier.
@@ -202,11 +204,12 @@ func (v *Verifier) verify(ctx context.Context, raw string) (core.Principal, erro
 	grant.Complete = grant.Complete && containsString(tok.Audience, v.rules.ProjectID)
 	// The principal is named by its client id, or for a person signed in
 	// to the console by the user id (sub), so that audits name the person.
-	clientID := c.ClientID
+	clientID, person := c.ClientID, false
 	if clientID == "" || clientID == core.ConsoleClientID {
-		clientID = c.Subject
+		clientID, person = c.Subject, true
 	}
-	return core.Principal{AccountID: accountID, ClientID: clientID, ExpiresAt: tok.Expiry.UTC(), Grant: grant}, nil
+	return core.Principal{AccountID: accountID, ClientID: clientID, Person: person, Name: c.Username,
+		ExpiresAt: tok.Expiry.UTC(), Grant: grant}, nil
 }
 
 // scopeItems accepts the scope claim as one space-separated string (RFC 9068)

@@ -504,6 +504,7 @@ func TestOpenAPIRealResponses(t *testing.T) {
 		// before it would need a store.
 		Mounts: core.NewMountService(core.MountDeps{Logger: slog.New(slog.DiscardHandler)}),
 		Nfc:    core.NewNfcService(nil, nil, nil, slog.New(slog.DiscardHandler)),
+		Audit:  core.NewAuditService(nil, (*core.AuditCursors)(core.NewCursorCodec([32]byte{}))),
 		Checks: []rest.Checker{{Name: "database", Check: func(context.Context) error {
 			if !ready {
 				return errors.New("down")
@@ -554,6 +555,10 @@ func TestOpenAPIRealResponses(t *testing.T) {
 		{"GET", "/api/v1/firmware/check-update?modelNumber=HM-1&channel=beta", "owner", "", 400, "VALIDATION_FAILED"},
 		{"GET", "/api/v1/firmware/download?version=1", "owner", "", 400, "VALIDATION_FAILED"},
 		{"GET", "/api/v1/firmware/blobs/firmware/HM-1/1.3.0-a1b2c3.bin?expires=1&signature=00", "", "", 404, "NOT_FOUND"},
+		{"GET", "/api/v1/audit", "restricted", "", 403, "FORBIDDEN"},
+		{"GET", "/api/v1/audit?limit=1001", "owner", "", 400, "VALIDATION_FAILED"},
+		{"GET", "/api/v1/audit?after=xyz", "owner", "", 400, "VALIDATION_FAILED"},
+		{"GET", "/api/v1/audit?action=mount.explode&colour=red", "owner", "", 400, "VALIDATION_FAILED"},
 		{"GET", "/api/v1/nowhere", "owner", "", 404, "NOT_FOUND"},
 		{"PUT", "/api/v1/mounts/M1", "owner", "{}", 405, "METHOD_NOT_ALLOWED"},
 	} {

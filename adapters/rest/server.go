@@ -34,6 +34,7 @@ type Deps struct {
 	Events   Events
 	Webhooks Webhooks
 	Exports  Exports
+	Audit    Audit
 	// Blobs serves local firmware files; nil with S3 storage.
 	Blobs  BlobOpener
 	Checks []Checker
@@ -86,6 +87,7 @@ func NewServer(d Deps) *Server {
 	api.Handle("POST /api/v1/webhooks/{id}/rotate-secret", s.authed(s.rotateWebhookSecret))
 	api.Handle("POST /api/v1/webhooks/{id}/test", s.authed(s.testWebhook))
 	api.Handle("GET /api/v1/webhooks/{id}/deliveries", s.authed(s.webhookDeliveries))
+	api.Handle("GET /api/v1/audit", s.authed(s.listAudit))
 	api.Handle("GET /api/v1/exports/mounts", s.authed(s.exportMounts))
 	api.Handle("GET /api/v1/exports/states", s.authed(s.exportStates))
 	Fallback(api, "/api/v1/", d.Logger)
@@ -178,7 +180,10 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, core.Principa
 				return
 			}
 		}
-		h(w, r.WithContext(core.WithPrincipal(r.Context(), p)), p)
+		// The caller's address goes with the principal: a change records
+		// it in the audit log.
+		ctx := core.WithSource(core.WithPrincipal(r.Context(), p), httpobs.SourceAddress(r))
+		h(w, r.WithContext(ctx), p)
 	})
 }
 
@@ -188,7 +193,7 @@ func (s *Server) RequireToken(next http.Handler) http.Handler {
 	authed := s.authed(func(w http.ResponseWriter, r *http.Request, _ core.Principal) { next.ServeHTTP(w, r) })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, r.WithContext(core.WithSource(r.Context(), httpobs.SourceAddress(r))))
 			return
 		}
 		authed.ServeHTTP(w, r)

@@ -59,3 +59,8 @@ type Webhooks interface {
 	TestWebhook(ctx context.Context, p core.Principal, id string) (core.Delivery, error)
 	Deliveries(ctx context.Context, p core.Principal, id string, page core.Page) ([]core.Delivery, core.Pagination, error)
 }
+
+// Audit is what it asks of the audit log.
+type Audit interface {
+	Audit(ctx context.Context, p core.Principal, r core.AuditRequest) (core.AuditPage, error)
+}

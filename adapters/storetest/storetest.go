@@ -31,6 +31,7 @@ type Store interface {
 	core.SessionStore
 	core.Housekeeping
 	core.ExportStore
+	core.AuditLog
 	// WebhookBodyStats says how many webhook bodies the store holds and
 	// their total length: the suite's view of what deliveries cost.
 	WebhookBodyStats(ctx context.Context) (count int, size int64, err error)
@@ -63,6 +64,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"TrimRefreshTokens", trimRefreshTokens},
 		{"Retention", retention},
 		{"Exports", exports},
+		{"AuditLog", auditLog},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}

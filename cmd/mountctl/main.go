@@ -77,6 +77,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 			releaseCommand(s, out),
 			watchCommand(s, out),
 			eventsCommand(s, out),
+			auditCommand(s, out),
 			webhooksCommand(s, out),
 			firmwareCommand(s, out),
 			exportCommand(s, out),

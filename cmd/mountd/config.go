@@ -25,6 +25,8 @@ type Config struct {
 	// finished webhook attempts; zero keeps all.
 	StateRetention    time.Duration
 	DeliveryRetention time.Duration
+	// AuditRetention is MOUNTD_AUDIT_RETENTION; zero keeps all.
+	AuditRetention time.Duration
 	// TrustedProxies is MOUNTD_TRUSTED_PROXIES: the reverse proxies whose
 	// X-Forwarded-For names the client.
 	TrustedProxies string
@@ -93,6 +95,9 @@ func (c *Config) resolve(listenAddr string) error {
 	}
 	if c.StateRetention < 0 || c.DeliveryRetention < 0 {
 		return fmt.Errorf("state and webhook delivery retention must not be negative (0 keeps all)")
+	}
+	if c.AuditRetention < 0 {
+		return fmt.Errorf("audit retention must not be negative (0 keeps all)")
 	}
 	if _, err := httpserver.ParseTrustedProxies(c.TrustedProxies); err != nil {
 		return err

@@ -57,6 +57,8 @@ func newCommandWithInput(stdin io.Reader, stdout, stderr io.Writer) *cli.Command
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Flags:     flags,
+		// Every change a command makes is the operator's in the audit log.
+		Before: withOperator,
 		Commands: []*cli.Command{
 			{
 				Name:  "serve",
@@ -246,6 +248,7 @@ func newCommandWithInput(stdin io.Reader, stdout, stderr io.Writer) *cli.Command
 				}},
 			},
 			usersCommand(cfg, stdin, stdout, logger),
+			auditCommand(cfg, stdout, logger),
 		},
 	}
 }
@@ -278,6 +281,7 @@ func configFlags(cfg *Config) []cli.Flag {
 		dur("download-ttl", "MOUNTD_DOWNLOAD_TTL", 15*time.Minute, "lifetime of firmware download links", &cfg.DownloadTTL),
 		dur("event-retention", "MOUNTD_EVENT_RETENTION", core.DefaultEventRetention, "how long the event log keeps events", &cfg.EventRetention),
 		dur("state-retention", "MOUNTD_STATE_RETENTION", core.DefaultStateRetention, "how long the state history keeps entries (by occurredAt); 0 keeps all", &cfg.StateRetention),
+		dur("audit-retention", "MOUNTD_AUDIT_RETENTION", core.DefaultAuditRetention, "how long the audit log keeps entries; 0 keeps all", &cfg.AuditRetention),
 		dur("webhook-delivery-retention", "MOUNTD_WEBHOOK_DELIVERY_RETENTION", core.DefaultDeliveryRetention, "how long finished webhook attempts are kept; 0 keeps all", &cfg.DeliveryRetention),
 		str("webhook-retry-delays", "MOUNTD_WEBHOOK_RETRY_DELAYS", "", "waits before each webhook retry, comma-separated (default 5s,30s,2m,10m,30m,1h,2h,4h,8h)", &cfg.WebhookRetryDelays),
 		&cli.BoolFlag{Name: "webhook-allow-private", Usage: "let webhooks reach loopback, private and link-local addresses",

@@ -49,6 +49,7 @@ var storeSet = wire.NewSet(
 	wire.Bind(new(core.UserStore), new(*bunstore.Store)),
 	wire.Bind(new(core.SessionStore), new(*bunstore.Store)),
 	wire.Bind(new(core.ExportStore), new(*bunstore.Store)),
+	wire.Bind(new(core.AuditLog), new(*bunstore.Store)),
 )
 
 // mountSet provides the mount service with its signer and the cache,
@@ -56,6 +57,8 @@ var storeSet = wire.NewSet(
 var mountSet = wire.NewSet(
 	provideSealer,
 	provideCursorCodec,
+	provideAuditCursors,
+	core.NewAuditService,
 	keyring.NewMountSigner,
 	wire.Bind(new(core.Signer), new(*keyring.MountSigner)),
 	provideRedis,
@@ -121,6 +124,8 @@ var serverSet = wire.NewSet(
 	core.NewExportService,
 	wire.Bind(new(rest.Exports), new(*core.ExportService)),
 	wire.Bind(new(graph.Webhooks), new(*core.WebhookService)),
+	wire.Bind(new(rest.Audit), new(*core.AuditService)),
+	wire.Bind(new(graph.Audit), new(*core.AuditService)),
 	wire.Struct(new(graph.Resolver), "*"),
 	provideGraphQL,
 	provideGraphiQL,
@@ -158,6 +163,12 @@ func provideStore(ctx context.Context, cfg Config, logger *slog.Logger) (*bunsto
 // master key, so that every replica reads the others' cursors.
 func provideCursorCodec(sealer *keyring.Sealer) *core.CursorCodec {
 	return core.NewCursorCodec(sealer.DerivedKey("event cursors"))
+}
+
+// provideAuditCursors keys the audit log's cursors apart from the event
+// log's, so that a cursor of one is never read as a position of the other.
+func provideAuditCursors(sealer *keyring.Sealer) *core.AuditCursors {
+	return (*core.AuditCursors)(core.NewCursorCodec(sealer.DerivedKey("audit cursors")))
 }
 
 func provideSealer(cfg Config, logger *slog.Logger) (*keyring.Sealer, error) {
@@ -296,7 +307,8 @@ type app struct {
 }
 
 func provideRetention(cfg Config, store *bunstore.Store, logger *slog.Logger) *core.Retention {
-	return core.NewRetention(store, core.RetentionPolicy{States: cfg.StateRetention, Deliveries: cfg.DeliveryRetention}, logger)
+	return core.NewRetention(store, core.RetentionPolicy{States: cfg.StateRetention, Deliveries: cfg.DeliveryRetention,
+		Audit: cfg.AuditRetention}, logger)
 }
 
 func provideDownloadTTL(cfg Config) core.DownloadTTL { return core.DownloadTTL(cfg.DownloadTTL) }

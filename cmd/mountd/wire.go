@@ -31,6 +31,11 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 	panic(wire.Build(storeSet, mountSet))
 }
 
+// newAuditService wires what `mountd audit` needs.
+func newAuditService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.AuditService, func(), error) {
+	panic(wire.Build(storeSet, provideSealer, provideAuditCursors, core.NewAuditService))
+}
+
 // newFirmwareService wires what the admin commands on firmware need.
 func newFirmwareService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.FirmwareService, func(), error) {
 	panic(wire.Build(storeSet, provideSealer, firmwareSet))

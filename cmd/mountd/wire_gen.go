@@ -96,6 +96,8 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	webhookDeps := provideWebhookDeps(cfg, store, sealer, fleet, rateLimiter, cursorCodec, logger)
 	webhookService := core.NewWebhookService(webhookDeps)
 	exportService := core.NewExportService(store, store)
+	auditCursors := provideAuditCursors(sealer)
+	auditService := core.NewAuditService(store, auditCursors)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
 	apiRateLimit := provideAPIRateLimit(cfg, rateLimiter, logger)
@@ -109,6 +111,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Events:    eventService,
 		Webhooks:  webhookService,
 		Exports:   exportService,
+		Audit:     auditService,
 		Blobs:     blobOpener,
 		Checks:    v,
 		RateLimit: apiRateLimit,
@@ -122,6 +125,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		FirmwareService: firmwareService,
 		EventLog:        eventService,
 		WebhookService:  webhookService,
+		AuditLog:        auditService,
 		Logger:          logger,
 		Cursors:         cursorCodec,
 	}
@@ -237,6 +241,24 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 	return mountService, func() {
 		cleanup3()
 		cleanup2()
+		cleanup()
+	}, nil
+}
+
+// newAuditService wires what `mountd audit` needs.
+func newAuditService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.AuditService, func(), error) {
+	store, cleanup, err := provideStore(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	sealer, err := provideSealer(cfg, logger)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	auditCursors := provideAuditCursors(sealer)
+	auditService := core.NewAuditService(store, auditCursors)
+	return auditService, func() {
 		cleanup()
 	}, nil
 }

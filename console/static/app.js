@@ -8,6 +8,7 @@ import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
 import { firmwareView } from "./firmware.js";
 import { download, exportMenu } from "./exports.js";
+import { auditView } from "./audit.js";
 
 // ---------- fleet ----------
 
@@ -580,6 +581,7 @@ function route() {
   else if (path === "#/webhooks" && isOwner()) v = webhooksView(query);
   else if (path === "#/firmware") v = firmwareView();
   else if (path === "#/associate" && isOwner()) v = associateView();
+  else if (path === "#/audit" && isOwner()) v = auditView(query);
   else v = overviewView();
   current = typeof v === "function" ? { stop: v } : v;
   current.path = path;

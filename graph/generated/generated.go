@@ -38,6 +38,27 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AuditActor struct {
+		ID   func(childComplexity int) int
+		Name func(childComplexity int) int
+		Type func(childComplexity int) int
+	}
+
+	AuditEntry struct {
+		Action        func(childComplexity int) int
+		Actor         func(childComplexity int) int
+		At            func(childComplexity int) int
+		Details       func(childComplexity int) int
+		ID            func(childComplexity int) int
+		SourceAddress func(childComplexity int) int
+		Target        func(childComplexity int) int
+	}
+
+	AuditPage struct {
+		Entries func(childComplexity int) int
+		Next    func(childComplexity int) int
+	}
+
 	Command struct {
 		Code        func(childComplexity int) int
 		Data        func(childComplexity int) int
@@ -190,6 +211,7 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
+		Audit               func(childComplexity int, after *string, limit *int, actor *string, action *string, target *string) int
 		CheckFirmwareUpdate func(childComplexity int, modelNumber string, softwareRevision *string) int
 		Events              func(childComplexity int, after *string, limit *int, types []model.MountEventType, mountUID *string) int
 		FirmwareDownload    func(childComplexity int, modelNumber string, softwareRevision *string) int
@@ -288,6 +310,7 @@ type MutationResolver interface {
 }
 type QueryResolver interface {
 	Me(ctx context.Context) (*model.Me, error)
+	Audit(ctx context.Context, after *string, limit *int, actor *string, action *string, target *string) (*model.AuditPage, error)
 	Events(ctx context.Context, after *string, limit *int, types []model.MountEventType, mountUID *string) (*model.EventPage, error)
 	FirmwareVersions(ctx context.Context, currentPage *int, pageSize *int, modelNumber *string) (*model.FirmwareVersionPage, error)
 	CheckFirmwareUpdate(ctx context.Context, modelNumber string, softwareRevision *string) (*model.FirmwareUpdateCheck, error)
@@ -323,6 +346,81 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "AuditActor.id":
+		if e.ComplexityRoot.AuditActor.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditActor.ID(childComplexity), true
+	case "AuditActor.name":
+		if e.ComplexityRoot.AuditActor.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditActor.Name(childComplexity), true
+	case "AuditActor.type":
+		if e.ComplexityRoot.AuditActor.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditActor.Type(childComplexity), true
+
+	case "AuditEntry.action":
+		if e.ComplexityRoot.AuditEntry.Action == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEntry.Action(childComplexity), true
+	case "AuditEntry.actor":
+		if e.ComplexityRoot.AuditEntry.Actor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEntry.Actor(childComplexity), true
+	case "AuditEntry.at":
+		if e.ComplexityRoot.AuditEntry.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEntry.At(childComplexity), true
+	case "AuditEntry.details":
+		if e.ComplexityRoot.AuditEntry.Details == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEntry.Details(childComplexity), true
+	case "AuditEntry.id":
+		if e.ComplexityRoot.AuditEntry.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEntry.ID(childComplexity), true
+	case "AuditEntry.sourceAddress":
+		if e.ComplexityRoot.AuditEntry.SourceAddress == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEntry.SourceAddress(childComplexity), true
+	case "AuditEntry.target":
+		if e.ComplexityRoot.AuditEntry.Target == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditEntry.Target(childComplexity), true
+
+	case "AuditPage.entries":
+		if e.ComplexityRoot.AuditPage.Entries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditPage.Entries(childComplexity), true
+	case "AuditPage.next":
+		if e.ComplexityRoot.AuditPage.Next == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AuditPage.Next(childComplexity), true
 
 	case "Command.code":
 		if e.ComplexityRoot.Command.Code == nil {
@@ -977,6 +1075,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Pagination.TotalPages(childComplexity), true
 
+	case "Query.audit":
+		if e.ComplexityRoot.Query.Audit == nil {
+			break
+		}
+
+		args, err := ec.field_Query_audit_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Audit(childComplexity, args["after"].(*string), args["limit"].(*int), args["actor"].(*string), args["action"].(*string), args["target"].(*string)), true
 	case "Query.checkFirmwareUpdate":
 		if e.ComplexityRoot.Query.CheckFirmwareUpdate == nil {
 			break
@@ -1441,6 +1550,44 @@ func newExecutionContext(
 }
 
 var sources = []*ast.Source{
+	{Name: "../schema/audit.graphqls", Input: `"Who made a change: an API client, a person signed in, or an operator at the mountd commands."
+type AuditActor {
+  "client, user or cli."
+  type: String!
+  "The client id, the user id, or the operating-system user."
+  id: String!
+  "The client id, the username, or the operating-system user."
+  name: String!
+}
+
+"One change in the audit log."
+type AuditEntry {
+  "The entry's cursor in the audit log: pass it as after to read on."
+  id: ID!
+  at: DateTime!
+  actor: AuditActor!
+  "mount.abandon, webhook.create, user.create, … (docs/api.md, \"Audit log\")."
+  action: String!
+  "What the change touched: <kind>:<id> (mount:M-1, webhook:wh_…)."
+  target: String!
+  "The caller's address, as the rate limits see it."
+  sourceAddress: String!
+  "What changed; never a secret."
+  details: JSON!
+}
+
+"A page of the audit log, oldest first."
+type AuditPage {
+  entries: [AuditEntry!]!
+  "The cursor to pass as after next."
+  next: ID!
+}
+
+extend type Query {
+  "The account's audit log, oldest first, as GET /api/v1/audit (owners only)."
+  audit(after: ID, limit: Int, actor: String, action: String, target: String): AuditPage!
+}
+`, BuiltIn: false},
 	{Name: "../schema/events.graphqls", Input: `enum MountEventType {
   STATES_REPORTED
   ASSOCIATION_REQUESTED
@@ -1807,6 +1954,48 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_AuditActor(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "type":
+		return ec.fieldContext_AuditActor_type(ctx, field)
+	case "id":
+		return ec.fieldContext_AuditActor_id(ctx, field)
+	case "name":
+		return ec.fieldContext_AuditActor_name(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditActor", field.Name)
+}
+
+func (ec *executionContext) childFields_AuditEntry(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AuditEntry_id(ctx, field)
+	case "at":
+		return ec.fieldContext_AuditEntry_at(ctx, field)
+	case "actor":
+		return ec.fieldContext_AuditEntry_actor(ctx, field)
+	case "action":
+		return ec.fieldContext_AuditEntry_action(ctx, field)
+	case "target":
+		return ec.fieldContext_AuditEntry_target(ctx, field)
+	case "sourceAddress":
+		return ec.fieldContext_AuditEntry_sourceAddress(ctx, field)
+	case "details":
+		return ec.fieldContext_AuditEntry_details(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditEntry", field.Name)
+}
+
+func (ec *executionContext) childFields_AuditPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "entries":
+		return ec.fieldContext_AuditPage_entries(ctx, field)
+	case "next":
+		return ec.fieldContext_AuditPage_next(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AuditPage", field.Name)
+}
 
 func (ec *executionContext) childFields_Command(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -2562,6 +2751,52 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_audit_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "actor",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["actor"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "action",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["action"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "target",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["target"] = arg4
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_checkFirmwareUpdate_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2993,6 +3228,300 @@ func (ec *executionContext) field___Type_fields_args(ctx context.Context, rawArg
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _AuditActor_type(ctx context.Context, field graphql.CollectedField, obj *model.AuditActor) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditActor_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditActor_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditActor", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AuditActor_id(ctx context.Context, field graphql.CollectedField, obj *model.AuditActor) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditActor_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditActor_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditActor", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AuditActor_name(ctx context.Context, field graphql.CollectedField, obj *model.AuditActor) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditActor_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditActor_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditActor", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AuditEntry_id(ctx context.Context, field graphql.CollectedField, obj *model.AuditEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEntry_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEntry_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEntry", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _AuditEntry_at(ctx context.Context, field graphql.CollectedField, obj *model.AuditEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEntry_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEntry_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEntry", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _AuditEntry_actor(ctx context.Context, field graphql.CollectedField, obj *model.AuditEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEntry_actor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Actor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AuditActor) graphql.Marshaler {
+			return ec.marshalNAuditActor2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAuditActor(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEntry_actor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AuditEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditActor(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AuditEntry_action(ctx context.Context, field graphql.CollectedField, obj *model.AuditEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEntry_action(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Action, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEntry_action(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEntry", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AuditEntry_target(ctx context.Context, field graphql.CollectedField, obj *model.AuditEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEntry_target(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Target, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEntry_target(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEntry", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AuditEntry_sourceAddress(ctx context.Context, field graphql.CollectedField, obj *model.AuditEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEntry_sourceAddress(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SourceAddress, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEntry_sourceAddress(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEntry", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AuditEntry_details(ctx context.Context, field graphql.CollectedField, obj *model.AuditEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditEntry_details(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Details, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditEntry_details(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditEntry", field, false, false, errors.New("field of type JSON does not have child fields"))
+}
+
+func (ec *executionContext) _AuditPage_entries(ctx context.Context, field graphql.CollectedField, obj *model.AuditPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditPage_entries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Entries, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.AuditEntry) graphql.Marshaler {
+			return ec.marshalNAuditEntry2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAuditEntryᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditPage_entries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AuditPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditEntry(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AuditPage_next(ctx context.Context, field graphql.CollectedField, obj *model.AuditPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AuditPage_next(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Next, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AuditPage_next(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AuditPage", field, false, false, errors.New("field of type ID does not have child fields"))
+}
 
 func (ec *executionContext) _Command_code(ctx context.Context, field graphql.CollectedField, obj *model.Command) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -5649,6 +6178,50 @@ func (ec *executionContext) fieldContext_Query_me(_ context.Context, field graph
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Me(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_audit(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_audit(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Audit(ctx, fc.Args["after"].(*string), fc.Args["limit"].(*int), fc.Args["actor"].(*string), fc.Args["action"].(*string), fc.Args["target"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AuditPage) graphql.Marshaler {
+			return ec.marshalNAuditPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAuditPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_audit(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AuditPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_audit_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -8569,6 +9142,165 @@ func (ec *executionContext) unmarshalInputUpdateWebhookInput(ctx context.Context
 
 // region    **************************** object.gotpl ****************************
 
+var auditActorImplementors = []string{"AuditActor"}
+
+func (ec *executionContext) _AuditActor(ctx context.Context, sel ast.SelectionSet, obj *model.AuditActor) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditActorImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditActor")
+		case "type":
+			out.Values[i] = ec._AuditActor_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "id":
+			out.Values[i] = ec._AuditActor_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._AuditActor_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var auditEntryImplementors = []string{"AuditEntry"}
+
+func (ec *executionContext) _AuditEntry(ctx context.Context, sel ast.SelectionSet, obj *model.AuditEntry) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditEntryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditEntry")
+		case "id":
+			out.Values[i] = ec._AuditEntry_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._AuditEntry_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "actor":
+			out.Values[i] = ec._AuditEntry_actor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "action":
+			out.Values[i] = ec._AuditEntry_action(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "target":
+			out.Values[i] = ec._AuditEntry_target(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sourceAddress":
+			out.Values[i] = ec._AuditEntry_sourceAddress(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "details":
+			out.Values[i] = ec._AuditEntry_details(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var auditPageImplementors = []string{"AuditPage"}
+
+func (ec *executionContext) _AuditPage(ctx context.Context, sel ast.SelectionSet, obj *model.AuditPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, auditPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AuditPage")
+		case "entries":
+			out.Values[i] = ec._AuditPage_entries(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "next":
+			out.Values[i] = ec._AuditPage_next(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
 var commandImplementors = []string{"Command"}
 
 func (ec *executionContext) _Command(ctx context.Context, sel ast.SelectionSet, obj *model.Command) graphql.Marshaler {
@@ -9777,6 +10509,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "audit":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_audit(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "events":
 			field := field
 
@@ -10875,6 +11629,50 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 // endregion **************************** object.gotpl ****************************
 
 // region    ***************************** type.gotpl *****************************
+
+func (ec *executionContext) marshalNAuditActor2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAuditActor(ctx context.Context, sel ast.SelectionSet, v *model.AuditActor) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._AuditActor(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAuditEntry2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAuditEntry(ctx context.Context, sel ast.SelectionSet, v model.AuditEntry) graphql.Marshaler {
+	return ec._AuditEntry(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAuditEntry2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAuditEntryᚄ(ctx context.Context, sel ast.SelectionSet, v []model.AuditEntry) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAuditEntry2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAuditEntry(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAuditPage2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAuditPage(ctx context.Context, sel ast.SelectionSet, v model.AuditPage) graphql.Marshaler {
+	return ec._AuditPage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAuditPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAuditPage(ctx context.Context, sel ast.SelectionSet, v *model.AuditPage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._AuditPage(ctx, sel, v)
+}
 
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)

@@ -9,6 +9,39 @@ import (
 	"strconv"
 )
 
+// Who made a change: an API client, a person signed in, or an operator at the mountd commands.
+type AuditActor struct {
+	// client, user or cli.
+	Type string `json:"type"`
+	// The client id, the user id, or the operating-system user.
+	ID string `json:"id"`
+	// The client id, the username, or the operating-system user.
+	Name string `json:"name"`
+}
+
+// One change in the audit log.
+type AuditEntry struct {
+	// The entry's cursor in the audit log: pass it as after to read on.
+	ID    string      `json:"id"`
+	At    DateTime    `json:"at"`
+	Actor *AuditActor `json:"actor"`
+	// mount.abandon, webhook.create, user.create, … (docs/api.md, "Audit log").
+	Action string `json:"action"`
+	// What the change touched: <kind>:<id> (mount:M-1, webhook:wh_…).
+	Target string `json:"target"`
+	// The caller's address, as the rate limits see it.
+	SourceAddress string `json:"sourceAddress"`
+	// What changed; never a secret.
+	Details map[string]any `json:"details"`
+}
+
+// A page of the audit log, oldest first.
+type AuditPage struct {
+	Entries []AuditEntry `json:"entries"`
+	// The cursor to pass as after next.
+	Next string `json:"next"`
+}
+
 type Command struct {
 	Code        string         `json:"code"`
 	Data        map[string]any `json:"data"`

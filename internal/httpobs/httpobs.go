@@ -7,6 +7,7 @@ package httpobs
 
 import (
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -186,4 +187,16 @@ func Observe(next http.Handler, logger *slog.Logger, m *Metrics, internalError h
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// SourceAddress is the caller's address without its port: r.RemoteAddr,
+// which internal/httpserver's ClientAddress has made the client's when a
+// trusted proxy forwarded the request. Every throttle per address and the
+// audit log read it here, so they name the same caller.
+func SourceAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
