@@ -199,7 +199,10 @@ func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, n
 				return sql.ErrNoRows
 			}
 			out = rows[0].mountRow
-			return s.appendEventWith(ctx, tx, e, &out, latestOf(rows), "", nil)
+			if err := s.appendEventWith(ctx, tx, e, &out, latestOf(rows), "", nil); err != nil {
+				return err
+			}
+			return s.recordAudit(ctx, tx)
 		}
 		err := tx.NewRaw(confirm, millis(now), millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
 		if err != nil {

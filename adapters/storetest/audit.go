@@ -73,11 +73,15 @@ func auditLog(t *testing.T, store Store) {
 			return store.SetUserPassword(ctx, "bob", "h3")
 		}, false},
 		{"ClaimMount", entry("acc_a", core.AuditMountRequest, "mount:A1"), func(ctx context.Context) error {
-			_, err := store.ClaimMount(ctx, core.Claim{UID: "A1", AccountID: "acc_a", Key: key, Now: at, Deadline: at.Add(time.Hour)}, nil)
+			// With its event, as the service calls it (PostgreSQL writes
+			// both in one statement).
+			_, err := store.ClaimMount(ctx, core.Claim{UID: "A1", AccountID: "acc_a", Key: key, Now: at, Deadline: at.Add(time.Hour)},
+				&core.Event{Type: core.EventAssociationRequested, UID: "A1", AccountID: "acc_a", OccurredAt: at})
 			return err
 		}, true},
 		{"ConfirmAssociation", entry("acc_a", core.AuditMountConfirm, "mount:A1"), func(ctx context.Context) error {
-			_, ok, err := store.ConfirmAssociation(ctx, "A1", "acc_a", at, nil)
+			_, ok, err := store.ConfirmAssociation(ctx, "A1", "acc_a", at,
+				&core.Event{Type: core.EventAssociationConfirmed, UID: "A1", AccountID: "acc_a", OccurredAt: at})
 			if err == nil && !ok {
 				err = fmt.Errorf("not confirmed")
 			}
