@@ -203,7 +203,8 @@ type WebhookRetryDelays []time.Duration
 // WebhookService holds the rules of webhooks and runs their deliveries.
 type WebhookService struct {
 	WebhookDeps
-	now func() time.Time
+	now   func() time.Time
+	hooks webhookCache
 }
 
 // NewWebhookService returns a WebhookService over its ports.
@@ -360,6 +361,7 @@ func (s *WebhookService) UpdateWebhook(ctx context.Context, p Principal, id stri
 		return Webhook{}, err
 	}
 	w.UpdatedAt = s.clock()
+	defer s.hooks.invalidate()
 	return w, s.Store.UpdateWebhook(byPrincipal(ctx, p, w.UpdatedAt, AuditWebhookUpdate, AuditTarget("webhook", w.ID), webhookDetails(w, in)), w)
 }
 
@@ -368,6 +370,7 @@ func (s *WebhookService) DeleteWebhook(ctx context.Context, p Principal, id stri
 	if err := p.Authorize(ActionManageWebhooks); err != nil {
 		return err
 	}
+	defer s.hooks.invalidate()
 	return s.Store.DeleteWebhook(byPrincipal(ctx, p, s.clock(), AuditWebhookDelete, AuditTarget("webhook", id), nil), p.AccountID, id)
 }
 
@@ -383,6 +386,7 @@ func (s *WebhookService) RotateSecret(ctx context.Context, p Principal, id strin
 		return "", err
 	}
 	w.UpdatedAt = s.clock()
+	defer s.hooks.invalidate()
 	// The entry says that the secret changed, never what it is.
 	return secret, s.Store.UpdateWebhook(byPrincipal(ctx, p, w.UpdatedAt, AuditWebhookRotateSecret, AuditTarget("webhook", w.ID), nil), w)
 }
@@ -818,7 +822,14 @@ func (s *WebhookService) record(ctx context.Context, results <-chan FinishedDeli
 // when the attempt failed and a retry is left; ok false when no attempt
 // was made.
 func (s *WebhookService) attempt(ctx context.Context, d Delivery) (f FinishedDelivery, ok bool) {
-	w, err := s.Store.Webhook(ctx, d.AccountID, d.WebhookID)
+	h, err := s.hooks.get(d, func() (cachedWebhook, error) {
+		w, err := s.Store.Webhook(ctx, d.AccountID, d.WebhookID)
+		if err != nil {
+			return cachedWebhook{}, err
+		}
+		secret, err := s.Sealer.Open(w.SealedSecret, secretAAD(w.ID))
+		return cachedWebhook{w: w, secret: string(secret), openErr: err}, nil
+	})
 	if err != nil {
 		if ErrorCode(err) != CodeWebhookNotFound && ctx.Err() == nil {
 			s.Logger.WarnContext(ctx, "read webhook failed", "webhook", d.WebhookID, "err", err)
@@ -829,8 +840,8 @@ func (s *WebhookService) attempt(ctx context.Context, d Delivery) (f FinishedDel
 		return f, false // shutting down before the attempt: the lease lapses, it stays pending
 	}
 	var res DeliveryResult
+	w, secret, err := h.w, h.secret, h.openErr
 	retry := w.Enabled
-	secret, err := s.Sealer.Open(w.SealedSecret, secretAAD(w.ID))
 	switch {
 	case d.Payload == nil:
 		// Cannot happen through the API (a body goes with the event's
@@ -844,7 +855,7 @@ func (s *WebhookService) attempt(ctx context.Context, d Delivery) (f FinishedDel
 		s.Logger.ErrorContext(ctx, "open webhook secret failed", "webhook", w.ID, "err", err)
 		res = DeliveryResult{Error: errSecretSealed, AttemptedAt: s.clock()}
 	case w.Enabled:
-		res = s.Sender.Send(ctx, w.URL, string(secret), d)
+		res = s.Sender.Send(ctx, w.URL, secret, d)
 	default:
 		res = DeliveryResult{Error: "the webhook is disabled", AttemptedAt: s.clock()}
 	}
@@ -918,4 +929,70 @@ func webhookDetails(w Webhook, in WebhookInput) map[string]any {
 		d["enabled"] = w.Enabled
 	}
 	return d
+}
+
+// webhookFresh is how long the dispatcher uses a webhook it read (URL,
+// secret, enabled) before reading it again: a burst to one webhook read it
+// once per attempt, a round trip on each attempt's path. A change made on
+// this replica is seen by the next attempt (invalidate); one made on
+// another replica by attempts started webhookFresh after it at the latest
+// (docs/api.md, "Webhooks").
+const webhookFresh = 100 * time.Millisecond
+
+// cachedWebhook is a webhook as the dispatcher read it, its secret opened.
+type cachedWebhook struct {
+	w       Webhook
+	secret  string
+	openErr error // the secret could not be opened
+	gen     uint64
+	readAt  time.Time
+}
+
+// webhookCache keeps the webhooks attempts were made to for webhookFresh.
+// Safe for concurrent use.
+type webhookCache struct {
+	mu      sync.Mutex
+	entries map[string]cachedWebhook
+	// gen counts the changes made on this replica: an entry read before
+	// one (the read may have begun before the change committed) is stale.
+	gen uint64
+}
+
+// invalidate forgets every webhook read so far; called once a change is
+// stored, before it is acknowledged.
+func (c *webhookCache) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	clear(c.entries)
+}
+
+// get returns d's webhook, read with read unless one read less than
+// webhookFresh ago, with no change on this replica since, is kept.
+// Errors are not kept.
+func (c *webhookCache) get(d Delivery, read func() (cachedWebhook, error)) (cachedWebhook, error) {
+	now := time.Now() // the real clock: tests that fix the service's clock would keep entries for ever
+	c.mu.Lock()
+	h, ok := c.entries[d.WebhookID]
+	gen := c.gen
+	c.mu.Unlock()
+	if ok && h.gen == gen && now.Sub(h.readAt) < webhookFresh && h.w.AccountID == d.AccountID {
+		return h, nil
+	}
+	h, err := read()
+	if err != nil {
+		return h, err
+	}
+	h.gen, h.readAt = gen, now
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) >= maxDeliveriesInFlight {
+		// Bounded by the attempts in flight; an entry that is not in use
+		// any more is worth nothing after webhookFresh.
+		c.entries = map[string]cachedWebhook{}
+	}
+	if c.gen == gen {
+		c.entries[d.WebhookID] = h
+	}
+	return h, nil
 }

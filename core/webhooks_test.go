@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -626,4 +627,100 @@ func TestWebhookBurstToOneWebhook(t *testing.T) {
 	if store.emptyClaims > n/10 {
 		t.Fatalf("%d claims found nothing for %d attempts", store.emptyClaims, n)
 	}
+}
+
+// readCountingStore counts the reads of single webhooks.
+type readCountingStore struct {
+	*memory.Store
+	mu    sync.Mutex
+	reads int
+}
+
+func (s *readCountingStore) Webhook(ctx context.Context, accountID, id string) (core.Webhook, error) {
+	s.mu.Lock()
+	s.reads++
+	s.mu.Unlock()
+	return s.Store.Webhook(ctx, accountID, id)
+}
+
+func (s *readCountingStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads
+}
+
+// secretSender answers 204 and keeps the secret each attempt was signed with.
+type secretSender struct {
+	mu      sync.Mutex
+	secrets []string
+}
+
+func (s *secretSender) Send(_ context.Context, _, secret string, _ core.Delivery) core.DeliveryResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.secrets = append(s.secrets, secret)
+	return core.DeliveryResult{ResponseStatus: 204, AttemptedAt: time.Now().UTC().Truncate(time.Millisecond)}
+}
+
+func (s *secretSender) sent() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.secrets)
+}
+
+// TestWebhookReadOncePerBurst: a backlog of 40 events to one webhook is
+// delivered reading the webhook a few times, not once per attempt; a
+// secret rotated on this replica signs the very next attempt.
+func TestWebhookReadOncePerBurst(t *testing.T) {
+	f := newLapseFixture(t)
+	store := &readCountingStore{Store: f.store}
+	sealer, _ := keyring.NewSealer(make([]byte, 32))
+	sender := &secretSender{}
+	svc := core.NewWebhookService(core.WebhookDeps{Store: store, Sealer: sealer, Targets: allowAll{}, Sender: sender,
+		Body: func(core.Event) ([]byte, error) { return []byte(`{}`), nil }, Waker: f.waker,
+		Logger: slog.New(slog.DiscardHandler)})
+	svc.SetClock(f.clock.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	u := "https://example.com/hook"
+	hook, secret, err := svc.CreateWebhook(ctx, f.a, core.WebhookInput{URL: &u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Second)
+	const n = 40
+	for i := range n {
+		mustOK(t, f.requestErr(ctx, fmt.Sprintf("RB%d", i)))
+	}
+	waitSent := func(want int) []string {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if got := sender.sent(); len(got) >= want {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d attempts after 10s, want %d", len(sender.sent()), want)
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.RunDeliveries(ctx) }()
+	defer func() { cancel(); <-done }()
+	for _, s := range waitSent(n) {
+		if s != secret {
+			t.Fatalf("an attempt signed with %q, want the webhook's secret", s)
+		}
+	}
+	if reads := store.count(); reads > n/4 {
+		t.Errorf("the webhook was read %d times for %d attempts", reads, n)
+	}
+
+	rotated, err := svc.RotateSecret(ctx, f.a, hook.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, f.requestErr(ctx, "RB-after-rotation"))
+	if got := waitSent(n + 1); got[n] != rotated {
+		t.Fatalf("the attempt after rotation signed with %q, want the new secret", got[n])
+	}
+
 }

@@ -245,10 +245,15 @@ func (s *Store) logBounds(ctx context.Context, db bun.IDB, accountID string) (he
 
 // ReadEvents implements core.EventLog.
 func (s *Store) ReadEvents(ctx context.Context, q core.EventQuery) ([]core.Event, core.Cursor, error) {
-	return s.readEvents(ctx, s.db, q)
+	return s.readEvents(ctx, s.db, q, nil)
 }
 
-func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery) ([]core.Event, core.Cursor, error) {
+// readEvents reads the events q asks for. With hooked not nil (the webhook
+// dispatcher), it reads and decodes the bodies of the events of accounts
+// with an enabled webhook only, and tells which accounts have one: the
+// others' events come with their columns alone (about a tenth of mountd's
+// CPU under ingest went to decoding bodies no webhook wanted).
+func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery, hooked map[string]bool) ([]core.Event, core.Cursor, error) {
 	head, horizon, err := s.logBounds(ctx, db, q.AccountID)
 	if err != nil {
 		return nil, core.Cursor{}, err
@@ -268,7 +273,12 @@ func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery) (
 	t := s.txType()
 	var sb strings.Builder
 	args := []any{}
-	sb.WriteString(`SELECT id, CAST(tx AS TEXT) AS tx_text, account_id, type, mount_uid, occurred_at, body FROM events WHERE `)
+	body := "body"
+	if hooked != nil {
+		// A stored body is never empty: '' marks one not read.
+		body = `CASE WHEN EXISTS (SELECT 1 FROM webhooks w WHERE w.account_id = events.account_id AND w.enabled) THEN body ELSE '' END AS body`
+	}
+	fmt.Fprintf(&sb, `SELECT id, CAST(tx AS TEXT) AS tx_text, account_id, type, mount_uid, occurred_at, %s FROM events WHERE `, body)
 	// Only settled rows: up to the head read above, so that the head is
 	// exactly where this read stops.
 	fmt.Fprintf(&sb, `(tx, id) <= (CAST(? AS %s), ?)`, t)
@@ -304,6 +314,12 @@ func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery) (
 	}
 	events := make([]core.Event, len(rows))
 	for i, r := range rows {
+		if hooked != nil {
+			hooked[r.AccountID] = r.Body != ""
+			if r.Body == "" {
+				r.Body = "{}"
+			}
+		}
 		if events[i], err = r.toEvent(); err != nil {
 			return nil, core.Cursor{}, err
 		}

@@ -270,7 +270,8 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 			return fmt.Errorf("dispatch position: %w", err)
 		}
 		after := core.Cursor{Tx: txid, Seq: cur.ID}
-		events, next, err := s.readEvents(ctx, tx, core.EventQuery{After: &after, Limit: limit})
+		hooked := map[string]bool{}
+		events, next, err := s.readEvents(ctx, tx, core.EventQuery{After: &after, Limit: limit}, hooked)
 		if core.ErrorCode(err) == core.CodeCursorExpired {
 			// Retention outran the dispatcher (stopped for longer than the
 			// log keeps events): go on from the oldest retained event.
@@ -278,7 +279,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 			if herr != nil {
 				return herr
 			}
-			events, next, err = s.readEvents(ctx, tx, core.EventQuery{After: &horizon, Limit: limit})
+			events, next, err = s.readEvents(ctx, tx, core.EventQuery{After: &horizon, Limit: limit}, hooked)
 		}
 		if err != nil {
 			return err
@@ -286,7 +287,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 		read = len(events)
 		hooks := map[string][]core.Webhook{}
 		for _, e := range events {
-			if _, ok := hooks[e.AccountID]; ok {
+			if _, ok := hooks[e.AccountID]; ok || !hooked[e.AccountID] {
 				continue
 			}
 			var rows []webhookRow

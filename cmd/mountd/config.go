@@ -52,6 +52,10 @@ type Config struct {
 	BlobURL             string
 	LogLevel            string
 	LogFormat           string
+	// holdDeliveries, when set (benchmarks only), keeps the webhook
+	// dispatcher from starting until it is closed, so that a backlog of
+	// events can be measured apart from how fast it was ingested.
+	holdDeliveries <-chan struct{}
 }
 
 // resolve fills the defaults that derive from other settings. listenAddr is

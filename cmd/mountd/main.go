@@ -365,6 +365,13 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 	workers.Go(func() { a.Events.RunRetention(workerCtx, cfg.EventRetention, time.Minute) })
 	workers.Go(func() { a.Retention.Run(workerCtx, 10*time.Minute) })
 	workers.Go(func() {
+		if cfg.holdDeliveries != nil {
+			select {
+			case <-cfg.holdDeliveries:
+			case <-workerCtx.Done():
+				return
+			}
+		}
 		if err := a.Webhooks.RunDeliveries(workerCtx); err != nil {
 			logger.Error("webhook deliveries stopped", "err", err)
 		}
