@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,11 +39,6 @@ type EventFeed struct {
 	// kick makes the feed read at once (a subscriber attached to an idle
 	// feed).
 	kick chan struct{}
-	// runq holds the streams with events (or their end) to hand over, for
-	// the feed's workers (work), which run as long as Run.
-	runq    []*feedSub
-	runWake *sync.Cond
-	stopped bool // Run ended: the workers exit once runq is empty
 }
 
 // feedSub is one live subscriber of an account.
@@ -56,18 +50,6 @@ type feedSub struct {
 	// per subscription, and each event was copied into each of them.
 	ch     chan *Event
 	closed bool
-
-	// A stream (deliver set) has no channel and no goroutine while it
-	// waits: its events queue here, grown on demand, and one of the
-	// feed's workers hands them over, in order (scheduled: it is in runq
-	// or a worker has it). A goroutine per live subscription was 8-16 KiB
-	// of stack each, and a channel of FeedBuffer pointers 2 KiB.
-	deliver   func(e *Event) bool
-	end       func()
-	queue     []*Event
-	scheduled bool
-	over      bool        // deliver returned false or end ran (the worker's)
-	stop      func() bool // ends the removal when ctx ends
 }
 
 // NewEventFeed returns a feed over the log; Run starts it.
@@ -75,10 +57,8 @@ func NewEventFeed(log EventLog, waker EventWaker, logger *slog.Logger) *EventFee
 	if logger == nil {
 		logger = slog.Default()
 	}
-	f := &EventFeed{log: log, waker: waker, logger: logger, ready: make(chan struct{}),
+	return &EventFeed{log: log, waker: waker, logger: logger, ready: make(chan struct{}),
 		subs: map[string]map[*feedSub]struct{}{}, kick: make(chan struct{}, 1)}
-	f.runWake = sync.NewCond(&f.mu)
-	return f
 }
 
 // Run follows the log until ctx ends, then closes every subscriber.
@@ -103,17 +83,6 @@ func (f *EventFeed) Run(ctx context.Context) error {
 		case <-time.After(feedPoll):
 		}
 	}
-	var workers sync.WaitGroup
-	for range feedWorkers() {
-		workers.Go(f.work)
-	}
-	defer func() {
-		f.mu.Lock()
-		f.stopped = true
-		f.runWake.Broadcast()
-		f.mu.Unlock()
-		workers.Wait()
-	}()
 	f.mu.Lock()
 	f.pos, f.started = head, true
 	close(f.ready)
@@ -220,16 +189,6 @@ func (f *EventFeed) dispatchLocked(e *Event) {
 		if !s.from.Before(e.ID) {
 			continue
 		}
-		if s.deliver != nil {
-			if len(s.queue) >= FeedBuffer {
-				f.logger.Warn("event subscriber too slow, dropping it", "account", e.AccountID, "buffer", FeedBuffer)
-				f.removeLocked(s)
-				continue
-			}
-			s.queue = append(s.queue, e)
-			f.scheduleLocked(s)
-			continue
-		}
 		select {
 		case s.ch <- e:
 		default:
@@ -315,67 +274,7 @@ func (f *EventFeed) removeLocked(s *feedSub) {
 			delete(f.subs, s.accountID)
 		}
 	}
-	if s.deliver != nil {
-		f.scheduleLocked(s) // a worker ends it after what is queued
-		return
-	}
 	close(s.ch)
-}
-
-// scheduleLocked queues s for a worker unless one has it already.
-func (f *EventFeed) scheduleLocked(s *feedSub) {
-	if s.scheduled {
-		return
-	}
-	s.scheduled = true
-	f.runq = append(f.runq, s)
-	f.runWake.Signal()
-}
-
-// feedWorkers is how many goroutines hand live events to streams. Handing
-// over runs the subscriber's work (a GraphQL result: CPU, now and then a
-// read), so a few more than the CPUs keep them busy while one waits.
-func feedWorkers() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
-
-// work hands queued events to streams, one stream at a time per worker,
-// and ends the streams that were removed or whose deliver said stop.
-func (f *EventFeed) work() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for {
-		for len(f.runq) == 0 {
-			if f.stopped {
-				return
-			}
-			f.runWake.Wait()
-		}
-		s := f.runq[0]
-		f.runq[0] = nil
-		f.runq = f.runq[1:]
-		batch, closed := s.queue, s.closed
-		s.queue = nil
-		f.mu.Unlock()
-		for _, e := range batch {
-			if s.over = !s.deliver(e); s.over {
-				break
-			}
-		}
-		end := (s.over || closed) && s.end != nil
-		if end {
-			s.over = true
-			s.end()
-			s.end = nil
-		}
-		f.mu.Lock()
-		if end {
-			f.removeLocked(s) // stays scheduled: nothing queues it again
-			continue
-		}
-		s.scheduled = false
-		if len(s.queue) > 0 || s.closed {
-			f.scheduleLocked(s)
-		}
-	}
 }
 
 func (f *EventFeed) closeAll() {
@@ -395,14 +294,14 @@ func (f *EventFeed) closeAll() {
 // starts at the feed's position (what happens from now on).
 func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-chan Event, error) {
 	out := make(chan Event, 1)
-	err := f.stream(ctx, after, q, func(e Event, _ bool) bool {
+	err := f.stream(ctx, after, q, func(e Event) bool {
 		select {
 		case out <- e:
 			return true
 		case <-ctx.Done():
 			return false
 		}
-	}, func() { close(out) }, false)
+	}, func() { close(out) })
 	if err != nil {
 		return nil, err
 	}
@@ -410,108 +309,12 @@ func (f *EventFeed) follow(ctx context.Context, after *Cursor, q EventQuery) (<-
 }
 
 // stream is follow with a callback instead of a channel: send gets each
-// event, in order, until it returns false, ctx ends or the subscriber falls
-// behind; end is called then, once. On an error nothing starts and end is
-// not called. live tells a replayed event (false) from one the feed hands
-// out. A pooled stream's send must not block for long: live events are
-// handed over by the feed's workers, and the stream holds no goroutine
-// while it waits (only while it replays). Otherwise the stream runs on a
-// goroutine of its own.
-func (f *EventFeed) stream(ctx context.Context, after *Cursor, q EventQuery, send func(e Event, live bool) bool, end func(), pooled bool) error {
-	if !pooled {
-		return f.streamOwn(ctx, after, q, send, end)
-	}
-	q.Limit = feedPage
-	var (
-		backlog []Event
-		cur     Cursor
-	)
-	if after == nil {
-		pos, err := f.position(ctx)
-		if err != nil {
-			return err
-		}
-		cur = pos
-	} else {
-		cur = *after
-		q.After = &cur
-		events, next, err := f.log.ReadEvents(ctx, q)
-		if err != nil {
-			return err
-		}
-		backlog, cur = events, next
-	}
-	sub := &feedSub{accountID: q.AccountID}
-	sub.deliver = func(e *Event) bool {
-		return !q.Selects(*e) || (ctx.Err() == nil && send(*e, true))
-	}
-	sub.end = func() {
-		f.mu.Lock()
-		stop := sub.stop
-		f.mu.Unlock()
-		if stop != nil {
-			stop()
-		}
-		end()
-	}
-	// live attaches sub: from then on the feed's workers deliver, and a
-	// stream whose ctx ends is removed (a worker then calls end).
-	live := func() (bool, error) {
-		sub.from = cur
-		ok, err := f.attach(ctx, sub)
-		if ok {
-			stop := context.AfterFunc(ctx, func() { f.detach(sub) })
-			f.mu.Lock()
-			sub.stop = stop
-			f.mu.Unlock()
-		}
-		return ok, err
-	}
-	if after == nil {
-		// What happens from now on: nothing to read first, and no
-		// goroutine at all unless the feed moved on meanwhile.
-		if ok, err := live(); err != nil || ok {
-			return err
-		}
-	}
-	go func() {
-		full := len(backlog) == feedPage
-		for {
-			for _, e := range backlog {
-				if q.Selects(e) && (ctx.Err() != nil || !send(e, false)) {
-					end()
-					return
-				}
-			}
-			if !full {
-				ok, err := live()
-				if err != nil {
-					end()
-					return
-				}
-				if ok {
-					return
-				}
-			}
-			q.After = &cur
-			events, next, err := f.log.ReadEvents(ctx, q)
-			if err != nil {
-				// The stream ends; the client resumes from its last cursor.
-				if ctx.Err() == nil {
-					f.logger.WarnContext(ctx, "event replay failed", "account", q.AccountID, "err", err)
-				}
-				end()
-				return
-			}
-			backlog, cur, full = events, next, len(events) == feedPage
-		}
-	}()
-	return nil
-}
-
-// streamOwn is stream on a goroutine of its own, for a send that may
-// block: live events reach it through a channel.
-func (f *EventFeed) streamOwn(ctx context.Context, after *Cursor, q EventQuery, send func(e Event, live bool) bool, end func()) error {
+// event on the stream's one goroutine, until it returns false, ctx ends or
+// the subscriber falls behind; end is called then, once. On an error
+// nothing starts and end is not called. A subscriber that converts events
+// for a channel of its own spares a goroutine and a channel this way (each
+// GraphQL subscription held three goroutines besides its socket's reader).
+func (f *EventFeed) stream(ctx context.Context, after *Cursor, q EventQuery, send func(Event) bool, end func()) error {
 	q.Limit = feedPage
 	var (
 		backlog []Event
@@ -536,13 +339,13 @@ func (f *EventFeed) streamOwn(ctx context.Context, after *Cursor, q EventQuery, 
 	go func() {
 		defer end()
 		defer f.detach(sub)
-		deliver := func(e Event, live bool) bool {
-			return !q.Selects(e) || (ctx.Err() == nil && send(e, live))
+		deliver := func(e Event) bool {
+			return !q.Selects(e) || (ctx.Err() == nil && send(e))
 		}
 		full := len(backlog) == feedPage
 		for {
 			for _, e := range backlog {
-				if !deliver(e, false) {
+				if !deliver(e) {
 					return
 				}
 			}
@@ -570,7 +373,7 @@ func (f *EventFeed) streamOwn(ctx context.Context, after *Cursor, q EventQuery, 
 		for {
 			select {
 			case e, ok := <-sub.ch:
-				if !ok || !deliver(*e, true) {
+				if !ok || !deliver(*e) {
 					return
 				}
 			case <-ctx.Done():

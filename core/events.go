@@ -131,16 +131,14 @@ func (s *EventService) Subscribe(ctx context.Context, p Principal, f EventFilter
 }
 
 // Stream is Subscribe with a callback: send gets each event, in log order,
-// until it returns false, ctx ends or the subscriber falls behind; end is
-// called then, once (not when Stream returns an error). live is false for
-// the events replayed after f.After. With pooled, send must not block for
-// long: live events are handed over by the feed's few workers and the
-// stream holds no goroutine while it waits; without, it holds one.
-func (s *EventService) Stream(ctx context.Context, p Principal, f EventFilter, send func(e Event, live bool) bool, end func(), pooled bool) error {
+// on the stream's goroutine until it returns false, ctx ends or the
+// subscriber falls behind; end is called then, once (not when Stream
+// returns an error).
+func (s *EventService) Stream(ctx context.Context, p Principal, f EventFilter, send func(Event) bool, end func()) error {
 	if err := s.Authorize(ctx, p, f); err != nil {
 		return err
 	}
-	return s.feed.stream(ctx, f.After, EventQuery{AccountID: p.AccountID, MountUIDs: visibleMounts(p, f.MountUIDs)}, send, end, pooled)
+	return s.feed.stream(ctx, f.After, EventQuery{AccountID: p.AccountID, MountUIDs: visibleMounts(p, f.MountUIDs)}, send, end)
 }
 
 // Events reads the feed: up to r.Limit events after r.After that p may

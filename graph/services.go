@@ -47,7 +47,7 @@ type Accounts interface {
 // EventLog is what they ask of the event log's rules.
 type EventLog interface {
 	Authorize(ctx context.Context, p core.Principal, f core.EventFilter) error
-	Stream(ctx context.Context, p core.Principal, f core.EventFilter, send func(e core.Event, live bool) bool, end func(), pooled bool) error
+	Stream(ctx context.Context, p core.Principal, f core.EventFilter, send func(core.Event) bool, end func()) error
 	Events(ctx context.Context, p core.Principal, r core.EventsRequest) (core.EventPage, error)
 }
 

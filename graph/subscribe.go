@@ -27,12 +27,9 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 		}
 		f.After = &c
 	}
-	// The event log converts and hands over: no goroutine of our own per
-	// subscription. Under graphql-transport-ws it also produces the
-	// operation's result (Pull), so the operation holds none either, and
-	// the live events come from the feed's workers (pooled): an idle
-	// subscription then holds no goroutine at all. Without a Pull, sending
-	// waits for gqlgen's reader, which the feed's workers must not.
+	// The event log's goroutine converts and hands over: no goroutine of
+	// our own per subscription. Under graphql-transport-ws it also produces
+	// the operation's result (Pull), so the operation holds none either.
 	pull := wsproto.PullFrom(ctx)
 	ready := func() {
 		if pull != nil {
@@ -40,13 +37,10 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 		}
 	}
 	out := make(chan T, 1)
-	err = r.EventLog.Stream(ctx, p, f, func(e core.Event, live bool) bool {
+	err = r.EventLog.Stream(ctx, p, f, func(e core.Event) bool {
 		v, ok := convert(e)
 		if !ok {
 			return true
-		}
-		if live && pull != nil {
-			pull.Live()
 		}
 		select {
 		case out <- v:
@@ -58,7 +52,7 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 	}, func() {
 		close(out)
 		ready()
-	}, pull != nil)
+	})
 	if err != nil {
 		return nil, err
 	}

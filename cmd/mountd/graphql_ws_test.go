@@ -954,10 +954,10 @@ func TestSharedSubscriptionsKeepRights(t *testing.T) {
 	restricted.Quiet(300 * time.Millisecond)
 }
 
-// An idle subscription of its own (no shared execution) holds no goroutine
-// on the server: none waits in the operation (wsproto.Pull) nor in the
-// event log (the feed's workers hand live events over), so that 1,000
-// distinct dashboards do not hold 2,000 deep stacks.
+// An idle subscription of its own (no shared execution) holds one goroutine
+// on the server, the event log's stream, which also produces its results:
+// none waits in the operation (wsproto.Pull), so that 1,000 distinct
+// dashboards do not hold 1,000 deep gqlgen stacks.
 func TestSubscriberIdleGoroutines(t *testing.T) {
 	in := start(t, testConfig(t.TempDir(), ""))
 	a := newFleet(in, "A")
@@ -983,8 +983,8 @@ func TestSubscriberIdleGoroutines(t *testing.T) {
 		subs = append(subs, sub{c, id, "mountStateChanged"})
 	}
 	prime(t, a, uid, subs...)
-	if got := settled() - before; got > 0 {
+	if got := settled() - before; got > more {
 		buf := make([]byte, 1<<20)
-		t.Fatalf("%d goroutines for %d idle subscriptions; want none:\n%s", got, more, buf[:runtime.Stack(buf, true)])
+		t.Fatalf("%d goroutines for %d idle subscriptions; want at most one each:\n%s", got, more, buf[:runtime.Stack(buf, true)])
 	}
 }

@@ -324,10 +324,8 @@ func (s *session) start(o *op, payload json.RawMessage) {
 
 // run executes an operation for this socket alone.
 func (s *session) run(o *op, ctx context.Context, rc *graphql.OperationContext) {
-	execute(ctx, s.exec, rc, func(payload []byte, live bool) bool {
-		if !live {
-			s.pace()
-		}
+	execute(ctx, s.exec, rc, func(payload []byte) bool {
+		s.pace()
 		return s.deliver(o, payload)
 	}, func(errPayload []byte) {
 		s.end(o, errPayload)
@@ -345,11 +343,7 @@ func (s *session) run(o *op, ctx context.Context, rc *graphql.OperationContext) 
 // goroutine while it waits: execute returns once the resolver has run, and
 // each result is produced on the goroutine that calls Ready. Otherwise the
 // calling goroutine produces the results until the stream ends.
-//
-// live is what the resolver said with Pull.Live: results of live events
-// never wait for the client, since they are produced on the event log's
-// shared workers; a client too slow for them is closed with CloseTooSlow.
-func execute(ctx context.Context, exec graphql.GraphExecutor, rc *graphql.OperationContext, emit func(payload []byte, live bool) bool, done func(errPayload []byte)) {
+func execute(ctx context.Context, exec graphql.GraphExecutor, rc *graphql.OperationContext, emit func(payload []byte) bool, done func(errPayload []byte)) {
 	p := &Pull{}
 	ctx = context.WithValue(ctx, pullKey{}, p)
 	var (
@@ -384,10 +378,7 @@ func execute(ctx context.Context, exec graphql.GraphExecutor, rc *graphql.Operat
 			done(errPayload)
 			return false
 		}
-		p.mu.Lock()
-		live := p.live
-		p.mu.Unlock()
-		if !emit(payload, live) {
+		if !emit(payload) {
 			done(nil)
 			return false
 		}
@@ -433,7 +424,6 @@ type Pull struct {
 	pending int         // values sent and not yet turned into results
 	running bool        // a goroutine is producing results
 	over    bool
-	live    bool
 }
 
 // PullFrom returns the Pull of the operation that ctx runs, or nil when the
@@ -450,15 +440,6 @@ func (p *Pull) Claim() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.claimed = true
-}
-
-// Live says that the values sent from now on are live events, sent from a
-// goroutine that serves other subscriptions too: their results never wait
-// for a slow client (see execute).
-func (p *Pull) Live() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.live = true
 }
 
 // Ready produces the result for a value just sent (or the close), here or
@@ -806,7 +787,7 @@ func (g *group) run(ctx context.Context, exec graphql.GraphExecutor, rc *graphql
 }
 
 // broadcast queues one encoded result on every member's socket.
-func (g *group) broadcast(payload []byte, _ bool) bool {
+func (g *group) broadcast(payload []byte) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for m := range g.members {
