@@ -5,6 +5,7 @@ import (
 
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/graph/model"
+	"github.com/mountd/mountd/graph/wsproto"
 )
 
 // subscribe streams the events core lets the caller see for the named
@@ -27,7 +28,14 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 		f.After = &c
 	}
 	// The event log's goroutine converts and hands over: no goroutine of
-	// our own per subscription.
+	// our own per subscription. Under graphql-transport-ws it also produces
+	// the operation's result (Pull), so the operation holds none either.
+	pull := wsproto.PullFrom(ctx)
+	ready := func() {
+		if pull != nil {
+			pull.Ready()
+		}
+	}
 	out := make(chan T, 1)
 	err = r.EventLog.Stream(ctx, p, f, func(e core.Event) bool {
 		v, ok := convert(e)
@@ -36,13 +44,20 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 		}
 		select {
 		case out <- v:
+			ready()
 			return true
 		case <-ctx.Done():
 			return false
 		}
-	}, func() { close(out) })
+	}, func() {
+		close(out)
+		ready()
+	})
 	if err != nil {
 		return nil, err
+	}
+	if pull != nil {
+		pull.Claim()
 	}
 	return out, nil
 }

@@ -953,3 +953,38 @@ func TestSharedSubscriptionsKeepRights(t *testing.T) {
 	}
 	restricted.Quiet(300 * time.Millisecond)
 }
+
+// An idle subscription of its own (no shared execution) holds one goroutine
+// on the server, the event log's stream, which also produces its results:
+// none waits in the operation (wsproto.Pull), so that 1,000 distinct
+// dashboards do not hold 1,000 deep gqlgen stacks.
+func TestSubscriberIdleGoroutines(t *testing.T) {
+	in := start(t, testConfig(t.TempDir(), ""))
+	a := newFleet(in, "A")
+	uid := uniqueUID("I")
+	a.associated(t, uid)
+	c := in.wsReady(t, a.token)
+	c.Subscribe("s0", stateSubscription, map[string]any{"uid": uid})
+	prime(t, a, uid, sub{c, "s0", "mountStateChanged"})
+	settled := func() int {
+		n := settledGoroutines()
+		for range 2 {
+			n = min(n, settledGoroutines())
+		}
+		return n
+	}
+	before := settled()
+	const more = 4
+	subs := []sub{{c, "s0", "mountStateChanged"}}
+	for i := range more {
+		id := fmt.Sprintf("s%d", i+1)
+		// A comment of its own: equal operations would share an execution.
+		c.Subscribe(id, fmt.Sprintf("# %s\n%s", id, stateSubscription), map[string]any{"uid": uid})
+		subs = append(subs, sub{c, id, "mountStateChanged"})
+	}
+	prime(t, a, uid, subs...)
+	if got := settled() - before; got > more {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines for %d idle subscriptions; want at most one each:\n%s", got, more, buf[:runtime.Stack(buf, true)])
+	}
+}

@@ -324,41 +324,155 @@ func (s *session) start(o *op, payload json.RawMessage) {
 
 // run executes an operation for this socket alone.
 func (s *session) run(o *op, ctx context.Context, rc *graphql.OperationContext) {
-	defer o.cancel()
-	s.end(o, execute(ctx, s.exec, rc, func(payload []byte) bool {
+	execute(ctx, s.exec, rc, func(payload []byte) bool {
 		s.pace()
 		return s.deliver(o, payload)
-	}))
+	}, func(errPayload []byte) {
+		s.end(o, errPayload)
+		o.cancel()
+	})
 }
 
 // execute runs an operation and hands each encoded result to emit until the
-// stream ends or emit returns false. It returns nil when the operation
-// completes, or the errors that end it instead: a first result with errors
+// stream ends or emit returns false; then done gets nil when the operation
+// completed, or the errors that end it instead: a first result with errors
 // and no data at all (the operation failed before producing anything,
 // which graphql-transport-ws sends as an error message), or a panic.
-func execute(ctx context.Context, exec graphql.GraphExecutor, rc *graphql.OperationContext, emit func(payload []byte) bool) (errPayload []byte) {
+//
+// A subscription whose resolver claims the operation's Pull holds no
+// goroutine while it waits: execute returns once the resolver has run, and
+// each result is produced on the goroutine that calls Ready. Otherwise the
+// calling goroutine produces the results until the stream ends.
+func execute(ctx context.Context, exec graphql.GraphExecutor, rc *graphql.OperationContext, emit func(payload []byte) bool, done func(errPayload []byte)) {
+	p := &Pull{}
+	ctx = context.WithValue(ctx, pullKey{}, p)
+	var (
+		responses graphql.ResponseHandler
+		rctx      context.Context
+	)
+	if errPayload := protect(ctx, rc, func() { responses, rctx = exec.DispatchOperation(ctx, rc) }); errPayload != nil {
+		done(errPayload)
+		return
+	}
+	first := true
+	step := func() bool {
+		var resp *graphql.Response
+		if errPayload := protect(rctx, rc, func() { resp = responses(rctx) }); errPayload != nil {
+			done(errPayload)
+			return false
+		}
+		if resp == nil {
+			done(nil)
+			return false
+		}
+		wasFirst := first
+		first = false
+		if wasFirst && len(resp.Errors) > 0 && (len(resp.Data) == 0 || string(resp.Data) == "null") {
+			errPayload, _ := json.Marshal(resp.Errors)
+			done(errPayload)
+			return false
+		}
+		payload, err := json.Marshal(resp)
+		if err != nil {
+			errPayload, _ := json.Marshal(gqlerror.List{{Message: "internal error"}})
+			done(errPayload)
+			return false
+		}
+		if !emit(payload) {
+			done(nil)
+			return false
+		}
+		return true
+	}
+	p.mu.Lock()
+	claimed := p.claimed
+	p.step = step
+	p.mu.Unlock()
+	if !claimed {
+		for step() {
+		}
+		return
+	}
+	p.start() // results whose Ready came while the resolver ran
+}
+
+// protect runs f and returns a panic in it as an error payload (nil: none).
+func protect(ctx context.Context, rc *graphql.OperationContext, f func()) (errPayload []byte) {
 	defer func() {
 		if r := recover(); r != nil {
 			errPayload, _ = json.Marshal(gqlerror.List{gqlerror.WrapIfUnwrapped(rc.Recover(ctx, r))})
 		}
 	}()
-	responses, ctx := exec.DispatchOperation(ctx, rc)
-	for first := true; ; first = false {
-		resp := responses(ctx)
-		if resp == nil {
-			return nil
+	f()
+	return nil
+}
+
+// pullKey carries an execution's *Pull to its subscription resolver.
+type pullKey struct{}
+
+// Pull lets a subscription resolver drive its operation, so that an idle
+// subscription holds no goroutine here: an operation blocked reading its
+// resolver's channel held one (8-16 KiB of stack, gqlgen's execution runs
+// deep) for every distinct subscription. A resolver that claims the Pull
+// calls Ready after each value it sends on its channel and after closing
+// it; the result for that value is then produced and queued on the calling
+// goroutine.
+type Pull struct {
+	mu      sync.Mutex
+	claimed bool
+	step    func() bool // one result; false once the operation is over. Nil until the resolver returned.
+	pending int         // values sent and not yet turned into results
+	running bool        // a goroutine is producing results
+	over    bool
+}
+
+// PullFrom returns the Pull of the operation that ctx runs, or nil when the
+// operation is not served by this package's graphql-transport-ws.
+func PullFrom(ctx context.Context) *Pull {
+	p, _ := ctx.Value(pullKey{}).(*Pull)
+	return p
+}
+
+// Claim says that the resolver will call Ready after each value it sends
+// on the channel it returns, and after closing it. Call it before returning
+// the channel, and only then: nothing reads the channel otherwise.
+func (p *Pull) Claim() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.claimed = true
+}
+
+// Ready produces the result for a value just sent (or the close), here or
+// on the goroutine already producing results; results keep their order.
+func (p *Pull) Ready() {
+	p.mu.Lock()
+	p.pending++
+	p.mu.Unlock()
+	p.start()
+}
+
+func (p *Pull) start() {
+	p.mu.Lock()
+	if p.running || p.step == nil || p.over {
+		p.mu.Unlock()
+		return
+	}
+	p.running = true
+	p.mu.Unlock()
+	for {
+		p.mu.Lock()
+		if p.pending == 0 || p.over {
+			p.running = false
+			p.mu.Unlock()
+			return
 		}
-		if first && len(resp.Errors) > 0 && (len(resp.Data) == 0 || string(resp.Data) == "null") {
-			errPayload, _ = json.Marshal(resp.Errors)
-			return errPayload
-		}
-		payload, err := json.Marshal(resp)
-		if err != nil {
-			errPayload, _ = json.Marshal(gqlerror.List{{Message: "internal error"}})
-			return errPayload
-		}
-		if !emit(payload) {
-			return nil
+		p.pending--
+		p.mu.Unlock()
+		if !p.step() {
+			p.mu.Lock()
+			p.over, p.running = true, false
+			p.mu.Unlock()
+			return
 		}
 	}
 }
@@ -669,7 +783,7 @@ func (s *session) joined(o *op, g *group) {
 }
 
 func (g *group) run(ctx context.Context, exec graphql.GraphExecutor, rc *graphql.OperationContext) {
-	g.end(execute(ctx, exec, rc, g.broadcast))
+	execute(ctx, exec, rc, g.broadcast, g.end)
 }
 
 // broadcast queues one encoded result on every member's socket.

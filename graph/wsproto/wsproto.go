@@ -29,7 +29,9 @@
 // variables and rights, as the Sharing's Key decides) share one execution;
 // each event is resolved and encoded once and the same bytes are queued on
 // every socket. An idle socket holds one goroutine (its reader); a writer
-// goroutine runs only while messages wait.
+// goroutine runs only while messages wait. An operation whose resolver
+// claims its Pull holds no goroutine while it waits: the goroutine that
+// sends the resolver's next value produces the result.
 //
 // The legacy graphql-ws subprotocol (subscriptions-transport-ws) runs on
 // gqlgen's transport, unchanged except for what applies to it too: the
