@@ -170,6 +170,16 @@ func (s *Store) appendEventGuarded(ctx context.Context, tx bun.IDB, e *core.Even
 	return true, nil
 }
 
+// columns is the event of the row's columns alone: its body unread.
+func (r eventRow) columns() (core.Event, error) {
+	txid, err := strconv.ParseUint(r.Tx, 10, 64)
+	if err != nil {
+		return core.Event{}, fmt.Errorf("event %d: position: %w", r.ID, err)
+	}
+	return core.Event{ID: core.Cursor{Tx: txid, Seq: r.ID}, Type: core.EventType(r.Type), UID: r.MountUID,
+		AccountID: r.AccountID, OccurredAt: fromMillis(r.OccurredAt)}, nil
+}
+
 func (r eventRow) toEvent() (core.Event, error) {
 	txid, err := strconv.ParseUint(r.Tx, 10, 64)
 	if err != nil {
@@ -249,6 +259,14 @@ func (s *Store) ReadEvents(ctx context.Context, q core.EventQuery) ([]core.Event
 }
 
 func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery) ([]core.Event, core.Cursor, error) {
+	return s.readEventsBodies(ctx, db, q, true)
+}
+
+// readEventsBodies is readEvents; without bodies the events carry their
+// columns only (no mount, no states): the webhook dispatcher reads the
+// bodies of the few accounts with webhooks afterwards, rather than
+// decompressing and decoding every event of the log.
+func (s *Store) readEventsBodies(ctx context.Context, db bun.IDB, q core.EventQuery, bodies bool) ([]core.Event, core.Cursor, error) {
 	head, horizon, err := s.logBounds(ctx, db, q.AccountID)
 	if err != nil {
 		return nil, core.Cursor{}, err
@@ -268,7 +286,11 @@ func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery) (
 	t := s.txType()
 	var sb strings.Builder
 	args := []any{}
-	sb.WriteString(`SELECT id, CAST(tx AS TEXT) AS tx_text, account_id, type, mount_uid, occurred_at, body FROM events WHERE `)
+	if bodies {
+		sb.WriteString(`SELECT id, CAST(tx AS TEXT) AS tx_text, account_id, type, mount_uid, occurred_at, body FROM events WHERE `)
+	} else {
+		sb.WriteString(`SELECT id, CAST(tx AS TEXT) AS tx_text, account_id, type, mount_uid, occurred_at FROM events WHERE `)
+	}
 	// Only settled rows: up to the head read above, so that the head is
 	// exactly where this read stops.
 	fmt.Fprintf(&sb, `(tx, id) <= (CAST(? AS %s), ?)`, t)
@@ -304,7 +326,12 @@ func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery) (
 	}
 	events := make([]core.Event, len(rows))
 	for i, r := range rows {
-		if events[i], err = r.toEvent(); err != nil {
+		if !bodies {
+			events[i], err = r.columns()
+		} else {
+			events[i], err = r.toEvent()
+		}
+		if err != nil {
 			return nil, core.Cursor{}, err
 		}
 	}

@@ -268,7 +268,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 			return fmt.Errorf("dispatch position: %w", err)
 		}
 		after := core.Cursor{Tx: txid, Seq: cur.ID}
-		events, next, err := s.readEvents(ctx, tx, core.EventQuery{After: &after, Limit: limit})
+		events, next, err := s.readEventsBodies(ctx, tx, core.EventQuery{After: &after, Limit: limit}, false)
 		if core.ErrorCode(err) == core.CodeCursorExpired {
 			// Retention outran the dispatcher (stopped for longer than the
 			// log keeps events): go on from the oldest retained event.
@@ -276,7 +276,7 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 			if herr != nil {
 				return herr
 			}
-			events, next, err = s.readEvents(ctx, tx, core.EventQuery{After: &horizon, Limit: limit})
+			events, next, err = s.readEventsBodies(ctx, tx, core.EventQuery{After: &horizon, Limit: limit}, false)
 		}
 		if err != nil {
 			return err
@@ -300,6 +300,9 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 				list = append(list, w)
 			}
 			hooks[e.AccountID] = list
+		}
+		if events, err = s.readBodies(ctx, tx, events, hooks); err != nil {
+			return err
 		}
 		var deliveries []*deliveryRow
 		var bodies []*bodyRow
@@ -332,6 +335,44 @@ func (s *Store) EnqueueDeliveries(ctx context.Context, limit int, plan func(core
 		return err
 	})
 	return read, err
+}
+
+// readBodies completes the events (read without bodies) of the accounts
+// that have webhooks, in one read, and returns them; an event pruned in
+// between is left out, as if pruned before the first read.
+func (s *Store) readBodies(ctx context.Context, tx bun.Tx, events []core.Event, hooks map[string][]core.Webhook) ([]core.Event, error) {
+	var ids []int64
+	for _, e := range events {
+		if len(hooks[e.AccountID]) > 0 {
+			ids = append(ids, e.ID.Seq)
+		}
+	}
+	if len(ids) == 0 {
+		return events, nil
+	}
+	var rows []eventRow
+	if err := tx.NewRaw(`SELECT id, CAST(tx AS TEXT) AS tx_text, account_id, type, mount_uid, occurred_at, body
+		FROM events WHERE id IN (?)`, bun.In(ids)).Scan(ctx, &rows); err != nil {
+		return nil, err
+	}
+	full := make(map[int64]core.Event, len(rows))
+	for _, r := range rows {
+		e, err := r.toEvent()
+		if err != nil {
+			return nil, err
+		}
+		full[r.ID] = e
+	}
+	out := events[:0]
+	for _, e := range events {
+		if len(hooks[e.AccountID]) == 0 {
+			continue // no delivery: its body is not needed
+		}
+		if f, ok := full[e.ID.Seq]; ok {
+			out = append(out, f)
+		}
+	}
+	return out, nil
 }
 
 func newLease() string {
