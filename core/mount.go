@@ -256,6 +256,10 @@ type Claim struct {
 	Key       MountKey
 	Now       time.Time
 	Deadline  time.Time
+	// Command, when set, is stored in the claim's transaction if the claim
+	// succeeds (the ASSOCIATE_OWNER it answers with): a claim is never
+	// acknowledged without its command, and it costs no round trip of its own.
+	Command *Command
 }
 
 // Deadline is when an IDLE mount's window lapses.

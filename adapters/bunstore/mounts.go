@@ -73,6 +73,13 @@ func deref(s *string) string {
 // the event goes in the same transaction.
 func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (core.Mount, error) {
 	f := c.Fields
+	var cmd *commandRow
+	if c.Command != nil {
+		var err error
+		if cmd, err = toCommandRow(*c.Command); err != nil {
+			return core.Mount{}, err
+		}
+	}
 	for attempt := 0; attempt < 3; attempt++ {
 		var (
 			out     mountRow
@@ -94,13 +101,24 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 				// The insert and its event in one round trip; the event
 				// only if the uid was new. A new row has no latest values:
 				// the foreign key took any of an earlier mount of this uid.
-				inserted, err := s.appendEventGuarded(ctx, tx, e, row, nil, `INSERT INTO mounts (uid, name, serial_number,
+				with := `INSERT INTO mounts (uid, name, serial_number,
 						mac_address, firmware_revision, software_revision, model_number, association_state, owner_account_id,
 						idle_deadline, key_id, public_key, sealed_private_key, created_at, updated_at)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO NOTHING RETURNING uid`,
-					[]any{row.UID, row.Name, row.SerialNumber, row.MACAddress, row.FirmwareRevision, row.SoftwareRevision,
-						row.ModelNumber, row.State, row.OwnerID, row.IdleDeadline, row.KeyID, row.PublicKey, row.SealedPrivateKey,
-						row.CreatedAt, row.UpdatedAt}, true)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO NOTHING RETURNING uid`
+				args := []any{row.UID, row.Name, row.SerialNumber, row.MACAddress, row.FirmwareRevision, row.SoftwareRevision,
+					row.ModelNumber, row.State, row.OwnerID, row.IdleDeadline, row.KeyID, row.PublicKey, row.SealedPrivateKey,
+					row.CreatedAt, row.UpdatedAt}
+				if cmd != nil {
+					// The command rides in the same statement, after the
+					// mount's insert (closed by appendEventGuarded's
+					// parenthesis) and only if the mount's row was taken.
+					with += `), claim_command AS (INSERT INTO commands (id, mount_uid, account_id, code, payload,
+							signed_token, data, generated_at, issued_by)
+						SELECT ?, uid, ?, ?, ?, ?, ?, ?, ? FROM before_event`
+					args = append(args, cmd.ID, cmd.AccountID, cmd.Code, cmd.Payload, cmd.SignedToken, cmd.Data,
+						cmd.GeneratedAt, cmd.IssuedBy)
+				}
+				inserted, err := s.appendEventGuarded(ctx, tx, e, row, nil, with, args, true)
 				if err != nil || inserted {
 					out, claimed = *row, inserted
 					return err
@@ -109,6 +127,9 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 				return err
 			} else if n, _ := res.RowsAffected(); n == 1 {
 				out, claimed = *row, true
+				if err := s.insertClaimCommand(ctx, tx, cmd); err != nil {
+					return err
+				}
 				if e == nil {
 					return nil
 				}
@@ -149,6 +170,9 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			if err := s.unlinkOtherAccounts(ctx, tx, c.UID, c.AccountID); err != nil {
 				return err
 			}
+			if err := s.insertClaimCommand(ctx, tx, cmd); err != nil {
+				return err
+			}
 			return s.appendEvent(ctx, tx, e, &out)
 		})
 		if err != nil {
@@ -167,6 +191,17 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 		// Deleted between the insert and the update: try again.
 	}
 	return core.Mount{}, core.Errorf(core.CodeConflict, "mount %q changed concurrently; retry", c.UID)
+}
+
+// insertClaimCommand stores a claim's command (if any) in its transaction.
+func (s *Store) insertClaimCommand(ctx context.Context, tx bun.Tx, cmd *commandRow) error {
+	if cmd == nil {
+		return nil
+	}
+	// A copy: a retried claim inserts it afresh (the row's seq is set by the insert).
+	row := *cmd
+	_, err := tx.NewInsert().Model(&row).Exec(ctx)
+	return err
 }
 
 // ConfirmAssociation implements core.MountStore.

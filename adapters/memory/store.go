@@ -195,6 +195,7 @@ func (s *Store) ClaimMount(_ context.Context, c core.Claim, e *core.Event) (core
 			FirmwareRevision: or(f.FirmwareRevision, ""), SoftwareRevision: or(f.SoftwareRevision, ""), ModelNumber: or(f.ModelNumber, ""),
 			State: core.StateIdle, OwnerID: c.AccountID, IdleDeadline: ms(c.Deadline), Key: c.Key, CreatedAt: ms(c.Now), UpdatedAt: ms(c.Now)}
 		s.mounts[c.UID] = m
+		s.insertClaimCommandLocked(c.Command)
 		s.appendLocked(e, *m)
 		return *m, nil
 	}
@@ -218,8 +219,20 @@ func (s *Store) ClaimMount(_ context.Context, c core.Claim, e *core.Event) (core
 	}
 	m.OwnerID, m.ExpiredOwnerID, m.Key, m.UpdatedAt = c.AccountID, "", c.Key, ms(c.Now)
 	s.unlinkLocked(c.UID, c.AccountID)
+	s.insertClaimCommandLocked(c.Command)
 	s.appendLocked(e, *m)
 	return *m, nil
+}
+
+// insertClaimCommandLocked stores a claim's command (if any) with it.
+func (s *Store) insertClaimCommandLocked(c *core.Command) {
+	if c == nil {
+		return
+	}
+	s.seq++
+	cmd := *c
+	cmd.GeneratedAt = ms(cmd.GeneratedAt)
+	s.commands = append(s.commands, storedCommand{Command: cmd, seq: s.seq})
 }
 
 // unlinkLocked removes the mount's tag links of every account but keep
@@ -500,9 +513,7 @@ func (s *Store) InsertCommand(_ context.Context, c core.Command, e *core.Event) 
 	if !ok {
 		return mountNotFound(c.MountUID)
 	}
-	s.seq++
-	c.GeneratedAt = ms(c.GeneratedAt)
-	s.commands = append(s.commands, storedCommand{Command: c, seq: s.seq})
+	s.insertClaimCommandLocked(&c)
 	s.appendLocked(e, *m)
 	return nil
 }

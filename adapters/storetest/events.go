@@ -285,3 +285,53 @@ func eventAccountHorizons(t *testing.T, store Store) {
 		t.Fatalf("retained: %+v", got)
 	}
 }
+
+// claimCommand: a claim given a command stores it in the claim's
+// transaction, on the insert of a new mount and on the update of a known
+// one; a refused claim stores none.
+func claimCommand(t *testing.T, store Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	key := core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
+	makeAccounts(t, store, "acc_a", "acc_b")
+	cmd := func(id, account string) *core.Command {
+		return &core.Command{ID: id, MountUID: "C1", AccountID: account, Code: core.CmdAssociateOwner,
+			Params: map[string]string{"accountId": account}, Data: map[string]any{"accountId": account},
+			GeneratedAt: now, Payload: "p-" + id, IssuedBy: "client"}
+	}
+	commands := func(account string) []string {
+		t.Helper()
+		list, _, err := store.ListCommands(ctx, "C1", account, core.Page{CurrentPage: 1, PageSize: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, c := range list {
+			ids = append(ids, c.ID)
+		}
+		return ids
+	}
+	claim := func(account, id string) error {
+		_, err := store.ClaimMount(ctx, core.Claim{UID: "C1", AccountID: account, Now: now, Deadline: now.Add(time.Hour),
+			Key: key, Command: cmd(id, account)}, &core.Event{Type: core.EventAssociationRequested, UID: "C1", AccountID: account, OccurredAt: now})
+		return err
+	}
+	if err := claim("acc_a", "cmd_new"); err != nil {
+		t.Fatal(err)
+	}
+	if got := commands("acc_a"); len(got) != 1 || got[0] != "cmd_new" {
+		t.Fatalf("after the claim of a new mount: commands %v, want [cmd_new]", got)
+	}
+	if err := claim("acc_b", "cmd_refused"); core.ErrorCode(err) != core.CodeMountAlreadyOwned {
+		t.Fatalf("another account's claim: %v", err)
+	}
+	if got := commands("acc_b"); len(got) != 0 {
+		t.Fatalf("a refused claim stored commands %v", got)
+	}
+	if err := claim("acc_a", "cmd_again"); err != nil {
+		t.Fatal(err)
+	}
+	if got := commands("acc_a"); len(got) != 2 {
+		t.Fatalf("after the owner's second claim: commands %v, want two", got)
+	}
+}

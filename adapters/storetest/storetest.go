@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ReportsRacingDelete", reportsRacingDelete},
 		{"Tags", tags},
 		{"EventLog", eventLog},
+		{"ClaimCommand", claimCommand},
 		{"EventRetention", eventRetention},
 		{"EventAccountHorizons", eventAccountHorizons},
 		{"Webhooks", webhooks},
