@@ -85,57 +85,66 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			out     mountRow
 			claimed bool
 		)
-		err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-			row := &mountRow{
-				UID: c.UID, Name: deref(f.Name), SerialNumber: deref(f.SerialNumber), MACAddress: deref(f.MACAddress),
-				FirmwareRevision: deref(f.FirmwareRevision), SoftwareRevision: deref(f.SoftwareRevision), ModelNumber: deref(f.ModelNumber),
-				State:            string(core.StateIdle),
-				OwnerID:          sql.NullString{String: c.AccountID, Valid: true},
-				IdleDeadline:     sql.NullInt64{Int64: millis(c.Deadline), Valid: true},
-				KeyID:            sql.NullString{String: c.Key.ID, Valid: true},
-				PublicKey:        sql.NullString{String: hex.EncodeToString(c.Key.PublicKey), Valid: true},
-				SealedPrivateKey: sql.NullString{String: c.Key.SealedPrivateKey, Valid: true},
-				CreatedAt:        millis(c.Now), UpdatedAt: millis(c.Now),
+		row := &mountRow{
+			UID: c.UID, Name: deref(f.Name), SerialNumber: deref(f.SerialNumber), MACAddress: deref(f.MACAddress),
+			FirmwareRevision: deref(f.FirmwareRevision), SoftwareRevision: deref(f.SoftwareRevision), ModelNumber: deref(f.ModelNumber),
+			State:            string(core.StateIdle),
+			OwnerID:          sql.NullString{String: c.AccountID, Valid: true},
+			IdleDeadline:     sql.NullInt64{Int64: millis(c.Deadline), Valid: true},
+			KeyID:            sql.NullString{String: c.Key.ID, Valid: true},
+			PublicKey:        sql.NullString{String: hex.EncodeToString(c.Key.PublicKey), Valid: true},
+			SealedPrivateKey: sql.NullString{String: c.Key.SealedPrivateKey, Valid: true},
+			CreatedAt:        millis(c.Now), UpdatedAt: millis(c.Now),
+		}
+		pgInsert := s.postgres && e != nil
+		if pgInsert {
+			// The insert, its command and its event in one statement,
+			// atomic as its own transaction (no BEGIN and COMMIT round
+			// trips); the command and the event only if the uid was new.
+			// A new row has no latest values: the foreign key took any of
+			// an earlier mount of this uid.
+			with := `INSERT INTO mounts (uid, name, serial_number,
+					mac_address, firmware_revision, software_revision, model_number, association_state, owner_account_id,
+					idle_deadline, key_id, public_key, sealed_private_key, created_at, updated_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO NOTHING RETURNING uid`
+			args := []any{row.UID, row.Name, row.SerialNumber, row.MACAddress, row.FirmwareRevision, row.SoftwareRevision,
+				row.ModelNumber, row.State, row.OwnerID, row.IdleDeadline, row.KeyID, row.PublicKey, row.SealedPrivateKey,
+				row.CreatedAt, row.UpdatedAt}
+			if cmd != nil {
+				// After the mount's insert (closed by appendEventGuarded's
+				// parenthesis), from its returned row.
+				with += `), claim_command AS (INSERT INTO commands (id, mount_uid, account_id, code, payload,
+						signed_token, data, generated_at, issued_by)
+					SELECT ?, uid, ?, ?, ?, ?, ?, ?, ? FROM before_event`
+				args = append(args, cmd.ID, cmd.AccountID, cmd.Code, cmd.Payload, cmd.SignedToken, cmd.Data,
+					cmd.GeneratedAt, cmd.IssuedBy)
 			}
-			if s.postgres && e != nil {
-				// The insert and its event in one round trip; the event
-				// only if the uid was new. A new row has no latest values:
-				// the foreign key took any of an earlier mount of this uid.
-				with := `INSERT INTO mounts (uid, name, serial_number,
-						mac_address, firmware_revision, software_revision, model_number, association_state, owner_account_id,
-						idle_deadline, key_id, public_key, sealed_private_key, created_at, updated_at)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO NOTHING RETURNING uid`
-				args := []any{row.UID, row.Name, row.SerialNumber, row.MACAddress, row.FirmwareRevision, row.SoftwareRevision,
-					row.ModelNumber, row.State, row.OwnerID, row.IdleDeadline, row.KeyID, row.PublicKey, row.SealedPrivateKey,
-					row.CreatedAt, row.UpdatedAt}
-				if cmd != nil {
-					// The command rides in the same statement, after the
-					// mount's insert (closed by appendEventGuarded's
-					// parenthesis) and only if the mount's row was taken.
-					with += `), claim_command AS (INSERT INTO commands (id, mount_uid, account_id, code, payload,
-							signed_token, data, generated_at, issued_by)
-						SELECT ?, uid, ?, ?, ?, ?, ?, ?, ? FROM before_event`
-					args = append(args, cmd.ID, cmd.AccountID, cmd.Code, cmd.Payload, cmd.SignedToken, cmd.Data,
-						cmd.GeneratedAt, cmd.IssuedBy)
-				}
-				inserted, err := s.appendEventGuarded(ctx, tx, e, row, nil, with, args, true)
-				if err != nil || inserted {
-					out, claimed = *row, inserted
+			inserted, err := s.appendEventGuarded(ctx, s.db, e, row, nil, with, args, true)
+			if err != nil {
+				return core.Mount{}, err
+			}
+			if inserted {
+				return row.toMount(), nil
+			}
+		}
+		err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+			if !pgInsert { // else the uid is taken: the conditional update below
+				res, err := tx.NewInsert().Model(row).On("CONFLICT (uid) DO NOTHING").Exec(ctx)
+				if err != nil {
 					return err
 				}
-			} else if res, err := tx.NewInsert().Model(row).On("CONFLICT (uid) DO NOTHING").Exec(ctx); err != nil {
-				return err
-			} else if n, _ := res.RowsAffected(); n == 1 {
-				out, claimed = *row, true
-				if err := s.insertClaimCommand(ctx, tx, cmd); err != nil {
-					return err
+				if n, _ := res.RowsAffected(); n == 1 {
+					out, claimed = *row, true
+					if err := s.insertClaimCommand(ctx, tx, cmd); err != nil {
+						return err
+					}
+					if e == nil {
+						return nil
+					}
+					// A new row has no latest values: the foreign key took any
+					// of an earlier mount of this uid with it. No read for them.
+					return s.appendEventWith(ctx, tx, e, &out, nil, "", nil)
 				}
-				if e == nil {
-					return nil
-				}
-				// A new row has no latest values: the foreign key took any
-				// of an earlier mount of this uid with it. No read for them.
-				return s.appendEventWith(ctx, tx, e, &out, nil, "", nil)
 			}
 			// Taking an INACTIVE mount starts a new association: the former
 			// owner's name goes, the device's own fields stay.
