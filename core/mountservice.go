@@ -80,10 +80,6 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 	if err != nil {
 		return nil, err
 	}
-	// A lapsed window ends its association first, whether or not the
-	// worker caught it: the former owner gets ASSOCIATION_EXPIRED and the
-	// claim below sees an INACTIVE mount.
-	s.expire(ctx, uid)
 	now := s.clock()
 	ev := &Event{Type: EventAssociationRequested, UID: uid, AccountID: p.AccountID, OccurredAt: now}
 	// The command goes into the claim's transaction: a successful claim
@@ -95,8 +91,18 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.mounts.ClaimMount(ctx, Claim{UID: uid, AccountID: p.AccountID, Fields: f, Key: key,
-		Now: now, Deadline: now.Add(time.Duration(s.window)), Command: &cmd}, ev)
+	claim := Claim{UID: uid, AccountID: p.AccountID, Fields: f, Key: key,
+		Now: now, Deadline: now.Add(time.Duration(s.window)), Command: &cmd}
+	m, err := s.mounts.ClaimMount(ctx, claim, ev)
+	if ErrorCode(err) == CodeMountAlreadyOwned {
+		// A lapsed window ends its association first, whether or not the
+		// worker caught it (here or on another replica): the former owner
+		// gets ASSOCIATION_EXPIRED and the claim, once more, sees an
+		// INACTIVE mount. The store refuses a lapsed mount's claim, so a
+		// new uid, the common case, needs no expiry read before it.
+		s.expire(ctx, uid)
+		m, err = s.mounts.ClaimMount(ctx, claim, ev)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -163,10 +163,11 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 					key_id = ?, public_key = ?, sealed_private_key = ?,
 					updated_at = ?
 				WHERE uid = ? AND (association_state = 'INACTIVE' OR owner_account_id = ?)
+					AND NOT (association_state = 'IDLE' AND idle_deadline <= ?)
 				RETURNING *`,
 				f.Name, f.Name, f.SerialNumber, f.MACAddress, f.FirmwareRevision, f.SoftwareRevision, f.ModelNumber,
 				millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
-				millis(c.Now), c.UID, c.AccountID).Scan(ctx, &out)
+				millis(c.Now), c.UID, c.AccountID, millis(c.Now)).Scan(ctx, &out)
 			if err == sql.ErrNoRows {
 				return nil
 			}

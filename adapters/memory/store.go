@@ -199,7 +199,7 @@ func (s *Store) ClaimMount(_ context.Context, c core.Claim, e *core.Event) (core
 		s.appendLocked(e, *m)
 		return *m, nil
 	}
-	if m.State != core.StateInactive && m.OwnerID != c.AccountID {
+	if m.State != core.StateInactive && m.OwnerID != c.AccountID || m.Lapsed(c.Now) {
 		return core.Mount{}, core.Errorf(core.CodeMountAlreadyOwned, "mount %q belongs to another account", c.UID)
 	}
 	// Taking an INACTIVE mount starts a new association: the former

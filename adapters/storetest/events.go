@@ -335,3 +335,33 @@ func claimCommand(t *testing.T, store Store) {
 		t.Fatalf("after the owner's second claim: commands %v, want two", got)
 	}
 }
+
+// claimLapsed: a claim of a mount whose IDLE window has lapsed is refused,
+// even by its owner, and stores nothing; once expired, it is claimed.
+func claimLapsed(t *testing.T, store Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	key := core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
+	makeAccounts(t, store, "acc_a", "acc_b")
+	if _, err := store.ClaimMount(ctx, core.Claim{UID: "L1", AccountID: "acc_a", Now: now, Deadline: now.Add(time.Minute), Key: key}, nil); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(time.Minute)
+	for _, account := range []string{"acc_a", "acc_b"} {
+		e := &core.Event{Type: core.EventAssociationRequested, UID: "L1", AccountID: account, OccurredAt: later}
+		_, err := store.ClaimMount(ctx, core.Claim{UID: "L1", AccountID: account, Now: later, Deadline: later.Add(time.Minute), Key: key}, e)
+		if core.ErrorCode(err) != core.CodeMountAlreadyOwned {
+			t.Fatalf("%s's claim of a lapsed mount: %v, want MOUNT_ALREADY_OWNED", account, err)
+		}
+		if (e.ID != core.Cursor{}) {
+			t.Fatalf("%s's refused claim appended an event", account)
+		}
+	}
+	if _, ok, err := store.ExpireAssociation(ctx, "L1", later, nil); !ok || err != nil {
+		t.Fatalf("expire: %v, %v", ok, err)
+	}
+	m, err := store.ClaimMount(ctx, core.Claim{UID: "L1", AccountID: "acc_b", Now: later, Deadline: later.Add(time.Minute), Key: key}, nil)
+	if err != nil || m.OwnerID != "acc_b" || m.State != core.StateIdle {
+		t.Fatalf("claim after expiry: %+v, %v", m, err)
+	}
+}

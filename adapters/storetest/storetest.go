@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Tags", tags},
 		{"EventLog", eventLog},
 		{"ClaimCommand", claimCommand},
+		{"ClaimLapsed", claimLapsed},
 		{"EventRetention", eventRetention},
 		{"EventAccountHorizons", eventAccountHorizons},
 		{"Webhooks", webhooks},
