@@ -209,7 +209,9 @@ type MountStore interface {
 	// uid, takes an INACTIVE mount, or refreshes one accountID already owns
 	// (an IDLE mount restarts its window, an ASSOCIATED one stays so). The
 	// fields given overwrite stored ones and key replaces the key.
-	// MOUNT_ALREADY_OWNED when another account owns it.
+	// MOUNT_ALREADY_OWNED when another account owns it, and when its
+	// IDLE window has lapsed by c.Now (whoever owns it): that association
+	// has to be expired first, with its event.
 	ClaimMount(ctx context.Context, c Claim, e *Event) (Mount, error)
 	// ConfirmAssociation turns an IDLE mount of accountID whose deadline is
 	// after now into ASSOCIATED; ok is false (and the mount as stored is
@@ -256,6 +258,10 @@ type Claim struct {
 	Key       MountKey
 	Now       time.Time
 	Deadline  time.Time
+	// Command, when set, is stored in the claim's transaction if the claim
+	// succeeds (the ASSOCIATE_OWNER it answers with): a claim is never
+	// acknowledged without its command, and it costs no round trip of its own.
+	Command *Command
 }
 
 // Deadline is when an IDLE mount's window lapses.

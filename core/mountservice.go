@@ -80,17 +80,36 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 	if err != nil {
 		return nil, err
 	}
-	// A lapsed window ends its association first, whether or not the
-	// worker caught it: the former owner gets ASSOCIATION_EXPIRED and the
-	// claim below sees an INACTIVE mount.
-	s.expire(ctx, uid)
 	now := s.clock()
 	ev := &Event{Type: EventAssociationRequested, UID: uid, AccountID: p.AccountID, OccurredAt: now}
-	actx := byPrincipal(ctx, p, now, AuditMountRequest, AuditTarget("mount", uid), mountFieldDetails(f))
-	m, err := s.mounts.ClaimMount(actx, Claim{UID: uid, AccountID: p.AccountID, Fields: f, Key: key,
-		Now: now, Deadline: now.Add(time.Duration(s.window))}, ev)
+	// The command goes into the claim's transaction: a successful claim
+	// stores the mount, its key and this command together.
+	cmd, _, err := s.newCommand(ctx, p, uid, key, CmdAssociateOwner, map[string]string{
+		"accountId": p.AccountID,
+		"publicKey": hex.EncodeToString(key.PublicKey),
+	}, now)
 	if err != nil {
 		return nil, err
+	}
+	claim := Claim{UID: uid, AccountID: p.AccountID, Fields: f, Key: key,
+		Now: now, Deadline: now.Add(time.Duration(s.window)), Command: &cmd}
+	// The claim's audit entry rides with it (not with the expiry below).
+	actx := byPrincipal(ctx, p, now, AuditMountRequest, AuditTarget("mount", uid), mountFieldDetails(f))
+	m, err := s.mounts.ClaimMount(actx, claim, ev)
+	if ErrorCode(err) == CodeMountAlreadyOwned {
+		// A lapsed window ends its association first, whether or not the
+		// worker caught it (here or on another replica): the former owner
+		// gets ASSOCIATION_EXPIRED and the claim, once more, sees an
+		// INACTIVE mount. The store refuses a lapsed mount's claim, so a
+		// new uid, the common case, needs no expiry read before it.
+		s.expire(ctx, uid)
+		m, err = s.mounts.ClaimMount(actx, claim, ev)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fm, ok := s.waker.(FleetMeter); ok {
+		fm.CommandIssued(CmdAssociateOwner)
 	}
 	wake(ctx, s.waker, s.logger, ev)
 	if m.State == StateIdle {
@@ -99,13 +118,6 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 			// makes expiry visible sooner.
 			s.logger.WarnContext(ctx, "schedule expiry failed", "uid", uid, "err", err)
 		}
-	}
-	cmd, err := s.issue(ctx, p, m, CmdAssociateOwner, map[string]string{
-		"accountId": p.AccountID,
-		"publicKey": hex.EncodeToString(m.Key.PublicKey),
-	}, now)
-	if err != nil {
-		return nil, err
 	}
 	return []Command{cmd}, nil
 }
@@ -496,8 +508,29 @@ func (s *MountService) RotateKey(ctx context.Context, uid string) (Mount, error)
 
 // issue builds, signs and records one command.
 func (s *MountService) issue(ctx context.Context, p Principal, m Mount, code CommandCode, params map[string]string, now time.Time) (Command, error) {
+	cmd, ev, err := s.newCommand(ctx, p, m.UID, m.Key, code, params, now)
+	if err != nil {
+		return Command{}, err
+	}
+	if err := s.commands.InsertCommand(ctx, cmd, ev); err != nil {
+		return Command{}, err
+	}
+	if m, ok := s.waker.(FleetMeter); ok {
+		m.CommandIssued(code)
+	}
+	if ev != nil {
+		wake(ctx, s.waker, s.logger, ev)
+	}
+	return cmd, nil
+}
+
+// newCommand builds (and, but for ASSOCIATE_OWNER, signs with key) a
+// command for mount uid, with the event its insert appends (none for
+// ASSOCIATE_OWNER, which the claim's event announces).
+func (s *MountService) newCommand(ctx context.Context, p Principal, uid string, key MountKey, code CommandCode,
+	params map[string]string, now time.Time) (Command, *Event, error) {
 	nonce := protocol.NewNonce()
-	payload := protocol.BuildPayload(now, string(code), m.UID, params, nonce)
+	payload := protocol.BuildPayload(now, string(code), uid, params, nonce)
 	data := map[string]any{}
 	for k, v := range params {
 		data[k] = v
@@ -510,27 +543,15 @@ func (s *MountService) issue(ctx context.Context, p Principal, m Mount, code Com
 		}
 	}
 	data["expiresAt"] = FormatTime(now.Add(CommandLifetime))
-	cmd := Command{ID: "cmd_" + randomHex(12), MountUID: m.UID, AccountID: p.AccountID, Code: code, Params: params,
+	cmd := Command{ID: "cmd_" + randomHex(12), MountUID: uid, AccountID: p.AccountID, Code: code, Params: params,
 		Data: data, GeneratedAt: now, Payload: payload, IssuedBy: p.ClientID}
-	if code != CmdAssociateOwner {
-		sig, err := s.signer.Sign(ctx, m.UID, m.Key, []byte(payload))
-		if err != nil {
-			return Command{}, err
-		}
-		cmd.SignedToken = hex.EncodeToString(sig)
+	if code == CmdAssociateOwner {
+		return cmd, nil, nil
 	}
-	var ev *Event
-	if code != CmdAssociateOwner {
-		ev = &Event{Type: EventCommandIssued, UID: m.UID, AccountID: p.AccountID, OccurredAt: now}
+	sig, err := s.signer.Sign(ctx, uid, key, []byte(payload))
+	if err != nil {
+		return Command{}, nil, err
 	}
-	if err := s.commands.InsertCommand(ctx, cmd, ev); err != nil {
-		return Command{}, err
-	}
-	if m, ok := s.waker.(FleetMeter); ok {
-		m.CommandIssued(code)
-	}
-	if ev != nil {
-		wake(ctx, s.waker, s.logger, ev)
-	}
-	return cmd, nil
+	cmd.SignedToken = hex.EncodeToString(sig)
+	return cmd, &Event{Type: EventCommandIssued, UID: uid, AccountID: p.AccountID, OccurredAt: now}, nil
 }

@@ -32,6 +32,23 @@ type auditRow struct {
 	Details       string         `bun:"details"`
 }
 
+// auditColumns are the columns of an audit entry as written; auditValues
+// gives e's values in their order.
+const auditColumns = `account_id, at, actor_type, actor_id, actor_name, action, target, source_address, details`
+
+func auditValues(e *core.AuditEntry) ([]any, error) {
+	details := e.Details
+	if details == nil {
+		details = map[string]any{}
+	}
+	body, err := json.Marshal(details)
+	if err != nil {
+		return nil, fmt.Errorf("audit details: %w", err)
+	}
+	return []any{sql.NullString{String: e.AccountID, Valid: e.AccountID != ""}, millis(e.At), string(e.Actor.Type),
+		e.Actor.ID, e.Actor.Name, string(e.Action), e.Target, e.SourceAddress, string(body)}, nil
+}
+
 // recordAudit stores the audit entry ctx carries (core.AuditFrom) in tx,
 // the transaction of the change; without one it does nothing. Every store
 // method that makes an audited change calls it once the change is made.
@@ -40,23 +57,16 @@ func (s *Store) recordAudit(ctx context.Context, tx bun.IDB) error {
 	if e == nil {
 		return nil
 	}
-	details := e.Details
-	if details == nil {
-		details = map[string]any{}
-	}
-	body, err := json.Marshal(details)
+	values, err := auditValues(e)
 	if err != nil {
-		return fmt.Errorf("audit details: %w", err)
+		return err
 	}
 	var pos struct {
 		ID int64  `bun:"id"`
 		Tx string `bun:"tx_text"`
 	}
-	account := sql.NullString{String: e.AccountID, Valid: e.AccountID != ""}
-	if err := tx.NewRaw(`INSERT INTO audit_log (account_id, at, actor_type, actor_id, actor_name, action, target, source_address, details)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id, CAST(tx AS TEXT) AS tx_text`,
-		account, millis(e.At), string(e.Actor.Type), e.Actor.ID, e.Actor.Name, string(e.Action), e.Target,
-		e.SourceAddress, string(body)).Scan(ctx, &pos); err != nil {
+	if err := tx.NewRaw(`INSERT INTO audit_log (`+auditColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id, CAST(tx AS TEXT) AS tx_text`, values...).Scan(ctx, &pos); err != nil {
 		return err
 	}
 	txid, err := strconv.ParseUint(pos.Tx, 10, 64)

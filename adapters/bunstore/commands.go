@@ -27,15 +27,22 @@ type commandRow struct {
 	IssuedBy    string         `bun:"issued_by"`
 }
 
+func toCommandRow(c core.Command) (*commandRow, error) {
+	data, err := json.Marshal(c.Data)
+	if err != nil {
+		return nil, err
+	}
+	return &commandRow{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: string(c.Code), Payload: c.Payload,
+		SignedToken: sql.NullString{String: c.SignedToken, Valid: c.SignedToken != ""},
+		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy}, nil
+}
+
 // InsertCommand implements core.CommandStore.
 func (s *Store) InsertCommand(ctx context.Context, c core.Command, e *core.Event) error {
-	data, err := json.Marshal(c.Data)
+	row, err := toCommandRow(c)
 	if err != nil {
 		return err
 	}
-	row := &commandRow{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: string(c.Code), Payload: c.Payload,
-		SignedToken: sql.NullString{String: c.SignedToken, Valid: c.SignedToken != ""},
-		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy}
 	if e == nil {
 		err = s.write(ctx, func() error {
 			_, err := s.db.NewInsert().Model(row).Exec(ctx)

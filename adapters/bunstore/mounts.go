@@ -73,53 +73,91 @@ func deref(s *string) string {
 // the event goes in the same transaction.
 func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (core.Mount, error) {
 	f := c.Fields
+	var cmd *commandRow
+	if c.Command != nil {
+		var err error
+		if cmd, err = toCommandRow(*c.Command); err != nil {
+			return core.Mount{}, err
+		}
+	}
 	for attempt := 0; attempt < 3; attempt++ {
 		var (
 			out     mountRow
 			claimed bool
 		)
-		err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-			row := &mountRow{
-				UID: c.UID, Name: deref(f.Name), SerialNumber: deref(f.SerialNumber), MACAddress: deref(f.MACAddress),
-				FirmwareRevision: deref(f.FirmwareRevision), SoftwareRevision: deref(f.SoftwareRevision), ModelNumber: deref(f.ModelNumber),
-				State:            string(core.StateIdle),
-				OwnerID:          sql.NullString{String: c.AccountID, Valid: true},
-				IdleDeadline:     sql.NullInt64{Int64: millis(c.Deadline), Valid: true},
-				KeyID:            sql.NullString{String: c.Key.ID, Valid: true},
-				PublicKey:        sql.NullString{String: hex.EncodeToString(c.Key.PublicKey), Valid: true},
-				SealedPrivateKey: sql.NullString{String: c.Key.SealedPrivateKey, Valid: true},
-				CreatedAt:        millis(c.Now), UpdatedAt: millis(c.Now),
+		row := &mountRow{
+			UID: c.UID, Name: deref(f.Name), SerialNumber: deref(f.SerialNumber), MACAddress: deref(f.MACAddress),
+			FirmwareRevision: deref(f.FirmwareRevision), SoftwareRevision: deref(f.SoftwareRevision), ModelNumber: deref(f.ModelNumber),
+			State:            string(core.StateIdle),
+			OwnerID:          sql.NullString{String: c.AccountID, Valid: true},
+			IdleDeadline:     sql.NullInt64{Int64: millis(c.Deadline), Valid: true},
+			KeyID:            sql.NullString{String: c.Key.ID, Valid: true},
+			PublicKey:        sql.NullString{String: hex.EncodeToString(c.Key.PublicKey), Valid: true},
+			SealedPrivateKey: sql.NullString{String: c.Key.SealedPrivateKey, Valid: true},
+			CreatedAt:        millis(c.Now), UpdatedAt: millis(c.Now),
+		}
+		pgInsert := s.postgres && e != nil
+		if pgInsert {
+			// The insert, its command and its event in one statement,
+			// atomic as its own transaction (no BEGIN and COMMIT round
+			// trips); the command and the event only if the uid was new.
+			// A new row has no latest values: the foreign key took any of
+			// an earlier mount of this uid.
+			with := `INSERT INTO mounts (uid, name, serial_number,
+					mac_address, firmware_revision, software_revision, model_number, association_state, owner_account_id,
+					idle_deadline, key_id, public_key, sealed_private_key, created_at, updated_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO NOTHING RETURNING uid`
+			args := []any{row.UID, row.Name, row.SerialNumber, row.MACAddress, row.FirmwareRevision, row.SoftwareRevision,
+				row.ModelNumber, row.State, row.OwnerID, row.IdleDeadline, row.KeyID, row.PublicKey, row.SealedPrivateKey,
+				row.CreatedAt, row.UpdatedAt}
+			if cmd != nil {
+				// After the mount's insert (closed by appendEventGuarded's
+				// parenthesis), from its returned row.
+				with += `), claim_command AS (INSERT INTO commands (id, mount_uid, account_id, code, payload,
+						signed_token, data, generated_at, issued_by)
+					SELECT ?, uid, ?, ?, ?, ?, ?, ?, ? FROM before_event`
+				args = append(args, cmd.ID, cmd.AccountID, cmd.Code, cmd.Payload, cmd.SignedToken, cmd.Data,
+					cmd.GeneratedAt, cmd.IssuedBy)
 			}
-			if s.postgres && e != nil {
-				// The insert and its event in one round trip; the event
-				// only if the uid was new. A new row has no latest values:
-				// the foreign key took any of an earlier mount of this uid.
-				inserted, err := s.appendEventGuarded(ctx, tx, e, row, nil, `INSERT INTO mounts (uid, name, serial_number,
-						mac_address, firmware_revision, software_revision, model_number, association_state, owner_account_id,
-						idle_deadline, key_id, public_key, sealed_private_key, created_at, updated_at)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO NOTHING RETURNING uid`,
-					[]any{row.UID, row.Name, row.SerialNumber, row.MACAddress, row.FirmwareRevision, row.SoftwareRevision,
-						row.ModelNumber, row.State, row.OwnerID, row.IdleDeadline, row.KeyID, row.PublicKey, row.SealedPrivateKey,
-						row.CreatedAt, row.UpdatedAt}, true)
+			if a := core.AuditFrom(ctx); a != nil {
+				// The claim's audit entry in the same statement, as its
+				// command: only if the uid was new.
+				values, err := auditValues(a)
+				if err != nil {
+					return core.Mount{}, err
+				}
+				with += `), claim_audit AS (INSERT INTO audit_log (` + auditColumns + `)
+					SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? FROM before_event`
+				args = append(args, values...)
+			}
+			inserted, err := s.appendEventGuarded(ctx, s.db, e, row, nil, with, args, true)
+			if err != nil {
+				return core.Mount{}, err
+			}
+			if inserted {
+				return row.toMount(), nil
+			}
+		}
+		err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+			if !pgInsert { // else the uid is taken: the conditional update below
+				res, err := tx.NewInsert().Model(row).On("CONFLICT (uid) DO NOTHING").Exec(ctx)
 				if err != nil {
 					return err
 				}
-				if inserted {
+				if n, _ := res.RowsAffected(); n == 1 {
 					out, claimed = *row, true
-					return s.recordAudit(ctx, tx)
-				}
-			} else if res, err := tx.NewInsert().Model(row).On("CONFLICT (uid) DO NOTHING").Exec(ctx); err != nil {
-				return err
-			} else if n, _ := res.RowsAffected(); n == 1 {
-				out, claimed = *row, true
-				if e != nil {
-					// A new row has no latest values: the foreign key took any
-					// of an earlier mount of this uid with it. No read for them.
-					if err := s.appendEventWith(ctx, tx, e, &out, nil, "", nil); err != nil {
+					if err := s.insertClaimCommand(ctx, tx, cmd); err != nil {
 						return err
 					}
+					if e != nil {
+						// A new row has no latest values: the foreign key took any
+						// of an earlier mount of this uid with it. No read for them.
+						if err := s.appendEventWith(ctx, tx, e, &out, nil, "", nil); err != nil {
+							return err
+						}
+					}
+					return s.recordAudit(ctx, tx)
 				}
-				return s.recordAudit(ctx, tx)
 			}
 			// Taking an INACTIVE mount starts a new association: the former
 			// owner's name goes, the device's own fields stay.
@@ -138,10 +176,11 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 					key_id = ?, public_key = ?, sealed_private_key = ?,
 					updated_at = ?
 				WHERE uid = ? AND (association_state = 'INACTIVE' OR owner_account_id = ?)
+					AND NOT (association_state = 'IDLE' AND idle_deadline <= ?)
 				RETURNING *`,
 				f.Name, f.Name, f.SerialNumber, f.MACAddress, f.FirmwareRevision, f.SoftwareRevision, f.ModelNumber,
 				millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
-				millis(c.Now), c.UID, c.AccountID).Scan(ctx, &out)
+				millis(c.Now), c.UID, c.AccountID, millis(c.Now)).Scan(ctx, &out)
 			if err == sql.ErrNoRows {
 				return nil
 			}
@@ -152,6 +191,9 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			// Links left by another account (none should survive its
 			// abandon or expiry) are never signed into this owner's commands.
 			if err := s.unlinkOtherAccounts(ctx, tx, c.UID, c.AccountID); err != nil {
+				return err
+			}
+			if err := s.insertClaimCommand(ctx, tx, cmd); err != nil {
 				return err
 			}
 			if err := s.appendEvent(ctx, tx, e, &out); err != nil {
@@ -175,6 +217,17 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 		// Deleted between the insert and the update: try again.
 	}
 	return core.Mount{}, core.Errorf(core.CodeConflict, "mount %q changed concurrently; retry", c.UID)
+}
+
+// insertClaimCommand stores a claim's command (if any) in its transaction.
+func (s *Store) insertClaimCommand(ctx context.Context, tx bun.Tx, cmd *commandRow) error {
+	if cmd == nil {
+		return nil
+	}
+	// A copy: a retried claim inserts it afresh (the row's seq is set by the insert).
+	row := *cmd
+	_, err := tx.NewInsert().Model(&row).Exec(ctx)
+	return err
 }
 
 // ConfirmAssociation implements core.MountStore.

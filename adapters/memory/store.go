@@ -200,11 +200,12 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			FirmwareRevision: or(f.FirmwareRevision, ""), SoftwareRevision: or(f.SoftwareRevision, ""), ModelNumber: or(f.ModelNumber, ""),
 			State: core.StateIdle, OwnerID: c.AccountID, IdleDeadline: ms(c.Deadline), Key: c.Key, CreatedAt: ms(c.Now), UpdatedAt: ms(c.Now)}
 		s.mounts[c.UID] = m
+		s.insertClaimCommandLocked(c.Command)
 		s.appendLocked(e, *m)
 		s.auditLocked(ctx)
 		return *m, nil
 	}
-	if m.State != core.StateInactive && m.OwnerID != c.AccountID {
+	if m.State != core.StateInactive && m.OwnerID != c.AccountID || m.Lapsed(c.Now) {
 		return core.Mount{}, core.Errorf(core.CodeMountAlreadyOwned, "mount %q belongs to another account", c.UID)
 	}
 	// Taking an INACTIVE mount starts a new association: the former
@@ -224,9 +225,21 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 	}
 	m.OwnerID, m.ExpiredOwnerID, m.Key, m.UpdatedAt = c.AccountID, "", c.Key, ms(c.Now)
 	s.unlinkLocked(c.UID, c.AccountID)
+	s.insertClaimCommandLocked(c.Command)
 	s.appendLocked(e, *m)
 	s.auditLocked(ctx)
 	return *m, nil
+}
+
+// insertClaimCommandLocked stores a claim's command (if any) with it.
+func (s *Store) insertClaimCommandLocked(c *core.Command) {
+	if c == nil {
+		return
+	}
+	s.seq++
+	cmd := *c
+	cmd.GeneratedAt = ms(cmd.GeneratedAt)
+	s.commands = append(s.commands, storedCommand{Command: cmd, seq: s.seq})
 }
 
 // unlinkLocked removes the mount's tag links of every account but keep
@@ -512,9 +525,7 @@ func (s *Store) InsertCommand(_ context.Context, c core.Command, e *core.Event) 
 	if !ok {
 		return mountNotFound(c.MountUID)
 	}
-	s.seq++
-	c.GeneratedAt = ms(c.GeneratedAt)
-	s.commands = append(s.commands, storedCommand{Command: c, seq: s.seq})
+	s.insertClaimCommandLocked(&c)
 	s.appendLocked(e, *m)
 	return nil
 }

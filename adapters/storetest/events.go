@@ -285,3 +285,83 @@ func eventAccountHorizons(t *testing.T, store Store) {
 		t.Fatalf("retained: %+v", got)
 	}
 }
+
+// claimCommand: a claim given a command stores it in the claim's
+// transaction, on the insert of a new mount and on the update of a known
+// one; a refused claim stores none.
+func claimCommand(t *testing.T, store Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	key := core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
+	makeAccounts(t, store, "acc_a", "acc_b")
+	cmd := func(id, account string) *core.Command {
+		return &core.Command{ID: id, MountUID: "C1", AccountID: account, Code: core.CmdAssociateOwner,
+			Params: map[string]string{"accountId": account}, Data: map[string]any{"accountId": account},
+			GeneratedAt: now, Payload: "p-" + id, IssuedBy: "client"}
+	}
+	commands := func(account string) []string {
+		t.Helper()
+		list, _, err := store.ListCommands(ctx, "C1", account, core.Page{CurrentPage: 1, PageSize: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, c := range list {
+			ids = append(ids, c.ID)
+		}
+		return ids
+	}
+	claim := func(account, id string) error {
+		_, err := store.ClaimMount(ctx, core.Claim{UID: "C1", AccountID: account, Now: now, Deadline: now.Add(time.Hour),
+			Key: key, Command: cmd(id, account)}, &core.Event{Type: core.EventAssociationRequested, UID: "C1", AccountID: account, OccurredAt: now})
+		return err
+	}
+	if err := claim("acc_a", "cmd_new"); err != nil {
+		t.Fatal(err)
+	}
+	if got := commands("acc_a"); len(got) != 1 || got[0] != "cmd_new" {
+		t.Fatalf("after the claim of a new mount: commands %v, want [cmd_new]", got)
+	}
+	if err := claim("acc_b", "cmd_refused"); core.ErrorCode(err) != core.CodeMountAlreadyOwned {
+		t.Fatalf("another account's claim: %v", err)
+	}
+	if got := commands("acc_b"); len(got) != 0 {
+		t.Fatalf("a refused claim stored commands %v", got)
+	}
+	if err := claim("acc_a", "cmd_again"); err != nil {
+		t.Fatal(err)
+	}
+	if got := commands("acc_a"); len(got) != 2 {
+		t.Fatalf("after the owner's second claim: commands %v, want two", got)
+	}
+}
+
+// claimLapsed: a claim of a mount whose IDLE window has lapsed is refused,
+// even by its owner, and stores nothing; once expired, it is claimed.
+func claimLapsed(t *testing.T, store Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	key := core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
+	makeAccounts(t, store, "acc_a", "acc_b")
+	if _, err := store.ClaimMount(ctx, core.Claim{UID: "L1", AccountID: "acc_a", Now: now, Deadline: now.Add(time.Minute), Key: key}, nil); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(time.Minute)
+	for _, account := range []string{"acc_a", "acc_b"} {
+		e := &core.Event{Type: core.EventAssociationRequested, UID: "L1", AccountID: account, OccurredAt: later}
+		_, err := store.ClaimMount(ctx, core.Claim{UID: "L1", AccountID: account, Now: later, Deadline: later.Add(time.Minute), Key: key}, e)
+		if core.ErrorCode(err) != core.CodeMountAlreadyOwned {
+			t.Fatalf("%s's claim of a lapsed mount: %v, want MOUNT_ALREADY_OWNED", account, err)
+		}
+		if (e.ID != core.Cursor{}) {
+			t.Fatalf("%s's refused claim appended an event", account)
+		}
+	}
+	if _, ok, err := store.ExpireAssociation(ctx, "L1", later, nil); !ok || err != nil {
+		t.Fatalf("expire: %v, %v", ok, err)
+	}
+	m, err := store.ClaimMount(ctx, core.Claim{UID: "L1", AccountID: "acc_b", Now: later, Deadline: later.Add(time.Minute), Key: key}, nil)
+	if err != nil || m.OwnerID != "acc_b" || m.State != core.StateIdle {
+		t.Fatalf("claim after expiry: %+v, %v", m, err)
+	}
+}

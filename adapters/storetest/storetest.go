@@ -52,6 +52,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ReportsRacingDelete", reportsRacingDelete},
 		{"Tags", tags},
 		{"EventLog", eventLog},
+		{"ClaimCommand", claimCommand},
+		{"ClaimLapsed", claimLapsed},
 		{"EventRetention", eventRetention},
 		{"EventAccountHorizons", eventAccountHorizons},
 		{"Webhooks", webhooks},
