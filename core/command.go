@@ -2,34 +2,33 @@ package core
 
 import (
 	"context"
-	"encoding/hex"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
 )
 
-// CommandCode names a command for a mount.
-type CommandCode string
+// CommandCode names a command for a mount (the vocabulary the mount shares).
+type CommandCode = protocol.CommandCode
 
 // The command codes (docs/api.md, "Commands").
 const (
-	CmdAssociateOwner CommandCode = "ASSOCIATE_OWNER"
-	CmdReleaseHelmet  CommandCode = "RELEASE_HELMET"
-	CmdConfigureAlarm CommandCode = "CONFIGURE_ALARM"
-	CmdSetRFIDMode    CommandCode = "SET_RFID_MODE"
-	CmdAddNfcTag      CommandCode = "ADD_NFC_TAG"
-	CmdRemoveNfcTag   CommandCode = "REMOVE_NFC_TAG"
-	CmdSyncNfcTags    CommandCode = "SYNC_NFC_TAGS"
+	CmdAssociateOwner = protocol.CmdAssociateOwner
+	CmdReleaseHelmet  = protocol.CmdReleaseHelmet
+	CmdConfigureAlarm = protocol.CmdConfigureAlarm
+	CmdSetRFIDMode    = protocol.CmdSetRFIDMode
+	CmdAddNfcTag      = protocol.CmdAddNfcTag
+	CmdRemoveNfcTag   = protocol.CmdRemoveNfcTag
+	CmdSyncNfcTags    = protocol.CmdSyncNfcTags
 )
 
 // CommandCodes lists every command code.
-var CommandCodes = []CommandCode{CmdAssociateOwner, CmdReleaseHelmet, CmdConfigureAlarm, CmdSetRFIDMode,
-	CmdAddNfcTag, CmdRemoveNfcTag, CmdSyncNfcTags}
+var CommandCodes = protocol.CommandCodes
 
 // CommandLifetime is how long a mount accepts a command after generation.
-const CommandLifetime = 5 * time.Minute
+const CommandLifetime = protocol.CommandLifetime
 
 // Command is a signed instruction a phone carries to a mount over BLE.
 type Command struct {
@@ -50,39 +49,14 @@ type Command struct {
 // CommandParams are the query parameters of GET /mounts/{uid}/query.
 type CommandParams map[string]string
 
-// paramRule says which values a parameter takes.
-type paramRule struct {
-	values  []string
-	pattern *regexp.Regexp
-}
-
-var (
-	levels    = []string{"LOW", "MEDIUM", "HIGH"}
-	tagUIDArg = regexp.MustCompile(`^([0-9A-Fa-f]{2}:?){3,9}[0-9A-Fa-f]{2}$`)
-)
-
-// commandCatalogue lists the parameters of each queryable code; all are required.
-var commandCatalogue = map[CommandCode]map[string]paramRule{
-	CmdReleaseHelmet: {},
-	CmdConfigureAlarm: {
-		"alarmMode":        {values: []string{"OFF", "ON", "SILENT"}},
-		"alarmSensitivity": {values: levels},
-		"alarmVolume":      {values: levels},
-	},
-	CmdSetRFIDMode:  {"rfidMode": {values: []string{"NORMAL", "LEARN", "DISABLED"}}},
-	CmdAddNfcTag:    {"tagUid": {pattern: tagUIDArg}},
-	CmdRemoveNfcTag: {"tagUid": {pattern: tagUIDArg}},
-	CmdSyncNfcTags:  {},
-}
-
 // CommandParamNames lists every parameter name any code takes.
-var CommandParamNames = []string{"alarmMode", "alarmSensitivity", "alarmVolume", "rfidMode", "tagUid"}
+var CommandParamNames = protocol.CommandParamNames
 
 // ValidateCommandQuery checks a code and its parameters and returns them
 // normalised (tag uids upper case without colons).
 func ValidateCommandQuery(code string, params CommandParams) (CommandCode, CommandParams, error) {
 	var v Validation
-	rules, ok := commandCatalogue[CommandCode(code)]
+	rules, ok := protocol.CommandParamRules(CommandCode(code))
 	if code == "" {
 		v.Add("code", "is required")
 		return "", nil, v.Err()
@@ -103,9 +77,9 @@ func ValidateCommandQuery(code string, params CommandParams) (CommandCode, Comma
 		switch {
 		case !known:
 			v.Add(name, "does not belong to %s", code)
-		case rule.values != nil && !containsString(rule.values, value):
-			v.Add(name, "must be one of %s", strings.Join(rule.values, ", "))
-		case rule.pattern != nil && !rule.pattern.MatchString(value):
+		case rule.Values != nil && !slices.Contains(rule.Values, value):
+			v.Add(name, "must be one of %s", strings.Join(rule.Values, ", "))
+		case rule.Pattern != nil && !rule.Pattern.MatchString(value):
 			v.Add(name, "must be a tag uid of 4, 7 or 10 bytes in hexadecimal")
 		default:
 			if name == "tagUid" {
@@ -119,7 +93,7 @@ func ValidateCommandQuery(code string, params CommandParams) (CommandCode, Comma
 			v.Add(name, "is required for %s", code)
 		}
 	}
-	if name, ok := out["tagUid"]; ok && !validTagLength(name) {
+	if name, ok := out["tagUid"]; ok && !protocol.ValidTagLength(name) {
 		v.Add("tagUid", "must be a tag uid of 4, 7 or 10 bytes in hexadecimal")
 	}
 	sort.Slice(v.Fields, func(i, j int) bool { return v.Fields[i].Field < v.Fields[j].Field })
@@ -129,47 +103,11 @@ func ValidateCommandQuery(code string, params CommandParams) (CommandCode, Comma
 	return CommandCode(code), out, nil
 }
 
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // NormalizeTagUID upper-cases a tag uid and drops colons.
-func NormalizeTagUID(s string) string {
-	return strings.ToUpper(strings.ReplaceAll(s, ":", ""))
-}
-
-func validTagLength(normalized string) bool {
-	n := len(normalized)
-	return n == 8 || n == 14 || n == 20
-}
+func NormalizeTagUID(s string) string { return protocol.NormalizeTagUID(s) }
 
 // ValidTagUID reports whether s is a tag uid of 4, 7 or 10 bytes in hex.
-func ValidTagUID(s string) bool {
-	n := NormalizeTagUID(s)
-	if !validTagLength(n) {
-		return false
-	}
-	_, err := hex.DecodeString(n)
-	return err == nil
-}
-
-// ValidCommandParam reports whether value is one the catalogue allows for
-// code's parameter name.
-func ValidCommandParam(code CommandCode, name, value string) bool {
-	rule, ok := commandCatalogue[code][name]
-	switch {
-	case !ok:
-		return false
-	case rule.pattern != nil:
-		return rule.pattern.MatchString(value)
-	}
-	return slices.Contains(rule.values, value)
-}
+func ValidTagUID(s string) bool { return protocol.ValidTagUID(s) }
 
 // Signer creates association keys and signs command payloads. Private keys
 // exist in the clear only inside the adapter.

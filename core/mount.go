@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 // AssociationState is where a mount stands in its association lifecycle.
@@ -271,7 +273,7 @@ type Deadline struct {
 }
 
 // TimeLayout is the API's date-time output: UTC with milliseconds.
-const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+const TimeLayout = protocol.TimeLayout
 
 // FormatTime renders t in the API's date-time text.
-func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+func FormatTime(t time.Time) string { return protocol.FormatTime(t) }

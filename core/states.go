@@ -7,21 +7,23 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
 )
 
-// StateCode names what a state entry reports.
-type StateCode string
+// StateCode names what a state entry reports (the vocabulary the mount shares).
+type StateCode = protocol.StateCode
 
 // The state codes (docs/api.md, "States").
 const (
-	StateBatteryLevel   StateCode = "BATTERY_LEVEL"
-	StateCPUTemperature StateCode = "CPU_TEMPERATURE"
-	StateMountLocked    StateCode = "MOUNT_LOCKED"
-	StateHelmetMounted  StateCode = "HELMET_MOUNTED"
+	StateBatteryLevel   = protocol.StateBatteryLevel
+	StateCPUTemperature = protocol.StateCPUTemperature
+	StateMountLocked    = protocol.StateMountLocked
+	StateHelmetMounted  = protocol.StateHelmetMounted
 )
 
 // StateCodes lists every known code.
-var StateCodes = []StateCode{StateBatteryLevel, StateCPUTemperature, StateMountLocked, StateHelmetMounted}
+var StateCodes = protocol.StateCodes
 
 // MaxStatesPerReport is the API's limit on one report.
 const MaxStatesPerReport = 500

@@ -44,6 +44,9 @@ type BLEInfo struct {
 	FirmwareRevision string `json:"firmwareRevision"`
 	SoftwareRevision string `json:"softwareRevision"`
 	ModelNumber      string `json:"modelNumber"`
+	// DevicePublicKey is the mount's own Ed25519 key (64 lowercase hex),
+	// which signs its reports and receipts; empty on older firmware.
+	DevicePublicKey string `json:"devicePublicKey,omitempty"`
 }
 
 // BLECommand is what is written to the command characteristic: the
@@ -81,6 +84,34 @@ type BLEMessage struct {
 	Nonce    string `json:"nonce,omitempty"`
 	Accepted bool   `json:"accepted,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// Signed messages (a mount with a device key): Counter and Signature
+	// on both types; SoftwareRevision on states; Outcome and At on the
+	// results of commands whose signature verified (receipts).
+	Counter          *uint64 `json:"counter,omitempty"`
+	SoftwareRevision string  `json:"softwareRevision,omitempty"`
+	Outcome          string  `json:"outcome,omitempty"`
+	At               string  `json:"at,omitempty"`
+	Signature        string  `json:"signature,omitempty"`
+}
+
+// SignedStates is the body of POST /mounts/{uid}/states carrying a
+// mount's signed states message unchanged.
+type SignedStates struct {
+	States           []BLEStateEntry `json:"states"`
+	Counter          *uint64         `json:"counter,omitempty"`
+	SoftwareRevision string          `json:"softwareRevision,omitempty"`
+	Signature        string          `json:"signature,omitempty"`
+}
+
+// UploadReceipt is one receipt in POST /mounts/{uid}/commands/receipts:
+// the result message's fields, unchanged.
+type UploadReceipt struct {
+	Nonce     string `json:"nonce"`
+	Outcome   string `json:"outcome"`
+	Reason    string `json:"reason"`
+	Counter   uint64 `json:"counter"`
+	At        string `json:"at"`
+	Signature string `json:"signature"`
 }
 
 // Frames split a message for characteristics whose value is limited by the

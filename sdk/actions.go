@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/protocol"
 )
 
@@ -22,26 +21,26 @@ type Outcome struct {
 // ReleaseHelmet unlocks the mount and waits until it reports the helmet
 // gone and the lock open.
 func (c *Client) ReleaseHelmet(ctx context.Context, uid string) (Outcome, error) {
-	return c.run(ctx, uid, string(core.CmdReleaseHelmet), nil, func(s map[string]string) bool {
-		return s[string(core.StateMountLocked)] == "0" && s[string(core.StateHelmetMounted)] == "0"
+	return c.run(ctx, uid, string(protocol.CmdReleaseHelmet), nil, func(s map[string]string) bool {
+		return s[string(protocol.StateMountLocked)] == "0" && s[string(protocol.StateHelmetMounted)] == "0"
 	})
 }
 
 // ConfigureAlarm sets the alarm's mode (OFF, ON, SILENT), sensitivity and
 // volume (LOW, MEDIUM, HIGH).
 func (c *Client) ConfigureAlarm(ctx context.Context, uid, mode, sensitivity, volume string) (Outcome, error) {
-	return c.run(ctx, uid, string(core.CmdConfigureAlarm),
+	return c.run(ctx, uid, string(protocol.CmdConfigureAlarm),
 		map[string]string{"alarmMode": mode, "alarmSensitivity": sensitivity, "alarmVolume": volume}, nil)
 }
 
 // SetRFIDMode sets the NFC reader's mode (NORMAL, LEARN, DISABLED).
 func (c *Client) SetRFIDMode(ctx context.Context, uid, mode string) (Outcome, error) {
-	return c.run(ctx, uid, string(core.CmdSetRFIDMode), map[string]string{"rfidMode": mode}, nil)
+	return c.run(ctx, uid, string(protocol.CmdSetRFIDMode), map[string]string{"rfidMode": mode}, nil)
 }
 
 // SyncNFCTags sends the mount its whole authorised tag list from the API.
 func (c *Client) SyncNFCTags(ctx context.Context, uid string) (Outcome, error) {
-	return c.run(ctx, uid, string(core.CmdSyncNfcTags), nil, nil)
+	return c.run(ctx, uid, string(protocol.CmdSyncNfcTags), nil, nil)
 }
 
 // Deliver writes a command obtained elsewhere (an operator's
@@ -167,7 +166,7 @@ func (c *Client) Associate(ctx context.Context, uid, name string) (Association, 
 	if err := c.api.do(ctx, http.MethodPost, "/mounts", body, &cmds); err != nil {
 		return Association{}, err
 	}
-	if len(cmds) != 1 || cmds[0].Code != string(core.CmdAssociateOwner) {
+	if len(cmds) != 1 || cmds[0].Code != string(protocol.CmdAssociateOwner) {
 		return Association{}, fmt.Errorf("sdk: the API answered no ASSOCIATE_OWNER for %s", uid)
 	}
 	res, err := c.Deliver(ctx, uid, cmds[0])

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/client"
-	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/device/sim"
 	"github.com/mountd/mountd/device/simmount"
 	"github.com/mountd/mountd/protocol"
@@ -347,7 +346,7 @@ func (f *fleet) associate(ctx context.Context, m *simmount.Mount) error {
 	delivered := false
 	for _, raw := range cmds {
 		var c protocol.BLECommand
-		if json.Unmarshal(raw, &c) != nil || c.Code != string(core.CmdAssociateOwner) {
+		if json.Unmarshal(raw, &c) != nil || c.Code != string(protocol.CmdAssociateOwner) {
 			continue
 		}
 		if res := m.Handle(raw); !res.Accepted {

@@ -134,9 +134,9 @@ func (f *fakeAPI) claim(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	key := hex.EncodeToString(pub)
 	cmd := protocol.BLECommand{
-		Code: "ASSOCIATE_OWNER", GeneratedAt: core.FormatTime(now),
-		Data:    map[string]any{"accountId": "acc-1", "publicKey": key, "expiresAt": core.FormatTime(now.Add(5 * time.Minute))},
-		Payload: protocol.BuildPayload(now, string(core.CmdAssociateOwner), body["uid"], map[string]string{"accountId": "acc-1", "publicKey": key}, protocol.NewNonce()),
+		Code: "ASSOCIATE_OWNER", GeneratedAt: protocol.FormatTime(now),
+		Data:    map[string]any{"accountId": "acc-1", "publicKey": key, "expiresAt": protocol.FormatTime(now.Add(5 * time.Minute))},
+		Payload: protocol.BuildPayload(now, string(protocol.CmdAssociateOwner), body["uid"], map[string]string{"accountId": "acc-1", "publicKey": key}, protocol.NewNonce()),
 	}
 	json.NewEncoder(w).Encode([]protocol.BLECommand{cmd})
 }
@@ -290,9 +290,9 @@ func TestReleaseIsReportedAtOnce(t *testing.T) {
 	key := api.keys["R-0002"]
 	api.mu.Unlock()
 	now := time.Now()
-	payload := protocol.BuildPayload(now, string(core.CmdReleaseHelmet), "R-0002", nil, protocol.NewNonce())
+	payload := protocol.BuildPayload(now, string(protocol.CmdReleaseHelmet), "R-0002", nil, protocol.NewNonce())
 	sig := hex.EncodeToString(ed25519.Sign(key, []byte(payload)))
-	raw, _ := json.Marshal(protocol.BLECommand{Code: "RELEASE_HELMET", Data: map[string]any{}, GeneratedAt: core.FormatTime(now), Payload: payload, SignedToken: &sig})
+	raw, _ := json.Marshal(protocol.BLECommand{Code: "RELEASE_HELMET", Data: map[string]any{}, GeneratedAt: protocol.FormatTime(now), Payload: payload, SignedToken: &sig})
 	for _, f := range protocol.SplitFrames(raw, link.MTU()) {
 		if err := link.WriteFrame(tctx, f); err != nil {
 			t.Fatal(err)

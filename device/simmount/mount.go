@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/protocol"
 )
 
@@ -183,12 +182,12 @@ func (m *Mount) States() []protocol.BLEStateEntry {
 
 func (m *Mount) statesLocked() []protocol.BLEStateEntry {
 	now := m.cfg.Now()
-	at := core.FormatTime(now)
+	at := protocol.FormatTime(now)
 	return []protocol.BLEStateEntry{
-		{Code: string(core.StateBatteryLevel), Value: strconv.Itoa(int(math.Round(m.batteryLocked(now)))), OccurredAt: at},
-		{Code: string(core.StateCPUTemperature), Value: strconv.FormatFloat(m.temperatureLocked(now), 'f', 1, 64), OccurredAt: at},
-		{Code: string(core.StateMountLocked), Value: bit(m.locked), OccurredAt: core.FormatTime(m.lockAt)},
-		{Code: string(core.StateHelmetMounted), Value: bit(m.helmet), OccurredAt: core.FormatTime(m.helmetAt)},
+		{Code: string(protocol.StateBatteryLevel), Value: strconv.Itoa(int(math.Round(m.batteryLocked(now)))), OccurredAt: at},
+		{Code: string(protocol.StateCPUTemperature), Value: strconv.FormatFloat(m.temperatureLocked(now), 'f', 1, 64), OccurredAt: at},
+		{Code: string(protocol.StateMountLocked), Value: bit(m.locked), OccurredAt: protocol.FormatTime(m.lockAt)},
+		{Code: string(protocol.StateHelmetMounted), Value: bit(m.helmet), OccurredAt: protocol.FormatTime(m.helmetAt)},
 	}
 }
 
@@ -337,7 +336,7 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 		m.refused++
 		return res, false, false
 	}
-	if core.CommandCode(cmd.Code) == core.CmdAssociateOwner {
+	if protocol.CommandCode(cmd.Code) == protocol.CmdAssociateOwner {
 		// Unsigned by design: it brings the key everything else is checked with.
 		switch {
 		case p.MountUID != m.cfg.UID:
@@ -369,7 +368,7 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 		return refuse(ReasonWrongMount)
 	case string(p.Code) != cmd.Code:
 		return refuse(ReasonCodeMismatch)
-	case abs(now.UnixMilli()-p.GeneratedAt.UnixMilli()) > core.CommandLifetime.Milliseconds():
+	case abs(now.UnixMilli()-p.GeneratedAt.UnixMilli()) > protocol.CommandLifetime.Milliseconds():
 		return refuse(ReasonStale)
 	case m.seenLocked(p.Nonce, p.GeneratedAt.UnixMilli()):
 		return refuse(ReasonReplayed)
@@ -377,8 +376,8 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 	m.rememberLocked(p.Nonce, p.GeneratedAt.UnixMilli(), now)
 
 	// Parameters come from the signed payload, never from the unsigned data.
-	switch core.CommandCode(cmd.Code) {
-	case core.CmdReleaseHelmet:
+	switch protocol.CommandCode(cmd.Code) {
+	case protocol.CmdReleaseHelmet:
 		if m.locked {
 			m.locked, m.lockAt, lockChanged = false, now, true
 		}
@@ -386,40 +385,40 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 			m.helmet, m.helmetAt, lockChanged = false, now, true
 		}
 		notify = true // the confirmation the phone waits for, even if unchanged
-	case core.CmdConfigureAlarm:
+	case protocol.CmdConfigureAlarm:
 		mode, sens, vol := p.Params["alarmMode"], p.Params["alarmSensitivity"], p.Params["alarmVolume"]
-		if !core.ValidCommandParam(core.CommandCode(p.Code), "alarmMode", mode) || !core.ValidCommandParam(core.CommandCode(p.Code), "alarmSensitivity", sens) ||
-			!core.ValidCommandParam(core.CommandCode(p.Code), "alarmVolume", vol) {
+		if !protocol.ValidCommandParam(protocol.CommandCode(p.Code), "alarmMode", mode) || !protocol.ValidCommandParam(protocol.CommandCode(p.Code), "alarmSensitivity", sens) ||
+			!protocol.ValidCommandParam(protocol.CommandCode(p.Code), "alarmVolume", vol) {
 			return refuse(ReasonBadParameters)
 		}
 		m.settings.AlarmMode, m.settings.AlarmSensitivity, m.settings.AlarmVolume = mode, sens, vol
-	case core.CmdSetRFIDMode:
+	case protocol.CmdSetRFIDMode:
 		mode := p.Params["rfidMode"]
-		if !core.ValidCommandParam(core.CommandCode(p.Code), "rfidMode", mode) {
+		if !protocol.ValidCommandParam(protocol.CommandCode(p.Code), "rfidMode", mode) {
 			return refuse(ReasonBadParameters)
 		}
 		m.settings.RFIDMode = mode
-	case core.CmdAddNfcTag, core.CmdRemoveNfcTag:
+	case protocol.CmdAddNfcTag, protocol.CmdRemoveNfcTag:
 		tag := p.Params["tagUid"]
-		if !core.ValidTagUID(tag) {
+		if !protocol.ValidTagUID(tag) {
 			return refuse(ReasonBadParameters)
 		}
-		if core.CommandCode(cmd.Code) == core.CmdAddNfcTag {
-			m.tags[core.NormalizeTagUID(tag)] = true
+		if protocol.CommandCode(cmd.Code) == protocol.CmdAddNfcTag {
+			m.tags[protocol.NormalizeTagUID(tag)] = true
 		} else {
-			delete(m.tags, core.NormalizeTagUID(tag))
+			delete(m.tags, protocol.NormalizeTagUID(tag))
 		}
-	case core.CmdSyncNfcTags:
+	case protocol.CmdSyncNfcTags:
 		list, present := p.Params["tagUids"]
 		if !present {
 			return refuse(ReasonBadParameters)
 		}
 		next := map[string]bool{}
 		for _, tag := range protocol.ListParam(list) {
-			if !core.ValidTagUID(tag) {
+			if !protocol.ValidTagUID(tag) {
 				return refuse(ReasonBadParameters)
 			}
-			next[core.NormalizeTagUID(tag)] = true
+			next[protocol.NormalizeTagUID(tag)] = true
 		}
 		m.tags = next
 	default:
@@ -449,7 +448,7 @@ func (m *Mount) rememberLocked(nonce string, millis int64, now time.Time) {
 	if len(m.nonces) <= maxNonces {
 		return
 	}
-	horizon := now.Add(-core.CommandLifetime).UnixMilli()
+	horizon := now.Add(-protocol.CommandLifetime).UnixMilli()
 	for n, at := range m.nonces {
 		if at < horizon {
 			delete(m.nonces, n)

@@ -44,8 +44,8 @@ func newKey(t *testing.T) (ed25519.PublicKey, ed25519.PrivateKey) {
 // spec is a command as the API would issue it; zero fields take the
 // mount's uid, the code, a fresh nonce, the clock's now.
 type spec struct {
-	code    core.CommandCode
-	payCode core.CommandCode // the code inside the payload, if different
+	code    protocol.CommandCode
+	payCode protocol.CommandCode // the code inside the payload, if different
 	uid     string
 	params  map[string]string
 	at      time.Time
@@ -63,7 +63,7 @@ func (s spec) build() []byte {
 	if s.payload != "" {
 		payload = s.payload
 	}
-	cmd := protocol.BLECommand{Code: string(s.code), Data: map[string]any{}, GeneratedAt: core.FormatTime(s.at), Payload: payload}
+	cmd := protocol.BLECommand{Code: string(s.code), Data: map[string]any{}, GeneratedAt: protocol.FormatTime(s.at), Payload: payload}
 	for k, v := range s.params {
 		cmd.Data[k] = v
 	}
@@ -79,9 +79,9 @@ func associate(uid string, pub ed25519.PublicKey, account string, at time.Time) 
 	key := hex.EncodeToString(pub)
 	params := map[string]string{"accountId": account, "publicKey": key}
 	cmd := protocol.BLECommand{
-		Code: string(core.CmdAssociateOwner), GeneratedAt: core.FormatTime(at),
-		Data:    map[string]any{"accountId": account, "publicKey": key, "expiresAt": core.FormatTime(at.Add(5 * time.Minute))},
-		Payload: protocol.BuildPayload(at, string(core.CmdAssociateOwner), uid, params, protocol.NewNonce()),
+		Code: string(protocol.CmdAssociateOwner), GeneratedAt: protocol.FormatTime(at),
+		Data:    map[string]any{"accountId": account, "publicKey": key, "expiresAt": protocol.FormatTime(at.Add(5 * time.Minute))},
+		Payload: protocol.BuildPayload(at, string(protocol.CmdAssociateOwner), uid, params, protocol.NewNonce()),
 	}
 	raw, _ := json.Marshal(cmd)
 	return raw
@@ -107,7 +107,7 @@ func newFixture(t *testing.T, associated bool) *fixture {
 }
 
 // signed is a valid command for the fixture's mount now.
-func (f *fixture) signed(code core.CommandCode, params map[string]string) spec {
+func (f *fixture) signed(code protocol.CommandCode, params map[string]string) spec {
 	return spec{code: code, uid: "M1", params: params, at: f.clock.Now(), nonce: protocol.NewNonce(), key: f.priv}
 }
 
@@ -122,69 +122,69 @@ func TestCommands(t *testing.T) {
 		check  func(t *testing.T, s simmount.Status)
 	}{
 		{"valid release", true, func(f *fixture) [][]byte {
-			return [][]byte{f.signed(core.CmdReleaseHelmet, nil).build()}
+			return [][]byte{f.signed(protocol.CmdReleaseHelmet, nil).build()}
 		}, "", func(t *testing.T, s simmount.Status) {
 			if s.Locked || s.HelmetMounted {
 				t.Fatalf("after release: %+v", s)
 			}
 		}},
 		{"no owner key", false, func(f *fixture) [][]byte {
-			return [][]byte{f.signed(core.CmdReleaseHelmet, nil).build()}
+			return [][]byte{f.signed(protocol.CmdReleaseHelmet, nil).build()}
 		}, simmount.ReasonNoOwner, func(t *testing.T, s simmount.Status) {
 			if !s.Locked || !s.HelmetMounted {
 				t.Fatal("a refused command changed the mount")
 			}
 		}},
 		{"signed with another key", true, func(f *fixture) [][]byte {
-			s := f.signed(core.CmdReleaseHelmet, nil)
+			s := f.signed(protocol.CmdReleaseHelmet, nil)
 			s.key = otherKey
 			return [][]byte{s.build()}
 		}, simmount.ReasonBadSignature, nil},
 		{"unsigned", true, func(f *fixture) [][]byte {
-			s := f.signed(core.CmdReleaseHelmet, nil)
+			s := f.signed(protocol.CmdReleaseHelmet, nil)
 			s.key = nil
 			return [][]byte{s.build()}
 		}, simmount.ReasonBadSignature, nil},
 		{"signature over another payload", true, func(f *fixture) [][]byte {
-			s := f.signed(core.CmdConfigureAlarm, map[string]string{"alarmMode": "OFF", "alarmSensitivity": "LOW", "alarmVolume": "LOW"})
+			s := f.signed(protocol.CmdConfigureAlarm, map[string]string{"alarmMode": "OFF", "alarmSensitivity": "LOW", "alarmVolume": "LOW"})
 			raw := string(s.build())
 			return [][]byte{[]byte(strings.Replace(raw, "alarmMode=OFF", "alarmMode=ON", 1))}
 		}, simmount.ReasonBadSignature, nil},
 		{"another mount's uid", true, func(f *fixture) [][]byte {
-			s := f.signed(core.CmdReleaseHelmet, nil)
+			s := f.signed(protocol.CmdReleaseHelmet, nil)
 			s.uid = "M2"
 			return [][]byte{s.build()}
 		}, simmount.ReasonWrongMount, nil},
 		{"code differs from the payload's", true, func(f *fixture) [][]byte {
-			s := f.signed(core.CmdReleaseHelmet, nil)
-			s.payCode = core.CmdSetRFIDMode
+			s := f.signed(protocol.CmdReleaseHelmet, nil)
+			s.payCode = protocol.CmdSetRFIDMode
 			return [][]byte{s.build()}
 		}, simmount.ReasonCodeMismatch, nil},
 		{"6 minutes old", true, func(f *fixture) [][]byte {
-			s := f.signed(core.CmdReleaseHelmet, nil)
+			s := f.signed(protocol.CmdReleaseHelmet, nil)
 			s.at = s.at.Add(-6 * time.Minute)
 			return [][]byte{s.build()}
 		}, simmount.ReasonStale, nil},
 		{"6 minutes ahead", true, func(f *fixture) [][]byte {
-			s := f.signed(core.CmdReleaseHelmet, nil)
+			s := f.signed(protocol.CmdReleaseHelmet, nil)
 			s.at = s.at.Add(6 * time.Minute)
 			return [][]byte{s.build()}
 		}, simmount.ReasonStale, nil},
 		{"4 minutes old and 4 ahead pass", true, func(f *fixture) [][]byte {
-			a, b := f.signed(core.CmdReleaseHelmet, nil), f.signed(core.CmdReleaseHelmet, nil)
+			a, b := f.signed(protocol.CmdReleaseHelmet, nil), f.signed(protocol.CmdReleaseHelmet, nil)
 			a.at, b.at = a.at.Add(-4*time.Minute), b.at.Add(4*time.Minute)
 			return [][]byte{a.build(), b.build()}
 		}, "", nil},
 		{"replayed", true, func(f *fixture) [][]byte {
-			raw := f.signed(core.CmdReleaseHelmet, nil).build()
+			raw := f.signed(protocol.CmdReleaseHelmet, nil).build()
 			return [][]byte{raw, raw}
 		}, simmount.ReasonReplayed, nil},
 		{"re-association replaces the key", true, func(f *fixture) [][]byte {
 			old := f.priv
 			f.pub, f.priv = newKey(t)
-			s := f.signed(core.CmdReleaseHelmet, nil)
+			s := f.signed(protocol.CmdReleaseHelmet, nil)
 			s.key = old
-			return [][]byte{associate("M1", f.pub, "acc-1", f.clock.Now()), f.signed(core.CmdSetRFIDMode, map[string]string{"rfidMode": "LEARN"}).build(), s.build()}
+			return [][]byte{associate("M1", f.pub, "acc-1", f.clock.Now()), f.signed(protocol.CmdSetRFIDMode, map[string]string{"rfidMode": "LEARN"}).build(), s.build()}
 		}, simmount.ReasonBadSignature, func(t *testing.T, s simmount.Status) {
 			if s.Settings.RFIDMode != "LEARN" {
 				t.Fatalf("the new key's command did not apply: %+v", s.Settings)
@@ -204,12 +204,12 @@ func TestCommands(t *testing.T) {
 		}, simmount.ReasonMalformed, nil},
 		{"not JSON", true, func(f *fixture) [][]byte { return [][]byte{[]byte("{")} }, simmount.ReasonMalformed, nil},
 		{"payload of four fields", true, func(f *fixture) [][]byte {
-			s := f.signed(core.CmdReleaseHelmet, nil)
+			s := f.signed(protocol.CmdReleaseHelmet, nil)
 			s.payload = "1;RELEASE_HELMET;M1;"
 			return [][]byte{s.build()}
 		}, simmount.ReasonMalformed, nil},
 		{"nonce not hex", true, func(f *fixture) [][]byte {
-			s := f.signed(core.CmdReleaseHelmet, nil)
+			s := f.signed(protocol.CmdReleaseHelmet, nil)
 			s.nonce = strings.Repeat("Z", 32)
 			return [][]byte{s.build()}
 		}, simmount.ReasonMalformed, nil},
@@ -217,25 +217,25 @@ func TestCommands(t *testing.T) {
 			return [][]byte{f.signed("SELF_DESTRUCT", nil).build()}
 		}, simmount.ReasonUnknown, nil},
 		{"alarm settings", true, func(f *fixture) [][]byte {
-			return [][]byte{f.signed(core.CmdConfigureAlarm, map[string]string{"alarmMode": "SILENT", "alarmSensitivity": "HIGH", "alarmVolume": "LOW"}).build()}
+			return [][]byte{f.signed(protocol.CmdConfigureAlarm, map[string]string{"alarmMode": "SILENT", "alarmSensitivity": "HIGH", "alarmVolume": "LOW"}).build()}
 		}, "", func(t *testing.T, s simmount.Status) {
 			if s.Settings.AlarmMode != "SILENT" || s.Settings.AlarmSensitivity != "HIGH" || s.Settings.AlarmVolume != "LOW" {
 				t.Fatalf("settings %+v", s.Settings)
 			}
 		}},
 		{"alarm value outside the list", true, func(f *fixture) [][]byte {
-			return [][]byte{f.signed(core.CmdConfigureAlarm, map[string]string{"alarmMode": "LOUD", "alarmSensitivity": "HIGH", "alarmVolume": "LOW"}).build()}
+			return [][]byte{f.signed(protocol.CmdConfigureAlarm, map[string]string{"alarmMode": "LOUD", "alarmSensitivity": "HIGH", "alarmVolume": "LOW"}).build()}
 		}, simmount.ReasonBadParameters, nil},
 		{"rfid mode missing", true, func(f *fixture) [][]byte {
-			return [][]byte{f.signed(core.CmdSetRFIDMode, nil).build()}
+			return [][]byte{f.signed(protocol.CmdSetRFIDMode, nil).build()}
 		}, simmount.ReasonBadParameters, nil},
 		{"tags: add, add, remove, sync", true, func(f *fixture) [][]byte {
 			return [][]byte{
-				f.signed(core.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
-				f.signed(core.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4D5E6F7"}).build(),
-				f.signed(core.CmdRemoveNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
-				f.signed(core.CmdSyncNfcTags, map[string]string{"tagUids": "04A2B3C4D5E6F7+0102030405060708090A"}).build(),
-				f.signed(core.CmdAddNfcTag, map[string]string{"tagUid": "AABBCCDD"}).build(),
+				f.signed(protocol.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
+				f.signed(protocol.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4D5E6F7"}).build(),
+				f.signed(protocol.CmdRemoveNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
+				f.signed(protocol.CmdSyncNfcTags, map[string]string{"tagUids": "04A2B3C4D5E6F7+0102030405060708090A"}).build(),
+				f.signed(protocol.CmdAddNfcTag, map[string]string{"tagUid": "AABBCCDD"}).build(),
 			}
 		}, "", func(t *testing.T, s simmount.Status) {
 			if strings.Join(s.Settings.Tags, ",") != "0102030405060708090A,04A2B3C4D5E6F7,AABBCCDD" {
@@ -244,8 +244,8 @@ func TestCommands(t *testing.T) {
 		}},
 		{"sync to no tags", true, func(f *fixture) [][]byte {
 			return [][]byte{
-				f.signed(core.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
-				f.signed(core.CmdSyncNfcTags, map[string]string{"tagUids": ""}).build(),
+				f.signed(protocol.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
+				f.signed(protocol.CmdSyncNfcTags, map[string]string{"tagUids": ""}).build(),
 			}
 		}, "", func(t *testing.T, s simmount.Status) {
 			if len(s.Settings.Tags) != 0 {
@@ -253,11 +253,11 @@ func TestCommands(t *testing.T) {
 			}
 		}},
 		{"bad tag uid", true, func(f *fixture) [][]byte {
-			return [][]byte{f.signed(core.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3"}).build()}
+			return [][]byte{f.signed(protocol.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3"}).build()}
 		}, simmount.ReasonBadParameters, nil},
 		{"another account's association drops the tags", true, func(f *fixture) [][]byte {
 			return [][]byte{
-				f.signed(core.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
+				f.signed(protocol.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
 				associate("M1", f.pub, "acc-2", f.clock.Now()),
 			}
 		}, "", func(t *testing.T, s simmount.Status) {
@@ -300,13 +300,13 @@ func TestCommands(t *testing.T) {
 
 func TestNonceMemoryIsBounded(t *testing.T) {
 	f := newFixture(t, true)
-	first := f.signed(core.CmdSetRFIDMode, map[string]string{"rfidMode": "NORMAL"}).build()
+	first := f.signed(protocol.CmdSetRFIDMode, map[string]string{"rfidMode": "NORMAL"}).build()
 	if res := f.m.Handle(first); !res.Accepted {
 		t.Fatal(res.Reason)
 	}
 	for i := range 1100 { // past the memory's bound of 1024
 		f.clock.Add(50 * time.Millisecond) // all within a minute
-		if res := f.m.Handle(f.signed(core.CmdSetRFIDMode, map[string]string{"rfidMode": "NORMAL"}).build()); !res.Accepted {
+		if res := f.m.Handle(f.signed(protocol.CmdSetRFIDMode, map[string]string{"rfidMode": "NORMAL"}).build()); !res.Accepted {
 			t.Fatalf("command %d: %s", i, res.Reason)
 		}
 	}
@@ -347,13 +347,13 @@ func TestStates(t *testing.T) {
 	check(map[string]string{"BATTERY_LEVEL": "80", "CPU_TEMPERATURE": "40.0", "MOUNT_LOCKED": "1", "HELMET_MOUNTED": "1"})
 	c.Add(5 * time.Hour)
 	states := check(map[string]string{"BATTERY_LEVEL": "70", "MOUNT_LOCKED": "1"})
-	if states[2].OccurredAt != core.FormatTime(epoch) {
+	if states[2].OccurredAt != protocol.FormatTime(epoch) {
 		t.Fatalf("an unchanged lock must keep its time: %s", states[2].OccurredAt)
 	}
-	if states[0].OccurredAt != core.FormatTime(c.Now()) {
+	if states[0].OccurredAt != protocol.FormatTime(c.Now()) {
 		t.Fatal("battery is measured now")
 	}
-	sig := spec{code: core.CmdReleaseHelmet, uid: "M1", at: c.Now(), nonce: protocol.NewNonce(), key: f.priv}
+	sig := spec{code: protocol.CmdReleaseHelmet, uid: "M1", at: c.Now(), nonce: protocol.NewNonce(), key: f.priv}
 	if res := m.Handle(sig.build()); !res.Accepted {
 		t.Fatal(res.Reason)
 	}
@@ -362,7 +362,7 @@ func TestStates(t *testing.T) {
 	m.ReturnHelmet()
 	m.ReturnHelmet() // nothing to change the second time
 	states = check(map[string]string{"MOUNT_LOCKED": "1", "HELMET_MOUNTED": "1"})
-	if states[3].OccurredAt != core.FormatTime(c.Now()) || changes != 2 {
+	if states[3].OccurredAt != protocol.FormatTime(c.Now()) || changes != 2 {
 		t.Fatalf("return: %v, %d changes", states, changes)
 	}
 	c.Add(100 * time.Hour)
@@ -445,7 +445,7 @@ func TestOverTheAir(t *testing.T) {
 				t.Fatalf("association: %+v", res)
 			}
 			next() // states after association
-			send(spec{code: core.CmdReleaseHelmet, uid: "SIM-0001", at: time.Now(), nonce: protocol.NewNonce(), key: priv}.build())
+			send(spec{code: protocol.CmdReleaseHelmet, uid: "SIM-0001", at: time.Now(), nonce: protocol.NewNonce(), key: priv}.build())
 			if res := next(); !res.Accepted || res.Code != "RELEASE_HELMET" {
 				t.Fatalf("release: %+v", res)
 			}
