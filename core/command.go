@@ -44,7 +44,30 @@ type Command struct {
 	// ASSOCIATE_OWNER, which carries the key itself.
 	SignedToken string
 	IssuedBy    string
+	// ExpiresAt is when the command can no longer run: GeneratedAt plus
+	// the server's command TTL (data.expiresAt).
+	ExpiresAt time.Time
+	// The lifecycle (§16): Status moved at StatusAt (the server's clock);
+	// Reason is the mount's for REFUSED; Verified says the deciding
+	// receipt was signed by the mount's device key.
+	Status   CommandStatus
+	StatusAt time.Time
+	Reason   string
+	Verified bool
 }
+
+// CommandStatus is where a command stands in its lifecycle (CONTRACT §16).
+type CommandStatus string
+
+// The command statuses: ISSUED, then EXECUTED or REFUSED from a receipt, or
+// UNCONFIRMED when ExpiresAt passed without one (a late receipt still moves
+// it on).
+const (
+	CommandIssued      CommandStatus = "ISSUED"
+	CommandExecuted    CommandStatus = "EXECUTED"
+	CommandRefused     CommandStatus = "REFUSED"
+	CommandUnconfirmed CommandStatus = "UNCONFIRMED"
+)
 
 // CommandParams are the query parameters of GET /mounts/{uid}/query.
 type CommandParams map[string]string

@@ -36,6 +36,9 @@ const (
 	CodeUnavailable           Code = "UNAVAILABLE"
 	CodeCursorExpired         Code = "CURSOR_EXPIRED"
 	CodeWebhookNotFound       Code = "WEBHOOK_NOT_FOUND"
+	CodeCommandNotFound       Code = "COMMAND_NOT_FOUND"
+	CodeSignatureRequired     Code = "SIGNATURE_REQUIRED"
+	CodeInvalidSignature      Code = "INVALID_SIGNATURE"
 )
 
 // FieldError names one invalid input field and says what is wrong with it.

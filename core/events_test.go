@@ -26,7 +26,7 @@ func (f lapseFixture) eventService(t *testing.T) *core.EventService {
 func (f lapseFixture) report(t *testing.T, uid, value string) {
 	t.Helper()
 	if _, err := f.svc.ReportStates(context.Background(), f.a, uid, []core.StateInput{{Code: "BATTERY_LEVEL", Value: value,
-		OccurredAt: f.clock.Now().Add(-time.Second), HasOccurredAt: true}}); err != nil {
+		OccurredAt: f.clock.Now().Add(-time.Second), HasOccurredAt: true}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(time.Millisecond)

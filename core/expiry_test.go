@@ -171,7 +171,7 @@ func TestLapsedIdleCountsAsInactive(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Advance(f.window)
-	if _, err := f.svc.ReportStates(ctx, f.a, "L4", []core.StateInput{{Code: "BATTERY_LEVEL", Value: "50", OccurredAt: f.clock.Now().Add(-time.Second), HasOccurredAt: true}}); core.ErrorCode(err) != core.CodeMountNotFound {
+	if _, err := f.svc.ReportStates(ctx, f.a, "L4", []core.StateInput{{Code: "BATTERY_LEVEL", Value: "50", OccurredAt: f.clock.Now().Add(-time.Second), HasOccurredAt: true}}, nil); core.ErrorCode(err) != core.CodeMountNotFound {
 		t.Fatalf("report on a lapsed mount: %v", err)
 	}
 	name := "x"

@@ -38,9 +38,12 @@ type Mount struct {
 	IdleDeadline   time.Time // zero unless IDLE
 	AssociatedAt   time.Time // zero until confirmed
 	Key            MountKey  // zero while INACTIVE
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	Latest         LatestStates
+	// DevicePublicKey is the mount's own Ed25519 key (64 lowercase hex),
+	// pinned at association; empty for older firmware.
+	DevicePublicKey string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	Latest          LatestStates
 }
 
 // Lapsed says whether m is IDLE with its window passed at now. The window
@@ -67,6 +70,9 @@ type MountFields struct {
 	FirmwareRevision *string
 	SoftwareRevision *string
 	ModelNumber      *string
+	// DevicePublicKey is what the mount's info characteristic says (§16);
+	// nil keeps the key pinned before.
+	DevicePublicKey *string
 }
 
 // MountUpdate is a PATCH /mounts/{uid}; nil leaves the field unchanged.

@@ -397,7 +397,8 @@ type ReportResult struct {
 
 // ReportStates handles POST /mounts/{uid}/states: the batch is validated
 // whole, stored in one transaction, and announced once if anything was new.
-func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string, in []StateInput) (ReportResult, error) {
+// sig is the mount's signature of the report (§16), nil for an unsigned one.
+func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string, in []StateInput, sig *ReportSignature) (ReportResult, error) {
 	if err := p.AuthorizeMount(ActionReportStates, uid); err != nil {
 		return ReportResult{}, err
 	}

@@ -18,6 +18,10 @@ const (
 	EventDeleted              EventType = "DELETED"
 	EventNfcTagsSynced        EventType = "NFC_TAGS_SYNCED"
 	EventCommandIssued        EventType = "COMMAND_ISSUED"
+	// A command's status moved (§16): Event.Command carries it.
+	EventCommandExecuted    EventType = "COMMAND_EXECUTED"
+	EventCommandRefused     EventType = "COMMAND_REFUSED"
+	EventCommandUnconfirmed EventType = "COMMAND_UNCONFIRMED"
 )
 
 // EventTypes lists every event type, so that counters by type can show
@@ -40,7 +44,10 @@ type Event struct {
 	Mount Mount
 	// States are a report's newly stored entries (STATES_REPORTED); the
 	// store sets them.
-	States     []StateEntry
+	States []StateEntry
+	// Command is the command whose status moved (COMMAND_EXECUTED,
+	// COMMAND_REFUSED, COMMAND_UNCONFIRMED).
+	Command    *Command
 	OccurredAt time.Time
 }
 

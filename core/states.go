@@ -46,6 +46,9 @@ type StateEntry struct {
 	Value      string
 	OccurredAt time.Time // truncated to milliseconds, UTC
 	ReceivedAt time.Time
+	// Verified is true when the entry came in a report signed by the
+	// mount's device key (§16).
+	Verified bool
 }
 
 // LatestStates are a mount's computed fields: the value of the latest entry

@@ -101,7 +101,7 @@ func (r *mutationResolver) ReportStates(ctx context.Context, uid string, states 
 	for i, s := range states {
 		in[i] = core.StateInput{Code: s.Code, Value: s.Value, OccurredAt: time.Time(s.OccurredAt), HasOccurredAt: true}
 	}
-	res, err := r.MountService.ReportStates(ctx, p, uid, in)
+	res, err := r.MountService.ReportStates(ctx, p, uid, in, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,9 @@ type Mounts interface {
 	UpdateMount(ctx context.Context, p core.Principal, uid string, u core.MountUpdate) (core.Mount, error)
 	DeleteMount(ctx context.Context, p core.Principal, uid string) error
 	AbandonMount(ctx context.Context, p core.Principal, uid string) error
-	ReportStates(ctx context.Context, p core.Principal, uid string, in []core.StateInput) (core.ReportResult, error)
+	ReportStates(ctx context.Context, p core.Principal, uid string, in []core.StateInput, sig *core.ReportSignature) (core.ReportResult, error)
+	UploadReceipts(ctx context.Context, p core.Principal, uid string, in []core.ReceiptInput) (core.ReceiptResult, error)
+	Command(ctx context.Context, p core.Principal, uid, id string) (core.Command, error)
 	StateHistory(ctx context.Context, p core.Principal, uid string, f core.StateFilter, page core.Page) ([]core.StateEntry, core.Pagination, error)
 	QueryCommand(ctx context.Context, p core.Principal, uid, code string, params core.CommandParams) ([]core.Command, error)
 	CommandAudit(ctx context.Context, p core.Principal, uid string, page core.Page) ([]core.Command, core.Pagination, error)

@@ -244,7 +244,7 @@ func (s *Server) reportStates(w http.ResponseWriter, r *http.Request, p core.Pri
 		writeError(w, r, s.Logger, err)
 		return
 	}
-	res, err := s.Mounts.ReportStates(r.Context(), p, uid, in)
+	res, err := s.Mounts.ReportStates(r.Context(), p, uid, in, nil)
 	if err != nil {
 		writeError(w, r, s.Logger, err)
 		return
