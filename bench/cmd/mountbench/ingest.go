@@ -103,12 +103,20 @@ func (b *bench) runIngest(ctx context.Context, target string, g *generator, send
 
 // postStates sends the batch to mountd.
 func (b *bench) postStates(g *generator) ingestSend {
+	post := b.postBody()
+	return func(ctx context.Context, w *ingestWorker, ref batchRef) (int, int, string, error) {
+		w.buf = g.appendBody(w.buf[:0], ref)
+		return post(ctx, w, ref)
+	}
+}
+
+// postBody sends w.buf, a report body for the batch's mount, to mountd.
+func (b *bench) postBody() ingestSend {
 	urls := make([]string, len(b.uids))
 	for i, uid := range b.uids {
 		urls[i] = b.cfg.Base + "/api/v1/mounts/" + uid + "/states"
 	}
 	return func(ctx context.Context, w *ingestWorker, ref batchRef) (int, int, string, error) {
-		w.buf = g.appendBody(w.buf[:0], ref)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, urls[ref.mount], bytes.NewReader(w.buf))
 		if err != nil {
 			return 0, 0, "request", err

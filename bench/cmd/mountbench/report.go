@@ -128,6 +128,7 @@ type report struct {
 	LoadAvgEnd   [3]float64     `json:"loadAvgEnd"`
 	Watched      []string       `json:"watched"`
 	Ingest       *ingestReport  `json:"ingest,omitempty"`
+	Signed       *signedReport  `json:"signed,omitempty"`
 	Get          *getReport     `json:"get,omitempty"`
 	Onboard      *onboardReport `json:"onboard,omitempty"`
 	GetMax       *getMaxReport  `json:"getMax,omitempty"`
@@ -154,6 +155,11 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		}
 	} else if err := b.seed(ctx); err != nil {
 		return nil, err
+	}
+	if b.cfg.runs("signed") {
+		if rep.Signed, err = b.signedScenario(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if b.cfg.runs("get") {
 		if rep.Get, err = b.getScenario(ctx); err != nil {
@@ -209,6 +215,15 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "  mountd entries (warm-up included): accepted %d, counted in mount_states %d, lost %d, extra %d, duplicates %d\n",
 			in.Expected, in.Counted, in.Lost, in.Extra, in.Duplicates)
 		fmt.Fprintf(w, "  target >= %.0f entries/s, no error, none lost: %s\n", in.TargetEntriesPerSec, passText(in.Pass))
+	}
+	if sg := r.Signed; sg != nil {
+		fmt.Fprintf(w, "\nSIGNED  closed loop, %d clients, batches of %d entries: unsigned and signed reports in alternating rounds\n", sg.Clients, sg.Batch)
+		header(w, "entries/s")
+		row(w, sg.Unsigned, sg.Unsigned.EntriesPerSec)
+		row(w, sg.Signed, sg.Signed.EntriesPerSec)
+		fmt.Fprintf(w, "  ratio signed/unsigned %.3f (target >= %.1f); entries stored verified %d (signed accepted %d, warm-up excluded)\n",
+			sg.Ratio, sg.Target, sg.Verified, sg.Signed.Accepted)
+		fmt.Fprintf(w, "  %s\n", passText(sg.Pass))
 	}
 	if g := r.Get; g != nil {
 		fmt.Fprintf(w, "\nGET /api/v1/mounts/{uid}  open loop at %.0f/s, %d clients, %d-byte answers; latency from the due time\n", g.Rate, g.Clients, g.BodyBytes)
