@@ -1,12 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mountd/mountd/adapters/testenv"
 )
@@ -71,13 +74,24 @@ func TestDatabaseDown(t *testing.T) {
 	in := start(t, testConfig(t.TempDir(), u.String()))
 	a := newFleet(in, "A")
 	a.associate(t, "DOWN1", nil)
+	res, raw := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://receiver.example/hook"})
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("create webhook: %d %s", res.StatusCode, raw)
+	}
+	hook := decode[struct {
+		ID string `json:"id"`
+	}](t, raw)
 
 	proxy.cut()
 
-	res, raw := a.call(http.MethodGet, "/api/v1/mounts/DOWN1", nil)
-	wantProblem(t, res, raw, 503, "UNAVAILABLE")
-	if res.Header.Get("Retry-After") == "" {
-		t.Fatalf("503 without Retry-After")
+	for _, path := range []string{"GET /api/v1/mounts/DOWN1", "GET /api/v1/audit", "GET /api/v1/exports/mounts",
+		"GET /api/v1/exports/states?mountUid=DOWN1", "POST /api/v1/webhooks/" + hook.ID + "/test"} {
+		method, target, _ := strings.Cut(path, " ")
+		res, raw := a.call(method, target, nil)
+		wantProblem(t, res, raw, 503, "UNAVAILABLE")
+		if res.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: 503 without Retry-After", path)
+		}
 	}
 	res, raw = a.call(http.MethodPost, "/api/v1/mounts", map[string]any{"uid": "DOWN2"})
 	wantProblem(t, res, raw, 503, "UNAVAILABLE")
@@ -88,5 +102,56 @@ func TestDatabaseDown(t *testing.T) {
 		"client_secret": {a.creds.ClientSecret}, "scope": {"openid"}}, nil)
 	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
 		t.Fatalf("token endpoint with the database down: %d %s", res.StatusCode, body)
+	}
+}
+
+// TestFloodAuditExportsWebhookTest: 1,000 requests at once to the audit
+// log, both exports and a webhook's test delivery answer each 200 or 429
+// (the export slots, the test delivery's pace, the account's rate), never a
+// 5xx; afterwards the export slots are free again.
+func TestFloodAuditExportsWebhookTest(t *testing.T) {
+	in := start(t, testConfig(t.TempDir(), ""))
+	a := newFleet(in, "A")
+	a.associate(t, "FL1", nil)
+	res, raw := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://receiver.example/hook"})
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("create webhook: %d %s", res.StatusCode, raw)
+	}
+	hook := decode[struct {
+		ID string `json:"id"`
+	}](t, raw)
+	targets := []string{"GET /api/v1/audit?limit=1000", "GET /api/v1/exports/mounts", "GET /api/v1/exports/states?mountUid=FL1",
+		"POST /api/v1/webhooks/" + hook.ID + "/test"}
+	var (
+		mu       sync.Mutex
+		statuses = map[string]int{}
+		wg       sync.WaitGroup
+	)
+	for i := range 1000 {
+		wg.Go(func() {
+			method, target, _ := strings.Cut(targets[i%len(targets)], " ")
+			res, raw := a.call(method, target, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			statuses[fmt.Sprintf("%s %d", target, res.StatusCode)]++
+			if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusTooManyRequests {
+				t.Errorf("%s %s: %d %.200s", method, target, res.StatusCode, raw)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("statuses: %v", statuses)
+	// The slots are released when each export ends: a new one is served
+	// once the account's rate allows it again.
+	deadline := time.Now().Add(70 * time.Second)
+	for {
+		res, raw := a.call(http.MethodGet, "/api/v1/exports/mounts", nil)
+		if res.StatusCode == http.StatusOK {
+			break
+		}
+		if res.StatusCode != http.StatusTooManyRequests || time.Now().After(deadline) {
+			t.Fatalf("export after the flood: %d %s", res.StatusCode, raw)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
