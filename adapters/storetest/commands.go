@@ -240,7 +240,7 @@ func unconfirmCommands(t *testing.T, store Store) {
 		t.Fatal(err)
 	}
 	t0 := time.Now().UTC().Truncate(time.Millisecond)
-	if _, err := store.ClaimMount(ctx, core.Claim{UID: "UC", AccountID: a.AccountID, Now: t0, Deadline: t0.Add(time.Hour), Key: testKey()}, nil); err != nil {
+	if _, err := store.ClaimMount(ctx, core.Claim{UID: "UC", AccountID: a.AccountID, Now: t0, Deadline: t0.Add(24 * time.Hour), Key: testKey()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	issueAt(t, store, "UC", a.AccountID, 1, t0, time.Minute)   // due at t0+1m
@@ -282,6 +282,44 @@ func unconfirmCommands(t *testing.T, store Store) {
 	events, _, err := store.ReadEvents(ctx, core.EventQuery{AccountID: a.AccountID, Types: []core.EventType{core.EventCommandUnconfirmed}, Limit: 100})
 	if err != nil || len(events) != 2 || events[0].Command == nil || events[0].Command.Status != core.CommandUnconfirmed {
 		t.Fatalf("UNCONFIRMED events in the log: %+v, %v", events, err)
+	}
+
+	// An ended association: abandoned, its command still turns with its
+	// event; once another account owns the mount, without one (the event's
+	// mount would show the new association to the former owner).
+	t1 := t0.Add(3 * time.Hour)
+	issueAt(t, store, "UC", a.AccountID, 4, t1, time.Minute)
+	issueAt(t, store, "UC", a.AccountID, 5, t1, 2*time.Minute)
+	if _, err := store.AbandonMount(ctx, "UC", a.AccountID, t1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := sweep(t1.Add(time.Minute)); len(got) != 1 || got[0].Command.ID != nonceOf(4) || got[0].ID == (core.Cursor{}) {
+		t.Fatalf("abandoned mount's command: %+v", got)
+	}
+	b, err := core.NewAccountService(store, nil).Create(ctx, "B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "B's scooter"
+	if _, err := store.ClaimMount(ctx, core.Claim{UID: "UC", AccountID: b.AccountID, Now: t1, Deadline: t1.Add(time.Hour), Key: testKey(),
+		Fields: core.MountFields{Name: &name}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got = sweep(t1.Add(2 * time.Minute))
+	if len(got) != 1 || got[0].Command.ID != nonceOf(5) || got[0].Command.Status != core.CommandUnconfirmed || got[0].ID != (core.Cursor{}) {
+		t.Fatalf("former owner's command after another claim: %+v", got)
+	}
+	if c, err := store.CommandsByID(ctx, "UC", a.AccountID, []string{nonceOf(5)}); err != nil || len(c) != 1 || c[0].Status != core.CommandUnconfirmed {
+		t.Fatalf("turned without an event: %+v, %v", c, err)
+	}
+	events, _, err = store.ReadEvents(ctx, core.EventQuery{AccountID: a.AccountID, Types: []core.EventType{core.EventCommandUnconfirmed}, Limit: 100})
+	if err != nil || len(events) != 3 {
+		t.Fatalf("the former owner's UNCONFIRMED events: %d, %v; want 3", len(events), err)
+	}
+	for _, e := range events {
+		if e.Mount.Name == name {
+			t.Fatalf("an event showed the new owner's mount: %+v", e.Mount)
+		}
 	}
 }
 
