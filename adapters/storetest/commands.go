@@ -125,9 +125,19 @@ func receipts(t *testing.T, store Store) {
 	}
 	t0 := time.Now().UTC().Truncate(time.Millisecond)
 	key := testDeviceKey
+	// The claim's ASSOCIATE_OWNER has the lifecycle too (stored with the
+	// claim, in its statement on PostgreSQL).
+	assoc := core.Command{ID: nonceOf(100), MountUID: "RC", AccountID: a.AccountID, Code: core.CmdAssociateOwner,
+		Data: map[string]any{}, GeneratedAt: t0, Payload: "p;" + nonceOf(100), IssuedBy: "cli",
+		ExpiresAt: t0.Add(5 * time.Minute), Status: core.CommandIssued, StatusAt: t0}
 	if _, err := store.ClaimMount(ctx, core.Claim{UID: "RC", AccountID: a.AccountID, Now: t0, Deadline: t0.Add(time.Hour),
-		Key: testKey(), Fields: core.MountFields{DevicePublicKey: &key}}, nil); err != nil {
+		Key: testKey(), Fields: core.MountFields{DevicePublicKey: &key}, Command: &assoc},
+		&core.Event{Type: core.EventAssociationRequested, UID: "RC", AccountID: a.AccountID, OccurredAt: t0}); err != nil {
 		t.Fatal(err)
+	}
+	if got, err := store.CommandsByID(ctx, "RC", a.AccountID, []string{assoc.ID}); err != nil || len(got) != 1 ||
+		got[0].Status != core.CommandIssued || !got[0].ExpiresAt.Equal(assoc.ExpiresAt) || !got[0].StatusAt.Equal(t0) {
+		t.Fatalf("the claim's command: %+v, %v", got, err)
 	}
 	issued := issueAt(t, store, "RC", a.AccountID, 1, t0, 5*time.Minute)
 	issueAt(t, store, "RC", a.AccountID, 2, t0, 5*time.Minute)
@@ -193,7 +203,8 @@ func receipts(t *testing.T, store Store) {
 	}
 
 	// The log keeps the command with each event.
-	events, _, err := store.ReadEvents(ctx, core.EventQuery{AccountID: a.AccountID, Limit: 100})
+	events, _, err := store.ReadEvents(ctx, core.EventQuery{AccountID: a.AccountID, Limit: 100,
+		Types: []core.EventType{core.EventCommandExecuted, core.EventCommandRefused}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +227,7 @@ func receipts(t *testing.T, store Store) {
 	}
 	// The audit lists the lifecycle too.
 	list, _, err := store.ListCommands(ctx, "RC", a.AccountID, core.Page{CurrentPage: 1, PageSize: 10})
-	if err != nil || len(list) != 2 {
+	if err != nil || len(list) != 3 {
 		t.Fatalf("ListCommands = %+v, %v", list, err)
 	}
 	for _, c := range list {
