@@ -250,8 +250,6 @@ func appendMountCSV(b []byte, m core.Mount) []byte {
 }
 
 // appendStateCSV writes one history entry in stateCSVHeader's columns.
-// verified is false: no entry is signed until signed reports (CONTRACT
-// §16) are built, which will store it per entry.
 func appendStateCSV(b []byte, uid string, e core.StateEntry) []byte {
 	b = appendCSVCell(b, uid)
 	b = append(b, ',')
@@ -262,6 +260,9 @@ func appendStateCSV(b []byte, uid string, e core.StateEntry) []byte {
 	b = appendTime(b, e.OccurredAt)
 	b = append(b, ',')
 	b = appendTime(b, e.ReceivedAt)
+	if e.Verified {
+		return append(b, ",true\r\n"...)
+	}
 	return append(b, ",false\r\n"...)
 }
 
@@ -279,6 +280,9 @@ func appendStateJSON(b []byte, uid string, e core.StateEntry) []byte {
 	b = appendTime(b, e.OccurredAt)
 	b = append(b, `","receivedAt":"`...)
 	b = appendTime(b, e.ReceivedAt)
+	if e.Verified {
+		return append(b, `","verified":true}`+"\n"...)
+	}
 	return append(b, `","verified":false}`+"\n"...)
 }
 
