@@ -22,7 +22,7 @@ import (
 
 const (
 	mountsHeader = "uid,name,serialNumber,macAddress,firmwareRevision,softwareRevision,modelNumber,associationState," +
-		"mountLocked,helmetMounted,batteryLevel,cpuTemperature,associatedAt"
+		"mountLocked,helmetMounted,batteryLevel,cpuTemperature,associatedAt,devicePublicKey"
 	statesHeader = "uid,code,value,occurredAt,receivedAt,verified"
 )
 
