@@ -475,6 +475,10 @@ func receiptInputs(raws []json.RawMessage) ([]core.ReceiptInput, error) {
 	for i, raw := range raws {
 		field := func(name string) string { return fmt.Sprintf("receipts[%d]%s", i, prefixDot(name)) }
 		var rj receiptJSON
+		if t := skipSpace(raw, 0); t >= len(raw) || raw[t] != '{' {
+			v.Add(field(""), "must be an object")
+			continue
+		}
 		if err := decodeJSONBytes(raw, &rj); err != nil {
 			for _, fe := range fieldErrors(err) {
 				v.Add(field(fe.Field), "%s", fe.Message)
