@@ -155,6 +155,8 @@ type Mount struct {
 	NfcTags []NfcTag `json:"nfcTags"`
 	// The mount's own Ed25519 public key (64 lowercase hex), pinned by its association; null for a mount without one.
 	DevicePublicKey *string `json:"devicePublicKey,omitempty"`
+	// The state codes whose latest value (the computed fields above) came in a report the mount did not sign: verified false.
+	UnverifiedStates []string `json:"unverifiedStates"`
 }
 
 type MountEvent struct {
