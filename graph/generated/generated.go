@@ -1858,7 +1858,7 @@ type Command {
   "The client that issued it (command audit only)."
   issuedBy: String
   status: CommandStatus!
-  "When the status last moved (the server's clock); null while ISSUED."
+  "When the command took its status (the server's clock): when it was issued while ISSUED."
   statusAt: DateTime
   "The mount's reason for REFUSED."
   reason: String

@@ -53,7 +53,7 @@ type Command struct {
 	// The client that issued it (command audit only).
 	IssuedBy *string       `json:"issuedBy,omitempty"`
 	Status   CommandStatus `json:"status"`
-	// When the status last moved (the server's clock); null while ISSUED.
+	// When the command took its status (the server's clock): when it was issued while ISSUED.
 	StatusAt *DateTime `json:"statusAt,omitempty"`
 	// The mount's reason for REFUSED.
 	Reason *string `json:"reason,omitempty"`
