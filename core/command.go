@@ -165,6 +165,9 @@ type CommandStore interface {
 	// is at or before now UNCONFIRMED (StatusAt now) with one conditional
 	// statement, and appends, in the same transaction, the event that
 	// event makes of each, with Command set; it returns those events. A
-	// command that another caller turned first is not returned.
+	// command that another caller turned first is not returned. A command
+	// whose mount another account owns now is turned without an event
+	// (its event's ID stays zero): the event's mount would show the new
+	// owner's association to the former one.
 	UnconfirmCommands(ctx context.Context, now time.Time, limit int, event func(Command) *Event) ([]*Event, error)
 }

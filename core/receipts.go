@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -158,6 +159,9 @@ func (s *MountService) UploadReceipts(ctx context.Context, p Principal, uid stri
 		if r.At.IsZero() {
 			v.Add(field+".at", "is required")
 		}
+		if r.Counter > math.MaxInt64 {
+			v.Add(field+".counter", "must be at most %d", int64(math.MaxInt64))
+		}
 		if c := byID[r.Nonce]; now.After(c.ExpiresAt.Add(s.grace)) {
 			v.Add(field, "arrived more than %s after the command expired at %s", s.grace, FormatTime(c.ExpiresAt))
 		}
@@ -295,6 +299,14 @@ func (s *MountService) SweepCommands(ctx context.Context) (int, error) {
 			return total, err
 		}
 		for _, ev := range events {
+			if ev.ID == (Cursor{}) {
+				// The association ended and the mount has another owner:
+				// turned without an event (see UnconfirmCommands).
+				if m, ok := s.waker.(CommandOutcomeMeter); ok {
+					m.CommandOutcome(ev.Command.Code, ev.Command.Status)
+				}
+				continue
+			}
 			s.announceOutcome(ctx, *ev.Command, ev)
 		}
 		total += len(events)

@@ -33,8 +33,9 @@ func reportSignature(counter *int, softwareRevision, signature *string) (*core.R
 }
 
 // receiptInputs checks each receipt's shape as REST does, naming
-// receipts[i].field: a nonce, a counter from 0, at in RFC 3339 UTC with
-// milliseconds; the outcome's value is core's to judge.
+// receipts[i].field: a nonce, a counter from 0, at (when given) in RFC 3339
+// UTC with milliseconds; the outcome, and a missing at, are core's to
+// judge with the content.
 func receiptInputs(receipts []model.ReceiptInput) ([]core.ReceiptInput, error) {
 	if len(receipts) > core.MaxReceiptsPerUpload {
 		return nil, core.Errorf(core.CodePayloadTooLarge, "an upload holds at most %d receipts", core.MaxReceiptsPerUpload)
@@ -43,7 +44,10 @@ func receiptInputs(receipts []model.ReceiptInput) ([]core.ReceiptInput, error) {
 	in := make([]core.ReceiptInput, len(receipts))
 	for i, rc := range receipts {
 		field := func(name string) string { return fmt.Sprintf("receipts[%d].%s", i, name) }
-		ri := core.ReceiptInput{Nonce: rc.Nonce, Outcome: rc.Outcome}
+		ri := core.ReceiptInput{Nonce: rc.Nonce}
+		if rc.Outcome != nil {
+			ri.Outcome = *rc.Outcome
+		}
 		if rc.Nonce == "" {
 			v.Add(field("nonce"), "is required")
 		}
@@ -55,10 +59,12 @@ func receiptInputs(receipts []model.ReceiptInput) ([]core.ReceiptInput, error) {
 		} else {
 			ri.Counter = uint64(rc.Counter)
 		}
-		if at, err := time.Parse(protocol.TimeLayout, rc.At); err != nil || !strings.HasSuffix(rc.At, "Z") {
-			v.Add(field("at"), "must be an RFC 3339 UTC date-time with milliseconds")
-		} else {
-			ri.At = at.UTC()
+		if rc.At != nil {
+			if at, err := time.Parse(protocol.TimeLayout, *rc.At); err != nil || !strings.HasSuffix(*rc.At, "Z") {
+				v.Add(field("at"), "must be an RFC 3339 UTC date-time with milliseconds")
+			} else {
+				ri.At = at.UTC()
+			}
 		}
 		if rc.Signature != nil {
 			ri.Signature = *rc.Signature

@@ -20,7 +20,9 @@ ALTER TABLE commands ADD COLUMN expires_at BIGINT NOT NULL DEFAULT 0;
 --bun:split
 ALTER TABLE commands ADD COLUMN receipt_counter BIGINT;
 --bun:split
-UPDATE commands SET id = substr(payload, length(payload) - 31),
+-- A payload ends with ";<nonce>"; anything else keeps its id.
+UPDATE commands SET id = CASE WHEN length(payload) > 32 AND substr(payload, length(payload) - 32, 1) = ';'
+        THEN substr(payload, length(payload) - 31) ELSE id END,
     status = 'UNCONFIRMED', expires_at = generated_at + 300000, status_at = generated_at + 300000;
 --bun:split
 -- The sweep that turns expired commands UNCONFIRMED reads only ISSUED ones.

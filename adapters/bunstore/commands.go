@@ -228,7 +228,7 @@ func (s *Store) UnconfirmCommands(ctx context.Context, now time.Time, limit int,
 			}
 			e := event(c)
 			e.Command = &c
-			if m, ok := byUID[c.MountUID]; ok {
+			if m, ok := byUID[c.MountUID]; ok && (!m.OwnerID.Valid || m.OwnerID.String == c.AccountID) {
 				if err := s.appendEvent(ctx, tx, e, m); err != nil {
 					return err
 				}

@@ -252,3 +252,61 @@ func TestUpgradeStoresWebhookBodiesOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestUpgradeCommandLifecycle: commands issued before the lifecycle take
+// their payload's nonce as id and count as UNCONFIRMED from their expiry,
+// without an event; the sweep then finds nothing to do.
+func TestUpgradeCommandLifecycle(t *testing.T) {
+	for name, newURL := range testenv.Databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := MustOpen(t, newURL(t))
+			db := store.DB()
+			old := migrate.NewMigrations()
+			for _, m := range migrations.Migrations.Sorted() {
+				if m.Name < "20261127000014" {
+					old.Add(m)
+				}
+			}
+			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
+				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
+			if err := m.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Migrate(ctx); err != nil {
+				t.Fatalf("migrate to the old schema: %v", err)
+			}
+			const nonce = "0123456789abcdef0123456789abcdef"
+			for _, q := range []string{
+				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'A', 1)`,
+				`INSERT INTO mounts (uid, association_state, owner_account_id, created_at, updated_at) VALUES ('M1', 'ASSOCIATED', 'acc_a', 1, 1)`,
+				`INSERT INTO commands (id, mount_uid, account_id, code, payload, data, generated_at, issued_by) VALUES
+					('cmd_old', 'M1', 'acc_a', 'RELEASE_HELMET', '1000;RELEASE_HELMET;M1;;` + nonce + `', '{}', 1000, 'cli_a')`,
+			} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			if _, err := store.Migrate(ctx); err != nil {
+				t.Fatalf("upgrade: %v", err)
+			}
+			cmds, err := store.CommandsByID(ctx, "M1", "acc_a", []string{nonce})
+			if err != nil || len(cmds) != 1 {
+				t.Fatalf("command by its nonce: %+v %v", cmds, err)
+			}
+			c := cmds[0]
+			if c.Status != core.CommandUnconfirmed || c.ExpiresAt.UnixMilli() != 1000+300000 || c.StatusAt.UnixMilli() != 301000 {
+				t.Fatalf("upgraded command %+v", c)
+			}
+			events, err := store.UnconfirmCommands(ctx, time.Now(), 10, func(c core.Command) *core.Event {
+				return &core.Event{Type: core.EventCommandUnconfirmed, UID: c.MountUID, AccountID: c.AccountID, OccurredAt: time.Now()}
+			})
+			if err != nil || len(events) != 0 {
+				t.Fatalf("sweep after the upgrade: %d events, %v", len(events), err)
+			}
+			if got, err := store.Mount(ctx, "M1"); err != nil || got.DevicePublicKey != "" {
+				t.Fatalf("mount %+v %v", got, err)
+			}
+		})
+	}
+}

@@ -629,7 +629,7 @@ func (s *Store) UnconfirmCommands(_ context.Context, now time.Time, limit int, e
 		e := event(c.Command)
 		cmd := c.Command
 		e.Command = &cmd
-		if m, ok := s.mounts[c.MountUID]; ok {
+		if m, ok := s.mounts[c.MountUID]; ok && (m.OwnerID == "" || m.OwnerID == c.AccountID) {
 			s.appendLocked(e, *m)
 		}
 		out = append(out, e)

@@ -151,6 +151,19 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 		expectEntries(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "30", 0)})
 	})
 
+	t.Run("Verified", func(t *testing.T) {
+		c := newCache(t)
+		signed := func(e core.StateEntry) core.StateEntry { e.Verified = true; return e }
+		must(t, c.Fill(ctx, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "50", 10)), entry(core.StateMountLocked, "1", 10)}))
+		expectEntries(t, c, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "50", 10)), entry(core.StateMountLocked, "1", 10)})
+		// The newer entry brings its own flag, either way.
+		offer(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "49", 11), signed(entry(core.StateMountLocked, "0", 11))})
+		expectEntries(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "49", 11), signed(entry(core.StateMountLocked, "0", 11))})
+		// An older signed entry does not replace a newer unsigned one.
+		offer(t, c, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "60", 9))})
+		expectEntries(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "49", 11), signed(entry(core.StateMountLocked, "0", 11))})
+	})
+
 	t.Run("EmptyFillIsHit", func(t *testing.T) {
 		c := newCache(t)
 		must(t, c.Fill(ctx, "m1", nil))
@@ -238,7 +251,7 @@ func sameEntries(got, want []core.StateEntry) bool {
 	for i := 0; same && i < len(got); i++ {
 		g, w := got[i], want[i]
 		same = g.Code == w.Code && g.Value == w.Value && g.OccurredAt.Equal(w.OccurredAt) &&
-			g.OccurredAt.Location() == time.UTC
+			g.OccurredAt.Location() == time.UTC && g.Verified == w.Verified
 	}
 	return same
 }
@@ -250,6 +263,9 @@ func formatEntries(es []core.StateEntry) string {
 			s += " "
 		}
 		s += fmt.Sprintf("%s=%q@%s", e.Code, e.Value, e.OccurredAt.Format(time.RFC3339Nano))
+		if e.Verified {
+			s += "(verified)"
+		}
 	}
 	return s + "]"
 }

@@ -26,9 +26,9 @@ const completeField = "#complete"
 //
 // KEYS[1] the hash; ARGV[1] TTL in ms (0: none); ARGV[2] "fill" to mark the
 // hash complete, "offer" to return the whole hash (flat field/value list)
-// when it is complete and false otherwise; then code, unix ms, value for
-// each entry. Values compare bytewise like Go strings (Lua's < would follow
-// the server's locale).
+// when it is complete and false otherwise; then code, unix ms, value, flag
+// ("v" when verified, else "") for each entry. Values compare bytewise like
+// Go strings (Lua's < would follow the server's locale).
 var mergeScript = goredis.NewScript(`
 local function greater(a, b)
   for i = 1, math.min(#a, #b) do
@@ -38,8 +38,8 @@ local function greater(a, b)
   return #a > #b
 end
 local key = KEYS[1]
-for i = 3, #ARGV, 3 do
-  local code, ms, value = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+for i = 3, #ARGV, 4 do
+  local code, ms, value, flag = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
   local newer = true
   local cur = redis.call('HGET', key, code)
   if cur then
@@ -47,10 +47,16 @@ for i = 3, #ARGV, 3 do
     local cms = sep and tonumber(string.sub(cur, 1, sep - 1))
     if cms then
       local cvalue = string.sub(cur, sep + 1)
+      local vsep = string.find(cvalue, '|', 1, true)
+      if vsep then cvalue = string.sub(cvalue, 1, vsep - 1) end
       newer = ms > cms or (ms == cms and greater(value, cvalue))
     end
   end
-  if newer then redis.call('HSET', key, code, ARGV[i + 1] .. '|' .. value) end
+  if newer then
+    local v = ARGV[i + 1] .. '|' .. value
+    if flag == 'v' then v = v .. '|v' end
+    redis.call('HSET', key, code, v)
+  end
 end
 if ARGV[2] == 'fill' then redis.call('HSET', key, '` + completeField + `', '1') end
 local ttl = tonumber(ARGV[1])
@@ -63,8 +69,9 @@ return 1
 `)
 
 // StateCache is core.StateCache over Redis: one hash per mount,
-// `<prefix>state:<uid>`, mapping code → "<unix ms>|<value>", plus a marker
-// field once filled. Replicas sharing a prefix share the cache.
+// `<prefix>state:<uid>`, mapping code → "<unix ms>|<value>" (with "|v"
+// appended when the mount signed it; state values never hold '|'), plus a
+// marker field once filled. Replicas sharing a prefix share the cache.
 type StateCache struct {
 	client *goredis.Client
 	prefix string
@@ -147,10 +154,14 @@ func (c *StateCache) Forget(ctx context.Context, uid string) error {
 }
 
 func (c *StateCache) merge(ctx context.Context, uid string, entries []core.StateEntry, mode string) *goredis.Cmd {
-	args := make([]any, 0, 2+3*len(entries))
+	args := make([]any, 0, 2+4*len(entries))
 	args = append(args, c.ttl.Milliseconds(), mode)
 	for _, e := range entries {
-		args = append(args, string(e.Code), e.OccurredAt.UnixMilli(), e.Value)
+		flag := ""
+		if e.Verified {
+			flag = "v"
+		}
+		args = append(args, string(e.Code), e.OccurredAt.UnixMilli(), e.Value, flag)
 	}
 	return mergeScript.Run(ctx, c.client, []string{c.key(uid)}, args...)
 }
@@ -162,7 +173,8 @@ func decodeField(code, v string) (core.StateEntry, error) {
 	if !ok || err != nil {
 		return core.StateEntry{}, fmt.Errorf("malformed field %s=%q", code, v)
 	}
-	return core.StateEntry{Code: core.StateCode(code), Value: value, OccurredAt: time.UnixMilli(ms).UTC()}, nil
+	value, flag, _ := strings.Cut(value, "|")
+	return core.StateEntry{Code: core.StateCode(code), Value: value, OccurredAt: time.UnixMilli(ms).UTC(), Verified: flag == "v"}, nil
 }
 
 func sortByCode(es []core.StateEntry) {

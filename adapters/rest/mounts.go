@@ -463,12 +463,12 @@ func (s *Server) uploadReceipts(w http.ResponseWriter, r *http.Request, p core.P
 	writeJSON(w, http.StatusOK, res)
 }
 
-// receiptInputs checks the shape of each receipt: nonce, outcome, counter
-// and at (RFC 3339 UTC with milliseconds, as the mount writes it) are
-// required; reason and signature may be missing (empty). What the values
-// say (an outcome other than EXECUTED or REFUSED, a reason that does not
-// fit it) core judges after the mount, the nonces and the signatures, in
-// the order docs/api.md gives.
+// receiptInputs checks the shape of each receipt: nonce and counter are
+// required, at when given is RFC 3339 UTC with milliseconds (as the mount
+// writes it). What the values say (an outcome missing or other than
+// EXECUTED or REFUSED, a reason that does not fit it, a missing at) core
+// judges after the mount, the nonces and the signatures, in the order
+// docs/api.md gives.
 func receiptInputs(raws []json.RawMessage) ([]core.ReceiptInput, error) {
 	var v core.Validation
 	if raws == nil {
@@ -494,10 +494,9 @@ func receiptInputs(raws []json.RawMessage) ([]core.ReceiptInput, error) {
 		} else {
 			ri.Nonce = *rj.Nonce
 		}
-		// The outcome's value is core's to judge, after the signature.
-		if rj.Outcome == nil {
-			v.Add(field("outcome"), "is required")
-		} else {
+		// The outcome, and whether there is one, is core's to judge, with
+		// the content after the signature (as is a missing at).
+		if rj.Outcome != nil {
 			ri.Outcome = *rj.Outcome
 		}
 		if rj.Reason != nil {
@@ -508,12 +507,12 @@ func receiptInputs(raws []json.RawMessage) ([]core.ReceiptInput, error) {
 		} else {
 			ri.Counter = *rj.Counter
 		}
-		if rj.At == nil {
-			v.Add(field("at"), "is required")
-		} else if at, err := time.Parse(protocol.TimeLayout, *rj.At); err != nil || !strings.HasSuffix(*rj.At, "Z") {
-			v.Add(field("at"), "must be an RFC 3339 UTC date-time with milliseconds")
-		} else {
-			ri.At = at.UTC()
+		if rj.At != nil { // without it, zero: core names it with the content
+			if at, err := time.Parse(protocol.TimeLayout, *rj.At); err != nil || !strings.HasSuffix(*rj.At, "Z") {
+				v.Add(field("at"), "must be an RFC 3339 UTC date-time with milliseconds")
+			} else {
+				ri.At = at.UTC()
+			}
 		}
 		if rj.Signature != nil {
 			ri.Signature = *rj.Signature

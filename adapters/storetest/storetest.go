@@ -67,6 +67,11 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Retention", retention},
 		{"Exports", exports},
 		{"AuditLog", auditLog},
+		{"DeviceKeys", deviceKeys},
+		{"Receipts", receipts},
+		{"UnconfirmCommands", unconfirmCommands},
+		{"ConcurrentSweeps", concurrentSweeps},
+		{"SignedReports", signedReports},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}

@@ -274,13 +274,16 @@ func TestCommandLifecycleAndReceipts(t *testing.T) {
 				{"unknown top field", map[string]any{"receipts": []any{good}, "x": 1}, 400, "VALIDATION_FAILED", []string{"x"}},
 				{"a receipt not an object", receipts(good, "x"), 400, "VALIDATION_FAILED", []string{"receipts[1]"}},
 				{"no nonce", receipts(with("nonce", nil)), 400, "VALIDATION_FAILED", []string{"receipts[0].nonce"}},
-				{"no outcome", receipts(with("outcome", nil)), 400, "VALIDATION_FAILED", []string{"receipts[0].outcome"}},
+				{"no counter", receipts(with("counter", nil)), 400, "VALIDATION_FAILED", []string{"receipts[0].counter"}},
+				// A missing outcome or at is content: the signature, made
+				// over them, is checked first.
+				{"no outcome, so a bad signature", receipts(with("outcome", nil)), 400, "INVALID_SIGNATURE", nil},
 				// The signature is checked before what the receipt says.
 				{"unknown outcome, so a bad signature", receipts(with("outcome", "DONE")), 400, "INVALID_SIGNATURE", nil},
 				{"negative counter", receipts(with("counter", -1)), 400, "VALIDATION_FAILED", []string{"receipts[0].counter"}},
 				{"counter as text", receipts(with("counter", "1")), 400, "VALIDATION_FAILED", []string{"receipts[0].counter"}},
 				{"huge counter", receipts(with("counter", 1e30)), 400, "VALIDATION_FAILED", []string{"receipts[0].counter"}},
-				{"no at", receipts(good, with("at", nil)), 400, "VALIDATION_FAILED", []string{"receipts[1].at"}},
+				{"no at, so a bad signature", receipts(good, with("at", nil)), 400, "INVALID_SIGNATURE", nil},
 				{"at without milliseconds", receipts(with("at", "2026-11-22T01:40:13Z")), 400, "VALIDATION_FAILED", []string{"receipts[0].at"}},
 				{"at not in UTC", receipts(with("at", "2026-11-22T02:40:13.000+01:00")), 400, "VALIDATION_FAILED", []string{"receipts[0].at"}},
 				{"unknown receipt field", receipts(with("extra", true)), 400, "VALIDATION_FAILED", []string{"receipts[0].extra"}},
@@ -369,6 +372,10 @@ func TestCommandLifecycleAndReceipts(t *testing.T) {
 				"nonce": c2.ID, "outcome": "DONE", "counter": 2, "at": protocol.FormatTime(now)}))
 			if p := wantProblem(t, res, raw, 400, "VALIDATION_FAILED"); !slices.Equal(fieldsOf(p), []string{"receipts[0].outcome"}) {
 				t.Fatalf("an unknown outcome: %s", raw)
+			}
+			res, raw = a.call(http.MethodPost, "/api/v1/mounts/R2/commands/receipts", receipts(map[string]any{"nonce": c2.ID, "counter": 2}))
+			if p := wantProblem(t, res, raw, 400, "VALIDATION_FAILED"); !slices.Contains(fieldsOf(p), "receipts[0].outcome") || !slices.Contains(fieldsOf(p), "receipts[0].at") {
+				t.Fatalf("no outcome, no at: %s", raw)
 			}
 			res, raw = a.call(http.MethodPost, "/api/v1/mounts/R2/commands/receipts", receipts(map[string]any{
 				"nonce": c2.ID, "outcome": "REFUSED", "reason": "helmet not mounted", "counter": 3, "at": protocol.FormatTime(now)}))

@@ -1870,13 +1870,13 @@ type Command {
 input ReceiptInput {
   "The command's id (its payload's nonce)."
   nonce: String!
-  "EXECUTED or REFUSED"
-  outcome: String!
+  "EXECUTED or REFUSED (judged with the content, after the signature, as in REST)"
+  outcome: String
   "The mount's reason for REFUSED; empty for EXECUTED."
   reason: String
   counter: Int!
-  "The mount's clock: RFC 3339 UTC with milliseconds."
-  at: String!
+  "The mount's clock: RFC 3339 UTC with milliseconds (a missing one is judged with the content)."
+  at: String
   "Lowercase hex Ed25519 signature by the device key; required for a mount with one."
   signature: String
 }
@@ -9563,7 +9563,7 @@ func (ec *executionContext) unmarshalInputReceiptInput(ctx context.Context, obj 
 			it.Nonce = data
 		case "outcome":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("outcome"))
-			data, err := ec.unmarshalNString2string(ctx, v)
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -9584,7 +9584,7 @@ func (ec *executionContext) unmarshalInputReceiptInput(ctx context.Context, obj 
 			it.Counter = data
 		case "at":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("at"))
-			data, err := ec.unmarshalNString2string(ctx, v)
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
 			if err != nil {
 				return it, err
 			}

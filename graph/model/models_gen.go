@@ -247,13 +247,13 @@ type Query struct {
 type ReceiptInput struct {
 	// The command's id (its payload's nonce).
 	Nonce string `json:"nonce"`
-	// EXECUTED or REFUSED
-	Outcome string `json:"outcome"`
+	// EXECUTED or REFUSED (judged with the content, after the signature, as in REST)
+	Outcome *string `json:"outcome,omitempty"`
 	// The mount's reason for REFUSED; empty for EXECUTED.
 	Reason  *string `json:"reason,omitempty"`
 	Counter int     `json:"counter"`
-	// The mount's clock: RFC 3339 UTC with milliseconds.
-	At string `json:"at"`
+	// The mount's clock: RFC 3339 UTC with milliseconds (a missing one is judged with the content).
+	At *string `json:"at,omitempty"`
 	// Lowercase hex Ed25519 signature by the device key; required for a mount with one.
 	Signature *string `json:"signature,omitempty"`
 }

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+// TestCommandSettings: MOUNTD_COMMAND_TTL is positive and at most the
+// mount's own 5 minutes (0: the default); MOUNTD_RECEIPT_GRACE is not
+// negative (0: the default).
+func TestCommandSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		ttl, grace   time.Duration
+		ok           bool
+		wantTTL, wgr time.Duration
+	}{
+		{"defaults", 0, 0, true, 5 * time.Minute, 24 * time.Hour},
+		{"shorter ttl, longer grace", 90 * time.Second, 72 * time.Hour, true, 90 * time.Second, 72 * time.Hour},
+		{"the most", 5 * time.Minute, time.Second, true, 5 * time.Minute, time.Second},
+		{"ttl over 5m", 5*time.Minute + time.Millisecond, 0, false, 0, 0},
+		{"negative ttl", -time.Second, 0, false, 0, 0},
+		{"negative grace", time.Minute, -time.Second, false, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{TokenTTL: time.Hour, AssociationWindow: time.Minute, CommandTTL: tc.ttl, ReceiptGrace: tc.grace}
+			err := cfg.resolve("127.0.0.1:1")
+			if (err == nil) != tc.ok {
+				t.Fatalf("resolve: %v, want ok %v", err, tc.ok)
+			}
+			if tc.ok && (cfg.CommandTTL != tc.wantTTL || cfg.ReceiptGrace != tc.wgr) {
+				t.Fatalf("ttl %s, grace %s", cfg.CommandTTL, cfg.ReceiptGrace)
+			}
+		})
+	}
+}
