@@ -463,9 +463,18 @@ func TestGraphQLTruthFromTheMount(t *testing.T) {
 			if r := a.gql(t, `{ command(uid: "G1", id: "nope") { id } }`, nil); r.code() != "COMMAND_NOT_FOUND" {
 				t.Fatalf("unknown command: %+v", r.Errors)
 			}
+			rider := in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:G1")
+			if r := in.gql(t, rider, `query($id: ID!) { command(uid: "G1", id: $id) { id } }`, map[string]any{"id": id}); r.code() != "FORBIDDEN" {
+				t.Fatalf("a rider's command: %+v", r.Errors)
+			}
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 				r = a.gql(t, `{ events(types: [COMMAND_REFUSED]) { events { type uid command { id status reason issuedBy } } } }`, nil)
-				if strings.Contains(string(r.Data), `"id":"`+id+`","status":"REFUSED","reason":"stale command"`) {
+				if strings.Contains(string(r.Data), `"id":"`+id+`","status":"REFUSED","reason":"stale command","issuedBy":"`) {
+					// The rider sees the same event, without issuedBy.
+					r = in.gql(t, rider, `{ events(types: [COMMAND_REFUSED]) { events { command { id issuedBy } } } }`, nil)
+					if string(r.Data) != `{"events":{"events":[{"command":{"id":"`+id+`","issuedBy":null}}]}}` {
+						t.Fatalf("the rider's events %s %+v", r.Data, r.Errors)
+					}
 					break
 				}
 				if time.Now().After(deadline) {
