@@ -246,6 +246,10 @@ func appendMountCSV(b []byte, m core.Mount) []byte {
 	if j.AssociatedAt != nil {
 		b = appendTime(b, time.Time(*j.AssociatedAt))
 	}
+	b = append(b, ',')
+	if j.DevicePublicKey != nil {
+		b = appendCSVCell(b, *j.DevicePublicKey)
+	}
 	return append(b, '\r', '\n')
 }
 
@@ -260,14 +264,13 @@ func appendStateCSV(b []byte, uid string, e core.StateEntry) []byte {
 	b = appendTime(b, e.OccurredAt)
 	b = append(b, ',')
 	b = appendTime(b, e.ReceivedAt)
-	if e.Verified {
-		return append(b, ",true\r\n"...)
-	}
-	return append(b, ",false\r\n"...)
+	b = append(b, ',')
+	b = strconv.AppendBool(b, e.Verified)
+	return append(b, '\r', '\n')
 }
 
 // appendStateJSON writes the REST state entry with its mount's uid (and
-// verified, as appendStateCSV), by hand: a million lines through
+// verified), by hand: a million lines through
 // json.Marshal would cost more than the database's part.
 func appendStateJSON(b []byte, uid string, e core.StateEntry) []byte {
 	b = append(b, `{"uid":`...)
@@ -280,10 +283,9 @@ func appendStateJSON(b []byte, uid string, e core.StateEntry) []byte {
 	b = appendTime(b, e.OccurredAt)
 	b = append(b, `","receivedAt":"`...)
 	b = appendTime(b, e.ReceivedAt)
-	if e.Verified {
-		return append(b, `","verified":true}`+"\n"...)
-	}
-	return append(b, `","verified":false}`+"\n"...)
+	b = append(b, `","verified":`...)
+	b = strconv.AppendBool(b, e.Verified)
+	return append(b, '}', '\n')
 }
 
 func appendTime(b []byte, t time.Time) []byte { return t.UTC().AppendFormat(b, core.TimeLayout) }

@@ -3,7 +3,7 @@
 // the command audit and its NFC tags.
 import { gql, live } from "./api.js";
 import { exportMenu } from "./exports.js";
-import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, errorText, statusBox, field, fetchPages } from "./ui.js";
+import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, isUnverified, markUnverified } from "./ui.js";
 
 const LEVELS = ["LOW", "MEDIUM", "HIGH"];
 // The codes a mount takes and their parameters, all required (docs/api.md,
@@ -37,11 +37,13 @@ export function mountView(uid) {
   function showValues(m) {
     mount = m;
     title.textContent = m.name;
-    const cell = (label, value) => h("div", {}, h("div", { class: "label" }, label), h("div", { class: "value" }, value));
+    // A value the mount did not sign is marked "unverified".
+    const cell = (label, value, key) => h("div", { "data-value": key || "" }, h("div", { class: "label" }, label),
+      markUnverified(h("div", { class: "value" }, value), !!key && isUnverified(m, key)));
     values.replaceChildren(
-      cell("State", m.associationState), cell("Battery", fmtBattery(m.batteryLevel)),
-      cell("Lock", fmtBool(m.mountLocked, "Locked", "Unlocked")), cell("Helmet", fmtBool(m.helmetMounted, "Present", "Absent")),
-      cell("CPU temperature", fmtTemp(m.cpuTemperature)), cell("Last report", ago(m.lastReportAt)));
+      cell("State", m.associationState), cell("Battery", fmtBattery(m.batteryLevel), "batteryLevel"),
+      cell("Lock", fmtBool(m.mountLocked, "Locked", "Unlocked"), "mountLocked"), cell("Helmet", fmtBool(m.helmetMounted, "Present", "Absent"), "helmetMounted"),
+      cell("CPU temperature", fmtTemp(m.cpuTemperature), "cpuTemperature"), cell("Last report", ago(m.lastReportAt)));
     const item = (key, label, value) => h("div", { "data-field": key }, h("dt", { class: "label" }, label), h("dd", {}, value || "—"));
     identity.replaceChildren(item("serialNumber", "Serial number", m.serialNumber), item("macAddress", "MAC address", m.macAddress),
       item("modelNumber", "Model", m.modelNumber), item("firmwareRevision", "Firmware revision", m.firmwareRevision),
@@ -125,11 +127,18 @@ export function mountView(uid) {
     }, 2000);
   };
 
+  // The audit shows where each command stands: its status (with the
+  // mount's reason for a refusal), when it moved there and whether the
+  // receipt was signed; a receipt or an expiry refreshes it live.
   async function loadCommands() {
     if (!isOwner()) return; // the audit is the owners'
-    const c = await gql(`query($uid: ID!) { mountCommands(uid: $uid, pageSize: 50) { commands { code generatedAt issuedBy } } }`, { uid });
-    commands.replaceChildren(...c.mountCommands.commands.map((x) => h("tr", { "data-code": x.code }, h("td", {}, x.code), h("td", {}, fmtDate(x.generatedAt)), h("td", {}, x.issuedBy || ""))));
-    if (!c.mountCommands.commands.length) commands.append(h("tr", {}, h("td", { colspan: 3, class: "empty" }, "No commands yet.")));
+    const c = await gql(`query($uid: ID!) { mountCommands(uid: $uid, pageSize: 50) { commands { id code generatedAt issuedBy status statusAt reason verified } } }`, { uid });
+    commands.replaceChildren(...c.mountCommands.commands.map((x) => h("tr", { "data-code": x.code, "data-id": x.id, "data-status": x.status },
+      h("td", {}, x.code), h("td", {}, fmtDate(x.generatedAt)), h("td", {}, x.issuedBy || ""),
+      h("td", { class: "wrap" }, h("span", { class: "status " + x.status }, x.status), x.reason ? ": " + x.reason : "",
+        x.status === "EXECUTED" || x.status === "REFUSED" ? h("span", { class: "muted" }, x.verified ? " (signed receipt)" : " (unsigned receipt)") : ""),
+      h("td", {}, x.statusAt ? fmtDate(x.statusAt) : "—"))));
+    if (!c.mountCommands.commands.length) commands.append(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No commands yet.")));
   }
 
   const renameForm = isOwner() ? renameCard(uid, (m) => showValues({ ...mount, ...m })) : null;
@@ -153,8 +162,8 @@ export function mountView(uid) {
       isOwner() ? exportMenu("export-history", "Export", (f) => `/exports/states?mountUid=${encodeURIComponent(uid)}&format=${f}`, showError) : ""), charts),
     commandForm,
     isOwner() ? h("section", { class: "card", "aria-labelledby": "audit-title" }, h("h2", { id: "audit-title" }, "Command audit"),
-      h("p", { class: "muted" }, "The newest 50 commands issued for this mount."),
-      h("div", { class: "scroll" }, h("table", { id: "audit" }, h("thead", {}, h("tr", {}, ["Code", "Issued", "By"].map((t) => h("th", { scope: "col" }, t)))), commands))) : "",
+      h("p", { class: "muted" }, "The newest 50 commands issued for this mount, and where each stands: ISSUED until the mount's receipt says EXECUTED or REFUSED, UNCONFIRMED when it expired without one."),
+      h("div", { class: "scroll" }, h("table", { id: "audit" }, h("thead", {}, h("tr", {}, ["Code", "Issued", "By", "Status", "Since"].map((t) => h("th", { scope: "col" }, t)))), commands))) : "",
     tagsCard.el);
 
   let sub = null;
@@ -165,7 +174,7 @@ export function mountView(uid) {
       onEvent: (ev) => {
         showValues({ ...mount, ...ev.mount, lastReportAt: lastReportOf(ev) });
         if (ev.type === "STATES_REPORTED") historySoon();
-        if (ev.type === "COMMAND_ISSUED") loadCommands().catch(showError);
+        if (ev.type === "COMMAND_ISSUED" || COMMAND_STATUS_EVENTS.includes(ev.type)) loadCommands().catch(showError);
       },
       onResync: load, onState: setConnection,
     });

@@ -54,9 +54,29 @@ export function setConnection(state) {
   el.textContent = { connecting: "connecting…", live: "live", down: "reconnecting…" }[state];
 }
 
-export const EVENT_TYPES = ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED"];
+export const EVENT_TYPES = ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED", "COMMAND_EXECUTED", "COMMAND_REFUSED", "COMMAND_UNCONFIRMED"];
 
-export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline";
+// The events that move a command's status (a receipt, or its expiry).
+export const COMMAND_STATUS_EVENTS = ["COMMAND_EXECUTED", "COMMAND_REFUSED", "COMMAND_UNCONFIRMED"];
+
+// The state codes behind the latest values, by the Mount field that shows them.
+export const VALUE_CODES = { batteryLevel: "BATTERY_LEVEL", cpuTemperature: "CPU_TEMPERATURE", mountLocked: "MOUNT_LOCKED", helmetMounted: "HELMET_MOUNTED" };
+
+// markUnverified marks el as showing a value the mount did not sign: the
+// stylesheet adds the word "unverified" after it (generated, so that the
+// element's text stays the value), and the title says why.
+export function markUnverified(el, on) {
+  el.classList.toggle("unverified", on);
+  if (on) el.title = "Unverified: not signed by the mount, a phone reported it";
+  else el.removeAttribute("title");
+  return el;
+}
+
+export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline unverifiedStates";
+
+// isUnverified: the mount's latest value of field (a VALUE_CODES key) came
+// in a report the mount did not sign.
+export const isUnverified = (m, field) => m[field] !== null && m[field] !== undefined && (m.unverifiedStates || []).includes(VALUE_CODES[field]);
 
 // lastReportOf: the event's newest state time, or the mount's own.
 export function lastReportOf(ev) {
