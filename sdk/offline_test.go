@@ -43,7 +43,9 @@ func newSigningMount(uid string) *signingMount {
 	return &signingMount{uid: uid, key: key, at: time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)}
 }
 
-func (m *signingMount) publicKey() string { return hex.EncodeToString(m.key.Public().(ed25519.PublicKey)) }
+func (m *signingMount) publicKey() string {
+	return hex.EncodeToString(m.key.Public().(ed25519.PublicKey))
+}
 
 func (m *signingMount) Scan(ctx context.Context, found func(protocol.BLEDevice)) error {
 	found(protocol.BLEDevice{Address: "02:00:00:00:00:01", Name: protocol.BLENamePrefix + m.uid, MountUID: m.uid})
