@@ -287,6 +287,9 @@ type Mount struct {
 	BatteryLevel     *int     `json:"batteryLevel"`
 	CPUTemperature   *float64 `json:"cpuTemperature"`
 	AssociatedAt     *string  `json:"associatedAt"`
+	// DevicePublicKey is the mount's own key pinned by its association,
+	// nil for a mount without one.
+	DevicePublicKey *string `json:"devicePublicKey"`
 }
 
 // Webhook is a webhook as the API shows it; Secret only at creation and

@@ -149,4 +149,22 @@ type CommandStore interface {
 	// ListCommands lists the commands accountID issued to a mount, newest
 	// first; commands of one millisecond in reverse order of issue.
 	ListCommands(ctx context.Context, uid, accountID string, p Page) ([]Command, int, error)
+	// CommandsByID returns those of ids (command ids, at most
+	// MaxReceiptsPerUpload) that accountID's associations issued to mount
+	// uid, in no particular order; unknown ids are left out.
+	CommandsByID(ctx context.Context, uid, accountID string, ids []string) ([]Command, error)
+	// DecideCommand applies a deciding receipt with one conditional update
+	// that only moves forward: EXECUTED unless the command is EXECUTED
+	// already; REFUSED when it is ISSUED or UNCONFIRMED, or REFUSED by a
+	// receipt of a higher counter (its StatusAt then stays). changed says
+	// whether the command moved; only then is e appended, with Command set
+	// to the command as it now stands. COMMAND_NOT_FOUND when accountID
+	// issued no such command to the mount.
+	DecideCommand(ctx context.Context, d CommandDecision, e *Event) (c Command, changed bool, err error)
+	// UnconfirmCommands turns up to limit ISSUED commands whose ExpiresAt
+	// is at or before now UNCONFIRMED (StatusAt now) with one conditional
+	// statement, and appends, in the same transaction, the event that
+	// event makes of each, with Command set; it returns those events. A
+	// command that another caller turned first is not returned.
+	UnconfirmCommands(ctx context.Context, now time.Time, limit int, event func(Command) *Event) ([]*Event, error)
 }

@@ -317,7 +317,8 @@ func (s *EventService) RunRetention(ctx context.Context, retention, interval tim
 func KnownEventType(t EventType) bool {
 	switch t {
 	case EventStatesReported, EventAssociationRequested, EventAssociationConfirmed, EventAssociationExpired,
-		EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued:
+		EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued,
+		EventCommandExecuted, EventCommandRefused, EventCommandUnconfirmed:
 		return true
 	}
 	return false

@@ -179,6 +179,15 @@ func ValidateMountFields(uid string, f *MountFields) error {
 	checkText(&v, "firmwareRevision", f.FirmwareRevision, 64)
 	checkText(&v, "softwareRevision", f.SoftwareRevision, 64)
 	checkText(&v, "modelNumber", f.ModelNumber, 64)
+	if f.DevicePublicKey != nil {
+		switch {
+		case *f.DevicePublicKey == "":
+			// As if not given: the key pinned before stays.
+			f.DevicePublicKey = nil
+		case !protocol.ValidPublicKey(*f.DevicePublicKey):
+			v.Add("devicePublicKey", "must be an Ed25519 public key: 64 lowercase hexadecimal characters")
+		}
+	}
 	return v.Err()
 }
 

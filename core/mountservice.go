@@ -23,6 +23,8 @@ type MountService struct {
 	scheduler ExpiryScheduler
 	waker     EventWaker
 	window    AssociationWindow
+	ttl       time.Duration
+	grace     time.Duration
 	logger    *slog.Logger
 	now       func() time.Time
 }
@@ -42,13 +44,25 @@ type MountDeps struct {
 	Scheduler ExpiryScheduler
 	Waker     EventWaker
 	Window    AssociationWindow
-	Logger    *slog.Logger
+	// CommandTTL (0: DefaultCommandTTL, at most MaxCommandTTL) and
+	// ReceiptGrace (0: DefaultReceiptGrace) shape the command lifecycle.
+	CommandTTL   CommandTTL
+	ReceiptGrace ReceiptGrace
+	Logger       *slog.Logger
 }
 
 // NewMountService returns a MountService over its ports.
 func NewMountService(d MountDeps) *MountService {
+	ttl, grace := time.Duration(d.CommandTTL), time.Duration(d.ReceiptGrace)
+	if ttl <= 0 || ttl > MaxCommandTTL {
+		ttl = DefaultCommandTTL
+	}
+	if grace <= 0 {
+		grace = DefaultReceiptGrace
+	}
 	return &MountService{mounts: d.Mounts, states: d.States, commands: d.Commands, tags: d.Tags, signer: d.Signer,
-		cache: d.Cache, scheduler: d.Scheduler, waker: d.Waker, window: d.Window, logger: d.Logger, now: time.Now}
+		cache: d.Cache, scheduler: d.Scheduler, waker: d.Waker, window: d.Window, ttl: ttl, grace: grace,
+		logger: d.Logger, now: time.Now}
 }
 
 // SetClock replaces the service's clock (tests of the window).
@@ -243,6 +257,9 @@ func (s *MountService) RunExpiry(ctx context.Context) error {
 			}
 		}
 	}()
+	// Commands past expiresAt become UNCONFIRMED from the database alone:
+	// every replica sweeps, and the conditional update lets one win.
+	go s.runCommandSweep(ctx)
 	return s.scheduler.Run(ctx, func(ctx context.Context, uid string) { s.expire(ctx, uid) })
 }
 
@@ -406,12 +423,68 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 		return ReportResult{}, err
 	}
 	now := s.clock()
+	// A rider's token carries what the mount signed and cannot author
+	// states for a mount with a device key; owners and maintainers may.
+	rider := sig == nil && p.LimitedToMounts()
+	var check ReportCheck
+	if sig != nil || rider {
+		// The signed path (and a rider's) reads the mount first: the key
+		// decides before the transaction, where verifying once costs no
+		// lock. The owner's unsigned path keeps its one round trip.
+		m, err := s.live(ctx, p, uid)
+		if err != nil {
+			return ReportResult{}, err
+		}
+		key := m.DevicePublicKey
+		if rider && key != "" {
+			return ReportResult{}, signatureRequired(uid)
+		}
+		if sig != nil {
+			if err := verifyReport(uid, key, in, *sig); err != nil {
+				return ReportResult{}, err
+			}
+			check.SoftwareRevision = sig.SoftwareRevision
+		}
+		// The key may change between the read and the insert (a new
+		// association): the transaction's row decides again.
+		check.Check = func(m Mount) error {
+			switch {
+			case rider && m.DevicePublicKey != "":
+				return signatureRequired(uid)
+			case sig != nil && m.DevicePublicKey != key:
+				return invalidSignature("the report", m.DevicePublicKey != "")
+			}
+			return nil
+		}
+	}
 	entries, err := ValidateStates(in, now)
+	if err == nil && sig != nil {
+		var v Validation
+		checkText(&v, "softwareRevision", &sig.SoftwareRevision, 64)
+		err = v.Err()
+	}
 	if err != nil {
+		if check.Check == nil {
+			// 404 comes before the content's 400: read the mount on the
+			// error path only.
+			if _, merr := s.live(ctx, p, uid); merr != nil {
+				return ReportResult{}, merr
+			}
+		}
 		return ReportResult{}, err
 	}
+	if sig != nil {
+		for i := range entries {
+			entries[i].Verified = true
+		}
+	}
 	ev := &Event{Type: EventStatesReported, UID: uid, AccountID: p.AccountID, OccurredAt: now}
-	_, accepted, err := s.states.InsertStates(ctx, uid, p.AccountID, entries, ev)
+	var accepted []StateEntry
+	if check.Check == nil {
+		_, accepted, err = s.states.InsertStates(ctx, uid, p.AccountID, entries, ev)
+	} else {
+		_, accepted, err = s.states.InsertReport(ctx, uid, p.AccountID, entries, check, ev)
+	}
 	if err != nil {
 		return ReportResult{}, err
 	}
@@ -427,6 +500,28 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 		s.forgetLatest(ctx, uid, p.AccountID)
 	}
 	return res, nil
+}
+
+func signatureRequired(uid string) error {
+	return Errorf(CodeSignatureRequired, "mount %q has a device key: this token may relay only reports the mount signed", uid)
+}
+
+// verifyReport checks a report's signature over its entries exactly as
+// sent (values as sent, occurredAt as Unix milliseconds) with the mount's
+// device key.
+func verifyReport(uid, key string, in []StateInput, sig ReportSignature) error {
+	if key == "" {
+		return invalidSignature("the report", false)
+	}
+	r := protocol.Report{UID: uid, Counter: sig.Counter, SoftwareRevision: sig.SoftwareRevision,
+		Entries: make([]protocol.ReportEntry, len(in))}
+	for i, e := range in {
+		r.Entries[i] = protocol.ReportEntry{Code: StateCode(e.Code), Value: e.Value, OccurredAt: e.OccurredAt}
+	}
+	if !protocol.Verify(key, protocol.BuildReportText(r), sig.Signature) {
+		return invalidSignature("the report", true)
+	}
+	return nil
 }
 
 // StateHistory handles GET /mounts/{uid}/states.
@@ -543,9 +638,12 @@ func (s *MountService) newCommand(ctx context.Context, p Principal, uid string, 
 			data["tagUids"] = list
 		}
 	}
-	data["expiresAt"] = FormatTime(now.Add(CommandLifetime))
-	cmd := Command{ID: "cmd_" + randomHex(12), MountUID: uid, AccountID: p.AccountID, Code: code, Params: params,
-		Data: data, GeneratedAt: now, Payload: payload, IssuedBy: p.ClientID}
+	// The command's id is its nonce: what the mount's receipt names.
+	expires := now.Add(s.ttl)
+	data["expiresAt"] = FormatTime(expires)
+	cmd := Command{ID: nonce, MountUID: uid, AccountID: p.AccountID, Code: code, Params: params,
+		Data: data, GeneratedAt: now, Payload: payload, IssuedBy: p.ClientID,
+		ExpiresAt: expires, Status: CommandIssued, StatusAt: now}
 	if code == CmdAssociateOwner {
 		return cmd, nil, nil
 	}

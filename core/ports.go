@@ -27,7 +27,8 @@ const (
 // EventTypes lists every event type, so that counters by type can show
 // zero before the first event.
 var EventTypes = []EventType{EventStatesReported, EventAssociationRequested, EventAssociationConfirmed,
-	EventAssociationExpired, EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued}
+	EventAssociationExpired, EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued,
+	EventCommandExecuted, EventCommandRefused, EventCommandUnconfirmed}
 
 // Event is something that happened to a mount, appended to the event log
 // in the transaction of the change.

@@ -60,6 +60,9 @@ type LatestStates struct {
 	CPUTemperature *float64
 	// At holds the occurredAt of each code's latest entry.
 	At map[StateCode]time.Time
+	// Verified says, per code, whether the latest entry came signed by
+	// the mount (§16).
+	Verified map[StateCode]bool
 }
 
 // KnownStateCode reports whether code is one of the state codes.
@@ -225,8 +228,10 @@ func Newer(a, b StateEntry) bool {
 func ComputeLatest(latest []StateEntry) LatestStates {
 	var l LatestStates
 	l.At = map[StateCode]time.Time{}
+	l.Verified = map[StateCode]bool{}
 	for _, e := range latest {
 		l.At[e.Code] = e.OccurredAt
+		l.Verified[e.Code] = e.Verified
 		switch e.Code {
 		case StateMountLocked:
 			b := e.Value == "1"
@@ -249,6 +254,17 @@ func ComputeLatest(latest []StateEntry) LatestStates {
 	return l
 }
 
+// ReportCheck is what a report asks of InsertReport beyond storing its
+// entries.
+type ReportCheck struct {
+	// Check, when set, decides on the mount row read in the report's
+	// transaction whether the report may be stored.
+	Check func(Mount) error
+	// SoftwareRevision, when not empty, is the revision the mount signed
+	// that it runs.
+	SoftwareRevision string
+}
+
 // StateFilter narrows a state history listing; From is inclusive, To
 // exclusive.
 type StateFilter struct {
@@ -267,6 +283,14 @@ type StateStore interface {
 	// The event (see MountStore) is appended when an entry is new, with
 	// the new entries as its States.
 	InsertStates(ctx context.Context, uid, accountID string, entries []StateEntry, e *Event) (Mount, []StateEntry, error)
+	// InsertReport is InsertStates with r's checks and changes made in
+	// the same transaction: r.Check sees the mount row the ownership check
+	// read, before anything is stored, and its error aborts the report
+	// (nothing stored); a non-empty r.SoftwareRevision different from the
+	// mount's becomes the mount's (the mount returned and the event's
+	// show it). Entries keep their Verified; an entry equal to a stored
+	// one is a duplicate, whatever either's Verified.
+	InsertReport(ctx context.Context, uid, accountID string, entries []StateEntry, r ReportCheck, e *Event) (Mount, []StateEntry, error)
 	// LatestStates returns the latest entry per code that accountID's
 	// associations with the mount reported.
 	LatestStates(ctx context.Context, uid, accountID string) ([]StateEntry, error)

@@ -22,7 +22,16 @@ func toMount(m core.Mount) *model.Mount {
 		FirmwareRevision: m.FirmwareRevision, SoftwareRevision: m.SoftwareRevision, ModelNumber: m.ModelNumber,
 		AssociationState: string(m.State), MountLocked: m.Latest.MountLocked, HelmetMounted: m.Latest.HelmetMounted,
 		BatteryLevel: m.Latest.BatteryLevel, CPUTemperature: m.Latest.CPUTemperature, AssociatedAt: optDateTime(m.AssociatedAt),
-		LastReportAt: optDateTime(lastReport(m.Latest)), AssociationDeadline: optDateTime(m.IdleDeadline)}
+		LastReportAt: optDateTime(lastReport(m.Latest)), AssociationDeadline: optDateTime(m.IdleDeadline),
+		DevicePublicKey: optString(m.DevicePublicKey)}
+}
+
+// optString is s, or null when empty.
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // lastReport is the newest instant among the latest values (zero: none).
@@ -41,7 +50,8 @@ func toPagination(p core.Pagination) *model.Pagination {
 }
 
 func toState(e core.StateEntry) model.MountState {
-	return model.MountState{Code: string(e.Code), Value: e.Value, OccurredAt: dateTime(e.OccurredAt), ReceivedAt: optDateTime(e.ReceivedAt)}
+	return model.MountState{Code: string(e.Code), Value: e.Value, OccurredAt: dateTime(e.OccurredAt), ReceivedAt: optDateTime(e.ReceivedAt),
+		Verified: e.Verified}
 }
 
 func toStates(entries []core.StateEntry) []model.MountState {
@@ -53,7 +63,11 @@ func toStates(entries []core.StateEntry) []model.MountState {
 }
 
 func toCommand(c core.Command, withIssuer bool) model.Command {
-	out := model.Command{Code: string(c.Code), Data: c.Data, GeneratedAt: dateTime(c.GeneratedAt), Payload: c.Payload}
+	out := model.Command{ID: c.ID, Code: string(c.Code), Data: c.Data, GeneratedAt: dateTime(c.GeneratedAt), Payload: c.Payload,
+		Status: model.CommandStatus(c.Status), StatusAt: optDateTime(c.StatusAt), Reason: optString(c.Reason), Verified: c.Verified}
+	if out.Status == "" {
+		out.Status = model.CommandStatusIssued
+	}
 	if c.SignedToken != "" {
 		tok := c.SignedToken
 		out.SignedToken = &tok

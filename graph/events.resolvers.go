@@ -38,7 +38,7 @@ func (r *queryResolver) Events(ctx context.Context, after *string, limit *int, t
 	}
 	out := &model.EventPage{Events: make([]model.MountEvent, len(page.Events)), Next: r.Cursors.Encode(page.Next)}
 	for i, e := range page.Events {
-		out.Events[i] = *toMountEvent(r.Cursors, e)
+		out.Events[i] = *toMountEvent(r.Cursors, e, p.Role != core.RoleRestricted)
 	}
 	return out, nil
 }
@@ -55,7 +55,12 @@ func (r *subscriptionResolver) MountStateChanged(ctx context.Context, uid string
 
 // MountEvents is the resolver for the mountEvents field.
 func (r *subscriptionResolver) MountEvents(ctx context.Context, uids []string, after *string) (<-chan *model.MountEvent, error) {
+	p, err := core.PrincipalFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	withIssuer := p.Role != core.RoleRestricted
 	return subscribe(ctx, r.Resolver, uids, uids != nil, after, func(e core.Event) (*model.MountEvent, bool) {
-		return toMountEvent(r.Cursors, e), true
+		return toMountEvent(r.Cursors, e, withIssuer), true
 	})
 }

@@ -34,7 +34,8 @@ func (r *mutationResolver) RequestAssociation(ctx context.Context, input model.R
 		return nil, err
 	}
 	cmds, err := r.MountService.RequestAssociation(ctx, p, input.UID, core.MountFields{Name: input.Name, SerialNumber: input.SerialNumber,
-		MACAddress: input.MacAddress, FirmwareRevision: input.FirmwareRevision, SoftwareRevision: input.SoftwareRevision, ModelNumber: input.ModelNumber})
+		MACAddress: input.MacAddress, FirmwareRevision: input.FirmwareRevision, SoftwareRevision: input.SoftwareRevision, ModelNumber: input.ModelNumber,
+		DevicePublicKey: input.DevicePublicKey})
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +60,10 @@ func (r *mutationResolver) UpdateMount(ctx context.Context, uid string, input mo
 	p, err := core.PrincipalFrom(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if input.DevicePublicKey != nil {
+		return nil, &core.Error{Code: core.CodeValidation, Message: "the request is invalid",
+			Fields: []core.FieldError{{Field: "devicePublicKey", Message: "cannot be changed: it is pinned by the association"}}}
 	}
 	m, err := r.MountService.UpdateMount(ctx, p, uid, core.MountUpdate{Name: input.Name, SoftwareRevision: input.SoftwareRevision})
 	if err != nil {
@@ -92,7 +97,7 @@ func (r *mutationResolver) AbandonMount(ctx context.Context, uid string) (bool, 
 }
 
 // ReportStates is the resolver for the reportStates field.
-func (r *mutationResolver) ReportStates(ctx context.Context, uid string, states []model.MountStateInput) (*model.ReportStatesResult, error) {
+func (r *mutationResolver) ReportStates(ctx context.Context, uid string, states []model.MountStateInput, counter *int, softwareRevision *string, signature *string) (*model.ReportStatesResult, error) {
 	p, err := core.PrincipalFrom(ctx)
 	if err != nil {
 		return nil, err
@@ -101,11 +106,35 @@ func (r *mutationResolver) ReportStates(ctx context.Context, uid string, states 
 	for i, s := range states {
 		in[i] = core.StateInput{Code: s.Code, Value: s.Value, OccurredAt: time.Time(s.OccurredAt), HasOccurredAt: true}
 	}
-	res, err := r.MountService.ReportStates(ctx, p, uid, in, nil)
+	sig, err := reportSignature(counter, softwareRevision, signature)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.MountService.ReportStates(ctx, p, uid, in, sig)
 	if err != nil {
 		return nil, err
 	}
 	return &model.ReportStatesResult{Accepted: res.Accepted, Duplicates: res.Duplicates}, nil
+}
+
+// UploadReceipts is the resolver for the uploadReceipts field.
+func (r *mutationResolver) UploadReceipts(ctx context.Context, uid string, receipts []model.ReceiptInput) (*model.ReceiptResult, error) {
+	p, err := core.PrincipalFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.AuthorizeMount(core.ActionReportStates, uid); err != nil {
+		return nil, err
+	}
+	in, err := receiptInputs(receipts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.MountService.UploadReceipts(ctx, p, uid, in)
+	if err != nil {
+		return nil, err
+	}
+	return &model.ReceiptResult{Accepted: res.Accepted, Duplicates: res.Duplicates}, nil
 }
 
 // IssueCommand is the resolver for the issueCommand field.
@@ -218,6 +247,20 @@ func (r *queryResolver) MountCommands(ctx context.Context, uid string, currentPa
 		return nil, err
 	}
 	return &model.CommandPage{Commands: toCommands(cmds, true), Pagination: toPagination(pagination)}, nil
+}
+
+// Command is the resolver for the command field.
+func (r *queryResolver) Command(ctx context.Context, uid string, id string) (*model.Command, error) {
+	p, err := core.PrincipalFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.MountService.Command(ctx, p, uid, id)
+	if err != nil {
+		return nil, err
+	}
+	out := toCommand(c, p.Role == core.RoleOwner)
+	return &out, nil
 }
 
 // Mount returns generated.MountResolver implementation.

@@ -62,12 +62,17 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 	return out, nil
 }
 
-// toMountEvent is an event of the log as GraphQL shows it.
-func toMountEvent(cursors *core.CursorCodec, e core.Event) *model.MountEvent {
+// toMountEvent is an event of the log as GraphQL shows it; withIssuer
+// shows a command's issuedBy, which a restricted token never sees.
+func toMountEvent(cursors *core.CursorCodec, e core.Event, withIssuer bool) *model.MountEvent {
 	out := &model.MountEvent{ID: cursors.Encode(e.ID), Type: model.MountEventType(e.Type), UID: e.UID, Mount: toMount(e.Mount),
 		OccurredAt: dateTime(e.OccurredAt)}
 	if e.Type == core.EventStatesReported {
 		out.States = toStates(e.States)
+	}
+	if e.Command != nil {
+		c := toCommand(*e.Command, withIssuer)
+		out.Command = &c
 	}
 	return out
 }

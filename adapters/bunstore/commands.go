@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/uptrace/bun"
 
@@ -25,6 +26,13 @@ type commandRow struct {
 	Data        string         `bun:"data"`
 	GeneratedAt int64          `bun:"generated_at"`
 	IssuedBy    string         `bun:"issued_by"`
+	Status      string         `bun:"status"`
+	StatusAt    int64          `bun:"status_at"`
+	Reason      string         `bun:"reason"`
+	Verified    bool           `bun:"verified"`
+	ExpiresAt   int64          `bun:"expires_at"`
+	// ReceiptCounter is the deciding receipt's counter, NULL without one.
+	ReceiptCounter sql.NullInt64 `bun:"receipt_counter"`
 }
 
 func toCommandRow(c core.Command) (*commandRow, error) {
@@ -32,9 +40,26 @@ func toCommandRow(c core.Command) (*commandRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	status := c.Status
+	if status == "" {
+		status = core.CommandIssued
+	}
 	return &commandRow{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: string(c.Code), Payload: c.Payload,
 		SignedToken: sql.NullString{String: c.SignedToken, Valid: c.SignedToken != ""},
-		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy}, nil
+		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy,
+		Status: string(status), StatusAt: optMillis(c.StatusAt), Reason: c.Reason, Verified: c.Verified,
+		ExpiresAt: optMillis(c.ExpiresAt)}, nil
+}
+
+func (r *commandRow) toCommand() (core.Command, error) {
+	var data map[string]any
+	if err := json.Unmarshal([]byte(r.Data), &data); err != nil {
+		return core.Command{}, fmt.Errorf("command %s: data: %w", r.ID, err)
+	}
+	return core.Command{ID: r.ID, MountUID: r.MountUID, AccountID: r.AccountID, Code: core.CommandCode(r.Code),
+		Data: data, GeneratedAt: fromMillis(r.GeneratedAt), Payload: r.Payload, SignedToken: r.SignedToken.String,
+		IssuedBy: r.IssuedBy, ExpiresAt: fromMillis(r.ExpiresAt), Status: core.CommandStatus(r.Status),
+		StatusAt: fromMillis(r.StatusAt), Reason: r.Reason, Verified: r.Verified}, nil
 }
 
 // InsertCommand implements core.CommandStore.
@@ -71,13 +96,149 @@ func (s *Store) ListCommands(ctx context.Context, uid, accountID string, p core.
 		return nil, 0, err
 	}
 	out := make([]core.Command, len(rows))
-	for i, r := range rows {
-		var data map[string]any
-		if err := json.Unmarshal([]byte(r.Data), &data); err != nil {
+	for i := range rows {
+		if out[i], err = rows[i].toCommand(); err != nil {
 			return nil, 0, err
 		}
-		out[i] = core.Command{ID: r.ID, MountUID: r.MountUID, AccountID: r.AccountID, Code: core.CommandCode(r.Code),
-			Data: data, GeneratedAt: fromMillis(r.GeneratedAt), Payload: r.Payload, SignedToken: r.SignedToken.String, IssuedBy: r.IssuedBy}
 	}
 	return out, total, nil
+}
+
+// CommandsByID implements core.CommandStore: a lookup by the unique id.
+func (s *Store) CommandsByID(ctx context.Context, uid, accountID string, ids []string) ([]core.Command, error) {
+	if len(ids) == 0 {
+		return []core.Command{}, nil
+	}
+	var rows []commandRow
+	if err := s.db.NewSelect().Model(&rows).Where("id IN (?) AND mount_uid = ? AND account_id = ?", bun.In(ids), uid, accountID).
+		Scan(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]core.Command, len(rows))
+	for i := range rows {
+		var err error
+		if out[i], err = rows[i].toCommand(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// DecideCommand implements core.CommandStore: one conditional UPDATE …
+// RETURNING, whose condition is the deciding rule, so replicas receiving
+// receipts of one command at once agree on its outcome; the event goes in
+// the same transaction, only when the row moved.
+func (s *Store) DecideCommand(ctx context.Context, d core.CommandDecision, e *core.Event) (core.Command, bool, error) {
+	var (
+		out     commandRow
+		changed bool
+	)
+	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		err := tx.NewRaw(`UPDATE commands SET
+				status_at = CASE WHEN status = ? THEN status_at ELSE ? END,
+				status = ?, reason = ?, verified = ?, receipt_counter = ?
+			WHERE id = ? AND mount_uid = ? AND account_id = ? AND (
+				(? = 'EXECUTED' AND status <> 'EXECUTED') OR
+				(? = 'REFUSED' AND (status IN ('ISSUED', 'UNCONFIRMED') OR (status = 'REFUSED' AND receipt_counter > ?))))
+			RETURNING *`,
+			string(d.Status), millis(d.At), string(d.Status), d.Reason, d.Verified, int64(d.Counter),
+			d.ID, d.UID, d.AccountID, string(d.Status), string(d.Status), int64(d.Counter)).Scan(ctx, &out)
+		if err == sql.ErrNoRows {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		changed = true
+		if e == nil {
+			return nil
+		}
+		c, err := out.toCommand()
+		if err != nil {
+			return err
+		}
+		e.Command = &c
+		var m mountRow
+		if err := tx.NewSelect().Model(&m).Where("uid = ?", d.UID).Scan(ctx); err != nil {
+			return err
+		}
+		return s.appendEvent(ctx, tx, e, &m)
+	})
+	if err != nil {
+		return core.Command{}, false, err
+	}
+	if !changed {
+		// A duplicate, or no such command: the read tells them apart.
+		cmds, err := s.CommandsByID(ctx, d.UID, d.AccountID, []string{d.ID})
+		if err != nil {
+			return core.Command{}, false, err
+		}
+		if len(cmds) == 0 {
+			return core.Command{}, false, core.Errorf(core.CodeCommandNotFound, "command %q not found", d.ID)
+		}
+		return cmds[0], false, nil
+	}
+	c, err := out.toCommand()
+	return c, true, err
+}
+
+// UnconfirmCommands implements core.CommandStore: one UPDATE … RETURNING
+// over the ISSUED commands due (the partial index on expires_at), which
+// re-checks status = 'ISSUED' on every row it changes: of two sweepers at
+// once, the second finds the rows moved (PostgreSQL re-reads a row another
+// transaction changed; SQLite has one writer) and turns none of them. The
+// events go in the same transaction.
+func (s *Store) UnconfirmCommands(ctx context.Context, now time.Time, limit int, event func(core.Command) *core.Event) ([]*core.Event, error) {
+	// Most sweeps find nothing: one read answers that without a write
+	// transaction (on SQLite, the writer's turn).
+	due, err := s.db.NewSelect().Model((*commandRow)(nil)).
+		Where("status = 'ISSUED' AND expires_at <= ?", millis(now)).Exists(ctx)
+	if err != nil || !due {
+		return nil, err
+	}
+	var events []*core.Event
+	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		events = events[:0]
+		var rows []commandRow
+		if err := tx.NewRaw(`UPDATE commands SET status = 'UNCONFIRMED', status_at = ?
+			WHERE seq IN (SELECT seq FROM commands WHERE status = 'ISSUED' AND expires_at <= ? ORDER BY expires_at LIMIT ?)
+				AND status = 'ISSUED'
+			RETURNING *`, millis(now), millis(now), limit).Scan(ctx, &rows); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		uids := make([]string, 0, len(rows))
+		for _, r := range rows {
+			uids = append(uids, r.MountUID)
+		}
+		var mounts []mountRow
+		if err := tx.NewSelect().Model(&mounts).Where("uid IN (?)", bun.In(uids)).Scan(ctx); err != nil {
+			return err
+		}
+		byUID := make(map[string]*mountRow, len(mounts))
+		for i := range mounts {
+			byUID[mounts[i].UID] = &mounts[i]
+		}
+		for i := range rows {
+			c, err := rows[i].toCommand()
+			if err != nil {
+				return err
+			}
+			e := event(c)
+			e.Command = &c
+			if m, ok := byUID[c.MountUID]; ok {
+				if err := s.appendEvent(ctx, tx, e, m); err != nil {
+					return err
+				}
+			}
+			events = append(events, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return events, nil
 }

@@ -34,8 +34,48 @@ type eventRow struct {
 // JSON names are fixed here, apart from core's types, so that renaming a
 // field in core does not break stored events.
 type eventBody struct {
-	Mount  eventMount   `json:"mount"`
-	States []eventState `json:"states,omitempty"`
+	Mount   eventMount    `json:"mount"`
+	States  []eventState  `json:"states,omitempty"`
+	Command *eventCommand `json:"command,omitempty"`
+}
+
+// eventCommand is a command as an event carries it (COMMAND_EXECUTED,
+// COMMAND_REFUSED, COMMAND_UNCONFIRMED): the whole Command, instants as
+// Unix milliseconds.
+type eventCommand struct {
+	ID          string         `json:"id"`
+	MountUID    string         `json:"mountUid"`
+	AccountID   string         `json:"accountId"`
+	Code        string         `json:"code"`
+	Data        map[string]any `json:"data"`
+	GeneratedAt int64          `json:"generatedAt"`
+	Payload     string         `json:"payload"`
+	SignedToken string         `json:"signedToken,omitempty"`
+	IssuedBy    string         `json:"issuedBy"`
+	ExpiresAt   int64          `json:"expiresAt"`
+	Status      string         `json:"status"`
+	StatusAt    int64          `json:"statusAt"`
+	Reason      string         `json:"reason,omitempty"`
+	Verified    bool           `json:"verified"`
+}
+
+func toEventCommand(c *core.Command) *eventCommand {
+	if c == nil {
+		return nil
+	}
+	return &eventCommand{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: string(c.Code), Data: c.Data,
+		GeneratedAt: millis(c.GeneratedAt), Payload: c.Payload, SignedToken: c.SignedToken, IssuedBy: c.IssuedBy,
+		ExpiresAt: millis(c.ExpiresAt), Status: string(c.Status), StatusAt: millis(c.StatusAt), Reason: c.Reason, Verified: c.Verified}
+}
+
+func fromEventCommand(c *eventCommand) *core.Command {
+	if c == nil {
+		return nil
+	}
+	return &core.Command{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: core.CommandCode(c.Code), Data: c.Data,
+		GeneratedAt: fromMillis(c.GeneratedAt), Payload: c.Payload, SignedToken: c.SignedToken, IssuedBy: c.IssuedBy,
+		ExpiresAt: fromMillis(c.ExpiresAt), Status: core.CommandStatus(c.Status), StatusAt: fromMillis(c.StatusAt),
+		Reason: c.Reason, Verified: c.Verified}
 }
 
 type eventMount struct {
@@ -54,6 +94,7 @@ type eventMount struct {
 	CreatedAt        int64        `json:"createdAt"`
 	UpdatedAt        int64        `json:"updatedAt"`
 	Latest           []eventState `json:"latest,omitempty"`
+	DevicePublicKey  string       `json:"devicePublicKey,omitempty"`
 }
 
 type eventState struct {
@@ -61,6 +102,7 @@ type eventState struct {
 	Value      string `json:"value"`
 	OccurredAt int64  `json:"occurredAt"`
 	ReceivedAt int64  `json:"receivedAt,omitempty"`
+	Verified   bool   `json:"verified,omitempty"`
 }
 
 func optMillis(t time.Time) int64 {
@@ -80,7 +122,8 @@ func optTime(ms int64) time.Time {
 func toEventStates(entries []core.StateEntry) []eventState {
 	out := make([]eventState, len(entries))
 	for i, e := range entries {
-		out[i] = eventState{Code: string(e.Code), Value: e.Value, OccurredAt: millis(e.OccurredAt), ReceivedAt: optMillis(e.ReceivedAt)}
+		out[i] = eventState{Code: string(e.Code), Value: e.Value, OccurredAt: millis(e.OccurredAt), ReceivedAt: optMillis(e.ReceivedAt),
+			Verified: e.Verified}
 	}
 	return out
 }
@@ -91,7 +134,8 @@ func fromEventStates(states []eventState) []core.StateEntry {
 	}
 	out := make([]core.StateEntry, len(states))
 	for i, s := range states {
-		out[i] = core.StateEntry{Code: core.StateCode(s.Code), Value: s.Value, OccurredAt: fromMillis(s.OccurredAt), ReceivedAt: optTime(s.ReceivedAt)}
+		out[i] = core.StateEntry{Code: core.StateCode(s.Code), Value: s.Value, OccurredAt: fromMillis(s.OccurredAt), ReceivedAt: optTime(s.ReceivedAt),
+			Verified: s.Verified}
 	}
 	return out
 }
@@ -132,12 +176,13 @@ func (s *Store) appendEventGuarded(ctx context.Context, tx bun.IDB, e *core.Even
 	m := row.toMount()
 	m.Key = core.MountKey{}
 	m.Latest = core.ComputeLatest(latest)
-	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Mount: eventMount{
+	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Command: toEventCommand(e.Command), Mount: eventMount{
 		UID: m.UID, Name: m.Name, SerialNumber: m.SerialNumber, MACAddress: m.MACAddress,
 		FirmwareRevision: m.FirmwareRevision, SoftwareRevision: m.SoftwareRevision, ModelNumber: m.ModelNumber,
 		State: string(m.State), OwnerID: m.OwnerID, ExpiredOwnerID: m.ExpiredOwnerID,
 		IdleDeadline: optMillis(m.IdleDeadline), AssociatedAt: optMillis(m.AssociatedAt),
-		CreatedAt: millis(m.CreatedAt), UpdatedAt: millis(m.UpdatedAt), Latest: toEventStates(latest)}})
+		CreatedAt: millis(m.CreatedAt), UpdatedAt: millis(m.UpdatedAt), Latest: toEventStates(latest),
+		DevicePublicKey: m.DevicePublicKey}})
 	if err != nil {
 		return false, err
 	}
@@ -184,12 +229,13 @@ func (r eventRow) toEvent() (core.Event, error) {
 		FirmwareRevision: bm.FirmwareRevision, SoftwareRevision: bm.SoftwareRevision, ModelNumber: bm.ModelNumber,
 		State: core.AssociationState(bm.State), OwnerID: bm.OwnerID, ExpiredOwnerID: bm.ExpiredOwnerID,
 		IdleDeadline: optTime(bm.IdleDeadline), AssociatedAt: optTime(bm.AssociatedAt),
-		CreatedAt: fromMillis(bm.CreatedAt), UpdatedAt: fromMillis(bm.UpdatedAt)}
+		CreatedAt: fromMillis(bm.CreatedAt), UpdatedAt: fromMillis(bm.UpdatedAt), DevicePublicKey: bm.DevicePublicKey}
 	if bm.Latest != nil {
 		m.Latest = core.ComputeLatest(fromEventStates(bm.Latest))
 	}
 	return core.Event{ID: core.Cursor{Tx: txid, Seq: r.ID}, Type: core.EventType(r.Type), UID: r.MountUID,
-		AccountID: r.AccountID, Mount: m, States: fromEventStates(b.States), OccurredAt: fromMillis(r.OccurredAt)}, nil
+		AccountID: r.AccountID, Mount: m, States: fromEventStates(b.States), Command: fromEventCommand(b.Command),
+		OccurredAt: fromMillis(r.OccurredAt)}, nil
 }
 
 // txType is the SQL type of the position's first part.

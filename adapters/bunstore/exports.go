@@ -17,9 +17,9 @@ var _ core.ExportStore = (*Store)(nil)
 func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFilter, now time.Time, yield func(core.Mount) error) (err error) {
 	q := s.db.NewSelect().TableExpr("mounts AS m").
 		ColumnExpr("m.uid, m.name, m.serial_number, m.mac_address, m.firmware_revision, m.software_revision, m.model_number").
-		ColumnExpr("m.association_state, m.associated_at")
+		ColumnExpr("m.association_state, m.associated_at, m.device_public_key")
 	for i, code := range core.StateCodes {
-		q = q.ColumnExpr(fmt.Sprintf("l%d.value, l%d.occurred_at", i, i)).
+		q = q.ColumnExpr(fmt.Sprintf("l%d.value, l%d.occurred_at, l%d.verified", i, i, i)).
 			Join(fmt.Sprintf("LEFT JOIN mount_latest_states AS l%d ON l%d.mount_uid = m.uid AND l%d.account_id = m.owner_account_id AND l%d.code = ?", i, i, i, i), string(code))
 	}
 	q = q.Where("owner_account_id = ?", accountID).Where(liveAssociation, millis(now))
@@ -32,27 +32,31 @@ func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFil
 		m            core.Mount
 		state        string
 		associatedAt sql.NullInt64
+		deviceKey    sql.NullString
 		values       = make([]sql.NullString, len(core.StateCodes))
 		occurred     = make([]sql.NullInt64, len(core.StateCodes))
+		verified     = make([]sql.NullBool, len(core.StateCodes))
 		latest       = make([]core.StateEntry, 0, len(core.StateCodes))
 	)
 	dest := []any{&m.UID, &m.Name, &m.SerialNumber, &m.MACAddress, &m.FirmwareRevision, &m.SoftwareRevision,
-		&m.ModelNumber, &state, &associatedAt}
+		&m.ModelNumber, &state, &associatedAt, &deviceKey}
 	for i := range core.StateCodes {
-		dest = append(dest, &values[i], &occurred[i])
+		dest = append(dest, &values[i], &occurred[i], &verified[i])
 	}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
 		m.State, m.OwnerID, m.AssociatedAt = core.AssociationState(state), accountID, time.Time{}
+		m.DevicePublicKey = deviceKey.String
 		if associatedAt.Valid {
 			m.AssociatedAt = fromMillis(associatedAt.Int64)
 		}
 		latest = latest[:0]
 		for i, code := range core.StateCodes {
 			if values[i].Valid {
-				latest = append(latest, core.StateEntry{Code: code, Value: values[i].String, OccurredAt: fromMillis(occurred[i].Int64)})
+				latest = append(latest, core.StateEntry{Code: code, Value: values[i].String, OccurredAt: fromMillis(occurred[i].Int64),
+					Verified: verified[i].Bool})
 			}
 		}
 		m.Latest = core.ComputeLatest(latest)
@@ -66,7 +70,7 @@ func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFil
 // EachState implements core.ExportStore: the history index read in
 // order, scanned row by row from the driver's cursor.
 func (s *Store) EachState(ctx context.Context, uid, accountID string, f core.StateFilter, yield func(core.StateEntry) error) (err error) {
-	q := s.db.NewSelect().TableExpr("mount_states").ColumnExpr("code, value, occurred_at, received_at").
+	q := s.db.NewSelect().TableExpr("mount_states").ColumnExpr("code, value, occurred_at, received_at, verified").
 		Where("mount_uid = ? AND account_id = ?", uid, accountID)
 	rows, err := filterStates(q, f).OrderExpr("occurred_at, code, value").Rows(ctx)
 	if err != nil {
@@ -79,7 +83,7 @@ func (s *Store) EachState(ctx context.Context, uid, accountID string, f core.Sta
 			e                  core.StateEntry
 			occurred, received int64
 		)
-		if err := rows.Scan(&code, &e.Value, &occurred, &received); err != nil {
+		if err := rows.Scan(&code, &e.Value, &occurred, &received, &e.Verified); err != nil {
 			return err
 		}
 		e.Code = internCode(code)

@@ -18,6 +18,7 @@ type ingestRow struct {
 	LatestCodes []string `bun:"latest_codes,array"`
 	LatestAt    []int64  `bun:"latest_at,array"`
 	LatestVals  []string `bun:"latest_values,array"`
+	LatestVer   []bool   `bun:"latest_verified,array"`
 	NewCodes    []string `bun:"new_codes,array"`
 	NewAt       []int64  `bun:"new_at,array"`
 	NewVals     []string `bun:"new_values,array"`
@@ -36,8 +37,8 @@ func (s *Store) ingestSQL() string {
 	return `WITH m AS (
 			SELECT ` + s.columns(reflect.TypeFor[mountRow](), "") + ` FROM mounts WHERE uid = $1 FOR KEY SHARE
 		), ins AS (
-			INSERT INTO mount_states (mount_uid, account_id, code, occurred_at, value, received_at)
-			SELECT $1, $2, e.code, e.occurred_at, e.value, $3
+			INSERT INTO mount_states (mount_uid, account_id, code, occurred_at, value, received_at, verified)
+			SELECT $1, $2, e.code, e.occurred_at, e.value, $3, $7
 			FROM unnest($4::text[], $5::bigint[], $6::text[]) AS e (code, occurred_at, value)
 			WHERE EXISTS (SELECT 1 FROM m WHERE owner_account_id = $2
 				AND (association_state = 'ASSOCIATED' OR (association_state = 'IDLE' AND idle_deadline > $3)))
@@ -47,7 +48,7 @@ func (s *Store) ingestSQL() string {
 		SELECT m.*, l.latest_codes, l.latest_at, l.latest_values, i.new_codes, i.new_at, i.new_values
 		FROM m
 		CROSS JOIN LATERAL (SELECT array_agg(code ORDER BY code) AS latest_codes, array_agg(occurred_at ORDER BY code) AS latest_at,
-				array_agg(value ORDER BY code) AS latest_values
+				array_agg(value ORDER BY code) AS latest_values, array_agg(verified ORDER BY code) AS latest_verified
 			FROM mount_latest_states WHERE mount_uid = m.uid AND account_id = m.owner_account_id) AS l
 		CROSS JOIN (SELECT array_agg(code) AS new_codes, array_agg(occurred_at) AS new_at, array_agg(value) AS new_values FROM ins) AS i`
 }
@@ -56,7 +57,7 @@ func (s *Store) ingestSQL() string {
 // latest values and the entries in one statement, the latest values'
 // upsert and the event (if any) in a second, in one transaction.
 func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID string, entries []core.StateEntry,
-	e *core.Event, mount *mountRow) ([]core.StateEntry, error) {
+	r core.ReportCheck, e *core.Event, mount *mountRow) ([]core.StateEntry, error) {
 	receivedAt := millis(entries[0].ReceivedAt)
 	codes, at, values := make([]byte, 0, 20*len(entries)), make([]byte, 0, 14*len(entries)), make([]byte, 0, 8*len(entries))
 	for i, entry := range entries {
@@ -70,7 +71,7 @@ func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID st
 	}
 	s.queries.Add(1)
 	rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, uid, accountID, receivedAt,
-		string(codes), string(at), string(values))
+		string(codes), string(at), string(values), entries[0].Verified)
 	if err != nil {
 		return nil, err
 	}
@@ -81,16 +82,24 @@ func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID st
 	if len(out) == 0 || out[0].OwnerID.String != accountID || !out[0].live(fromMillis(receivedAt)) {
 		return nil, core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
 	}
-	r := &out[0]
-	*mount = r.mountRow
-	before := make([]core.StateEntry, len(r.LatestCodes))
-	for i := range r.LatestCodes {
-		before[i] = core.StateEntry{Code: core.StateCode(r.LatestCodes[i]), Value: r.LatestVals[i], OccurredAt: fromMillis(r.LatestAt[i])}
+	row := &out[0]
+	*mount = row.mountRow
+	// The check sees the row the statement read; its error rolls the
+	// entries back with the transaction.
+	if err := s.applyReportCheck(ctx, tx, r, mount, fromMillis(receivedAt)); err != nil {
+		return nil, err
 	}
-	accepted := make([]core.StateEntry, len(r.NewCodes))
-	for i := range r.NewCodes {
-		accepted[i] = core.StateEntry{Code: core.StateCode(r.NewCodes[i]), Value: r.NewVals[i],
-			OccurredAt: fromMillis(r.NewAt[i]), ReceivedAt: fromMillis(receivedAt)}
+	before := make([]core.StateEntry, len(row.LatestCodes))
+	for i := range row.LatestCodes {
+		before[i] = core.StateEntry{Code: core.StateCode(row.LatestCodes[i]), Value: row.LatestVals[i], OccurredAt: fromMillis(row.LatestAt[i])}
+		if i < len(row.LatestVer) {
+			before[i].Verified = row.LatestVer[i]
+		}
+	}
+	accepted := make([]core.StateEntry, len(row.NewCodes))
+	for i := range row.NewCodes {
+		accepted[i] = core.StateEntry{Code: core.StateCode(row.NewCodes[i]), Value: row.NewVals[i],
+			OccurredAt: fromMillis(row.NewAt[i]), ReceivedAt: fromMillis(receivedAt), Verified: entries[0].Verified}
 	}
 	latest := core.LatestPerCode(accepted)
 	if len(latest) == 0 {

@@ -39,6 +39,7 @@ type mountRow struct {
 	SealedPrivateKey sql.NullString `bun:"sealed_private_key"`
 	CreatedAt        int64          `bun:"created_at"`
 	UpdatedAt        int64          `bun:"updated_at"`
+	DevicePublicKey  sql.NullString `bun:"device_public_key"`
 }
 
 func (r *mountRow) toMount() core.Mount {
@@ -46,7 +47,7 @@ func (r *mountRow) toMount() core.Mount {
 		UID: r.UID, Name: r.Name, SerialNumber: r.SerialNumber, MACAddress: r.MACAddress,
 		FirmwareRevision: r.FirmwareRevision, SoftwareRevision: r.SoftwareRevision, ModelNumber: r.ModelNumber,
 		State: core.AssociationState(r.State), OwnerID: r.OwnerID.String, ExpiredOwnerID: r.ExpiredOwnerID.String,
-		CreatedAt: fromMillis(r.CreatedAt), UpdatedAt: fromMillis(r.UpdatedAt),
+		CreatedAt: fromMillis(r.CreatedAt), UpdatedAt: fromMillis(r.UpdatedAt), DevicePublicKey: r.DevicePublicKey.String,
 	}
 	if r.IdleDeadline.Valid {
 		m.IdleDeadline = fromMillis(r.IdleDeadline.Int64)
@@ -95,6 +96,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			PublicKey:        sql.NullString{String: hex.EncodeToString(c.Key.PublicKey), Valid: true},
 			SealedPrivateKey: sql.NullString{String: c.Key.SealedPrivateKey, Valid: true},
 			CreatedAt:        millis(c.Now), UpdatedAt: millis(c.Now),
+			DevicePublicKey: sql.NullString{String: deref(f.DevicePublicKey), Valid: f.DevicePublicKey != nil},
 		}
 		pgInsert := s.postgres && e != nil
 		if pgInsert {
@@ -105,19 +107,19 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			// an earlier mount of this uid.
 			with := `INSERT INTO mounts (uid, name, serial_number,
 					mac_address, firmware_revision, software_revision, model_number, association_state, owner_account_id,
-					idle_deadline, key_id, public_key, sealed_private_key, created_at, updated_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO NOTHING RETURNING uid`
+					idle_deadline, key_id, public_key, sealed_private_key, created_at, updated_at, device_public_key)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO NOTHING RETURNING uid`
 			args := []any{row.UID, row.Name, row.SerialNumber, row.MACAddress, row.FirmwareRevision, row.SoftwareRevision,
 				row.ModelNumber, row.State, row.OwnerID, row.IdleDeadline, row.KeyID, row.PublicKey, row.SealedPrivateKey,
-				row.CreatedAt, row.UpdatedAt}
+				row.CreatedAt, row.UpdatedAt, row.DevicePublicKey}
 			if cmd != nil {
 				// After the mount's insert (closed by appendEventGuarded's
 				// parenthesis), from its returned row.
 				with += `), claim_command AS (INSERT INTO commands (id, mount_uid, account_id, code, payload,
-						signed_token, data, generated_at, issued_by)
-					SELECT ?, uid, ?, ?, ?, ?, ?, ?, ? FROM before_event`
+						signed_token, data, generated_at, issued_by, status, status_at, expires_at)
+					SELECT ?, uid, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM before_event`
 				args = append(args, cmd.ID, cmd.AccountID, cmd.Code, cmd.Payload, cmd.SignedToken, cmd.Data,
-					cmd.GeneratedAt, cmd.IssuedBy)
+					cmd.GeneratedAt, cmd.IssuedBy, cmd.Status, cmd.StatusAt, cmd.ExpiresAt)
 			}
 			if a := core.AuditFrom(ctx); a != nil {
 				// The claim's audit entry in the same statement, as its
@@ -168,6 +170,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 					firmware_revision = COALESCE(?, firmware_revision),
 					software_revision = COALESCE(?, software_revision),
 					model_number = COALESCE(?, model_number),
+					device_public_key = COALESCE(?, device_public_key),
 					idle_deadline = CASE WHEN association_state = 'ASSOCIATED' THEN NULL ELSE ? END,
 					associated_at = CASE WHEN association_state = 'ASSOCIATED' THEN associated_at ELSE NULL END,
 					association_state = CASE WHEN association_state = 'ASSOCIATED' THEN 'ASSOCIATED' ELSE 'IDLE' END,
@@ -179,7 +182,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 					AND NOT (association_state = 'IDLE' AND idle_deadline <= ?)
 				RETURNING *`,
 				f.Name, f.Name, f.SerialNumber, f.MACAddress, f.FirmwareRevision, f.SoftwareRevision, f.ModelNumber,
-				millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
+				f.DevicePublicKey, millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
 				millis(c.Now), c.UID, c.AccountID, millis(c.Now)).Scan(ctx, &out)
 			if err == sql.ErrNoRows {
 				return nil
@@ -242,7 +245,7 @@ func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, n
 			// round trip fewer than reading them for the event after it.
 			var rows []mountLatestRow
 			err := tx.NewRaw(`WITH u AS (`+confirm+`) SELECT `+s.columns(reflect.TypeFor[mountRow](), "u")+`,
-					l.code AS latest_code, l.occurred_at AS latest_occurred_at, l.value AS latest_value
+					l.code AS latest_code, l.occurred_at AS latest_occurred_at, l.value AS latest_value, l.verified AS latest_verified
 				FROM u LEFT JOIN mount_latest_states AS l ON l.mount_uid = u.uid AND l.account_id = u.owner_account_id`,
 				millis(now), millis(now), uid, accountID, millis(now)).Scan(ctx, &rows)
 			if err != nil {
@@ -420,11 +423,12 @@ type mountLatestRow struct {
 	LatestCode       sql.NullString `bun:"latest_code"`
 	LatestOccurredAt sql.NullInt64  `bun:"latest_occurred_at"`
 	LatestValue      sql.NullString `bun:"latest_value"`
+	LatestVerified   sql.NullBool   `bun:"latest_verified"`
 }
 
 func (s *Store) mountWithLatestSQL(param string) string {
 	return `SELECT ` + s.columns(reflect.TypeFor[mountRow](), "m") + `,
-		l.code AS latest_code, l.occurred_at AS latest_occurred_at, l.value AS latest_value
+		l.code AS latest_code, l.occurred_at AS latest_occurred_at, l.value AS latest_value, l.verified AS latest_verified
 		FROM mounts AS m LEFT JOIN mount_latest_states AS l ON l.mount_uid = m.uid AND l.account_id = m.owner_account_id
 		WHERE m.uid = ` + param
 }

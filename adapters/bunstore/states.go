@@ -22,6 +22,7 @@ type stateRow struct {
 	OccurredAt    int64  `bun:"occurred_at,pk"`
 	Value         string `bun:"value,pk"`
 	ReceivedAt    int64  `bun:"received_at"`
+	Verified      bool   `bun:"verified"`
 }
 
 type latestRow struct {
@@ -31,10 +32,12 @@ type latestRow struct {
 	Code          string `bun:"code,pk"`
 	OccurredAt    int64  `bun:"occurred_at"`
 	Value         string `bun:"value"`
+	Verified      bool   `bun:"verified"`
 }
 
 func (r stateRow) toEntry() core.StateEntry {
-	return core.StateEntry{Code: core.StateCode(r.Code), Value: r.Value, OccurredAt: fromMillis(r.OccurredAt), ReceivedAt: fromMillis(r.ReceivedAt)}
+	return core.StateEntry{Code: core.StateCode(r.Code), Value: r.Value, OccurredAt: fromMillis(r.OccurredAt),
+		ReceivedAt: fromMillis(r.ReceivedAt), Verified: r.Verified}
 }
 
 // InsertStates implements core.StateStore: one multi-row insert that skips
@@ -42,6 +45,14 @@ func (r stateRow) toEntry() core.StateEntry {
 // latest value per code forward only, and the event, all in one
 // transaction (insertStatesPG on PostgreSQL).
 func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries []core.StateEntry, e *core.Event) (core.Mount, []core.StateEntry, error) {
+	return s.InsertReport(ctx, uid, accountID, entries, core.ReportCheck{}, e)
+}
+
+// InsertReport implements core.StateStore: InsertStates, with the check
+// on the mount row the report's first statement reads (an error rolls the
+// transaction back) and, when the signed revision differs, one update of
+// the mount. A report's entries share one Verified.
+func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries []core.StateEntry, r core.ReportCheck, e *core.Event) (core.Mount, []core.StateEntry, error) {
 	if len(entries) == 0 {
 		return core.Mount{}, nil, core.Errorf(core.CodeValidation, "a report holds at least one entry")
 	}
@@ -53,7 +64,7 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 	insert := func(ctx context.Context, tx bun.Tx) error {
 		if s.postgres {
 			var err error
-			accepted, err = s.insertStatesPG(ctx, tx, uid, accountID, entries, e, &mount)
+			accepted, err = s.insertStatesPG(ctx, tx, uid, accountID, entries, r, e, &mount)
 			return err
 		}
 		// SQLite. With an event to append, the mount's latest values come
@@ -83,17 +94,20 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 				return err
 			}
 		}
+		if err := s.applyReportCheck(ctx, tx, r, &mount, receivedAt); err != nil {
+			return err
+		}
 		var sb strings.Builder
-		args := make([]any, 0, len(entries)*6)
-		sb.WriteString("INSERT INTO mount_states (mount_uid, account_id, code, occurred_at, value, received_at) VALUES ")
+		args := make([]any, 0, len(entries)*7)
+		sb.WriteString("INSERT INTO mount_states (mount_uid, account_id, code, occurred_at, value, received_at, verified) VALUES ")
 		for i, entry := range entries {
 			if i > 0 {
 				sb.WriteString(", ")
 			}
-			sb.WriteString("(?, ?, ?, ?, ?, ?)")
-			args = append(args, uid, accountID, string(entry.Code), millis(entry.OccurredAt), entry.Value, millis(entry.ReceivedAt))
+			sb.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+			args = append(args, uid, accountID, string(entry.Code), millis(entry.OccurredAt), entry.Value, millis(entry.ReceivedAt), entry.Verified)
 		}
-		sb.WriteString(" ON CONFLICT DO NOTHING RETURNING mount_uid, account_id, code, occurred_at, value, received_at")
+		sb.WriteString(" ON CONFLICT DO NOTHING RETURNING mount_uid, account_id, code, occurred_at, value, received_at, verified")
 		var rows []stateRow
 		if err := tx.NewRaw(sb.String(), args...).Scan(ctx, &rows); err != nil {
 			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
@@ -140,18 +154,18 @@ func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries
 // holds at most one entry per code.
 func upsertLatestSQL(uid, accountID string, latest []core.StateEntry) (string, []any) {
 	var sb strings.Builder
-	args := make([]any, 0, len(latest)*5)
-	sb.WriteString("INSERT INTO mount_latest_states (mount_uid, account_id, code, occurred_at, value) VALUES ")
+	args := make([]any, 0, len(latest)*6)
+	sb.WriteString("INSERT INTO mount_latest_states (mount_uid, account_id, code, occurred_at, value, verified) VALUES ")
 	for i, entry := range latest {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString("(?, ?, ?, ?, ?)")
-		args = append(args, uid, accountID, string(entry.Code), millis(entry.OccurredAt), entry.Value)
+		sb.WriteString("(?, ?, ?, ?, ?, ?)")
+		args = append(args, uid, accountID, string(entry.Code), millis(entry.OccurredAt), entry.Value, entry.Verified)
 	}
 	// Ties on the instant go to the greater value in byte order, as in
 	// core.Newer (the value columns compare bytes on both databases).
-	sb.WriteString(` ON CONFLICT (mount_uid, account_id, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value
+	sb.WriteString(` ON CONFLICT (mount_uid, account_id, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value, verified = excluded.verified
 			WHERE excluded.occurred_at > mount_latest_states.occurred_at
 			   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value > mount_latest_states.value)`)
 	return sb.String(), args
@@ -175,7 +189,8 @@ func (s *Store) latestFor(ctx context.Context, db bun.IDB, accountID string, uid
 	}
 	out := make(map[string][]core.StateEntry, len(uids))
 	for _, r := range rows {
-		out[r.MountUID] = append(out[r.MountUID], core.StateEntry{Code: core.StateCode(r.Code), Value: r.Value, OccurredAt: fromMillis(r.OccurredAt)})
+		out[r.MountUID] = append(out[r.MountUID], core.StateEntry{Code: core.StateCode(r.Code), Value: r.Value,
+			OccurredAt: fromMillis(r.OccurredAt), Verified: r.Verified})
 	}
 	return out, nil
 }
@@ -224,7 +239,7 @@ func latestOf(rows []mountLatestRow) []core.StateEntry {
 				latest = make([]core.StateEntry, 0, len(rows))
 			}
 			latest = append(latest, core.StateEntry{Code: core.StateCode(r.LatestCode.String),
-				Value: r.LatestValue.String, OccurredAt: fromMillis(r.LatestOccurredAt.Int64)})
+				Value: r.LatestValue.String, OccurredAt: fromMillis(r.LatestOccurredAt.Int64), Verified: r.LatestVerified.Bool})
 		}
 	}
 	return latest
@@ -238,10 +253,30 @@ func mergeLatest(stored, reported []core.StateEntry) []core.StateEntry {
 		i := slices.IndexFunc(out, func(e core.StateEntry) bool { return e.Code == r.Code })
 		switch {
 		case i < 0:
-			out = append(out, core.StateEntry{Code: r.Code, Value: r.Value, OccurredAt: r.OccurredAt})
+			out = append(out, core.StateEntry{Code: r.Code, Value: r.Value, OccurredAt: r.OccurredAt, Verified: r.Verified})
 		case core.Newer(r, out[i]):
-			out[i] = core.StateEntry{Code: r.Code, Value: r.Value, OccurredAt: r.OccurredAt}
+			out[i] = core.StateEntry{Code: r.Code, Value: r.Value, OccurredAt: r.OccurredAt, Verified: r.Verified}
 		}
 	}
 	return out
+}
+
+// applyReportCheck runs a report's check on the mount row its transaction
+// read and moves the mount to the signed software revision.
+func (s *Store) applyReportCheck(ctx context.Context, tx bun.Tx, r core.ReportCheck, mount *mountRow, now time.Time) error {
+	if r.Check != nil {
+		if err := r.Check(mount.toMount()); err != nil {
+			return err
+		}
+	}
+	if r.SoftwareRevision == "" || r.SoftwareRevision == mount.SoftwareRevision {
+		return nil
+	}
+	_, err := tx.NewRaw(`UPDATE mounts SET software_revision = ?, updated_at = ? WHERE uid = ?`,
+		r.SoftwareRevision, millis(now), mount.UID).Exec(ctx)
+	if err != nil {
+		return err
+	}
+	mount.SoftwareRevision, mount.UpdatedAt = r.SoftwareRevision, millis(now)
+	return nil
 }

@@ -89,7 +89,7 @@ func (c *StateCache) mergeLocked(uid string, entries []core.StateEntry, complete
 		// Store what the Redis adapter can: millisecond UTC, no ReceivedAt,
 		// so both adapters compare and return the same values.
 		e = core.StateEntry{Code: e.Code, Value: e.Value,
-			OccurredAt: time.UnixMilli(e.OccurredAt.UnixMilli()).UTC()}
+			OccurredAt: time.UnixMilli(e.OccurredAt.UnixMilli()).UTC(), Verified: e.Verified}
 		if cur, ok := m.codes[e.Code]; !ok || core.Newer(e, cur) {
 			m.codes[e.Code] = e
 		}

@@ -69,6 +69,8 @@ type linkKey struct{ mount, tag string }
 type storedCommand struct {
 	core.Command
 	seq int64
+	// counter is the deciding receipt's counter.
+	counter uint64
 }
 
 // NewStore returns an empty store.
@@ -198,7 +200,8 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 	if !ok {
 		m = &core.Mount{UID: c.UID, Name: or(f.Name, ""), SerialNumber: or(f.SerialNumber, ""), MACAddress: or(f.MACAddress, ""),
 			FirmwareRevision: or(f.FirmwareRevision, ""), SoftwareRevision: or(f.SoftwareRevision, ""), ModelNumber: or(f.ModelNumber, ""),
-			State: core.StateIdle, OwnerID: c.AccountID, IdleDeadline: ms(c.Deadline), Key: c.Key, CreatedAt: ms(c.Now), UpdatedAt: ms(c.Now)}
+			State: core.StateIdle, OwnerID: c.AccountID, IdleDeadline: ms(c.Deadline), Key: c.Key, CreatedAt: ms(c.Now), UpdatedAt: ms(c.Now),
+			DevicePublicKey: or(f.DevicePublicKey, "")}
 		s.mounts[c.UID] = m
 		s.insertClaimCommandLocked(c.Command)
 		s.appendLocked(e, *m)
@@ -218,6 +221,8 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 	m.SerialNumber, m.MACAddress = or(f.SerialNumber, m.SerialNumber), or(f.MACAddress, m.MACAddress)
 	m.FirmwareRevision, m.SoftwareRevision = or(f.FirmwareRevision, m.FirmwareRevision), or(f.SoftwareRevision, m.SoftwareRevision)
 	m.ModelNumber = or(f.ModelNumber, m.ModelNumber)
+	// The device key is the device's: it stays unless a new one comes.
+	m.DevicePublicKey = or(f.DevicePublicKey, m.DevicePublicKey)
 	if m.State == core.StateAssociated {
 		m.IdleDeadline = time.Time{}
 	} else {
@@ -238,7 +243,7 @@ func (s *Store) insertClaimCommandLocked(c *core.Command) {
 	}
 	s.seq++
 	cmd := *c
-	cmd.GeneratedAt = ms(cmd.GeneratedAt)
+	cmd.GeneratedAt, cmd.ExpiresAt, cmd.StatusAt = ms(cmd.GeneratedAt), ms(cmd.ExpiresAt), ms(cmd.StatusAt)
 	s.commands = append(s.commands, storedCommand{Command: cmd, seq: s.seq})
 }
 
@@ -452,7 +457,12 @@ func (s *Store) LapsedIdle(_ context.Context, now time.Time, limit int) ([]strin
 }
 
 // InsertStates implements core.StateStore.
-func (s *Store) InsertStates(_ context.Context, uid, accountID string, entries []core.StateEntry, e *core.Event) (core.Mount, []core.StateEntry, error) {
+func (s *Store) InsertStates(ctx context.Context, uid, accountID string, entries []core.StateEntry, e *core.Event) (core.Mount, []core.StateEntry, error) {
+	return s.InsertReport(ctx, uid, accountID, entries, core.ReportCheck{}, e)
+}
+
+// InsertReport implements core.StateStore.
+func (s *Store) InsertReport(_ context.Context, uid, accountID string, entries []core.StateEntry, r core.ReportCheck, e *core.Event) (core.Mount, []core.StateEntry, error) {
 	if len(entries) == 0 {
 		return core.Mount{}, nil, core.Errorf(core.CodeValidation, "a report holds at least one entry")
 	}
@@ -462,6 +472,14 @@ func (s *Store) InsertStates(_ context.Context, uid, accountID string, entries [
 	// The entries' ReceivedAt is the instant of the report.
 	if !ok || m.OwnerID != accountID || !live(m, entries[0].ReceivedAt) {
 		return core.Mount{}, nil, mountNotFound(uid)
+	}
+	if r.Check != nil {
+		if err := r.Check(*m); err != nil {
+			return core.Mount{}, nil, err
+		}
+	}
+	if r.SoftwareRevision != "" && r.SoftwareRevision != m.SoftwareRevision {
+		m.SoftwareRevision, m.UpdatedAt = r.SoftwareRevision, ms(entries[0].ReceivedAt)
 	}
 	accepted := []core.StateEntry{}
 	for _, entry := range entries {
@@ -479,7 +497,7 @@ func (s *Store) InsertStates(_ context.Context, uid, accountID string, entries [
 			s.latest[lk] = map[core.StateCode]core.StateEntry{}
 		}
 		if cur, ok := s.latest[lk][entry.Code]; !ok || core.Newer(entry, cur) {
-			s.latest[lk][entry.Code] = core.StateEntry{Code: entry.Code, Value: entry.Value, OccurredAt: entry.OccurredAt}
+			s.latest[lk][entry.Code] = core.StateEntry{Code: entry.Code, Value: entry.Value, OccurredAt: entry.OccurredAt, Verified: entry.Verified}
 		}
 	}
 	if len(accepted) > 0 && e != nil {
@@ -549,6 +567,74 @@ func (s *Store) ListCommands(_ context.Context, uid, accountID string, p core.Pa
 		out = append(out, c.Command)
 	}
 	return out, len(all), nil
+}
+
+// CommandsByID implements core.CommandStore.
+func (s *Store) CommandsByID(_ context.Context, uid, accountID string, ids []string) ([]core.Command, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []core.Command{}
+	for _, c := range s.commands {
+		if c.MountUID == uid && c.AccountID == accountID && slices.Contains(ids, c.ID) {
+			out = append(out, c.Command)
+		}
+	}
+	return out, nil
+}
+
+// DecideCommand implements core.CommandStore.
+func (s *Store) DecideCommand(_ context.Context, d core.CommandDecision, e *core.Event) (core.Command, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.commands, func(c storedCommand) bool {
+		return c.ID == d.ID && c.MountUID == d.UID && c.AccountID == d.AccountID
+	})
+	if i < 0 {
+		return core.Command{}, false, core.Errorf(core.CodeCommandNotFound, "command %q not found", d.ID)
+	}
+	c := &s.commands[i]
+	at := ms(d.At)
+	switch {
+	case d.Status == core.CommandExecuted && c.Status != core.CommandExecuted:
+	case d.Status == core.CommandRefused && (c.Status == core.CommandIssued || c.Status == core.CommandUnconfirmed):
+	case d.Status == core.CommandRefused && c.Status == core.CommandRefused && c.counter > d.Counter:
+		at = c.StatusAt // the status stands; the deciding receipt changes
+	default:
+		return c.Command, false, nil
+	}
+	c.Status, c.StatusAt, c.Reason, c.Verified, c.counter = d.Status, at, d.Reason, d.Verified, d.Counter
+	if m, ok := s.mounts[d.UID]; ok && e != nil {
+		cmd := c.Command
+		e.Command = &cmd
+		s.appendLocked(e, *m)
+	}
+	return c.Command, true, nil
+}
+
+// UnconfirmCommands implements core.CommandStore.
+func (s *Store) UnconfirmCommands(_ context.Context, now time.Time, limit int, event func(core.Command) *core.Event) ([]*core.Event, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var due []int
+	for i, c := range s.commands {
+		if c.Status == core.CommandIssued && !c.ExpiresAt.After(now) {
+			due = append(due, i)
+		}
+	}
+	slices.SortFunc(due, func(a, b int) int { return s.commands[a].ExpiresAt.Compare(s.commands[b].ExpiresAt) })
+	out := []*core.Event{}
+	for _, i := range due[:min(limit, len(due))] {
+		c := &s.commands[i]
+		c.Status, c.StatusAt = core.CommandUnconfirmed, ms(now)
+		e := event(c.Command)
+		cmd := c.Command
+		e.Command = &cmd
+		if m, ok := s.mounts[c.MountUID]; ok {
+			s.appendLocked(e, *m)
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // tagLocked returns a tag with its links.
@@ -746,6 +832,10 @@ func (s *Store) appendLocked(e *core.Event, m core.Mount) {
 	e.ID, e.Mount, e.OccurredAt = core.Cursor{Seq: s.eventSeq}, m, ms(e.OccurredAt)
 	stored := *e
 	stored.States = slices.Clone(e.States)
+	if e.Command != nil {
+		cmd := *e.Command
+		stored.Command = &cmd
+	}
 	s.events = append(s.events, stored)
 }
 

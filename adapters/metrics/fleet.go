@@ -20,10 +20,14 @@ type Fleet struct {
 	events     *prometheus.CounterVec
 	entries    prometheus.Counter
 	commands   *prometheus.CounterVec
+	outcomes   *prometheus.CounterVec
 	deliveries *prometheus.CounterVec
 }
 
-var _ core.FleetMeter = (*Fleet)(nil)
+var (
+	_ core.FleetMeter          = (*Fleet)(nil)
+	_ core.CommandOutcomeMeter = (*Fleet)(nil)
+)
 
 // NewFleet counts on behalf of waker's users.
 func NewFleet(waker core.EventWaker) *Fleet {
@@ -35,6 +39,9 @@ func NewFleet(waker core.EventWaker) *Fleet {
 			Help: "State entries stored by this replica (duplicates not counted)."}),
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mountd_commands_total",
 			Help: "Signed commands issued by this replica, by code."}, []string{"code"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mountd_command_outcomes_total",
+			Help: "Command status changes made by this replica (EXECUTED, REFUSED from a receipt; UNCONFIRMED at expiry), by code and status."},
+			[]string{"code", "status"}),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mountd_webhook_deliveries_total",
 			Help: "Webhook attempts made by this replica, by outcome (succeeded, failed)."}, []string{"outcome"}),
 	}
@@ -45,6 +52,9 @@ func NewFleet(waker core.EventWaker) *Fleet {
 	}
 	for _, c := range core.CommandCodes {
 		f.commands.WithLabelValues(string(c))
+		for _, st := range []core.CommandStatus{core.CommandExecuted, core.CommandRefused, core.CommandUnconfirmed} {
+			f.outcomes.WithLabelValues(string(c), string(st))
+		}
 	}
 	for _, o := range []string{"succeeded", "failed"} {
 		f.deliveries.WithLabelValues(o)
@@ -61,6 +71,11 @@ func (f *Fleet) EventCommitted(e *core.Event) {
 // CommandIssued implements core.FleetMeter.
 func (f *Fleet) CommandIssued(code core.CommandCode) { f.commands.WithLabelValues(string(code)).Inc() }
 
+// CommandOutcome implements core.CommandOutcomeMeter.
+func (f *Fleet) CommandOutcome(code core.CommandCode, status core.CommandStatus) {
+	f.outcomes.WithLabelValues(string(code), string(status)).Inc()
+}
+
 // DeliveryFinished implements core.FleetMeter.
 func (f *Fleet) DeliveryFinished(status core.DeliveryStatus) {
 	outcome := "failed"
@@ -74,7 +89,7 @@ func (f *Fleet) DeliveryFinished(status core.DeliveryStatus) {
 // association state (from counts, at most once per 15 s) and the feed's
 // lag.
 func (f *Fleet) Collectors(counts func(context.Context) (map[string]int, error), lag func() time.Duration, logger *slog.Logger) []prometheus.Collector {
-	return []prometheus.Collector{f.events, f.entries, f.commands, f.deliveries,
+	return []prometheus.Collector{f.events, f.entries, f.commands, f.outcomes, f.deliveries,
 		&mountsCollector{counts: counts, logger: logger, desc: prometheus.NewDesc("mountd_mounts",
 			"Mounts by association state (INACTIVE, IDLE, ASSOCIATED).", []string{"association_state"}, nil)},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mountd_event_log_lag_seconds",

@@ -18,15 +18,24 @@ type EventJSON struct {
 	OccurredAt Time        `json:"occurredAt"`
 	Mount      MountJSON   `json:"mount"`
 	States     []stateJSON `json:"states,omitempty"`
+	// Command is the command whose status moved (COMMAND_EXECUTED,
+	// COMMAND_REFUSED, COMMAND_UNCONFIRMED).
+	Command *CommandJSON `json:"command,omitempty"`
 }
 
-func eventJSON(cursors *core.CursorCodec, e core.Event) EventJSON {
+// eventJSON renders e; withIssuer shows the command's issuedBy, which a
+// restricted token never sees.
+func eventJSON(cursors *core.CursorCodec, e core.Event, withIssuer bool) EventJSON {
 	out := EventJSON{ID: cursors.Encode(e.ID), Type: string(e.Type), UID: e.UID, OccurredAt: Time(e.OccurredAt), Mount: mountJSON(e.Mount)}
 	if e.Type == core.EventStatesReported {
 		out.States = make([]stateJSON, len(e.States))
 		for i, st := range e.States {
 			out.States[i] = toStateJSON(st)
 		}
+	}
+	if e.Command != nil {
+		c := commandJSON(*e.Command, withIssuer)
+		out.Command = &c
 	}
 	return out
 }
@@ -69,20 +78,20 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p core.Princ
 	}
 	out := make([]EventJSON, len(page.Events))
 	for i, e := range page.Events {
-		out[i] = eventJSON(s.Cursors, e)
+		out[i] = eventJSON(s.Cursors, e, p.Role != core.RoleRestricted)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": out, "next": s.Cursors.Encode(page.Next)})
 }
 
 // WebhookBody renders what a webhook receives for an event (docs/api.md,
 // "Webhooks"): the event as GET /api/v1/events shows it, with its type and
-// instant.
+// instant. A webhook is the account's own, so a command shows its issuer.
 func WebhookBody(cursors *core.CursorCodec) core.WebhookBody {
 	return func(e core.Event) ([]byte, error) {
 		return json.Marshal(struct {
 			Type      string    `json:"type"`
 			Timestamp Time      `json:"timestamp"`
 			Data      EventJSON `json:"data"`
-		}{string(e.Type), Time(e.OccurredAt), eventJSON(cursors, e)})
+		}{string(e.Type), Time(e.OccurredAt), eventJSON(cursors, e, true)})
 	}
 }

@@ -246,12 +246,14 @@ func appendMountCSV(b []byte, m core.Mount) []byte {
 	if j.AssociatedAt != nil {
 		b = appendTime(b, time.Time(*j.AssociatedAt))
 	}
+	b = append(b, ',')
+	if j.DevicePublicKey != nil {
+		b = appendCSVCell(b, *j.DevicePublicKey)
+	}
 	return append(b, '\r', '\n')
 }
 
 // appendStateCSV writes one history entry in stateCSVHeader's columns.
-// verified is false: no entry is signed until signed reports (CONTRACT
-// §16) are built, which will store it per entry.
 func appendStateCSV(b []byte, uid string, e core.StateEntry) []byte {
 	b = appendCSVCell(b, uid)
 	b = append(b, ',')
@@ -262,11 +264,13 @@ func appendStateCSV(b []byte, uid string, e core.StateEntry) []byte {
 	b = appendTime(b, e.OccurredAt)
 	b = append(b, ',')
 	b = appendTime(b, e.ReceivedAt)
-	return append(b, ",false\r\n"...)
+	b = append(b, ',')
+	b = strconv.AppendBool(b, e.Verified)
+	return append(b, '\r', '\n')
 }
 
 // appendStateJSON writes the REST state entry with its mount's uid (and
-// verified, as appendStateCSV), by hand: a million lines through
+// verified), by hand: a million lines through
 // json.Marshal would cost more than the database's part.
 func appendStateJSON(b []byte, uid string, e core.StateEntry) []byte {
 	b = append(b, `{"uid":`...)
@@ -279,7 +283,9 @@ func appendStateJSON(b []byte, uid string, e core.StateEntry) []byte {
 	b = appendTime(b, e.OccurredAt)
 	b = append(b, `","receivedAt":"`...)
 	b = appendTime(b, e.ReceivedAt)
-	return append(b, `","verified":false}`+"\n"...)
+	b = append(b, `","verified":`...)
+	b = strconv.AppendBool(b, e.Verified)
+	return append(b, '}', '\n')
 }
 
 func appendTime(b []byte, t time.Time) []byte { return t.UTC().AppendFormat(b, core.TimeLayout) }

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/protocol"
 )
 
 // MountJSON is a Mount as the API shows it.
@@ -24,6 +26,9 @@ type MountJSON struct {
 	BatteryLevel     *int     `json:"batteryLevel"`
 	CPUTemperature   *float64 `json:"cpuTemperature"`
 	AssociatedAt     *Time    `json:"associatedAt"`
+	// DevicePublicKey is the mount's own Ed25519 key pinned at association
+	// (64 lowercase hex), null for older firmware.
+	DevicePublicKey *string `json:"devicePublicKey"`
 }
 
 func mountJSON(m core.Mount) MountJSON {
@@ -35,21 +40,46 @@ func mountJSON(m core.Mount) MountJSON {
 		t := Time(m.AssociatedAt)
 		out.AssociatedAt = &t
 	}
+	if m.DevicePublicKey != "" {
+		k := m.DevicePublicKey
+		out.DevicePublicKey = &k
+	}
 	return out
 }
 
 // CommandJSON is a Command as the API shows it.
 type CommandJSON struct {
+	// ID is the payload's nonce.
+	ID          string         `json:"id"`
 	Code        string         `json:"code"`
 	Data        map[string]any `json:"data"`
 	GeneratedAt Time           `json:"generatedAt"`
 	Payload     string         `json:"payload"`
 	SignedToken *string        `json:"signedToken"`
 	IssuedBy    string         `json:"issuedBy,omitempty"`
+	// The lifecycle: ISSUED, EXECUTED, REFUSED or UNCONFIRMED since
+	// statusAt (the server's clock); reason is the mount's for REFUSED;
+	// verified says the deciding receipt was signed.
+	Status   string  `json:"status"`
+	StatusAt *Time   `json:"statusAt"`
+	Reason   *string `json:"reason"`
+	Verified bool    `json:"verified"`
 }
 
 func commandJSON(c core.Command, withIssuer bool) CommandJSON {
-	out := CommandJSON{Code: string(c.Code), Data: c.Data, GeneratedAt: Time(c.GeneratedAt), Payload: c.Payload}
+	out := CommandJSON{ID: c.ID, Code: string(c.Code), Data: c.Data, GeneratedAt: Time(c.GeneratedAt), Payload: c.Payload,
+		Status: string(c.Status), Verified: c.Verified}
+	if out.Status == "" {
+		out.Status = string(core.CommandIssued)
+	}
+	if !c.StatusAt.IsZero() {
+		at := Time(c.StatusAt)
+		out.StatusAt = &at
+	}
+	if c.Reason != "" {
+		reason := c.Reason
+		out.Reason = &reason
+	}
 	if c.SignedToken != "" {
 		tok := c.SignedToken
 		out.SignedToken = &tok
@@ -96,6 +126,7 @@ type associationRequest struct {
 	SoftwareRevision *string `json:"softwareRevision"`
 	ModelNumber      *string `json:"modelNumber"`
 	Name             *string `json:"name"`
+	DevicePublicKey  *string `json:"devicePublicKey"`
 }
 
 func (s *Server) requestAssociation(w http.ResponseWriter, r *http.Request, p core.Principal) {
@@ -114,7 +145,8 @@ func (s *Server) requestAssociation(w http.ResponseWriter, r *http.Request, p co
 	}
 	cmds, err := s.Mounts.RequestAssociation(r.Context(), p, uid, core.MountFields{
 		Name: body.Name, SerialNumber: body.SerialNumber, MACAddress: body.MACAddress,
-		FirmwareRevision: body.FirmwareRevision, SoftwareRevision: body.SoftwareRevision, ModelNumber: body.ModelNumber})
+		FirmwareRevision: body.FirmwareRevision, SoftwareRevision: body.SoftwareRevision, ModelNumber: body.ModelNumber,
+		DevicePublicKey: body.DevicePublicKey})
 	if err != nil {
 		writeError(w, r, s.Logger, err)
 		return
@@ -147,6 +179,9 @@ func (s *Server) getMount(w http.ResponseWriter, r *http.Request, p core.Princip
 type mountPatch struct {
 	Name             *string `json:"name"`
 	SoftwareRevision *string `json:"softwareRevision"`
+	// DevicePublicKey is named only to be refused: the key is pinned by
+	// the association and only a new one may bring another.
+	DevicePublicKey json.RawMessage `json:"devicePublicKey"`
 }
 
 func (s *Server) updateMount(w http.ResponseWriter, r *http.Request, p core.Principal) {
@@ -158,6 +193,11 @@ func (s *Server) updateMount(w http.ResponseWriter, r *http.Request, p core.Prin
 	var body mountPatch
 	if err := decodeJSON(r, &body); err != nil {
 		writeError(w, r, s.Logger, err)
+		return
+	}
+	if body.DevicePublicKey != nil {
+		writeError(w, r, s.Logger, &core.Error{Code: core.CodeValidation, Message: "the request is invalid",
+			Fields: []core.FieldError{{Field: "devicePublicKey", Message: "cannot be changed: it is pinned by the association"}}})
 		return
 	}
 	m, err := s.Mounts.UpdateMount(r.Context(), p, uid, core.MountUpdate{Name: body.Name, SoftwareRevision: body.SoftwareRevision})
@@ -196,8 +236,14 @@ func (s *Server) reportStates(w http.ResponseWriter, r *http.Request, p core.Pri
 		writeError(w, r, s.Logger, err)
 		return
 	}
+	// The fields of the mount's signed states message, relayed unchanged
+	// (docs/api.md, "Signed reports"); without a signature the others are
+	// not looked at and the entries are stored unverified.
 	var body struct {
-		States []json.RawMessage `json:"states"`
+		States           []json.RawMessage `json:"states"`
+		Counter          *uint64           `json:"counter"`
+		SoftwareRevision *string           `json:"softwareRevision"`
+		Signature        *string           `json:"signature"`
 	}
 	if err := decodeJSON(r, &body); err != nil {
 		writeError(w, r, s.Logger, err)
@@ -211,6 +257,18 @@ func (s *Server) reportStates(w http.ResponseWriter, r *http.Request, p core.Pri
 	var v core.Validation
 	if body.States == nil {
 		v.Add("states", "is required")
+	}
+	var sig *core.ReportSignature
+	if body.Signature != nil {
+		sig = &core.ReportSignature{Signature: *body.Signature}
+		if body.Counter == nil {
+			v.Add("counter", "is required with a signature")
+		} else {
+			sig.Counter = *body.Counter
+		}
+		if body.SoftwareRevision != nil {
+			sig.SoftwareRevision = *body.SoftwareRevision
+		}
 	}
 	in := make([]core.StateInput, 0, len(body.States))
 	for i, raw := range body.States {
@@ -244,7 +302,7 @@ func (s *Server) reportStates(w http.ResponseWriter, r *http.Request, p core.Pri
 		writeError(w, r, s.Logger, err)
 		return
 	}
-	res, err := s.Mounts.ReportStates(r.Context(), p, uid, in, nil)
+	res, err := s.Mounts.ReportStates(r.Context(), p, uid, in, sig)
 	if err != nil {
 		writeError(w, r, s.Logger, err)
 		return
@@ -273,6 +331,8 @@ type stateJSON struct {
 	Value      string `json:"value"`
 	OccurredAt Time   `json:"occurredAt"`
 	ReceivedAt Time   `json:"receivedAt"`
+	// Verified says the entry came in a report the mount signed.
+	Verified bool `json:"verified"`
 }
 
 func (s *Server) stateHistory(w http.ResponseWriter, r *http.Request, p core.Principal) {
@@ -342,5 +402,122 @@ func (s *Server) commandAudit(w http.ResponseWriter, r *http.Request, p core.Pri
 }
 
 func toStateJSON(e core.StateEntry) stateJSON {
-	return stateJSON{Code: string(e.Code), Value: e.Value, OccurredAt: Time(e.OccurredAt), ReceivedAt: Time(e.ReceivedAt)}
+	return stateJSON{Code: string(e.Code), Value: e.Value, OccurredAt: Time(e.OccurredAt), ReceivedAt: Time(e.ReceivedAt), Verified: e.Verified}
+}
+
+// getCommand answers GET /mounts/{uid}/commands/{id}: one Command object.
+func (s *Server) getCommand(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	if err := newQuery(r).err(); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	c, err := s.Mounts.Command(r.Context(), p, r.PathValue("uid"), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, commandJSON(c, p.Role == core.RoleOwner))
+}
+
+// receiptJSON is one receipt of an upload, the fields of the mount's
+// result message unchanged; pointers tell a missing field from a zero one.
+type receiptJSON struct {
+	Nonce     *string `json:"nonce"`
+	Outcome   *string `json:"outcome"`
+	Reason    *string `json:"reason"`
+	Counter   *uint64 `json:"counter"`
+	At        *string `json:"at"`
+	Signature *string `json:"signature"`
+}
+
+// uploadReceipts answers POST /mounts/{uid}/commands/receipts. The shape of
+// every receipt is checked here, naming receipts[i].field; core decides the
+// rest for the batch as a whole.
+func (s *Server) uploadReceipts(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	uid := r.PathValue("uid")
+	if err := p.AuthorizeMount(core.ActionReportStates, uid); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	var body struct {
+		Receipts []json.RawMessage `json:"receipts"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	if len(body.Receipts) > core.MaxReceiptsPerUpload {
+		writeError(w, r, s.Logger, core.Errorf(core.CodePayloadTooLarge, "an upload holds at most %d receipts", core.MaxReceiptsPerUpload))
+		return
+	}
+	in, err := receiptInputs(body.Receipts)
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	res, err := s.Mounts.UploadReceipts(r.Context(), p, uid, in)
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// receiptInputs checks the shape of each receipt: nonce, outcome (EXECUTED
+// or REFUSED), counter and at (RFC 3339 UTC with milliseconds, as the mount
+// writes it) are required; reason and signature may be missing (empty).
+func receiptInputs(raws []json.RawMessage) ([]core.ReceiptInput, error) {
+	var v core.Validation
+	if raws == nil {
+		v.Add("receipts", "is required")
+	}
+	in := make([]core.ReceiptInput, 0, len(raws))
+	for i, raw := range raws {
+		field := func(name string) string { return fmt.Sprintf("receipts[%d]%s", i, prefixDot(name)) }
+		var rj receiptJSON
+		if t := skipSpace(raw, 0); t >= len(raw) || raw[t] != '{' {
+			v.Add(field(""), "must be an object")
+			continue
+		}
+		if err := decodeJSONBytes(raw, &rj); err != nil {
+			for _, fe := range fieldErrors(err) {
+				v.Add(field(fe.Field), "%s", fe.Message)
+			}
+			continue
+		}
+		var ri core.ReceiptInput
+		if rj.Nonce == nil || *rj.Nonce == "" {
+			v.Add(field("nonce"), "is required")
+		} else {
+			ri.Nonce = *rj.Nonce
+		}
+		switch {
+		case rj.Outcome == nil:
+			v.Add(field("outcome"), "is required")
+		case *rj.Outcome != protocol.OutcomeExecuted && *rj.Outcome != protocol.OutcomeRefused:
+			v.Add(field("outcome"), "must be EXECUTED or REFUSED")
+		default:
+			ri.Outcome = *rj.Outcome
+		}
+		if rj.Reason != nil {
+			ri.Reason = *rj.Reason
+		}
+		if rj.Counter == nil {
+			v.Add(field("counter"), "is required")
+		} else {
+			ri.Counter = *rj.Counter
+		}
+		if rj.At == nil {
+			v.Add(field("at"), "is required")
+		} else if at, err := time.Parse(protocol.TimeLayout, *rj.At); err != nil || !strings.HasSuffix(*rj.At, "Z") {
+			v.Add(field("at"), "must be an RFC 3339 UTC date-time with milliseconds")
+		} else {
+			ri.At = at.UTC()
+		}
+		if rj.Signature != nil {
+			ri.Signature = *rj.Signature
+		}
+		in = append(in, ri)
+	}
+	return in, v.Err()
 }

@@ -256,11 +256,14 @@ var (
 		"firmwareRevision": "1.0.0", "softwareRevision": "1.2.0", "modelNumber": "HM-1",
 		"associationState": "ASSOCIATED", "mountLocked": true, "helmetMounted": nil,
 		"batteryLevel": 87, "cpuTemperature": nil, "associatedAt": "2026-11-22T01:40:13.123Z",
+		"devicePublicKey": strings.Repeat("2e", 32),
 	}
 	nonce       = strings.Repeat("0a", 16)
 	publicKey   = strings.Repeat("1f", 32)
 	signature   = strings.Repeat("c3", 64)
 	sampleOwner = map[string]any{
+		"id":     nonce,
+		"status": "ISSUED", "statusAt": nil, "reason": nil, "verified": false,
 		"code":        "ASSOCIATE_OWNER",
 		"data":        map[string]any{"accountId": "acc-1", "publicKey": publicKey, "expiresAt": "2026-11-22T01:45:13.123Z"},
 		"generatedAt": "2026-11-22T01:40:13.123Z",
@@ -268,6 +271,8 @@ var (
 		"signedToken": nil,
 	}
 	sampleRelease = map[string]any{
+		"id":     nonce,
+		"status": "REFUSED", "statusAt": "2026-11-22T01:41:00.000Z", "reason": "helmet not mounted", "verified": true,
 		"code":        "RELEASE_HELMET",
 		"data":        map[string]any{"expiresAt": "2026-11-22T01:45:13.123Z"},
 		"generatedAt": "2026-11-22T01:40:13.123Z",
@@ -337,8 +342,22 @@ func TestOpenAPIValidatorAcceptsDocumentedResponses(t *testing.T) {
 		{"report", "POST", "/api/v1/mounts/M1/states", 200, ct, `{"accepted":3,"duplicates":1}`},
 		{"history", "GET", "/api/v1/mounts/M1/states?code=BATTERY_LEVEL", 200, ct, js(map[string]any{
 			"states": []any{map[string]any{"code": "BATTERY_LEVEL", "value": "87.4",
-				"occurredAt": "2026-11-22T01:40:13.000Z", "receivedAt": "2026-11-22T01:40:14.456Z"}},
+				"occurredAt": "2026-11-22T01:40:13.000Z", "receivedAt": "2026-11-22T01:40:14.456Z", "verified": true}},
 			"pagination": samplePagination})},
+		{"mount without a device key", "GET", "/api/v1/mounts/M1", 200, ct, js([]any{with(sampleMount, "devicePublicKey", nil)})},
+		{"one command", "GET", "/api/v1/mounts/M1/commands/" + nonce, 200, ct, js(with(sampleRelease, "issuedBy", "client-1"))},
+		{"no such command", "GET", "/api/v1/mounts/M1/commands/x", 404, pct, problem(404, "COMMAND_NOT_FOUND")},
+		{"receipts", "POST", "/api/v1/mounts/M1/commands/receipts", 200, ct, `{"accepted":2,"duplicates":1}`},
+		{"receipt for no command", "POST", "/api/v1/mounts/M1/commands/receipts", 404, pct, problem(404, "COMMAND_NOT_FOUND")},
+		{"receipt unsigned", "POST", "/api/v1/mounts/M1/commands/receipts", 403, pct, problem(403, "SIGNATURE_REQUIRED")},
+		{"receipt badly signed", "POST", "/api/v1/mounts/M1/commands/receipts", 400, pct, problem(400, "INVALID_SIGNATURE")},
+		{"receipt shape", "POST", "/api/v1/mounts/M1/commands/receipts", 400, pct, problem(400, "VALIDATION_FAILED",
+			"errors", []any{map[string]any{"field": "receipts[0].at", "message": "is required"}})},
+		{"report unsigned", "POST", "/api/v1/mounts/M1/states", 403, pct, problem(403, "SIGNATURE_REQUIRED")},
+		{"report badly signed", "POST", "/api/v1/mounts/M1/states", 400, pct, problem(400, "INVALID_SIGNATURE")},
+		{"receipt event", "GET", "/api/v1/events", 200, ct, js(map[string]any{"events": []any{map[string]any{
+			"id": strings.Repeat("e", 32), "type": "COMMAND_EXECUTED", "uid": "M1", "occurredAt": "2026-11-22T01:41:00.000Z", "mount": sampleMount,
+			"command": with(sampleRelease, "status", "EXECUTED", "reason", nil)}}, "next": strings.Repeat("e", 32)})},
 		{"me", "GET", "/api/v1/accounts/me", 200, ct, js(map[string]any{"accountId": "acc-1", "name": "Fleet",
 			"role": "restricted", "mountUids": []string{"M1"}, "scopes": []string{"openid", "sub"}, "expiresAt": "2026-11-22T02:40:13.000Z"})},
 		{"delete", "DELETE", "/api/v1/mounts/M1", 204, nil, ""},
@@ -429,6 +448,15 @@ func TestOpenAPIValidatorRejectsWrongResponses(t *testing.T) {
 			js([]any{with(sampleRelease, "issuedBy", "client-1")})},
 		{"short signature", "GET", "/api/v1/mounts/M1/query?code=RELEASE_HELMET", 200, ct,
 			js([]any{with(sampleRelease, "signedToken", "abcd")})},
+		{"mount without devicePublicKey", "GET", "/api/v1/mounts/M1", 200, ct, js([]any{with(sampleMount, "devicePublicKey", del)})},
+		{"command without status", "GET", "/api/v1/mounts/M1/query?code=RELEASE_HELMET", 200, ct, js([]any{with(sampleRelease, "status", del)})},
+		{"unknown command status", "GET", "/api/v1/mounts/M1/commands/x", 200, ct, js(with(sampleRelease, "status", "DONE"))},
+		{"one command as an array", "GET", "/api/v1/mounts/M1/commands/x", 200, ct, js([]any{sampleRelease})},
+		{"state without verified", "GET", "/api/v1/mounts/M1/states", 200, ct, js(map[string]any{"states": []any{map[string]any{
+			"code": "BATTERY_LEVEL", "value": "87.4", "occurredAt": "2026-11-22T01:40:13.000Z", "receivedAt": "2026-11-22T01:40:14.456Z"}},
+			"pagination": samplePagination})},
+		{"signature problem on a mount read", "GET", "/api/v1/mounts/M1", 400, pct, problem(400, "INVALID_SIGNATURE")},
+		{"receipt result as text", "POST", "/api/v1/mounts/M1/commands/receipts", 200, ct, `{"accepted":"2","duplicates":0}`},
 		{"report as text", "POST", "/api/v1/mounts/M1/states", 200, ct, `{"accepted":"3","duplicates":1}`},
 		{"json error instead of problem", "GET", "/api/v1/mounts/M9", 404, ct, problem(404, "MOUNT_NOT_FOUND")},
 		{"problem without code", "GET", "/api/v1/mounts/M9", 404, pct, problem(404, "MOUNT_NOT_FOUND", "code", del)},

@@ -70,6 +70,8 @@ func NewServer(d Deps) *Server {
 	api.Handle("GET /api/v1/mounts/{uid}/states", s.authed(s.stateHistory))
 	api.Handle("GET /api/v1/mounts/{uid}/query", s.authed(s.queryCommand))
 	api.Handle("GET /api/v1/mounts/{uid}/commands", s.authed(s.commandAudit))
+	api.Handle("GET /api/v1/mounts/{uid}/commands/{id}", s.authed(s.getCommand))
+	api.Handle("POST /api/v1/mounts/{uid}/commands/receipts", s.authed(s.uploadReceipts))
 	api.Handle("DELETE /api/v1/mounts/{uid}/abandon", s.authed(s.abandonMount))
 	api.Handle("GET /api/v1/nfc-tags", s.authed(s.listTags))
 	api.Handle("POST /api/v1/nfc-tags", s.authed(s.syncTags))

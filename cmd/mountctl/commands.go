@@ -84,6 +84,30 @@ func optFloat(f *float64) string {
 	return fmt.Sprintf("%.1f°C", *f)
 }
 
+// commandView is a command as the API shows it, printed on one line with
+// where it stands.
+type commandView struct {
+	ID          string  `json:"id"`
+	Code        string  `json:"code"`
+	GeneratedAt string  `json:"generatedAt"`
+	Status      string  `json:"status"`
+	StatusAt    *string `json:"statusAt"`
+	Reason      *string `json:"reason"`
+	Verified    bool    `json:"verified"`
+	IssuedBy    string  `json:"issuedBy,omitempty"`
+}
+
+func (c commandView) line() string {
+	at, reason := "-", ""
+	if c.StatusAt != nil {
+		at = *c.StatusAt
+	}
+	if c.Reason != nil && *c.Reason != "" {
+		reason = fmt.Sprintf(" reason=%q", *c.Reason)
+	}
+	return fmt.Sprintf("%-32s %-16s %-11s %-24s verified=%t%s", c.ID, c.Code, c.Status, at, c.Verified, reason)
+}
+
 func mountsCommand(s *settings, out *printer) *cli.Command {
 	uidArg := func(cmd *cli.Command) (string, error) {
 		if cmd.Args().Len() != 1 {
@@ -93,7 +117,7 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "mounts",
-		Usage: "mounts of the account: list, get, associate, confirm, abandon",
+		Usage: "mounts of the account: list, get, commands, associate, confirm, abandon",
 		Commands: []*cli.Command{
 			{
 				Name: "list", Usage: "list mounts",
@@ -150,6 +174,30 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 						return err
 					}
 					return out.print(ms[0], func(w io.Writer) { fmt.Fprintln(w, ms[0].line()) })
+				},
+			},
+			{
+				Name: "commands", Usage: "list the commands issued for a mount, newest first, with their status (owners)", ArgsUsage: "UID",
+				Flags: []cli.Flag{&cli.IntFlag{Name: "page", Value: 1}, &cli.IntFlag{Name: "page-size", Value: 20}},
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					uid, err := uidArg(cmd)
+					if err != nil {
+						return err
+					}
+					var page struct {
+						Commands   []commandView  `json:"commands"`
+						Pagination map[string]int `json:"pagination"`
+					}
+					q := url.Values{"currentPage": {fmt.Sprint(cmd.Int("page"))}, "pageSize": {fmt.Sprint(cmd.Int("page-size"))}}
+					if err := s.pageCall(ctx, "/mounts/"+url.PathEscape(uid)+"/commands?"+q.Encode(), &page); err != nil {
+						return err
+					}
+					return out.print(page, func(w io.Writer) {
+						for _, c := range page.Commands {
+							fmt.Fprintln(w, c.line())
+						}
+						fmt.Fprintf(w, "page %d of %d, %d commands\n", page.Pagination["currentPage"], page.Pagination["totalPages"], page.Pagination["totalItems"])
+					})
 				},
 			},
 			{

@@ -176,6 +176,7 @@ func describeEvent(raw json.RawMessage) string {
 		States     []struct {
 			Code, Value string
 		} `json:"states"`
+		Command *commandView `json:"command"`
 	}
 	if json.Unmarshal(raw, &ev) != nil {
 		return string(raw)
@@ -183,6 +184,13 @@ func describeEvent(raw json.RawMessage) string {
 	line := fmt.Sprintf("%s  %-21s %s", ev.OccurredAt, ev.Type, ev.UID)
 	for _, st := range ev.States {
 		line += fmt.Sprintf(" %s=%s", st.Code, st.Value)
+	}
+	if c := ev.Command; c != nil {
+		line += fmt.Sprintf(" %s %s", c.Code, c.ID)
+		if c.Reason != nil && *c.Reason != "" {
+			line += fmt.Sprintf(" reason=%q", *c.Reason)
+		}
+		line += fmt.Sprintf(" verified=%t", c.Verified)
 	}
 	return line
 }

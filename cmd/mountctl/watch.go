@@ -13,14 +13,20 @@ import (
 	"github.com/mountd/mountd/client"
 )
 
-const watchQuery = `subscription($uid: ID!, $after: ID) { mountStateChanged(uid: $uid, after: $after) {
-  id uid occurredAt states { code value occurredAt }
+// watchQuery follows every event of one mount; watch prints its state
+// reports and its commands' receipts (docs/api.md, "Command lifecycle").
+const watchQuery = `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) {
+  id type uid occurredAt states { code value occurredAt verified }
+  command { id code status statusAt reason verified }
   mount { associationState mountLocked helmetMounted batteryLevel cpuTemperature } } }`
+
+// watchedTypes are the events watch prints; it passes over the others.
+var watchedTypes = map[string]bool{"STATES_REPORTED": true, "COMMAND_EXECUTED": true, "COMMAND_REFUSED": true, "COMMAND_UNCONFIRMED": true}
 
 func watchCommand(s *settings, out *printer) *cli.Command {
 	return &cli.Command{
 		Name:      "watch",
-		Usage:     "print a mount's state reports live (GraphQL subscription)",
+		Usage:     "print a mount's state reports and command receipts live (GraphQL subscription)",
 		ArgsUsage: "UID",
 		Flags:     []cli.Flag{&cli.IntFlag{Name: "count", Usage: "stop after this many events (default: until interrupted)"}},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -33,7 +39,7 @@ func watchCommand(s *settings, out *printer) *cli.Command {
 			uid := cmd.Args().First()
 			ready := func() {
 				// On stderr, so that --json output stays one event per line.
-				fmt.Fprintf(cmd.Root().ErrWriter, "watching mount %s for state reports (Ctrl-C to stop)\n", uid)
+				fmt.Fprintf(cmd.Root().ErrWriter, "watching mount %s for state reports and receipts (Ctrl-C to stop)\n", uid)
 			}
 			return watch(ctx, s, uid, int(cmd.Int("count")), ready, func(ev json.RawMessage) error {
 				return out.print(ev, func(w io.Writer) { fmt.Fprintln(w, describeStateEvent(ev)) })
@@ -44,8 +50,8 @@ func watchCommand(s *settings, out *printer) *cli.Command {
 	}
 }
 
-// watch subscribes to a mount's state reports, calls ready once the
-// subscription is sent and each for every event. Once subscribed, it
+// watch subscribes to a mount's events, calls ready once the subscription
+// is sent and each for every state report and receipt (count counts those). Once subscribed, it
 // reconnects when the connection ends (a restart, a stopped replica, an
 // expired token it can renew), resuming after the last event it passed to
 // each, so that none is lost or repeated; logf says why it reconnects.
@@ -60,7 +66,7 @@ func watch(ctx context.Context, s *settings, uid string, count int, ready func()
 		b          backoff
 	)
 	for {
-		vars := map[string]any{"uid": uid}
+		vars := map[string]any{"uids": []string{uid}}
 		if after != "" {
 			vars["after"] = after
 		}
@@ -74,15 +80,22 @@ func watch(ctx context.Context, s *settings, uid string, count int, ready func()
 			b.reset()
 		}, func(data json.RawMessage) error {
 			var next struct {
-				Event json.RawMessage `json:"mountStateChanged"`
+				Event json.RawMessage `json:"mountEvents"`
 			}
 			if err := json.Unmarshal(data, &next); err != nil {
 				return err
 			}
 			var ev struct {
-				ID string `json:"id"`
+				ID   string `json:"id"`
+				Type string `json:"type"`
 			}
 			_ = json.Unmarshal(next.Event, &ev)
+			if !watchedTypes[ev.Type] {
+				if ev.ID != "" {
+					after = ev.ID
+				}
+				return nil
+			}
 			if err := each(next.Event); err != nil {
 				return err
 			}
@@ -113,21 +126,35 @@ func watch(ctx context.Context, s *settings, uid string, count int, ready func()
 	}
 }
 
+// describeStateEvent prints a state report as one line (marked
+// "[unverified]" when the mount did not sign it), or a receipt: the
+// command's new status, id, code and reason.
 func describeStateEvent(raw json.RawMessage) string {
 	var ev struct {
+		Type       string `json:"type"`
 		UID        string `json:"uid"`
 		OccurredAt string `json:"occurredAt"`
 		States     []struct {
 			Code, Value string
+			Verified    bool
 		} `json:"states"`
-		Mount mountView `json:"mount"`
+		Command *commandView `json:"command"`
+		Mount   mountView    `json:"mount"`
 	}
 	if json.Unmarshal(raw, &ev) != nil {
 		return string(raw)
 	}
+	if ev.Command != nil {
+		return fmt.Sprintf("%s %s %s", ev.OccurredAt, ev.UID, ev.Command.line())
+	}
 	parts := make([]string, len(ev.States))
+	unverified := false
 	for i, st := range ev.States {
 		parts[i] = st.Code + "=" + st.Value
+		unverified = unverified || !st.Verified
+	}
+	if unverified {
+		parts = append(parts, "[unverified]")
 	}
 	ev.Mount.UID = ev.UID
 	return fmt.Sprintf("%s %s | %s", ev.OccurredAt, strings.Join(parts, " "), ev.Mount.line())

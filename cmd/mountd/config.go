@@ -42,10 +42,16 @@ type Config struct {
 	IDPName           string
 	MasterKey         string
 	AssociationWindow time.Duration
-	TokenTTL          time.Duration
-	DownloadTTL       time.Duration
-	BodyTimeout       time.Duration
-	EventRetention    time.Duration
+	// CommandTTL is MOUNTD_COMMAND_TTL: how long a command can run after
+	// it is issued (0: 5m, at most 5m); ReceiptGrace is
+	// MOUNTD_RECEIPT_GRACE: how long after that its receipts are still
+	// accepted (0: 24h).
+	CommandTTL     time.Duration
+	ReceiptGrace   time.Duration
+	TokenTTL       time.Duration
+	DownloadTTL    time.Duration
+	BodyTimeout    time.Duration
+	EventRetention time.Duration
 	// WebhookRetryDelays is MOUNTD_WEBHOOK_RETRY_DELAYS as given.
 	WebhookRetryDelays  string
 	WebhookAllowPrivate bool
@@ -85,6 +91,18 @@ func (c *Config) resolve(listenAddr string) error {
 	}
 	if c.AssociationWindow <= 0 {
 		return fmt.Errorf("association window must be positive")
+	}
+	if c.CommandTTL == 0 {
+		c.CommandTTL = core.DefaultCommandTTL
+	}
+	if c.CommandTTL < 0 || c.CommandTTL > core.MaxCommandTTL {
+		return fmt.Errorf("command ttl must be positive and at most %s (the mount's own window)", core.MaxCommandTTL)
+	}
+	if c.ReceiptGrace == 0 {
+		c.ReceiptGrace = core.DefaultReceiptGrace
+	}
+	if c.ReceiptGrace < 0 {
+		return fmt.Errorf("receipt grace must be positive")
 	}
 	if c.EventRetention == 0 {
 		c.EventRetention = core.DefaultEventRetention

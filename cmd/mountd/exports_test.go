@@ -22,7 +22,7 @@ import (
 
 const (
 	mountsHeader = "uid,name,serialNumber,macAddress,firmwareRevision,softwareRevision,modelNumber,associationState," +
-		"mountLocked,helmetMounted,batteryLevel,cpuTemperature,associatedAt"
+		"mountLocked,helmetMounted,batteryLevel,cpuTemperature,associatedAt,devicePublicKey"
 	statesHeader = "uid,code,value,occurredAt,receivedAt,verified"
 )
 
@@ -64,8 +64,8 @@ func TestExports(t *testing.T) {
 			}{
 				{"mounts csv by default", "/api/v1/exports/mounts", "text/csv; charset=utf-8", "mounts.csv", []string{
 					mountsHeader,
-					"E1,'=cmd|' /C calc'!A0,\"SN,1\",AA:BB:CC:DD:EE:FF,1.0.0,1.0.0,MX-1,ASSOCIATED,true,,79,-12.3," + *e1.AssociatedAt,
-					`E2,"He said ""hi""",'-SN2,,,,-5,IDLE,,,,,`}},
+					"E1,'=cmd|' /C calc'!A0,\"SN,1\",AA:BB:CC:DD:EE:FF,1.0.0,1.0.0,MX-1,ASSOCIATED,true,,79,-12.3," + *e1.AssociatedAt + ",",
+					`E2,"He said ""hi""",'-SN2,,,,-5,IDLE,,,,,,`}},
 				{"mounts csv", "/api/v1/exports/mounts?format=csv&filter=", "text/csv; charset=utf-8", "mounts.csv", nil},
 				{"states csv, oldest first", "/api/v1/exports/states?mountUid=E1", "text/csv; charset=utf-8", "states-E1.csv",
 					append([]string{statesHeader}, oldestFirst...)},

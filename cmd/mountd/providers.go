@@ -64,6 +64,8 @@ var mountSet = wire.NewSet(
 	provideRedis,
 	provideSharedState,
 	provideWindow,
+	provideCommandTTL,
+	provideReceiptGrace,
 	wire.FieldsOf(new(sharedState), "Cache", "Scheduler", "Failures", "Rates"),
 	provideFleetMeter,
 	wire.Bind(new(core.EventWaker), new(*metrics.Fleet)),
@@ -246,6 +248,10 @@ func provideChecks(store *bunstore.Store, rdb *goredis.Client) []rest.Checker {
 func provideWindow(cfg Config) core.AssociationWindow {
 	return core.AssociationWindow(cfg.AssociationWindow)
 }
+
+func provideCommandTTL(cfg Config) core.CommandTTL { return core.CommandTTL(cfg.CommandTTL) }
+
+func provideReceiptGrace(cfg Config) core.ReceiptGrace { return core.ReceiptGrace(cfg.ReceiptGrace) }
 
 // sharedState is what replicas must share: on Redis when configured.
 type sharedState struct {

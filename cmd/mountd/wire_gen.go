@@ -59,17 +59,21 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	expiryScheduler := mainSharedState.Scheduler
 	fleet := provideFleetMeter(mainSharedState)
 	associationWindow := provideWindow(cfg)
+	commandTTL := provideCommandTTL(cfg)
+	receiptGrace := provideReceiptGrace(cfg)
 	mountDeps := core.MountDeps{
-		Mounts:    store,
-		States:    store,
-		Commands:  store,
-		Tags:      store,
-		Signer:    mountSigner,
-		Cache:     stateCache,
-		Scheduler: expiryScheduler,
-		Waker:     fleet,
-		Window:    associationWindow,
-		Logger:    logger,
+		Mounts:       store,
+		States:       store,
+		Commands:     store,
+		Tags:         store,
+		Signer:       mountSigner,
+		Cache:        stateCache,
+		Scheduler:    expiryScheduler,
+		Waker:        fleet,
+		Window:       associationWindow,
+		CommandTTL:   commandTTL,
+		ReceiptGrace: receiptGrace,
+		Logger:       logger,
 	}
 	mountService := core.NewMountService(mountDeps)
 	nfcService := core.NewNfcService(store, store, fleet, logger)
@@ -225,17 +229,21 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 	expiryScheduler := mainSharedState.Scheduler
 	fleet := provideFleetMeter(mainSharedState)
 	associationWindow := provideWindow(cfg)
+	commandTTL := provideCommandTTL(cfg)
+	receiptGrace := provideReceiptGrace(cfg)
 	mountDeps := core.MountDeps{
-		Mounts:    store,
-		States:    store,
-		Commands:  store,
-		Tags:      store,
-		Signer:    mountSigner,
-		Cache:     stateCache,
-		Scheduler: expiryScheduler,
-		Waker:     fleet,
-		Window:    associationWindow,
-		Logger:    logger,
+		Mounts:       store,
+		States:       store,
+		Commands:     store,
+		Tags:         store,
+		Signer:       mountSigner,
+		Cache:        stateCache,
+		Scheduler:    expiryScheduler,
+		Waker:        fleet,
+		Window:       associationWindow,
+		CommandTTL:   commandTTL,
+		ReceiptGrace: receiptGrace,
+		Logger:       logger,
 	}
 	mountService := core.NewMountService(mountDeps)
 	return mountService, func() {

@@ -24,9 +24,14 @@ type apiClient struct {
 	sem        chan struct{}
 	maintainer *client.Client // role:restricted without mount items: reports states
 	owner      *client.Client // owner role: association
+	// rider is a restricted token with mount items (a rider's phone), for
+	// --forge; nil without riderMounts.
+	rider *client.Client
 }
 
-func newAPIClient(cfg Config) *apiClient {
+// newAPIClient makes the clients; riderMounts are the mount: items of the
+// rider token (none: no rider token).
+func newAPIClient(cfg Config, riderMounts []string) *apiClient {
 	hc := &http.Client{
 		Transport: &http.Transport{
 			Proxy:               nil,
@@ -41,11 +46,19 @@ func newAPIClient(cfg Config) *apiClient {
 		src := client.CredentialsSource(client.ClientCredentials(cfg.API, cfg.ClientID, cfg.ClientSecret, scope), hc)
 		return client.New(cfg.API, src, client.Options{HTTPClient: hc})
 	}
-	return &apiClient{
+	a := &apiClient{
 		sem:        make(chan struct{}, cfg.Concurrency),
 		maintainer: withScope("openid", "sub", aud, "role:restricted"),
 		owner:      withScope("openid", "sub", aud),
 	}
+	if len(riderMounts) > 0 {
+		scope := []string{"openid", "sub", aud, "role:restricted"}
+		for _, uid := range riderMounts {
+			scope = append(scope, "mount:"+uid)
+		}
+		a.rider = withScope(scope...)
+	}
+	return a
 }
 
 // errNotSent: the run stopped before the request could go out.

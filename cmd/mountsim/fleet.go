@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,7 +44,15 @@ type Config struct {
 	Model, FirmwareRevision, SoftwareRevision string
 	LogLevel                                  string
 	JSON                                      bool
+	Legacy                                    int    // the last Legacy mounts run older firmware
+	StateDir                                  string // mounts' states as files; empty: memory
+	Forge                                     bool
 }
+
+// maxRiderMounts bounds the mount: items of the one rider token --forge
+// uses: a token per mount would run into the identity provider's limit on
+// client authentications, and a scope of thousands of items helps nobody.
+const maxRiderMounts = 16
 
 // Summary is what a run did, printed when it stops.
 type Summary struct {
@@ -57,7 +67,18 @@ type Summary struct {
 	ErrorsByKind     map[string]int64 `json:"errorsByKind,omitempty"`
 	CommandsAccepted int              `json:"commandsAccepted"`
 	CommandsRefused  int              `json:"commandsRefused"`
-	Seconds          float64          `json:"seconds"`
+	Legacy           int              `json:"legacy"`        // mounts on older firmware (nothing signed)
+	SignedReports    int64            `json:"signedReports"` // reports carrying the mount's signature
+	Receipts         int64            `json:"receipts"`      // receipts uploaded
+	ReceiptsAccepted int64            `json:"receiptsAccepted"`
+	// --forge: altered or unsigned reports for mounts with a device key,
+	// refused as they must be (403 SIGNATURE_REQUIRED, 400
+	// INVALID_SIGNATURE), or accepted (a hole: must stay 0). Other answers
+	// count as errors ("forge ...").
+	ForgedReports  int64   `json:"forgedReports"`
+	ForgedRefused  int64   `json:"forgedRefused"`
+	ForgedAccepted int64   `json:"forgedAccepted"`
+	Seconds        float64 `json:"seconds"`
 }
 
 // identity is the deterministic name of the i-th mount (from 1): uid,
@@ -77,6 +98,9 @@ func identity(prefix string, i int) (uid, serial, mac string) {
 type unit struct {
 	m       *simmount.Mount
 	changed chan struct{} // a state change waits to be reported
+	legacy  bool
+	rider   bool // the rider token names it: --forge also tries unsigned reports
+	forged  int  // forging attempts so far (they alternate kinds)
 
 	// Set when the API answered 404 for the mount's current owner key:
 	// reports wait for a new association (a new key) or for the back-off.
@@ -93,6 +117,8 @@ type fleet struct {
 
 	associated, reports, accepted, duplicates, errs atomic.Int64
 	notFound                                        atomic.Int64 // reports answered 404 (paused, not errors)
+	signed, receipts, receiptsAccepted              atomic.Int64
+	forged, forgedRefused, forgedAccepted           atomic.Int64
 	kindsMu                                         sync.Mutex
 	kinds                                           map[string]int64
 }
@@ -103,6 +129,16 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	}
 	if cfg.ReportInterval <= 0 {
 		return errors.New("--report-interval must be positive")
+	}
+	if cfg.Legacy < 0 || cfg.Legacy > cfg.Mounts {
+		return errors.New("--legacy must be from 0 to --mounts")
+	}
+	var store simmount.Store
+	if cfg.StateDir != "" {
+		if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+			return fmt.Errorf("--state-dir: %w", err)
+		}
+		store = simmount.DirStore{Dir: cfg.StateDir}
 	}
 	cfg.Concurrency = max(cfg.Concurrency, 1)
 	var level slog.Level
@@ -118,11 +154,10 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	}
 
 	f := &fleet{cfg: cfg, log: log, kinds: map[string]int64{}}
-	if cfg.API != "" && cfg.ClientID != "" {
-		f.api = newAPIClient(cfg)
-	} else if cfg.Associate {
+	credentials := cfg.API != "" && cfg.ClientID != ""
+	if !credentials && cfg.Associate {
 		return errors.New("--associate needs --api, --client-id and --client-secret")
-	} else {
+	} else if !credentials {
 		log.Warn("no credentials (--client-id, --client-secret): states are not reported")
 	}
 
@@ -131,19 +166,31 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 		drain = -1 // simmount reads zero as its default
 	}
 	air := sim.NewAir(sim.Config{MTU: cfg.MTU, AdvertisingInterval: cfg.AdvInterval, ConnectionInterval: cfg.ConnInterval, MaxLinks: cfg.MaxLinks})
+	var riderMounts []string
 	for i := 1; i <= cfg.Mounts; i++ {
 		uid, serial, mac := identity(cfg.Prefix, i)
-		u := &unit{changed: make(chan struct{}, 1)}
-		u.m = simmount.New(simmount.Config{
+		u := &unit{changed: make(chan struct{}, 1), legacy: i > cfg.Mounts-cfg.Legacy}
+		m, err := simmount.Open(simmount.Config{
 			UID: uid, SerialNumber: serial, MACAddress: mac, ModelNumber: cfg.Model,
 			FirmwareRevision: cfg.FirmwareRevision, SoftwareRevision: cfg.SoftwareRevision,
-			Battery: 60 + float64(i%41), BatteryDrain: drain,
+			Battery: 60 + float64(i%41), BatteryDrain: drain, Legacy: u.legacy, Store: store,
 			OnChange: func(m *simmount.Mount) { f.onChange(ctx, u) },
 		})
+		if err != nil {
+			return err
+		}
+		u.m = m
 		if err := air.Register(u.m); err != nil {
 			return err
 		}
+		if cfg.Forge && !u.legacy && len(riderMounts) < maxRiderMounts {
+			u.rider = true
+			riderMounts = append(riderMounts, uid)
+		}
 		f.units = append(f.units, u)
+	}
+	if credentials {
+		f.api = newAPIClient(cfg, riderMounts)
 	}
 
 	var wg sync.WaitGroup
@@ -168,7 +215,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 			}
 		}()
 	}
-	log.Info("fleet up", "mounts", cfg.Mounts, "first", f.units[0].m.UID(), "last", f.units[len(f.units)-1].m.UID(), "air", airAddr)
+	log.Info("fleet up", "mounts", cfg.Mounts, "legacy", cfg.Legacy, "first", f.units[0].m.UID(), "last", f.units[len(f.units)-1].m.UID(), "air", airAddr)
 
 	if cfg.Associate {
 		f.associateAll(ctx)
@@ -196,6 +243,10 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	}
 	fmt.Fprintf(stdout, "mounts %d, associated %d, reports %d (not associated on the server %d), entries accepted %d, duplicates %d, errors %d, commands accepted %d, refused %d, in %.1fs\n",
 		sum.Mounts, sum.Associated, sum.Reports, sum.NotAssociated, sum.EntriesAccepted, sum.Duplicates, sum.Errors, sum.CommandsAccepted, sum.CommandsRefused, sum.Seconds)
+	fmt.Fprintf(stdout, "  legacy mounts %d, signed reports %d, receipts uploaded %d (accepted %d)\n", sum.Legacy, sum.SignedReports, sum.Receipts, sum.ReceiptsAccepted)
+	if cfg.Forge {
+		fmt.Fprintf(stdout, "  forged reports %d, refused %d, accepted %d\n", sum.ForgedReports, sum.ForgedRefused, sum.ForgedAccepted)
+	}
 	kinds := make([]string, 0, len(sum.ErrorsByKind))
 	for k := range sum.ErrorsByKind {
 		kinds = append(kinds, k)
@@ -255,16 +306,21 @@ func (f *fleet) report(ctx context.Context, u *unit) {
 	case u.refusedKey != nil && bytes.Equal(key, u.refusedKey) && time.Now().Before(u.retryAt):
 		return // refused for this association; wait for a new one or the back-off
 	}
-	states := u.m.States()
+	// The mount's states message, relayed unchanged: signed unless legacy.
+	msg := u.m.Report()
+	body := protocol.SignedStates{States: msg.States, Counter: msg.Counter, SoftwareRevision: msg.SoftwareRevision, Signature: msg.Signature}
 	var res struct {
 		Accepted   int64 `json:"accepted"`
 		Duplicates int64 `json:"duplicates"`
 	}
-	err := f.api.call(ctx, f.api.maintainer, "POST", "/mounts/"+u.m.UID()+"/states", map[string]any{"states": states}, &res)
+	err := f.api.call(ctx, f.api.maintainer, "POST", "/mounts/"+u.m.UID()+"/states", body, &res)
 	if errors.Is(err, errNotSent) {
 		return
 	}
 	f.reports.Add(1)
+	if msg.Signature != "" {
+		f.signed.Add(1)
+	}
 	if client.StatusOf(err) == http.StatusNotFound {
 		// Not (or no longer) this account's mount: back off, doubling up to
 		// 32 intervals, and start over when the mount is associated again.
@@ -285,6 +341,60 @@ func (f *fleet) report(ctx context.Context, u *unit) {
 	u.refusedKey = nil
 	f.accepted.Add(res.Accepted)
 	f.duplicates.Add(res.Duplicates)
+	if f.cfg.Forge && msg.Signature != "" {
+		f.forge(ctx, u, body)
+	}
+}
+
+// forge plays a phone that wants the server to believe something the
+// mount did not say, right after the mount's genuine report went in: in
+// turn an unsigned report with a rider token (only for the mounts the
+// rider token names; 403 SIGNATURE_REQUIRED) and the mount's signed
+// report altered (400 INVALID_SIGNATURE). Owner and maintainer tokens may
+// report unsigned entries (stored unverified), so an unsigned forgery is
+// only refused for a rider token.
+func (f *fleet) forge(ctx context.Context, u *unit, genuine protocol.SignedStates) {
+	forged := genuine
+	forged.States = slices.Clone(genuine.States)
+	// "Helmet back, locked" is the lie a rider would tell; when that is
+	// the truth already, the battery is moved instead.
+	lie := false
+	for i, e := range forged.States {
+		if (e.Code == string(protocol.StateMountLocked) || e.Code == string(protocol.StateHelmetMounted)) && e.Value != "1" {
+			forged.States[i].Value, lie = "1", true
+		}
+	}
+	if !lie {
+		for i, e := range forged.States {
+			if e.Code == string(protocol.StateBatteryLevel) {
+				forged.States[i].Value = map[bool]string{true: "99", false: "100"}[e.Value == "100"]
+			}
+		}
+	}
+	c, want := f.api.maintainer, "400 INVALID_SIGNATURE"
+	if u.rider {
+		c = f.api.rider
+		if u.forged%2 == 0 {
+			forged = protocol.SignedStates{States: forged.States}
+			want = "403 SIGNATURE_REQUIRED"
+		}
+	}
+	u.forged++
+	err := f.api.call(ctx, c, "POST", "/mounts/"+u.m.UID()+"/states", forged, nil)
+	switch {
+	case errors.Is(err, errNotSent):
+		return
+	case err == nil:
+		f.forged.Add(1)
+		f.forgedAccepted.Add(1)
+		f.log.Error("a forged report was accepted", "uid", u.m.UID(), "want", want, "signed", forged.Signature != "")
+	case errorKind(err) == want:
+		f.forged.Add(1)
+		f.forgedRefused.Add(1)
+	default:
+		f.forged.Add(1)
+		f.fail(u.m.UID(), "forge", err)
+	}
 }
 
 // fail counts an error by kind and logs the first of each kind at warn.
@@ -339,31 +449,75 @@ func (f *fleet) associate(ctx context.Context, m *simmount.Mount) error {
 		"uid": info.UID, "serialNumber": info.SerialNumber, "macAddress": info.MACAddress,
 		"firmwareRevision": info.FirmwareRevision, "softwareRevision": info.SoftwareRevision, "modelNumber": info.ModelNumber,
 	}
+	if info.DevicePublicKey != "" { // the mount's own key, pinned to this association
+		body["devicePublicKey"] = info.DevicePublicKey
+	}
 	var cmds []json.RawMessage
 	if err := f.api.call(ctx, f.api.owner, "POST", "/mounts", body, &cmds); err != nil {
 		return err
 	}
+	var receipts []protocol.UploadReceipt
 	delivered := false
 	for _, raw := range cmds {
 		var c protocol.BLECommand
 		if json.Unmarshal(raw, &c) != nil || c.Code != string(protocol.CmdAssociateOwner) {
 			continue
 		}
-		if res := m.Handle(raw); !res.Accepted {
+		res := m.Handle(raw)
+		if !res.Accepted {
 			return fmt.Errorf("the mount refused ASSOCIATE_OWNER: %s", res.Reason)
 		}
+		receipts = append(receipts, receiptOf(res)...)
 		delivered = true
 	}
 	if !delivered {
 		return errors.New("no ASSOCIATE_OWNER in the answer")
 	}
-	return f.api.call(ctx, f.api.owner, "POST", "/mounts/"+m.UID()+"/confirm-association", nil, nil)
+	if err := f.api.call(ctx, f.api.owner, "POST", "/mounts/"+m.UID()+"/confirm-association", nil, nil); err != nil {
+		return err
+	}
+	f.uploadReceipts(ctx, m.UID(), receipts)
+	return nil
+}
+
+// receiptOf is the receipt a result message carries: none when the mount
+// did not sign it (older firmware, a refusal before the signature check).
+func receiptOf(res protocol.BLEMessage) []protocol.UploadReceipt {
+	if res.Signature == "" || res.Counter == nil {
+		return nil
+	}
+	return []protocol.UploadReceipt{{Nonce: res.Nonce, Outcome: res.Outcome, Reason: res.Reason, Counter: *res.Counter, At: res.At, Signature: res.Signature}}
+}
+
+// uploadReceipts hands the mount's receipts to the API, with the token
+// that reports its states. A failure counts as an error ("receipt ...");
+// the association stands.
+func (f *fleet) uploadReceipts(ctx context.Context, uid string, receipts []protocol.UploadReceipt) {
+	if len(receipts) == 0 {
+		return
+	}
+	var res struct {
+		Accepted   int64 `json:"accepted"`
+		Duplicates int64 `json:"duplicates"`
+	}
+	err := f.api.call(ctx, f.api.maintainer, "POST", "/mounts/"+uid+"/commands/receipts", map[string]any{"receipts": receipts}, &res)
+	if errors.Is(err, errNotSent) {
+		return
+	}
+	f.receipts.Add(int64(len(receipts)))
+	if err != nil {
+		f.fail(uid, "receipt", err)
+		return
+	}
+	f.receiptsAccepted.Add(res.Accepted)
 }
 
 func (f *fleet) summary(d time.Duration) Summary {
 	s := Summary{
 		Mounts: len(f.units), Reports: f.reports.Load(), NotAssociated: f.notFound.Load(),
 		EntriesAccepted: f.accepted.Load(), Duplicates: f.duplicates.Load(), Errors: f.errs.Load(),
+		Legacy: f.cfg.Legacy, SignedReports: f.signed.Load(), Receipts: f.receipts.Load(), ReceiptsAccepted: f.receiptsAccepted.Load(),
+		ForgedReports: f.forged.Load(), ForgedRefused: f.forgedRefused.Load(), ForgedAccepted: f.forgedAccepted.Load(),
 		Seconds: d.Seconds(),
 	}
 	f.kindsMu.Lock()

@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -31,30 +33,39 @@ type fakeAPI struct {
 	tokens    map[string]fakeToken
 	issued    map[string]int // role → tokens issued
 	keys      map[string]ed25519.PrivateKey
+	devices   map[string]string // uid → the device key pinned at association
 	confirmed map[string]bool
-	entries   map[string]bool // uid|code|occurredAt|value
+	entries   map[string]bool            // uid|code|occurredAt|value
+	nonces    map[string]string          // nonce → uid it was issued to
+	receipts  map[string]bool            // nonces with a receipt
+	counters  map[string]map[uint64]bool // uid → counters of verified reports
+	refusals  map[string]int             // "403 SIGNATURE_REQUIRED", ... → count
 	reports   chan fakeReport
 }
 
 type fakeToken struct {
-	role string
-	exp  time.Time
+	role   string // owner, restricted (maintainer) or rider (restricted with mount items)
+	mounts map[string]bool
+	exp    time.Time
 }
 
 type fakeReport struct {
-	uid    string
-	states map[string]string
+	uid      string
+	states   map[string]string
+	verified bool
 }
 
 func newFakeAPI(t *testing.T, expiresIn time.Duration) (*fakeAPI, *httptest.Server) {
 	f := &fakeAPI{t: t, expiresIn: expiresIn, tokens: map[string]fakeToken{}, issued: map[string]int{},
-		keys: map[string]ed25519.PrivateKey{}, confirmed: map[string]bool{}, entries: map[string]bool{},
-		reports: make(chan fakeReport, 1000)}
+		keys: map[string]ed25519.PrivateKey{}, devices: map[string]string{}, confirmed: map[string]bool{}, entries: map[string]bool{},
+		nonces: map[string]string{}, receipts: map[string]bool{}, counters: map[string]map[uint64]bool{}, refusals: map[string]int{},
+		reports: make(chan fakeReport, 10000)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /oauth/v2/token", f.token)
 	mux.HandleFunc("POST /api/v1/mounts", f.auth("owner", f.claim))
 	mux.HandleFunc("POST /api/v1/mounts/{uid}/confirm-association", f.auth("owner", f.confirm))
 	mux.HandleFunc("POST /api/v1/mounts/{uid}/states", f.auth("restricted", f.states))
+	mux.HandleFunc("POST /api/v1/mounts/{uid}/commands/receipts", f.auth("restricted", f.uploadReceipts))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("unexpected %s %s", r.Method, r.URL)
 		http.NotFound(w, r)
@@ -81,21 +92,31 @@ func (f *fakeAPI) token(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	role := "owner"
+	mounts := map[string]bool{}
+	for _, item := range strings.Fields(scope) {
+		if uid, ok := strings.CutPrefix(item, "mount:"); ok {
+			mounts[uid] = true
+		}
+	}
 	if strings.Contains(scope, " role:restricted ") {
 		role = "restricted"
-	}
-	if strings.Contains(scope, "mount:") {
-		f.t.Errorf("scope %q: a maintainer token has no mount items", scope)
+		if len(mounts) > 0 {
+			role = "rider"
+		}
 	}
 	f.mu.Lock()
 	f.issued[role]++
 	tok := fmt.Sprintf("%s-%d", role, f.issued[role])
-	f.tokens[tok] = fakeToken{role: role, exp: time.Now().Add(f.expiresIn)}
+	f.tokens[tok] = fakeToken{role: role, mounts: mounts, exp: time.Now().Add(f.expiresIn)}
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json") // as mountd's identity provider answers
 	fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":%d}`, tok, int(f.expiresIn.Seconds()))
 }
 
+type tokenKey struct{}
+
+// auth takes the role a route needs; "restricted" routes take riders too,
+// for the mounts their token names.
 func (f *fakeAPI) auth(role string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -104,12 +125,20 @@ func (f *fakeAPI) auth(role string, next http.HandlerFunc) http.HandlerFunc {
 		switch {
 		case !ok || time.Now().After(tok.exp):
 			problem(w, 401, "UNAUTHENTICATED")
-		case tok.role != role:
+		case tok.role != role && (role != "restricted" || tok.role != "rider"):
 			problem(w, 403, "FORBIDDEN")
+		case tok.role == "rider" && !tok.mounts[r.PathValue("uid")]:
+			problem(w, 404, "MOUNT_NOT_FOUND")
 		default:
-			next(w, r)
+			next(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)))
 		}
 	}
+}
+
+// refuse answers a problem and counts it.
+func (f *fakeAPI) refuse(w http.ResponseWriter, status int, code string) {
+	f.refusals[fmt.Sprintf("%d %s", status, code)]++
+	problem(w, status, code)
 }
 
 func problem(w http.ResponseWriter, status int, code string) {
@@ -127,16 +156,26 @@ func (f *fakeAPI) claim(w http.ResponseWriter, r *http.Request) {
 		problem(w, 400, "VALIDATION_FAILED")
 		return
 	}
+	device, brought := body["devicePublicKey"]
+	if brought && !protocol.ValidPublicKey(device) {
+		problem(w, 400, "VALIDATION_FAILED")
+		return
+	}
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	f.mu.Lock()
-	f.keys[body["uid"]] = priv
-	f.mu.Unlock()
 	now := time.Now()
 	key := hex.EncodeToString(pub)
+	nonce := protocol.NewNonce()
+	f.mu.Lock()
+	f.keys[body["uid"]] = priv
+	if brought { // without one, the key pinned before stays
+		f.devices[body["uid"]] = device
+	}
+	f.nonces[nonce] = body["uid"]
+	f.mu.Unlock()
 	cmd := protocol.BLECommand{
 		Code: "ASSOCIATE_OWNER", GeneratedAt: protocol.FormatTime(now),
 		Data:    map[string]any{"accountId": "acc-1", "publicKey": key, "expiresAt": protocol.FormatTime(now.Add(5 * time.Minute))},
-		Payload: protocol.BuildPayload(now, string(protocol.CmdAssociateOwner), body["uid"], map[string]string{"accountId": "acc-1", "publicKey": key}, protocol.NewNonce()),
+		Payload: protocol.BuildPayload(now, string(protocol.CmdAssociateOwner), body["uid"], map[string]string{"accountId": "acc-1", "publicKey": key}, nonce),
 	}
 	json.NewEncoder(w).Encode([]protocol.BLECommand{cmd})
 }
@@ -154,11 +193,13 @@ func (f *fakeAPI) confirm(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"uid":%q,"associationState":"ASSOCIATED"}`, uid)
 }
 
+// states checks a report as mountd does (§16): 404 before 403
+// SIGNATURE_REQUIRED (a rider's unsigned report for a mount with a device
+// key) before 400 INVALID_SIGNATURE before the content.
 func (f *fakeAPI) states(w http.ResponseWriter, r *http.Request) {
 	uid := r.PathValue("uid")
-	var body struct {
-		States []protocol.BLEStateEntry `json:"states"`
-	}
+	tok := r.Context().Value(tokenKey{}).(fakeToken)
+	var body protocol.SignedStates
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if dec.Decode(&body) != nil || len(body.States) != 4 {
@@ -167,11 +208,28 @@ func (f *fakeAPI) states(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.confirmed[uid] {
+	device := f.devices[uid]
+	switch {
+	case !f.confirmed[uid]:
 		problem(w, 404, "MOUNT_NOT_FOUND")
 		return
+	case body.Signature == "" && device != "" && tok.role == "rider":
+		f.refuse(w, 403, "SIGNATURE_REQUIRED")
+		return
+	case body.Signature != "" && (device == "" || body.Counter == nil || !verifyStates(device, uid, body)):
+		f.refuse(w, 400, "INVALID_SIGNATURE")
+		return
 	}
-	rep := fakeReport{uid: uid, states: map[string]string{}}
+	rep := fakeReport{uid: uid, states: map[string]string{}, verified: body.Signature != ""}
+	if rep.verified {
+		if f.counters[uid] == nil {
+			f.counters[uid] = map[uint64]bool{}
+		}
+		if f.counters[uid][*body.Counter] {
+			f.t.Errorf("%s: counter %d signed twice", uid, *body.Counter)
+		}
+		f.counters[uid][*body.Counter] = true
+	}
 	accepted, dups := 0, 0
 	for _, s := range body.States {
 		if err := core.ValidateState(core.StateCode(s.Code), s.Value); err != nil {
@@ -192,6 +250,56 @@ func (f *fakeAPI) states(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	f.reports <- rep
+	fmt.Fprintf(w, `{"accepted":%d,"duplicates":%d}`, accepted, dups)
+}
+
+func verifyStates(device, uid string, body protocol.SignedStates) bool {
+	r := protocol.Report{UID: uid, Counter: *body.Counter, SoftwareRevision: body.SoftwareRevision}
+	for _, e := range body.States {
+		at, err := time.Parse(protocol.TimeLayout, e.OccurredAt)
+		if err != nil {
+			return false
+		}
+		r.Entries = append(r.Entries, protocol.ReportEntry{Code: protocol.StateCode(e.Code), Value: e.Value, OccurredAt: at})
+	}
+	return protocol.Verify(device, protocol.BuildReportText(r), body.Signature)
+}
+
+func (f *fakeAPI) uploadReceipts(w http.ResponseWriter, r *http.Request) {
+	uid := r.PathValue("uid")
+	var body struct {
+		Receipts []protocol.UploadReceipt `json:"receipts"`
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if dec.Decode(&body) != nil || len(body.Receipts) == 0 {
+		problem(w, 400, "VALIDATION_FAILED")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	device := f.devices[uid]
+	accepted, dups := 0, 0
+	for _, rc := range body.Receipts {
+		at, err := time.Parse(protocol.TimeLayout, rc.At)
+		text := protocol.BuildReceiptText(protocol.Receipt{UID: uid, Nonce: rc.Nonce, Outcome: rc.Outcome, Reason: rc.Reason, Counter: rc.Counter, At: at})
+		switch {
+		case f.nonces[rc.Nonce] != uid:
+			f.refuse(w, 404, "COMMAND_NOT_FOUND")
+			return
+		case device != "" && rc.Signature == "":
+			f.refuse(w, 403, "SIGNATURE_REQUIRED")
+			return
+		case err != nil || !protocol.Verify(device, text, rc.Signature):
+			f.refuse(w, 400, "INVALID_SIGNATURE")
+			return
+		case f.receipts[rc.Nonce]:
+			dups++
+		default:
+			f.receipts[rc.Nonce] = true
+			accepted++
+		}
+	}
 	fmt.Fprintf(w, `{"accepted":%d,"duplicates":%d}`, accepted, dups)
 }
 
@@ -248,9 +356,14 @@ func TestFleetReports(t *testing.T) {
 	close(api.reports)
 	for r := range api.reports {
 		per[r.uid]++
-		if r.states["MOUNT_LOCKED"] != "1" || r.states["HELMET_MOUNTED"] != "1" {
+		if r.states["MOUNT_LOCKED"] != "1" || r.states["HELMET_MOUNTED"] != "1" || !r.verified {
 			t.Fatalf("report %+v", r)
 		}
+	}
+	// Every mount brought its device key, signed every report, and the
+	// receipt of its association went in.
+	if len(api.devices) != 3 || sum.SignedReports != sum.Reports || sum.Receipts != 3 || sum.ReceiptsAccepted != 3 || len(api.receipts) != 3 {
+		t.Fatalf("summary %+v, %d device keys, %d receipts", sum, len(api.devices), len(api.receipts))
 	}
 	if len(per) != 3 || per["T-0001"] == 0 || per["T-0003"] == 0 {
 		t.Fatalf("reports per mount %v", per)
@@ -404,4 +517,101 @@ func TestReportsOnlyWhenAssociated(t *testing.T) {
 			t.Fatalf("summary %+v\n%s", sum, errs.String())
 		}
 	})
+}
+
+// TestLegacyAndForgery: a fleet of both firmwares, with forging phones:
+// keyed mounts' reports are signed and verified, the legacy mount's are
+// not (and it brings no device key), and every forgery is refused, of
+// both kinds.
+func TestLegacyAndForgery(t *testing.T) {
+	api, srv := newFakeAPI(t, time.Hour)
+	var out, errs bytes.Buffer
+	err := newCommand(&out, &errs, nil).Run(context.Background(), []string{"mountsim",
+		"--mounts", "4", "--legacy", "1", "--forge", "--prefix", "F", "--air", "", "--api", srv.URL,
+		"--client-id", "cid", "--client-secret", "csec", "--report-interval", "100ms",
+		"--associate", "--json", "--duration", "1500ms"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errs.String())
+	}
+	var sum Summary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Errors != 0 || sum.Legacy != 1 || sum.Associated != 4 || sum.Receipts != 3 || sum.ReceiptsAccepted != 3 {
+		t.Fatalf("summary %+v\n%s", sum, errs.String())
+	}
+	if sum.ForgedReports < 6 || sum.ForgedRefused != sum.ForgedReports || sum.ForgedAccepted != 0 {
+		t.Fatalf("forgeries: %+v", sum)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if _, ok := api.devices["F-0004"]; ok || len(api.devices) != 3 {
+		t.Fatalf("device keys %v: the legacy mount is the last", api.devices)
+	}
+	if api.refusals["403 SIGNATURE_REQUIRED"] == 0 || api.refusals["400 INVALID_SIGNATURE"] == 0 ||
+		int64(api.refusals["403 SIGNATURE_REQUIRED"]+api.refusals["400 INVALID_SIGNATURE"]) != sum.ForgedRefused {
+		t.Fatalf("refusals %v, summary %+v", api.refusals, sum)
+	}
+	if api.issued["rider"] == 0 {
+		t.Fatal("no rider token")
+	}
+	close(api.reports)
+	var signed, unsigned int64
+	for r := range api.reports {
+		if r.verified == (r.uid == "F-0004") {
+			t.Fatalf("report %+v", r)
+		}
+		if r.verified {
+			signed++
+		} else {
+			unsigned++
+		}
+	}
+	if signed != sum.SignedReports || unsigned == 0 || signed+unsigned != sum.Reports {
+		t.Fatalf("%d signed, %d unsigned reports stored; summary %+v", signed, unsigned, sum)
+	}
+}
+
+// TestStateDir: with --state-dir, a second run goes on where the first
+// stopped: same device keys, owners kept (no association needed), and
+// counters that never repeat (the fake API fails the test on a repeat).
+func TestStateDir(t *testing.T) {
+	api, srv := newFakeAPI(t, time.Hour)
+	dir := t.TempDir()
+	go func() {
+		for range api.reports {
+		}
+	}()
+	runOnce := func(extra ...string) Summary {
+		t.Helper()
+		var out, errs bytes.Buffer
+		args := append([]string{"mountsim", "--mounts", "2", "--prefix", "P", "--air", "", "--api", srv.URL,
+			"--client-id", "cid", "--client-secret", "csec", "--report-interval", "20ms", "--state-dir", dir,
+			"--json", "--duration", "600ms"}, extra...)
+		if err := newCommand(&out, &errs, nil).Run(context.Background(), args); err != nil {
+			t.Fatalf("%v\n%s", err, errs.String())
+		}
+		var sum Summary
+		if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+			t.Fatal(err)
+		}
+		if sum.Errors != 0 || sum.Associated != 2 || sum.SignedReports == 0 || sum.SignedReports != sum.Reports {
+			t.Fatalf("summary %+v\n%s", sum, errs.String())
+		}
+		return sum
+	}
+	runOnce("--associate")
+	api.mu.Lock()
+	first := len(api.counters["P-0001"])
+	keys := maps.Clone(api.devices)
+	api.mu.Unlock()
+	second := runOnce() // no association: the mounts remember their owner
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if !maps.Equal(keys, api.devices) || len(api.counters["P-0001"]) <= first || second.CommandsAccepted != 0 {
+		t.Fatalf("keys %v then %v; %d then %d counters", keys, api.devices, first, len(api.counters["P-0001"]))
+	}
+	if files, _ := os.ReadDir(dir); len(files) != 2 {
+		t.Fatalf("state files %v", files)
+	}
 }

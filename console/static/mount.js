@@ -3,7 +3,7 @@
 // the command audit and its NFC tags.
 import { gql, live } from "./api.js";
 import { exportMenu } from "./exports.js";
-import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, errorText, statusBox, field, fetchPages } from "./ui.js";
+import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, VALUE_CODES, noteVerified, unverifiedBadge } from "./ui.js";
 
 const LEVELS = ["LOW", "MEDIUM", "HIGH"];
 // The codes a mount takes and their parameters, all required (docs/api.md,
@@ -33,15 +33,19 @@ export function mountView(uid) {
     [["1h", 3600], ["24h", 86400], ["7d", 604800]].map(([l, s]) => h("option", { value: s, selected: l === "24h" }, "last " + l)));
   let mount = null;
   const plots = [];
+  // Per state code, whether its latest value was signed by the mount.
+  let verified = {};
 
   function showValues(m) {
     mount = m;
     title.textContent = m.name;
-    const cell = (label, value) => h("div", {}, h("div", { class: "label" }, label), h("div", { class: "value" }, value));
+    // A value the mount did not sign carries a badge.
+    const cell = (label, value, key) => h("div", { "data-value": key || "" }, h("div", { class: "label" }, label),
+      h("div", { class: "value" }, value, key && verified[VALUE_CODES[key]]?.verified === false && m[key] !== null && m[key] !== undefined ? unverifiedBadge() : ""));
     values.replaceChildren(
-      cell("State", m.associationState), cell("Battery", fmtBattery(m.batteryLevel)),
-      cell("Lock", fmtBool(m.mountLocked, "Locked", "Unlocked")), cell("Helmet", fmtBool(m.helmetMounted, "Present", "Absent")),
-      cell("CPU temperature", fmtTemp(m.cpuTemperature)), cell("Last report", ago(m.lastReportAt)));
+      cell("State", m.associationState), cell("Battery", fmtBattery(m.batteryLevel), "batteryLevel"),
+      cell("Lock", fmtBool(m.mountLocked, "Locked", "Unlocked"), "mountLocked"), cell("Helmet", fmtBool(m.helmetMounted, "Present", "Absent"), "helmetMounted"),
+      cell("CPU temperature", fmtTemp(m.cpuTemperature), "cpuTemperature"), cell("Last report", ago(m.lastReportAt)));
     const item = (key, label, value) => h("div", { "data-field": key }, h("dt", { class: "label" }, label), h("dd", {}, value || "—"));
     identity.replaceChildren(item("serialNumber", "Serial number", m.serialNumber), item("macAddress", "MAC address", m.macAddress),
       item("modelNumber", "Model", m.modelNumber), item("firmwareRevision", "Firmware revision", m.firmwareRevision),
@@ -125,11 +129,28 @@ export function mountView(uid) {
     }, 2000);
   };
 
+  // latestVerified reads whether each latest value was signed: the newest
+  // entry of each code, in one request.
+  async function latestVerified() {
+    const codes = Object.values(VALUE_CODES);
+    const d = await gql(`query($uid: ID!) { ${codes.map((c) => `${c}: mountStates(uid: $uid, code: "${c}", pageSize: 1) { states { code occurredAt verified } }`).join(" ")} }`, { uid });
+    const next = {};
+    for (const c of codes) noteVerified(next, d[c].states);
+    return next;
+  }
+
+  // The audit shows where each command stands: its status (with the
+  // mount's reason for a refusal), when it moved there and whether the
+  // receipt was signed; a receipt or an expiry refreshes it live.
   async function loadCommands() {
     if (!isOwner()) return; // the audit is the owners'
-    const c = await gql(`query($uid: ID!) { mountCommands(uid: $uid, pageSize: 50) { commands { code generatedAt issuedBy } } }`, { uid });
-    commands.replaceChildren(...c.mountCommands.commands.map((x) => h("tr", { "data-code": x.code }, h("td", {}, x.code), h("td", {}, fmtDate(x.generatedAt)), h("td", {}, x.issuedBy || ""))));
-    if (!c.mountCommands.commands.length) commands.append(h("tr", {}, h("td", { colspan: 3, class: "empty" }, "No commands yet.")));
+    const c = await gql(`query($uid: ID!) { mountCommands(uid: $uid, pageSize: 50) { commands { id code generatedAt issuedBy status statusAt reason verified } } }`, { uid });
+    commands.replaceChildren(...c.mountCommands.commands.map((x) => h("tr", { "data-code": x.code, "data-id": x.id, "data-status": x.status },
+      h("td", {}, x.code), h("td", {}, fmtDate(x.generatedAt)), h("td", {}, x.issuedBy || ""),
+      h("td", { class: "wrap" }, h("span", { class: "status " + x.status }, x.status), x.reason ? ": " + x.reason : "",
+        x.status === "EXECUTED" || x.status === "REFUSED" ? h("span", { class: "muted" }, x.verified ? " (signed receipt)" : " (unsigned receipt)") : ""),
+      h("td", {}, x.statusAt ? fmtDate(x.statusAt) : "—"))));
+    if (!c.mountCommands.commands.length) commands.append(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No commands yet.")));
   }
 
   const renameForm = isOwner() ? renameCard(uid, (m) => showValues({ ...mount, ...m })) : null;
@@ -137,7 +158,8 @@ export function mountView(uid) {
   const commandForm = commandCard(uid, () => loadCommands().catch(showError), () => tagsCard.tags);
 
   async function load() {
-    const d = await gql(`query($uid: ID!) { mount(uid: $uid) { ${MOUNT_FIELDS} macAddress associatedAt nfcTags { uid name } } }`, { uid });
+    const [d, v] = await Promise.all([gql(`query($uid: ID!) { mount(uid: $uid) { ${MOUNT_FIELDS} macAddress associatedAt nfcTags { uid name } } }`, { uid }), latestVerified()]);
+    verified = v;
     showValues(d.mount);
     renameForm?.fill(d.mount.name);
     tagsCard.fill(d.mount.nfcTags);
@@ -153,19 +175,20 @@ export function mountView(uid) {
       isOwner() ? exportMenu("export-history", "Export", (f) => `/exports/states?mountUid=${encodeURIComponent(uid)}&format=${f}`, showError) : ""), charts),
     commandForm,
     isOwner() ? h("section", { class: "card", "aria-labelledby": "audit-title" }, h("h2", { id: "audit-title" }, "Command audit"),
-      h("p", { class: "muted" }, "The newest 50 commands issued for this mount."),
-      h("div", { class: "scroll" }, h("table", { id: "audit" }, h("thead", {}, h("tr", {}, ["Code", "Issued", "By"].map((t) => h("th", { scope: "col" }, t)))), commands))) : "",
+      h("p", { class: "muted" }, "The newest 50 commands issued for this mount, and where each stands: ISSUED until the mount's receipt says EXECUTED or REFUSED, UNCONFIRMED when it expired without one."),
+      h("div", { class: "scroll" }, h("table", { id: "audit" }, h("thead", {}, h("tr", {}, ["Code", "Issued", "By", "Status", "Since"].map((t) => h("th", { scope: "col" }, t)))), commands))) : "",
     tagsCard.el);
 
   let sub = null;
   const started = load().then(() => {
     sub = live({
-      query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } } }`,
+      query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt verified } mount { ${MOUNT_FIELDS} } } }`,
       variables: { uids: [uid] },
       onEvent: (ev) => {
+        noteVerified(verified, ev.states);
         showValues({ ...mount, ...ev.mount, lastReportAt: lastReportOf(ev) });
         if (ev.type === "STATES_REPORTED") historySoon();
-        if (ev.type === "COMMAND_ISSUED") loadCommands().catch(showError);
+        if (ev.type === "COMMAND_ISSUED" || COMMAND_STATUS_EVENTS.includes(ev.type)) loadCommands().catch(showError);
       },
       onResync: load, onState: setConnection,
     });

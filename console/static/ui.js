@@ -54,7 +54,31 @@ export function setConnection(state) {
   el.textContent = { connecting: "connecting…", live: "live", down: "reconnecting…" }[state];
 }
 
-export const EVENT_TYPES = ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED"];
+export const EVENT_TYPES = ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED", "COMMAND_EXECUTED", "COMMAND_REFUSED", "COMMAND_UNCONFIRMED"];
+
+// The events that move a command's status (a receipt, or its expiry).
+export const COMMAND_STATUS_EVENTS = ["COMMAND_EXECUTED", "COMMAND_REFUSED", "COMMAND_UNCONFIRMED"];
+
+// The state codes behind the latest values, by the Mount field that shows them.
+export const VALUE_CODES = { batteryLevel: "BATTERY_LEVEL", cpuTemperature: "CPU_TEMPERATURE", mountLocked: "MOUNT_LOCKED", helmetMounted: "HELMET_MOUNTED" };
+
+// noteVerified records, per state code, whether the newest entry seen was
+// signed by the mount (verified): into, code -> { at, verified }, keeps the
+// newest by occurredAt, as the latest values do (a late report of older
+// entries changes nothing). It answers into.
+export function noteVerified(into, states) {
+  for (const s of states || []) {
+    if (s.verified === undefined) continue;
+    const known = into[s.code];
+    if (!known || s.occurredAt >= known.at) into[s.code] = { at: s.occurredAt, verified: s.verified };
+  }
+  return into;
+}
+
+// unverifiedBadge marks a value the mount did not sign: a phone reported it.
+export function unverifiedBadge() {
+  return h("span", { class: "badge unverified", title: "Not signed by the mount: a phone reported it" }, "unverified");
+}
 
 export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline";
 

@@ -55,7 +55,7 @@ func (m *Mount) Connected(conn sim.PeripheralConn) {
 	p := &peer{conn: conn, out: make(chan []byte, outbox)}
 	m.mu.Lock()
 	m.peers[p] = struct{}{}
-	p.send(statesMessage(m.statesLocked()))
+	p.send(encode(m.statesMessageLocked()))
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()

@@ -9,7 +9,9 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -32,12 +34,21 @@ const (
 	ReasonReplayed      = "replayed nonce"
 	ReasonUnknown       = "unknown command"
 	ReasonBadParameters = "bad parameters"
+	// ReasonStorage: the mount could not persist what the command needs
+	// (its replay memory, its effect, a counter): nothing happened, and
+	// the result is unsigned.
+	ReasonStorage = "storage failure"
 )
 
 // maxNonces bounds the replay memory. A mount sees far fewer commands in
 // five minutes; past the bound the oldest are forgotten and everything as
 // old as they were is refused, so no replay slips through.
 const maxNonces = 1024
+
+// counterBlock is how many counters one write to the store reserves: a
+// restarted mount goes on above the reservation, so a counter is never
+// used twice, and the store is written once every counterBlock messages.
+const counterBlock = 64
 
 // Config describes one mount. Zero values take defaults.
 type Config struct {
@@ -52,6 +63,16 @@ type Config struct {
 	BatteryDrain float64 // percent per hour (default 1); negative: none
 	Temperature  float64 // starting CPU temperature in °C (default 30)
 	RSSI         int     // advertised strength in dBm; 0: the air picks
+
+	// Legacy is older firmware: no device key, no devicePublicKey in the
+	// info, nothing signed (states and results as before signed messages).
+	Legacy bool
+	// Store keeps the mount's state (device key, counter, owner, replay
+	// memory, ...) across restarts; default: a MemoryStore of its own.
+	// Opening a mount again with the same Store and UID is the mount
+	// restarted (after a power loss: what was not saved is lost, and the
+	// mount saves before anything that depends on it leaves).
+	Store Store
 
 	// Now is the mount's clock (default time.Now); tests move it.
 	Now func() time.Time
@@ -73,15 +94,18 @@ type Settings struct {
 
 // Status is a snapshot of the mount, for tests and tools.
 type Status struct {
-	Locked        bool
-	HelmetMounted bool
-	Battery       float64
-	Temperature   float64
-	OwnerKey      ed25519.PublicKey // nil until associated
-	AccountID     string
-	Settings      Settings
-	Accepted      int // commands accepted since boot
-	Refused       int
+	Locked          bool
+	HelmetMounted   bool
+	Battery         float64
+	Temperature     float64
+	OwnerKey        ed25519.PublicKey // nil until associated
+	AccountID       string
+	Settings        Settings
+	Accepted        int // commands accepted since boot
+	Refused         int
+	DevicePublicKey string // hex; empty for Legacy
+	Counter         uint64 // the last counter signed with
+	StoreErrors     int    // saves that failed since boot
 }
 
 // Mount is one simulated mount. Safe for concurrent use.
@@ -89,27 +113,44 @@ type Mount struct {
 	cfg    Config
 	bootAt time.Time
 
-	mu        sync.Mutex
-	locked    bool
-	helmet    bool
-	lockAt    time.Time // when the lock last changed: re-reports are duplicates
-	helmetAt  time.Time
-	temp      float64
-	tempAt    time.Time
-	rng       *rand.Rand
-	owner     ed25519.PublicKey
-	accountID string
-	settings  Settings
-	tags      map[string]bool
-	nonces    map[string]int64 // nonce → payload time (ms)
-	floor     int64            // commands at or before this time are refused
-	accepted  int
-	refused   int
-	peers     map[*peer]struct{}
+	mu          sync.Mutex
+	locked      bool
+	helmet      bool
+	lockAt      time.Time // when the lock last changed: re-reports are duplicates
+	helmetAt    time.Time
+	temp        float64
+	tempAt      time.Time
+	rng         *rand.Rand
+	owner       ed25519.PublicKey
+	accountID   string
+	settings    Settings
+	tags        map[string]bool
+	nonces      map[string]int64 // nonce → payload time (ms)
+	floor       int64            // commands at or before this time are refused
+	seed        string           // the device key's seed as stored (kept by Legacy firmware too)
+	deviceKey   ed25519.PrivateKey
+	counter     uint64 // the last counter used
+	reserved    uint64 // the counter reservation the store holds
+	accepted    int
+	refused     int
+	storeErrors int
+	peers       map[*peer]struct{}
 }
 
-// New boots a mount: locked, helmet in place, no owner.
+// New boots a mount (Open) whose Store cannot fail to load, such as the
+// default MemoryStore; it panics on a store error.
 func New(cfg Config) *Mount {
+	m, err := Open(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Open boots a mount from its Store: on the first start it is locked with
+// the helmet in place and no owner, and makes its device key (unless
+// Legacy); later it resumes from what it saved.
+func Open(cfg Config) (*Mount, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -136,8 +177,11 @@ func New(cfg Config) *Mount {
 		h.Write([]byte(cfg.UID))
 		cfg.Seed = h.Sum64()
 	}
+	if cfg.Store == nil {
+		cfg.Store = NewMemoryStore()
+	}
 	now := cfg.Now()
-	return &Mount{
+	m := &Mount{
 		cfg: cfg, bootAt: now,
 		locked: true, helmet: true, lockAt: now, helmetAt: now,
 		temp: cfg.Temperature, tempAt: now,
@@ -146,6 +190,105 @@ func New(cfg Config) *Mount {
 		nonces: map[string]int64{},
 		peers:  map[*peer]struct{}{},
 	}
+	st, found, err := cfg.Store.Load(cfg.UID)
+	if err != nil {
+		return nil, fmt.Errorf("simmount: load %s: %w", cfg.UID, err)
+	}
+	if found {
+		if err := m.applyLocked(st); err != nil {
+			return nil, fmt.Errorf("simmount: state of %s: %w", cfg.UID, err)
+		}
+		m.counter, m.reserved = st.CounterReserved, st.CounterReserved
+	}
+	if m.seed == "" && !cfg.Legacy {
+		// The firmware's first start (or its first with device keys).
+		_, key, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			return nil, err
+		}
+		m.seed = hex.EncodeToString(key.Seed())
+		found = false
+	}
+	if !cfg.Legacy {
+		seed, err := hex.DecodeString(m.seed)
+		if err != nil || len(seed) != ed25519.SeedSize {
+			return nil, fmt.Errorf("simmount: state of %s: bad device key", cfg.UID)
+		}
+		m.deviceKey = ed25519.NewKeyFromSeed(seed)
+	}
+	if !found {
+		if err := m.saveLocked(m.reserved); err != nil {
+			return nil, fmt.Errorf("simmount: save %s: %w", cfg.UID, err)
+		}
+	}
+	return m, nil
+}
+
+// persistedLocked is the mount's State; the maps are shared, not copied.
+func (m *Mount) persistedLocked() State {
+	s := State{
+		DeviceKey: m.seed, CounterReserved: m.reserved,
+		AccountID: m.accountID, Settings: m.settings,
+		Locked: m.locked, HelmetMounted: m.helmet, LockAt: m.lockAt, HelmetAt: m.helmetAt,
+		Nonces: m.nonces, Floor: m.floor,
+	}
+	if m.owner != nil {
+		s.OwnerKey = hex.EncodeToString(m.owner)
+	}
+	s.Settings.Tags = m.tagListLocked()
+	return s
+}
+
+// applyLocked takes the state back, all but the counter.
+func (m *Mount) applyLocked(s State) error {
+	var owner ed25519.PublicKey
+	if s.OwnerKey != "" {
+		key, err := hex.DecodeString(s.OwnerKey)
+		if err != nil || len(key) != ed25519.PublicKeySize {
+			return fmt.Errorf("bad owner key")
+		}
+		owner = key
+	}
+	m.seed, m.owner, m.accountID = s.DeviceKey, owner, s.AccountID
+	m.settings = s.Settings
+	m.settings.Tags = nil
+	m.tags = map[string]bool{}
+	for _, t := range s.Settings.Tags {
+		m.tags[t] = true
+	}
+	m.locked, m.helmet, m.lockAt, m.helmetAt = s.Locked, s.HelmetMounted, s.LockAt, s.HelmetAt
+	m.nonces = maps.Clone(s.Nonces)
+	if m.nonces == nil {
+		m.nonces = map[string]int64{}
+	}
+	m.floor = s.Floor
+	return nil
+}
+
+// saveLocked saves the state with a counter reservation.
+func (m *Mount) saveLocked(reserved uint64) error {
+	s := m.persistedLocked()
+	s.CounterReserved = reserved
+	if err := m.cfg.Store.Save(m.cfg.UID, s); err != nil {
+		m.storeErrors++
+		return err
+	}
+	m.reserved = reserved
+	return nil
+}
+
+// nextCounterLocked takes the next counter, saving a new reservation
+// first when the stored one is used up; false when that save failed (the
+// message then leaves unsigned: a counter the store does not cover could
+// repeat after a power loss).
+func (m *Mount) nextCounterLocked() (uint64, bool) {
+	if m.counter >= m.reserved {
+		if m.saveLocked(m.counter+counterBlock) != nil {
+			return 0, false
+		}
+	}
+	m.counter++
+	return m.counter, true
 }
 
 // UID is the mount's uid.
@@ -156,8 +299,16 @@ func (m *Mount) BLEInfo() protocol.BLEInfo {
 	return protocol.BLEInfo{
 		UID: m.cfg.UID, SerialNumber: m.cfg.SerialNumber, MACAddress: m.cfg.MACAddress,
 		FirmwareRevision: m.cfg.FirmwareRevision, SoftwareRevision: m.cfg.SoftwareRevision,
-		ModelNumber: m.cfg.ModelNumber,
+		ModelNumber: m.cfg.ModelNumber, DevicePublicKey: m.devicePublicKey(),
 	}
+}
+
+// devicePublicKey is the device key's public half as hex; empty for Legacy.
+func (m *Mount) devicePublicKey() string {
+	if m.deviceKey == nil {
+		return ""
+	}
+	return hex.EncodeToString(m.deviceKey.Public().(ed25519.PublicKey))
 }
 
 // Advertisement implements sim.Peripheral.
@@ -169,6 +320,36 @@ func (m *Mount) Advertisement() protocol.BLEDevice {
 func (m *Mount) Info() []byte {
 	raw, _ := json.Marshal(m.BLEInfo())
 	return raw
+}
+
+// Report is the states message the mount notifies now: its four states,
+// signed with the next counter (unless Legacy). A phone relays its fields
+// unchanged in POST /mounts/{uid}/states.
+func (m *Mount) Report() protocol.BLEMessage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.statesMessageLocked()
+}
+
+func (m *Mount) statesMessageLocked() protocol.BLEMessage {
+	msg := protocol.BLEMessage{Type: protocol.BLEMessageStates, States: m.statesLocked()}
+	if m.deviceKey == nil {
+		return msg
+	}
+	counter, ok := m.nextCounterLocked()
+	if !ok {
+		return msg
+	}
+	r := protocol.Report{UID: m.cfg.UID, Counter: counter, SoftwareRevision: m.cfg.SoftwareRevision}
+	for _, e := range msg.States {
+		// The text covers the instant as the message states it (ms), so
+		// the server, parsing occurredAt, rebuilds the same text.
+		at, _ := time.Parse(protocol.TimeLayout, e.OccurredAt)
+		r.Entries = append(r.Entries, protocol.ReportEntry{Code: protocol.StateCode(e.Code), Value: e.Value, OccurredAt: at})
+	}
+	msg.Counter, msg.SoftwareRevision = &counter, m.cfg.SoftwareRevision
+	msg.Signature = protocol.Sign(m.deviceKey, protocol.BuildReportText(r))
+	return msg
 }
 
 // States returns the four states as the mount reports them now. The lock
@@ -226,6 +407,7 @@ func (m *Mount) Status() Status {
 		Battery: m.batteryLocked(now), Temperature: m.temperatureLocked(now),
 		OwnerKey: slices.Clone(m.owner), AccountID: m.accountID,
 		Settings: m.settings, Accepted: m.accepted, Refused: m.refused,
+		DevicePublicKey: m.devicePublicKey(), Counter: m.counter, StoreErrors: m.storeErrors,
 	}
 	s.Settings.Tags = m.tagListLocked()
 	return s
@@ -252,6 +434,9 @@ func (m *Mount) ReturnHelmet() {
 	if !m.locked {
 		m.locked, m.lockAt = true, now
 	}
+	if changed {
+		_ = m.saveLocked(m.reserved) // best effort: the helmet is back whatever the flash says
+	}
 	m.mu.Unlock()
 	if changed {
 		m.changed()
@@ -268,7 +453,7 @@ func (m *Mount) changed() {
 
 func (m *Mount) broadcastStates() {
 	m.mu.Lock()
-	msg := statesMessage(m.statesLocked())
+	msg := encode(m.statesMessageLocked())
 	peers := make([]*peer, 0, len(m.peers))
 	for p := range m.peers {
 		peers = append(peers, p)
@@ -277,10 +462,6 @@ func (m *Mount) broadcastStates() {
 	for _, p := range peers {
 		p.send(msg)
 	}
-}
-
-func statesMessage(states []protocol.BLEStateEntry) []byte {
-	return encode(protocol.BLEMessage{Type: protocol.BLEMessageStates, States: states})
 }
 
 // encode renders a message for the state characteristic.
@@ -310,7 +491,10 @@ func (m *Mount) announce(lockChanged, notify bool) {
 }
 
 // handle verifies and executes a command. It reports whether the lock or
-// helmet changed and whether the states are due to centrals anyway.
+// helmet changed and whether the states are due to centrals anyway. The
+// result of a command that passed the signature check (and of an
+// ASSOCIATE_OWNER, which has none to pass) is a receipt: signed, unless
+// Legacy, after the state it changed was saved.
 func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify bool) {
 	res = protocol.BLEMessage{Type: protocol.BLEMessageResult}
 	var cmd protocol.BLECommand
@@ -331,52 +515,85 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Now()
-	refuse := func(reason string) (protocol.BLEMessage, bool, bool) {
-		res.Reason = reason
-		m.refused++
-		return res, false, false
+	before := m.persistedLocked().clone()
+	reason, verified, lockChanged, notify := m.executeLocked(cmd, p, now)
+	if verified {
+		// The replay memory and the effect are saved before the result
+		// leaves, with the counter reservation the receipt needs.
+		reserved := m.reserved
+		if m.deviceKey != nil && m.counter >= m.reserved {
+			reserved = m.counter + counterBlock
+		}
+		if m.saveLocked(reserved) != nil {
+			_ = m.applyLocked(before)
+			reason, verified, lockChanged, notify = ReasonStorage, false, false, false
+		}
 	}
+	res.Reason, res.Accepted = reason, reason == ""
+	if res.Accepted {
+		m.accepted++
+	} else {
+		m.refused++
+	}
+	if verified && m.deviceKey != nil {
+		m.counter++
+		at := protocol.FormatTime(now)
+		atTime, _ := time.Parse(protocol.TimeLayout, at)
+		rc := protocol.Receipt{UID: m.cfg.UID, Nonce: p.Nonce, Outcome: protocol.OutcomeExecuted, Reason: reason, Counter: m.counter, At: atTime}
+		if reason != "" {
+			rc.Outcome = protocol.OutcomeRefused
+		}
+		counter := m.counter
+		res.Outcome, res.Counter, res.At = rc.Outcome, &counter, at
+		res.Signature = protocol.Sign(m.deviceKey, protocol.BuildReceiptText(rc))
+	}
+	return res, lockChanged, notify
+}
+
+// executeLocked runs the checks of docs/ble.md and, when they pass, the
+// command. reason is empty when it ran; verified tells a command that
+// passed the signature check (its result is a receipt).
+func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now time.Time) (reason string, verified, lockChanged, notify bool) {
 	if protocol.CommandCode(cmd.Code) == protocol.CmdAssociateOwner {
 		// Unsigned by design: it brings the key everything else is checked with.
 		switch {
 		case p.MountUID != m.cfg.UID:
-			return refuse(ReasonWrongMount)
+			return ReasonWrongMount, true, false, false
 		case string(p.Code) != cmd.Code:
-			return refuse(ReasonCodeMismatch)
+			return ReasonCodeMismatch, true, false, false
 		}
 		key, account, ok := ownerOf(cmd, p)
 		if !ok {
-			return refuse(ReasonMalformed)
+			return ReasonMalformed, false, false, false
 		}
 		if account != m.accountID {
-			clear(m.tags) // another account's tags are no longer authorised
+			m.tags = map[string]bool{} // another account's tags are no longer authorised
 			m.settings = Settings{}
 		}
 		m.owner, m.accountID = key, account
-		m.accepted++
-		res.Accepted = true
-		return res, false, true
+		return "", true, false, true
 	}
 
 	sig, err := hex.DecodeString(deref(cmd.SignedToken))
 	switch {
 	case m.owner == nil:
-		return refuse(ReasonNoOwner)
+		return ReasonNoOwner, false, false, false
 	case err != nil || len(sig) != ed25519.SignatureSize || !ed25519.Verify(m.owner, []byte(cmd.Payload), sig):
-		return refuse(ReasonBadSignature)
+		return ReasonBadSignature, false, false, false
 	case p.MountUID != m.cfg.UID:
-		return refuse(ReasonWrongMount)
+		return ReasonWrongMount, true, false, false
 	case string(p.Code) != cmd.Code:
-		return refuse(ReasonCodeMismatch)
+		return ReasonCodeMismatch, true, false, false
 	case abs(now.UnixMilli()-p.GeneratedAt.UnixMilli()) > protocol.CommandLifetime.Milliseconds():
-		return refuse(ReasonStale)
+		return ReasonStale, true, false, false
 	case m.seenLocked(p.Nonce, p.GeneratedAt.UnixMilli()):
-		return refuse(ReasonReplayed)
+		return ReasonReplayed, true, false, false
 	}
 	m.rememberLocked(p.Nonce, p.GeneratedAt.UnixMilli(), now)
 
 	// Parameters come from the signed payload, never from the unsigned data.
-	switch protocol.CommandCode(cmd.Code) {
+	code := protocol.CommandCode(cmd.Code)
+	switch code {
 	case protocol.CmdReleaseHelmet:
 		if m.locked {
 			m.locked, m.lockAt, lockChanged = false, now, true
@@ -387,23 +604,23 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 		notify = true // the confirmation the phone waits for, even if unchanged
 	case protocol.CmdConfigureAlarm:
 		mode, sens, vol := p.Params["alarmMode"], p.Params["alarmSensitivity"], p.Params["alarmVolume"]
-		if !protocol.ValidCommandParam(protocol.CommandCode(p.Code), "alarmMode", mode) || !protocol.ValidCommandParam(protocol.CommandCode(p.Code), "alarmSensitivity", sens) ||
-			!protocol.ValidCommandParam(protocol.CommandCode(p.Code), "alarmVolume", vol) {
-			return refuse(ReasonBadParameters)
+		if !protocol.ValidCommandParam(code, "alarmMode", mode) || !protocol.ValidCommandParam(code, "alarmSensitivity", sens) ||
+			!protocol.ValidCommandParam(code, "alarmVolume", vol) {
+			return ReasonBadParameters, true, false, false
 		}
 		m.settings.AlarmMode, m.settings.AlarmSensitivity, m.settings.AlarmVolume = mode, sens, vol
 	case protocol.CmdSetRFIDMode:
 		mode := p.Params["rfidMode"]
-		if !protocol.ValidCommandParam(protocol.CommandCode(p.Code), "rfidMode", mode) {
-			return refuse(ReasonBadParameters)
+		if !protocol.ValidCommandParam(code, "rfidMode", mode) {
+			return ReasonBadParameters, true, false, false
 		}
 		m.settings.RFIDMode = mode
 	case protocol.CmdAddNfcTag, protocol.CmdRemoveNfcTag:
 		tag := p.Params["tagUid"]
 		if !protocol.ValidTagUID(tag) {
-			return refuse(ReasonBadParameters)
+			return ReasonBadParameters, true, false, false
 		}
-		if protocol.CommandCode(cmd.Code) == protocol.CmdAddNfcTag {
+		if code == protocol.CmdAddNfcTag {
 			m.tags[protocol.NormalizeTagUID(tag)] = true
 		} else {
 			delete(m.tags, protocol.NormalizeTagUID(tag))
@@ -411,22 +628,20 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 	case protocol.CmdSyncNfcTags:
 		list, present := p.Params["tagUids"]
 		if !present {
-			return refuse(ReasonBadParameters)
+			return ReasonBadParameters, true, false, false
 		}
 		next := map[string]bool{}
 		for _, tag := range protocol.ListParam(list) {
 			if !protocol.ValidTagUID(tag) {
-				return refuse(ReasonBadParameters)
+				return ReasonBadParameters, true, false, false
 			}
 			next[protocol.NormalizeTagUID(tag)] = true
 		}
 		m.tags = next
 	default:
-		return refuse(ReasonUnknown)
+		return ReasonUnknown, true, false, false
 	}
-	m.accepted++
-	res.Accepted = true
-	return res, lockChanged, notify
+	return "", true, lockChanged, notify
 }
 
 func (m *Mount) countRefused() {

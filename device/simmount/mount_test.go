@@ -430,7 +430,7 @@ func TestOverTheAir(t *testing.T) {
 				}
 				return protocol.BLEMessage{}
 			}
-			if first := next(); first.Type != "states" || len(first.States) != 4 {
+			if first := next(); first.Type != "states" || len(first.States) != 4 || !verifyReport(t, info.DevicePublicKey, "SIM-0001", first) {
 				t.Fatalf("on connect: %+v", first)
 			}
 			send := func(raw []byte) {
@@ -446,7 +446,7 @@ func TestOverTheAir(t *testing.T) {
 			}
 			next() // states after association
 			send(spec{code: protocol.CmdReleaseHelmet, uid: "SIM-0001", at: time.Now(), nonce: protocol.NewNonce(), key: priv}.build())
-			if res := next(); !res.Accepted || res.Code != "RELEASE_HELMET" {
+			if res := next(); !res.Accepted || res.Code != "RELEASE_HELMET" || !verifyReceipt(t, info.DevicePublicKey, "SIM-0001", res) {
 				t.Fatalf("release: %+v", res)
 			}
 			st := next()

@@ -63,9 +63,14 @@ type ComplexityRoot struct {
 		Code        func(childComplexity int) int
 		Data        func(childComplexity int) int
 		GeneratedAt func(childComplexity int) int
+		ID          func(childComplexity int) int
 		IssuedBy    func(childComplexity int) int
 		Payload     func(childComplexity int) int
+		Reason      func(childComplexity int) int
 		SignedToken func(childComplexity int) int
+		Status      func(childComplexity int) int
+		StatusAt    func(childComplexity int) int
+		Verified    func(childComplexity int) int
 	}
 
 	CommandPage struct {
@@ -124,6 +129,7 @@ type ComplexityRoot struct {
 		AssociationState    func(childComplexity int) int
 		BatteryLevel        func(childComplexity int) int
 		CPUTemperature      func(childComplexity int) int
+		DevicePublicKey     func(childComplexity int) int
 		FirmwareRevision    func(childComplexity int) int
 		HelmetMounted       func(childComplexity int) int
 		LastReportAt        func(childComplexity int) int
@@ -138,6 +144,7 @@ type ComplexityRoot struct {
 	}
 
 	MountEvent struct {
+		Command    func(childComplexity int) int
 		ID         func(childComplexity int) int
 		Mount      func(childComplexity int) int
 		OccurredAt func(childComplexity int) int
@@ -156,6 +163,7 @@ type ComplexityRoot struct {
 		OccurredAt func(childComplexity int) int
 		ReceivedAt func(childComplexity int) int
 		Value      func(childComplexity int) int
+		Verified   func(childComplexity int) int
 	}
 
 	MountStateEvent struct {
@@ -178,7 +186,7 @@ type ComplexityRoot struct {
 		DeleteMount         func(childComplexity int, uid string) int
 		DeleteWebhook       func(childComplexity int, id string) int
 		IssueCommand        func(childComplexity int, uid string, code string, params *model.CommandParamsInput) int
-		ReportStates        func(childComplexity int, uid string, states []model.MountStateInput) int
+		ReportStates        func(childComplexity int, uid string, states []model.MountStateInput, counter *int, softwareRevision *string, signature *string) int
 		RequestAssociation  func(childComplexity int, input model.RequestAssociationInput) int
 		RotateWebhookSecret func(childComplexity int, id string) int
 		SyncNfcTags         func(childComplexity int, mountUID string, tagUids []string) int
@@ -186,6 +194,7 @@ type ComplexityRoot struct {
 		UpdateMount         func(childComplexity int, uid string, input model.UpdateMountInput) int
 		UpdateNfcTag        func(childComplexity int, uid string, input model.UpdateNfcTagInput) int
 		UpdateWebhook       func(childComplexity int, id string, input model.UpdateWebhookInput) int
+		UploadReceipts      func(childComplexity int, uid string, receipts []model.ReceiptInput) int
 	}
 
 	NfcTag struct {
@@ -213,6 +222,7 @@ type ComplexityRoot struct {
 	Query struct {
 		Audit               func(childComplexity int, after *string, limit *int, actor *string, action *string, target *string) int
 		CheckFirmwareUpdate func(childComplexity int, modelNumber string, softwareRevision *string) int
+		Command             func(childComplexity int, uid string, id string) int
 		Events              func(childComplexity int, after *string, limit *int, types []model.MountEventType, mountUID *string) int
 		FirmwareDownload    func(childComplexity int, modelNumber string, softwareRevision *string) int
 		FirmwareVersions    func(childComplexity int, currentPage *int, pageSize *int, modelNumber *string) int
@@ -225,6 +235,11 @@ type ComplexityRoot struct {
 		Webhook             func(childComplexity int, id string) int
 		WebhookDeliveries   func(childComplexity int, id string, currentPage *int, pageSize *int) int
 		Webhooks            func(childComplexity int, currentPage *int, pageSize *int) int
+	}
+
+	ReceiptResult struct {
+		Accepted   func(childComplexity int) int
+		Duplicates func(childComplexity int) int
 	}
 
 	ReportStatesResult struct {
@@ -298,7 +313,8 @@ type MutationResolver interface {
 	UpdateMount(ctx context.Context, uid string, input model.UpdateMountInput) (*model.Mount, error)
 	DeleteMount(ctx context.Context, uid string) (bool, error)
 	AbandonMount(ctx context.Context, uid string) (bool, error)
-	ReportStates(ctx context.Context, uid string, states []model.MountStateInput) (*model.ReportStatesResult, error)
+	ReportStates(ctx context.Context, uid string, states []model.MountStateInput, counter *int, softwareRevision *string, signature *string) (*model.ReportStatesResult, error)
+	UploadReceipts(ctx context.Context, uid string, receipts []model.ReceiptInput) (*model.ReceiptResult, error)
 	IssueCommand(ctx context.Context, uid string, code string, params *model.CommandParamsInput) ([]model.Command, error)
 	SyncNfcTags(ctx context.Context, mountUID string, tagUids []string) (*model.SyncNfcTagsResult, error)
 	UpdateNfcTag(ctx context.Context, uid string, input model.UpdateNfcTagInput) (*model.NfcTag, error)
@@ -319,6 +335,7 @@ type QueryResolver interface {
 	Mount(ctx context.Context, uid string) (*model.Mount, error)
 	MountStates(ctx context.Context, uid string, code *string, from *model.DateTime, to *model.DateTime, currentPage *int, pageSize *int) (*model.MountStatePage, error)
 	MountCommands(ctx context.Context, uid string, currentPage *int, pageSize *int) (*model.CommandPage, error)
+	Command(ctx context.Context, uid string, id string) (*model.Command, error)
 	NfcTags(ctx context.Context, currentPage *int, pageSize *int) (*model.NfcTagPage, error)
 	Webhooks(ctx context.Context, currentPage *int, pageSize *int) (*model.WebhookPage, error)
 	Webhook(ctx context.Context, id string) (*model.Webhook, error)
@@ -440,6 +457,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Command.GeneratedAt(childComplexity), true
+	case "Command.id":
+		if e.ComplexityRoot.Command.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Command.ID(childComplexity), true
 	case "Command.issuedBy":
 		if e.ComplexityRoot.Command.IssuedBy == nil {
 			break
@@ -452,12 +475,36 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Command.Payload(childComplexity), true
+	case "Command.reason":
+		if e.ComplexityRoot.Command.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Command.Reason(childComplexity), true
 	case "Command.signedToken":
 		if e.ComplexityRoot.Command.SignedToken == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Command.SignedToken(childComplexity), true
+	case "Command.status":
+		if e.ComplexityRoot.Command.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Command.Status(childComplexity), true
+	case "Command.statusAt":
+		if e.ComplexityRoot.Command.StatusAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Command.StatusAt(childComplexity), true
+	case "Command.verified":
+		if e.ComplexityRoot.Command.Verified == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Command.Verified(childComplexity), true
 
 	case "CommandPage.commands":
 		if e.ComplexityRoot.CommandPage.Commands == nil {
@@ -653,6 +700,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mount.CPUTemperature(childComplexity), true
+	case "Mount.devicePublicKey":
+		if e.ComplexityRoot.Mount.DevicePublicKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mount.DevicePublicKey(childComplexity), true
 	case "Mount.firmwareRevision":
 		if e.ComplexityRoot.Mount.FirmwareRevision == nil {
 			break
@@ -720,6 +773,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Mount.UID(childComplexity), true
 
+	case "MountEvent.command":
+		if e.ComplexityRoot.MountEvent.Command == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountEvent.Command(childComplexity), true
 	case "MountEvent.id":
 		if e.ComplexityRoot.MountEvent.ID == nil {
 			break
@@ -794,6 +853,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.MountState.Value(childComplexity), true
+	case "MountState.verified":
+		if e.ComplexityRoot.MountState.Verified == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountState.Verified(childComplexity), true
 
 	case "MountStateEvent.id":
 		if e.ComplexityRoot.MountStateEvent.ID == nil {
@@ -915,7 +980,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.ReportStates(childComplexity, args["uid"].(string), args["states"].([]model.MountStateInput)), true
+		return e.ComplexityRoot.Mutation.ReportStates(childComplexity, args["uid"].(string), args["states"].([]model.MountStateInput), args["counter"].(*int), args["softwareRevision"].(*string), args["signature"].(*string)), true
 	case "Mutation.requestAssociation":
 		if e.ComplexityRoot.Mutation.RequestAssociation == nil {
 			break
@@ -993,6 +1058,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateWebhook(childComplexity, args["id"].(string), args["input"].(model.UpdateWebhookInput)), true
+	case "Mutation.uploadReceipts":
+		if e.ComplexityRoot.Mutation.UploadReceipts == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_uploadReceipts_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UploadReceipts(childComplexity, args["uid"].(string), args["receipts"].([]model.ReceiptInput)), true
 
 	case "NfcTag.color":
 		if e.ComplexityRoot.NfcTag.Color == nil {
@@ -1097,6 +1173,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.CheckFirmwareUpdate(childComplexity, args["modelNumber"].(string), args["softwareRevision"].(*string)), true
+	case "Query.command":
+		if e.ComplexityRoot.Query.Command == nil {
+			break
+		}
+
+		args, err := ec.field_Query_command_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Command(childComplexity, args["uid"].(string), args["id"].(string)), true
 	case "Query.events":
 		if e.ComplexityRoot.Query.Events == nil {
 			break
@@ -1225,6 +1312,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Webhooks(childComplexity, args["currentPage"].(*int), args["pageSize"].(*int)), true
+
+	case "ReceiptResult.accepted":
+		if e.ComplexityRoot.ReceiptResult.Accepted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReceiptResult.Accepted(childComplexity), true
+	case "ReceiptResult.duplicates":
+		if e.ComplexityRoot.ReceiptResult.Duplicates == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReceiptResult.Duplicates(childComplexity), true
 
 	case "ReportStatesResult.accepted":
 		if e.ComplexityRoot.ReportStatesResult.Accepted == nil {
@@ -1454,6 +1554,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputCreateWebhookInput,
 		ec.unmarshalInputMountFilter,
 		ec.unmarshalInputMountStateInput,
+		ec.unmarshalInputReceiptInput,
 		ec.unmarshalInputRequestAssociationInput,
 		ec.unmarshalInputUpdateMountInput,
 		ec.unmarshalInputUpdateNfcTagInput,
@@ -1597,6 +1698,9 @@ extend type Query {
   DELETED
   NFC_TAGS_SYNCED
   COMMAND_ISSUED
+  COMMAND_EXECUTED
+  COMMAND_REFUSED
+  COMMAND_UNCONFIRMED
 }
 
 "One accepted state report."
@@ -1618,6 +1722,8 @@ type MountEvent {
   mount: Mount!
   "A report's new entries (STATES_REPORTED only)."
   states: [MountState!]
+  "The command whose status moved (COMMAND_EXECUTED, COMMAND_REFUSED, COMMAND_UNCONFIRMED); issuedBy is null for restricted tokens."
+  command: Command
   occurredAt: DateTime!
 }
 
@@ -1695,6 +1801,8 @@ extend type Query {
   associationDeadline: DateTime
   "The NFC tags authorised on this mount."
   nfcTags: [NfcTag!]!
+  "The mount's own Ed25519 public key (64 lowercase hex), pinned by its association; null for a mount without one."
+  devicePublicKey: String
 }
 
 type MountPage {
@@ -1713,6 +1821,8 @@ type MountState {
   value: String!
   occurredAt: DateTime!
   receivedAt: DateTime
+  "The entry came in a report signed by the mount's device key."
+  verified: Boolean!
 }
 
 type MountStatePage {
@@ -1720,7 +1830,17 @@ type MountStatePage {
   pagination: Pagination!
 }
 
+"Where a command stands: ISSUED, then EXECUTED or REFUSED from the mount's receipt, or UNCONFIRMED when expiresAt passed without one (a late receipt still moves it on)."
+enum CommandStatus {
+  ISSUED
+  EXECUTED
+  REFUSED
+  UNCONFIRMED
+}
+
 type Command {
+  "The command's id: its payload's nonce."
+  id: ID!
   code: String!
   data: JSON!
   generatedAt: DateTime!
@@ -1728,6 +1848,35 @@ type Command {
   signedToken: String
   "The client that issued it (command audit only)."
   issuedBy: String
+  status: CommandStatus!
+  "When the status last moved (the server's clock); null while ISSUED."
+  statusAt: DateTime
+  "The mount's reason for REFUSED."
+  reason: String
+  "The deciding receipt was signed by the mount's device key."
+  verified: Boolean!
+}
+
+"One receipt: the fields of the mount's result message, unchanged."
+input ReceiptInput {
+  "The command's id (its payload's nonce)."
+  nonce: String!
+  "EXECUTED or REFUSED"
+  outcome: String!
+  "The mount's reason for REFUSED; empty for EXECUTED."
+  reason: String
+  counter: Int!
+  "The mount's clock: RFC 3339 UTC with milliseconds."
+  at: String!
+  "Lowercase hex Ed25519 signature by the device key; required for a mount with one."
+  signature: String
+}
+
+type ReceiptResult {
+  "Receipts that moved a command's status."
+  accepted: Int!
+  "Receipts that decided nothing new."
+  duplicates: Int!
 }
 
 type CommandPage {
@@ -1748,11 +1897,15 @@ input RequestAssociationInput {
   softwareRevision: String
   modelNumber: String
   name: String
+  "The mount's own Ed25519 public key (64 lowercase hex) as its info says; pinned to this association."
+  devicePublicKey: String
 }
 
 input UpdateMountInput {
   name: String
   softwareRevision: String
+  "Cannot be changed: naming it is VALIDATION_FAILED (field devicePublicKey), as in REST."
+  devicePublicKey: String
 }
 
 input MountStateInput {
@@ -1776,6 +1929,8 @@ extend type Query {
   mountStates(uid: ID!, code: String, from: DateTime, to: DateTime, currentPage: Int = 1, pageSize: Int = 20): MountStatePage!
   "The commands issued for a mount, newest first (GET /mounts/{uid}/commands)."
   mountCommands(uid: ID!, currentPage: Int = 1, pageSize: Int = 20): CommandPage!
+  "One command issued for a mount, by its id (GET /mounts/{uid}/commands/{id}); owners only."
+  command(uid: ID!, id: ID!): Command!
 }
 
 extend type Mutation {
@@ -1784,7 +1939,10 @@ extend type Mutation {
   updateMount(uid: ID!, input: UpdateMountInput!): Mount!
   deleteMount(uid: ID!): Boolean!
   abandonMount(uid: ID!): Boolean!
-  reportStates(uid: ID!, states: [MountStateInput!]!): ReportStatesResult!
+  "Report states; a mount's signed states message is relayed with counter, softwareRevision and signature (POST /mounts/{uid}/states)."
+  reportStates(uid: ID!, states: [MountStateInput!]!, counter: Int, softwareRevision: String, signature: String): ReportStatesResult!
+  "Upload the mount's receipts (POST /mounts/{uid}/commands/receipts)."
+  uploadReceipts(uid: ID!, receipts: [ReceiptInput!]!): ReceiptResult!
   issueCommand(uid: ID!, code: String!, params: CommandParamsInput): [Command!]!
 }
 `, BuiltIn: false},
@@ -1999,6 +2157,8 @@ func (ec *executionContext) childFields_AuditPage(ctx context.Context, field gra
 
 func (ec *executionContext) childFields_Command(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
+	case "id":
+		return ec.fieldContext_Command_id(ctx, field)
 	case "code":
 		return ec.fieldContext_Command_code(ctx, field)
 	case "data":
@@ -2011,6 +2171,14 @@ func (ec *executionContext) childFields_Command(ctx context.Context, field graph
 		return ec.fieldContext_Command_signedToken(ctx, field)
 	case "issuedBy":
 		return ec.fieldContext_Command_issuedBy(ctx, field)
+	case "status":
+		return ec.fieldContext_Command_status(ctx, field)
+	case "statusAt":
+		return ec.fieldContext_Command_statusAt(ctx, field)
+	case "reason":
+		return ec.fieldContext_Command_reason(ctx, field)
+	case "verified":
+		return ec.fieldContext_Command_verified(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Command", field.Name)
 }
@@ -2149,6 +2317,8 @@ func (ec *executionContext) childFields_Mount(ctx context.Context, field graphql
 		return ec.fieldContext_Mount_associationDeadline(ctx, field)
 	case "nfcTags":
 		return ec.fieldContext_Mount_nfcTags(ctx, field)
+	case "devicePublicKey":
+		return ec.fieldContext_Mount_devicePublicKey(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Mount", field.Name)
 }
@@ -2165,6 +2335,8 @@ func (ec *executionContext) childFields_MountEvent(ctx context.Context, field gr
 		return ec.fieldContext_MountEvent_mount(ctx, field)
 	case "states":
 		return ec.fieldContext_MountEvent_states(ctx, field)
+	case "command":
+		return ec.fieldContext_MountEvent_command(ctx, field)
 	case "occurredAt":
 		return ec.fieldContext_MountEvent_occurredAt(ctx, field)
 	}
@@ -2191,6 +2363,8 @@ func (ec *executionContext) childFields_MountState(ctx context.Context, field gr
 		return ec.fieldContext_MountState_occurredAt(ctx, field)
 	case "receivedAt":
 		return ec.fieldContext_MountState_receivedAt(ctx, field)
+	case "verified":
+		return ec.fieldContext_MountState_verified(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type MountState", field.Name)
 }
@@ -2263,6 +2437,16 @@ func (ec *executionContext) childFields_Pagination(ctx context.Context, field gr
 		return ec.fieldContext_Pagination_totalPages(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Pagination", field.Name)
+}
+
+func (ec *executionContext) childFields_ReceiptResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "accepted":
+		return ec.fieldContext_ReceiptResult_accepted(ctx, field)
+	case "duplicates":
+		return ec.fieldContext_ReceiptResult_duplicates(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ReceiptResult", field.Name)
 }
 
 func (ec *executionContext) childFields_ReportStatesResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2604,6 +2788,30 @@ func (ec *executionContext) field_Mutation_reportStates_args(ctx context.Context
 		return nil, err
 	}
 	args["states"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "counter",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["counter"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "softwareRevision",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["softwareRevision"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "signature",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["signature"] = arg4
 	return args, nil
 }
 
@@ -2737,6 +2945,28 @@ func (ec *executionContext) field_Mutation_updateWebhook_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_uploadReceipts_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "uid",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["uid"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "receipts",
+		func(ctx context.Context, v any) ([]model.ReceiptInput, error) {
+			return ec.unmarshalNReceiptInput2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐReceiptInputᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["receipts"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2816,6 +3046,28 @@ func (ec *executionContext) field_Query_checkFirmwareUpdate_args(ctx context.Con
 		return nil, err
 	}
 	args["softwareRevision"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_command_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "uid",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["uid"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
 	return args, nil
 }
 
@@ -3523,6 +3775,29 @@ func (ec *executionContext) fieldContext_AuditPage_next(_ context.Context, field
 	return graphql.NewScalarFieldContext("AuditPage", field, false, false, errors.New("field of type ID does not have child fields"))
 }
 
+func (ec *executionContext) _Command_id(ctx context.Context, field graphql.CollectedField, obj *model.Command) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Command_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Command_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
 func (ec *executionContext) _Command_code(ctx context.Context, field graphql.CollectedField, obj *model.Command) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3659,6 +3934,98 @@ func (ec *executionContext) _Command_issuedBy(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_Command_issuedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Command_status(ctx context.Context, field graphql.CollectedField, obj *model.Command) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Command_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.CommandStatus) graphql.Marshaler {
+			return ec.marshalNCommandStatus2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCommandStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Command_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type CommandStatus does not have child fields"))
+}
+
+func (ec *executionContext) _Command_statusAt(ctx context.Context, field graphql.CollectedField, obj *model.Command) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Command_statusAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StatusAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DateTime) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Command_statusAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Command_reason(ctx context.Context, field graphql.CollectedField, obj *model.Command) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Command_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Command_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Command_verified(ctx context.Context, field graphql.CollectedField, obj *model.Command) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Command_verified(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Verified, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Command_verified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _CommandPage_commands(ctx context.Context, field graphql.CollectedField, obj *model.CommandPage) (ret graphql.Marshaler) {
@@ -4708,6 +5075,29 @@ func (ec *executionContext) fieldContext_Mount_nfcTags(_ context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _Mount_devicePublicKey(ctx context.Context, field graphql.CollectedField, obj *model.Mount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mount_devicePublicKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DevicePublicKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mount_devicePublicKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Mount", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _MountEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.MountEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4836,6 +5226,38 @@ func (ec *executionContext) fieldContext_MountEvent_states(_ context.Context, fi
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_MountState(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MountEvent_command(ctx context.Context, field graphql.CollectedField, obj *model.MountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountEvent_command(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Command, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Command) graphql.Marshaler {
+			return ec.marshalOCommand2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCommand(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MountEvent_command(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MountEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Command(ctx, field)
 		},
 	}
 	return fc, nil
@@ -5018,6 +5440,29 @@ func (ec *executionContext) _MountState_receivedAt(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_MountState_receivedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MountState", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _MountState_verified(ctx context.Context, field graphql.CollectedField, obj *model.MountState) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountState_verified(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Verified, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MountState_verified(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MountState", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _MountStateEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.MountStateEvent) (ret graphql.Marshaler) {
@@ -5447,7 +5892,7 @@ func (ec *executionContext) _Mutation_reportStates(ctx context.Context, field gr
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().ReportStates(ctx, fc.Args["uid"].(string), fc.Args["states"].([]model.MountStateInput))
+			return ec.Resolvers.Mutation().ReportStates(ctx, fc.Args["uid"].(string), fc.Args["states"].([]model.MountStateInput), fc.Args["counter"].(*int), fc.Args["softwareRevision"].(*string), fc.Args["signature"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.ReportStatesResult) graphql.Marshaler {
@@ -5475,6 +5920,50 @@ func (ec *executionContext) fieldContext_Mutation_reportStates(ctx context.Conte
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_reportStates_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_uploadReceipts(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_uploadReceipts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UploadReceipts(ctx, fc.Args["uid"].(string), fc.Args["receipts"].([]model.ReceiptInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ReceiptResult) graphql.Marshaler {
+			return ec.marshalNReceiptResult2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐReceiptResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_uploadReceipts(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ReceiptResult(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_uploadReceipts_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -6578,6 +7067,50 @@ func (ec *executionContext) fieldContext_Query_mountCommands(ctx context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_command(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_command(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Command(ctx, fc.Args["uid"].(string), fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Command) graphql.Marshaler {
+			return ec.marshalNCommand2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCommand(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_command(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Command(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_command_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_nfcTags(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6828,6 +7361,52 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _ReceiptResult_accepted(ctx context.Context, field graphql.CollectedField, obj *model.ReceiptResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReceiptResult_accepted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Accepted, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReceiptResult_accepted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReceiptResult", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _ReceiptResult_duplicates(ctx context.Context, field graphql.CollectedField, obj *model.ReceiptResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReceiptResult_duplicates(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Duplicates, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReceiptResult_duplicates(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReceiptResult", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _ReportStatesResult_accepted(ctx context.Context, field graphql.CollectedField, obj *model.ReportStatesResult) (ret graphql.Marshaler) {
@@ -8923,6 +9502,71 @@ func (ec *executionContext) unmarshalInputMountStateInput(ctx context.Context, o
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputReceiptInput(ctx context.Context, obj any) (model.ReceiptInput, error) {
+	var it model.ReceiptInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"nonce", "outcome", "reason", "counter", "at", "signature"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "nonce":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("nonce"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Nonce = data
+		case "outcome":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("outcome"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Outcome = data
+		case "reason":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("reason"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Reason = data
+		case "counter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("counter"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Counter = data
+		case "at":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("at"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.At = data
+		case "signature":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("signature"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Signature = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputRequestAssociationInput(ctx context.Context, obj any) (model.RequestAssociationInput, error) {
 	var it model.RequestAssociationInput
 	if obj == nil {
@@ -8934,7 +9578,7 @@ func (ec *executionContext) unmarshalInputRequestAssociationInput(ctx context.Co
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"uid", "serialNumber", "macAddress", "firmwareRevision", "softwareRevision", "modelNumber", "name"}
+	fieldsInOrder := [...]string{"uid", "serialNumber", "macAddress", "firmwareRevision", "softwareRevision", "modelNumber", "name", "devicePublicKey"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -8990,6 +9634,13 @@ func (ec *executionContext) unmarshalInputRequestAssociationInput(ctx context.Co
 				return it, err
 			}
 			it.Name = data
+		case "devicePublicKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("devicePublicKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DevicePublicKey = data
 		}
 	}
 	return it, nil
@@ -9006,7 +9657,7 @@ func (ec *executionContext) unmarshalInputUpdateMountInput(ctx context.Context, 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "softwareRevision"}
+	fieldsInOrder := [...]string{"name", "softwareRevision", "devicePublicKey"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -9027,6 +9678,13 @@ func (ec *executionContext) unmarshalInputUpdateMountInput(ctx context.Context, 
 				return it, err
 			}
 			it.SoftwareRevision = data
+		case "devicePublicKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("devicePublicKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DevicePublicKey = data
 		}
 	}
 	return it, nil
@@ -9313,6 +9971,11 @@ func (ec *executionContext) _Command(ctx context.Context, sel ast.SelectionSet, 
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Command")
+		case "id":
+			out.Values[i] = ec._Command_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "code":
 			out.Values[i] = ec._Command_code(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -9341,6 +10004,26 @@ func (ec *executionContext) _Command(ctx context.Context, sel ast.SelectionSet, 
 		case "issuedBy":
 			out.Values[i] = ec._Command_issuedBy(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._Command_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "statusAt":
+			out.Values[i] = ec._Command_statusAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._Command_reason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "verified":
+			out.Values[i] = ec._Command_verified(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -9883,6 +10566,11 @@ func (ec *executionContext) _Mount(ctx context.Context, sel ast.SelectionSet, ob
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "devicePublicKey":
+			out.Values[i] = ec._Mount_devicePublicKey(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -9938,6 +10626,11 @@ func (ec *executionContext) _MountEvent(ctx context.Context, sel ast.SelectionSe
 			}
 		case "states":
 			out.Values[i] = ec._MountEvent_states(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "command":
+			out.Values[i] = ec._MountEvent_command(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -10040,6 +10733,11 @@ func (ec *executionContext) _MountState(ctx context.Context, sel ast.SelectionSe
 		case "receivedAt":
 			out.Values[i] = ec._MountState_receivedAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "verified":
+			out.Values[i] = ec._MountState_verified(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -10222,6 +10920,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "reportStates":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_reportStates(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "uploadReceipts":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_uploadReceipts(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -10707,6 +11412,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "command":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_command(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "nfcTags":
 			field := field
 
@@ -10808,6 +11535,49 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			})
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var receiptResultImplementors = []string{"ReceiptResult"}
+
+func (ec *executionContext) _ReceiptResult(ctx context.Context, sel ast.SelectionSet, obj *model.ReceiptResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, receiptResultImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ReceiptResult")
+		case "accepted":
+			out.Values[i] = ec._ReceiptResult_accepted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "duplicates":
+			out.Values[i] = ec._ReceiptResult_duplicates(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -11710,6 +12480,16 @@ func (ec *executionContext) marshalNCommand2ᚕgithubᚗcomᚋmountdᚋmountdᚋ
 	return ret
 }
 
+func (ec *executionContext) marshalNCommand2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCommand(ctx context.Context, sel ast.SelectionSet, v *model.Command) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Command(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNCommandPage2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCommandPage(ctx context.Context, sel ast.SelectionSet, v model.CommandPage) graphql.Marshaler {
 	return ec._CommandPage(ctx, sel, &v)
 }
@@ -11722,6 +12502,16 @@ func (ec *executionContext) marshalNCommandPage2ᚖgithubᚗcomᚋmountdᚋmount
 		return graphql.Null
 	}
 	return ec._CommandPage(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNCommandStatus2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCommandStatus(ctx context.Context, v any) (model.CommandStatus, error) {
+	var res model.CommandStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNCommandStatus2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCommandStatus(ctx context.Context, sel ast.SelectionSet, v model.CommandStatus) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNCreateWebhookInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCreateWebhookInput(ctx context.Context, v any) (model.CreateWebhookInput, error) {
@@ -12171,6 +12961,39 @@ func (ec *executionContext) marshalNPagination2ᚖgithubᚗcomᚋmountdᚋmountd
 	return ec._Pagination(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNReceiptInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐReceiptInput(ctx context.Context, v any) (model.ReceiptInput, error) {
+	res, err := ec.unmarshalInputReceiptInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNReceiptInput2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐReceiptInputᚄ(ctx context.Context, v any) ([]model.ReceiptInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.ReceiptInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNReceiptInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐReceiptInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNReceiptResult2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐReceiptResult(ctx context.Context, sel ast.SelectionSet, v model.ReceiptResult) graphql.Marshaler {
+	return ec._ReceiptResult(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNReceiptResult2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐReceiptResult(ctx context.Context, sel ast.SelectionSet, v *model.ReceiptResult) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ReceiptResult(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNReportStatesResult2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐReportStatesResult(ctx context.Context, sel ast.SelectionSet, v model.ReportStatesResult) graphql.Marshaler {
 	return ec._ReportStatesResult(ctx, sel, &v)
 }
@@ -12524,6 +13347,13 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	_ = ctx
 	res := graphql.MarshalBoolean(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOCommand2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCommand(ctx context.Context, sel ast.SelectionSet, v *model.Command) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Command(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOCommandParamsInput2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCommandParamsInput(ctx context.Context, v any) (*model.CommandParamsInput, error) {

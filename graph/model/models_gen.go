@@ -43,13 +43,22 @@ type AuditPage struct {
 }
 
 type Command struct {
+	// The command's id: its payload's nonce.
+	ID          string         `json:"id"`
 	Code        string         `json:"code"`
 	Data        map[string]any `json:"data"`
 	GeneratedAt DateTime       `json:"generatedAt"`
 	Payload     string         `json:"payload"`
 	SignedToken *string        `json:"signedToken,omitempty"`
 	// The client that issued it (command audit only).
-	IssuedBy *string `json:"issuedBy,omitempty"`
+	IssuedBy *string       `json:"issuedBy,omitempty"`
+	Status   CommandStatus `json:"status"`
+	// When the status last moved (the server's clock); null while ISSUED.
+	StatusAt *DateTime `json:"statusAt,omitempty"`
+	// The mount's reason for REFUSED.
+	Reason *string `json:"reason,omitempty"`
+	// The deciding receipt was signed by the mount's device key.
+	Verified bool `json:"verified"`
 }
 
 type CommandPage struct {
@@ -144,6 +153,8 @@ type Mount struct {
 	AssociationDeadline *DateTime `json:"associationDeadline,omitempty"`
 	// The NFC tags authorised on this mount.
 	NfcTags []NfcTag `json:"nfcTags"`
+	// The mount's own Ed25519 public key (64 lowercase hex), pinned by its association; null for a mount without one.
+	DevicePublicKey *string `json:"devicePublicKey,omitempty"`
 }
 
 type MountEvent struct {
@@ -153,8 +164,10 @@ type MountEvent struct {
 	UID   string         `json:"uid"`
 	Mount *Mount         `json:"mount"`
 	// A report's new entries (STATES_REPORTED only).
-	States     []MountState `json:"states,omitempty"`
-	OccurredAt DateTime     `json:"occurredAt"`
+	States []MountState `json:"states,omitempty"`
+	// The command whose status moved (COMMAND_EXECUTED, COMMAND_REFUSED, COMMAND_UNCONFIRMED); issuedBy is null for restricted tokens.
+	Command    *Command `json:"command,omitempty"`
+	OccurredAt DateTime `json:"occurredAt"`
 }
 
 type MountFilter struct {
@@ -173,6 +186,8 @@ type MountState struct {
 	Value      string    `json:"value"`
 	OccurredAt DateTime  `json:"occurredAt"`
 	ReceivedAt *DateTime `json:"receivedAt,omitempty"`
+	// The entry came in a report signed by the mount's device key.
+	Verified bool `json:"verified"`
 }
 
 // One accepted state report.
@@ -226,6 +241,28 @@ type Pagination struct {
 type Query struct {
 }
 
+// One receipt: the fields of the mount's result message, unchanged.
+type ReceiptInput struct {
+	// The command's id (its payload's nonce).
+	Nonce string `json:"nonce"`
+	// EXECUTED or REFUSED
+	Outcome string `json:"outcome"`
+	// The mount's reason for REFUSED; empty for EXECUTED.
+	Reason  *string `json:"reason,omitempty"`
+	Counter int     `json:"counter"`
+	// The mount's clock: RFC 3339 UTC with milliseconds.
+	At string `json:"at"`
+	// Lowercase hex Ed25519 signature by the device key; required for a mount with one.
+	Signature *string `json:"signature,omitempty"`
+}
+
+type ReceiptResult struct {
+	// Receipts that moved a command's status.
+	Accepted int `json:"accepted"`
+	// Receipts that decided nothing new.
+	Duplicates int `json:"duplicates"`
+}
+
 type ReportStatesResult struct {
 	Accepted   int `json:"accepted"`
 	Duplicates int `json:"duplicates"`
@@ -239,6 +276,8 @@ type RequestAssociationInput struct {
 	SoftwareRevision *string `json:"softwareRevision,omitempty"`
 	ModelNumber      *string `json:"modelNumber,omitempty"`
 	Name             *string `json:"name,omitempty"`
+	// The mount's own Ed25519 public key (64 lowercase hex) as its info says; pinned to this association.
+	DevicePublicKey *string `json:"devicePublicKey,omitempty"`
 }
 
 type Subscription struct {
@@ -253,6 +292,8 @@ type SyncNfcTagsResult struct {
 type UpdateMountInput struct {
 	Name             *string `json:"name,omitempty"`
 	SoftwareRevision *string `json:"softwareRevision,omitempty"`
+	// Cannot be changed: naming it is VALIDATION_FAILED (field devicePublicKey), as in REST.
+	DevicePublicKey *string `json:"devicePublicKey,omitempty"`
 }
 
 type UpdateNfcTagInput struct {
@@ -317,6 +358,66 @@ type WebhookTestResult struct {
 	DurationMs     int     `json:"durationMs"`
 }
 
+// Where a command stands: ISSUED, then EXECUTED or REFUSED from the mount's receipt, or UNCONFIRMED when expiresAt passed without one (a late receipt still moves it on).
+type CommandStatus string
+
+const (
+	CommandStatusIssued      CommandStatus = "ISSUED"
+	CommandStatusExecuted    CommandStatus = "EXECUTED"
+	CommandStatusRefused     CommandStatus = "REFUSED"
+	CommandStatusUnconfirmed CommandStatus = "UNCONFIRMED"
+)
+
+var AllCommandStatus = []CommandStatus{
+	CommandStatusIssued,
+	CommandStatusExecuted,
+	CommandStatusRefused,
+	CommandStatusUnconfirmed,
+}
+
+func (e CommandStatus) IsValid() bool {
+	switch e {
+	case CommandStatusIssued, CommandStatusExecuted, CommandStatusRefused, CommandStatusUnconfirmed:
+		return true
+	}
+	return false
+}
+
+func (e CommandStatus) String() string {
+	return string(e)
+}
+
+func (e *CommandStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = CommandStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid CommandStatus", str)
+	}
+	return nil
+}
+
+func (e CommandStatus) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *CommandStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e CommandStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type MountEventType string
 
 const (
@@ -328,6 +429,9 @@ const (
 	MountEventTypeDeleted              MountEventType = "DELETED"
 	MountEventTypeNfcTagsSynced        MountEventType = "NFC_TAGS_SYNCED"
 	MountEventTypeCommandIssued        MountEventType = "COMMAND_ISSUED"
+	MountEventTypeCommandExecuted      MountEventType = "COMMAND_EXECUTED"
+	MountEventTypeCommandRefused       MountEventType = "COMMAND_REFUSED"
+	MountEventTypeCommandUnconfirmed   MountEventType = "COMMAND_UNCONFIRMED"
 )
 
 var AllMountEventType = []MountEventType{
@@ -339,11 +443,14 @@ var AllMountEventType = []MountEventType{
 	MountEventTypeDeleted,
 	MountEventTypeNfcTagsSynced,
 	MountEventTypeCommandIssued,
+	MountEventTypeCommandExecuted,
+	MountEventTypeCommandRefused,
+	MountEventTypeCommandUnconfirmed,
 }
 
 func (e MountEventType) IsValid() bool {
 	switch e {
-	case MountEventTypeStatesReported, MountEventTypeAssociationRequested, MountEventTypeAssociationConfirmed, MountEventTypeAssociationExpired, MountEventTypeAbandoned, MountEventTypeDeleted, MountEventTypeNfcTagsSynced, MountEventTypeCommandIssued:
+	case MountEventTypeStatesReported, MountEventTypeAssociationRequested, MountEventTypeAssociationConfirmed, MountEventTypeAssociationExpired, MountEventTypeAbandoned, MountEventTypeDeleted, MountEventTypeNfcTagsSynced, MountEventTypeCommandIssued, MountEventTypeCommandExecuted, MountEventTypeCommandRefused, MountEventTypeCommandUnconfirmed:
 		return true
 	}
 	return false
