@@ -1,11 +1,17 @@
 // Package sdk is the mobile-client library of mountd: with an API base
 // address and a scoped token (never client credentials) it scans for mounts
 // over BLE, connects to them, and carries signed commands from the API to a
-// mount, checking the token with the identity provider first and reporting
-// the mount's resulting states back to the API.
+// mount, checking the token with the identity provider first and carrying
+// what the mount says back to the API unchanged: its signed receipt for the
+// command and its signed states.
 //
 // Two streams report what happens: EngineEvents (global: scans, connections,
 // errors) and DeviceStates (per mount uid: states and command results).
+//
+// Uploads the API cannot take now (no network, 5xx) wait in a bounded
+// on-disk queue the app names (Config.QueueDir) and go up oldest first,
+// item by item, when the API answers again, also after the app restarts;
+// Flush uploads now, Queued says what waits.
 package sdk
 
 import (
