@@ -140,6 +140,16 @@ func TestSDKCarriesTheTruth(t *testing.T) {
 			}
 			verified(out)
 
+			// A configuration command: no states follow it, its receipt alone
+			// goes up.
+			conf, err := phone.ConfigureAlarm(ctx, uid, "ON", "HIGH", "LOW")
+			if err != nil || conf.Pending != 0 || conf.Result.Receipt == nil || conf.Report != nil {
+				t.Fatalf("ConfigureAlarm: %+v %v", conf, err)
+			}
+			if c := operator.commandByID(t, uid, conf.Result.Nonce); c.Status != "EXECUTED" || !c.Verified {
+				t.Fatalf("CONFIGURE_ALARM after its receipt: %+v", c)
+			}
+
 			// A command the mount refuses after its signature verified (its
 			// clock 6 minutes ahead): the signed refusal moves it to REFUSED.
 			skew.Store(int64(6 * time.Minute))
@@ -179,5 +189,68 @@ func TestSDKCarriesTheTruth(t *testing.T) {
 			}
 			verified(out)
 		})
+	}
+}
+
+// TestSDKWithLegacyFirmware: a mount without a device key signs nothing;
+// the SDK reports its states as before (stored unverified), uploads no
+// receipt, and the association pins no key.
+func TestSDKWithLegacyFirmware(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	in := start(t, testConfig(t.TempDir(), ""))
+	operator := newFleet(in, "Legacy")
+	uid := uniqueUID("LG")
+	mount := simmount.New(simmount.Config{UID: uid, MACAddress: "02:00:00:00:00:08", Legacy: true})
+	air := sim.NewAir(sim.Config{AdvertisingInterval: 20 * time.Millisecond})
+	if err := air.Register(mount); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := sim.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = sim.Serve(ctx, air, ln) }()
+	radio := func() sdk.Radio { return sim.Dial("sim://" + ln.Addr().(*net.TCPAddr).String()) }
+	base := in.base + "/api/v1"
+
+	opPhone := mustSDK(t, base, operator.token, radio())
+	a, err := opPhone.Associate(ctx, uid, "")
+	if err != nil || !a.Delivered.Accepted || a.Delivered.Receipt != nil {
+		t.Fatalf("Associate: %+v %v", a, err)
+	}
+	if strings.Contains(string(a.Mount), `"devicePublicKey":"`) {
+		t.Fatalf("a legacy mount got a device key pinned: %s", a.Mount)
+	}
+	_ = opPhone.Disconnect(uid)
+
+	rider := in.token(operator.creds, "openid", "sub", audItem, "role:restricted", "mount:"+uid)
+	c, err := sdk.New(sdk.Config{BaseURL: base, Token: rider, Radio: radio(), ConfirmTimeout: 5 * time.Second, QueueDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Connect(ctx, uid); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.ReleaseHelmet(ctx, uid)
+	if err != nil || out.Pending != 0 || out.Result.Receipt != nil || out.Report == nil || out.Report.Signature != "" || out.Report.Counter != nil {
+		t.Fatalf("ReleaseHelmet: %+v %v", out, err)
+	}
+	if cmd := operator.commandByID(t, uid, out.Result.Nonce); cmd.Status != "ISSUED" {
+		t.Fatalf("a command without a receipt: %+v", cmd)
+	}
+	var page struct {
+		States []struct {
+			Code     string `json:"code"`
+			Value    string `json:"value"`
+			Verified bool   `json:"verified"`
+		} `json:"states"`
+	}
+	if err := json.Unmarshal(operator.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/states?code=MOUNT_LOCKED", nil), &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.States) == 0 || page.States[0].Value != "0" || page.States[0].Verified {
+		t.Fatalf("the legacy mount's report: %+v", page.States)
 	}
 }
