@@ -367,7 +367,10 @@ func (f *fleet) forge(ctx context.Context, u *unit, genuine protocol.SignedState
 	if !lie {
 		for i, e := range forged.States {
 			if e.Code == string(protocol.StateBatteryLevel) {
-				forged.States[i].Value = map[bool]string{true: "99", false: "100"}[e.Value == "100"]
+				forged.States[i].Value = "100"
+				if e.Value == "100" {
+					forged.States[i].Value = "99"
+				}
 			}
 		}
 	}

@@ -51,6 +51,11 @@ type Store interface {
 	Save(uid string, s State) error
 }
 
+var (
+	_ Store = (*MemoryStore)(nil)
+	_ Store = DirStore{}
+)
+
 // MemoryStore keeps states in memory: a mount restarted with the same
 // store (New with it again) resumes where it was. Safe for concurrent use.
 type MemoryStore struct {
