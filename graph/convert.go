@@ -23,7 +23,19 @@ func toMount(m core.Mount) *model.Mount {
 		AssociationState: string(m.State), MountLocked: m.Latest.MountLocked, HelmetMounted: m.Latest.HelmetMounted,
 		BatteryLevel: m.Latest.BatteryLevel, CPUTemperature: m.Latest.CPUTemperature, AssociatedAt: optDateTime(m.AssociatedAt),
 		LastReportAt: optDateTime(lastReport(m.Latest)), AssociationDeadline: optDateTime(m.IdleDeadline),
-		DevicePublicKey: optString(m.DevicePublicKey)}
+		DevicePublicKey: optString(m.DevicePublicKey), UnverifiedStates: unverifiedStates(m.Latest)}
+}
+
+// unverifiedStates lists the codes whose latest value was not signed, in
+// the order of the state codes.
+func unverifiedStates(l core.LatestStates) []string {
+	out := []string{}
+	for _, c := range core.StateCodes {
+		if verified, ok := l.Verified[c]; ok && !verified {
+			out = append(out, string(c))
+		}
+	}
+	return out
 }
 
 // optString is s, or null when empty.

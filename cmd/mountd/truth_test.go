@@ -217,7 +217,7 @@ func TestCommandLifecycleAndReceipts(t *testing.T) {
 			otherRider := in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:R2")
 
 			cmd := a.issue(t, "R1", "code=RELEASE_HELMET")
-			if cmd.ID == "" || !strings.HasSuffix(cmd.Payload, ";"+cmd.ID) || cmd.Status != "ISSUED" || cmd.StatusAt != nil || cmd.Reason != nil || cmd.Verified {
+			if cmd.ID == "" || !strings.HasSuffix(cmd.Payload, ";"+cmd.ID) || cmd.Status != "ISSUED" || cmd.StatusAt == nil || cmd.Reason != nil || cmd.Verified {
 				t.Fatalf("a new command: %+v", cmd)
 			}
 			if got := a.commandByID(t, "R1", cmd.ID); got.ID != cmd.ID || got.Status != "ISSUED" || got.IssuedBy == nil {
@@ -308,11 +308,11 @@ func TestCommandLifecycleAndReceipts(t *testing.T) {
 
 			// The rider uploads the mount's receipt: EXECUTED, signed.
 			res, raw = in.call(http.MethodPost, "/api/v1/mounts/R1/commands/receipts", rider, receipts(good))
-			if res.StatusCode != 200 || string(raw) != `{"accepted":1,"duplicates":0}` {
+			if res.StatusCode != 200 || strings.TrimSpace(string(raw)) != `{"accepted":1,"duplicates":0}` {
 				t.Fatalf("upload: %d %s", res.StatusCode, raw)
 			}
 			res, raw = a.call(http.MethodPost, "/api/v1/mounts/R1/commands/receipts", receipts(good))
-			if res.StatusCode != 200 || string(raw) != `{"accepted":0,"duplicates":1}` {
+			if res.StatusCode != 200 || strings.TrimSpace(string(raw)) != `{"accepted":0,"duplicates":1}` {
 				t.Fatalf("the same again: %d %s", res.StatusCode, raw)
 			}
 			got := a.commandByID(t, "R1", cmd.ID)
@@ -365,7 +365,7 @@ func TestCommandLifecycleAndReceipts(t *testing.T) {
 			c2 := a.issue(t, "R2", "code=SET_RFID_MODE&rfidMode=LEARN")
 			res, raw = a.call(http.MethodPost, "/api/v1/mounts/R2/commands/receipts", receipts(map[string]any{
 				"nonce": c2.ID, "outcome": "REFUSED", "reason": "helmet not mounted", "counter": 3, "at": protocol.FormatTime(now)}))
-			if res.StatusCode != 200 || string(raw) != `{"accepted":1,"duplicates":0}` {
+			if res.StatusCode != 200 || strings.TrimSpace(string(raw)) != `{"accepted":1,"duplicates":0}` {
 				t.Fatalf("unsigned receipt: %d %s", res.StatusCode, raw)
 			}
 			if got := a.commandByID(t, "R2", c2.ID); got.Status != "REFUSED" || got.Verified || got.Reason == nil || *got.Reason != "helmet not mounted" {

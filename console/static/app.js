@@ -3,7 +3,7 @@
 // return a stop function; routes are the URL's hash.
 import * as auth from "./auth.js";
 import { gql, live } from "./api.js";
-import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, noteVerified, unverifiedBadge } from "./ui.js";
+import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, isUnverified, unverifiedBadge } from "./ui.js";
 import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
 import { firmwareView } from "./firmware.js";
@@ -149,8 +149,8 @@ function fleetView(query) {
       const td = tr.cellOf[key];
       if (CELL[key]) CELL[key](td, m);
       else td.textContent = m[key] || "";
-      // A latest value seen live in a report the mount did not sign.
-      if (VALUE_CODES[key] && m.verified?.[VALUE_CODES[key]]?.verified === false && m[key] !== null && m[key] !== undefined) td.append(unverifiedBadge());
+      // A latest value the mount did not sign.
+      if (VALUE_CODES[key] && isUnverified(m, key)) td.append(unverifiedBadge());
     }
     tr.dataset.last = m.lastReportAt || "";
   }
@@ -248,10 +248,8 @@ function fleetView(query) {
       tFirst = performance.now();
     });
     const t1 = performance.now();
-    // What live reports said of signatures survives a reload.
-    const seen = new Map([...mounts].map(([uid, m]) => [uid, m.verified]));
     mounts.clear();
-    for (const m of all) mounts.set(m.uid, { ...m, verified: seen.get(m.uid) });
+    for (const m of all) mounts.set(m.uid, m);
     for (const uid of rows.keys()) if (!mounts.has(uid)) rows.delete(uid);
     layout();
     // How long the fleet took to arrive and to lay out (the benchmark reads it).
@@ -265,8 +263,7 @@ function fleetView(query) {
       return relayout();
     }
     const known = mounts.has(ev.uid);
-    const old = mounts.get(ev.uid) || {};
-    const m = { ...old, ...ev.mount, lastReportAt: lastReportOf(ev), verified: noteVerified({ ...old.verified }, ev.states) };
+    const m = { ...(mounts.get(ev.uid) || {}), ...ev.mount, lastReportAt: lastReportOf(ev) };
     mounts.set(ev.uid, m);
     const tr = rows.get(ev.uid);
     if (tr && tr.isConnected && known && ui.sort === "uid" && matches(m)) fillRow(tr, m);
@@ -333,7 +330,7 @@ function fleetView(query) {
   const ticker = setInterval(() => { for (const [uid, tr] of rows) if (tr.isConnected) tr.cellOf.lastReportAt.textContent = ago(mounts.get(uid)?.lastReportAt); }, 5000);
   const started = load().then(() => {
     sub = live({
-      query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value occurredAt verified } mount { ${MOUNT_FIELDS} } } }`,
+      query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } } }`,
       onEvent: apply, onResync: load, onState: setConnection,
     });
   }, showError);

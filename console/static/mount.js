@@ -3,7 +3,7 @@
 // the command audit and its NFC tags.
 import { gql, live } from "./api.js";
 import { exportMenu } from "./exports.js";
-import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, VALUE_CODES, noteVerified, unverifiedBadge } from "./ui.js";
+import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, isUnverified, unverifiedBadge } from "./ui.js";
 
 const LEVELS = ["LOW", "MEDIUM", "HIGH"];
 // The codes a mount takes and their parameters, all required (docs/api.md,
@@ -33,15 +33,13 @@ export function mountView(uid) {
     [["1h", 3600], ["24h", 86400], ["7d", 604800]].map(([l, s]) => h("option", { value: s, selected: l === "24h" }, "last " + l)));
   let mount = null;
   const plots = [];
-  // Per state code, whether its latest value was signed by the mount.
-  let verified = {};
 
   function showValues(m) {
     mount = m;
     title.textContent = m.name;
     // A value the mount did not sign carries a badge.
     const cell = (label, value, key) => h("div", { "data-value": key || "" }, h("div", { class: "label" }, label),
-      h("div", { class: "value" }, value, key && verified[VALUE_CODES[key]]?.verified === false && m[key] !== null && m[key] !== undefined ? unverifiedBadge() : ""));
+      h("div", { class: "value" }, value, key && isUnverified(m, key) ? unverifiedBadge() : ""));
     values.replaceChildren(
       cell("State", m.associationState), cell("Battery", fmtBattery(m.batteryLevel), "batteryLevel"),
       cell("Lock", fmtBool(m.mountLocked, "Locked", "Unlocked"), "mountLocked"), cell("Helmet", fmtBool(m.helmetMounted, "Present", "Absent"), "helmetMounted"),
@@ -129,16 +127,6 @@ export function mountView(uid) {
     }, 2000);
   };
 
-  // latestVerified reads whether each latest value was signed: the newest
-  // entry of each code, in one request.
-  async function latestVerified() {
-    const codes = Object.values(VALUE_CODES);
-    const d = await gql(`query($uid: ID!) { ${codes.map((c) => `${c}: mountStates(uid: $uid, code: "${c}", pageSize: 1) { states { code occurredAt verified } }`).join(" ")} }`, { uid });
-    const next = {};
-    for (const c of codes) noteVerified(next, d[c].states);
-    return next;
-  }
-
   // The audit shows where each command stands: its status (with the
   // mount's reason for a refusal), when it moved there and whether the
   // receipt was signed; a receipt or an expiry refreshes it live.
@@ -158,8 +146,7 @@ export function mountView(uid) {
   const commandForm = commandCard(uid, () => loadCommands().catch(showError), () => tagsCard.tags);
 
   async function load() {
-    const [d, v] = await Promise.all([gql(`query($uid: ID!) { mount(uid: $uid) { ${MOUNT_FIELDS} macAddress associatedAt nfcTags { uid name } } }`, { uid }), latestVerified()]);
-    verified = v;
+    const d = await gql(`query($uid: ID!) { mount(uid: $uid) { ${MOUNT_FIELDS} macAddress associatedAt nfcTags { uid name } } }`, { uid });
     showValues(d.mount);
     renameForm?.fill(d.mount.name);
     tagsCard.fill(d.mount.nfcTags);
@@ -182,10 +169,9 @@ export function mountView(uid) {
   let sub = null;
   const started = load().then(() => {
     sub = live({
-      query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt verified } mount { ${MOUNT_FIELDS} } } }`,
+      query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } } }`,
       variables: { uids: [uid] },
       onEvent: (ev) => {
-        noteVerified(verified, ev.states);
         showValues({ ...mount, ...ev.mount, lastReportAt: lastReportOf(ev) });
         if (ev.type === "STATES_REPORTED") historySoon();
         if (ev.type === "COMMAND_ISSUED" || COMMAND_STATUS_EVENTS.includes(ev.type)) loadCommands().catch(showError);

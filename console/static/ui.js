@@ -62,25 +62,16 @@ export const COMMAND_STATUS_EVENTS = ["COMMAND_EXECUTED", "COMMAND_REFUSED", "CO
 // The state codes behind the latest values, by the Mount field that shows them.
 export const VALUE_CODES = { batteryLevel: "BATTERY_LEVEL", cpuTemperature: "CPU_TEMPERATURE", mountLocked: "MOUNT_LOCKED", helmetMounted: "HELMET_MOUNTED" };
 
-// noteVerified records, per state code, whether the newest entry seen was
-// signed by the mount (verified): into, code -> { at, verified }, keeps the
-// newest by occurredAt, as the latest values do (a late report of older
-// entries changes nothing). It answers into.
-export function noteVerified(into, states) {
-  for (const s of states || []) {
-    if (s.verified === undefined) continue;
-    const known = into[s.code];
-    if (!known || s.occurredAt >= known.at) into[s.code] = { at: s.occurredAt, verified: s.verified };
-  }
-  return into;
-}
-
 // unverifiedBadge marks a value the mount did not sign: a phone reported it.
 export function unverifiedBadge() {
   return h("span", { class: "badge unverified", title: "Not signed by the mount: a phone reported it" }, "unverified");
 }
 
-export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline";
+export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline unverifiedStates";
+
+// isUnverified: the mount's latest value of field (a VALUE_CODES key) came
+// in a report the mount did not sign.
+export const isUnverified = (m, field) => m[field] !== null && m[field] !== undefined && (m.unverifiedStates || []).includes(VALUE_CODES[field]);
 
 // lastReportOf: the event's newest state time, or the mount's own.
 export function lastReportOf(ev) {

@@ -141,6 +141,7 @@ type ComplexityRoot struct {
 		SerialNumber        func(childComplexity int) int
 		SoftwareRevision    func(childComplexity int) int
 		UID                 func(childComplexity int) int
+		UnverifiedStates    func(childComplexity int) int
 	}
 
 	MountEvent struct {
@@ -772,6 +773,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mount.UID(childComplexity), true
+	case "Mount.unverifiedStates":
+		if e.ComplexityRoot.Mount.UnverifiedStates == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mount.UnverifiedStates(childComplexity), true
 
 	case "MountEvent.command":
 		if e.ComplexityRoot.MountEvent.Command == nil {
@@ -1803,6 +1810,8 @@ extend type Query {
   nfcTags: [NfcTag!]!
   "The mount's own Ed25519 public key (64 lowercase hex), pinned by its association; null for a mount without one."
   devicePublicKey: String
+  "The state codes whose latest value (the computed fields above) came in a report the mount did not sign: verified false."
+  unverifiedStates: [String!]!
 }
 
 type MountPage {
@@ -1849,7 +1858,7 @@ type Command {
   "The client that issued it (command audit only)."
   issuedBy: String
   status: CommandStatus!
-  "When the status last moved (the server's clock); null while ISSUED."
+  "When the command took its status (the server's clock): when it was issued while ISSUED."
   statusAt: DateTime
   "The mount's reason for REFUSED."
   reason: String
@@ -2319,6 +2328,8 @@ func (ec *executionContext) childFields_Mount(ctx context.Context, field graphql
 		return ec.fieldContext_Mount_nfcTags(ctx, field)
 	case "devicePublicKey":
 		return ec.fieldContext_Mount_devicePublicKey(ctx, field)
+	case "unverifiedStates":
+		return ec.fieldContext_Mount_unverifiedStates(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Mount", field.Name)
 }
@@ -5095,6 +5106,29 @@ func (ec *executionContext) _Mount_devicePublicKey(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_Mount_devicePublicKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Mount", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Mount_unverifiedStates(ctx context.Context, field graphql.CollectedField, obj *model.Mount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mount_unverifiedStates(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UnverifiedStates, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mount_unverifiedStates(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Mount", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -10569,6 +10603,11 @@ func (ec *executionContext) _Mount(ctx context.Context, sel ast.SelectionSet, ob
 		case "devicePublicKey":
 			out.Values[i] = ec._Mount_devicePublicKey(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "unverifiedStates":
+			out.Values[i] = ec._Mount_unverifiedStates(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:

@@ -53,7 +53,7 @@ type Command struct {
 	// The client that issued it (command audit only).
 	IssuedBy *string       `json:"issuedBy,omitempty"`
 	Status   CommandStatus `json:"status"`
-	// When the status last moved (the server's clock); null while ISSUED.
+	// When the command took its status (the server's clock): when it was issued while ISSUED.
 	StatusAt *DateTime `json:"statusAt,omitempty"`
 	// The mount's reason for REFUSED.
 	Reason *string `json:"reason,omitempty"`
@@ -155,6 +155,8 @@ type Mount struct {
 	NfcTags []NfcTag `json:"nfcTags"`
 	// The mount's own Ed25519 public key (64 lowercase hex), pinned by its association; null for a mount without one.
 	DevicePublicKey *string `json:"devicePublicKey,omitempty"`
+	// The state codes whose latest value (the computed fields above) came in a report the mount did not sign: verified false.
+	UnverifiedStates []string `json:"unverifiedStates"`
 }
 
 type MountEvent struct {

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/mountd/mountd/adapters/testenv"
+	"github.com/mountd/mountd/client"
+	"github.com/mountd/mountd/protocol"
+)
+
+// TestConsoleCommandStatus: the mount page's command audit shows each
+// command's status and moves it live when the mount's receipt arrives
+// (EXECUTED, signed); latest values the mount did not sign carry an
+// "unverified" badge on the mount page and in the fleet, which a signed
+// report takes away; the page passes axe-core with them.
+func TestConsoleCommandStatus(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	in := start(t, testConfig(t.TempDir(), ""))
+	a := newFleet(in, "Demo Fleet")
+	api := client.New(in.base, client.StaticToken(a.token))
+	const uid = "MNT-0001"
+	d := newDevice(uid)
+	associateWith(t, api, map[string]any{"uid": uid, "name": "Front door", "devicePublicKey": d.publicKey()})
+	// The owner's unsigned report: stored, unverified.
+	reportStates(t, api, uid, 80, true, time.Now().Add(-time.Hour))
+	cmd := a.issue(t, uid, "code=RELEASE_HELMET")
+	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
+
+	b := newBrowserSession(t, chromium)
+	b.signIn(in.base, "ann")
+	b.step("open the mount", chromedp.Navigate(in.base+"/console/#/mounts/"+uid), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
+	row := `document.querySelector('#audit tbody tr[data-id="` + cmd.ID + `"]')`
+	b.waitJS("the command is ISSUED", row+`?.dataset.status === 'ISSUED' && `+row+`.cells[3].textContent === 'ISSUED'`, 10*time.Second)
+	b.waitJS("every latest value is marked unverified",
+		`['batteryLevel', 'mountLocked', 'helmetMounted', 'cpuTemperature'].every((k) => !!document.querySelector('[data-value=' + k + '] .badge.unverified'))`, 5*time.Second)
+	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
+	b.checkA11y("the mount page with statuses and badges")
+
+	// The mount's receipt arrives: the row moves on by itself.
+	now := time.Now()
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/commands/receipts", receipts(d.receipt(cmd.ID, "EXECUTED", "", now)), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("the command is EXECUTED, signed", row+`?.dataset.status === 'EXECUTED' && `+row+`.cells[3].textContent === 'EXECUTED (signed receipt)' && `+
+		row+`.cells[4].textContent !== '—'`, 10*time.Second)
+
+	// A signed battery report: its badge goes, the others stay.
+	body := d.signedReport("", protocol.ReportEntry{Code: "BATTERY_LEVEL", Value: "55", OccurredAt: now.UTC().Truncate(time.Millisecond)})
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/states", body, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("the battery is verified now", `!!(document.querySelector('[data-value=batteryLevel] .value').textContent.startsWith('55') &&
+	  !document.querySelector('[data-value=batteryLevel] .badge') && document.querySelector('[data-value=mountLocked] .badge.unverified'))`, 10*time.Second)
+
+	// The fleet marks the same.
+	b.step("the fleet", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	fleetRow := `document.querySelector('#fleet tr[data-uid="` + uid + `"]')`
+	b.waitJS("the fleet's badges", `!!(`+fleetRow+` && !`+fleetRow+`.querySelector('.c-batteryLevel .badge') && `+fleetRow+`.querySelector('.c-mountLocked .badge.unverified'))`, 10*time.Second)
+	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
+	reportStates(t, api, uid, 40, false, time.Now())
+	b.waitJS("an unsigned report marks the battery again", `!!(`+fleetRow+`.querySelector('.c-batteryLevel').textContent.startsWith('40') && `+
+		fleetRow+`.querySelector('.c-batteryLevel .badge.unverified'))`, 10*time.Second)
+}
