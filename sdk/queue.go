@@ -14,7 +14,9 @@ import (
 )
 
 // The upload queue on disk: one file per item, named by a sequence number
-// that only grows (20 decimal digits, so that names sort as numbers do),
+// that only grows (20 decimal digits, so that names sort as numbers do; the
+// last one given out is kept in a file of its own, so it goes on growing
+// after a restart with an empty queue),
 // written to a temporary file, synced, renamed into place and the directory
 // synced. A crash mid-write leaves a temporary file, never a half item; the
 // temporary files are removed when the queue opens. A lock file keeps a
@@ -24,6 +26,9 @@ const (
 	itemSuffix = ".item"
 	tempPrefix = ".tmp-"
 	lockName   = "lock"
+	// seqName holds the last sequence number given out, so that numbers
+	// keep growing across restarts, also once the queue was empty.
+	seqName = "seq"
 	// maxItemBytes bounds one item on disk: a states message is at most
 	// protocol.MaxBLEMessage (16 KiB) and its envelope is small.
 	maxItemBytes = 64 << 10
@@ -100,6 +105,11 @@ func openQueue(dir string, maxItems int, maxBytes int64) (*queue, error) {
 		}
 	}
 	slices.SortFunc(q.items, func(a, b queued) int { return cmpSeq(a.seq, b.seq) })
+	if raw, err := os.ReadFile(filepath.Join(dir, seqName)); err == nil {
+		if last, err := strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64); err == nil {
+			q.next = max(q.next, last+1)
+		}
+	}
 	return q, nil
 }
 
@@ -135,6 +145,9 @@ func (q *queue) add(u Upload) (uint64, error) {
 	}
 	seq := q.next
 	q.next++
+	if err := writeAtomic(q.dir, seqName, []byte(strconv.FormatUint(seq, 10))); err != nil {
+		return 0, fmt.Errorf("sdk: upload queue: %w", err)
+	}
 	if err := writeAtomic(q.dir, itemName(seq), data); err != nil {
 		return 0, fmt.Errorf("sdk: upload queue: %w", err)
 	}

@@ -171,6 +171,14 @@ func TestQueueSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	eq(t, "received", h.api.received(), []string{"rn1", "s2", "s3", "s4"})
+
+	// Emptied, and started again: the numbers go on from where they were.
+	_ = h.u.close()
+	h.open(100, 1<<20)
+	seq, err := h.q.add(report("M-1", 5))
+	if err != nil || seq != 5 {
+		t.Fatalf("first item after a restart with an empty queue: %d, %v; want 5", seq, err)
+	}
 }
 
 func TestQueueJudgesEachAnswer(t *testing.T) {
