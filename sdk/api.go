@@ -175,11 +175,6 @@ func (a *apiClient) command(ctx context.Context, uid, code string, params map[st
 	return cmds[0], nil
 }
 
-// report sends the mount's states to the API.
-func (a *apiClient) report(ctx context.Context, uid string, states []protocol.BLEStateEntry) error {
-	return a.do(ctx, http.MethodPost, "/mounts/"+url.PathEscape(uid)+"/states", map[string]any{"states": states}, nil)
-}
-
 // reaches says whether the token may upload for uid now, from its claims
 // (no call): an expired token can upload nothing (ErrTokenRejected); a
 // restricted token with mount items only for those (ErrMountNotAllowed).
