@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -214,6 +215,9 @@ func (u *uploader) drain() error {
 		}
 		after = seq
 		item, err := u.q.read(seq)
+		if err != nil && !errors.Is(err, errCorrupt) && !errors.Is(err, os.ErrNotExist) {
+			return err // the disk, for now: the item stays
+		}
 		if err != nil {
 			// A file that is not an item as this SDK writes them cannot
 			// become one: it goes, with a log line.
