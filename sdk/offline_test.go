@@ -128,9 +128,11 @@ func (l *fakeLink) Close() error {
 // takes reports and receipts, checking their signatures with the mount's
 // key: only what the mount signed, unchanged, verifies.
 type fakeAPI struct {
-	t     *testing.T
-	mount *signingMount
-	srv   *httptest.Server
+	t   *testing.T
+	pub string // the device key pinned at the API
+	// badSignaturesExpected: a refused signature is the test's point.
+	badSignaturesExpected bool
+	srv *httptest.Server
 
 	mu      sync.Mutex
 	got     []string // "r<counter>" and "s<counter>", in order of arrival
@@ -139,7 +141,7 @@ type fakeAPI struct {
 }
 
 func newFakeAPI(t *testing.T, m *signingMount) *fakeAPI {
-	a := &fakeAPI{t: t, mount: m, fail503: map[int]bool{}}
+	a := &fakeAPI{t: t, pub: m.publicKey(), fail503: map[int]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"userinfo_endpoint": a.srv.URL + "/userinfo"})
@@ -210,8 +212,10 @@ func (a *fakeAPI) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 func (a *fakeAPI) take(w http.ResponseWriter, item, text, signature string) {
-	if !protocol.Verify(a.mount.publicKey(), text, signature) {
-		a.t.Errorf("%s: the signature does not verify: the SDK changed what the mount signed", item)
+	if !protocol.Verify(a.pub, text, signature) {
+		if !a.badSignaturesExpected {
+			a.t.Errorf("%s: the signature does not verify: the SDK changed what the mount signed", item)
+		}
 		http.Error(w, `{"status":400,"code":"INVALID_SIGNATURE"}`, http.StatusBadRequest)
 		return
 	}
@@ -407,4 +411,62 @@ func TestQueueDirInUse(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 	_ = b.Close()
+}
+
+// An upload the API refuses (4xx) is dropped, said on the engine stream and
+// in the action's error, and never sent again; what follows it goes on.
+func TestRefusedUploadIsDroppedAndSaid(t *testing.T) {
+	const uid = "M-0002"
+	mount := newSigningMount(uid)
+	api := newFakeAPI(t, mount)
+	api.badSignaturesExpected = true
+	c, err := sdk.New(sdk.Config{BaseURL: api.srv.URL + "/api/v1", Token: riderToken(api.srv.URL, uid), Radio: mount,
+		QueueDir: t.TempDir(), RetryMin: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Connect(context.Background(), uid); err != nil {
+		t.Fatal(err)
+	}
+	events := c.EngineEvents()
+
+	// The mount signs with a key the API did not pin: every upload is
+	// refused 400.
+	good := mount.key
+	_, mount.key, _ = ed25519.GenerateKey(nil)
+	out, err := c.ReleaseHelmet(context.Background(), uid)
+	var refused *sdk.UploadError
+	if !errors.As(err, &refused) || out.Pending != 0 || !out.Result.Accepted {
+		t.Fatalf("ReleaseHelmet = %+v, %v; want the refusal in the error, nothing pending", out, err)
+	}
+	drops := 0
+	for len(events) > 0 {
+		if e, ok := (<-events).(sdk.ErrorEvent); ok && errors.As(e.Err, &refused) {
+			drops++
+		}
+	}
+	if drops != 2 {
+		t.Fatalf("%d refusals on the engine stream, want 2 (receipt and report)", drops)
+	}
+	if s := c.Queued(); s.Items != 0 {
+		t.Fatalf("refused items stayed queued: %+v", s)
+	}
+	// Nothing is sent again; the next action's uploads go through.
+	mount.key = good
+	api.mu.Lock()
+	posts := api.posts
+	api.mu.Unlock()
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out, err = c.ReleaseHelmet(context.Background(), uid)
+	if err != nil || out.Pending != 0 {
+		t.Fatalf("ReleaseHelmet = %+v, %v", out, err)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.posts != posts+2 || len(api.got) != 2 {
+		t.Fatalf("after the refusals the API was sent %d more uploads and took %v; want 2, the new ones", api.posts-posts, api.got)
+	}
 }
