@@ -132,7 +132,7 @@ type fakeAPI struct {
 	pub string // the device key pinned at the API
 	// badSignaturesExpected: a refused signature is the test's point.
 	badSignaturesExpected bool
-	srv *httptest.Server
+	srv                   *httptest.Server
 
 	mu      sync.Mutex
 	got     []string // "r<counter>" and "s<counter>", in order of arrival
