@@ -33,8 +33,8 @@ func reportSignature(counter *int, softwareRevision, signature *string) (*core.R
 }
 
 // receiptInputs checks each receipt's shape as REST does, naming
-// receipts[i].field: outcome EXECUTED or REFUSED, counter from 0, at in
-// RFC 3339 UTC with milliseconds.
+// receipts[i].field: a nonce, a counter from 0, at in RFC 3339 UTC with
+// milliseconds; the outcome's value is core's to judge.
 func receiptInputs(receipts []model.ReceiptInput) ([]core.ReceiptInput, error) {
 	if len(receipts) > core.MaxReceiptsPerUpload {
 		return nil, core.Errorf(core.CodePayloadTooLarge, "an upload holds at most %d receipts", core.MaxReceiptsPerUpload)
@@ -46,9 +46,6 @@ func receiptInputs(receipts []model.ReceiptInput) ([]core.ReceiptInput, error) {
 		ri := core.ReceiptInput{Nonce: rc.Nonce, Outcome: rc.Outcome}
 		if rc.Nonce == "" {
 			v.Add(field("nonce"), "is required")
-		}
-		if rc.Outcome != protocol.OutcomeExecuted && rc.Outcome != protocol.OutcomeRefused {
-			v.Add(field("outcome"), "must be EXECUTED or REFUSED")
 		}
 		if rc.Reason != nil {
 			ri.Reason = *rc.Reason

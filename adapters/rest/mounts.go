@@ -463,9 +463,12 @@ func (s *Server) uploadReceipts(w http.ResponseWriter, r *http.Request, p core.P
 	writeJSON(w, http.StatusOK, res)
 }
 
-// receiptInputs checks the shape of each receipt: nonce, outcome (EXECUTED
-// or REFUSED), counter and at (RFC 3339 UTC with milliseconds, as the mount
-// writes it) are required; reason and signature may be missing (empty).
+// receiptInputs checks the shape of each receipt: nonce, outcome, counter
+// and at (RFC 3339 UTC with milliseconds, as the mount writes it) are
+// required; reason and signature may be missing (empty). What the values
+// say (an outcome other than EXECUTED or REFUSED, a reason that does not
+// fit it) core judges after the mount, the nonces and the signatures, in
+// the order docs/api.md gives.
 func receiptInputs(raws []json.RawMessage) ([]core.ReceiptInput, error) {
 	var v core.Validation
 	if raws == nil {
@@ -491,12 +494,10 @@ func receiptInputs(raws []json.RawMessage) ([]core.ReceiptInput, error) {
 		} else {
 			ri.Nonce = *rj.Nonce
 		}
-		switch {
-		case rj.Outcome == nil:
+		// The outcome's value is core's to judge, after the signature.
+		if rj.Outcome == nil {
 			v.Add(field("outcome"), "is required")
-		case *rj.Outcome != protocol.OutcomeExecuted && *rj.Outcome != protocol.OutcomeRefused:
-			v.Add(field("outcome"), "must be EXECUTED or REFUSED")
-		default:
+		} else {
 			ri.Outcome = *rj.Outcome
 		}
 		if rj.Reason != nil {

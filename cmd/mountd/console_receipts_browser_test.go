@@ -15,9 +15,10 @@ import (
 
 // TestConsoleCommandStatus: the mount page's command audit shows each
 // command's status and moves it live when the mount's receipt arrives
-// (EXECUTED, signed); latest values the mount did not sign carry an
-// "unverified" badge on the mount page and in the fleet, which a signed
-// report takes away; the page passes axe-core with them.
+// (EXECUTED, signed); latest values the mount did not sign are marked
+// "unverified" on the mount page and in the fleet (their text stays the
+// value), which a signed report takes away; the page passes axe-core with
+// them.
 func TestConsoleCommandStatus(t *testing.T) {
 	chromium := testenv.Chromium(t)
 	in := start(t, testConfig(t.TempDir(), ""))
@@ -37,7 +38,7 @@ func TestConsoleCommandStatus(t *testing.T) {
 	row := `document.querySelector('#audit tbody tr[data-id="` + cmd.ID + `"]')`
 	b.waitJS("the command is ISSUED", row+`?.dataset.status === 'ISSUED' && `+row+`.cells[3].textContent === 'ISSUED'`, 10*time.Second)
 	b.waitJS("every latest value is marked unverified",
-		`['batteryLevel', 'mountLocked', 'helmetMounted', 'cpuTemperature'].every((k) => !!document.querySelector('[data-value=' + k + '] .badge.unverified'))`, 5*time.Second)
+		`['batteryLevel', 'mountLocked', 'helmetMounted', 'cpuTemperature'].every((k) => !!document.querySelector('[data-value=' + k + '] .value.unverified'))`, 5*time.Second)
 	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	b.checkA11y("the mount page with statuses and badges")
 
@@ -54,15 +55,16 @@ func TestConsoleCommandStatus(t *testing.T) {
 	if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/states", body, nil); err != nil {
 		t.Fatal(err)
 	}
-	b.waitJS("the battery is verified now", `!!(document.querySelector('[data-value=batteryLevel] .value').textContent.startsWith('55') &&
-	  !document.querySelector('[data-value=batteryLevel] .badge') && document.querySelector('[data-value=mountLocked] .badge.unverified'))`, 10*time.Second)
+	b.waitJS("the battery is verified now", `!!(document.querySelector('[data-value=batteryLevel] .value').textContent === '55%' &&
+	  !document.querySelector('[data-value=batteryLevel] .unverified') && document.querySelector('[data-value=mountLocked] .value.unverified') &&
+	  getComputedStyle(document.querySelector('[data-value=mountLocked] .value'), '::after').content === '"unverified"')`, 10*time.Second)
 
 	// The fleet marks the same.
 	b.step("the fleet", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
 	fleetRow := `document.querySelector('#fleet tr[data-uid="` + uid + `"]')`
-	b.waitJS("the fleet's badges", `!!(`+fleetRow+` && !`+fleetRow+`.querySelector('.c-batteryLevel .badge') && `+fleetRow+`.querySelector('.c-mountLocked .badge.unverified'))`, 10*time.Second)
+	b.waitJS("the fleet's badges", `!!(`+fleetRow+` && !`+fleetRow+`.querySelector('.c-batteryLevel.unverified') && `+fleetRow+`.querySelector('.c-mountLocked.unverified'))`, 10*time.Second)
 	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	reportStates(t, api, uid, 40, false, time.Now())
-	b.waitJS("an unsigned report marks the battery again", `!!(`+fleetRow+`.querySelector('.c-batteryLevel').textContent.startsWith('40') && `+
-		fleetRow+`.querySelector('.c-batteryLevel .badge.unverified'))`, 10*time.Second)
+	b.waitJS("an unsigned report marks the battery again", `!!(`+fleetRow+`.querySelector('.c-batteryLevel').textContent === '40%' && `+
+		fleetRow+`.querySelector('.c-batteryLevel.unverified'))`, 10*time.Second)
 }

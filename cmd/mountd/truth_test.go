@@ -274,7 +274,9 @@ func TestCommandLifecycleAndReceipts(t *testing.T) {
 				{"unknown top field", map[string]any{"receipts": []any{good}, "x": 1}, 400, "VALIDATION_FAILED", []string{"x"}},
 				{"a receipt not an object", receipts(good, "x"), 400, "VALIDATION_FAILED", []string{"receipts[1]"}},
 				{"no nonce", receipts(with("nonce", nil)), 400, "VALIDATION_FAILED", []string{"receipts[0].nonce"}},
-				{"unknown outcome", receipts(with("outcome", "DONE")), 400, "VALIDATION_FAILED", []string{"receipts[0].outcome"}},
+				{"no outcome", receipts(with("outcome", nil)), 400, "VALIDATION_FAILED", []string{"receipts[0].outcome"}},
+				// The signature is checked before what the receipt says.
+				{"unknown outcome, so a bad signature", receipts(with("outcome", "DONE")), 400, "INVALID_SIGNATURE", nil},
 				{"negative counter", receipts(with("counter", -1)), 400, "VALIDATION_FAILED", []string{"receipts[0].counter"}},
 				{"counter as text", receipts(with("counter", "1")), 400, "VALIDATION_FAILED", []string{"receipts[0].counter"}},
 				{"huge counter", receipts(with("counter", 1e30)), 400, "VALIDATION_FAILED", []string{"receipts[0].counter"}},
@@ -363,6 +365,11 @@ func TestCommandLifecycleAndReceipts(t *testing.T) {
 
 			// A mount without a device key takes unsigned receipts.
 			c2 := a.issue(t, "R2", "code=SET_RFID_MODE&rfidMode=LEARN")
+			res, raw = a.call(http.MethodPost, "/api/v1/mounts/R2/commands/receipts", receipts(map[string]any{
+				"nonce": c2.ID, "outcome": "DONE", "counter": 2, "at": protocol.FormatTime(now)}))
+			if p := wantProblem(t, res, raw, 400, "VALIDATION_FAILED"); !slices.Equal(fieldsOf(p), []string{"receipts[0].outcome"}) {
+				t.Fatalf("an unknown outcome: %s", raw)
+			}
 			res, raw = a.call(http.MethodPost, "/api/v1/mounts/R2/commands/receipts", receipts(map[string]any{
 				"nonce": c2.ID, "outcome": "REFUSED", "reason": "helmet not mounted", "counter": 3, "at": protocol.FormatTime(now)}))
 			if res.StatusCode != 200 || strings.TrimSpace(string(raw)) != `{"accepted":1,"duplicates":0}` {

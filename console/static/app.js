@@ -3,7 +3,7 @@
 // return a stop function; routes are the URL's hash.
 import * as auth from "./auth.js";
 import { gql, live } from "./api.js";
-import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, isUnverified, unverifiedBadge } from "./ui.js";
+import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, isUnverified, markUnverified } from "./ui.js";
 import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
 import { firmwareView } from "./firmware.js";
@@ -150,7 +150,7 @@ function fleetView(query) {
       if (CELL[key]) CELL[key](td, m);
       else td.textContent = m[key] || "";
       // A latest value the mount did not sign.
-      if (VALUE_CODES[key] && isUnverified(m, key)) td.append(unverifiedBadge());
+      if (VALUE_CODES[key]) markUnverified(td, isUnverified(m, key));
     }
     tr.dataset.last = m.lastReportAt || "";
   }

@@ -3,7 +3,7 @@
 // the command audit and its NFC tags.
 import { gql, live } from "./api.js";
 import { exportMenu } from "./exports.js";
-import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, isUnverified, unverifiedBadge } from "./ui.js";
+import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, isUnverified, markUnverified } from "./ui.js";
 
 const LEVELS = ["LOW", "MEDIUM", "HIGH"];
 // The codes a mount takes and their parameters, all required (docs/api.md,
@@ -37,9 +37,9 @@ export function mountView(uid) {
   function showValues(m) {
     mount = m;
     title.textContent = m.name;
-    // A value the mount did not sign carries a badge.
+    // A value the mount did not sign is marked "unverified".
     const cell = (label, value, key) => h("div", { "data-value": key || "" }, h("div", { class: "label" }, label),
-      h("div", { class: "value" }, value, key && isUnverified(m, key) ? unverifiedBadge() : ""));
+      markUnverified(h("div", { class: "value" }, value), !!key && isUnverified(m, key)));
     values.replaceChildren(
       cell("State", m.associationState), cell("Battery", fmtBattery(m.batteryLevel), "batteryLevel"),
       cell("Lock", fmtBool(m.mountLocked, "Locked", "Unlocked"), "mountLocked"), cell("Helmet", fmtBool(m.helmetMounted, "Present", "Absent"), "helmetMounted"),

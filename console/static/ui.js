@@ -62,9 +62,14 @@ export const COMMAND_STATUS_EVENTS = ["COMMAND_EXECUTED", "COMMAND_REFUSED", "CO
 // The state codes behind the latest values, by the Mount field that shows them.
 export const VALUE_CODES = { batteryLevel: "BATTERY_LEVEL", cpuTemperature: "CPU_TEMPERATURE", mountLocked: "MOUNT_LOCKED", helmetMounted: "HELMET_MOUNTED" };
 
-// unverifiedBadge marks a value the mount did not sign: a phone reported it.
-export function unverifiedBadge() {
-  return h("span", { class: "badge unverified", title: "Not signed by the mount: a phone reported it" }, "unverified");
+// markUnverified marks el as showing a value the mount did not sign: the
+// stylesheet adds the word "unverified" after it (generated, so that the
+// element's text stays the value), and the title says why.
+export function markUnverified(el, on) {
+  el.classList.toggle("unverified", on);
+  if (on) el.title = "Unverified: not signed by the mount, a phone reported it";
+  else el.removeAttribute("title");
+  return el;
 }
 
 export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline unverifiedStates";
