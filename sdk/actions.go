@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,10 +13,16 @@ import (
 )
 
 // Outcome is what an action achieved: the mount's answer and the states it
-// reported afterwards (sent on to the API).
+// notified afterwards, both carried to the API as the mount said them.
 type Outcome struct {
 	Result CommandResult
 	States []protocol.BLEStateEntry
+	// Report is the mount's states message as uploaded (signed fields
+	// unchanged); nil when the mount notified none for this command.
+	Report *protocol.SignedStates
+	// Pending is how many of the action's uploads (the receipt, the
+	// report) wait in the upload queue; 0 when the API has them all.
+	Pending int
 }
 
 // ReleaseHelmet unlocks the mount and waits until it reports the helmet
@@ -45,19 +52,24 @@ func (c *Client) SyncNFCTags(ctx context.Context, uid string) (Outcome, error) {
 
 // Deliver writes a command obtained elsewhere (an operator's
 // ASSOCIATE_OWNER from POST /mounts) to a connected mount and waits for its
-// answer. No token check: the command came from the API already.
+// answer. No token check: the command came from the API already. Nothing
+// is uploaded: the result's Receipt (when the mount signed one) belongs to
+// an association the API confirms afterwards; hand it to Upload then.
 func (c *Client) Deliver(ctx context.Context, uid string, cmd protocol.BLECommand) (CommandResult, error) {
 	d, err := c.connected(uid)
 	if err != nil {
 		return CommandResult{}, err
 	}
-	res, _, err := c.write(ctx, d, cmd, nil)
-	return res, err
+	dl, err := c.write(ctx, d, cmd, nil)
+	if dl.result == nil {
+		return CommandResult{}, err
+	}
+	return resultOf(*dl.result), err // a refusal is a *RefusedError
 }
 
 // run is every action's path: token check with the identity provider,
 // command from the API, write over BLE, wait for the mount's confirmation,
-// report the resulting states.
+// upload its receipt and its states.
 func (c *Client) run(ctx context.Context, uid, code string, params map[string]string, confirmed func(map[string]string) bool) (Outcome, error) {
 	if err := c.api.validate(ctx, uid); err != nil {
 		c.engine.publish(ErrorEvent{UID: uid, Err: err, At: time.Now()})
@@ -71,61 +83,88 @@ func (c *Client) run(ctx context.Context, uid, code string, params map[string]st
 	if err != nil {
 		return Outcome{}, err
 	}
-	res, states, err := c.write(ctx, d, cmd, confirmed)
-	if err != nil {
-		return Outcome{Result: res}, err
+	dl, err := c.write(ctx, d, cmd, confirmed)
+	var out Outcome
+	if dl.result != nil {
+		out.Result = resultOf(*dl.result)
 	}
-	if len(states) > 0 {
-		if err := c.api.report(ctx, uid, states); err != nil {
-			return Outcome{Result: res, States: states}, fmt.Errorf("sdk: the mount confirmed, but reporting its states failed: %w", err)
+	if dl.states != nil {
+		out.States = dl.states.States
+		out.Report = reportOf(*dl.states)
+	}
+	pending, uerr := c.up.carry(ctx, c.cfg.UploadWait, dl.uploads(uid))
+	out.Pending = pending
+	if uerr != nil {
+		err = errors.Join(err, fmt.Errorf("sdk: the mount answered, but uploading what it said failed: %w", uerr))
+	}
+	return out, err
+}
+
+// delivery is what a mount notified about one command: its result and
+// the states that followed it (the last of them), as received.
+type delivery struct {
+	result *protocol.BLEMessage
+	states *protocol.BLEMessage
+}
+
+// uploads are what the mount said, in the order it said it: the receipt
+// (a signed result only), then the states message.
+func (dl delivery) uploads(uid string) []Upload {
+	var out []Upload
+	if dl.result != nil {
+		if r := receiptOf(*dl.result); r != nil {
+			out = append(out, Upload{UID: uid, Receipt: r})
 		}
 	}
-	return Outcome{Result: res, States: states}, nil
+	if dl.states != nil {
+		out = append(out, Upload{UID: uid, States: reportOf(*dl.states)})
+	}
+	return out
 }
 
 // write sends cmd and waits for the mount's result for its nonce, then (when
-// confirmed is set) for states that satisfy it.
-func (c *Client) write(ctx context.Context, d *device, cmd protocol.BLECommand, confirmed func(map[string]string) bool) (CommandResult, []protocol.BLEStateEntry, error) {
+// confirmed is set) for states that satisfy it. A refusal is a *RefusedError
+// (with the result in the delivery).
+func (c *Client) write(ctx context.Context, d *device, cmd protocol.BLECommand, confirmed func(map[string]string) bool) (delivery, error) {
 	d.writeMu.Lock()
 	defer d.writeMu.Unlock()
+	var dl delivery
 	raw, err := json.Marshal(cmd)
 	if err != nil {
-		return CommandResult{}, nil, err
+		return dl, err
 	}
 	msgs, stop := d.watch()
 	defer stop()
 	if err := d.send(ctx, raw); err != nil {
-		return CommandResult{}, nil, err
+		return dl, err
 	}
 	payload, _ := protocol.ParsePayload(cmd.Payload) // a malformed one is refused by the mount
 	nonce := payload.Nonce
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConfirmTimeout)
 	defer cancel()
-	var result *CommandResult
-	var last []protocol.BLEStateEntry
 	for {
 		select {
 		case <-ctx.Done():
-			if result != nil {
-				return *result, last, fmt.Errorf("%w: no confirming state after %s", ErrTimeout, cmd.Code)
+			if dl.result != nil {
+				return dl, fmt.Errorf("%w: no confirming state after %s", ErrTimeout, cmd.Code)
 			}
-			return CommandResult{}, nil, fmt.Errorf("%w: no answer to %s", ErrTimeout, cmd.Code)
+			return dl, fmt.Errorf("%w: no answer to %s", ErrTimeout, cmd.Code)
 		case <-d.done:
-			return CommandResult{}, nil, fmt.Errorf("%w: %s disconnected", ErrNotConnected, d.uid)
+			return dl, fmt.Errorf("%w: %s disconnected", ErrNotConnected, d.uid)
 		case m := <-msgs:
 			switch {
-			case m.Type == protocol.BLEMessageResult && m.Nonce == nonce:
-				result = &CommandResult{Code: m.Code, Nonce: m.Nonce, Accepted: m.Accepted, Reason: m.Reason}
+			case m.Type == protocol.BLEMessageResult && m.Nonce == nonce && dl.result == nil:
+				dl.result = &m
 				if !m.Accepted {
-					return *result, nil, &RefusedError{Code: m.Code, Reason: m.Reason}
+					return dl, &RefusedError{Code: m.Code, Reason: m.Reason}
 				}
 				if confirmed == nil {
-					return *result, nil, nil // nothing further to wait for
+					return dl, nil // nothing further to wait for
 				}
-			case m.Type == protocol.BLEMessageStates && result != nil:
-				last = m.States
+			case m.Type == protocol.BLEMessageStates && dl.result != nil:
+				dl.states = &m
 				if confirmed(byCode(m.States)) {
-					return *result, last, nil
+					return dl, nil
 				}
 			}
 		}
@@ -146,13 +185,18 @@ type Association struct {
 	Info      protocol.BLEInfo
 	Delivered CommandResult
 	Mount     json.RawMessage // the confirmed mount, as the API answered
+	// Pending is how many of the mount's receipt and states wait in the
+	// upload queue; 0 when the API has them all.
+	Pending int
 }
 
 // Associate associates a mount nearby with the token's account: it connects,
 // reads the mount's info characteristic and requests the association with
 // what the mount says of itself (serial number, MAC address, model, firmware
-// and software revision; name is the operator's), delivers ASSOCIATE_OWNER
-// over BLE and confirms. It needs an owner token.
+// and software revision, device key; name is the operator's), delivers
+// ASSOCIATE_OWNER over BLE, confirms, and then uploads the mount's receipt
+// and the states it notified (its signatures verify against the device key
+// only once the association is confirmed). It needs an owner token.
 func (c *Client) Associate(ctx context.Context, uid, name string) (Association, error) {
 	info, err := c.Connect(ctx, uid)
 	if err != nil {
@@ -169,27 +213,42 @@ func (c *Client) Associate(ctx context.Context, uid, name string) (Association, 
 	if len(cmds) != 1 || cmds[0].Code != string(protocol.CmdAssociateOwner) {
 		return Association{}, fmt.Errorf("sdk: the API answered no ASSOCIATE_OWNER for %s", uid)
 	}
-	res, err := c.Deliver(ctx, uid, cmds[0])
+	d, err := c.connected(uid)
 	if err != nil {
 		return Association{}, err
 	}
-	if !res.Accepted {
-		return Association{Info: info, Delivered: res}, fmt.Errorf("sdk: the mount refused ASSOCIATE_OWNER: %s", res.Reason)
+	// The mount notifies its states after ASSOCIATE_OWNER: wait for them,
+	// so that they are uploaded signed with the key just pinned.
+	dl, err := c.write(ctx, d, cmds[0], func(map[string]string) bool { return true })
+	out := Association{Info: info}
+	if dl.result != nil {
+		out.Delivered = resultOf(*dl.result)
 	}
-	out := Association{Info: info, Delivered: res}
+	if errors.Is(err, ErrTimeout) && out.Delivered.Accepted {
+		err = nil // accepted, without states after it
+	}
+	if err != nil {
+		return out, err
+	}
 	if err := c.api.do(ctx, http.MethodPost, "/mounts/"+url.PathEscape(uid)+"/confirm-association", nil, &out.Mount); err != nil {
 		return out, err
+	}
+	pending, err := c.up.carry(ctx, c.cfg.UploadWait, dl.uploads(uid))
+	out.Pending = pending
+	if err != nil {
+		return out, fmt.Errorf("sdk: associated, but uploading what the mount said failed: %w", err)
 	}
 	return out, nil
 }
 
 // AssociationRequest is the POST /mounts body for a mount as its info
-// characteristic describes it; empty fields are left out, so the stored
-// ones stay.
+// characteristic describes it, its device key (devicePublicKey) included;
+// empty fields are left out, so the stored ones stay.
 func AssociationRequest(info protocol.BLEInfo) map[string]any {
 	body := map[string]any{"uid": info.UID}
 	for field, v := range map[string]string{"serialNumber": info.SerialNumber, "macAddress": info.MACAddress,
-		"modelNumber": info.ModelNumber, "firmwareRevision": info.FirmwareRevision, "softwareRevision": info.SoftwareRevision} {
+		"modelNumber": info.ModelNumber, "firmwareRevision": info.FirmwareRevision, "softwareRevision": info.SoftwareRevision,
+		"devicePublicKey": info.DevicePublicKey} {
 		if v != "" {
 			body[field] = v
 		}

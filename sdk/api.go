@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -174,7 +175,20 @@ func (a *apiClient) command(ctx context.Context, uid, code string, params map[st
 	return cmds[0], nil
 }
 
-// report sends the mount's states to the API.
-func (a *apiClient) report(ctx context.Context, uid string, states []protocol.BLEStateEntry) error {
-	return a.do(ctx, http.MethodPost, "/mounts/"+url.PathEscape(uid)+"/states", map[string]any{"states": states}, nil)
+// reaches says whether the token may upload for uid now, from its claims
+// (no call): an expired token can upload nothing (ErrTokenRejected); a
+// restricted token with mount items only for those (ErrMountNotAllowed).
+// A token whose claims cannot be read is left to the API to judge.
+func (a *apiClient) reaches(uid string) error {
+	_, scope, exp, err := tokenClaims(a.token)
+	if err != nil {
+		return nil
+	}
+	if exp.Unix() != 0 && time.Now().After(exp) {
+		return fmt.Errorf("%w: expired", ErrTokenRejected)
+	}
+	if err := scopeAllows(scope, uid); errors.Is(err, ErrMountNotAllowed) {
+		return err
+	}
+	return nil
 }

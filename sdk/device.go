@@ -55,7 +55,8 @@ func (d *device) read(onClose func()) {
 		case protocol.BLEMessageStates:
 			ev.States = msg.States
 		case protocol.BLEMessageResult:
-			ev.Result = &CommandResult{Code: msg.Code, Nonce: msg.Nonce, Accepted: msg.Accepted, Reason: msg.Reason}
+			r := resultOf(msg)
+			ev.Result = &r
 		default:
 			continue
 		}

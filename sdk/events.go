@@ -68,6 +68,15 @@ type CommandResult struct {
 	Nonce    string
 	Accepted bool
 	Reason   string
+	// Receipt is the mount's signed account of the command (EXECUTED or
+	// REFUSED), as uploaded to the API; nil when the mount did not sign
+	// its answer (older firmware, or a command refused before its
+	// signature verified).
+	Receipt *protocol.UploadReceipt
+}
+
+func resultOf(m protocol.BLEMessage) CommandResult {
+	return CommandResult{Code: m.Code, Nonce: m.Nonce, Accepted: m.Accepted, Reason: m.Reason, Receipt: receiptOf(m)}
 }
 
 // broadcaster fans events out to subscribers through bounded buffers; a

@@ -71,7 +71,8 @@ func ExampleClient_Connect() {
 
 // Actions check the token with the identity provider before anything goes
 // over BLE, fetch the signed command from the API, write it to the mount,
-// wait for the mount to confirm, and report its new states to the API.
+// wait for the mount to confirm, and upload its signed receipt and states
+// to the API (through the upload queue when the app names one).
 // (Compiled, not run: it needs a running mountd; cmd/mountd's
 // TestOperatorFlow runs the whole flow.)
 func ExampleClient_ReleaseHelmet() {
@@ -79,6 +80,9 @@ func ExampleClient_ReleaseHelmet() {
 		BaseURL: "http://127.0.0.1:8080/api/v1",
 		Token:   "<a role:restricted mount:M-0001 token>",
 		Radio:   sim.Dial("sim://127.0.0.1:7390"), // mountsim's fleet
+		// What the mount said waits here when the API cannot be reached,
+		// and goes up when it can, also after the app restarts.
+		QueueDir: "/data/app/mountd-uploads",
 	})
 	defer client.Close()
 	ctx := context.Background()
@@ -97,6 +101,8 @@ func ExampleClient_ReleaseHelmet() {
 		fmt.Println("the mount refused:", refused.Reason)
 	case err != nil:
 		fmt.Println(err)
+	case outcome.Pending > 0:
+		fmt.Println("released; the mount's receipt and report wait for the network")
 	default:
 		fmt.Println("released; the mount reports", outcome.States)
 	}

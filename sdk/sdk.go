@@ -1,11 +1,17 @@
 // Package sdk is the mobile-client library of mountd: with an API base
 // address and a scoped token (never client credentials) it scans for mounts
 // over BLE, connects to them, and carries signed commands from the API to a
-// mount, checking the token with the identity provider first and reporting
-// the mount's resulting states back to the API.
+// mount, checking the token with the identity provider first and carrying
+// what the mount says back to the API unchanged: its signed receipt for the
+// command and its signed states.
 //
 // Two streams report what happens: EngineEvents (global: scans, connections,
 // errors) and DeviceStates (per mount uid: states and command results).
+//
+// Uploads the API cannot take now (no network, 5xx) wait in a bounded
+// on-disk queue the app names (Config.QueueDir) and go up oldest first,
+// item by item, when the API answers again, also after the app restarts;
+// Flush uploads now, Queued says what waits.
 package sdk
 
 import (
@@ -13,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -35,6 +42,29 @@ type Config struct {
 	// ConfirmTimeout bounds the wait for a mount to confirm a command
 	// (default 10 s).
 	ConfirmTimeout time.Duration
+
+	// QueueDir is the directory of the upload queue: what the mount said
+	// (signed states, receipts) that could not reach the API waits there,
+	// across restarts of the app, and is uploaded oldest first when the API
+	// answers again. One Client at a time may use a directory. Empty: no
+	// queue; an upload that fails is returned as the action's error and
+	// not kept.
+	QueueDir string
+	// QueueMaxItems and QueueMaxBytes bound the queue (defaults 1000 items
+	// and 8 MiB). When full, a new item is refused (ErrQueueFull, in the
+	// action's error); the items already queued stay.
+	QueueMaxItems int
+	QueueMaxBytes int64
+	// RetryMin and RetryMax bound the wait between the background
+	// flusher's attempts while the API does not answer: it doubles from
+	// RetryMin (default 1 s) up to RetryMax (default 5 min), with jitter.
+	RetryMin, RetryMax time.Duration
+	// UploadWait bounds how long an action waits for its own uploads
+	// before leaving them to the queue (default 10 s).
+	UploadWait time.Duration
+	// Logger receives the queue's log lines (dropped uploads, retries);
+	// default slog.Default().
+	Logger *slog.Logger
 }
 
 // Client is one phone's view of the fleet.
@@ -42,6 +72,7 @@ type Client struct {
 	cfg    Config
 	api    *apiClient
 	engine *broadcaster[EngineEvent]
+	up     *uploader
 
 	mu      sync.Mutex
 	seen    map[string]protocol.BLEDevice // uid → last advertisement
@@ -76,7 +107,8 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("sdk: the mount refused %s: %s", e.Code, e.Reason)
 }
 
-// New returns a Client.
+// New returns a Client. With a QueueDir, it opens the queue and starts
+// uploading what an earlier run left there.
 func New(cfg Config) (*Client, error) {
 	if cfg.BaseURL == "" || cfg.Token == "" || cfg.Radio == nil {
 		return nil, errors.New("sdk: BaseURL, Token and Radio are required")
@@ -87,14 +119,43 @@ func New(cfg Config) (*Client, error) {
 	if cfg.ConfirmTimeout <= 0 {
 		cfg.ConfirmTimeout = 10 * time.Second
 	}
+	if cfg.QueueMaxItems <= 0 {
+		cfg.QueueMaxItems = 1000
+	}
+	if cfg.QueueMaxBytes <= 0 {
+		cfg.QueueMaxBytes = 8 << 20
+	}
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = time.Second
+	}
+	if cfg.RetryMax < cfg.RetryMin {
+		cfg.RetryMax = max(cfg.RetryMin, 5*time.Minute)
+	}
+	if cfg.UploadWait <= 0 {
+		cfg.UploadWait = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	return &Client{
+	c := &Client{
 		cfg:     cfg,
 		api:     newAPIClient(cfg.BaseURL, cfg.Token, cfg.HTTPClient),
 		engine:  newBroadcaster[EngineEvent](nil),
 		seen:    map[string]protocol.BLEDevice{},
 		devices: map[string]*device{},
-	}, nil
+	}
+	var q *queue
+	if cfg.QueueDir != "" {
+		var err error
+		if q, err = openQueue(cfg.QueueDir, cfg.QueueMaxItems, cfg.QueueMaxBytes); err != nil {
+			return nil, err
+		}
+	}
+	c.up = newUploader(q, c.api.send, c.api.reaches, cfg.Logger, func(u Upload, err error) {
+		c.engine.publish(ErrorEvent{UID: u.UID, Err: err, At: time.Now()})
+	}, cfg.RetryMin, cfg.RetryMax)
+	return c, nil
 }
 
 // EngineEvents returns the global BLE engine state stream: ScanStarted,
@@ -252,8 +313,9 @@ func (c *Client) Close() error {
 	for _, d := range devices {
 		_ = d.close()
 	}
+	err := c.up.close()
 	c.engine.close()
-	return nil
+	return err
 }
 
 func (c *Client) open() error {

@@ -42,17 +42,26 @@ func TestOperatorFlow(t *testing.T) {
 			radio := func() sdk.Radio { return sim.Dial("sim://" + ln.Addr().(*net.TCPAddr).String()) }
 			base := in.base + "/api/v1"
 
-			// 1-2. The operator associates the mount: ASSOCIATE_OWNER goes over BLE, then confirm.
-			assoc := operator.associate(t, uid, map[string]any{"name": "Front rack"})
+			// 1-2. The operator associates the mount with the device key its
+			// info gives: ASSOCIATE_OWNER goes over BLE, then confirm, then
+			// the mount's receipt goes to the API.
 			opPhone := mustSDK(t, base, operator.token, radio())
-			if _, err := opPhone.Connect(ctx, uid); err != nil {
+			info, err := opPhone.Connect(ctx, uid)
+			if err != nil {
 				t.Fatalf("operator connect: %v", err)
 			}
+			assoc := operator.associate(t, uid, map[string]any{"name": "Front rack", "devicePublicKey": info.DevicePublicKey})
 			res, err := opPhone.Deliver(ctx, uid, toBLE(assoc))
-			if err != nil || !res.Accepted {
+			if err != nil || !res.Accepted || res.Receipt == nil {
 				t.Fatalf("ASSOCIATE_OWNER over BLE: %+v %v", res, err)
 			}
 			operator.confirm(t, uid)
+			if pending, err := opPhone.Upload(ctx, sdk.Upload{UID: uid, Receipt: res.Receipt}); pending != 0 || err != nil {
+				t.Fatalf("upload of the association's receipt: %d pending, %v", pending, err)
+			}
+			if c := operator.commandByID(t, uid, res.Nonce); c.Status != "EXECUTED" || !c.Verified {
+				t.Fatalf("the association's command after its receipt: %+v", c)
+			}
 			_ = opPhone.Disconnect(uid)
 			if st := mount.Status(); st.OwnerKey == nil || st.AccountID != operator.creds.AccountID {
 				t.Fatalf("the mount did not take the owner key: %+v", st)
