@@ -247,6 +247,14 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 						if err := s.call(ctx, http.MethodPost, "/mounts/"+url.PathEscape(uid)+"/confirm-association", nil, &m); err != nil {
 							return err
 						}
+						// The mount's receipt goes up once the association
+						// is confirmed: only then is its device key pinned
+						// for the account, and the command leaves ISSUED.
+						if res.Receipt != nil {
+							if _, err := client.Upload(ctx, sdk.Upload{UID: uid, Receipt: res.Receipt}); err != nil {
+								return fmt.Errorf("upload the association's receipt: %w", err)
+							}
+						}
 						result["delivered"] = res
 						result["mount"] = m
 					}
@@ -426,7 +434,7 @@ func (s *settings) sdkClient() (*sdk.Client, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := sdk.New(sdk.Config{BaseURL: s.apiBase(), Token: token, Radio: radio})
+	client, err := sdk.New(sdk.Config{BaseURL: s.apiBase(), Token: token, Radio: radio, QueueDir: s.QueueDir})
 	if err != nil {
 		closeRadio()
 		return nil, nil, err

@@ -39,6 +39,7 @@ type settings struct {
 	IDPName      string
 	ProjectID    string
 	BLE          string
+	QueueDir     string
 	JSON         bool
 	Timeout      time.Duration
 
@@ -66,6 +67,9 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "idp-name", Value: "mountd", Usage: "the <idp> of the audience scope item (the server's MOUNTD_IDP_NAME)", Sources: cli.EnvVars("MOUNTCTL_IDP_NAME"), Destination: &s.IDPName},
 			&cli.StringFlag{Name: "project-id", Value: "mountd", Usage: "the project id of the audience scope item (the server's MOUNTD_PROJECT_ID)", Sources: cli.EnvVars("MOUNTCTL_PROJECT_ID"), Destination: &s.ProjectID},
 			&cli.StringFlag{Name: "ble", Value: "sim://127.0.0.1:7390", Usage: "BLE radio: sim://HOST:PORT (mountsim's simulated radio) or bluez (this machine's adapter)", Sources: cli.EnvVars("MOUNTCTL_BLE"), Destination: &s.BLE},
+			// Off by default: one mountctl at a time may hold a queue, and
+			// parallel runs (scripts) would refuse each other.
+			&cli.StringFlag{Name: "queue-dir", Usage: "keep what a mount said (signed states, receipts) that could not reach the API in this directory and upload it on the next run; without it a failed upload is an error", Sources: cli.EnvVars("MOUNTCTL_QUEUE_DIR"), Destination: &s.QueueDir},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON for scripts", Destination: &s.JSON},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "overall time limit of a command", Destination: &s.Timeout},
 		},

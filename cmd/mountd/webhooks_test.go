@@ -39,7 +39,10 @@ type webhookCall struct {
 		Type      string `json:"type"`
 		UID       string `json:"uid"`
 		WebhookID string `json:"webhookId"` // a test delivery's
-		States    []struct {
+		Command   struct {
+			ID string `json:"id"`
+		} `json:"command"`
+		States []struct {
 			Value      string `json:"value"`
 			OccurredAt string `json:"occurredAt"`
 		} `json:"states"`
