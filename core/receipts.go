@@ -105,7 +105,7 @@ func (s *MountService) UploadReceipts(ctx context.Context, p Principal, uid stri
 	// 404: every nonce must name a command of this association.
 	ids := make([]string, 0, len(in))
 	for _, r := range in {
-		if validNonce(r.Nonce) && !slices.Contains(ids, r.Nonce) {
+		if protocol.ValidNonce(r.Nonce) && !slices.Contains(ids, r.Nonce) {
 			ids = append(ids, r.Nonce)
 		}
 	}
@@ -234,26 +234,13 @@ func (s *MountService) announceOutcome(ctx context.Context, c Command, ev *Event
 	wake(ctx, s.waker, s.logger, ev)
 }
 
-// validNonce: 32 lowercase hex characters, a command's id.
-func validNonce(s string) bool {
-	if len(s) != 32 {
-		return false
-	}
-	for _, c := range s {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // Command handles GET /mounts/{uid}/commands/{id}: one command by its id
 // (the payload's nonce), owners only; COMMAND_NOT_FOUND otherwise.
 func (s *MountService) Command(ctx context.Context, p Principal, uid, id string) (Command, error) {
 	if _, err := s.owned(ctx, p, ActionReadCommandAudit, uid); err != nil {
 		return Command{}, err
 	}
-	if !validNonce(id) {
+	if !protocol.ValidNonce(id) {
 		return Command{}, Errorf(CodeCommandNotFound, "command %q not found", id)
 	}
 	cmds, err := s.commands.CommandsByID(ctx, uid, p.AccountID, []string{id})

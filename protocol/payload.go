@@ -45,7 +45,7 @@ func ParsePayload(s string) (Payload, bool) {
 		return Payload{}, false
 	}
 	ms, err := strconv.ParseInt(parts[0], 10, 64)
-	if err != nil || parts[1] == "" || parts[2] == "" || !validNonce(parts[4]) {
+	if err != nil || parts[1] == "" || parts[2] == "" || !ValidNonce(parts[4]) {
 		return Payload{}, false
 	}
 	p := Payload{GeneratedAt: time.UnixMilli(ms).UTC(), Code: parts[1], MountUID: parts[2],
@@ -74,8 +74,9 @@ func ListParam(v string) []string {
 	return strings.Split(v, "+")
 }
 
-// validNonce: 32 lowercase hex characters, as NewNonce makes them.
-func validNonce(s string) bool {
+// ValidNonce reports whether s is a nonce as NewNonce makes them: 32
+// lowercase hex characters (a command's id).
+func ValidNonce(s string) bool {
 	if len(s) != 32 {
 		return false
 	}

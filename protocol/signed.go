@@ -111,7 +111,7 @@ func BuildReceiptText(r Receipt) string {
 // ParseReceiptText takes apart what BuildReceiptText joined.
 func ParseReceiptText(s string) (Receipt, error) {
 	parts := strings.Split(s, ";")
-	if len(parts) != 7 || parts[0] != "result" || parts[1] == "" || !validNonce(parts[2]) ||
+	if len(parts) != 7 || parts[0] != "result" || parts[1] == "" || !ValidNonce(parts[2]) ||
 		(parts[3] != OutcomeExecuted && parts[3] != OutcomeRefused) || (parts[3] == OutcomeExecuted) != (parts[4] == "") {
 		return Receipt{}, fmt.Errorf("%w: want result;<uid>;<nonce>;<outcome>;<reason>;<counter>;<at>", ErrSignedText)
 	}
