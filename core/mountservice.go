@@ -243,24 +243,33 @@ func (s *MountService) RunExpiry(ctx context.Context) error {
 	if err := s.RecoverDeadlines(ctx); err != nil {
 		s.logger.ErrorContext(ctx, "recover association deadlines failed", "err", err)
 	}
-	go func() {
-		tick := time.NewTicker(SweepEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if _, err := s.SweepLapsed(ctx); err != nil && ctx.Err() == nil {
-					s.logger.ErrorContext(ctx, "sweep lapsed associations failed", "err", err)
-				}
-			}
-		}
-	}()
+	go s.every(ctx, SweepEvery, "sweep lapsed associations", func(ctx context.Context) error {
+		_, err := s.SweepLapsed(ctx)
+		return err
+	})
 	// Commands past expiresAt become UNCONFIRMED from the database alone:
 	// every replica sweeps, and the conditional update lets one win.
-	go s.runCommandSweep(ctx)
+	go s.every(ctx, CommandSweepEvery, "sweep expired commands", func(ctx context.Context) error {
+		_, err := s.SweepCommands(ctx)
+		return err
+	})
 	return s.scheduler.Run(ctx, func(ctx context.Context, uid string) { s.expire(ctx, uid) })
+}
+
+// every runs sweep each period until ctx ends, logging its failures.
+func (s *MountService) every(ctx context.Context, period time.Duration, what string, sweep func(context.Context) error) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := sweep(ctx); err != nil && ctx.Err() == nil {
+				s.logger.ErrorContext(ctx, what+" failed", "err", err)
+			}
+		}
+	}
 }
 
 // owned loads a mount the principal may act on: it must be reachable by the

@@ -302,19 +302,3 @@ func (s *MountService) SweepCommands(ctx context.Context) (int, error) {
 		}
 	}
 }
-
-// runCommandSweep sweeps commands every CommandSweepEvery until ctx ends.
-func (s *MountService) runCommandSweep(ctx context.Context) {
-	tick := time.NewTicker(CommandSweepEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if _, err := s.SweepCommands(ctx); err != nil && ctx.Err() == nil {
-				s.logger.ErrorContext(ctx, "sweep expired commands failed", "err", err)
-			}
-		}
-	}
-}
