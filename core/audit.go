@@ -33,6 +33,10 @@ const (
 	AuditFirmwarePublish     AuditAction = "firmware.publish"
 	AuditFirmwareDeprecate   AuditAction = "firmware.deprecate"
 	AuditKeysRotate          AuditAction = "keys.rotate"
+	AuditAlarmRuleCreate     AuditAction = "alarm-rule.create"
+	AuditAlarmRuleUpdate     AuditAction = "alarm-rule.update"
+	AuditAlarmRuleDelete     AuditAction = "alarm-rule.delete"
+	AuditAlarmAcknowledge    AuditAction = "alarm.acknowledge"
 )
 
 // maxAuditFilter bounds a filter's length.

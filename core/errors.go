@@ -39,6 +39,8 @@ const (
 	CodeCommandNotFound       Code = "COMMAND_NOT_FOUND"
 	CodeSignatureRequired     Code = "SIGNATURE_REQUIRED"
 	CodeInvalidSignature      Code = "INVALID_SIGNATURE"
+	CodeAlarmRuleNotFound     Code = "ALARM_RULE_NOT_FOUND"
+	CodeAlarmNotFound         Code = "ALARM_NOT_FOUND"
 )
 
 // FieldError names one invalid input field and says what is wrong with it.

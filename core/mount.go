@@ -41,9 +41,14 @@ type Mount struct {
 	// DevicePublicKey is the mount's own Ed25519 key (64 lowercase hex),
 	// pinned at association; empty for older firmware.
 	DevicePublicKey string
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	Latest          LatestStates
+	// LastSeenAt is the server's time of the last accepted report or
+	// receipt upload of the current association (zero: never); Presence
+	// is computed from it when the mount is read (§17).
+	LastSeenAt time.Time
+	Presence   Presence
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	Latest     LatestStates
 }
 
 // Lapsed says whether m is IDLE with its window passed at now. The window

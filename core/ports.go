@@ -22,6 +22,14 @@ const (
 	EventCommandExecuted    EventType = "COMMAND_EXECUTED"
 	EventCommandRefused     EventType = "COMMAND_REFUSED"
 	EventCommandUnconfirmed EventType = "COMMAND_UNCONFIRMED"
+	// Presence (§17): OFFLINE at the lapse of lastSeenAt + offline-after,
+	// ONLINE with the first accepted report after OFFLINE.
+	EventMountOffline EventType = "MOUNT_OFFLINE"
+	EventMountOnline  EventType = "MOUNT_ONLINE"
+	// Alarms (§17): Event.Alarm carries the alarm.
+	EventAlarmRaised       EventType = "ALARM_RAISED"
+	EventAlarmCleared      EventType = "ALARM_CLEARED"
+	EventAlarmAcknowledged EventType = "ALARM_ACKNOWLEDGED"
 )
 
 // EventTypes lists every event type, so that counters by type can show
@@ -48,7 +56,9 @@ type Event struct {
 	States []StateEntry
 	// Command is the command whose status moved (COMMAND_EXECUTED,
 	// COMMAND_REFUSED, COMMAND_UNCONFIRMED).
-	Command    *Command
+	Command *Command
+	// Alarm is the alarm an ALARM_* event is about.
+	Alarm      *Alarm
 	OccurredAt time.Time
 }
 

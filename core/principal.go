@@ -46,6 +46,11 @@ const (
 	ActionManageWebhooks Action = "webhooks.manage"
 	// ActionReadAudit is owner-only: the audit log names every actor.
 	ActionReadAudit Action = "audit.read"
+	// Alarm rules are the owner's; alarms are read by owners and
+	// maintainers (restricted without mount items), acknowledged by owners.
+	ActionManageAlarmRules Action = "alarm-rules.manage"
+	ActionReadAlarms       Action = "alarms.read"
+	ActionAcknowledgeAlarm Action = "alarm.acknowledge"
 )
 
 // restrictedActions is what role:restricted may do (docs/api.md, "Identity"); owners may

@@ -17,6 +17,7 @@ type Resolver struct {
 	EventLog        EventLog
 	WebhookService  Webhooks
 	AuditLog        Audit
+	AlarmService    Alarms
 	Logger          *slog.Logger
 	// Cursors makes the event log's positions into cursors and back.
 	Cursors *core.CursorCodec

@@ -69,3 +69,15 @@ type Webhooks interface {
 type Audit interface {
 	Audit(ctx context.Context, p core.Principal, r core.AuditRequest) (core.AuditPage, error)
 }
+
+// Alarms is what it asks of alarm rules and alarms (docs/api.md, "Presence and alarms").
+type Alarms interface {
+	CreateRule(ctx context.Context, p core.Principal, in core.AlarmRuleInput) (core.AlarmRule, error)
+	ListRules(ctx context.Context, p core.Principal, page core.Page) ([]core.AlarmRule, core.Pagination, error)
+	Rule(ctx context.Context, p core.Principal, id string) (core.AlarmRule, error)
+	UpdateRule(ctx context.Context, p core.Principal, id string, in core.AlarmRuleInput) (core.AlarmRule, error)
+	DeleteRule(ctx context.Context, p core.Principal, id string) error
+	SuggestedRules() []core.AlarmRuleInput
+	ListAlarms(ctx context.Context, p core.Principal, f core.AlarmFilter, page core.Page) ([]core.Alarm, core.Pagination, error)
+	Acknowledge(ctx context.Context, p core.Principal, id string) (core.Alarm, error)
+}

@@ -34,6 +34,8 @@ var statusByCode = map[core.Code]int{
 	core.CodeCommandNotFound:       http.StatusNotFound,
 	core.CodeSignatureRequired:     http.StatusForbidden,
 	core.CodeInvalidSignature:      http.StatusBadRequest,
+	core.CodeAlarmRuleNotFound:     http.StatusNotFound,
+	core.CodeAlarmNotFound:         http.StatusNotFound,
 	core.CodePayloadTooLarge:       http.StatusRequestEntityTooLarge,
 	core.CodeUnsupportedMedia:      http.StatusUnsupportedMediaType,
 	core.CodeRateLimited:           http.StatusTooManyRequests,

@@ -35,6 +35,7 @@ type Deps struct {
 	Webhooks Webhooks
 	Exports  Exports
 	Audit    Audit
+	Alarms   Alarms
 	// Blobs serves local firmware files; nil with S3 storage.
 	Blobs  BlobOpener
 	Checks []Checker

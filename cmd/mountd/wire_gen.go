@@ -102,6 +102,8 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	exportService := core.NewExportService(store, store)
 	auditCursors := provideAuditCursors(sealer)
 	auditService := core.NewAuditService(store, auditCursors)
+	alarmDeps := _wireAlarmDepsValue
+	alarmService := core.NewAlarmService(alarmDeps)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
 	apiRateLimit := provideAPIRateLimit(cfg, rateLimiter, logger)
@@ -116,6 +118,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Webhooks:  webhookService,
 		Exports:   exportService,
 		Audit:     auditService,
+		Alarms:    alarmService,
 		Blobs:     blobOpener,
 		Checks:    v,
 		RateLimit: apiRateLimit,
@@ -130,6 +133,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		EventLog:        eventService,
 		WebhookService:  webhookService,
 		AuditLog:        auditService,
+		AlarmService:    alarmService,
 		Logger:          logger,
 		Cursors:         cursorCodec,
 	}
@@ -175,6 +179,10 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		cleanup()
 	}, nil
 }
+
+var (
+	_wireAlarmDepsValue = core.AlarmDeps{}
+)
 
 // newAccountService wires what the admin commands on accounts need.
 func newAccountService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.AccountService, func(), error) {
