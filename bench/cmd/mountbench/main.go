@@ -99,7 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&c.Base, "base", "", "base address of a running mountd, e.g. http://127.0.0.1:8080 (loopback only)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://... of that mountd's database (loopback only): account creation, baseline, counting")
-	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, signed (signed against unsigned reports), get, onboard, getmax (closed-loop GET, most requests/s), all (ingest then get), a comma-separated list of these (run in that order), or a flood: "+strings.Join(floodScenarios, ", "))
+	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, signed (signed against unsigned reports), rules (ingest with 10 alarm rules against none), get, onboard, getmax (closed-loop GET, most requests/s), all (ingest then get), a comma-separated list of these (run in that order), or a flood: "+strings.Join(floodScenarios, ", "))
 	fs.StringVar(&c.BaseB, "base-b", "", "getmax: a second mountd (another build, same database) measured in the same rounds: an A/B in one run")
 	fs.IntVar(&c.FloodClients, "flood-clients", 200, "floods: parallel clients sending the flood's requests")
 	fs.IntVar(&c.FloodSources, "flood-sources", 200, "floods: loopback source addresses (127.0.1.1 on) the flood comes from, 1-250")
@@ -155,8 +155,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("--database-url host %q: only loopback targets are allowed", d.Hostname())
 	}
 	for _, sc := range strings.Split(c.Scenario, ",") {
-		if !slices.Contains(append([]string{"ingest", "signed", "get", "onboard", "getmax", "all"}, floodScenarios...), sc) {
-			return fmt.Errorf("--scenario %q: want ingest, signed, get, onboard, getmax, all (ingest and get), a list of them, or one of %s", c.Scenario, strings.Join(floodScenarios, ", "))
+		if !slices.Contains(append([]string{"ingest", "signed", "rules", "get", "onboard", "getmax", "all"}, floodScenarios...), sc) {
+			return fmt.Errorf("--scenario %q: want ingest, signed, rules, get, onboard, getmax, all (ingest and get), a list of them, or one of %s", c.Scenario, strings.Join(floodScenarios, ", "))
 		}
 		if slices.Contains(floodScenarios, sc) && sc != c.Scenario {
 			return fmt.Errorf("--scenario %q: a flood runs alone", c.Scenario)

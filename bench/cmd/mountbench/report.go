@@ -129,6 +129,7 @@ type report struct {
 	Watched      []string       `json:"watched"`
 	Ingest       *ingestReport  `json:"ingest,omitempty"`
 	Signed       *signedReport  `json:"signed,omitempty"`
+	Rules        *rulesReport   `json:"rules,omitempty"`
 	Get          *getReport     `json:"get,omitempty"`
 	Onboard      *onboardReport `json:"onboard,omitempty"`
 	GetMax       *getMaxReport  `json:"getMax,omitempty"`
@@ -158,6 +159,11 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	}
 	if b.cfg.runs("signed") {
 		if rep.Signed, err = b.signedScenario(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if b.cfg.runs("rules") {
+		if rep.Rules, err = b.rulesScenario(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -224,6 +230,13 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "  ratio signed/unsigned %.3f (target >= %.1f); entries stored verified %d (signed accepted %d, warm-up excluded)\n",
 			sg.Ratio, sg.Target, sg.Verified, sg.Signed.Accepted)
 		fmt.Fprintf(w, "  %s\n", passText(sg.Pass))
+	}
+	if rl := r.Rules; rl != nil {
+		fmt.Fprintf(w, "\nRULES  closed loop, %d clients, batches of %d entries: without and with %d enabled alarm rules in alternating rounds\n", rl.Clients, rl.Batch, rl.Rules)
+		header(w, "entries/s")
+		row(w, rl.None, rl.None.EntriesPerSec)
+		row(w, rl.With, rl.With.EntriesPerSec)
+		fmt.Fprintf(w, "  ratio with/without %.3f (target >= %.1f): %s\n", rl.Ratio, rl.Target, passText(rl.Pass))
 	}
 	if g := r.Get; g != nil {
 		fmt.Fprintf(w, "\nGET /api/v1/mounts/{uid}  open loop at %.0f/s, %d clients, %d-byte answers; latency from the due time\n", g.Rate, g.Clients, g.BodyBytes)
