@@ -115,7 +115,7 @@ type AlarmStore interface {
 	WatchMount(ctx context.Context, uid string, decide func(MountWatch) (WatchChanges, error)) ([]*Event, error)
 	// WatchCandidates returns up to limit uids that a sweep at now must
 	// watch: a live association's lapse (lastSeenAt + offlineAfter <= now)
-	// not announced, lastSeenAt kept by a mount without a live association, a
+	// not announced, a
 	// PENDING episode due, an open episode whose account no longer holds
 	// the mount, or whose rule is gone, disabled or of another revision.
 	WatchCandidates(ctx context.Context, now time.Time, offlineAfter time.Duration, limit int) ([]string, error)

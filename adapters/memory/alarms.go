@@ -289,12 +289,7 @@ func (s *Store) WatchCandidates(_ context.Context, now time.Time, offlineAfter t
 	defer s.mu.Unlock()
 	set := map[string]bool{}
 	for uid, m := range s.mounts {
-		switch {
-		case m.OwnerID != "" && live(m, now):
-			if !m.LastSeenAt.IsZero() && !now.Before(m.LastSeenAt.Add(offlineAfter)) && !s.al.announced[uid] {
-				set[uid] = true
-			}
-		case !m.LastSeenAt.IsZero() || s.al.announced[uid]:
+		if m.OwnerID != "" && live(m, now) && !m.LastSeenAt.IsZero() && !now.Before(m.LastSeenAt.Add(offlineAfter)) && !s.al.announced[uid] {
 			set[uid] = true
 		}
 	}

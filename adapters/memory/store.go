@@ -288,6 +288,8 @@ func (s *Store) ExpireAssociation(_ context.Context, uid string, now time.Time, 
 	}
 	m.State, m.ExpiredOwnerID, m.OwnerID = core.StateInactive, m.OwnerID, ""
 	m.IdleDeadline, m.Key, m.UpdatedAt = time.Time{}, core.MountKey{}, ms(now)
+	m.LastSeenAt = time.Time{}
+	delete(s.al.announced, uid)
 	s.unlinkLocked(uid, "")
 	if e != nil {
 		e.AccountID = m.ExpiredOwnerID
@@ -306,6 +308,8 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 	}
 	m.State, m.ExpiredOwnerID, m.OwnerID = core.StateInactive, "", ""
 	m.IdleDeadline, m.AssociatedAt, m.Key, m.UpdatedAt = time.Time{}, time.Time{}, core.MountKey{}, ms(now)
+	m.LastSeenAt = time.Time{}
+	delete(s.al.announced, uid)
 	s.unlinkLocked(uid, "")
 	s.appendLocked(e, *m)
 	s.auditLocked(ctx)
