@@ -572,3 +572,26 @@ func (s *Store) WatchCandidates(ctx context.Context, now time.Time, offlineAfter
 	}
 	return uids, err
 }
+
+// AlarmCounts implements core.AlarmStore.
+func (s *Store) AlarmCounts(ctx context.Context, now time.Time, offlineAfter time.Duration) (int, map[core.Severity]int, error) {
+	n := millis(now)
+	offline, err := s.db.NewSelect().Model((*mountRow)(nil)).
+		Where("last_seen_at IS NOT NULL AND last_seen_at <= ? AND owner_account_id IS NOT NULL", n-offlineAfter.Milliseconds()).
+		Where(liveAssociation, n).Count(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	var rows []struct {
+		Severity string `bun:"severity"`
+		N        int    `bun:"n"`
+	}
+	if err := s.db.NewRaw(`SELECT severity, COUNT(*) AS n FROM alarms WHERE state = 'ACTIVE' GROUP BY severity`).Scan(ctx, &rows); err != nil {
+		return 0, nil, err
+	}
+	active := map[core.Severity]int{}
+	for _, r := range rows {
+		active[core.Severity(r.Severity)] = r.N
+	}
+	return offline, active, nil
+}
