@@ -81,24 +81,24 @@ func TestDecideWatch(t *testing.T) {
 		wantAlarm map[string]string
 	}{
 		{name: "first report: heard, no MOUNT_ONLINE",
-			w:    core.MountWatch{Mount: core.Mount{UID: "M", OwnerID: "A", State: core.StateAssociated}},
-			now:  t0, mode: core.WatchHeard, want: "seen@0s"},
+			w:   core.MountWatch{Mount: core.Mount{UID: "M", OwnerID: "A", State: core.StateAssociated}},
+			now: t0, mode: core.WatchHeard, want: "seen@0s"},
 		{name: "heard while ONLINE",
-			w:   core.MountWatch{Mount: mount}, now: t0.Add(time.Minute), mode: core.WatchHeard, want: "seen@1m0s"},
+			w: core.MountWatch{Mount: mount}, now: t0.Add(time.Minute), mode: core.WatchHeard, want: "seen@1m0s"},
 		{name: "heard after an announced lapse: MOUNT_ONLINE",
-			w:   core.MountWatch{Mount: mount, OfflineAnnounced: true}, now: t0.Add(time.Hour), mode: core.WatchHeard,
+			w: core.MountWatch{Mount: mount, OfflineAnnounced: true}, now: t0.Add(time.Hour), mode: core.WatchHeard,
 			want: "seen@1h0m0s; MOUNT_ONLINE@1h0m0s"},
 		{name: "heard after a lapse no sweep announced: both, in order",
-			w:   core.MountWatch{Mount: mount}, now: t0.Add(time.Hour), mode: core.WatchHeard,
+			w: core.MountWatch{Mount: mount}, now: t0.Add(time.Hour), mode: core.WatchHeard,
 			want: "seen@1h0m0s; MOUNT_OFFLINE@15m0s; MOUNT_ONLINE@1h0m0s"},
 		{name: "sweep before the lapse: nothing",
-			w:   core.MountWatch{Mount: mount}, now: t0.Add(after - time.Millisecond), want: ""},
+			w: core.MountWatch{Mount: mount}, now: t0.Add(after - time.Millisecond), want: ""},
 		{name: "sweep at the lapse: announced at the lapse",
-			w:   core.MountWatch{Mount: mount}, now: t0.Add(after + 7*time.Second), want: "announce; MOUNT_OFFLINE@15m0s"},
+			w: core.MountWatch{Mount: mount}, now: t0.Add(after + 7*time.Second), want: "announce; MOUNT_OFFLINE@15m0s"},
 		{name: "sweep after the announcement: nothing more",
-			w:   core.MountWatch{Mount: mount, OfflineAnnounced: true}, now: t0.Add(time.Hour), want: ""},
+			w: core.MountWatch{Mount: mount, OfflineAnnounced: true}, now: t0.Add(time.Hour), want: ""},
 		{name: "a late report (not heard) does not bring the mount back",
-			w:   core.MountWatch{Mount: mount, OfflineAnnounced: true}, now: t0.Add(time.Hour), mode: core.WatchValues, want: ""},
+			w: core.MountWatch{Mount: mount, OfflineAnnounced: true}, now: t0.Add(time.Hour), mode: core.WatchValues, want: ""},
 		{name: "conditions true, forSeconds 0: raised at once with the values",
 			w:     core.MountWatch{Mount: mount, Latest: []core.StateEntry{battery("15", t0)}},
 			rules: []core.AlarmRule{low}, now: t0, mode: core.WatchHeard,
@@ -160,7 +160,7 @@ func TestDecideWatch(t *testing.T) {
 			rules: []core.AlarmRule{silent}, now: t0.Add(time.Hour), mode: core.WatchHeard,
 			want: "seen@1h0m0s; close t-silent CLEARED; MOUNT_ONLINE@1h0m0s; ALARM_CLEARED@1h0m0s silent"},
 		{name: "new association: lastSeenAt starts over",
-			w:   core.MountWatch{Mount: mount, OfflineAnnounced: true}, now: t0.Add(time.Hour), mode: core.WatchNewAssociation,
+			w: core.MountWatch{Mount: mount, OfflineAnnounced: true}, now: t0.Add(time.Hour), mode: core.WatchNewAssociation,
 			want: "reset"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,8 +201,12 @@ func TestValidateAlarmRule(t *testing.T) {
 		{"code", func(r *core.AlarmRule) { r.Conditions[0].Code = "SPEED" }, "conditions[0].code"},
 		{"op", func(r *core.AlarmRule) { r.Conditions[0].Op = "=~" }, "conditions[0].op"},
 		{"battery range", func(r *core.AlarmRule) { r.Conditions[0].Value = "101" }, "conditions[0].value"},
-		{"temperature text", func(r *core.AlarmRule) { r.Conditions[0] = core.AlarmCondition{Code: core.StateCPUTemperature, Op: ">", Value: "hot"} }, "conditions[0].value"},
-		{"flag value", func(r *core.AlarmRule) { r.Conditions[0] = core.AlarmCondition{Code: core.StateMountLocked, Op: "==", Value: "true"} }, "conditions[0].value"},
+		{"temperature text", func(r *core.AlarmRule) {
+			r.Conditions[0] = core.AlarmCondition{Code: core.StateCPUTemperature, Op: ">", Value: "hot"}
+		}, "conditions[0].value"},
+		{"flag value", func(r *core.AlarmRule) {
+			r.Conditions[0] = core.AlarmCondition{Code: core.StateMountLocked, Op: "==", Value: "true"}
+		}, "conditions[0].value"},
 		{"presence ONLINE", func(r *core.AlarmRule) { r.Conditions[0] = core.AlarmCondition{Presence: core.PresenceOnline} }, "conditions[0].presence"},
 		{"both kinds", func(r *core.AlarmRule) { r.Conditions[0].Presence = core.PresenceOffline }, "conditions[0]"},
 		{"negative forSeconds", func(r *core.AlarmRule) { r.ForSeconds = -1 }, "forSeconds"},
