@@ -591,3 +591,13 @@ func (s *Store) AlarmCounts(ctx context.Context, now time.Time, offlineAfter tim
 	}
 	return offline, active, nil
 }
+
+// OfflineMounts implements core.AlarmStore.
+func (s *Store) OfflineMounts(ctx context.Context, accountID string, now time.Time, offlineAfter time.Duration, after string, limit int) ([]string, error) {
+	var uids []string
+	n := millis(now)
+	err := s.db.NewSelect().Model((*mountRow)(nil)).Column("uid").
+		Where("owner_account_id = ? AND uid > ? AND last_seen_at IS NOT NULL AND last_seen_at <= ?", accountID, after, n-offlineAfter.Milliseconds()).
+		Where(liveAssociation, n).OrderExpr("uid").Limit(limit).Scan(ctx, &uids)
+	return uids, err
+}
