@@ -671,13 +671,14 @@ func (s *AlarmService) watch(ctx context.Context, uid string, mode WatchMode, ow
 		}
 		now := s.clock()
 		events, err := s.store.WatchMount(ctx, uid, func(w MountWatch) (WatchChanges, error) {
-			if w.Mount.OwnerID != "" && w.Mount.OwnerID != owner && attempt < 2 {
+			if w.Mount.OwnerID != "" && w.Mount.OwnerID != owner {
 				return WatchChanges{}, errNeedRules{w.Mount.OwnerID}
 			}
 			return DecideWatch(w, rules, now, mode, s.offlineAfter), nil
 		})
 		var need errNeedRules
-		if errors.As(err, &need) {
+		if errors.As(err, &need) && attempt < 3 {
+			// Read the owner's rules outside the lock and watch again.
 			owner = need.owner
 			continue
 		}
