@@ -408,7 +408,20 @@ func (s *Store) AcknowledgeAlarm(ctx context.Context, accountID, id, by string, 
 func (s *Store) WatchMount(ctx context.Context, uid string, decide func(core.MountWatch) (core.WatchChanges, error)) ([]*core.Event, error) {
 	var events []*core.Event
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		events = nil
+		var err error
+		events, err = s.watchTx(ctx, tx, uid, decide)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return events, nil
+}
+
+// watchTx is WatchMount in tx.
+func (s *Store) watchTx(ctx context.Context, tx bun.Tx, uid string, decide func(core.MountWatch) (core.WatchChanges, error)) ([]*core.Event, error) {
+	var events []*core.Event
+	err := func() error {
 		var w core.MountWatch
 		// The mount with its owner's latest values in one read, the row
 		// locked on PostgreSQL.
@@ -533,7 +546,7 @@ func (s *Store) WatchMount(ctx context.Context, uid string, decide func(core.Mou
 			events = append(events, e)
 		}
 		return nil
-	})
+	}()
 	if err != nil {
 		return nil, err
 	}

@@ -213,6 +213,11 @@ func (s *Store) AcknowledgeAlarm(ctx context.Context, accountID, id, by string, 
 func (s *Store) WatchMount(_ context.Context, uid string, decide func(core.MountWatch) (core.WatchChanges, error)) ([]*core.Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.watchLocked(uid, decide)
+}
+
+// watchLocked is WatchMount under the store's lock.
+func (s *Store) watchLocked(uid string, decide func(core.MountWatch) (core.WatchChanges, error)) ([]*core.Event, error) {
 	var w core.MountWatch
 	if m, ok := s.mounts[uid]; ok {
 		w.Mount = *m

@@ -833,3 +833,42 @@ func alarmsLeaveWithTheMount(t *testing.T, store Store) {
 		t.Fatalf("MOUNT_OFFLINE for mounts without an association: %d", n)
 	}
 }
+
+// racingReports: concurrent reports of one mount, on two replicas, flip
+// an alarm; whatever their interleaving, what is open at the end matches
+// the latest value, and every alarm was raised once and cleared at most
+// once.
+func racingReports(t *testing.T, store Store) {
+	ctx := context.Background()
+	clock := &alarmClock{now: time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)}
+	w1, w2 := newAlarmWorld(t, store, clock), newAlarmWorld(t, store, clock)
+	a := ownerPrincipal(t, store, "A")
+	low := []core.AlarmCondition{{Code: core.StateBatteryLevel, Op: "<", Value: "20"}}
+	if _, err := w1.alarms.CreateRule(ctx, a, core.AlarmRuleInput{Name: strp("low"), Severity: strp("INFO"), Conditions: &low}); err != nil {
+		t.Fatal(err)
+	}
+	w1.associate(t, a, "RR")
+	base := clock.Now()
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := []*alarmWorld{w1, w2}[i%2]
+			v := []string{"5", "50"}[i%2]
+			in := []core.StateInput{{Code: "BATTERY_LEVEL", Value: v, OccurredAt: base.Add(time.Duration(i) * time.Millisecond), HasOccurredAt: true}}
+			if _, err := w.mounts.ReportStates(ctx, a, "RR", in, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	// The latest entry (i = 15) says 50: nothing may stay open.
+	if n := active(t, w1, a); n != 0 {
+		t.Fatalf("%d alarms ACTIVE after the latest value ended them", n)
+	}
+	raised, cleared := countEvents(t, store, core.EventAlarmRaised, "RR"), countEvents(t, store, core.EventAlarmCleared, "RR")
+	if raised != cleared {
+		t.Fatalf("raised %d, cleared %d", raised, cleared)
+	}
+}

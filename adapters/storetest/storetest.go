@@ -77,6 +77,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"PresenceAndAlarms", presenceAndAlarms},
 		{"RacingAlarmSweeps", racingSweeps},
 		{"AlarmListing", alarmListing},
+		{"RacingAlarmReports", racingReports},
 		{"AlarmsLeaveWithTheMount", alarmsLeaveWithTheMount},
 		{"AlarmProperty", alarmProperty},
 	} {
