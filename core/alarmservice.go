@@ -119,6 +119,9 @@ type AlarmStore interface {
 	// PENDING episode due, an open episode whose account no longer holds
 	// the mount, or whose rule is gone, disabled or of another revision.
 	WatchCandidates(ctx context.Context, now time.Time, offlineAfter time.Duration, limit int) ([]string, error)
+	// PruneAlarms deletes up to limit CLEARED alarms cleared before
+	// before, and says how many.
+	PruneAlarms(ctx context.Context, before time.Time, limit int) (int, error)
 	// OfflineMounts lists, in uid order after after, up to limit mounts of
 	// accountID's live associations that are OFFLINE at now.
 	OfflineMounts(ctx context.Context, accountID string, now time.Time, offlineAfter time.Duration, after string, limit int) ([]string, error)
@@ -821,6 +824,9 @@ func (s *AlarmService) Counts(ctx context.Context) (offline int, active map[Seve
 	return s.store.AlarmCounts(ctx, s.clock(), s.offlineAfter)
 }
 
+// AlarmRetention is how long a CLEARED alarm stays listed.
+const AlarmRetention = 90 * 24 * time.Hour
+
 // SweepAlarms watches every mount the database says is due (lapses to
 // announce, episodes due, alarms whose mount or rule changed) and returns
 // how many it watched. Safe on every replica at once: each mount's watch
@@ -839,7 +845,15 @@ func (s *AlarmService) SweepAlarms(ctx context.Context) (int, error) {
 		}
 		total += len(uids)
 		if len(uids) < sweepBatch || ctx.Err() != nil || total >= 20*sweepBatch {
-			return total, ctx.Err()
+			break
 		}
 	}
+	if ctx.Err() != nil {
+		return total, ctx.Err()
+	}
+	// CLEARED alarms leave after AlarmRetention, a batch per sweep.
+	if _, err := s.store.PruneAlarms(ctx, s.clock().Add(-AlarmRetention), sweepBatch); err != nil {
+		return total, err
+	}
+	return total, nil
 }

@@ -353,3 +353,18 @@ func (s *Store) OfflineMounts(_ context.Context, accountID string, now time.Time
 	}
 	return out, nil
 }
+
+// PruneAlarms implements core.AlarmStore.
+func (s *Store) PruneAlarms(_ context.Context, before time.Time, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	s.al.tracks = slices.DeleteFunc(s.al.tracks, func(t core.AlarmTrack) bool {
+		if n < limit && t.State == core.AlarmCleared && t.ClearedAt.Before(before) {
+			n++
+			return true
+		}
+		return false
+	})
+	return n, nil
+}

@@ -286,6 +286,21 @@ func presenceAndAlarms(t *testing.T, store Store) {
 	if m.Presence != core.PresenceUnknown {
 		t.Fatalf("after a new association: %s", m.Presence)
 	}
+	// CLEARED alarms leave after the retention.
+	clock.Advance(core.AlarmRetention - time.Hour)
+	if _, err := w.alarms.SweepAlarms(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := w.alarms.ListAlarms(ctx, a, core.AlarmFilter{}, core.Page{CurrentPage: 1, PageSize: 10}); len(got) != 1 {
+		t.Fatalf("before the retention: %d alarms", len(got))
+	}
+	clock.Advance(2 * time.Hour)
+	if _, err := w.alarms.SweepAlarms(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := w.alarms.ListAlarms(ctx, a, core.AlarmFilter{}, core.Page{CurrentPage: 1, PageSize: 10}); len(got) != 0 {
+		t.Fatalf("after the retention: %+v", got)
+	}
 }
 
 func active(t *testing.T, w *alarmWorld, p core.Principal) int {
