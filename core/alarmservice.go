@@ -664,6 +664,7 @@ func (e errNeedRules) Error() string { return "rules of " + e.owner + " needed" 
 // (from the cache); if the mount turns out to have another owner, once more
 // with that owner's.
 func (s *AlarmService) watch(ctx context.Context, uid string, mode WatchMode, owner string) error {
+	fresh := false
 	for attempt := 0; ; attempt++ {
 		var rules []AlarmRule
 		if owner != "" {
@@ -677,12 +678,20 @@ func (s *AlarmService) watch(ctx context.Context, uid string, mode WatchMode, ow
 			if w.Mount.OwnerID != "" && w.Mount.OwnerID != owner {
 				return WatchChanges{}, errNeedRules{w.Mount.OwnerID}
 			}
+			if !fresh && staleRules(w, rules) {
+				return WatchChanges{}, errStaleRules{}
+			}
 			return DecideWatch(w, rules, now, mode, s.offlineAfter), nil
 		})
 		var need errNeedRules
 		if errors.As(err, &need) && attempt < 3 {
 			// Read the owner's rules outside the lock and watch again.
 			owner = need.owner
+			continue
+		}
+		if errors.As(err, new(errStaleRules)) && attempt < 3 {
+			s.invalidate(owner)
+			fresh = true
 			continue
 		}
 		if err != nil {
@@ -692,6 +701,50 @@ func (s *AlarmService) watch(ctx context.Context, uid string, mode WatchMode, ow
 		return nil
 	}
 }
+
+// errStaleRules says the cached rules disagree with an open episode.
+type errStaleRules struct{}
+
+func (errStaleRules) Error() string { return "cached alarm rules are stale" }
+
+// staleRules reports whether an open episode of the owner names a rule the
+// cached rules lack or know at another revision: the cache may be older
+// than a change made on another replica, and deciding with it would close
+// a valid episode. The rules are read again from the database then.
+func staleRules(w MountWatch, rules []AlarmRule) bool {
+	for _, t := range w.Tracks {
+		if t.AccountID != w.Mount.OwnerID {
+			continue
+		}
+		i := slices.IndexFunc(rules, func(r AlarmRule) bool { return r.ID == t.RuleID })
+		if i < 0 || rules[i].Revision != t.RuleRevision {
+			return true
+		}
+	}
+	return false
+}
+
+// reportWatch is the evaluation a report runs in its transaction; with
+// fresh false it refuses to decide on rules the open episodes say are
+// stale (errStaleRules), and the report is tried again with fresh ones.
+func (s *AlarmService) reportWatch(ctx context.Context, accountID string, now time.Time, mode WatchMode, fresh bool) (func(MountWatch) (WatchChanges, error), error) {
+	if fresh {
+		s.invalidate(accountID)
+	}
+	rules, err := s.enabledRules(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	return func(w MountWatch) (WatchChanges, error) {
+		if !fresh && staleRules(w, rules) {
+			return WatchChanges{}, errStaleRules{}
+		}
+		return DecideWatch(w, rules, now, mode, s.offlineAfter), nil
+	}, nil
+}
+
+// IsStaleRules reports whether err asks for the rules to be read again.
+func isStaleRules(err error) bool { return errors.As(err, new(errStaleRules)) }
 
 // DecideWatch is the evaluation of one mount at now (pure): presence
 // (lastSeenAt, MOUNT_OFFLINE and MOUNT_ONLINE) and every rule of the
