@@ -21,6 +21,8 @@ type EventJSON struct {
 	// Command is the command whose status moved (COMMAND_EXECUTED,
 	// COMMAND_REFUSED, COMMAND_UNCONFIRMED).
 	Command *CommandJSON `json:"command,omitempty"`
+	// Alarm is the alarm an ALARM_* event is about.
+	Alarm *AlarmJSON `json:"alarm,omitempty"`
 }
 
 // eventJSON renders e; withIssuer shows the command's issuedBy, which a
@@ -36,6 +38,10 @@ func eventJSON(cursors *core.CursorCodec, e core.Event, withIssuer bool) EventJS
 	if e.Command != nil {
 		c := commandJSON(*e.Command, withIssuer)
 		out.Command = &c
+	}
+	if e.Alarm != nil {
+		a := alarmJSON(*e.Alarm)
+		out.Alarm = &a
 	}
 	return out
 }
