@@ -46,6 +46,7 @@ type webhookCall struct {
 			Value      string `json:"value"`
 			OccurredAt string `json:"occurredAt"`
 		} `json:"states"`
+		Alarm *client.Alarm `json:"alarm"`
 	} `json:"data"`
 }
 
