@@ -202,8 +202,7 @@ func fieldError(field, msg string) error {
 // decodeAlarmRule refuses a token that may not manage rules before it
 // reads the body.
 func (s *Server) decodeAlarmRule(w http.ResponseWriter, r *http.Request, p core.Principal) (core.AlarmRuleInput, bool) {
-	if err := p.Authorize(core.ActionManageAlarmRules); err != nil {
-		writeError(w, r, s.Logger, err)
+	if !s.allowed(w, r, p, core.ActionManageAlarmRules) {
 		return core.AlarmRuleInput{}, false
 	}
 	var body alarmRuleBody
@@ -232,7 +231,21 @@ func (s *Server) createAlarmRule(w http.ResponseWriter, r *http.Request, p core.
 	writeJSON(w, http.StatusCreated, alarmRuleJSON(rule))
 }
 
+// allowed answers 403 for a token whose role may not do a, before any
+// look at the request: core decides again, this keeps the order of
+// refusals (docs/api.md, "Conventions") whatever the request holds.
+func (s *Server) allowed(w http.ResponseWriter, r *http.Request, p core.Principal, a core.Action) bool {
+	if err := p.Authorize(a); err != nil {
+		writeError(w, r, s.Logger, err)
+		return false
+	}
+	return true
+}
+
 func (s *Server) listAlarmRules(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	if !s.allowed(w, r, p, core.ActionManageAlarmRules) {
+		return
+	}
 	q := newQuery(r, "currentPage", "pageSize")
 	page := q.page(20)
 	if err := q.err(); err != nil {
@@ -258,8 +271,7 @@ func (s *Server) suggestedAlarmRules(w http.ResponseWriter, r *http.Request, p c
 		writeError(w, r, s.Logger, err)
 		return
 	}
-	if err := p.Authorize(core.ActionManageAlarmRules); err != nil {
-		writeError(w, r, s.Logger, err)
+	if !s.allowed(w, r, p, core.ActionManageAlarmRules) {
 		return
 	}
 	suggested := s.Alarms.SuggestedRules()
@@ -271,6 +283,9 @@ func (s *Server) suggestedAlarmRules(w http.ResponseWriter, r *http.Request, p c
 }
 
 func (s *Server) getAlarmRule(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	if !s.allowed(w, r, p, core.ActionManageAlarmRules) {
+		return
+	}
 	if err := newQuery(r).err(); err != nil {
 		writeError(w, r, s.Logger, err)
 		return
@@ -297,6 +312,9 @@ func (s *Server) updateAlarmRule(w http.ResponseWriter, r *http.Request, p core.
 }
 
 func (s *Server) deleteAlarmRule(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	if !s.allowed(w, r, p, core.ActionManageAlarmRules) {
+		return
+	}
 	if err := s.Alarms.DeleteRule(r.Context(), p, r.PathValue("id")); err != nil {
 		writeError(w, r, s.Logger, err)
 		return
@@ -339,6 +357,9 @@ func (s *Server) listAlarms(w http.ResponseWriter, r *http.Request, p core.Princ
 }
 
 func (s *Server) acknowledgeAlarm(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	if !s.allowed(w, r, p, core.ActionAcknowledgeAlarm) {
+		return
+	}
 	a, err := s.Alarms.Acknowledge(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, s.Logger, err)
