@@ -328,16 +328,10 @@ func (s *Server) listAlarms(w http.ResponseWriter, r *http.Request, p core.Princ
 	f := core.AlarmFilter{MountUID: q.str("mountUid"), RuleID: q.str("ruleId")}
 	if st := q.str("state"); st != nil {
 		state := core.AlarmState(*st)
-		if state != core.AlarmActive && state != core.AlarmCleared {
-			q.v.Add("state", "must be ACTIVE or CLEARED")
-		}
 		f.State = &state
 	}
 	if sv := q.str("severity"); sv != nil {
 		sev := core.Severity(*sv)
-		if sev != core.SeverityInfo && sev != core.SeverityWarning && sev != core.SeverityCritical {
-			q.v.Add("severity", "must be INFO, WARNING or CRITICAL")
-		}
 		f.Severity = &sev
 	}
 	if err := q.err(); err != nil {

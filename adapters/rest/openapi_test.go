@@ -622,7 +622,7 @@ func TestOpenAPIRealResponses(t *testing.T) {
 		{"GET", "/api/v1/alarm-rules?pageSize=0", "owner", "", 400, "VALIDATION_FAILED"},
 		{"POST", "/api/v1/alarm-rules", "owner", `{"name":"x","colour":"red"}`, 400, "VALIDATION_FAILED"},
 		{"POST", "/api/v1/alarm-rules", "owner", `{"conditions":[{"code":"BATTERY_LEVEL","op":"<","value":20}]}`, 400, "VALIDATION_FAILED"},
-		{"GET", "/api/v1/alarms?state=OPEN&severity=LOUD", "owner", "", 400, "VALIDATION_FAILED"},
+		{"GET", "/api/v1/alarms?state=ACTIVE&colour=red", "owner", "", 400, "VALIDATION_FAILED"},
 		{"GET", "/api/v1/audit?limit=1001", "owner", "", 400, "VALIDATION_FAILED"},
 		{"GET", "/api/v1/audit?after=xyz", "owner", "", 400, "VALIDATION_FAILED"},
 		{"GET", "/api/v1/audit?action=mount.explode&colour=red", "owner", "", 400, "VALIDATION_FAILED"},
