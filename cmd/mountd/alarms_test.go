@@ -436,3 +436,82 @@ func TestAlarmsRaiseClearAcknowledge(t *testing.T) {
 		})
 	}
 }
+
+// TestPresenceOverREST: with MOUNTD_OFFLINE_AFTER at 2 s, a mount heard
+// once goes OFFLINE at the lapse (MOUNT_OFFLINE in the event log at that
+// instant, a presence rule's alarm raised by the sweep), and the next
+// report brings it back (MOUNT_ONLINE, the alarm cleared).
+func TestPresenceOverREST(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the sweep")
+	}
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			cfg := newConfig(t)
+			cfg.OfflineAfter = 2 * time.Second
+			in := start(t, cfg)
+			a := newFleet(in, "A")
+			uid := uniqueUID("PR")
+			a.associated(t, uid)
+			rule := a.createRule(t, map[string]any{"name": "Quiet", "severity": "CRITICAL", "mountUids": []string{uid},
+				"conditions": []any{map[string]any{"presence": "OFFLINE"}}})
+			a.report(t, uid, entry("BATTERY_LEVEL", "70", time.Now()))
+			m := a.get(t, uid)
+			if m.Presence != "ONLINE" || m.LastSeenAt == nil {
+				t.Fatalf("after a report: %q %v", m.Presence, m.LastSeenAt)
+			}
+			seen, err := time.Parse(time.RFC3339Nano, *m.LastSeenAt)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			// The sweep announces the lapse within 30 s of it.
+			var offline *alarmEventView
+			deadline := time.Now().Add(45 * time.Second)
+			for offline == nil && time.Now().Before(deadline) {
+				page := decode[struct {
+					Events []struct {
+						alarmEventView
+						OccurredAt string    `json:"occurredAt"`
+						Mount      mountView `json:"mount"`
+					} `json:"events"`
+				}](t, a.ok(t, http.MethodGet, "/api/v1/events?types=MOUNT_OFFLINE&wait=5&mountUid="+uid, nil))
+				for _, e := range page.Events {
+					at, _ := time.Parse(time.RFC3339Nano, e.OccurredAt)
+					if !at.Equal(seen.Add(cfg.OfflineAfter)) {
+						t.Errorf("MOUNT_OFFLINE at %s, want lastSeenAt %s + 2s", e.OccurredAt, *m.LastSeenAt)
+					}
+					offline = &e.alarmEventView
+				}
+			}
+			if offline == nil {
+				t.Fatal("no MOUNT_OFFLINE within 45 s")
+			}
+			if m := a.get(t, uid); m.Presence != "OFFLINE" || m.LastSeenAt == nil || *m.LastSeenAt != seen.UTC().Format("2006-01-02T15:04:05.000Z") {
+				t.Fatalf("after the lapse: %q %v", m.Presence, m.LastSeenAt)
+			}
+			var raised []alarmView
+			for deadline := time.Now().Add(35 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				if raised = a.alarms(t, url.Values{"ruleId": {rule.ID}, "state": {"ACTIVE"}}).Alarms; len(raised) > 0 {
+					break
+				}
+			}
+			if len(raised) != 1 || raised[0].UID != uid {
+				t.Fatalf("the presence rule's alarm: %+v", raised)
+			}
+
+			// Heard again: ONLINE, MOUNT_ONLINE, the alarm cleared in the request.
+			a.report(t, uid, entry("BATTERY_LEVEL", "69", time.Now()))
+			if m := a.get(t, uid); m.Presence != "ONLINE" {
+				t.Fatalf("heard again: %q", m.Presence)
+			}
+			online := decode[struct{ Events []alarmEventView }](t, a.ok(t, http.MethodGet, "/api/v1/events?types=MOUNT_ONLINE,MOUNT_OFFLINE&mountUid="+uid, nil))
+			if got := len(online.Events); got < 2 || online.Events[0].Type != "MOUNT_OFFLINE" || online.Events[1].Type != "MOUNT_ONLINE" {
+				t.Fatalf("presence events: %+v", online.Events)
+			}
+			if got := a.alarms(t, url.Values{"ruleId": {rule.ID}}).Alarms; len(got) != 1 || got[0].State != "CLEARED" {
+				t.Fatalf("after the mount was heard again: %+v", got)
+			}
+		})
+	}
+}
