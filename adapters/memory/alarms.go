@@ -331,3 +331,20 @@ func (s *Store) AlarmCounts(_ context.Context, now time.Time, offlineAfter time.
 	}
 	return offline, active, nil
 }
+
+// OfflineMounts implements core.AlarmStore.
+func (s *Store) OfflineMounts(_ context.Context, accountID string, now time.Time, offlineAfter time.Duration, after string, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for uid, m := range s.mounts {
+		if uid > after && m.OwnerID == accountID && live(m, now) && core.PresenceAt(m.LastSeenAt, offlineAfter, now) == core.PresenceOffline {
+			out = append(out, uid)
+		}
+	}
+	slices.Sort(out)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
