@@ -368,7 +368,7 @@ func TestAlarmsRaiseClearAcknowledge(t *testing.T) {
 			})
 			raised, acks := 0, 0
 			for _, c := range calls {
-				if c.Data.Alarm == nil || c.Data.UID != uid || c.Data.Alarm.UID != uid {
+				if c.Data.Alarm == nil || c.Data.UID != uid || c.Data.Alarm.UID != uid || c.Data.Mount.Presence != "ONLINE" {
 					t.Fatalf("a webhook call without its alarm: %+v", c)
 				}
 				if c.Data.Alarm.ID == alarm.ID {

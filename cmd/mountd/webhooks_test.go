@@ -47,6 +47,9 @@ type webhookCall struct {
 			OccurredAt string `json:"occurredAt"`
 		} `json:"states"`
 		Alarm *client.Alarm `json:"alarm"`
+		Mount struct {
+			Presence string `json:"presence"`
+		} `json:"mount"`
 	} `json:"data"`
 }
 
