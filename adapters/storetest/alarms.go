@@ -774,3 +774,62 @@ func alarmListing(t *testing.T, store Store) {
 		t.Fatalf("no alarm.acknowledge entry in %+v", entries)
 	}
 }
+
+// alarmsLeaveWithTheMount: delete, abandon and expiry clear the alarms of
+// the account the mount leaves, in the request that ends the association
+// or, should that fail, at the next sweep.
+func alarmsLeaveWithTheMount(t *testing.T, store Store) {
+	ctx := context.Background()
+	clock := &alarmClock{now: time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)}
+	w := newAlarmWorld(t, store, clock)
+	a := ownerPrincipal(t, store, "A")
+	low := []core.AlarmCondition{{Code: core.StateBatteryLevel, Op: "<", Value: "20"}}
+	if _, err := w.alarms.CreateRule(ctx, a, core.AlarmRuleInput{Name: strp("low"), Severity: strp("INFO"), Conditions: &low}); err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []string{"D1", "D2"} {
+		w.associate(t, a, uid)
+	}
+	// D3 stays IDLE: its window lapses.
+	if _, err := w.mounts.RequestAssociation(ctx, a, "D3", core.MountFields{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []string{"D1", "D2", "D3"} {
+		w.report(t, a, uid, clock.Now(), "BATTERY_LEVEL", "5")
+	}
+	if n := active(t, w, a); n != 3 {
+		t.Fatalf("%d active alarms, want 3", n)
+	}
+	if err := w.mounts.DeleteMount(ctx, a, "D1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.mounts.AbandonMount(ctx, a, "D2"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(11 * time.Minute)
+	if _, err := w.mounts.SweepLapsed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := active(t, w, a); n != 0 {
+		t.Fatalf("%d alarms stay ACTIVE after the mounts left", n)
+	}
+	for _, uid := range []string{"D1", "D2", "D3"} {
+		if n := countEvents(t, store, core.EventAlarmCleared, uid); n != 1 {
+			t.Errorf("%s: ALARM_CLEARED %d times", uid, n)
+		}
+	}
+	// Another account claims D2: nothing of A's follows it, and its
+	// presence starts UNKNOWN.
+	b := ownerPrincipal(t, store, "B")
+	w.associate(t, b, "D2")
+	m, err := w.mounts.Mount(ctx, b, "D2")
+	if err != nil || m.Presence != core.PresenceUnknown {
+		t.Fatalf("D2 for B: %+v %v", m, err)
+	}
+	if _, err := w.alarms.SweepAlarms(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countEvents(t, store, core.EventMountOffline, ""); n != 0 {
+		t.Fatalf("MOUNT_OFFLINE for mounts without an association: %d", n)
+	}
+}
