@@ -290,6 +290,48 @@ type Mount struct {
 	// DevicePublicKey is the mount's own key pinned by its association,
 	// nil for a mount without one.
 	DevicePublicKey *string `json:"devicePublicKey"`
+	// LastSeenAt is the server's time of the last accepted report or
+	// receipt upload, nil before any; Presence is UNKNOWN, ONLINE or
+	// OFFLINE.
+	LastSeenAt *string `json:"lastSeenAt"`
+	Presence   string  `json:"presence"`
+}
+
+// AlarmCondition is one condition of an alarm rule: Code Op Value on the
+// mount's latest value, or Presence ("OFFLINE").
+type AlarmCondition struct {
+	Code     string `json:"code,omitempty"`
+	Op       string `json:"op,omitempty"`
+	Value    string `json:"value,omitempty"`
+	Presence string `json:"presence,omitempty"`
+}
+
+// AlarmRule is an alarm rule as the API shows it.
+type AlarmRule struct {
+	ID         string           `json:"id"`
+	Name       string           `json:"name"`
+	Severity   string           `json:"severity"`
+	Conditions []AlarmCondition `json:"conditions"`
+	ForSeconds int              `json:"forSeconds"`
+	MountUIDs  []string         `json:"mountUids"`
+	Enabled    bool             `json:"enabled"`
+	CreatedAt  string           `json:"createdAt"`
+	UpdatedAt  string           `json:"updatedAt"`
+}
+
+// Alarm is an alarm as the API shows it.
+type Alarm struct {
+	ID             string            `json:"id"`
+	RuleID         string            `json:"ruleId"`
+	RuleName       string            `json:"ruleName"`
+	UID            string            `json:"uid"`
+	Severity       string            `json:"severity"`
+	State          string            `json:"state"`
+	RaisedAt       string            `json:"raisedAt"`
+	ClearedAt      *string           `json:"clearedAt"`
+	AcknowledgedAt *string           `json:"acknowledgedAt"`
+	AcknowledgedBy *string           `json:"acknowledgedBy"`
+	Values         map[string]string `json:"values"`
 }
 
 // Webhook is a webhook as the API shows it; Secret only at creation and

@@ -21,6 +21,8 @@ type EventJSON struct {
 	// Command is the command whose status moved (COMMAND_EXECUTED,
 	// COMMAND_REFUSED, COMMAND_UNCONFIRMED).
 	Command *CommandJSON `json:"command,omitempty"`
+	// Alarm is the alarm an ALARM_* event is about.
+	Alarm *AlarmJSON `json:"alarm,omitempty"`
 }
 
 // eventJSON renders e; withIssuer shows the command's issuedBy, which a
@@ -36,6 +38,10 @@ func eventJSON(cursors *core.CursorCodec, e core.Event, withIssuer bool) EventJS
 	if e.Command != nil {
 		c := commandJSON(*e.Command, withIssuer)
 		out.Command = &c
+	}
+	if e.Alarm != nil {
+		a := alarmJSON(*e.Alarm)
+		out.Alarm = &a
 	}
 	return out
 }
@@ -77,17 +83,39 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p core.Princ
 		return
 	}
 	out := make([]EventJSON, len(page.Events))
+	offlineAfter := s.offlineAfter()
 	for i, e := range page.Events {
-		out[i] = eventJSON(s.Cursors, e, p.Role != core.RoleRestricted)
+		out[i] = eventJSON(s.Cursors, withPresence(e, offlineAfter), p.Role != core.RoleRestricted)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": out, "next": s.Cursors.Encode(page.Next)})
+}
+
+// offlineAfter is the presence threshold the alarm service applies, 0 when
+// it does not say.
+func (s *Server) offlineAfter() time.Duration {
+	if a, ok := s.Alarms.(interface{ OfflineAfter() time.Duration }); ok {
+		return a.OfflineAfter()
+	}
+	return 0
+}
+
+// withPresence gives e's mount, as the change left it, its presence at
+// the event when the event does not carry one.
+func withPresence(e core.Event, offlineAfter time.Duration) core.Event {
+	if e.Mount.Presence == "" && offlineAfter > 0 {
+		e.Mount.Presence = core.PresenceAt(e.Mount.LastSeenAt, offlineAfter, e.OccurredAt)
+	}
+	return e
 }
 
 // WebhookBody renders what a webhook receives for an event (docs/api.md,
 // "Webhooks"): the event as GET /api/v1/events shows it, with its type and
 // instant. A webhook is the account's own, so a command shows its issuer.
-func WebhookBody(cursors *core.CursorCodec) core.WebhookBody {
+// offlineAfter is MOUNTD_OFFLINE_AFTER, which the mount's presence at the
+// event is computed with.
+func WebhookBody(cursors *core.CursorCodec, offlineAfter time.Duration) core.WebhookBody {
 	return func(e core.Event) ([]byte, error) {
+		e = withPresence(e, offlineAfter)
 		return json.Marshal(struct {
 			Type      string    `json:"type"`
 			Timestamp Time      `json:"timestamp"`

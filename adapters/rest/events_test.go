@@ -18,7 +18,7 @@ func TestWebhookBodyCarriesTheCommand(t *testing.T) {
 		Status: core.CommandRefused, StatusAt: at, Reason: "stale command", Verified: true}
 	e := core.Event{Type: core.EventCommandRefused, UID: "M1", Mount: core.Mount{UID: "M1"}, Command: cmd, OccurredAt: at}
 	codec := core.NewCursorCodec([32]byte{1})
-	raw, err := WebhookBody(codec)(e)
+	raw, err := WebhookBody(codec, core.DefaultOfflineAfter)(e)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -250,6 +250,12 @@ func appendMountCSV(b []byte, m core.Mount) []byte {
 	if j.DevicePublicKey != nil {
 		b = appendCSVCell(b, *j.DevicePublicKey)
 	}
+	b = append(b, ',')
+	if j.LastSeenAt != nil {
+		b = appendTime(b, time.Time(*j.LastSeenAt))
+	}
+	b = append(b, ',')
+	b = appendCSVCell(b, j.Presence)
 	return append(b, '\r', '\n')
 }
 

@@ -55,7 +55,8 @@ func TestMountCSVRowFollowsHeader(t *testing.T) {
 	m := core.Mount{UID: "M-1", Name: "Front, left", SerialNumber: "SN1", MACAddress: "AA:BB:CC:DD:EE:FF",
 		FirmwareRevision: "1.0.0", SoftwareRevision: "1.0.1", ModelNumber: "MX-1", State: core.StateAssociated,
 		AssociatedAt: time.Date(2026, 11, 22, 1, 40, 13, 123e6, time.UTC),
-		Latest:       core.LatestStates{MountLocked: &locked, HelmetMounted: &helmet, BatteryLevel: &battery, CPUTemperature: &temp}}
+		LastSeenAt:   time.Date(2026, 11, 22, 2, 0, 0, 5e6, time.UTC), Presence: core.PresenceOnline,
+		Latest: core.LatestStates{MountLocked: &locked, HelmetMounted: &helmet, BatteryLevel: &battery, CPUTemperature: &temp}}
 	header := strings.Split(mountCSVHeader, ",")
 	row, err := csv.NewReader(strings.NewReader(string(appendMountCSV(nil, m)))).Read()
 	if err != nil || len(row) != len(header) {

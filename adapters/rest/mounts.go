@@ -29,6 +29,10 @@ type MountJSON struct {
 	// DevicePublicKey is the mount's own Ed25519 key pinned at association
 	// (64 lowercase hex), null for older firmware.
 	DevicePublicKey *string `json:"devicePublicKey"`
+	// LastSeenAt is the server's time of the last accepted report or
+	// receipt upload (null before any); Presence is computed from it.
+	LastSeenAt *Time  `json:"lastSeenAt"`
+	Presence   string `json:"presence"`
 }
 
 func mountJSON(m core.Mount) MountJSON {
@@ -43,6 +47,14 @@ func mountJSON(m core.Mount) MountJSON {
 	if m.DevicePublicKey != "" {
 		k := m.DevicePublicKey
 		out.DevicePublicKey = &k
+	}
+	out.Presence = string(m.Presence)
+	if !m.LastSeenAt.IsZero() {
+		t := Time(m.LastSeenAt)
+		out.LastSeenAt = &t
+	}
+	if out.Presence == "" && out.LastSeenAt == nil {
+		out.Presence = string(core.PresenceUnknown)
 	}
 	return out
 }

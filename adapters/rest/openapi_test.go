@@ -257,6 +257,18 @@ var (
 		"associationState": "ASSOCIATED", "mountLocked": true, "helmetMounted": nil,
 		"batteryLevel": 87, "cpuTemperature": nil, "associatedAt": "2026-11-22T01:40:13.123Z",
 		"devicePublicKey": strings.Repeat("2e", 32),
+		"lastSeenAt":      "2026-11-22T01:41:00.000Z", "presence": "ONLINE",
+	}
+	sampleRule = map[string]any{
+		"id": "alr_1", "name": "Battery low", "severity": "WARNING",
+		"conditions": []any{map[string]any{"code": "BATTERY_LEVEL", "op": "<", "value": "20"}, map[string]any{"presence": "OFFLINE"}},
+		"forSeconds": 600, "mountUids": []string{}, "enabled": true,
+		"createdAt": "2026-11-22T01:40:13.123Z", "updatedAt": "2026-11-22T01:40:13.123Z",
+	}
+	sampleAlarm = map[string]any{
+		"id": "alm_1", "ruleId": "alr_1", "ruleName": "Battery low", "uid": "M1", "severity": "WARNING", "state": "ACTIVE",
+		"raisedAt": "2026-11-22T01:50:13.123Z", "clearedAt": nil, "acknowledgedAt": nil, "acknowledgedBy": nil,
+		"values": map[string]any{"BATTERY_LEVEL": "15", "MOUNT_LOCKED": "1"},
 	}
 	nonce       = strings.Repeat("0a", 16)
 	publicKey   = strings.Repeat("1f", 32)
@@ -358,6 +370,22 @@ func TestOpenAPIValidatorAcceptsDocumentedResponses(t *testing.T) {
 		{"receipt event", "GET", "/api/v1/events", 200, ct, js(map[string]any{"events": []any{map[string]any{
 			"id": strings.Repeat("e", 32), "type": "COMMAND_EXECUTED", "uid": "M1", "occurredAt": "2026-11-22T01:41:00.000Z", "mount": sampleMount,
 			"command": with(sampleRelease, "status", "EXECUTED", "reason", nil)}}, "next": strings.Repeat("e", 32)})},
+		{"mount never seen", "GET", "/api/v1/mounts/M1", 200, ct, js([]any{with(sampleMount, "lastSeenAt", nil, "presence", "UNKNOWN")})},
+		{"rule created", "POST", "/api/v1/alarm-rules", 201, ct, js(sampleRule)},
+		{"rule list", "GET", "/api/v1/alarm-rules", 200, ct, js(map[string]any{"rules": []any{sampleRule}, "pagination": samplePagination})},
+		{"rule patched", "PATCH", "/api/v1/alarm-rules/alr_1", 200, ct, js(with(sampleRule, "enabled", false, "mountUids", []string{"M1"}))},
+		{"rule deleted", "DELETE", "/api/v1/alarm-rules/alr_1", 204, nil, ""},
+		{"no such rule", "GET", "/api/v1/alarm-rules/alr_9", 404, pct, problem(404, "ALARM_RULE_NOT_FOUND")},
+		{"suggested rules", "GET", "/api/v1/alarm-rules/suggested", 200, ct, js(map[string]any{"rules": []any{
+			map[string]any{"name": "Offline", "severity": "WARNING", "conditions": []any{map[string]any{"presence": "OFFLINE"}}, "forSeconds": 0, "mountUids": []string{}}}})},
+		{"alarm list", "GET", "/api/v1/alarms?state=ACTIVE", 200, ct, js(map[string]any{"alarms": []any{sampleAlarm,
+			with(sampleAlarm, "state", "CLEARED", "clearedAt", "2026-11-22T02:00:00.000Z", "acknowledgedAt", "2026-11-22T01:55:00.000Z", "acknowledgedBy", "usr_1")},
+			"pagination": samplePagination})},
+		{"acknowledged", "POST", "/api/v1/alarms/alm_1/acknowledge", 200, ct, js(with(sampleAlarm, "acknowledgedAt", "2026-11-22T01:55:00.000Z", "acknowledgedBy", "usr_1"))},
+		{"no such alarm", "POST", "/api/v1/alarms/alm_9/acknowledge", 404, pct, problem(404, "ALARM_NOT_FOUND")},
+		{"alarm event", "GET", "/api/v1/events", 200, ct, js(map[string]any{"events": []any{map[string]any{
+			"id": strings.Repeat("e", 32), "type": "ALARM_RAISED", "uid": "M1", "occurredAt": "2026-11-22T01:50:13.123Z", "mount": sampleMount,
+			"alarm": sampleAlarm}}, "next": strings.Repeat("e", 32)})},
 		{"me", "GET", "/api/v1/accounts/me", 200, ct, js(map[string]any{"accountId": "acc-1", "name": "Fleet",
 			"role": "restricted", "mountUids": []string{"M1"}, "scopes": []string{"openid", "sub"}, "expiresAt": "2026-11-22T02:40:13.000Z"})},
 		{"delete", "DELETE", "/api/v1/mounts/M1", 204, nil, ""},
@@ -584,6 +612,17 @@ func TestOpenAPIRealResponses(t *testing.T) {
 		{"GET", "/api/v1/firmware/download?version=1", "owner", "", 400, "VALIDATION_FAILED"},
 		{"GET", "/api/v1/firmware/blobs/firmware/HM-1/1.3.0-a1b2c3.bin?expires=1&signature=00", "", "", 404, "NOT_FOUND"},
 		{"GET", "/api/v1/audit", "restricted", "", 403, "FORBIDDEN"},
+		{"POST", "/api/v1/alarm-rules", "restricted", `{"name":"x"}`, 403, "FORBIDDEN"},
+		{"PATCH", "/api/v1/alarm-rules/alr_1", "restricted", `{}`, 403, "FORBIDDEN"},
+		{"GET", "/api/v1/alarm-rules/suggested", "restricted", "", 403, "FORBIDDEN"},
+		{"GET", "/api/v1/alarm-rules", "restricted", "", 403, "FORBIDDEN"},
+		{"GET", "/api/v1/alarm-rules/alr_1", "restricted", "", 403, "FORBIDDEN"},
+		{"DELETE", "/api/v1/alarm-rules/alr_1", "restricted", "", 403, "FORBIDDEN"},
+		{"POST", "/api/v1/alarms/alm_1/acknowledge", "restricted", "", 403, "FORBIDDEN"},
+		{"GET", "/api/v1/alarm-rules?pageSize=0", "owner", "", 400, "VALIDATION_FAILED"},
+		{"POST", "/api/v1/alarm-rules", "owner", `{"name":"x","colour":"red"}`, 400, "VALIDATION_FAILED"},
+		{"POST", "/api/v1/alarm-rules", "owner", `{"conditions":[{"code":"BATTERY_LEVEL","op":"<","value":20}]}`, 400, "VALIDATION_FAILED"},
+		{"GET", "/api/v1/alarms?state=ACTIVE&colour=red", "owner", "", 400, "VALIDATION_FAILED"},
 		{"GET", "/api/v1/audit?limit=1001", "owner", "", 400, "VALIDATION_FAILED"},
 		{"GET", "/api/v1/audit?after=xyz", "owner", "", 400, "VALIDATION_FAILED"},
 		{"GET", "/api/v1/audit?action=mount.explode&colour=red", "owner", "", 400, "VALIDATION_FAILED"},

@@ -59,8 +59,17 @@ func tokenCommand(s *settings, out *printer) *cli.Command {
 type mountView client.Mount
 
 func (m mountView) line() string {
-	return fmt.Sprintf("%-20s %-11s locked=%s helmet=%s battery=%s temp=%s name=%q",
-		m.UID, m.AssociationState, optBool(m.MountLocked), optBool(m.HelmetMounted), optInt(m.BatteryLevel), optFloat(m.CPUTemperature), m.Name)
+	seen := "never"
+	if m.LastSeenAt != nil {
+		seen = *m.LastSeenAt
+	}
+	presence := m.Presence
+	if presence == "" {
+		presence = "?"
+	}
+	return fmt.Sprintf("%-20s %-11s %-7s locked=%s helmet=%s battery=%s temp=%s seen=%s name=%q",
+		m.UID, m.AssociationState, presence, optBool(m.MountLocked), optBool(m.HelmetMounted), optInt(m.BatteryLevel),
+		optFloat(m.CPUTemperature), seen, m.Name)
 }
 
 func optBool(b *bool) string {

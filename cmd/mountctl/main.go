@@ -85,6 +85,8 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 			webhooksCommand(s, out),
 			firmwareCommand(s, out),
 			exportCommand(s, out),
+			alarmsCommand(s, out),
+			alarmRulesCommand(s, out),
 		},
 	}
 }

@@ -22,7 +22,7 @@ import (
 
 const (
 	mountsHeader = "uid,name,serialNumber,macAddress,firmwareRevision,softwareRevision,modelNumber,associationState," +
-		"mountLocked,helmetMounted,batteryLevel,cpuTemperature,associatedAt,devicePublicKey"
+		"mountLocked,helmetMounted,batteryLevel,cpuTemperature,associatedAt,devicePublicKey,lastSeenAt,presence"
 	statesHeader = "uid,code,value,occurredAt,receivedAt,verified"
 )
 
@@ -44,6 +44,12 @@ func TestExports(t *testing.T) {
 				entry("MOUNT_LOCKED", "1", base), entry("BATTERY_LEVEL", "79", base.Add(time.Minute)))
 			b.report(t, "EB", entry("BATTERY_LEVEL", "1", base))
 			e1 := a.get(t, "E1")
+			// Reports an hour old do not make the mount seen (docs/api.md,
+			// "Presence and alarms"): whatever the server says, the row says.
+			e1Seen := ""
+			if e1.LastSeenAt != nil {
+				e1Seen = *e1.LastSeenAt
+			}
 
 			history := decode[historyView](t, a.ok(t, http.MethodGet, "/api/v1/mounts/E1/states", nil)).States
 			received := map[string]string{} // by code and occurredAt
@@ -64,8 +70,8 @@ func TestExports(t *testing.T) {
 			}{
 				{"mounts csv by default", "/api/v1/exports/mounts", "text/csv; charset=utf-8", "mounts.csv", []string{
 					mountsHeader,
-					"E1,'=cmd|' /C calc'!A0,\"SN,1\",AA:BB:CC:DD:EE:FF,1.0.0,1.0.0,MX-1,ASSOCIATED,true,,79,-12.3," + *e1.AssociatedAt + ",",
-					`E2,"He said ""hi""",'-SN2,,,,-5,IDLE,,,,,,`}},
+					"E1,'=cmd|' /C calc'!A0,\"SN,1\",AA:BB:CC:DD:EE:FF,1.0.0,1.0.0,MX-1,ASSOCIATED,true,,79,-12.3," + *e1.AssociatedAt + ",," + e1Seen + "," + e1.Presence,
+					`E2,"He said ""hi""",'-SN2,,,,-5,IDLE,,,,,,,,UNKNOWN`}},
 				{"mounts csv", "/api/v1/exports/mounts?format=csv&filter=", "text/csv; charset=utf-8", "mounts.csv", nil},
 				{"states csv, oldest first", "/api/v1/exports/states?mountUid=E1", "text/csv; charset=utf-8", "states-E1.csv",
 					append([]string{statesHeader}, oldestFirst...)},

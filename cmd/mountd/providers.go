@@ -410,6 +410,6 @@ func provideWebhookDeps(cfg Config, store *bunstore.Store, sealer *keyring.Seale
 	return core.WebhookDeps{Store: store, Sealer: sealer, Waker: waker, Limiter: rates, Logger: logger,
 		Targets:     webhook.Targets{AllowPrivate: cfg.WebhookAllowPrivate},
 		Sender:      webhook.NewSender(cfg.WebhookAllowPrivate, cursors),
-		Body:        rest.WebhookBody(cursors),
+		Body:        rest.WebhookBody(cursors, cfg.OfflineAfter),
 		RetryDelays: cfg.retryDelays()}
 }

@@ -83,6 +83,7 @@ var readmeChecks = []struct {
 	// release's report again, as JSON.
 	{"./bin/mountctl events --follow", []string{"ASSOCIATION_CONFIRMED SIM-0001", `"type":"STATES_REPORTED"`, `"uid":"SIM-0001"`}},
 	{"./bin/mountctl webhooks create", []string{"whsec_", "disabled"}},
+	{"./bin/mountctl alarm-rules create", []string{"BATTERY_LEVEL<20 for 10m0s", "presence=OFFLINE", "SIM-0001", "2 rules", "alarms"}},
 }
 
 type readmeBlock struct {

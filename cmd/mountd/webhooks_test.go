@@ -46,6 +46,10 @@ type webhookCall struct {
 			Value      string `json:"value"`
 			OccurredAt string `json:"occurredAt"`
 		} `json:"states"`
+		Alarm *client.Alarm `json:"alarm"`
+		Mount struct {
+			Presence string `json:"presence"`
+		} `json:"mount"`
 	} `json:"data"`
 }
 
