@@ -74,5 +74,8 @@ func toMountEvent(cursors *core.CursorCodec, e core.Event, withIssuer bool) *mod
 		c := toCommand(*e.Command, withIssuer)
 		out.Command = &c
 	}
+	if e.Alarm != nil {
+		out.Alarm = toAlarm(*e.Alarm)
+	}
 	return out
 }
