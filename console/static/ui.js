@@ -54,7 +54,16 @@ export function setConnection(state) {
   el.textContent = { connecting: "connecting…", live: "live", down: "reconnecting…" }[state];
 }
 
-export const EVENT_TYPES = ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED", "COMMAND_EXECUTED", "COMMAND_REFUSED", "COMMAND_UNCONFIRMED"];
+export const EVENT_TYPES = ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED", "COMMAND_EXECUTED", "COMMAND_REFUSED", "COMMAND_UNCONFIRMED",
+  "MOUNT_OFFLINE", "MOUNT_ONLINE", "ALARM_RAISED", "ALARM_CLEARED", "ALARM_ACKNOWLEDGED"];
+
+// Presence: whether the mount is heard from (docs/api.md, "Presence and alarms").
+export const PRESENCES = ["ONLINE", "OFFLINE", "UNKNOWN"];
+export const presencePill = (p) => h("span", { class: "pill presence " + (p || "UNKNOWN") }, (p || "UNKNOWN").toLowerCase());
+
+// canReadAlarms: owners and maintainers (restricted without mounts) read
+// the account's alarms; a restricted user with mounts does not.
+export const canReadAlarms = () => isOwner() || (session.me?.role === "restricted" && !(session.me.mountUids || []).length);
 
 // The events that move a command's status (a receipt, or its expiry).
 export const COMMAND_STATUS_EVENTS = ["COMMAND_EXECUTED", "COMMAND_REFUSED", "COMMAND_UNCONFIRMED"];
@@ -72,7 +81,7 @@ export function markUnverified(el, on) {
   return el;
 }
 
-export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline unverifiedStates";
+export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline unverifiedStates lastSeenAt presence";
 
 // isUnverified: the mount's latest value of field (a VALUE_CODES key) came
 // in a report the mount did not sign.
