@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/mountd/mountd/adapters/testenv"
+	"github.com/mountd/mountd/client"
+)
+
+// reportCPU posts a CPU temperature for uid.
+func reportCPU(t *testing.T, api *client.Client, uid, value string) {
+	t.Helper()
+	states := []any{map[string]any{"code": "CPU_TEMPERATURE", "value": value, "occurredAt": time.Now().UTC().Format(time.RFC3339Nano)}}
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/states", map[string]any{"states": states}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restAlarm is an alarm as GET /api/v1/alarms lists it.
+type restAlarm struct {
+	ID             string  `json:"id"`
+	UID            string  `json:"uid"`
+	RuleName       string  `json:"ruleName"`
+	State          string  `json:"state"`
+	AcknowledgedAt *string `json:"acknowledgedAt"`
+}
+
+// TestConsoleAlarmsInBrowser: an owner works with presence and alarms in
+// headless Chromium. The account has no rule: the rules editor offers the
+// suggested ones and one click adds one; a rule is written in the form
+// (a bad one refused first, the field marked); the fleet shows presence in
+// a column and filters by it; an alarm raised by a report appears live on
+// the alarms page and in the header's count, is acknowledged from there
+// (still active), and is listed on its mount's page; a rule is disabled
+// and deleted. A maintainer sees the alarms but no Acknowledge button.
+// MOUNTD_SCREENSHOTS=docs writes docs/console-alarms.png.
+func TestConsoleAlarmsInBrowser(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	in := start(t, testConfig(t.TempDir(), ""))
+	a := newFleet(in, "Demo Fleet")
+	api := client.New(in.base, client.StaticToken(a.token))
+	for i, uid := range []string{"MNT-0001", "MNT-0002", "MNT-0003"} {
+		associate(t, api, uid)
+		reportStates(t, api, uid, 80-10*i, true, time.Now())
+	}
+	// One waiting for confirmation, never heard from.
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0004"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
+	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "max", "--role", "restricted", "--password-stdin")
+	alarms := func(query string) []restAlarm {
+		t.Helper()
+		var page struct{ Alarms []restAlarm }
+		if err := api.Do(context.Background(), http.MethodGet, "/alarms"+query, nil, &page); err != nil {
+			t.Fatal(err)
+		}
+		return page.Alarms
+	}
+	rules := func() []struct{ ID, Name string } {
+		t.Helper()
+		var page struct{ Rules []struct{ ID, Name string } }
+		if err := api.Do(context.Background(), http.MethodGet, "/alarm-rules", nil, &page); err != nil {
+			t.Fatal(err)
+		}
+		return page.Rules
+	}
+
+	b := newBrowserSession(t, chromium)
+	b.signIn(in.base, "ann")
+	b.eval(`window.confirm = () => true`)
+	b.waitJS("the header counts no active alarm", `document.getElementById('alarm-count')?.dataset.count === '0' && !document.getElementById('alarm-count').hidden`, 10*time.Second)
+	b.waitJS("the overview counts presence", `document.querySelector('#count-online .value')?.textContent === '3' && document.querySelector('#count-unknown .value')?.textContent === '1' && `+
+		`document.querySelector('#count-alarms .value')?.textContent === '0'`, 10*time.Second)
+
+	// The fleet: presence in a column, and a filter.
+	b.step("open the fleet", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	b.waitJS("presence per mount", `document.querySelector('#fleet tr[data-uid="MNT-0001"] .c-presence')?.textContent === 'online' && `+
+		`document.querySelector('#fleet tr[data-uid="MNT-0004"] .c-presence')?.textContent === 'unknown'`, 10*time.Second)
+	b.eval(`{ const s = document.getElementById('presence'); s.value = 'UNKNOWN'; s.dispatchEvent(new Event('change')) }`)
+	b.waitJS("filtered to mounts never heard from", `location.hash === '#/fleet?presence=UNKNOWN' && [...document.querySelectorAll('#fleet tbody tr[data-uid]')].map((tr) => tr.dataset.uid).join() === 'MNT-0004'`, 5*time.Second)
+
+	// The rules editor: no rule yet, so the suggestions are offered, open.
+	b.step("open the rules", chromedp.Click(chromedp.CSS(`#nav a[data-view=alarm-rules]`)), chromedp.WaitVisible(chromedp.CSS(`#alarm-rules`)))
+	b.waitJS("the suggestions are offered", `document.getElementById('suggested').open && document.querySelectorAll('#suggested-rules li').length > 0`, 10*time.Second)
+	if n := len(rules()); n != 0 {
+		t.Fatalf("the account has %d rules before any was added: the suggestions are imposed", n)
+	}
+	suggestion := b.evalString(`document.querySelector('#suggested-rules li b').textContent`)
+	b.step("add the first suggestion", chromedp.Click(chromedp.CSS(`#suggested-rules li button[data-action=add-suggested]`)))
+	b.waitJS("the suggested rule is listed", `document.querySelectorAll('#alarm-rules tbody tr[data-id]').length === 1 && `+
+		`document.querySelector('#suggested-rules li button').textContent === 'Added' && document.querySelector('#suggested-rules li button').disabled`, 10*time.Second)
+	if got := rules(); len(got) != 1 || got[0].Name != suggestion {
+		t.Fatalf("after adding the suggestion %q: %+v", suggestion, got)
+	}
+
+	// A rule of our own: a bad value first, refused with the field marked.
+	b.step("write a rule", chromedp.SendKeys(chromedp.CSS(`#rule-name`), "CPU hot"))
+	b.eval(`{ const s = document.getElementById('rule-severity'); s.value = 'CRITICAL' }`)
+	b.eval(`{ const s = document.querySelector('#rule-conditions [name=code]'); s.value = 'CPU_TEMPERATURE'; s.dispatchEvent(new Event('change')) }`)
+	b.eval(`{ document.querySelector('#rule-conditions [name=op]').value = '>'; document.querySelector('#rule-conditions [name=value]').value = 'hot' }`)
+	b.step("create it", chromedp.Click(chromedp.CSS(`#rule-form button[type=submit]`)))
+	b.waitJS("the bad value is refused and marked", `document.querySelector('#rule-form-status.error') !== null && `+
+		`document.querySelector('#rule-conditions [name=value]').getAttribute('aria-invalid') === 'true'`, 10*time.Second)
+	b.eval(`document.querySelector('#rule-conditions [name=value]').value = '70'`)
+	b.step("create it again", chromedp.Click(chromedp.CSS(`#rule-form button[type=submit]`)))
+	b.waitJS("the rule is listed", `[...document.querySelectorAll('#alarm-rules tbody tr[data-id]')].some((tr) => tr.innerText.includes('CPU hot') && tr.innerText.includes('CPU temperature > 70'))`, 10*time.Second)
+	if got := rules(); len(got) != 2 || got[1].Name != "CPU hot" {
+		t.Fatalf("the rules: %+v", got)
+	}
+
+	// The alarms page: an alarm appears live, and in the header's count.
+	b.step("open the alarms", chromedp.Click(chromedp.CSS(`#nav a[data-view=alarms]`)), chromedp.WaitVisible(chromedp.CSS(`#alarms`)))
+	b.waitJS("the alarms page is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
+	reportCPU(t, api, "MNT-0002", "81.5")
+	row := `document.querySelector('#alarms tr[data-uid="MNT-0002"]')`
+	b.waitJS("the alarm appears live", row+`?.dataset.state === 'ACTIVE' && `+row+`.innerText.includes('CPU hot') && `+row+`.innerText.includes('CPU temperature 81.5 °C')`, 15*time.Second)
+	b.waitJS("the header counts it", `document.getElementById('alarm-count').textContent === '1 active alarm'`, 10*time.Second)
+	// One more, of another mount, and one that cleared already.
+	reportCPU(t, api, "MNT-0003", "77")
+	reportCPU(t, api, "MNT-0001", "72")
+	reportCPU(t, api, "MNT-0001", "45")
+	b.waitJS("two active, one cleared, active first", `[...document.querySelectorAll('#alarms tbody tr[data-id]')].map((tr) => tr.dataset.state).join() === 'ACTIVE,ACTIVE,CLEARED'`, 15*time.Second)
+	b.waitJS("the header counts two", `document.getElementById('alarm-count').textContent === '2 active alarms'`, 10*time.Second)
+	b.waitJS("the counts", `document.getElementById('alarms-active').textContent === '2' && document.getElementById('alarms-unacknowledged').textContent === '2'`, 5*time.Second)
+
+	// Acknowledge: the alarm stays active, acknowledged.
+	b.step("acknowledge", chromedp.Click(chromedp.CSS(`#alarms tr[data-uid="MNT-0002"] button[data-action=acknowledge]`)))
+	b.waitJS("acknowledged", row+`.dataset.state === 'ACTIVE' && !`+row+`.querySelector('button[data-action=acknowledge]') && `+row+`.querySelector('.ack').innerText.includes('by ') && `+
+		`document.getElementById('alarms-unacknowledged').textContent === '1'`, 10*time.Second)
+	var acked *restAlarm
+	for _, al := range alarms("?mountUid=MNT-0002") {
+		if al.State == "ACTIVE" {
+			acked = &al
+		}
+	}
+	if acked == nil || acked.AcknowledgedAt == nil {
+		t.Fatalf("after acknowledging: %+v", alarms("?mountUid=MNT-0002"))
+	}
+	b.screenshot(screenshotDir(t), "console-alarms.png")
+
+	// Filtered by severity and mount, in the URL.
+	b.eval(`{ const s = document.getElementById('alarm-severity'); s.value = 'WARNING'; s.dispatchEvent(new Event('change')) }`)
+	b.waitJS("no warning", `location.hash === '#/alarms?severity=WARNING' && document.querySelectorAll('#alarms tbody tr[data-id]').length === 0`, 10*time.Second)
+	b.step("a link to one mount's alarms", chromedp.Navigate(in.base+"/console/#/alarms?mount=MNT-0001"), chromedp.WaitVisible(chromedp.CSS(`#alarms`)))
+	b.waitJS("only MNT-0001's", `document.getElementById('alarm-mount').value === 'MNT-0001' && [...document.querySelectorAll('#alarms tbody tr[data-id]')].map((tr) => tr.dataset.uid + ':' + tr.dataset.state).join() === 'MNT-0001:CLEARED'`, 10*time.Second)
+
+	// A mount's page lists its alarms, live.
+	b.step("open MNT-0003", chromedp.Navigate(in.base+"/console/#/mounts/MNT-0003"), chromedp.WaitVisible(chromedp.CSS(`#mount-alarms`)))
+	b.waitJS("its alarm", `document.querySelector('#mount-alarms tr[data-id]')?.dataset.state === 'ACTIVE' && document.querySelector('#mount-presence').innerText.includes('online')`, 10*time.Second)
+	b.waitJS("the mount page is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
+	reportCPU(t, api, "MNT-0003", "50")
+	b.waitJS("cleared live", `document.querySelector('#mount-alarms tr[data-id]')?.dataset.state === 'CLEARED'`, 15*time.Second)
+	b.waitJS("the header counts one", `document.getElementById('alarm-count').textContent === '1 active alarm'`, 10*time.Second)
+
+	// Disable, then delete the rule: its alarm clears, the count drops.
+	b.step("open the rules", chromedp.Navigate(in.base+"/console/#/alarm-rules"), chromedp.WaitVisible(chromedp.CSS(`#alarm-rules`)))
+	b.waitJS("the rules are listed, the suggestions closed", `document.querySelectorAll('#alarm-rules tbody tr[data-id]').length === 2 && !document.getElementById('suggested').open`, 10*time.Second)
+	ruleRow := `[...document.querySelectorAll('#alarm-rules tbody tr[data-id]')].find((tr) => tr.innerText.includes('CPU hot'))`
+	b.eval(ruleRow + `.querySelector('[data-action=toggle]').click()`)
+	b.waitJS("disabled", ruleRow+`.dataset.enabled === 'false'`, 10*time.Second)
+	b.waitJS("the header counts none", `document.getElementById('alarm-count').textContent === '0 active alarms'`, 10*time.Second)
+	b.eval(ruleRow + `.querySelector('[data-action=delete]').click()`)
+	b.waitJS("deleted", `document.querySelectorAll('#alarm-rules tbody tr[data-id]').length === 1`, 10*time.Second)
+	if got := rules(); len(got) != 1 || got[0].Name != suggestion {
+		t.Fatalf("after deleting: %+v", got)
+	}
+	b.checkOrigin(in.base)
+
+	// A maintainer reads the alarms, acknowledges none, manages no rules.
+	m := newBrowserSession(t, chromium)
+	m.signIn(in.base, "max")
+	m.waitJS("the maintainer's header count", `document.getElementById('alarm-count')?.dataset.count === '0'`, 10*time.Second)
+	m.waitJS("no rules in the navigation", `document.querySelector('#nav a[data-view=alarm-rules]').hidden && !document.querySelector('#nav a[data-view=alarms]').hidden`, time.Second)
+	m.step("open the alarms", chromedp.Click(chromedp.CSS(`#nav a[data-view=alarms]`)), chromedp.WaitVisible(chromedp.CSS(`#alarms`)))
+	m.waitJS("the alarms, no Acknowledge", `document.querySelectorAll('#alarms tbody tr[data-id]').length === 3 && !document.querySelector('#alarms button[data-action=acknowledge]')`, 10*time.Second)
+	if txt := m.text(`#alarms`); !strings.Contains(txt, "CPU hot") {
+		t.Fatalf("the maintainer's alarms: %q", txt)
+	}
+}
