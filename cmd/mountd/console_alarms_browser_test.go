@@ -22,15 +22,6 @@ func reportCPU(t *testing.T, api *client.Client, uid, value string) {
 	}
 }
 
-// restAlarm is an alarm as GET /api/v1/alarms lists it.
-type restAlarm struct {
-	ID             string  `json:"id"`
-	UID            string  `json:"uid"`
-	RuleName       string  `json:"ruleName"`
-	State          string  `json:"state"`
-	AcknowledgedAt *string `json:"acknowledgedAt"`
-}
-
 // TestConsoleAlarmsInBrowser: an owner works with presence and alarms in
 // headless Chromium. The account has no rule: the rules editor offers the
 // suggested ones and one click adds one; a rule is written in the form
@@ -55,21 +46,15 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	}
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "max", "--role", "restricted", "--password-stdin")
-	alarms := func(query string) []restAlarm {
+	// What the server holds, read through GraphQL as the console reads it.
+	alarms := func(mountUID string) []gqlAlarm {
 		t.Helper()
-		var page struct{ Alarms []restAlarm }
-		if err := api.Do(context.Background(), http.MethodGet, "/alarms"+query, nil, &page); err != nil {
-			t.Fatal(err)
-		}
-		return page.Alarms
+		return field[struct{ Alarms []gqlAlarm }](t, a.gql(t, `query($m: ID) { alarms(mountUid: $m) { alarms { `+alarmFields+` } } }`,
+			map[string]any{"m": mountUID}), "alarms").Alarms
 	}
-	rules := func() []struct{ ID, Name string } {
+	rules := func() []gqlRule {
 		t.Helper()
-		var page struct{ Rules []struct{ ID, Name string } }
-		if err := api.Do(context.Background(), http.MethodGet, "/alarm-rules", nil, &page); err != nil {
-			t.Fatal(err)
-		}
-		return page.Rules
+		return field[struct{ Rules []gqlRule }](t, a.gql(t, `{ alarmRules { rules { `+ruleFields+` } } }`, nil), "alarmRules").Rules
 	}
 
 	b := newBrowserSession(t, chromium)
@@ -134,14 +119,14 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	b.step("acknowledge", chromedp.Click(chromedp.CSS(`#alarms tr[data-uid="MNT-0002"] button[data-action=acknowledge]`)))
 	b.waitJS("acknowledged", row+`.dataset.state === 'ACTIVE' && !`+row+`.querySelector('button[data-action=acknowledge]') && `+row+`.querySelector('.ack').innerText.includes('by ') && `+
 		`document.getElementById('alarms-unacknowledged').textContent === '1'`, 10*time.Second)
-	var acked *restAlarm
-	for _, al := range alarms("?mountUid=MNT-0002") {
+	var acked *gqlAlarm
+	for _, al := range alarms("MNT-0002") {
 		if al.State == "ACTIVE" {
 			acked = &al
 		}
 	}
 	if acked == nil || acked.AcknowledgedAt == nil {
-		t.Fatalf("after acknowledging: %+v", alarms("?mountUid=MNT-0002"))
+		t.Fatalf("after acknowledging: %+v", alarms("MNT-0002"))
 	}
 	b.screenshot(screenshotDir(t), "console-alarms.png")
 
