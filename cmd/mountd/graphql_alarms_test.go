@@ -242,6 +242,13 @@ func TestGraphQLAlarms(t *testing.T) {
 					t.Errorf("alarms %v: %d, want %d", tc.vars, got.Pagination.TotalItems, tc.want)
 				}
 			}
+			// A state or severity outside the enum: GraphQL's own validation.
+			if r := a.gql(t, `{ alarms(state: OPEN) { alarms { id } } }`, nil); r.code() != "GRAPHQL_VALIDATION_FAILED" {
+				t.Errorf("state OPEN: %+v", r.Errors)
+			}
+			if r := a.gql(t, active, map[string]any{"sev": "FATAL"}); r.code() != "GRAPHQL_VALIDATION_FAILED" {
+				t.Errorf("severity FATAL: %+v", r.Errors)
+			}
 			// A maintainer reads them; B does not see A's.
 			if got := field[alarmPage](t, maintainer.gql(t, active, nil), "alarms"); got.Pagination.TotalItems != 1 {
 				t.Fatalf("the maintainer's alarms %+v", got)
