@@ -86,7 +86,7 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	}
 
 	// A rule of our own: a bad value first, refused with the field marked.
-	b.step("write a rule", chromedp.SendKeys(chromedp.CSS(`#rule-name`), "CPU hot"))
+	b.step("write a rule", chromedp.SendKeys(chromedp.CSS(`#rule-name`), "Too hot"))
 	b.eval(`{ const s = document.getElementById('rule-severity'); s.value = 'CRITICAL' }`)
 	b.eval(`{ const s = document.querySelector('#rule-conditions [name=code]'); s.value = 'CPU_TEMPERATURE'; s.dispatchEvent(new Event('change')) }`)
 	b.eval(`{ document.querySelector('#rule-conditions [name=op]').value = '>'; document.querySelector('#rule-conditions [name=value]').value = 'hot' }`)
@@ -95,8 +95,8 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 		`document.querySelector('#rule-conditions [name=value]').getAttribute('aria-invalid') === 'true'`, 10*time.Second)
 	b.eval(`document.querySelector('#rule-conditions [name=value]').value = '70'`)
 	b.step("create it again", chromedp.Click(chromedp.CSS(`#rule-form button[type=submit]`)))
-	b.waitJS("the rule is listed", `[...document.querySelectorAll('#alarm-rules tbody tr[data-id]')].some((tr) => tr.innerText.includes('CPU hot') && tr.innerText.includes('CPU temperature > 70'))`, 10*time.Second)
-	if got := rules(); len(got) != 2 || got[1].Name != "CPU hot" {
+	b.waitJS("the rule is listed", `[...document.querySelectorAll('#alarm-rules tbody tr[data-id]')].some((tr) => tr.innerText.includes('Too hot') && tr.innerText.includes('CPU temperature > 70'))`, 10*time.Second)
+	if got := rules(); len(got) != 2 || got[1].Name != "Too hot" {
 		t.Fatalf("the rules: %+v", got)
 	}
 
@@ -105,7 +105,7 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	b.waitJS("the alarms page is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	reportCPU(t, api, "MNT-0002", "81.5")
 	row := `document.querySelector('#alarms tr[data-uid="MNT-0002"]')`
-	b.waitJS("the alarm appears live", row+`?.dataset.state === 'ACTIVE' && `+row+`.innerText.includes('CPU hot') && `+row+`.innerText.includes('CPU temperature 81.5 °C')`, 15*time.Second)
+	b.waitJS("the alarm appears live", row+`?.dataset.state === 'ACTIVE' && `+row+`.innerText.includes('Too hot') && `+row+`.innerText.includes('CPU temperature 81.5 °C')`, 15*time.Second)
 	b.waitJS("the header counts it", `document.getElementById('alarm-count').textContent === '1 active alarm'`, 10*time.Second)
 	// One more, of another mount, and one that cleared already.
 	reportCPU(t, api, "MNT-0003", "77")
@@ -147,7 +147,7 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	// Disable, then delete the rule: its alarm clears, the count drops.
 	b.step("open the rules", chromedp.Navigate(in.base+"/console/#/alarm-rules"), chromedp.WaitVisible(chromedp.CSS(`#alarm-rules`)))
 	b.waitJS("the rules are listed, the suggestions closed", `document.querySelectorAll('#alarm-rules tbody tr[data-id]').length === 2 && !document.getElementById('suggested').open`, 10*time.Second)
-	ruleRow := `[...document.querySelectorAll('#alarm-rules tbody tr[data-id]')].find((tr) => tr.innerText.includes('CPU hot'))`
+	ruleRow := `[...document.querySelectorAll('#alarm-rules tbody tr[data-id]')].find((tr) => tr.innerText.includes('Too hot'))`
 	b.eval(ruleRow + `.querySelector('[data-action=toggle]').click()`)
 	b.waitJS("disabled", ruleRow+`.dataset.enabled === 'false'`, 10*time.Second)
 	b.waitJS("the header counts none", `document.getElementById('alarm-count').textContent === '0 active alarms'`, 10*time.Second)
@@ -165,7 +165,7 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	m.waitJS("no rules in the navigation", `document.querySelector('#nav a[data-view=alarm-rules]').hidden && !document.querySelector('#nav a[data-view=alarms]').hidden`, time.Second)
 	m.step("open the alarms", chromedp.Click(chromedp.CSS(`#nav a[data-view=alarms]`)), chromedp.WaitVisible(chromedp.CSS(`#alarms`)))
 	m.waitJS("the alarms, no Acknowledge", `document.querySelectorAll('#alarms tbody tr[data-id]').length === 3 && !document.querySelector('#alarms button[data-action=acknowledge]')`, 10*time.Second)
-	if txt := m.text(`#alarms`); !strings.Contains(txt, "CPU hot") {
+	if txt := m.text(`#alarms`); !strings.Contains(txt, "Too hot") {
 		t.Fatalf("the maintainer's alarms: %q", txt)
 	}
 }
