@@ -1,9 +1,6 @@
 package core
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // Presence and alarms (docs/api.md, "Presence and alarms").
 
@@ -65,6 +62,10 @@ type AlarmRule struct {
 	Enabled    bool
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// Revision counts the changes that restart the rule's evaluation
+	// (conditions, forSeconds, mountUids, enabling); an open alarm or
+	// pending episode of an older revision is closed.
+	Revision int
 }
 
 // AlarmRuleInput is a rule as a client sent it (POST: every field it
@@ -85,6 +86,9 @@ type AlarmState string
 const (
 	AlarmActive  AlarmState = "ACTIVE"
 	AlarmCleared AlarmState = "CLEARED"
+	// AlarmPending is the stores' state of an episode whose conditions
+	// hold but not yet for forSeconds: never listed, never an event.
+	AlarmPending AlarmState = "PENDING"
 )
 
 // Alarm is one episode of a rule's conditions holding on a mount.
@@ -110,54 +114,4 @@ type AlarmFilter struct {
 	Severity *Severity
 	MountUID *string
 	RuleID   *string
-}
-
-// AlarmService holds alarm rules and alarms (§17). Its transports call it;
-// the evaluation on accepted reports and the timer live beside ingest.
-type AlarmService struct{}
-
-// AlarmDeps are the ports AlarmService uses.
-type AlarmDeps struct{}
-
-// NewAlarmService returns an AlarmService over its ports.
-func NewAlarmService(d AlarmDeps) *AlarmService { return &AlarmService{} }
-
-// CreateRule handles POST /alarm-rules (owner).
-func (s *AlarmService) CreateRule(ctx context.Context, p Principal, in AlarmRuleInput) (AlarmRule, error) {
-	return AlarmRule{}, Errorf(CodeUnavailable, "alarm rules are not built yet")
-}
-
-// ListRules handles GET /alarm-rules (owner).
-func (s *AlarmService) ListRules(ctx context.Context, p Principal, page Page) ([]AlarmRule, Pagination, error) {
-	return nil, Pagination{}, Errorf(CodeUnavailable, "alarm rules are not built yet")
-}
-
-// Rule handles GET /alarm-rules/{id} (owner; ALARM_RULE_NOT_FOUND).
-func (s *AlarmService) Rule(ctx context.Context, p Principal, id string) (AlarmRule, error) {
-	return AlarmRule{}, Errorf(CodeAlarmRuleNotFound, "alarm rule %q not found", id)
-}
-
-// UpdateRule handles PATCH /alarm-rules/{id} (owner).
-func (s *AlarmService) UpdateRule(ctx context.Context, p Principal, id string, in AlarmRuleInput) (AlarmRule, error) {
-	return AlarmRule{}, Errorf(CodeAlarmRuleNotFound, "alarm rule %q not found", id)
-}
-
-// DeleteRule handles DELETE /alarm-rules/{id} (owner): its open alarms clear.
-func (s *AlarmService) DeleteRule(ctx context.Context, p Principal, id string) error {
-	return Errorf(CodeAlarmRuleNotFound, "alarm rule %q not found", id)
-}
-
-// SuggestedRules are the starting rules offered (not imposed) to an
-// account without any.
-func (s *AlarmService) SuggestedRules() []AlarmRuleInput { return nil }
-
-// ListAlarms handles GET /alarms (owner and maintainer), newest first.
-func (s *AlarmService) ListAlarms(ctx context.Context, p Principal, f AlarmFilter, page Page) ([]Alarm, Pagination, error) {
-	return nil, Pagination{}, Errorf(CodeUnavailable, "alarms are not built yet")
-}
-
-// Acknowledge handles POST /alarms/{id}/acknowledge (owner; idempotent;
-// acknowledging does not clear).
-func (s *AlarmService) Acknowledge(ctx context.Context, p Principal, id string) (Alarm, error) {
-	return Alarm{}, Errorf(CodeAlarmNotFound, "alarm %q not found", id)
 }

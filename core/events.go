@@ -118,6 +118,28 @@ func visibleMounts(p Principal, named []string) []string {
 	return out
 }
 
+// visibleTypes narrows types (nil: all) to what p may see: a restricted
+// token with mount items never receives ALARM_* events.
+func visibleTypes(p Principal, types []EventType) []EventType {
+	if !p.LimitedToMounts() {
+		return types
+	}
+	if types == nil {
+		types = EventTypes
+	}
+	out := []EventType{}
+	for _, t := range types {
+		if t != EventAlarmRaised && t != EventAlarmCleared && t != EventAlarmAcknowledged {
+			out = append(out, t)
+		}
+	}
+	if len(out) == 0 {
+		// Nothing it may see: a type no event has selects none.
+		out = append(out, EventType("NONE"))
+	}
+	return out
+}
+
 // Subscribe returns the events p may see that f asks for, in log order,
 // until ctx ends or the subscriber falls behind; the channel closes then.
 // With f.After, the retained events after it come first (CURSOR_EXPIRED
@@ -127,7 +149,7 @@ func (s *EventService) Subscribe(ctx context.Context, p Principal, f EventFilter
 	if err := s.Authorize(ctx, p, f); err != nil {
 		return nil, err
 	}
-	return s.feed.follow(ctx, f.After, EventQuery{AccountID: p.AccountID, MountUIDs: visibleMounts(p, f.MountUIDs)})
+	return s.feed.follow(ctx, f.After, EventQuery{AccountID: p.AccountID, Types: visibleTypes(p, nil), MountUIDs: visibleMounts(p, f.MountUIDs)})
 }
 
 // Stream is Subscribe with a callback: send gets each event, in log order,
@@ -138,7 +160,7 @@ func (s *EventService) Stream(ctx context.Context, p Principal, f EventFilter, s
 	if err := s.Authorize(ctx, p, f); err != nil {
 		return err
 	}
-	return s.feed.stream(ctx, f.After, EventQuery{AccountID: p.AccountID, MountUIDs: visibleMounts(p, f.MountUIDs)}, send, end)
+	return s.feed.stream(ctx, f.After, EventQuery{AccountID: p.AccountID, Types: visibleTypes(p, nil), MountUIDs: visibleMounts(p, f.MountUIDs)}, send, end)
 }
 
 // Events reads the feed: up to r.Limit events after r.After that p may
@@ -183,7 +205,7 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 		}
 		named = []string{*r.MountUID}
 	}
-	q := EventQuery{AccountID: p.AccountID, After: r.After, Types: types, MountUIDs: visibleMounts(p, named), Limit: limit}
+	q := EventQuery{AccountID: p.AccountID, After: r.After, Types: visibleTypes(p, types), MountUIDs: visibleMounts(p, named), Limit: limit}
 	// next is the position of the last event returned, or after: never
 	// the position the read reached, which moves with every account's
 	// events. Without after and without events, it is where this
@@ -318,7 +340,8 @@ func KnownEventType(t EventType) bool {
 	switch t {
 	case EventStatesReported, EventAssociationRequested, EventAssociationConfirmed, EventAssociationExpired,
 		EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued,
-		EventCommandExecuted, EventCommandRefused, EventCommandUnconfirmed:
+		EventCommandExecuted, EventCommandRefused, EventCommandUnconfirmed,
+		EventMountOffline, EventMountOnline, EventAlarmRaised, EventAlarmCleared, EventAlarmAcknowledged:
 		return true
 	}
 	return false

@@ -27,6 +27,10 @@ type MountService struct {
 	grace     time.Duration
 	logger    *slog.Logger
 	now       func() time.Time
+	// alarms evaluates presence and alarm rules (set by NewAlarmService;
+	// nil: neither is kept) with offlineAfter.
+	alarms       *AlarmService
+	offlineAfter time.Duration
 }
 
 // AssociationWindow is how long an IDLE mount waits for confirmation.
@@ -62,7 +66,7 @@ func NewMountService(d MountDeps) *MountService {
 	}
 	return &MountService{mounts: d.Mounts, states: d.States, commands: d.Commands, tags: d.Tags, signer: d.Signer,
 		cache: d.Cache, scheduler: d.Scheduler, waker: d.Waker, window: d.Window, ttl: ttl, grace: grace,
-		logger: d.Logger, now: time.Now}
+		logger: d.Logger, now: time.Now, offlineAfter: DefaultOfflineAfter}
 }
 
 // SetClock replaces the service's clock (tests of the window).
@@ -154,12 +158,14 @@ func (s *MountService) ConfirmAssociation(ctx context.Context, p Principal, uid 
 		// The event's mount was read with its latest values in the
 		// transaction: no second read for the answer.
 		m.Latest = ev.Mount.Latest
+		s.withPresence(&m)
 		return m, nil
 	}
 	// The row did not qualify: decide why from what is stored.
 	switch {
 	case m.State == StateAssociated && m.OwnerID == p.AccountID:
 		s.withLatest(ctx, &m, p.AccountID)
+		s.withPresence(&m)
 		return m, nil // confirming twice is harmless
 	case m.State == StateIdle && m.OwnerID == p.AccountID:
 		// The window passed and the worker has not caught up: expire now.
@@ -193,6 +199,7 @@ func (s *MountService) expire(ctx context.Context, uid string) {
 	wake(ctx, s.waker, s.logger, ev)
 	s.logger.InfoContext(ctx, "association expired", "uid", uid, "account", m.ExpiredOwnerID)
 	s.forgetLatest(ctx, uid, m.ExpiredOwnerID)
+	s.evaluate(ctx, uid, "", WatchSweep)
 }
 
 // RecoverDeadlines schedules every pending deadline found in the database,
@@ -253,6 +260,14 @@ func (s *MountService) RunExpiry(ctx context.Context) error {
 		_, err := s.SweepCommands(ctx)
 		return err
 	})
+	// Presence and alarms move on from the database alone too: lapses,
+	// held durations and alarms whose mount or rule changed.
+	if s.alarms != nil {
+		go s.every(ctx, AlarmSweepEvery, "sweep presence and alarms", func(ctx context.Context) error {
+			_, err := s.alarms.SweepAlarms(ctx)
+			return err
+		})
+	}
 	return s.scheduler.Run(ctx, func(ctx context.Context, uid string) { s.expire(ctx, uid) })
 }
 
@@ -302,7 +317,39 @@ func (s *MountService) ownedWith(ctx context.Context, p Principal, a Action, uid
 // so one statement reads both: a state cache read would be a second round
 // trip, not a saved one (docs/architecture.md, "Who reads the latest values").
 func (s *MountService) Mount(ctx context.Context, p Principal, uid string) (Mount, error) {
-	return s.ownedWith(ctx, p, ActionReadMount, uid, s.mounts.MountWithLatest)
+	m, err := s.ownedWith(ctx, p, ActionReadMount, uid, s.mounts.MountWithLatest)
+	if err != nil {
+		return Mount{}, err
+	}
+	s.withPresence(&m)
+	return m, nil
+}
+
+// withPresence computes m's presence from its lastSeenAt at the read.
+func (s *MountService) withPresence(m *Mount) {
+	m.Presence = PresenceAt(m.LastSeenAt, s.offlineAfter, s.clock())
+}
+
+// evaluate watches the mount through the alarm service (presence and
+// rules); a failure is logged: the sweep catches up with what it missed
+// of presence and mounts that left the account.
+func (s *MountService) evaluate(ctx context.Context, uid, accountID string, mode WatchMode) {
+	if err := s.evaluateErr(ctx, uid, accountID, mode); err != nil {
+		s.logger.ErrorContext(ctx, "evaluate alarms failed", "uid", uid, "err", err)
+	}
+}
+
+func (s *MountService) evaluateErr(ctx context.Context, uid, accountID string, mode WatchMode) error {
+	if s.alarms == nil {
+		return nil
+	}
+	return s.alarms.Evaluate(context.WithoutCancel(ctx), uid, accountID, mode)
+}
+
+// counts says whether something the mount said at newest counts for
+// presence at now: not when older than the offline threshold.
+func (s *MountService) counts(newest, now time.Time) bool {
+	return !newest.IsZero() && now.Sub(newest) < s.offlineAfter
 }
 
 // latestKey names a mount's latest values within one account's
@@ -360,6 +407,9 @@ func (s *MountService) ListMounts(ctx context.Context, p Principal, f MountFilte
 	if err != nil {
 		return nil, Pagination{}, err
 	}
+	for i := range mounts {
+		s.withPresence(&mounts[i])
+	}
 	return mounts, NewPagination(page, total), nil
 }
 
@@ -378,6 +428,7 @@ func (s *MountService) UpdateMount(ctx context.Context, p Principal, uid string,
 		return Mount{}, err
 	}
 	s.withLatest(ctx, &m, p.AccountID)
+	s.withPresence(&m)
 	return m, nil
 }
 
@@ -395,6 +446,7 @@ func (s *MountService) DeleteMount(ctx context.Context, p Principal, uid string)
 	wake(ctx, s.waker, s.logger, ev)
 	_ = s.scheduler.Cancel(ctx, uid)
 	s.forgetLatest(ctx, uid, p.AccountID)
+	s.evaluate(ctx, uid, p.AccountID, WatchSweep)
 	return nil
 }
 
@@ -412,6 +464,7 @@ func (s *MountService) AbandonMount(ctx context.Context, p Principal, uid string
 	wake(ctx, s.waker, s.logger, ev)
 	_ = s.scheduler.Cancel(ctx, uid)
 	s.forgetLatest(ctx, uid, p.AccountID)
+	s.evaluate(ctx, uid, p.AccountID, WatchSweep)
 	return nil
 }
 
@@ -502,17 +555,44 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 		return ReportResult{}, err
 	}
 	res := ReportResult{Accepted: len(accepted), Duplicates: len(entries) - len(accepted)}
-	if len(accepted) == 0 {
-		return res, nil
+	// Presence and rules, in the request that accepted the report: the
+	// latest values after it (whatever its entries' order) decide.
+	var newest time.Time
+	for _, e := range entries {
+		if e.OccurredAt.After(newest) {
+			newest = e.OccurredAt
+		}
 	}
-	wake(ctx, s.waker, s.logger, ev)
-	// The cache keeps up with the database; a cache that cannot is
-	// emptied for the mount, and the next read fills it.
-	if _, _, err := s.cache.Offer(ctx, latestKey(uid, p.AccountID), LatestPerCode(accepted)); err != nil {
-		s.logger.WarnContext(ctx, "state cache offer failed", "uid", uid, "err", err)
-		s.forgetLatest(ctx, uid, p.AccountID)
+	mode := WatchValues
+	if s.counts(newest, now) {
+		mode = WatchHeard
+	}
+	if len(accepted) > 0 {
+		wake(ctx, s.waker, s.logger, ev)
+	}
+	if mode == WatchHeard || len(accepted) > 0 {
+		// The cache must not lag the evaluation's answer: offered first.
+		s.offerLatest(ctx, uid, p.AccountID, accepted)
+		if err := s.evaluateErr(ctx, uid, p.AccountID, mode); err != nil {
+			// The report is stored; its retry is a duplicate that
+			// evaluates again.
+			return ReportResult{}, err
+		}
 	}
 	return res, nil
+}
+
+// offerLatest moves the state cache on with a report's new entries.
+func (s *MountService) offerLatest(ctx context.Context, uid, accountID string, accepted []StateEntry) {
+	if len(accepted) == 0 {
+		return
+	}
+	// The cache keeps up with the database; a cache that cannot is
+	// emptied for the mount, and the next read fills it.
+	if _, _, err := s.cache.Offer(ctx, latestKey(uid, accountID), LatestPerCode(accepted)); err != nil {
+		s.logger.WarnContext(ctx, "state cache offer failed", "uid", uid, "err", err)
+		s.forgetLatest(ctx, uid, accountID)
+	}
 }
 
 func signatureRequired(uid string) error {

@@ -36,7 +36,8 @@ const (
 // zero before the first event.
 var EventTypes = []EventType{EventStatesReported, EventAssociationRequested, EventAssociationConfirmed,
 	EventAssociationExpired, EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued,
-	EventCommandExecuted, EventCommandRefused, EventCommandUnconfirmed}
+	EventCommandExecuted, EventCommandRefused, EventCommandUnconfirmed,
+	EventMountOffline, EventMountOnline, EventAlarmRaised, EventAlarmCleared, EventAlarmAcknowledged}
 
 // Event is something that happened to a mount, appended to the event log
 // in the transaction of the change.

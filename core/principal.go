@@ -65,6 +65,9 @@ var restrictedActions = map[Action]bool{
 	ActionReadNfcTags:  true,
 	ActionReadFirmware: true,
 	ActionSubscribe:    true,
+	// Maintainers (restricted without mount items) read alarms; the
+	// service refuses restricted tokens with mount items.
+	ActionReadAlarms: true,
 }
 
 // LimitedToMounts reports whether p reaches only the mounts its items name:

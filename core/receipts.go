@@ -204,8 +204,19 @@ func (s *MountService) UploadReceipts(ctx context.Context, p Principal, uid stri
 		res.Accepted++
 		s.announceOutcome(ctx, c, ev)
 	}
-	// A receipt is also the mount being seen: presence (lastSeenAt) will
-	// count it when it is built.
+	// A receipt upload is also the mount being heard (duplicates too),
+	// unless its newest receipt is older than the offline threshold.
+	var newest time.Time
+	for _, r := range in {
+		if r.At.After(newest) {
+			newest = r.At
+		}
+	}
+	if s.counts(newest, now) {
+		if err := s.evaluateErr(ctx, uid, p.AccountID, WatchHeard); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
 }
 

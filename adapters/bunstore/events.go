@@ -37,6 +37,47 @@ type eventBody struct {
 	Mount   eventMount    `json:"mount"`
 	States  []eventState  `json:"states,omitempty"`
 	Command *eventCommand `json:"command,omitempty"`
+	Alarm   *eventAlarm   `json:"alarm,omitempty"`
+}
+
+// eventAlarm is an alarm as an ALARM_* event carries it, instants as Unix
+// milliseconds (0: none).
+type eventAlarm struct {
+	ID             string            `json:"id"`
+	AccountID      string            `json:"accountId"`
+	RuleID         string            `json:"ruleId"`
+	RuleName       string            `json:"ruleName"`
+	UID            string            `json:"uid"`
+	Severity       string            `json:"severity"`
+	State          string            `json:"state"`
+	RaisedAt       int64             `json:"raisedAt"`
+	ClearedAt      int64             `json:"clearedAt,omitempty"`
+	AcknowledgedAt int64             `json:"acknowledgedAt,omitempty"`
+	AcknowledgedBy string            `json:"acknowledgedBy,omitempty"`
+	Values         map[string]string `json:"values"`
+}
+
+func toEventAlarm(a *core.Alarm) *eventAlarm {
+	if a == nil {
+		return nil
+	}
+	values := a.Values
+	if values == nil {
+		values = map[string]string{}
+	}
+	return &eventAlarm{ID: a.ID, AccountID: a.AccountID, RuleID: a.RuleID, RuleName: a.RuleName, UID: a.UID,
+		Severity: string(a.Severity), State: string(a.State), RaisedAt: optMillis(a.RaisedAt), ClearedAt: optMillis(a.ClearedAt),
+		AcknowledgedAt: optMillis(a.AcknowledgedAt), AcknowledgedBy: a.AcknowledgedBy, Values: values}
+}
+
+func fromEventAlarm(a *eventAlarm) *core.Alarm {
+	if a == nil {
+		return nil
+	}
+	return &core.Alarm{ID: a.ID, AccountID: a.AccountID, RuleID: a.RuleID, RuleName: a.RuleName, UID: a.UID,
+		Severity: core.Severity(a.Severity), State: core.AlarmState(a.State), RaisedAt: optTime(a.RaisedAt),
+		ClearedAt: optTime(a.ClearedAt), AcknowledgedAt: optTime(a.AcknowledgedAt), AcknowledgedBy: a.AcknowledgedBy,
+		Values: a.Values}
 }
 
 // eventCommand is a command as an event carries it (COMMAND_EXECUTED,
@@ -176,7 +217,7 @@ func (s *Store) appendEventGuarded(ctx context.Context, tx bun.IDB, e *core.Even
 	m := row.toMount()
 	m.Key = core.MountKey{}
 	m.Latest = core.ComputeLatest(latest)
-	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Command: toEventCommand(e.Command), Mount: eventMount{
+	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Command: toEventCommand(e.Command), Alarm: toEventAlarm(e.Alarm), Mount: eventMount{
 		UID: m.UID, Name: m.Name, SerialNumber: m.SerialNumber, MACAddress: m.MACAddress,
 		FirmwareRevision: m.FirmwareRevision, SoftwareRevision: m.SoftwareRevision, ModelNumber: m.ModelNumber,
 		State: string(m.State), OwnerID: m.OwnerID, ExpiredOwnerID: m.ExpiredOwnerID,
@@ -235,7 +276,7 @@ func (r eventRow) toEvent() (core.Event, error) {
 	}
 	return core.Event{ID: core.Cursor{Tx: txid, Seq: r.ID}, Type: core.EventType(r.Type), UID: r.MountUID,
 		AccountID: r.AccountID, Mount: m, States: fromEventStates(b.States), Command: fromEventCommand(b.Command),
-		OccurredAt: fromMillis(r.OccurredAt)}, nil
+		Alarm: fromEventAlarm(b.Alarm), OccurredAt: fromMillis(r.OccurredAt)}, nil
 }
 
 // txType is the SQL type of the position's first part.

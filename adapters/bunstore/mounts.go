@@ -40,6 +40,9 @@ type mountRow struct {
 	CreatedAt        int64          `bun:"created_at"`
 	UpdatedAt        int64          `bun:"updated_at"`
 	DevicePublicKey  sql.NullString `bun:"device_public_key"`
+	// LastSeenAt and OfflineAnnounced are presence (§17).
+	LastSeenAt       sql.NullInt64 `bun:"last_seen_at"`
+	OfflineAnnounced bool          `bun:"offline_announced"`
 }
 
 func (r *mountRow) toMount() core.Mount {
@@ -48,6 +51,9 @@ func (r *mountRow) toMount() core.Mount {
 		FirmwareRevision: r.FirmwareRevision, SoftwareRevision: r.SoftwareRevision, ModelNumber: r.ModelNumber,
 		State: core.AssociationState(r.State), OwnerID: r.OwnerID.String, ExpiredOwnerID: r.ExpiredOwnerID.String,
 		CreatedAt: fromMillis(r.CreatedAt), UpdatedAt: fromMillis(r.UpdatedAt), DevicePublicKey: r.DevicePublicKey.String,
+	}
+	if r.LastSeenAt.Valid {
+		m.LastSeenAt = fromMillis(r.LastSeenAt.Int64)
 	}
 	if r.IdleDeadline.Valid {
 		m.IdleDeadline = fromMillis(r.IdleDeadline.Int64)
@@ -165,6 +171,8 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			// owner's name goes, the device's own fields stay.
 			err := tx.NewRaw(`UPDATE mounts SET
 					name = CASE WHEN association_state = 'INACTIVE' THEN COALESCE(?, '') ELSE COALESCE(?, name) END,
+					last_seen_at = CASE WHEN association_state = 'INACTIVE' THEN NULL ELSE last_seen_at END,
+					offline_announced = CASE WHEN association_state = 'INACTIVE' THEN FALSE ELSE offline_announced END,
 					serial_number = COALESCE(?, serial_number),
 					mac_address = COALESCE(?, mac_address),
 					firmware_revision = COALESCE(?, firmware_revision),
@@ -295,7 +303,8 @@ func (s *Store) ExpireAssociation(ctx context.Context, uid string, now time.Time
 	expired := false
 	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		err := tx.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = owner_account_id,
-				owner_account_id = NULL, idle_deadline = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL, updated_at = ?
+				owner_account_id = NULL, idle_deadline = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL,
+				last_seen_at = NULL, offline_announced = FALSE, updated_at = ?
 			WHERE uid = ? AND association_state = 'IDLE' AND idle_deadline <= ?
 			RETURNING *`, millis(now), uid, millis(now)).Scan(ctx, &out)
 		if err == sql.ErrNoRows {
@@ -325,7 +334,8 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 	var out mountRow
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		err := tx.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = NULL,
-				owner_account_id = NULL, idle_deadline = NULL, associated_at = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL, updated_at = ?
+				owner_account_id = NULL, idle_deadline = NULL, associated_at = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL,
+				last_seen_at = NULL, offline_announced = FALSE, updated_at = ?
 			WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
 			RETURNING *`, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
 		if err != nil {

@@ -51,6 +51,7 @@ type Store struct {
 	people          peopleState
 	audit           []core.AuditEntry // the audit log, in order
 	auditSeq        int64
+	al              alarmState
 }
 
 type stateKey struct {
@@ -79,7 +80,7 @@ func NewStore() *Store {
 		mounts: map[string]*core.Mount{}, states: map[stateKey]core.StateEntry{},
 		latest: map[latestKey]map[core.StateCode]core.StateEntry{}, tags: map[tagKey]core.NfcTag{},
 		links: map[linkKey]string{}, firmware: map[[2]string]core.FirmwareVersion{},
-		accountHorizons: map[string]core.Cursor{}}
+		accountHorizons: map[string]core.Cursor{}, al: alarmState{announced: map[string]bool{}}}
 }
 
 func mountNotFound(uid string) error {
@@ -215,6 +216,9 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 	// owner's name goes, the device's own fields stay.
 	if m.State == core.StateInactive {
 		m.Name = or(f.Name, "")
+		// Presence is the association's: the next starts unheard.
+		m.LastSeenAt = time.Time{}
+		delete(s.al.announced, c.UID)
 	} else {
 		m.Name = or(f.Name, m.Name)
 	}
@@ -284,6 +288,8 @@ func (s *Store) ExpireAssociation(_ context.Context, uid string, now time.Time, 
 	}
 	m.State, m.ExpiredOwnerID, m.OwnerID = core.StateInactive, m.OwnerID, ""
 	m.IdleDeadline, m.Key, m.UpdatedAt = time.Time{}, core.MountKey{}, ms(now)
+	m.LastSeenAt = time.Time{}
+	delete(s.al.announced, uid)
 	s.unlinkLocked(uid, "")
 	if e != nil {
 		e.AccountID = m.ExpiredOwnerID
@@ -302,6 +308,8 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 	}
 	m.State, m.ExpiredOwnerID, m.OwnerID = core.StateInactive, "", ""
 	m.IdleDeadline, m.AssociatedAt, m.Key, m.UpdatedAt = time.Time{}, time.Time{}, core.MountKey{}, ms(now)
+	m.LastSeenAt = time.Time{}
+	delete(s.al.announced, uid)
 	s.unlinkLocked(uid, "")
 	s.appendLocked(e, *m)
 	s.auditLocked(ctx)
@@ -835,6 +843,10 @@ func (s *Store) appendLocked(e *core.Event, m core.Mount) {
 	if e.Command != nil {
 		cmd := *e.Command
 		stored.Command = &cmd
+	}
+	if e.Alarm != nil {
+		a := cloneAlarm(*e.Alarm)
+		stored.Alarm = &a
 	}
 	s.events = append(s.events, stored)
 }

@@ -32,6 +32,7 @@ type Store interface {
 	core.Housekeeping
 	core.ExportStore
 	core.AuditLog
+	core.AlarmStore
 	// WebhookBodyStats says how many webhook bodies the store holds and
 	// their total length: the suite's view of what deliveries cost.
 	WebhookBodyStats(ctx context.Context) (count int, size int64, err error)
@@ -72,6 +73,10 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"UnconfirmCommands", unconfirmCommands},
 		{"ConcurrentSweeps", concurrentSweeps},
 		{"SignedReports", signedReports},
+		{"AlarmRules", alarmRules},
+		{"PresenceAndAlarms", presenceAndAlarms},
+		{"RacingAlarmSweeps", racingSweeps},
+		{"AlarmProperty", alarmProperty},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
