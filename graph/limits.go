@@ -186,11 +186,8 @@ const (
 	// mounts of a tag, of a token): they are short in practice, and the
 	// answer's size limit covers the rest.
 	openListLength = core.MaxPageSize
-	// webhookFilterLength is the most mounts a webhook's filter names,
-	// and stands for the mounts an alarm rule names too.
+	// webhookFilterLength is the most mounts a webhook's filter names.
 	webhookFilterLength = 100
-	// alarmConditionsLength is the most conditions a rule holds.
-	alarmConditionsLength = 10
 	// suggestedRulesLength stands for the few starting rules offered.
 	suggestedRulesLength = 10
 	// maxCost saturates the products, so that nesting cannot overflow an
@@ -263,10 +260,10 @@ func complexityRoot() generated.ComplexityRoot {
 		return listCost(pageLength(pageSize, 20), child)
 	}
 	c.Query.SuggestedAlarmRules = func(child int) int { return listCost(suggestedRulesLength, child) }
-	conditions := func(child int) int { return listCost(alarmConditionsLength, child) }
+	conditions := func(child int) int { return listCost(core.MaxAlarmConditions, child) }
 	c.AlarmRule.Conditions = conditions
 	c.SuggestedAlarmRule.Conditions = conditions
-	c.AlarmRule.MountUids = func(child int) int { return listCost(webhookFilterLength, child) }
+	c.AlarmRule.MountUids = func(child int) int { return listCost(core.MaxAlarmRuleMounts, child) }
 	states := func(child int) int { return listCost(core.MaxStatesPerReport, child) }
 	c.MountEvent.States = states
 	c.MountStateEvent.States = states
