@@ -119,6 +119,9 @@ type AlarmStore interface {
 	// PENDING episode due, an open episode whose account no longer holds
 	// the mount, or whose rule is gone, disabled or of another revision.
 	WatchCandidates(ctx context.Context, now time.Time, offlineAfter time.Duration, limit int) ([]string, error)
+	// AlarmCounts counts, over every account, the mounts of live
+	// associations OFFLINE at now and the ACTIVE alarms by severity.
+	AlarmCounts(ctx context.Context, now time.Time, offlineAfter time.Duration) (offline int, active map[Severity]int, err error)
 }
 
 // AlarmMeter is told of presence and alarm changes (the metrics).
@@ -768,6 +771,12 @@ func closeTrack(c *WatchChanges, t AlarmTrack, now time.Time) {
 		c.Events = append(c.Events, &Event{Type: EventAlarmCleared, UID: t.UID, AccountID: t.AccountID, Alarm: &a, OccurredAt: now})
 	}
 	c.Close = append(c.Close, t)
+}
+
+// Counts are the fleet's figures for the metrics: mounts OFFLINE now and
+// ACTIVE alarms by severity.
+func (s *AlarmService) Counts(ctx context.Context) (offline int, active map[Severity]int, err error) {
+	return s.store.AlarmCounts(ctx, s.clock(), s.offlineAfter)
 }
 
 // SweepAlarms watches every mount the database says is due (lapses to

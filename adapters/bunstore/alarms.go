@@ -410,25 +410,21 @@ func (s *Store) WatchMount(ctx context.Context, uid string, decide func(core.Mou
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		events = nil
 		var w core.MountWatch
-		var rows []mountRow
-		q := tx.NewSelect().Model(&rows).Where("uid = ?", uid)
+		// The mount with its owner's latest values in one read, the row
+		// locked on PostgreSQL.
+		query := s.sql.mountWithLatestTx
 		if s.postgres {
-			q = q.For("UPDATE")
+			query += " FOR UPDATE OF m"
 		}
-		if err := q.Scan(ctx); err != nil {
+		var rows []mountLatestRow
+		if err := tx.NewRaw(query, uid).Scan(ctx, &rows); err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		var row *mountRow
-		if len(rows) == 1 {
-			row = &rows[0]
+		if len(rows) > 0 {
+			row = &rows[0].mountRow
 			w.Mount, w.OfflineAnnounced = row.toMount(), row.OfflineAnnounced
-			if row.OwnerID.Valid {
-				latest, err := s.latestFor(ctx, tx, row.OwnerID.String, []string{uid})
-				if err != nil {
-					return err
-				}
-				w.Latest = latest[uid]
-			}
+			w.Latest = latestOf(rows)
 		}
 		var open []alarmRow
 		if err := tx.NewSelect().Model(&open).Where("mount_uid = ? AND state IN ('PENDING', 'ACTIVE')", uid).Order("id").Scan(ctx); err != nil {
@@ -571,4 +567,27 @@ func (s *Store) WatchCandidates(ctx context.Context, now time.Time, offlineAfter
 		return nil, nil
 	}
 	return uids, err
+}
+
+// AlarmCounts implements core.AlarmStore.
+func (s *Store) AlarmCounts(ctx context.Context, now time.Time, offlineAfter time.Duration) (int, map[core.Severity]int, error) {
+	n := millis(now)
+	offline, err := s.db.NewSelect().Model((*mountRow)(nil)).
+		Where("last_seen_at IS NOT NULL AND last_seen_at <= ? AND owner_account_id IS NOT NULL", n-offlineAfter.Milliseconds()).
+		Where(liveAssociation, n).Count(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	var rows []struct {
+		Severity string `bun:"severity"`
+		N        int    `bun:"n"`
+	}
+	if err := s.db.NewRaw(`SELECT severity, COUNT(*) AS n FROM alarms WHERE state = 'ACTIVE' GROUP BY severity`).Scan(ctx, &rows); err != nil {
+		return 0, nil, err
+	}
+	active := map[core.Severity]int{}
+	for _, r := range rows {
+		active[core.Severity(r.Severity)] = r.N
+	}
+	return offline, active, nil
 }

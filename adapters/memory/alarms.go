@@ -312,3 +312,22 @@ func (s *Store) WatchCandidates(_ context.Context, now time.Time, offlineAfter t
 	}
 	return out, nil
 }
+
+// AlarmCounts implements core.AlarmStore.
+func (s *Store) AlarmCounts(_ context.Context, now time.Time, offlineAfter time.Duration) (int, map[core.Severity]int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	offline := 0
+	for _, m := range s.mounts {
+		if m.OwnerID != "" && live(m, now) && core.PresenceAt(m.LastSeenAt, offlineAfter, now) == core.PresenceOffline {
+			offline++
+		}
+	}
+	active := map[core.Severity]int{}
+	for _, t := range s.al.tracks {
+		if t.State == core.AlarmActive {
+			active[t.Severity]++
+		}
+	}
+	return offline, active, nil
+}

@@ -131,3 +131,49 @@ func (c *mountsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// AlarmCollectors are the gauges of presence and alarms, read from the
+// database (every replica answers for the whole fleet), at most every 15 s:
+// mountd_mounts_offline and mountd_alarms_active{severity}.
+func AlarmCollectors(counts func(context.Context) (int, map[core.Severity]int, error), logger *slog.Logger) []prometheus.Collector {
+	return []prometheus.Collector{&alarmsCollector{counts: counts, logger: logger,
+		offline: prometheus.NewDesc("mountd_mounts_offline",
+			"Mounts of live associations whose lastSeenAt is older than MOUNTD_OFFLINE_AFTER.", nil, nil),
+		active: prometheus.NewDesc("mountd_alarms_active", "ACTIVE alarms by severity.", []string{"severity"}, nil)}}
+}
+
+type alarmsCollector struct {
+	counts          func(context.Context) (int, map[core.Severity]int, error)
+	logger          *slog.Logger
+	offline, active *prometheus.Desc
+
+	mu         sync.Mutex
+	ok         bool
+	lastOff    int
+	lastActive map[core.Severity]int
+	at         time.Time
+}
+
+func (c *alarmsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.offline; ch <- c.active }
+
+func (c *alarmsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ok || time.Since(c.at) > 15*time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		off, active, err := c.counts(ctx)
+		if err != nil {
+			c.logger.Warn("count alarms for metrics failed", "err", err)
+		} else {
+			c.ok, c.lastOff, c.lastActive, c.at = true, off, active, time.Now()
+		}
+	}
+	if !c.ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(c.lastOff))
+	for _, sev := range []core.Severity{core.SeverityInfo, core.SeverityWarning, core.SeverityCritical} {
+		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(c.lastActive[sev]), string(sev))
+	}
+}

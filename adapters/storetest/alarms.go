@@ -674,3 +674,80 @@ func checkAlarmModel(t *testing.T, w *alarmWorld, model *alarmModel, accts []cor
 	}
 	_ = uids
 }
+
+// alarmListing: newest first, the filters, pages, and the acknowledgement
+// in the audit log.
+func alarmListing(t *testing.T, store Store) {
+	ctx := context.Background()
+	clock := &alarmClock{now: time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)}
+	w := newAlarmWorld(t, store, clock)
+	a := ownerPrincipal(t, store, "A")
+	low := []core.AlarmCondition{{Code: core.StateBatteryLevel, Op: "<", Value: "20"}}
+	hot := []core.AlarmCondition{{Code: core.StateCPUTemperature, Op: ">=", Value: "70"}}
+	r1, err := w.alarms.CreateRule(ctx, a, core.AlarmRuleInput{Name: strp("low"), Severity: strp("INFO"), Conditions: &low})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := w.alarms.CreateRule(ctx, a, core.AlarmRuleInput{Name: strp("hot"), Severity: strp("CRITICAL"), Conditions: &hot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []string{"L1", "L2"} {
+		w.associate(t, a, uid)
+		clock.Advance(time.Second)
+		w.report(t, a, uid, clock.Now(), "BATTERY_LEVEL", "5")
+		clock.Advance(time.Second)
+		w.report(t, a, uid, clock.Now(), "CPU_TEMPERATURE", "70")
+	}
+	list := func(f core.AlarmFilter, page core.Page) ([]string, int) {
+		t.Helper()
+		alarms, pg, err := w.alarms.ListAlarms(ctx, a, f, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, al := range alarms {
+			out = append(out, al.UID+"/"+al.RuleName)
+		}
+		return out, pg.TotalItems
+	}
+	all := core.Page{CurrentPage: 1, PageSize: 10}
+	if got, n := list(core.AlarmFilter{}, all); n != 4 || !slices.Equal(got, []string{"L2/hot", "L2/low", "L1/hot", "L1/low"}) {
+		t.Fatalf("all alarms %v (%d)", got, n)
+	}
+	if got, _ := list(core.AlarmFilter{Severity: strp(core.SeverityCritical)}, all); !slices.Equal(got, []string{"L2/hot", "L1/hot"}) {
+		t.Fatalf("critical %v", got)
+	}
+	if got, _ := list(core.AlarmFilter{MountUID: strp("L1")}, all); !slices.Equal(got, []string{"L1/hot", "L1/low"}) {
+		t.Fatalf("L1 %v", got)
+	}
+	if got, _ := list(core.AlarmFilter{RuleID: &r1.ID}, all); !slices.Equal(got, []string{"L2/low", "L1/low"}) {
+		t.Fatalf("rule low %v", got)
+	}
+	if got, n := list(core.AlarmFilter{}, core.Page{CurrentPage: 2, PageSize: 3}); n != 4 || !slices.Equal(got, []string{"L1/low"}) {
+		t.Fatalf("page 2 %v (%d)", got, n)
+	}
+	// Disabling a rule clears its alarms at once.
+	if _, err := w.alarms.UpdateRule(ctx, a, r2.ID, core.AlarmRuleInput{Enabled: strp(false)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := list(core.AlarmFilter{State: strp(core.AlarmActive)}, all); !slices.Equal(got, []string{"L2/low", "L1/low"}) {
+		t.Fatalf("active after disabling hot %v", got)
+	}
+	if got, _ := list(core.AlarmFilter{State: strp(core.AlarmCleared)}, all); !slices.Equal(got, []string{"L2/hot", "L1/hot"}) {
+		t.Fatalf("cleared after disabling hot %v", got)
+	}
+	alarms, _, _ := w.alarms.ListAlarms(ctx, a, core.AlarmFilter{MountUID: strp("L1"), RuleID: &r1.ID}, all)
+	if _, err := w.alarms.Acknowledge(ctx, a, alarms[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := store.ReadAudit(ctx, core.AuditQuery{AccountID: a.AccountID, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(entries, func(e core.AuditEntry) bool {
+		return e.Action == core.AuditAlarmAcknowledge && e.Target == "alarm:"+alarms[0].ID
+	}) {
+		t.Fatalf("no alarm.acknowledge entry in %+v", entries)
+	}
+}

@@ -76,6 +76,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"AlarmRules", alarmRules},
 		{"PresenceAndAlarms", presenceAndAlarms},
 		{"RacingAlarmSweeps", racingSweeps},
+		{"AlarmListing", alarmListing},
 		{"AlarmProperty", alarmProperty},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })

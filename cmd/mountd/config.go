@@ -46,8 +46,11 @@ type Config struct {
 	// it is issued (0: 5m, at most 5m); ReceiptGrace is
 	// MOUNTD_RECEIPT_GRACE: how long after that its receipts are still
 	// accepted (0: 24h).
-	CommandTTL     time.Duration
-	ReceiptGrace   time.Duration
+	CommandTTL   time.Duration
+	ReceiptGrace time.Duration
+	// OfflineAfter is MOUNTD_OFFLINE_AFTER: how long after lastSeenAt a
+	// mount turns OFFLINE (0: 15m; at most 168h).
+	OfflineAfter   time.Duration
 	TokenTTL       time.Duration
 	DownloadTTL    time.Duration
 	BodyTimeout    time.Duration
@@ -103,6 +106,12 @@ func (c *Config) resolve(listenAddr string) error {
 	}
 	if c.ReceiptGrace < 0 {
 		return fmt.Errorf("receipt grace must be positive")
+	}
+	if c.OfflineAfter == 0 {
+		c.OfflineAfter = core.DefaultOfflineAfter
+	}
+	if c.OfflineAfter < time.Second || c.OfflineAfter > 168*time.Hour {
+		return fmt.Errorf("offline after must be from 1s to 168h")
 	}
 	if c.EventRetention == 0 {
 		c.EventRetention = core.DefaultEventRetention

@@ -34,3 +34,26 @@ func TestCommandSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestOfflineAfterSetting: MOUNTD_OFFLINE_AFTER defaults to 15m and must lie
+// within 1s and 168h.
+func TestOfflineAfterSetting(t *testing.T) {
+	for _, tc := range []struct {
+		in, want time.Duration
+		ok       bool
+	}{
+		{0, 15 * time.Minute, true},
+		{time.Minute, time.Minute, true},
+		{time.Second, time.Second, true},
+		{168 * time.Hour, 168 * time.Hour, true},
+		{-time.Minute, 0, false},
+		{time.Millisecond, 0, false},
+		{169 * time.Hour, 0, false},
+	} {
+		cfg := Config{TokenTTL: time.Hour, AssociationWindow: time.Minute, OfflineAfter: tc.in}
+		err := cfg.resolve("127.0.0.1:1")
+		if (err == nil) != tc.ok || tc.ok && cfg.OfflineAfter != tc.want {
+			t.Errorf("%s: %v, %s", tc.in, err, cfg.OfflineAfter)
+		}
+	}
+}

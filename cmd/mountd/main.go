@@ -279,6 +279,7 @@ func configFlags(cfg *Config) []cli.Flag {
 		dur("association-window", "MOUNTD_ASSOCIATION_WINDOW", 10*time.Minute, "time to confirm an association", &cfg.AssociationWindow),
 		dur("command-ttl", "MOUNTD_COMMAND_TTL", core.DefaultCommandTTL, "how long a command can run after it is issued (at most 5m); then it is UNCONFIRMED without a receipt", &cfg.CommandTTL),
 		dur("receipt-grace", "MOUNTD_RECEIPT_GRACE", core.DefaultReceiptGrace, "how long after a command expires its receipts are still accepted", &cfg.ReceiptGrace),
+		dur("offline-after", "MOUNTD_OFFLINE_AFTER", core.DefaultOfflineAfter, "how long after it was last heard a mount counts as OFFLINE (MOUNT_OFFLINE, presence conditions of alarm rules)", &cfg.OfflineAfter),
 		dur("token-ttl", "MOUNTD_TOKEN_TTL", time.Hour, "lifetime of tokens from the embedded identity provider", &cfg.TokenTTL),
 		dur("download-ttl", "MOUNTD_DOWNLOAD_TTL", 15*time.Minute, "lifetime of firmware download links", &cfg.DownloadTTL),
 		dur("event-retention", "MOUNTD_EVENT_RETENTION", core.DefaultEventRetention, "how long the event log keeps events", &cfg.EventRetention),

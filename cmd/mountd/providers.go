@@ -128,7 +128,9 @@ var serverSet = wire.NewSet(
 	wire.Bind(new(graph.Webhooks), new(*core.WebhookService)),
 	wire.Bind(new(rest.Audit), new(*core.AuditService)),
 	wire.Bind(new(graph.Audit), new(*core.AuditService)),
-	wire.Value(core.AlarmDeps{}),
+	provideOfflineAfter,
+	wire.Bind(new(core.AlarmStore), new(*bunstore.Store)),
+	wire.Struct(new(core.AlarmDeps), "*"),
 	core.NewAlarmService,
 	wire.Bind(new(rest.Alarms), new(*core.AlarmService)),
 	wire.Bind(new(graph.Alarms), new(*core.AlarmService)),
@@ -257,6 +259,8 @@ func provideCommandTTL(cfg Config) core.CommandTTL { return core.CommandTTL(cfg.
 
 func provideReceiptGrace(cfg Config) core.ReceiptGrace { return core.ReceiptGrace(cfg.ReceiptGrace) }
 
+func provideOfflineAfter(cfg Config) core.OfflineAfter { return core.OfflineAfter(cfg.OfflineAfter) }
+
 // sharedState is what replicas must share: on Redis when configured.
 type sharedState struct {
 	Cache     core.StateCache
@@ -377,14 +381,14 @@ func provideConsole(cfg Config) (httpserver.ConsoleHandler, error) {
 // way through the waker every service is told of them by.
 func provideFleetMeter(shared sharedState) *metrics.Fleet { return metrics.NewFleet(shared.Waker) }
 
-func provideCollectors(store *bunstore.Store, ws *wsproto.Stats, fleet *metrics.Fleet, feed *core.EventFeed, logger *slog.Logger) []prometheus.Collector {
+func provideCollectors(store *bunstore.Store, ws *wsproto.Stats, fleet *metrics.Fleet, feed *core.EventFeed, alarms *core.AlarmService, logger *slog.Logger) []prometheus.Collector {
 	counter := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
-	return append(fleet.Collectors(store.MountCounts, feed.Lag, logger),
+	return append(append(fleet.Collectors(store.MountCounts, feed.Lag, logger), metrics.AlarmCollectors(alarms.Counts, logger)...),
 		counter("mountd_db_queries_total", "SQL statements sent to the database.",
 			func() float64 { return float64(store.Queries()) }),
 		gauge("mountd_graphql_ws_connections", "Open graphql-transport-ws connections.",

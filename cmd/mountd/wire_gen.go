@@ -102,7 +102,14 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	exportService := core.NewExportService(store, store)
 	auditCursors := provideAuditCursors(sealer)
 	auditService := core.NewAuditService(store, auditCursors)
-	alarmDeps := _wireAlarmDepsValue
+	offlineAfter := provideOfflineAfter(cfg)
+	alarmDeps := core.AlarmDeps{
+		Store:        store,
+		Mounts:       mountService,
+		Waker:        fleet,
+		Logger:       logger,
+		OfflineAfter: offlineAfter,
+	}
 	alarmService := core.NewAlarmService(alarmDeps)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
@@ -149,7 +156,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		return nil, nil, err
 	}
 	metrics := httpobs.NewMetrics()
-	v2 := provideCollectors(store, stats, fleet, eventFeed, logger)
+	v2 := provideCollectors(store, stats, fleet, eventFeed, alarmService, logger)
 	bodyTimeout := provideBodyTimeout(cfg)
 	httpserverDeps := httpserver.Deps{
 		Logger:           logger,
@@ -179,10 +186,6 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		cleanup()
 	}, nil
 }
-
-var (
-	_wireAlarmDepsValue = core.AlarmDeps{}
-)
 
 // newAccountService wires what the admin commands on accounts need.
 func newAccountService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.AccountService, func(), error) {
