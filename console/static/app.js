@@ -3,7 +3,7 @@
 // return a stop function; routes are the URL's hash.
 import * as auth from "./auth.js";
 import { gql, live } from "./api.js";
-import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, isUnverified, markUnverified, PRESENCES, presencePill, canReadAlarms } from "./ui.js";
+import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, isUnverified, markUnverified, PRESENCES, presencePill, canReadAlarms, withEvent } from "./ui.js";
 import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
 import { firmwareView } from "./firmware.js";
@@ -273,7 +273,7 @@ function fleetView(query) {
       return relayout();
     }
     const known = mounts.has(ev.uid);
-    const m = { ...(mounts.get(ev.uid) || {}), ...ev.mount, lastReportAt: lastReportOf(ev) };
+    const m = withEvent(mounts.get(ev.uid), ev);
     mounts.set(ev.uid, m);
     const tr = rows.get(ev.uid);
     if (tr && tr.isConnected && known && ui.sort === "uid" && matches(m)) fillRow(tr, m);

@@ -3,7 +3,7 @@
 // the command audit and its NFC tags.
 import { gql, live } from "./api.js";
 import { exportMenu } from "./exports.js";
-import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, isUnverified, markUnverified, presencePill } from "./ui.js";
+import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, isUnverified, markUnverified, presencePill, withEvent } from "./ui.js";
 import { mountAlarms, ALARM_FIELDS } from "./alarms.js";
 
 const LEVELS = ["LOW", "MEDIUM", "HIGH"];
@@ -178,7 +178,7 @@ export function mountView(uid) {
       query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } alarm { ${ALARM_FIELDS} } } }`,
       variables: { uids: [uid] },
       onEvent: (ev) => {
-        showValues({ ...mount, ...ev.mount, lastReportAt: lastReportOf(ev) });
+        showValues(withEvent(mount, ev));
         if (ev.type === "STATES_REPORTED") historySoon();
         if (ev.alarm) alarms.upsert(ev.alarm);
         if (ev.type === "COMMAND_ISSUED" || COMMAND_STATUS_EVENTS.includes(ev.type)) loadCommands().catch(showError);

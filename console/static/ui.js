@@ -87,6 +87,16 @@ export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision 
 // in a report the mount did not sign.
 export const isUnverified = (m, field) => m[field] !== null && m[field] !== undefined && (m.unverifiedStates || []).includes(VALUE_CODES[field]);
 
+// withEvent: the mount as an event leaves it (m: as shown so far). An
+// event's mount without lastSeenAt says nothing of presence unless it ends
+// or starts an association (which resets it): the presence shown stays.
+const PRESENCE_RESETS = ["ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED"];
+export function withEvent(m, ev) {
+  const next = { ...(m || {}), ...ev.mount, lastReportAt: lastReportOf(ev) };
+  if (m?.lastSeenAt && !ev.mount.lastSeenAt && !PRESENCE_RESETS.includes(ev.type)) Object.assign(next, { lastSeenAt: m.lastSeenAt, presence: m.presence });
+  return next;
+}
+
 // lastReportOf: the event's newest state time, or the mount's own.
 export function lastReportOf(ev) {
   let t = ev.mount.lastReportAt;
