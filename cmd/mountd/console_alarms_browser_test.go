@@ -105,20 +105,23 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	b.waitJS("the alarms page is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	reportCPU(t, api, "MNT-0002", "81.5")
 	row := `document.querySelector('#alarms tr[data-uid="MNT-0002"]')`
-	b.waitJS("the alarm appears live", row+`?.dataset.state === 'ACTIVE' && `+row+`.innerText.includes('Too hot') && `+row+`.innerText.includes('CPU temperature 81.5 °C')`, 15*time.Second)
+	b.waitJS("the alarm appears live", row+`?.dataset.state === 'ACTIVE' && `+row+`.innerText.includes('Too hot') && `+row+`.innerText.includes('CPU 81.5 °C')`, 15*time.Second)
 	b.waitJS("the header counts it", `document.getElementById('alarm-count').textContent === '1 active alarm'`, 10*time.Second)
-	// One more, of another mount, and one that cleared already.
+	// One more, of another mount, one that cleared already, and one of
+	// the suggested rule (battery below 20 %, a warning).
 	reportCPU(t, api, "MNT-0003", "77")
 	reportCPU(t, api, "MNT-0001", "72")
 	reportCPU(t, api, "MNT-0001", "45")
-	b.waitJS("two active, one cleared, active first", `[...document.querySelectorAll('#alarms tbody tr[data-id]')].map((tr) => tr.dataset.state).join() === 'ACTIVE,ACTIVE,CLEARED'`, 15*time.Second)
-	b.waitJS("the header counts two", `document.getElementById('alarm-count').textContent === '2 active alarms'`, 10*time.Second)
-	b.waitJS("the counts", `document.getElementById('alarms-active').textContent === '2' && document.getElementById('alarms-unacknowledged').textContent === '2'`, 5*time.Second)
+	reportStates(t, api, "MNT-0001", 12, true, time.Now())
+	b.waitJS("three active (the most severe first), one cleared", `[...document.querySelectorAll('#alarms tbody tr[data-id]')].map((tr) => tr.dataset.state + ':' + tr.dataset.severity).join() === `+
+		`'ACTIVE:CRITICAL,ACTIVE:CRITICAL,ACTIVE:WARNING,CLEARED:CRITICAL'`, 15*time.Second)
+	b.waitJS("the header counts three", `document.getElementById('alarm-count').textContent === '3 active alarms'`, 10*time.Second)
+	b.waitJS("the counts", `document.getElementById('alarms-active').textContent === '3' && document.getElementById('alarms-unacknowledged').textContent === '3'`, 5*time.Second)
 
 	// Acknowledge: the alarm stays active, acknowledged.
 	b.step("acknowledge", chromedp.Click(chromedp.CSS(`#alarms tr[data-uid="MNT-0002"] button[data-action=acknowledge]`)))
-	b.waitJS("acknowledged", row+`.dataset.state === 'ACTIVE' && !`+row+`.querySelector('button[data-action=acknowledge]') && `+row+`.querySelector('.ack').innerText.includes('by ') && `+
-		`document.getElementById('alarms-unacknowledged').textContent === '1'`, 10*time.Second)
+	b.waitJS("acknowledged", row+`.dataset.state === 'ACTIVE' && !`+row+`.querySelector('button[data-action=acknowledge]') && `+row+`.querySelector('.ack').innerText.includes('by you') && `+
+		`document.getElementById('alarms-unacknowledged').textContent === '2'`, 10*time.Second)
 	var acked *gqlAlarm
 	for _, al := range alarms("MNT-0002") {
 		if al.State == "ACTIVE" {
@@ -132,9 +135,9 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 
 	// Filtered by severity and mount, in the URL.
 	b.eval(`{ const s = document.getElementById('alarm-severity'); s.value = 'WARNING'; s.dispatchEvent(new Event('change')) }`)
-	b.waitJS("no warning", `location.hash === '#/alarms?severity=WARNING' && document.querySelectorAll('#alarms tbody tr[data-id]').length === 0`, 10*time.Second)
+	b.waitJS("the warning only", `location.hash === '#/alarms?severity=WARNING' && [...document.querySelectorAll('#alarms tbody tr[data-id]')].map((tr) => tr.dataset.uid).join() === 'MNT-0001'`, 10*time.Second)
 	b.step("a link to one mount's alarms", chromedp.Navigate(in.base+"/console/#/alarms?mount=MNT-0001"), chromedp.WaitVisible(chromedp.CSS(`#alarms`)))
-	b.waitJS("only MNT-0001's", `document.getElementById('alarm-mount').value === 'MNT-0001' && [...document.querySelectorAll('#alarms tbody tr[data-id]')].map((tr) => tr.dataset.uid + ':' + tr.dataset.state).join() === 'MNT-0001:CLEARED'`, 10*time.Second)
+	b.waitJS("only MNT-0001's", `document.getElementById('alarm-mount').value === 'MNT-0001' && [...document.querySelectorAll('#alarms tbody tr[data-id]')].map((tr) => tr.dataset.uid + ':' + tr.dataset.state).join() === 'MNT-0001:ACTIVE,MNT-0001:CLEARED'`, 10*time.Second)
 
 	// A mount's page lists its alarms, live.
 	b.step("open MNT-0003", chromedp.Navigate(in.base+"/console/#/mounts/MNT-0003"), chromedp.WaitVisible(chromedp.CSS(`#mount-alarms`)))
@@ -142,7 +145,7 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	b.waitJS("the mount page is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	reportCPU(t, api, "MNT-0003", "50")
 	b.waitJS("cleared live", `document.querySelector('#mount-alarms tr[data-id]')?.dataset.state === 'CLEARED'`, 15*time.Second)
-	b.waitJS("the header counts one", `document.getElementById('alarm-count').textContent === '1 active alarm'`, 10*time.Second)
+	b.waitJS("the header counts two", `document.getElementById('alarm-count').textContent === '2 active alarms'`, 10*time.Second)
 
 	// Disable, then delete the rule: its alarm clears, the count drops.
 	b.step("open the rules", chromedp.Navigate(in.base+"/console/#/alarm-rules"), chromedp.WaitVisible(chromedp.CSS(`#alarm-rules`)))
@@ -150,7 +153,7 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	ruleRow := `[...document.querySelectorAll('#alarm-rules tbody tr[data-id]')].find((tr) => tr.innerText.includes('Too hot'))`
 	b.eval(ruleRow + `.querySelector('[data-action=toggle]').click()`)
 	b.waitJS("disabled", ruleRow+`.dataset.enabled === 'false'`, 10*time.Second)
-	b.waitJS("the header counts none", `document.getElementById('alarm-count').textContent === '0 active alarms'`, 10*time.Second)
+	b.waitJS("the header counts the battery's only", `document.getElementById('alarm-count').textContent === '1 active alarm'`, 10*time.Second)
 	b.eval(ruleRow + `.querySelector('[data-action=delete]').click()`)
 	b.waitJS("deleted", `document.querySelectorAll('#alarm-rules tbody tr[data-id]').length === 1`, 10*time.Second)
 	if got := rules(); len(got) != 1 || got[0].Name != suggestion {
@@ -161,10 +164,10 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	// A maintainer reads the alarms, acknowledges none, manages no rules.
 	m := newBrowserSession(t, chromium)
 	m.signIn(in.base, "max")
-	m.waitJS("the maintainer's header count", `document.getElementById('alarm-count')?.dataset.count === '0'`, 10*time.Second)
+	m.waitJS("the maintainer's header count", `document.getElementById('alarm-count')?.dataset.count === '1'`, 10*time.Second)
 	m.waitJS("no rules in the navigation", `document.querySelector('#nav a[data-view=alarm-rules]').hidden && !document.querySelector('#nav a[data-view=alarms]').hidden`, time.Second)
 	m.step("open the alarms", chromedp.Click(chromedp.CSS(`#nav a[data-view=alarms]`)), chromedp.WaitVisible(chromedp.CSS(`#alarms`)))
-	m.waitJS("the alarms, no Acknowledge", `document.querySelectorAll('#alarms tbody tr[data-id]').length === 3 && !document.querySelector('#alarms button[data-action=acknowledge]')`, 10*time.Second)
+	m.waitJS("the alarms, no Acknowledge", `document.querySelectorAll('#alarms tbody tr[data-id]').length === 4 && !document.querySelector('#alarms button[data-action=acknowledge]')`, 10*time.Second)
 	if txt := m.text(`#alarms`); !strings.Contains(txt, "Too hot") {
 		t.Fatalf("the maintainer's alarms: %q", txt)
 	}

@@ -3,7 +3,7 @@
 // the header, and the rules that raise them (#/alarm-rules, owners), with
 // the starting rules mountd suggests offered one click each.
 import { gql, live, APIError } from "./api.js";
-import { h, main, isOwner, fmtDate, ago, showError, setConnection, errorText, statusBox, field, canReadAlarms } from "./ui.js";
+import { h, main, session, isOwner, fmtDate, ago, showError, setConnection, errorText, statusBox, field, canReadAlarms } from "./ui.js";
 
 export const ALARM_FIELDS = "id ruleId ruleName uid severity state raisedAt clearedAt acknowledgedAt acknowledgedBy values";
 const RULE_FIELDS = "id name severity conditions { code op value presence } forSeconds mountUids enabled";
@@ -50,8 +50,15 @@ function durationText(s) {
   return `for ${s} s`;
 }
 
+// valuesText: the values an alarm was raised on, short: "Battery 15%, CPU 41.5 °C, Locked, Helmet absent".
 function valuesText(values) {
-  return Object.keys(values || {}).filter((k) => CODES[k]).map((k) => `${CODES[k].label} ${valueText(k, values[k])}`).join(", ");
+  const v = values || {};
+  const out = [];
+  if (v.BATTERY_LEVEL !== undefined) out.push(`Battery ${valueText("BATTERY_LEVEL", v.BATTERY_LEVEL)}`);
+  if (v.CPU_TEMPERATURE !== undefined) out.push(`CPU ${valueText("CPU_TEMPERATURE", v.CPU_TEMPERATURE)}`);
+  if (v.MOUNT_LOCKED !== undefined) out.push(valueText("MOUNT_LOCKED", v.MOUNT_LOCKED));
+  if (v.HELMET_MOUNTED !== undefined) out.push(`Helmet ${valueText("HELMET_MOUNTED", v.HELMET_MOUNTED).toLowerCase()}`);
+  return out.join(", ");
 }
 
 // Active first (the most severe first), then cleared; newest first in each.
@@ -84,13 +91,14 @@ export function alarmTable(id, { withMount = true, empty = "No alarms." } = {}) 
   }
 
   function row(a) {
+    const by = !a.acknowledgedBy ? "" : a.acknowledgedBy === session.sub ? " by you" : ` by ${a.acknowledgedBy}`;
     const ack = a.acknowledgedAt
-      ? h("span", { title: fmtDate(a.acknowledgedAt) }, `${ago(a.acknowledgedAt)}`, a.acknowledgedBy ? h("span", { class: "muted" }, ` by ${a.acknowledgedBy}`) : "")
-      : h("span", { class: "muted" }, "not yet");
+      ? h("span", { title: fmtDate(a.acknowledgedAt) }, ago(a.acknowledgedAt), by ? h("span", { class: "muted" }, by) : "")
+      : h("span", { class: "muted" }, a.state === "ACTIVE" ? "not yet" : "—");
     const cells = [
       h("td", {}, severityPill(a.severity)),
       withMount ? h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(a.uid) }, a.uid)) : null,
-      h("td", { class: "wrap" }, a.ruleName),
+      h("td", { class: "rule" }, a.ruleName),
       h("td", { title: fmtDate(a.raisedAt) }, fmtDate(a.raisedAt)),
       h("td", { class: "wrap" }, valuesText(a.values) || "—"),
       h("td", {}, h("span", { class: "alarm-state " + a.state }, a.state === "ACTIVE" ? "active" : "cleared"),

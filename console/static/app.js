@@ -621,6 +621,16 @@ function associateView() {
   return () => {};
 }
 
+// tokenSubject: the sub claim of a JWT access token (the person's user
+// id), to tell "you" apart where the API names a user; null if unreadable.
+function tokenSubject(token) {
+  try {
+    return JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).sub ?? null;
+  } catch {
+    return null;
+  }
+}
+
 async function start() {
   try {
     await auth.init();
@@ -631,6 +641,7 @@ async function start() {
   if (!auth.signedIn()) return welcome();
   try {
     session.me = (await gql(`{ me { accountId name role mountUids } }`)).me;
+    session.sub = tokenSubject(await auth.accessToken());
   } catch (err) {
     return welcome(err.code === "UNAUTHENTICATED" ? "" : err.message);
   }

@@ -3,8 +3,9 @@
 import { APIError } from "./api.js";
 
 export const main = document.getElementById("main");
-// session.me is the signed-in person ({accountId, name, role, mountUids}).
-export const session = { me: null };
+// session.me is the signed-in person ({accountId, name, role, mountUids});
+// session.sub is the person's user id (the token's sub).
+export const session = { me: null, sub: null };
 export const isOwner = () => session.me?.role === "owner";
 
 // h builds an element: h("a", {href: "#/"}, "text", child...).
