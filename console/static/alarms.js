@@ -330,7 +330,7 @@ export function alarmRulesView() {
       return h("li", { "data-suggestion": i },
         h("div", {}, h("b", {}, s.name), " ", severityPill(s.severity)),
         h("div", { class: "muted" }, rulesText(s.conditions), " ", durationText(s.forSeconds), ", on every mount"),
-        h("button", { type: "button", class: added ? "" : "primary", disabled: added, "data-action": "add-suggested", "aria-label": `Add the rule “${s.name}”`,
+        h("button", { type: "button", class: added ? "" : "primary", disabled: added, "data-action": "add-suggested", "aria-label": `${added ? "Added" : "Add"} the rule “${s.name}”`,
           onclick: () => create({ name: s.name, severity: s.severity, forSeconds: s.forSeconds,
             conditions: s.conditions.map((c) => (c.presence ? { presence: c.presence } : { code: c.code, op: c.op, value: c.value })) }) }, added ? "Added" : "Add"));
     }));
