@@ -412,6 +412,7 @@ export function alarmRulesView() {
       formStatus.say(`Created the rule “${r.name}”.`);
       form.reset();
       conditions.replaceChildren();
+      seq = 0;
       addCondition();
     } catch (err) {
       // A field named by the error is marked: name, conditions[1].value, …
