@@ -87,7 +87,13 @@ func (r *Resolver) toMountEvent(e core.Event, withIssuer bool) *model.MountEvent
 // report ONLINE), as reads compute it at the read.
 func (r *Resolver) eventMount(e core.Event) *model.Mount {
 	m := e.Mount
-	if m.Presence == "" {
+	switch {
+	case m.Presence != "":
+	case e.Type == core.EventMountOffline:
+		m.Presence = core.PresenceOffline // what the event says
+	case e.Type == core.EventMountOnline:
+		m.Presence = core.PresenceOnline
+	default:
 		after := time.Duration(r.OfflineAfter)
 		if after <= 0 {
 			after = core.DefaultOfflineAfter

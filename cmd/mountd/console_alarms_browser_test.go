@@ -172,3 +172,31 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 		t.Fatalf("the maintainer's alarms: %q", txt)
 	}
 }
+
+// TestConsolePresenceInBrowser: with MOUNTD_OFFLINE_AFTER at 5 s, the
+// fleet shows a mount online, then offline when MOUNT_OFFLINE arrives (no
+// reload), then online again with the next report (MOUNT_ONLINE); its
+// counts follow.
+func TestConsolePresenceInBrowser(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	cfg := testConfig(t.TempDir(), "")
+	cfg.OfflineAfter = 5 * time.Second
+	in := start(t, cfg)
+	a := newFleet(in, "Demo Fleet")
+	api := client.New(in.base, client.StaticToken(a.token))
+	associate(t, api, "MNT-0001")
+	associate(t, api, "MNT-0002")
+	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
+
+	b := newBrowserSession(t, chromium)
+	b.signIn(in.base, "ann")
+	reportStates(t, api, "MNT-0001", 70, true, time.Now())
+	b.step("open the fleet", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	cell := func(uid string) string { return `document.querySelector('#fleet tr[data-uid="` + uid + `"] .c-presence')?.textContent` }
+	b.waitJS("online and never heard from", cell("MNT-0001")+` === 'online' && `+cell("MNT-0002")+` === 'unknown' && `+
+		`document.getElementById('count-online-fleet').textContent === '1'`, 10*time.Second)
+	b.waitJS("the fleet is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
+	b.waitJS("offline, live", cell("MNT-0001")+` === 'offline' && document.getElementById('count-offline-fleet').textContent === '1'`, 40*time.Second)
+	reportStates(t, api, "MNT-0001", 69, true, time.Now())
+	b.waitJS("online again, live", cell("MNT-0001")+` === 'online' && document.getElementById('count-offline-fleet').textContent === '0'`, 15*time.Second)
+}

@@ -273,10 +273,12 @@ function fleetView(query) {
       return relayout();
     }
     const known = mounts.has(ev.uid);
-    const m = withEvent(mounts.get(ev.uid), ev);
+    const before = mounts.get(ev.uid);
+    const m = withEvent(before, ev);
     mounts.set(ev.uid, m);
     const tr = rows.get(ev.uid);
-    if (tr && tr.isConnected && known && ui.sort === "uid" && matches(m)) fillRow(tr, m);
+    // A change of presence changes the counts above the table too.
+    if (tr && tr.isConnected && known && ui.sort === "uid" && matches(m) && before.presence === m.presence) fillRow(tr, m);
     else relayout();
   }
 

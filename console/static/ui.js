@@ -89,12 +89,17 @@ export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision 
 export const isUnverified = (m, field) => m[field] !== null && m[field] !== undefined && (m.unverifiedStates || []).includes(VALUE_CODES[field]);
 
 // withEvent: the mount as an event leaves it (m: as shown so far). An
-// event's mount without lastSeenAt says nothing of presence unless it ends
-// or starts an association (which resets it): the presence shown stays.
+// event's mount without lastSeenAt keeps the lastSeenAt shown, and an
+// UNKNOWN presence with it says nothing either (MOUNT_OFFLINE and
+// MOUNT_ONLINE say theirs), unless the event ends or starts an association,
+// which resets presence.
 const PRESENCE_RESETS = ["ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED"];
 export function withEvent(m, ev) {
   const next = { ...(m || {}), ...ev.mount, lastReportAt: lastReportOf(ev) };
-  if (m?.lastSeenAt && !ev.mount.lastSeenAt && !PRESENCE_RESETS.includes(ev.type)) Object.assign(next, { lastSeenAt: m.lastSeenAt, presence: m.presence });
+  if (m?.lastSeenAt && !ev.mount.lastSeenAt && !PRESENCE_RESETS.includes(ev.type)) {
+    next.lastSeenAt = m.lastSeenAt;
+    if (ev.mount.presence === "UNKNOWN") next.presence = m.presence;
+  }
   return next;
 }
 
