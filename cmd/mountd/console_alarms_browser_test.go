@@ -192,7 +192,9 @@ func TestConsolePresenceInBrowser(t *testing.T) {
 	b.signIn(in.base, "ann")
 	reportStates(t, api, "MNT-0001", 70, true, time.Now())
 	b.step("open the fleet", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
-	cell := func(uid string) string { return `document.querySelector('#fleet tr[data-uid="` + uid + `"] .c-presence')?.textContent` }
+	cell := func(uid string) string {
+		return `document.querySelector('#fleet tr[data-uid="` + uid + `"] .c-presence')?.textContent`
+	}
 	b.waitJS("online and never heard from", cell("MNT-0001")+` === 'online' && `+cell("MNT-0002")+` === 'unknown' && `+
 		`document.getElementById('count-online-fleet').textContent === '1'`, 10*time.Second)
 	b.waitJS("the fleet is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
