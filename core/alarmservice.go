@@ -119,6 +119,9 @@ type AlarmStore interface {
 	// PENDING episode due, an open episode whose account no longer holds
 	// the mount, or whose rule is gone, disabled or of another revision.
 	WatchCandidates(ctx context.Context, now time.Time, offlineAfter time.Duration, limit int) ([]string, error)
+	// OfflineMounts lists, in uid order after after, up to limit mounts of
+	// accountID's live associations that are OFFLINE at now.
+	OfflineMounts(ctx context.Context, accountID string, now time.Time, offlineAfter time.Duration, after string, limit int) ([]string, error)
 	// AlarmCounts counts, over every account, the mounts of live
 	// associations OFFLINE at now and the ACTIVE alarms by severity.
 	AlarmCounts(ctx context.Context, now time.Time, offlineAfter time.Duration) (offline int, active map[Severity]int, err error)
@@ -313,7 +316,42 @@ func (s *AlarmService) CreateRule(ctx context.Context, p Principal, in AlarmRule
 		return AlarmRule{}, err
 	}
 	s.invalidate(p.AccountID)
+	s.scanOffline(ctx, out)
 	return out, nil
+}
+
+// MaxOfflineScan bounds how many OFFLINE mounts a new or restarted rule
+// with a presence condition evaluates in its request.
+const MaxOfflineScan = 5000
+
+// scanOffline evaluates a new or restarted rule with a presence condition
+// on the mounts OFFLINE already (their lapse has passed: no sweep would
+// look at them again); held counts from now. Failures are logged.
+func (s *AlarmService) scanOffline(ctx context.Context, r AlarmRule) {
+	if !r.Enabled || !r.hasPresence() {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	after := ""
+	for scanned := 0; scanned < MaxOfflineScan; {
+		uids, err := s.store.OfflineMounts(ctx, r.AccountID, s.clock(), s.offlineAfter, after, sweepBatch)
+		if err != nil {
+			s.logger.ErrorContext(ctx, "list offline mounts failed", "rule", r.ID, "err", err)
+			return
+		}
+		for _, uid := range uids {
+			if r.applies(uid) {
+				if err := s.watch(ctx, uid, WatchSweep, r.AccountID); err != nil {
+					s.logger.ErrorContext(ctx, "evaluate alarms failed", "uid", uid, "err", err)
+				}
+			}
+		}
+		scanned += len(uids)
+		if len(uids) < sweepBatch {
+			return
+		}
+		after = uids[len(uids)-1]
+	}
 }
 
 func applyRuleInput(r *AlarmRule, in AlarmRuleInput) {
@@ -388,6 +426,9 @@ func (s *AlarmService) UpdateRule(ctx context.Context, p Principal, id string, i
 		return AlarmRule{}, err
 	}
 	s.announce(ctx, events)
+	if restart {
+		s.scanOffline(ctx, r)
+	}
 	return r, nil
 }
 
@@ -630,13 +671,14 @@ func (s *AlarmService) watch(ctx context.Context, uid string, mode WatchMode, ow
 		}
 		now := s.clock()
 		events, err := s.store.WatchMount(ctx, uid, func(w MountWatch) (WatchChanges, error) {
-			if w.Mount.OwnerID != "" && w.Mount.OwnerID != owner && attempt < 2 {
+			if w.Mount.OwnerID != "" && w.Mount.OwnerID != owner {
 				return WatchChanges{}, errNeedRules{w.Mount.OwnerID}
 			}
 			return DecideWatch(w, rules, now, mode, s.offlineAfter), nil
 		})
 		var need errNeedRules
-		if errors.As(err, &need) {
+		if errors.As(err, &need) && attempt < 3 {
+			// Read the owner's rules outside the lock and watch again.
 			owner = need.owner
 			continue
 		}

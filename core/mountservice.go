@@ -545,8 +545,33 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 		}
 	}
 	ev := &Event{Type: EventStatesReported, UID: uid, AccountID: p.AccountID, OccurredAt: now}
+	// Presence and rules are evaluated in the report's transaction, on the
+	// latest values after it (whatever its entries' order): lastSeenAt,
+	// MOUNT_ONLINE and the alarms commit with the entries.
+	var watched []*Event
+	if s.alarms != nil {
+		rules, err := s.alarms.enabledRules(ctx, p.AccountID)
+		if err != nil {
+			return ReportResult{}, err
+		}
+		var newest time.Time
+		for _, e := range entries {
+			if e.OccurredAt.After(newest) {
+				newest = e.OccurredAt
+			}
+		}
+		mode := WatchValues
+		if s.counts(newest, now) {
+			mode = WatchHeard
+		}
+		after := s.alarms.offlineAfter
+		check.Watch = func(w MountWatch) (WatchChanges, error) {
+			return DecideWatch(w, rules, now, mode, after), nil
+		}
+		check.WatchEvents = &watched
+	}
 	var accepted []StateEntry
-	if check.Check == nil {
+	if check.Check == nil && check.Watch == nil {
 		_, accepted, err = s.states.InsertStates(ctx, uid, p.AccountID, entries, ev)
 	} else {
 		_, accepted, err = s.states.InsertReport(ctx, uid, p.AccountID, entries, check, ev)
@@ -555,29 +580,12 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 		return ReportResult{}, err
 	}
 	res := ReportResult{Accepted: len(accepted), Duplicates: len(entries) - len(accepted)}
-	// Presence and rules, in the request that accepted the report: the
-	// latest values after it (whatever its entries' order) decide.
-	var newest time.Time
-	for _, e := range entries {
-		if e.OccurredAt.After(newest) {
-			newest = e.OccurredAt
-		}
-	}
-	mode := WatchValues
-	if s.counts(newest, now) {
-		mode = WatchHeard
-	}
 	if len(accepted) > 0 {
 		wake(ctx, s.waker, s.logger, ev)
-	}
-	if mode == WatchHeard || len(accepted) > 0 {
-		// The cache must not lag the evaluation's answer: offered first.
 		s.offerLatest(ctx, uid, p.AccountID, accepted)
-		if err := s.evaluateErr(ctx, uid, p.AccountID, mode); err != nil {
-			// The report is stored; its retry is a duplicate that
-			// evaluates again.
-			return ReportResult{}, err
-		}
+	}
+	if s.alarms != nil {
+		s.alarms.announce(ctx, watched)
 	}
 	return res, nil
 }

@@ -263,6 +263,12 @@ type ReportCheck struct {
 	// SoftwareRevision, when not empty, is the revision the mount signed
 	// that it runs.
 	SoftwareRevision string
+	// Watch, when set, evaluates presence and alarm rules in the report's
+	// transaction once its entries are stored, under the mount's lock, as
+	// AlarmStore.WatchMount does; the events it appended (after the
+	// report's) go to WatchEvents.
+	Watch       func(MountWatch) (WatchChanges, error)
+	WatchEvents *[]*Event
 }
 
 // StateFilter narrows a state history listing; From is inclusive, To

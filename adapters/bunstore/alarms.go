@@ -408,7 +408,20 @@ func (s *Store) AcknowledgeAlarm(ctx context.Context, accountID, id, by string, 
 func (s *Store) WatchMount(ctx context.Context, uid string, decide func(core.MountWatch) (core.WatchChanges, error)) ([]*core.Event, error) {
 	var events []*core.Event
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		events = nil
+		var err error
+		events, err = s.watchTx(ctx, tx, uid, decide)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return events, nil
+}
+
+// watchTx is WatchMount in tx.
+func (s *Store) watchTx(ctx context.Context, tx bun.Tx, uid string, decide func(core.MountWatch) (core.WatchChanges, error)) ([]*core.Event, error) {
+	var events []*core.Event
+	err := func() error {
 		var w core.MountWatch
 		// The mount with its owner's latest values in one read, the row
 		// locked on PostgreSQL.
@@ -533,7 +546,7 @@ func (s *Store) WatchMount(ctx context.Context, uid string, decide func(core.Mou
 			events = append(events, e)
 		}
 		return nil
-	})
+	}()
 	if err != nil {
 		return nil, err
 	}
@@ -590,4 +603,14 @@ func (s *Store) AlarmCounts(ctx context.Context, now time.Time, offlineAfter tim
 		active[core.Severity(r.Severity)] = r.N
 	}
 	return offline, active, nil
+}
+
+// OfflineMounts implements core.AlarmStore.
+func (s *Store) OfflineMounts(ctx context.Context, accountID string, now time.Time, offlineAfter time.Duration, after string, limit int) ([]string, error) {
+	var uids []string
+	n := millis(now)
+	err := s.db.NewSelect().Model((*mountRow)(nil)).Column("uid").
+		Where("owner_account_id = ? AND uid > ? AND last_seen_at IS NOT NULL AND last_seen_at <= ?", accountID, after, n-offlineAfter.Milliseconds()).
+		Where(liveAssociation, n).OrderExpr("uid").Limit(limit).Scan(ctx, &uids)
+	return uids, err
 }

@@ -136,6 +136,7 @@ type eventMount struct {
 	UpdatedAt        int64        `json:"updatedAt"`
 	Latest           []eventState `json:"latest,omitempty"`
 	DevicePublicKey  string       `json:"devicePublicKey,omitempty"`
+	LastSeenAt       int64        `json:"lastSeenAt,omitempty"`
 }
 
 type eventState struct {
@@ -223,7 +224,7 @@ func (s *Store) appendEventGuarded(ctx context.Context, tx bun.IDB, e *core.Even
 		State: string(m.State), OwnerID: m.OwnerID, ExpiredOwnerID: m.ExpiredOwnerID,
 		IdleDeadline: optMillis(m.IdleDeadline), AssociatedAt: optMillis(m.AssociatedAt),
 		CreatedAt: millis(m.CreatedAt), UpdatedAt: millis(m.UpdatedAt), Latest: toEventStates(latest),
-		DevicePublicKey: m.DevicePublicKey}})
+		DevicePublicKey: m.DevicePublicKey, LastSeenAt: optMillis(m.LastSeenAt)}})
 	if err != nil {
 		return false, err
 	}
@@ -270,7 +271,8 @@ func (r eventRow) toEvent() (core.Event, error) {
 		FirmwareRevision: bm.FirmwareRevision, SoftwareRevision: bm.SoftwareRevision, ModelNumber: bm.ModelNumber,
 		State: core.AssociationState(bm.State), OwnerID: bm.OwnerID, ExpiredOwnerID: bm.ExpiredOwnerID,
 		IdleDeadline: optTime(bm.IdleDeadline), AssociatedAt: optTime(bm.AssociatedAt),
-		CreatedAt: fromMillis(bm.CreatedAt), UpdatedAt: fromMillis(bm.UpdatedAt), DevicePublicKey: bm.DevicePublicKey}
+		CreatedAt: fromMillis(bm.CreatedAt), UpdatedAt: fromMillis(bm.UpdatedAt), DevicePublicKey: bm.DevicePublicKey,
+		LastSeenAt: optTime(bm.LastSeenAt)}
 	if bm.Latest != nil {
 		m.Latest = core.ComputeLatest(fromEventStates(bm.Latest))
 	}

@@ -61,7 +61,7 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 		accepted   []core.StateEntry
 		receivedAt = entries[0].ReceivedAt
 	)
-	insert := func(ctx context.Context, tx bun.Tx) error {
+	store := func(ctx context.Context, tx bun.Tx) error {
 		if s.postgres {
 			var err error
 			accepted, err = s.insertStatesPG(ctx, tx, uid, accountID, entries, r, e, &mount)
@@ -128,6 +128,30 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 		}
 		e.States = accepted
 		return s.appendEventWith(ctx, tx, e, &mount, mergeLatest(before, latest), "", nil)
+	}
+	insert := func(ctx context.Context, tx bun.Tx) error {
+		if r.Watch != nil && s.postgres {
+			// The watch locks the mount row; taken first, it serialises the
+			// mount's reports rather than letting two upgrade their key
+			// share locks into a deadlock.
+			if _, err := tx.NewRaw(`SELECT uid FROM mounts WHERE uid = ? FOR UPDATE`, uid).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		if err := store(ctx, tx); err != nil {
+			return err
+		}
+		if r.Watch == nil {
+			return nil
+		}
+		events, err := s.watchTx(ctx, tx, uid, r.Watch)
+		if err != nil {
+			return err
+		}
+		if r.WatchEvents != nil {
+			*r.WatchEvents = events
+		}
+		return nil
 	}
 	err := s.inTx(ctx, insert)
 	if s.postgres && isNoPartition(err) {

@@ -213,6 +213,11 @@ func (s *Store) AcknowledgeAlarm(ctx context.Context, accountID, id, by string, 
 func (s *Store) WatchMount(_ context.Context, uid string, decide func(core.MountWatch) (core.WatchChanges, error)) ([]*core.Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.watchLocked(uid, decide)
+}
+
+// watchLocked is WatchMount under the store's lock.
+func (s *Store) watchLocked(uid string, decide func(core.MountWatch) (core.WatchChanges, error)) ([]*core.Event, error) {
 	var w core.MountWatch
 	if m, ok := s.mounts[uid]; ok {
 		w.Mount = *m
@@ -330,4 +335,21 @@ func (s *Store) AlarmCounts(_ context.Context, now time.Time, offlineAfter time.
 		}
 	}
 	return offline, active, nil
+}
+
+// OfflineMounts implements core.AlarmStore.
+func (s *Store) OfflineMounts(_ context.Context, accountID string, now time.Time, offlineAfter time.Duration, after string, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for uid, m := range s.mounts {
+		if uid > after && m.OwnerID == accountID && live(m, now) && core.PresenceAt(m.LastSeenAt, offlineAfter, now) == core.PresenceOffline {
+			out = append(out, uid)
+		}
+	}
+	slices.Sort(out)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }

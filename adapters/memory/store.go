@@ -512,6 +512,15 @@ func (s *Store) InsertReport(_ context.Context, uid, accountID string, entries [
 		e.States = slices.Clone(accepted)
 		s.appendLocked(e, *m)
 	}
+	if r.Watch != nil {
+		events, err := s.watchLocked(uid, r.Watch)
+		if err != nil {
+			return core.Mount{}, nil, err
+		}
+		if r.WatchEvents != nil {
+			*r.WatchEvents = events
+		}
+	}
 	return *m, accepted, nil
 }
 

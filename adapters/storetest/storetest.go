@@ -77,6 +77,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"PresenceAndAlarms", presenceAndAlarms},
 		{"RacingAlarmSweeps", racingSweeps},
 		{"AlarmListing", alarmListing},
+		{"RacingAlarmReports", racingReports},
+		{"AlarmsLeaveWithTheMount", alarmsLeaveWithTheMount},
 		{"AlarmProperty", alarmProperty},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
