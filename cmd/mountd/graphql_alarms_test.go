@@ -226,7 +226,7 @@ func TestGraphQLAlarms(t *testing.T) {
 					t.Fatalf("owner's event %+v", e)
 				}
 			}
-			if raised.UID != m1 || raised.Alarm == nil || raised.Alarm.ID != alarm.ID || raised.Alarm.Values["BATTERY_LEVEL"] != "15" {
+			if raised.UID != m1 || raised.Alarm == nil || raised.Alarm.ID != alarm.ID || raised.Alarm.Values["BATTERY_LEVEL"] != "15" || raised.Mount.Presence != "ONLINE" {
 				t.Fatalf("ALARM_RAISED %+v", raised)
 			}
 
