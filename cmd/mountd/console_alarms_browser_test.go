@@ -159,6 +159,13 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	if got := rules(); len(got) != 1 || got[0].Name != suggestion {
 		t.Fatalf("after deleting: %+v", got)
 	}
+	// On a phone (390 px wide) the alarms and the rules fit: their tables
+	// scroll in their own boxes.
+	b.step("a phone's screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(in.base+"/console/#/alarms"), chromedp.WaitVisible(chromedp.CSS(`#alarms`)))
+	b.waitJS("the alarms fit", `document.querySelector('#alarms tr[data-id]') !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	b.step("the rules on a phone", chromedp.Navigate(in.base+"/console/#/alarm-rules"), chromedp.WaitVisible(chromedp.CSS(`#alarm-rules`)))
+	b.waitJS("the rules fit", `document.querySelector('#alarm-rules tr[data-id]') !== null && document.querySelector('#rule-conditions li') !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	b.step("back to a desktop's screen", chromedp.EmulateReset())
 	b.checkOrigin(in.base)
 
 	// A maintainer reads the alarms, acknowledges none, manages no rules.
