@@ -119,6 +119,9 @@ type AlarmStore interface {
 	// PENDING episode due, an open episode whose account no longer holds
 	// the mount, or whose rule is gone, disabled or of another revision.
 	WatchCandidates(ctx context.Context, now time.Time, offlineAfter time.Duration, limit int) ([]string, error)
+	// PruneAlarms deletes up to limit CLEARED alarms cleared before
+	// before, and says how many.
+	PruneAlarms(ctx context.Context, before time.Time, limit int) (int, error)
 	// OfflineMounts lists, in uid order after after, up to limit mounts of
 	// accountID's live associations that are OFFLINE at now.
 	OfflineMounts(ctx context.Context, accountID string, now time.Time, offlineAfter time.Duration, after string, limit int) ([]string, error)
@@ -661,6 +664,7 @@ func (e errNeedRules) Error() string { return "rules of " + e.owner + " needed" 
 // (from the cache); if the mount turns out to have another owner, once more
 // with that owner's.
 func (s *AlarmService) watch(ctx context.Context, uid string, mode WatchMode, owner string) error {
+	fresh := false
 	for attempt := 0; ; attempt++ {
 		var rules []AlarmRule
 		if owner != "" {
@@ -674,12 +678,20 @@ func (s *AlarmService) watch(ctx context.Context, uid string, mode WatchMode, ow
 			if w.Mount.OwnerID != "" && w.Mount.OwnerID != owner {
 				return WatchChanges{}, errNeedRules{w.Mount.OwnerID}
 			}
+			if !fresh && staleRules(w, rules) {
+				return WatchChanges{}, errStaleRules{}
+			}
 			return DecideWatch(w, rules, now, mode, s.offlineAfter), nil
 		})
 		var need errNeedRules
 		if errors.As(err, &need) && attempt < 3 {
 			// Read the owner's rules outside the lock and watch again.
 			owner = need.owner
+			continue
+		}
+		if errors.As(err, new(errStaleRules)) && attempt < 3 {
+			s.invalidate(owner)
+			fresh = true
 			continue
 		}
 		if err != nil {
@@ -689,6 +701,50 @@ func (s *AlarmService) watch(ctx context.Context, uid string, mode WatchMode, ow
 		return nil
 	}
 }
+
+// errStaleRules says the cached rules disagree with an open episode.
+type errStaleRules struct{}
+
+func (errStaleRules) Error() string { return "cached alarm rules are stale" }
+
+// staleRules reports whether an open episode of the owner names a rule the
+// cached rules lack or know at another revision: the cache may be older
+// than a change made on another replica, and deciding with it would close
+// a valid episode. The rules are read again from the database then.
+func staleRules(w MountWatch, rules []AlarmRule) bool {
+	for _, t := range w.Tracks {
+		if t.AccountID != w.Mount.OwnerID {
+			continue
+		}
+		i := slices.IndexFunc(rules, func(r AlarmRule) bool { return r.ID == t.RuleID })
+		if i < 0 || rules[i].Revision != t.RuleRevision {
+			return true
+		}
+	}
+	return false
+}
+
+// reportWatch is the evaluation a report runs in its transaction; with
+// fresh false it refuses to decide on rules the open episodes say are
+// stale (errStaleRules), and the report is tried again with fresh ones.
+func (s *AlarmService) reportWatch(ctx context.Context, accountID string, now time.Time, mode WatchMode, fresh bool) (func(MountWatch) (WatchChanges, error), error) {
+	if fresh {
+		s.invalidate(accountID)
+	}
+	rules, err := s.enabledRules(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	return func(w MountWatch) (WatchChanges, error) {
+		if !fresh && staleRules(w, rules) {
+			return WatchChanges{}, errStaleRules{}
+		}
+		return DecideWatch(w, rules, now, mode, s.offlineAfter), nil
+	}, nil
+}
+
+// IsStaleRules reports whether err asks for the rules to be read again.
+func isStaleRules(err error) bool { return errors.As(err, new(errStaleRules)) }
 
 // DecideWatch is the evaluation of one mount at now (pure): presence
 // (lastSeenAt, MOUNT_OFFLINE and MOUNT_ONLINE) and every rule of the
@@ -821,6 +877,9 @@ func (s *AlarmService) Counts(ctx context.Context) (offline int, active map[Seve
 	return s.store.AlarmCounts(ctx, s.clock(), s.offlineAfter)
 }
 
+// AlarmRetention is how long a CLEARED alarm stays listed.
+const AlarmRetention = 90 * 24 * time.Hour
+
 // SweepAlarms watches every mount the database says is due (lapses to
 // announce, episodes due, alarms whose mount or rule changed) and returns
 // how many it watched. Safe on every replica at once: each mount's watch
@@ -839,7 +898,15 @@ func (s *AlarmService) SweepAlarms(ctx context.Context) (int, error) {
 		}
 		total += len(uids)
 		if len(uids) < sweepBatch || ctx.Err() != nil || total >= 20*sweepBatch {
-			return total, ctx.Err()
+			break
 		}
 	}
+	if ctx.Err() != nil {
+		return total, ctx.Err()
+	}
+	// CLEARED alarms leave after AlarmRetention, a batch per sweep.
+	if _, err := s.store.PruneAlarms(ctx, s.clock().Add(-AlarmRetention), sweepBatch); err != nil {
+		return total, err
+	}
+	return total, nil
 }

@@ -549,32 +549,39 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	// latest values after it (whatever its entries' order): lastSeenAt,
 	// MOUNT_ONLINE and the alarms commit with the entries.
 	var watched []*Event
+	var mode WatchMode
 	if s.alarms != nil {
-		rules, err := s.alarms.enabledRules(ctx, p.AccountID)
-		if err != nil {
-			return ReportResult{}, err
-		}
 		var newest time.Time
 		for _, e := range entries {
 			if e.OccurredAt.After(newest) {
 				newest = e.OccurredAt
 			}
 		}
-		mode := WatchValues
+		mode = WatchValues
 		if s.counts(newest, now) {
 			mode = WatchHeard
-		}
-		after := s.alarms.offlineAfter
-		check.Watch = func(w MountWatch) (WatchChanges, error) {
-			return DecideWatch(w, rules, now, mode, after), nil
 		}
 		check.WatchEvents = &watched
 	}
 	var accepted []StateEntry
-	if check.Check == nil && check.Watch == nil {
-		_, accepted, err = s.states.InsertStates(ctx, uid, p.AccountID, entries, ev)
-	} else {
-		_, accepted, err = s.states.InsertReport(ctx, uid, p.AccountID, entries, check, ev)
+	for attempt := 0; ; attempt++ {
+		if s.alarms != nil {
+			// Rules come from the cache; should the open episodes show it
+			// stale, the transaction rolls back and runs once more with
+			// the rules read afresh.
+			if check.Watch, err = s.alarms.reportWatch(ctx, p.AccountID, now, mode, attempt > 0); err != nil {
+				return ReportResult{}, err
+			}
+		}
+		if check.Check == nil && check.Watch == nil {
+			_, accepted, err = s.states.InsertStates(ctx, uid, p.AccountID, entries, ev)
+		} else {
+			_, accepted, err = s.states.InsertReport(ctx, uid, p.AccountID, entries, check, ev)
+		}
+		if attempt == 0 && isStaleRules(err) {
+			continue
+		}
+		break
 	}
 	if err != nil {
 		return ReportResult{}, err

@@ -54,3 +54,6 @@ CREATE INDEX alarms_open_mount ON alarms (mount_uid) WHERE state IN ('PENDING', 
 CREATE INDEX alarms_due ON alarms (due_at) WHERE state = 'PENDING';
 --bun:split
 CREATE INDEX alarms_account_raised ON alarms (account_id, raised_at, id) WHERE state <> 'PENDING';
+--bun:split
+-- Retention deletes CLEARED alarms by cleared_at.
+CREATE INDEX alarms_cleared ON alarms (cleared_at) WHERE state = 'CLEARED';

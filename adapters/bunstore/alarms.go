@@ -614,3 +614,18 @@ func (s *Store) OfflineMounts(ctx context.Context, accountID string, now time.Ti
 		Where(liveAssociation, n).OrderExpr("uid").Limit(limit).Scan(ctx, &uids)
 	return uids, err
 }
+
+// PruneAlarms implements core.AlarmStore.
+func (s *Store) PruneAlarms(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int64
+	err := s.write(ctx, func() error {
+		res, err := s.db.NewRaw(`DELETE FROM alarms WHERE id IN (
+			SELECT id FROM alarms WHERE state = 'CLEARED' AND cleared_at < ? ORDER BY cleared_at LIMIT ?)`, millis(before), limit).Exec(ctx)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}

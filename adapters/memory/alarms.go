@@ -218,6 +218,15 @@ func (s *Store) WatchMount(_ context.Context, uid string, decide func(core.Mount
 
 // watchLocked is WatchMount under the store's lock.
 func (s *Store) watchLocked(uid string, decide func(core.MountWatch) (core.WatchChanges, error)) ([]*core.Event, error) {
+	c, err := decide(s.viewLocked(uid))
+	if err != nil {
+		return nil, err
+	}
+	return s.applyLocked(uid, c)
+}
+
+// viewLocked is what a watch of uid reads.
+func (s *Store) viewLocked(uid string) core.MountWatch {
 	var w core.MountWatch
 	if m, ok := s.mounts[uid]; ok {
 		w.Mount = *m
@@ -232,10 +241,11 @@ func (s *Store) watchLocked(uid string, decide func(core.MountWatch) (core.Watch
 			w.Tracks = append(w.Tracks, t)
 		}
 	}
-	c, err := decide(w)
-	if err != nil {
-		return nil, err
-	}
+	return w
+}
+
+// applyLocked applies a watch's decision.
+func (s *Store) applyLocked(uid string, c core.WatchChanges) ([]*core.Event, error) {
 	if m, ok := s.mounts[uid]; ok {
 		if c.ResetSeen {
 			m.LastSeenAt = time.Time{}
@@ -352,4 +362,19 @@ func (s *Store) OfflineMounts(_ context.Context, accountID string, now time.Time
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// PruneAlarms implements core.AlarmStore.
+func (s *Store) PruneAlarms(_ context.Context, before time.Time, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	s.al.tracks = slices.DeleteFunc(s.al.tracks, func(t core.AlarmTrack) bool {
+		if n < limit && t.State == core.AlarmCleared && t.ClearedAt.Before(before) {
+			n++
+			return true
+		}
+		return false
+	})
+	return n, nil
 }

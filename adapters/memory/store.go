@@ -486,6 +486,14 @@ func (s *Store) InsertReport(_ context.Context, uid, accountID string, entries [
 			return core.Mount{}, nil, err
 		}
 	}
+	if r.Watch != nil {
+		// The database rolls a refused watch back with the entries; here
+		// it is asked first, on what the entries do not change (the open
+		// episodes), so that nothing is stored when it refuses.
+		if _, err := r.Watch(s.viewLocked(uid)); err != nil {
+			return core.Mount{}, nil, err
+		}
+	}
 	if r.SoftwareRevision != "" && r.SoftwareRevision != m.SoftwareRevision {
 		m.SoftwareRevision, m.UpdatedAt = r.SoftwareRevision, ms(entries[0].ReceivedAt)
 	}

@@ -286,6 +286,21 @@ func presenceAndAlarms(t *testing.T, store Store) {
 	if m.Presence != core.PresenceUnknown {
 		t.Fatalf("after a new association: %s", m.Presence)
 	}
+	// CLEARED alarms leave after the retention.
+	clock.Advance(core.AlarmRetention - time.Hour)
+	if _, err := w.alarms.SweepAlarms(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := w.alarms.ListAlarms(ctx, a, core.AlarmFilter{}, core.Page{CurrentPage: 1, PageSize: 10}); len(got) != 1 {
+		t.Fatalf("before the retention: %d alarms", len(got))
+	}
+	clock.Advance(2 * time.Hour)
+	if _, err := w.alarms.SweepAlarms(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := w.alarms.ListAlarms(ctx, a, core.AlarmFilter{}, core.Page{CurrentPage: 1, PageSize: 10}); len(got) != 0 {
+		t.Fatalf("after the retention: %+v", got)
+	}
 }
 
 func active(t *testing.T, w *alarmWorld, p core.Principal) int {
@@ -870,5 +885,35 @@ func racingReports(t *testing.T, store Store) {
 	raised, cleared := countEvents(t, store, core.EventAlarmRaised, "RR"), countEvents(t, store, core.EventAlarmCleared, "RR")
 	if raised != cleared {
 		t.Fatalf("raised %d, cleared %d", raised, cleared)
+	}
+}
+
+// staleRuleCache: a replica whose cached rules predate a rule made on
+// another replica does not close that rule's alarm (it reads the rules
+// again), neither in a report nor in a sweep.
+func staleRuleCache(t *testing.T, store Store) {
+	ctx := context.Background()
+	clock := &alarmClock{now: time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)}
+	w1, w2 := newAlarmWorld(t, store, clock), newAlarmWorld(t, store, clock)
+	a := ownerPrincipal(t, store, "A")
+	w1.associate(t, a, "SC")
+	w2.report(t, a, "SC", clock.Now(), "BATTERY_LEVEL", "50") // w2 caches "no rules"
+	low := []core.AlarmCondition{{Code: core.StateBatteryLevel, Op: "<", Value: "20"}}
+	if _, err := w1.alarms.CreateRule(ctx, a, core.AlarmRuleInput{Name: strp("low"), Severity: strp("INFO"), Conditions: &low, ForSeconds: strp(30)}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	w1.report(t, a, "SC", clock.Now(), "BATTERY_LEVEL", "5")
+	clock.Advance(time.Second)
+	w2.report(t, a, "SC", clock.Now(), "BATTERY_LEVEL", "6")
+	clock.Advance(30 * time.Second)
+	if _, err := w2.alarms.SweepAlarms(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := active(t, w1, a); n != 1 {
+		t.Fatalf("%d active alarms, want 1", n)
+	}
+	if n := countEvents(t, store, core.EventAlarmCleared, "SC"); n != 0 {
+		t.Fatalf("a stale cache cleared the alarm %d times", n)
 	}
 }

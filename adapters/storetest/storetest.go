@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RacingAlarmSweeps", racingSweeps},
 		{"AlarmListing", alarmListing},
 		{"RacingAlarmReports", racingReports},
+		{"StaleRuleCache", staleRuleCache},
 		{"AlarmsLeaveWithTheMount", alarmsLeaveWithTheMount},
 		{"AlarmProperty", alarmProperty},
 	} {
