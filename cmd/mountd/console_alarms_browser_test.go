@@ -100,6 +100,21 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 		t.Fatalf("the rules: %+v", got)
 	}
 
+	// Edit the suggested rule: its threshold down to 15 %.
+	ruleOf := func(name string) string {
+		return `[...document.querySelectorAll('#alarm-rules tbody tr[data-id]')].find((tr) => tr.querySelector('td').textContent === '` + name + `')`
+	}
+	b.eval(ruleOf(suggestion) + `.querySelector('[data-action=edit]').click()`)
+	b.waitJS("the form holds the rule", `document.getElementById('rule-name').value === '`+suggestion+`' && document.getElementById('rule-submit').textContent === 'Save changes' && `+
+		`document.querySelectorAll('#rule-conditions li').length === 1 && document.querySelector('#rule-conditions [name=value]').value === '20'`, 5*time.Second)
+	b.eval(`document.querySelector('#rule-conditions [name=value]').value = '15'`)
+	b.step("save it", chromedp.Click(chromedp.CSS(`#rule-submit`)))
+	b.waitJS("saved, the form new again, the focus on Edit", ruleOf(suggestion)+`.innerText.includes('Battery < 15%') && document.getElementById('rule-submit').textContent === 'Create rule' && `+
+		`document.activeElement === `+ruleOf(suggestion)+`.querySelector('[data-action=edit]')`, 10*time.Second)
+	if got := rules(); len(got) != 2 || got[0].Name != suggestion || *got[0].Conditions[0].Value != "15" || got[0].Severity != "WARNING" {
+		t.Fatalf("after the edit: %+v", got)
+	}
+
 	// The alarms page: an alarm appears live, and in the header's count.
 	b.step("open the alarms", chromedp.Click(chromedp.CSS(`#nav a[data-view=alarms]`)), chromedp.WaitVisible(chromedp.CSS(`#alarms`)))
 	b.waitJS("the alarms page is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)

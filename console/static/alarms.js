@@ -317,6 +317,7 @@ export function alarmRulesView() {
       h("td", { class: "wrap" }, r.mountUids.join(", ") || "all"),
       h("td", {}, h("span", { class: "pill " + (r.enabled ? "ASSOCIATED" : "INACTIVE") }, r.enabled ? "enabled" : "disabled")),
       h("td", {}, h("div", { class: "actions" },
+        act("edit", "Edit", () => edit(r)),
         act("toggle", r.enabled ? "Disable" : "Enable", () => update(r, { enabled: !r.enabled })),
         act("delete", "Delete", () => remove(r), "danger"))));
   }
@@ -376,6 +377,7 @@ export function alarmRulesView() {
       await gql(`mutation($id: ID!) { deleteAlarmRule(id: $id) }`, { id: r.id });
       rules = rules.filter((x) => x.id !== r.id);
       render();
+      if (editing?.id === r.id) newRule();
       status.say(`Deleted “${r.name}”.`);
     } catch (err) {
       status.say(errorText(err), true);
@@ -400,20 +402,36 @@ export function alarmRulesView() {
   const forSeconds = h("input", { id: "rule-for", name: "forSeconds", type: "number", min: 0, max: 86400, value: 0, size: 7 });
   const mounts = h("input", { id: "rule-mounts", name: "mountUids", size: 30, autocomplete: "off", placeholder: "every mount" });
   const formStatus = statusBox("rule-form-status");
+  const formTitle = h("h2", { id: "rule-form-title" }, "New rule");
+  const submit = h("button", { class: "primary", type: "submit", id: "rule-submit" }, "Create rule");
+  const cancel = h("button", { type: "button", id: "rule-cancel", hidden: true, onclick: () => {
+    const was = editing;
+    newRule();
+    formStatus.say("");
+    if (was) tbody.querySelector(`tr[data-id="${CSS.escape(was.id)}"] [data-action=edit]`)?.focus();
+  } }, "Cancel");
+  let editing = null;
   const form = h("form", { id: "rule-form", "aria-labelledby": "rule-form-title", onsubmit: async (e) => {
     e.preventDefault();
     for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
     const input = { name: name.value.trim(), severity: severity.value, forSeconds: Number(forSeconds.value || 0),
       mountUids: mounts.value.split(/[\s,]+/).filter(Boolean), conditions: [...conditions.children].map((li) => li.condition()) };
     try {
+      if (editing) {
+        const was = editing;
+        const r = (await gql(`mutation($id: ID!, $in: UpdateAlarmRuleInput!) { updateAlarmRule(id: $id, input: $in) { ${RULE_FIELDS} } }`, { id: was.id, in: input })).updateAlarmRule;
+        rules = rules.map((x) => (x.id === r.id ? r : x));
+        render();
+        newRule();
+        formStatus.say(`Saved the rule “${r.name}”.`);
+        tbody.querySelector(`tr[data-id="${CSS.escape(r.id)}"] [data-action=edit]`)?.focus();
+        return;
+      }
       const r = (await gql(`mutation($in: CreateAlarmRuleInput!) { createAlarmRule(input: $in) { ${RULE_FIELDS} } }`, { in: input })).createAlarmRule;
       rules = [...rules, r];
       render();
+      newRule();
       formStatus.say(`Created the rule “${r.name}”.`);
-      form.reset();
-      conditions.replaceChildren();
-      seq = 0;
-      addCondition();
     } catch (err) {
       // A field named by the error is marked: name, conditions[1].value, …
       for (const f of err instanceof APIError ? err.fields : []) {
@@ -425,11 +443,40 @@ export function alarmRulesView() {
       form.querySelector("[aria-invalid=true]")?.focus();
     }
   } },
-  h("h2", { id: "rule-form-title" }, "New rule"),
+  formTitle,
   h("div", { class: "toolbar" }, field("Name", name), field("Severity", severity), field("Held for (seconds)", forSeconds), field("Mount uids (empty: every mount)", mounts)),
   h("fieldset", {}, h("legend", {}, "Conditions: all must hold"), conditions, addButton),
-  h("div", { class: "toolbar" }, h("button", { class: "primary", type: "submit" }, "Create rule")), formStatus);
+  h("div", { class: "toolbar" }, submit, cancel), formStatus);
   addCondition();
+
+  // newRule empties the form for a new rule; edit(r) fills it with r's
+  // fields to change them (updateAlarmRule).
+  function newRule() {
+    editing = null;
+    form.reset();
+    formTitle.textContent = "New rule";
+    submit.textContent = "Create rule";
+    cancel.hidden = true;
+    conditions.replaceChildren();
+    seq = 0;
+    addCondition();
+  }
+  function edit(r) {
+    editing = r;
+    formTitle.textContent = `Edit “${r.name}”`;
+    submit.textContent = "Save changes";
+    cancel.hidden = false;
+    name.value = r.name;
+    severity.value = r.severity;
+    forSeconds.value = r.forSeconds;
+    mounts.value = r.mountUids.join(", ");
+    conditions.replaceChildren();
+    seq = 0;
+    for (const c of r.conditions) addCondition(c);
+    formStatus.say("");
+    form.scrollIntoView({ block: "start" });
+    name.focus({ preventScroll: true });
+  }
 
   main.replaceChildren(h("section", { class: "card", "aria-labelledby": "rules-title" },
     h("div", { class: "title" }, h("h1", { id: "rules-title" }, "Alarm rules"), h("a", { class: "button", href: "#/alarms" }, "Alarms")),
