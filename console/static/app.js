@@ -513,6 +513,7 @@ function eventsView(query) {
     h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(ev.uid) }, ev.uid)),
     h("td", {}, ev.command ? `${ev.command.code} ${ev.command.status}${ev.command.reason ? ": " + ev.command.reason : ""}`
       : ev.alarm ? `${ev.alarm.severity} “${ev.alarm.ruleName}”${ev.type === "ALARM_ACKNOWLEDGED" && ev.alarm.acknowledgedBy ? " by " + ev.alarm.acknowledgedBy : ""}`
+        : ev.type === "MOUNT_OFFLINE" ? "not heard from: offline" : ev.type === "MOUNT_ONLINE" ? "heard from again: online"
         : (ev.states || []).map((s) => `${s.code}=${s.value}${s.verified === false ? " (unverified)" : ""}`).join(", ")));
   const visible = (tr) => {
     const t = typeSel.value;
