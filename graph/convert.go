@@ -23,7 +23,8 @@ func toMount(m core.Mount) *model.Mount {
 		AssociationState: string(m.State), MountLocked: m.Latest.MountLocked, HelmetMounted: m.Latest.HelmetMounted,
 		BatteryLevel: m.Latest.BatteryLevel, CPUTemperature: m.Latest.CPUTemperature, AssociatedAt: optDateTime(m.AssociatedAt),
 		LastReportAt: optDateTime(lastReport(m.Latest)), AssociationDeadline: optDateTime(m.IdleDeadline),
-		DevicePublicKey: optString(m.DevicePublicKey), UnverifiedStates: unverifiedStates(m.Latest)}
+		DevicePublicKey: optString(m.DevicePublicKey), UnverifiedStates: unverifiedStates(m.Latest),
+		LastSeenAt: optDateTime(m.LastSeenAt), Presence: toPresence(m)}
 }
 
 // unverifiedStates lists the codes whose latest value was not signed, in
@@ -174,4 +175,90 @@ func toAuditEntry(e core.AuditEntry) model.AuditEntry {
 	return model.AuditEntry{ID: e.ID, At: dateTime(e.At),
 		Actor:  &model.AuditActor{Type: string(e.Actor.Type), ID: e.Actor.ID, Name: e.Actor.Name},
 		Action: string(e.Action), Target: e.Target, SourceAddress: e.SourceAddress, Details: details}
+}
+
+// toPresence is a mount's presence; core computes it when it reads the
+// mount, and a mount never heard from is UNKNOWN.
+func toPresence(m core.Mount) model.Presence {
+	if m.Presence == "" {
+		return model.PresenceUnknown
+	}
+	return model.Presence(m.Presence)
+}
+
+// alarmRuleInput is a rule's writable fields as core takes them; a field
+// left out (nil) stays as it is.
+func alarmRuleInput(name *string, severity *model.AlarmSeverity, conditions []model.AlarmConditionInput, forSeconds *int, uids []string, enabled *bool) core.AlarmRuleInput {
+	in := core.AlarmRuleInput{Name: name, ForSeconds: forSeconds, Enabled: enabled}
+	if severity != nil {
+		s := string(*severity)
+		in.Severity = &s
+	}
+	if conditions != nil {
+		list := make([]core.AlarmCondition, len(conditions))
+		for i, c := range conditions {
+			list[i] = core.AlarmCondition{Code: core.StateCode(deref(c.Code)), Op: deref(c.Op), Value: deref(c.Value)}
+			if c.Presence != nil {
+				list[i].Presence = core.Presence(*c.Presence)
+			}
+		}
+		in.Conditions = &list
+	}
+	if uids != nil {
+		in.MountUIDs = &uids
+	}
+	return in
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func toConditions(cs []core.AlarmCondition) []model.AlarmCondition {
+	out := make([]model.AlarmCondition, len(cs))
+	for i, c := range cs {
+		if c.Presence != "" {
+			p := model.Presence(c.Presence)
+			out[i] = model.AlarmCondition{Presence: &p}
+			continue
+		}
+		out[i] = model.AlarmCondition{Code: optString(string(c.Code)), Op: optString(c.Op), Value: &cs[i].Value}
+	}
+	return out
+}
+
+func toAlarmRule(r core.AlarmRule) *model.AlarmRule {
+	uids := r.MountUIDs
+	if uids == nil {
+		uids = []string{}
+	}
+	return &model.AlarmRule{ID: r.ID, Name: r.Name, Severity: model.AlarmSeverity(r.Severity), Conditions: toConditions(r.Conditions),
+		ForSeconds: r.ForSeconds, MountUids: uids, Enabled: r.Enabled, CreatedAt: dateTime(r.CreatedAt), UpdatedAt: dateTime(r.UpdatedAt)}
+}
+
+func toSuggestedRule(in core.AlarmRuleInput) model.SuggestedAlarmRule {
+	out := model.SuggestedAlarmRule{Name: deref(in.Name), Conditions: []model.AlarmCondition{}}
+	if in.Severity != nil {
+		out.Severity = model.AlarmSeverity(*in.Severity)
+	}
+	if in.Conditions != nil {
+		out.Conditions = toConditions(*in.Conditions)
+	}
+	if in.ForSeconds != nil {
+		out.ForSeconds = *in.ForSeconds
+	}
+	return out
+}
+
+func toAlarm(a core.Alarm) *model.Alarm {
+	values := make(map[string]any, len(a.Values))
+	for code, v := range a.Values {
+		values[code] = v
+	}
+	return &model.Alarm{ID: a.ID, RuleID: a.RuleID, RuleName: a.RuleName, UID: a.UID, Severity: model.AlarmSeverity(a.Severity),
+		State: model.AlarmState(a.State), RaisedAt: dateTime(a.RaisedAt), ClearedAt: optDateTime(a.ClearedAt),
+		AcknowledgedAt: optDateTime(a.AcknowledgedAt), AcknowledgedBy: optString(a.AcknowledgedBy), Values: values}
 }

@@ -38,7 +38,7 @@ func (r *queryResolver) Events(ctx context.Context, after *string, limit *int, t
 	}
 	out := &model.EventPage{Events: make([]model.MountEvent, len(page.Events)), Next: r.Cursors.Encode(page.Next)}
 	for i, e := range page.Events {
-		out.Events[i] = *toMountEvent(r.Cursors, e, p.Role != core.RoleRestricted)
+		out.Events[i] = *r.toMountEvent(e, p.Role != core.RoleRestricted)
 	}
 	return out, nil
 }
@@ -49,7 +49,7 @@ func (r *subscriptionResolver) MountStateChanged(ctx context.Context, uid string
 		if e.Type != core.EventStatesReported {
 			return nil, false
 		}
-		return &model.MountStateEvent{ID: r.Cursors.Encode(e.ID), UID: e.UID, Mount: toMount(e.Mount), States: toStates(e.States), OccurredAt: dateTime(e.OccurredAt)}, true
+		return &model.MountStateEvent{ID: r.Cursors.Encode(e.ID), UID: e.UID, Mount: r.eventMount(e), States: toStates(e.States), OccurredAt: dateTime(e.OccurredAt)}, true
 	})
 }
 
@@ -61,6 +61,6 @@ func (r *subscriptionResolver) MountEvents(ctx context.Context, uids []string, a
 	}
 	withIssuer := p.Role != core.RoleRestricted
 	return subscribe(ctx, r.Resolver, uids, uids != nil, after, func(e core.Event) (*model.MountEvent, bool) {
-		return toMountEvent(r.Cursors, e, withIssuer), true
+		return r.toMountEvent(e, withIssuer), true
 	})
 }

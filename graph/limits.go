@@ -188,6 +188,8 @@ const (
 	openListLength = core.MaxPageSize
 	// webhookFilterLength is the most mounts a webhook's filter names.
 	webhookFilterLength = 100
+	// suggestedRulesLength stands for the few starting rules offered.
+	suggestedRulesLength = 10
 	// maxCost saturates the products, so that nesting cannot overflow an
 	// int into a small or negative cost.
 	maxCost = 1 << 40
@@ -251,6 +253,17 @@ func complexityRoot() generated.ComplexityRoot {
 	c.Query.WebhookDeliveries = func(child int, _ string, _ *int, pageSize *int) int {
 		return listCost(pageLength(pageSize, 20), child)
 	}
+	c.Query.AlarmRules = func(child int, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
+	c.Query.Alarms = func(child int, _ *model.AlarmState, _ *model.AlarmSeverity, _, _ *string, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
+	c.Query.SuggestedAlarmRules = func(child int) int { return listCost(suggestedRulesLength, child) }
+	conditions := func(child int) int { return listCost(core.MaxAlarmConditions, child) }
+	c.AlarmRule.Conditions = conditions
+	c.SuggestedAlarmRule.Conditions = conditions
+	c.AlarmRule.MountUids = func(child int) int { return listCost(core.MaxAlarmRuleMounts, child) }
 	states := func(child int) int { return listCost(core.MaxStatesPerReport, child) }
 	c.MountEvent.States = states
 	c.MountStateEvent.States = states

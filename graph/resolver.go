@@ -21,4 +21,7 @@ type Resolver struct {
 	Logger          *slog.Logger
 	// Cursors makes the event log's positions into cursors and back.
 	Cursors *core.CursorCodec
+	// OfflineAfter is MOUNTD_OFFLINE_AFTER: an event's mount's presence is
+	// computed with it.
+	OfflineAfter core.OfflineAfter
 }

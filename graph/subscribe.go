@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"time"
 
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/graph/model"
@@ -64,8 +65,8 @@ func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named boo
 
 // toMountEvent is an event of the log as GraphQL shows it; withIssuer
 // shows a command's issuedBy, which a restricted token never sees.
-func toMountEvent(cursors *core.CursorCodec, e core.Event, withIssuer bool) *model.MountEvent {
-	out := &model.MountEvent{ID: cursors.Encode(e.ID), Type: model.MountEventType(e.Type), UID: e.UID, Mount: toMount(e.Mount),
+func (r *Resolver) toMountEvent(e core.Event, withIssuer bool) *model.MountEvent {
+	out := &model.MountEvent{ID: r.Cursors.Encode(e.ID), Type: model.MountEventType(e.Type), UID: e.UID, Mount: r.eventMount(e),
 		OccurredAt: dateTime(e.OccurredAt)}
 	if e.Type == core.EventStatesReported {
 		out.States = toStates(e.States)
@@ -74,5 +75,30 @@ func toMountEvent(cursors *core.CursorCodec, e core.Event, withIssuer bool) *mod
 		c := toCommand(*e.Command, withIssuer)
 		out.Command = &c
 	}
+	if e.Alarm != nil {
+		out.Alarm = toAlarm(*e.Alarm)
+	}
 	return out
+}
+
+// eventMount is the event's mount as it was at the event: its presence,
+// unless the log computed it, is computed from its lastSeenAt at the
+// event's occurredAt (a MOUNT_OFFLINE's mount is OFFLINE, the mount of a
+// report ONLINE), as reads compute it at the read.
+func (r *Resolver) eventMount(e core.Event) *model.Mount {
+	m := e.Mount
+	switch {
+	case m.Presence != "":
+	case e.Type == core.EventMountOffline:
+		m.Presence = core.PresenceOffline // what the event says
+	case e.Type == core.EventMountOnline:
+		m.Presence = core.PresenceOnline
+	default:
+		after := time.Duration(r.OfflineAfter)
+		if after <= 0 {
+			after = core.DefaultOfflineAfter
+		}
+		m.Presence = core.PresenceAt(m.LastSeenAt, after, e.OccurredAt)
+	}
+	return toMount(m)
 }

@@ -93,6 +93,15 @@ func TestConsoleAccessibility(t *testing.T) {
 	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0003"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	// A rule and an alarm of it, acknowledged, for the alarms pages.
+	rule := field[gqlRule](t, in.gql(t, a.token, `mutation { createAlarmRule(input: {name: "Battery low", severity: CRITICAL,
+		conditions: [{code: "BATTERY_LEVEL", op: "<", value: "20"}]}) { id } }`, nil), "createAlarmRule")
+	reportStates(t, api, "MNT-0002", 12, false, time.Now())
+	raised := field[struct{ Alarms []gqlAlarm }](t, in.gql(t, a.token, `query($r: ID) { alarms(ruleId: $r) { alarms { id } } }`, map[string]any{"r": rule.ID}), "alarms")
+	if len(raised.Alarms) != 1 {
+		t.Fatalf("alarms of the rule: %+v", raised)
+	}
+	in.gql(t, a.token, `mutation($id: ID!) { acknowledgeAlarm(id: $id) { id } }`, map[string]any{"id": raised.Alarms[0].ID})
 	in.publish(t, "HL-2", "1.0.0", 1024)
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
 
@@ -108,13 +117,16 @@ func TestConsoleAccessibility(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#overview`)))
 
 	pages := []struct{ name, hash, ready string }{
-		{"the overview", "#/", `document.querySelector('#count-webhooks .value') !== null`},
+		{"the overview", "#/", `document.querySelector('#count-webhooks .value') !== null && document.querySelector('#count-alarms .value') !== null`},
 		{"the fleet", "#/fleet", `document.querySelectorAll('#fleet tbody tr[data-uid]').length === 3`},
+		{"a mount's page with its alarm", "#/mounts/MNT-0002", `document.querySelector('#mount-alarms tr[data-id]') !== null`},
 		{"a mount's page", "#/mounts/MNT-0001", `document.querySelector('.uplot') !== null && document.body.innerText.includes('ASSOCIATE_OWNER')`},
 		{"the events", "#/events?type=all", `document.getElementById('connection').dataset.state === 'live'`},
 		{"the webhooks", "#/webhooks", `document.querySelector('#webhooks tr[data-id]') !== null`},
 		{"the firmware", "#/firmware", `document.querySelector('#firmware tbody tr td')?.textContent === 'HL-2'`},
 		{"the association", "#/associate", `document.querySelector('input[name=uid]') !== null`},
+		{"the alarms", "#/alarms", `document.querySelector('#alarms tr[data-id]') !== null && document.getElementById('connection').dataset.state === 'live'`},
+		{"the alarm rules", "#/alarm-rules", `document.querySelector('#alarm-rules tr[data-id]') !== null && document.querySelector('#suggested-rules li') !== null && document.querySelector('#rule-conditions li') !== null`},
 	}
 	for _, p := range pages {
 		b.step("open "+p.name, chromedp.Navigate(in.base+"/console/"+p.hash))
@@ -128,4 +140,13 @@ func TestConsoleAccessibility(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#webhooks button[data-action=edit]`)), chromedp.WaitVisible(chromedp.CSS(`#edit-url`)),
 		chromedp.Click(chromedp.CSS(`#webhooks button[data-action=deliveries]`)), chromedp.WaitVisible(chromedp.CSS(`#webhook-deliveries h2`)))
 	b.checkA11y("the webhooks page with its editor and deliveries")
+	// The rules editor with the suggestions open and a condition of each kind.
+	b.step("open the rules", chromedp.Navigate(in.base+"/console/#/alarm-rules"))
+	b.waitJS("the rules", `document.querySelector('#alarm-rules tr[data-id]') !== null && document.querySelector('#rule-conditions li') !== null`, 15*time.Second)
+	b.eval(`document.getElementById('suggested').open = true`)
+	for _, code := range []string{"HELMET_MOUNTED", "PRESENCE"} {
+		b.step("add a condition", chromedp.Click(chromedp.CSS(`#add-condition`)))
+		b.eval(`{ const s = [...document.querySelectorAll('#rule-conditions [name=code]')].pop(); s.value = '` + code + `'; s.dispatchEvent(new Event('change')) }`)
+	}
+	b.checkA11y("the rules editor with the suggestions and three conditions")
 }

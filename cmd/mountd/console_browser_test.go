@@ -304,8 +304,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The CSV holds the rows shown, in the columns shown; a hidden column
 	// stays hidden on the next visit (localStorage).
-	if got, want := b.downloadCSV(), "UID,Name,Model,Serial,State,Battery,Lock,Helmet,CPU,Firmware,Software,Last report\r\n"; !strings.HasPrefix(got, want) ||
-		strings.Count(got, "\r\n") != 3 || !strings.Contains(got, "\r\nMNT-0004,,,,ASSOCIATED,15,false,false,") || !strings.Contains(got, "\r\nMNT-0005,,,,IDLE,,,,,,,\r\n") {
+	if got, want := b.downloadCSV(), "UID,Name,Model,Serial,State,Battery,Lock,Helmet,CPU,Firmware,Software,Presence,Last report\r\n"; !strings.HasPrefix(got, want) ||
+		strings.Count(got, "\r\n") != 3 || !strings.Contains(got, "\r\nMNT-0004,,,,ASSOCIATED,15,false,false,") || !strings.Contains(got, "\r\nMNT-0005,,,,IDLE,,,,,,,UNKNOWN,\r\n") {
 		t.Fatalf("the CSV of the silent mounts:\n%s", got)
 	}
 	b.eval(`{ const c = document.querySelector('input[data-column=serialNumber]'); c.checked = false; c.dispatchEvent(new Event('change')) }`)

@@ -143,6 +143,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		AlarmService:    alarmService,
 		Logger:          logger,
 		Cursors:         cursorCodec,
+		OfflineAfter:    offlineAfter,
 	}
 	stats := provideWebSocketStats()
 	graphQLHandler := provideGraphQL(resolver, tokenVerifier, stats, apiRateLimit)

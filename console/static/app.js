@@ -3,12 +3,13 @@
 // return a stop function; routes are the URL's hash.
 import * as auth from "./auth.js";
 import { gql, live } from "./api.js";
-import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, isUnverified, markUnverified } from "./ui.js";
+import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, isUnverified, markUnverified, PRESENCES, presencePill, canReadAlarms, withEvent } from "./ui.js";
 import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
 import { firmwareView } from "./firmware.js";
 import { download, exportMenu } from "./exports.js";
 import { auditView } from "./audit.js";
+import { alarmsView, alarmRulesView, alarmBadge } from "./alarms.js";
 
 // ---------- fleet ----------
 
@@ -45,6 +46,7 @@ const FLEET_FILTERS = {
   battery: (v) => (v === "low" ? v : ""),
   helmet: (v) => (v === "out" ? v : ""),
   report: (v) => (v === "silent" ? v : ""),
+  presence: (v) => (PRESENCES.includes(v) ? v : ""),
 };
 const fleetLink = (filters) => "#/fleet?" + new URLSearchParams(filters);
 
@@ -52,7 +54,7 @@ const fleetLink = (filters) => "#/fleet?" + new URLSearchParams(filters);
 const COLUMNS = [
   ["uid", "UID"], ["name", "Name"], ["modelNumber", "Model", true], ["serialNumber", "Serial", true],
   ["associationState", "State"], ["batteryLevel", "Battery"], ["mountLocked", "Lock"], ["helmetMounted", "Helmet"],
-  ["cpuTemperature", "CPU"], ["firmwareRevision", "Firmware", true], ["softwareRevision", "Software", true], ["lastReportAt", "Last report"],
+  ["cpuTemperature", "CPU"], ["firmwareRevision", "Firmware", true], ["softwareRevision", "Software", true], ["presence", "Presence"], ["lastReportAt", "Last report"],
 ];
 const COLUMNS_KEY = "mountd.console.hiddenColumns";
 // Only the names of hidden columns are kept in localStorage; never a token.
@@ -137,6 +139,10 @@ function fleetView(query) {
     mountLocked: (td, m) => { td.textContent = fmtBool(m.mountLocked, "Locked", "Unlocked"); },
     helmetMounted: (td, m) => { td.textContent = fmtBool(m.helmetMounted, "Present", "Absent"); },
     cpuTemperature: (td, m) => { td.textContent = fmtTemp(m.cpuTemperature); },
+    presence: (td, m) => {
+      td.replaceChildren(presencePill(m.presence));
+      td.title = m.lastSeenAt ? "Last heard from " + fmtDate(m.lastSeenAt) : "Never heard from";
+    },
     lastReportAt: (td, m) => {
       td.textContent = ago(m.lastReportAt);
       td.title = m.lastReportAt ? fmtDate(m.lastReportAt) : "";
@@ -181,6 +187,7 @@ function fleetView(query) {
     if (ui.battery && !isLow(m)) return false;
     if (ui.helmet && !helmetOut(m)) return false;
     if (ui.report && !isSilent(m)) return false;
+    if (ui.presence && (m.presence || "UNKNOWN") !== ui.presence) return false;
     return true;
   }
 
@@ -199,15 +206,18 @@ function fleetView(query) {
     table.dataset.count = list.length;
     renderWindow(true);
     empty.hidden = list.length > 0;
-    let assoc = 0, low = 0, silent = 0;
+    let assoc = 0, low = 0, silent = 0, online = 0, offline = 0;
     for (const m of mounts.values()) {
       if (m.associationState === "ASSOCIATED") assoc++;
       if (isLow(m)) low++;
       if (isSilent(m)) silent++;
+      if (m.presence === "ONLINE") online++;
+      if (m.presence === "OFFLINE") offline++;
     }
     counts.replaceChildren(
       h("span", {}, h("b", {}, mounts.size), " mounts"), h("span", {}, h("b", { id: "shown" }, list.length), " shown"),
-      h("span", {}, h("b", {}, assoc), " associated"), h("span", {}, h("b", {}, low), " low battery"),
+      h("span", {}, h("b", {}, assoc), " associated"), h("span", {}, h("b", { id: "count-online-fleet" }, online), " online"),
+      h("span", {}, h("b", { id: "count-offline-fleet" }, offline), " offline"), h("span", {}, h("b", {}, low), " low battery"),
       h("span", {}, h("b", {}, silent), " silent for an hour or more"));
   }
 
@@ -263,10 +273,12 @@ function fleetView(query) {
       return relayout();
     }
     const known = mounts.has(ev.uid);
-    const m = { ...(mounts.get(ev.uid) || {}), ...ev.mount, lastReportAt: lastReportOf(ev) };
+    const before = mounts.get(ev.uid);
+    const m = withEvent(before, ev);
     mounts.set(ev.uid, m);
     const tr = rows.get(ev.uid);
-    if (tr && tr.isConnected && known && ui.sort === "uid" && matches(m)) fillRow(tr, m);
+    // A change of presence changes the counts above the table too.
+    if (tr && tr.isConnected && known && ui.sort === "uid" && matches(m) && before.presence === m.presence) fillRow(tr, m);
     else relayout();
   }
 
@@ -288,6 +300,8 @@ function fleetView(query) {
     oninput: (e) => { ui.q = e.target.value; writeQuery(false); layout(); } });
   const stateSel = h("select", { id: "state", "aria-label": "Association state", onchange: (e) => { ui.state = e.target.value; writeQuery(true); layout(); } },
     h("option", { value: "" }, "Any state"), ["ASSOCIATED", "IDLE"].map((s) => h("option", { value: s }, s)));
+  const presenceSel = h("select", { id: "presence", "aria-label": "Presence", onchange: (e) => { ui.presence = e.target.value; writeQuery(true); layout(); } },
+    h("option", { value: "" }, "Any presence"), PRESENCES.map((p) => h("option", { value: p }, p.toLowerCase())));
   const boxes = {
     battery: filterBox("low", "battery", "low", `battery below ${LOW_BATTERY}%`),
     helmet: filterBox("helmet-out", "helmet", "out", "helmet out"),
@@ -301,7 +315,7 @@ function fleetView(query) {
         localStorage.setItem(COLUMNS_KEY, JSON.stringify([...hidden]));
         showColumns();
       } }), " " + label))));
-  const toolbar = h("div", { class: "toolbar", role: "search" }, search, stateSel, Object.values(boxes), columnsMenu,
+  const toolbar = h("div", { class: "toolbar", role: "search" }, search, stateSel, presenceSel, Object.values(boxes), columnsMenu,
     h("button", { id: "csv", type: "button", onclick: () => download("mounts.csv", "text/csv", csv()) }, "Download CSV"),
     // The whole fleet from the server, every field (owners): the CSV
     // button above saves only the rows and columns shown.
@@ -315,6 +329,7 @@ function fleetView(query) {
   function syncControls() {
     if (search.value !== ui.q) search.value = ui.q;
     stateSel.value = ui.state;
+    presenceSel.value = ui.presence;
     for (const [k, box] of Object.entries(boxes)) box.firstChild.checked = !!ui[k];
     showSort();
   }
@@ -394,13 +409,22 @@ function overviewView() {
       tile("count-low", `battery below ${LOW_BATTERY}%`, count(isLow), fleetLink({ battery: "low" }), true),
       tile("count-helmet", "helmet out", count(helmetOut), fleetLink({ helmet: "out" })),
       tile("count-silent", "not reported for an hour", count(isSilent), fleetLink({ report: "silent" }), true),
+      tile("count-online", "online", count((m) => m.presence === "ONLINE"), fleetLink({ presence: "ONLINE" })),
+      tile("count-offline", "offline", count((m) => m.presence === "OFFLINE"), fleetLink({ presence: "OFFLINE" }), true),
+      tile("count-unknown", "never heard from", count((m) => (m.presence || "UNKNOWN") === "UNKNOWN"), fleetLink({ presence: "UNKNOWN" })),
     ];
+    if (canReadAlarms()) tiles.push(tile("count-alarms", "active alarms", await activeAlarms(), "#/alarms", true));
     if (isOwner()) tiles.push(tile("count-webhooks", "webhooks failing", await failingWebhooks(), "#/webhooks", true));
     grid.replaceChildren(...tiles);
     when.textContent = "counted at " + fmtDate(new Date().toISOString());
   }
   count().catch(showError);
   return () => {};
+}
+
+// activeAlarms counts the account's active alarms.
+async function activeAlarms() {
+  return (await gql(`{ alarms(state: ACTIVE, pageSize: 1) { pagination { totalItems } } }`)).alarms.pagination.totalItems;
 }
 
 // failingWebhooks counts the webhooks whose latest delivery FAILED. A
@@ -488,7 +512,9 @@ function eventsView(query) {
   const row = (ev) => h("tr", { "data-type": ev.type, "data-uid": ev.uid }, h("td", {}, fmtDate(ev.occurredAt)), h("td", {}, ev.type),
     h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(ev.uid) }, ev.uid)),
     h("td", {}, ev.command ? `${ev.command.code} ${ev.command.status}${ev.command.reason ? ": " + ev.command.reason : ""}`
-      : (ev.states || []).map((s) => `${s.code}=${s.value}${s.verified === false ? " (unverified)" : ""}`).join(", ")));
+      : ev.alarm ? `${ev.alarm.severity} “${ev.alarm.ruleName}”${ev.type === "ALARM_ACKNOWLEDGED" && ev.alarm.acknowledgedBy ? " by " + ev.alarm.acknowledgedBy : ""}`
+        : ev.type === "MOUNT_OFFLINE" ? "not heard from: offline" : ev.type === "MOUNT_ONLINE" ? "heard from again: online"
+        : (ev.states || []).map((s) => `${s.code}=${s.value}${s.verified === false ? " (unverified)" : ""}`).join(", ")));
   const visible = (tr) => {
     const t = typeSel.value;
     if (t === "" ? tr.dataset.type === "STATES_REPORTED" : t !== "all" && tr.dataset.type !== t) return false;
@@ -516,9 +542,9 @@ function eventsView(query) {
   main.replaceChildren(h("section", { class: "card", "aria-labelledby": "events-title" }, h("h1", { id: "events-title" }, "Events"),
     h("p", { class: "muted" }, "Live, newest first; the last 500 are kept."),
     h("div", { class: "toolbar", role: "search" }, typeSel, uidFilter, known),
-    h("div", { class: "scroll" }, h("table", { id: "events" }, h("thead", {}, h("tr", {}, ["When", "Type", "Mount", "States or command"].map((t) => h("th", { scope: "col" }, t)))), tbody))));
+    h("div", { class: "scroll" }, h("table", { id: "events" }, h("thead", {}, h("tr", {}, ["When", "Type", "Mount", "What"].map((t) => h("th", { scope: "col" }, t)))), tbody))));
   const sub = live({
-    query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value verified } command { code status reason } } }`,
+    query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value verified } command { code status reason } alarm { ruleName severity acknowledgedBy } } }`,
     onEvent: (ev) => {
       const tr = row(ev);
       tr.hidden = !visible(tr);
@@ -585,6 +611,8 @@ function route() {
   else if (path === "#/firmware") v = firmwareView();
   else if (path === "#/associate" && isOwner()) v = associateView();
   else if (path === "#/audit" && isOwner()) v = auditView(query);
+  else if (path === "#/alarms" && canReadAlarms()) v = alarmsView(query);
+  else if (path === "#/alarm-rules" && isOwner()) v = alarmRulesView();
   else v = overviewView();
   current = typeof v === "function" ? { stop: v } : v;
   current.path = path;
@@ -594,6 +622,16 @@ function associateView() {
   main.replaceChildren(h("p", {}, h("a", { href: "#/fleet" }, "← Fleet")), associateCard(() => {}));
   main.querySelector("input[name=uid]").focus();
   return () => {};
+}
+
+// tokenSubject: the sub claim of a JWT access token (the person's user
+// id), to tell "you" apart where the API names a user; null if unreadable.
+function tokenSubject(token) {
+  try {
+    return JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).sub ?? null;
+  } catch {
+    return null;
+  }
 }
 
 async function start() {
@@ -606,11 +644,14 @@ async function start() {
   if (!auth.signedIn()) return welcome();
   try {
     session.me = (await gql(`{ me { accountId name role mountUids } }`)).me;
+    session.sub = tokenSubject(await auth.accessToken());
   } catch (err) {
     return welcome(err.code === "UNAUTHENTICATED" ? "" : err.message);
   }
   document.getElementById("nav").hidden = false;
   for (const a of document.querySelectorAll("#nav [data-owner]")) a.hidden = !isOwner();
+  for (const a of document.querySelectorAll("#nav [data-alarms]")) a.hidden = !canReadAlarms();
+  alarmBadge();
   document.getElementById("who").textContent = `${session.me.name} · ${session.me.role}`;
   const out = document.getElementById("signout");
   out.hidden = false;

@@ -3,7 +3,8 @@
 // the command audit and its NFC tags.
 import { gql, live } from "./api.js";
 import { exportMenu } from "./exports.js";
-import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, lastReportOf, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, isUnverified, markUnverified } from "./ui.js";
+import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, isUnverified, markUnverified, presencePill, withEvent } from "./ui.js";
+import { mountAlarms, ALARM_FIELDS } from "./alarms.js";
 
 const LEVELS = ["LOW", "MEDIUM", "HIGH"];
 // The codes a mount takes and their parameters, all required (docs/api.md,
@@ -43,7 +44,10 @@ export function mountView(uid) {
     values.replaceChildren(
       cell("State", m.associationState), cell("Battery", fmtBattery(m.batteryLevel), "batteryLevel"),
       cell("Lock", fmtBool(m.mountLocked, "Locked", "Unlocked"), "mountLocked"), cell("Helmet", fmtBool(m.helmetMounted, "Present", "Absent"), "helmetMounted"),
-      cell("CPU temperature", fmtTemp(m.cpuTemperature), "cpuTemperature"), cell("Last report", ago(m.lastReportAt)));
+      cell("CPU temperature", fmtTemp(m.cpuTemperature), "cpuTemperature"), cell("Last report", ago(m.lastReportAt)),
+      h("div", { "data-value": "presence", id: "mount-presence" }, h("div", { class: "label" }, "Presence"),
+        h("div", { class: "value", title: m.lastSeenAt ? "Last heard from " + fmtDate(m.lastSeenAt) : "Never heard from" }, presencePill(m.presence)),
+        h("div", { class: "label" }, m.lastSeenAt ? "heard from " + ago(m.lastSeenAt) : "never heard from")));
     const item = (key, label, value) => h("div", { "data-field": key }, h("dt", { class: "label" }, label), h("dd", {}, value || "—"));
     identity.replaceChildren(item("serialNumber", "Serial number", m.serialNumber), item("macAddress", "MAC address", m.macAddress),
       item("modelNumber", "Model", m.modelNumber), item("firmwareRevision", "Firmware revision", m.firmwareRevision),
@@ -143,6 +147,7 @@ export function mountView(uid) {
 
   const renameForm = isOwner() ? renameCard(uid, (m) => showValues({ ...mount, ...m })) : null;
   const tagsCard = nfcCard(uid);
+  const alarms = mountAlarms(uid);
   const commandForm = commandCard(uid, () => loadCommands().catch(showError), () => tagsCard.tags);
 
   async function load() {
@@ -150,12 +155,13 @@ export function mountView(uid) {
     showValues(d.mount);
     renameForm?.fill(d.mount.name);
     tagsCard.fill(d.mount.nfcTags);
-    await Promise.all([loadCommands(), loadHistory()]);
+    await Promise.all([loadCommands(), loadHistory(), alarms.reload()]);
   }
 
   main.replaceChildren(
     h("p", {}, h("a", { href: "#/fleet" }, "← Fleet")),
     h("section", { class: "card", "aria-labelledby": "mount-title" }, h("h1", { id: "mount-title" }, title, " ", h("span", { id: "mount-uid", class: "muted" }, uid)), values, actions),
+    alarms.el,
     h("section", { class: "card", "aria-labelledby": "identity-title" }, h("h2", { id: "identity-title" }, "Identity"), identity, renameForm?.el ?? ""),
     h("section", { class: "card", "aria-labelledby": "history-title" }, h("div", { class: "toolbar" }, h("h2", { id: "history-title" }, "History"), field("Period", periodSel),
       // The whole history, not only the period shown (owners).
@@ -169,11 +175,12 @@ export function mountView(uid) {
   let sub = null;
   const started = load().then(() => {
     sub = live({
-      query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } } }`,
+      query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } alarm { ${ALARM_FIELDS} } } }`,
       variables: { uids: [uid] },
       onEvent: (ev) => {
-        showValues({ ...mount, ...ev.mount, lastReportAt: lastReportOf(ev) });
+        showValues(withEvent(mount, ev));
         if (ev.type === "STATES_REPORTED") historySoon();
+        if (ev.alarm) alarms.upsert(ev.alarm);
         if (ev.type === "COMMAND_ISSUED" || COMMAND_STATUS_EVENTS.includes(ev.type)) loadCommands().catch(showError);
       },
       onResync: load, onState: setConnection,

@@ -3,8 +3,9 @@
 import { APIError } from "./api.js";
 
 export const main = document.getElementById("main");
-// session.me is the signed-in person ({accountId, name, role, mountUids}).
-export const session = { me: null };
+// session.me is the signed-in person ({accountId, name, role, mountUids});
+// session.sub is the person's user id (the token's sub).
+export const session = { me: null, sub: null };
 export const isOwner = () => session.me?.role === "owner";
 
 // h builds an element: h("a", {href: "#/"}, "text", child...).
@@ -54,7 +55,16 @@ export function setConnection(state) {
   el.textContent = { connecting: "connecting…", live: "live", down: "reconnecting…" }[state];
 }
 
-export const EVENT_TYPES = ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED", "COMMAND_EXECUTED", "COMMAND_REFUSED", "COMMAND_UNCONFIRMED"];
+export const EVENT_TYPES = ["STATES_REPORTED", "ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED", "NFC_TAGS_SYNCED", "COMMAND_ISSUED", "COMMAND_EXECUTED", "COMMAND_REFUSED", "COMMAND_UNCONFIRMED",
+  "MOUNT_OFFLINE", "MOUNT_ONLINE", "ALARM_RAISED", "ALARM_CLEARED", "ALARM_ACKNOWLEDGED"];
+
+// Presence: whether the mount is heard from (docs/api.md, "Presence and alarms").
+export const PRESENCES = ["ONLINE", "OFFLINE", "UNKNOWN"];
+export const presencePill = (p) => h("span", { class: "pill presence " + (p || "UNKNOWN") }, (p || "UNKNOWN").toLowerCase());
+
+// canReadAlarms: owners and maintainers (restricted without mounts) read
+// the account's alarms; a restricted user with mounts does not.
+export const canReadAlarms = () => isOwner() || (session.me?.role === "restricted" && !(session.me.mountUids || []).length);
 
 // The events that move a command's status (a receipt, or its expiry).
 export const COMMAND_STATUS_EVENTS = ["COMMAND_EXECUTED", "COMMAND_REFUSED", "COMMAND_UNCONFIRMED"];
@@ -72,11 +82,26 @@ export function markUnverified(el, on) {
   return el;
 }
 
-export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline unverifiedStates";
+export const MOUNT_FIELDS = "uid name modelNumber serialNumber firmwareRevision softwareRevision associationState mountLocked helmetMounted batteryLevel cpuTemperature lastReportAt associationDeadline unverifiedStates lastSeenAt presence";
 
 // isUnverified: the mount's latest value of field (a VALUE_CODES key) came
 // in a report the mount did not sign.
 export const isUnverified = (m, field) => m[field] !== null && m[field] !== undefined && (m.unverifiedStates || []).includes(VALUE_CODES[field]);
+
+// withEvent: the mount as an event leaves it (m: as shown so far). An
+// event's mount without lastSeenAt keeps the lastSeenAt shown, and an
+// UNKNOWN presence with it says nothing either (MOUNT_OFFLINE and
+// MOUNT_ONLINE say theirs), unless the event ends or starts an association,
+// which resets presence.
+const PRESENCE_RESETS = ["ASSOCIATION_REQUESTED", "ASSOCIATION_CONFIRMED", "ASSOCIATION_EXPIRED", "ABANDONED", "DELETED"];
+export function withEvent(m, ev) {
+  const next = { ...(m || {}), ...ev.mount, lastReportAt: lastReportOf(ev) };
+  if (m?.lastSeenAt && !ev.mount.lastSeenAt && !PRESENCE_RESETS.includes(ev.type)) {
+    next.lastSeenAt = m.lastSeenAt;
+    if (ev.mount.presence === "UNKNOWN") next.presence = m.presence;
+  }
+  return next;
+}
 
 // lastReportOf: the event's newest state time, or the mount's own.
 export function lastReportOf(ev) {

@@ -38,6 +38,49 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	Alarm struct {
+		AcknowledgedAt func(childComplexity int) int
+		AcknowledgedBy func(childComplexity int) int
+		ClearedAt      func(childComplexity int) int
+		ID             func(childComplexity int) int
+		RaisedAt       func(childComplexity int) int
+		RuleID         func(childComplexity int) int
+		RuleName       func(childComplexity int) int
+		Severity       func(childComplexity int) int
+		State          func(childComplexity int) int
+		UID            func(childComplexity int) int
+		Values         func(childComplexity int) int
+	}
+
+	AlarmCondition struct {
+		Code     func(childComplexity int) int
+		Op       func(childComplexity int) int
+		Presence func(childComplexity int) int
+		Value    func(childComplexity int) int
+	}
+
+	AlarmPage struct {
+		Alarms     func(childComplexity int) int
+		Pagination func(childComplexity int) int
+	}
+
+	AlarmRule struct {
+		Conditions func(childComplexity int) int
+		CreatedAt  func(childComplexity int) int
+		Enabled    func(childComplexity int) int
+		ForSeconds func(childComplexity int) int
+		ID         func(childComplexity int) int
+		MountUids  func(childComplexity int) int
+		Name       func(childComplexity int) int
+		Severity   func(childComplexity int) int
+		UpdatedAt  func(childComplexity int) int
+	}
+
+	AlarmRulePage struct {
+		Pagination func(childComplexity int) int
+		Rules      func(childComplexity int) int
+	}
+
 	AuditActor struct {
 		ID   func(childComplexity int) int
 		Name func(childComplexity int) int
@@ -133,11 +176,13 @@ type ComplexityRoot struct {
 		FirmwareRevision    func(childComplexity int) int
 		HelmetMounted       func(childComplexity int) int
 		LastReportAt        func(childComplexity int) int
+		LastSeenAt          func(childComplexity int) int
 		MacAddress          func(childComplexity int) int
 		ModelNumber         func(childComplexity int) int
 		MountLocked         func(childComplexity int) int
 		Name                func(childComplexity int) int
 		NfcTags             func(childComplexity int) int
+		Presence            func(childComplexity int) int
 		SerialNumber        func(childComplexity int) int
 		SoftwareRevision    func(childComplexity int) int
 		UID                 func(childComplexity int) int
@@ -145,6 +190,7 @@ type ComplexityRoot struct {
 	}
 
 	MountEvent struct {
+		Alarm      func(childComplexity int) int
 		Command    func(childComplexity int) int
 		ID         func(childComplexity int) int
 		Mount      func(childComplexity int) int
@@ -182,8 +228,11 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		AbandonMount        func(childComplexity int, uid string) int
+		AcknowledgeAlarm    func(childComplexity int, id string) int
 		ConfirmAssociation  func(childComplexity int, uid string) int
+		CreateAlarmRule     func(childComplexity int, input model.CreateAlarmRuleInput) int
 		CreateWebhook       func(childComplexity int, input model.CreateWebhookInput) int
+		DeleteAlarmRule     func(childComplexity int, id string) int
 		DeleteMount         func(childComplexity int, uid string) int
 		DeleteWebhook       func(childComplexity int, id string) int
 		IssueCommand        func(childComplexity int, uid string, code string, params *model.CommandParamsInput) int
@@ -192,6 +241,7 @@ type ComplexityRoot struct {
 		RotateWebhookSecret func(childComplexity int, id string) int
 		SyncNfcTags         func(childComplexity int, mountUID string, tagUids []string) int
 		TestWebhook         func(childComplexity int, id string) int
+		UpdateAlarmRule     func(childComplexity int, id string, input model.UpdateAlarmRuleInput) int
 		UpdateMount         func(childComplexity int, uid string, input model.UpdateMountInput) int
 		UpdateNfcTag        func(childComplexity int, uid string, input model.UpdateNfcTagInput) int
 		UpdateWebhook       func(childComplexity int, id string, input model.UpdateWebhookInput) int
@@ -221,6 +271,9 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
+		AlarmRule           func(childComplexity int, id string) int
+		AlarmRules          func(childComplexity int, currentPage *int, pageSize *int) int
+		Alarms              func(childComplexity int, state *model.AlarmState, severity *model.AlarmSeverity, mountUID *string, ruleID *string, currentPage *int, pageSize *int) int
 		Audit               func(childComplexity int, after *string, limit *int, actor *string, action *string, target *string) int
 		CheckFirmwareUpdate func(childComplexity int, modelNumber string, softwareRevision *string) int
 		Command             func(childComplexity int, uid string, id string) int
@@ -233,6 +286,7 @@ type ComplexityRoot struct {
 		MountStates         func(childComplexity int, uid string, code *string, from *model.DateTime, to *model.DateTime, currentPage *int, pageSize *int) int
 		Mounts              func(childComplexity int, currentPage *int, pageSize *int, filter *model.MountFilter) int
 		NfcTags             func(childComplexity int, currentPage *int, pageSize *int) int
+		SuggestedAlarmRules func(childComplexity int) int
 		Webhook             func(childComplexity int, id string) int
 		WebhookDeliveries   func(childComplexity int, id string, currentPage *int, pageSize *int) int
 		Webhooks            func(childComplexity int, currentPage *int, pageSize *int) int
@@ -251,6 +305,13 @@ type ComplexityRoot struct {
 	Subscription struct {
 		MountEvents       func(childComplexity int, uids []string, after *string) int
 		MountStateChanged func(childComplexity int, uid string, after *string) int
+	}
+
+	SuggestedAlarmRule struct {
+		Conditions func(childComplexity int) int
+		ForSeconds func(childComplexity int) int
+		Name       func(childComplexity int) int
+		Severity   func(childComplexity int) int
 	}
 
 	SyncNfcTagsResult struct {
@@ -309,6 +370,10 @@ type MountResolver interface {
 	NfcTags(ctx context.Context, obj *model.Mount) ([]model.NfcTag, error)
 }
 type MutationResolver interface {
+	CreateAlarmRule(ctx context.Context, input model.CreateAlarmRuleInput) (*model.AlarmRule, error)
+	UpdateAlarmRule(ctx context.Context, id string, input model.UpdateAlarmRuleInput) (*model.AlarmRule, error)
+	DeleteAlarmRule(ctx context.Context, id string) (bool, error)
+	AcknowledgeAlarm(ctx context.Context, id string) (*model.Alarm, error)
 	RequestAssociation(ctx context.Context, input model.RequestAssociationInput) ([]model.Command, error)
 	ConfirmAssociation(ctx context.Context, uid string) (*model.Mount, error)
 	UpdateMount(ctx context.Context, uid string, input model.UpdateMountInput) (*model.Mount, error)
@@ -327,6 +392,10 @@ type MutationResolver interface {
 }
 type QueryResolver interface {
 	Me(ctx context.Context) (*model.Me, error)
+	AlarmRules(ctx context.Context, currentPage *int, pageSize *int) (*model.AlarmRulePage, error)
+	AlarmRule(ctx context.Context, id string) (*model.AlarmRule, error)
+	SuggestedAlarmRules(ctx context.Context) ([]model.SuggestedAlarmRule, error)
+	Alarms(ctx context.Context, state *model.AlarmState, severity *model.AlarmSeverity, mountUID *string, ruleID *string, currentPage *int, pageSize *int) (*model.AlarmPage, error)
 	Audit(ctx context.Context, after *string, limit *int, actor *string, action *string, target *string) (*model.AuditPage, error)
 	Events(ctx context.Context, after *string, limit *int, types []model.MountEventType, mountUID *string) (*model.EventPage, error)
 	FirmwareVersions(ctx context.Context, currentPage *int, pageSize *int, modelNumber *string) (*model.FirmwareVersionPage, error)
@@ -364,6 +433,179 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "Alarm.acknowledgedAt":
+		if e.ComplexityRoot.Alarm.AcknowledgedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Alarm.AcknowledgedAt(childComplexity), true
+	case "Alarm.acknowledgedBy":
+		if e.ComplexityRoot.Alarm.AcknowledgedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Alarm.AcknowledgedBy(childComplexity), true
+	case "Alarm.clearedAt":
+		if e.ComplexityRoot.Alarm.ClearedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Alarm.ClearedAt(childComplexity), true
+	case "Alarm.id":
+		if e.ComplexityRoot.Alarm.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Alarm.ID(childComplexity), true
+	case "Alarm.raisedAt":
+		if e.ComplexityRoot.Alarm.RaisedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Alarm.RaisedAt(childComplexity), true
+	case "Alarm.ruleId":
+		if e.ComplexityRoot.Alarm.RuleID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Alarm.RuleID(childComplexity), true
+	case "Alarm.ruleName":
+		if e.ComplexityRoot.Alarm.RuleName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Alarm.RuleName(childComplexity), true
+	case "Alarm.severity":
+		if e.ComplexityRoot.Alarm.Severity == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Alarm.Severity(childComplexity), true
+	case "Alarm.state":
+		if e.ComplexityRoot.Alarm.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Alarm.State(childComplexity), true
+	case "Alarm.uid":
+		if e.ComplexityRoot.Alarm.UID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Alarm.UID(childComplexity), true
+	case "Alarm.values":
+		if e.ComplexityRoot.Alarm.Values == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Alarm.Values(childComplexity), true
+
+	case "AlarmCondition.code":
+		if e.ComplexityRoot.AlarmCondition.Code == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmCondition.Code(childComplexity), true
+	case "AlarmCondition.op":
+		if e.ComplexityRoot.AlarmCondition.Op == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmCondition.Op(childComplexity), true
+	case "AlarmCondition.presence":
+		if e.ComplexityRoot.AlarmCondition.Presence == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmCondition.Presence(childComplexity), true
+	case "AlarmCondition.value":
+		if e.ComplexityRoot.AlarmCondition.Value == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmCondition.Value(childComplexity), true
+
+	case "AlarmPage.alarms":
+		if e.ComplexityRoot.AlarmPage.Alarms == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmPage.Alarms(childComplexity), true
+	case "AlarmPage.pagination":
+		if e.ComplexityRoot.AlarmPage.Pagination == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmPage.Pagination(childComplexity), true
+
+	case "AlarmRule.conditions":
+		if e.ComplexityRoot.AlarmRule.Conditions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmRule.Conditions(childComplexity), true
+	case "AlarmRule.createdAt":
+		if e.ComplexityRoot.AlarmRule.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmRule.CreatedAt(childComplexity), true
+	case "AlarmRule.enabled":
+		if e.ComplexityRoot.AlarmRule.Enabled == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmRule.Enabled(childComplexity), true
+	case "AlarmRule.forSeconds":
+		if e.ComplexityRoot.AlarmRule.ForSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmRule.ForSeconds(childComplexity), true
+	case "AlarmRule.id":
+		if e.ComplexityRoot.AlarmRule.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmRule.ID(childComplexity), true
+	case "AlarmRule.mountUids":
+		if e.ComplexityRoot.AlarmRule.MountUids == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmRule.MountUids(childComplexity), true
+	case "AlarmRule.name":
+		if e.ComplexityRoot.AlarmRule.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmRule.Name(childComplexity), true
+	case "AlarmRule.severity":
+		if e.ComplexityRoot.AlarmRule.Severity == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmRule.Severity(childComplexity), true
+	case "AlarmRule.updatedAt":
+		if e.ComplexityRoot.AlarmRule.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmRule.UpdatedAt(childComplexity), true
+
+	case "AlarmRulePage.pagination":
+		if e.ComplexityRoot.AlarmRulePage.Pagination == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmRulePage.Pagination(childComplexity), true
+	case "AlarmRulePage.rules":
+		if e.ComplexityRoot.AlarmRulePage.Rules == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AlarmRulePage.Rules(childComplexity), true
 
 	case "AuditActor.id":
 		if e.ComplexityRoot.AuditActor.ID == nil {
@@ -725,6 +967,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mount.LastReportAt(childComplexity), true
+	case "Mount.lastSeenAt":
+		if e.ComplexityRoot.Mount.LastSeenAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mount.LastSeenAt(childComplexity), true
 	case "Mount.macAddress":
 		if e.ComplexityRoot.Mount.MacAddress == nil {
 			break
@@ -755,6 +1003,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mount.NfcTags(childComplexity), true
+	case "Mount.presence":
+		if e.ComplexityRoot.Mount.Presence == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mount.Presence(childComplexity), true
 	case "Mount.serialNumber":
 		if e.ComplexityRoot.Mount.SerialNumber == nil {
 			break
@@ -780,6 +1034,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Mount.UnverifiedStates(childComplexity), true
 
+	case "MountEvent.alarm":
+		if e.ComplexityRoot.MountEvent.Alarm == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountEvent.Alarm(childComplexity), true
 	case "MountEvent.command":
 		if e.ComplexityRoot.MountEvent.Command == nil {
 			break
@@ -922,6 +1182,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.AbandonMount(childComplexity, args["uid"].(string)), true
+	case "Mutation.acknowledgeAlarm":
+		if e.ComplexityRoot.Mutation.AcknowledgeAlarm == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_acknowledgeAlarm_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AcknowledgeAlarm(childComplexity, args["id"].(string)), true
 	case "Mutation.confirmAssociation":
 		if e.ComplexityRoot.Mutation.ConfirmAssociation == nil {
 			break
@@ -933,6 +1204,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ConfirmAssociation(childComplexity, args["uid"].(string)), true
+	case "Mutation.createAlarmRule":
+		if e.ComplexityRoot.Mutation.CreateAlarmRule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createAlarmRule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateAlarmRule(childComplexity, args["input"].(model.CreateAlarmRuleInput)), true
 	case "Mutation.createWebhook":
 		if e.ComplexityRoot.Mutation.CreateWebhook == nil {
 			break
@@ -944,6 +1226,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateWebhook(childComplexity, args["input"].(model.CreateWebhookInput)), true
+	case "Mutation.deleteAlarmRule":
+		if e.ComplexityRoot.Mutation.DeleteAlarmRule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteAlarmRule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteAlarmRule(childComplexity, args["id"].(string)), true
 	case "Mutation.deleteMount":
 		if e.ComplexityRoot.Mutation.DeleteMount == nil {
 			break
@@ -1032,6 +1325,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.TestWebhook(childComplexity, args["id"].(string)), true
+	case "Mutation.updateAlarmRule":
+		if e.ComplexityRoot.Mutation.UpdateAlarmRule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateAlarmRule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateAlarmRule(childComplexity, args["id"].(string), args["input"].(model.UpdateAlarmRuleInput)), true
 	case "Mutation.updateMount":
 		if e.ComplexityRoot.Mutation.UpdateMount == nil {
 			break
@@ -1158,6 +1462,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Pagination.TotalPages(childComplexity), true
 
+	case "Query.alarmRule":
+		if e.ComplexityRoot.Query.AlarmRule == nil {
+			break
+		}
+
+		args, err := ec.field_Query_alarmRule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AlarmRule(childComplexity, args["id"].(string)), true
+	case "Query.alarmRules":
+		if e.ComplexityRoot.Query.AlarmRules == nil {
+			break
+		}
+
+		args, err := ec.field_Query_alarmRules_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AlarmRules(childComplexity, args["currentPage"].(*int), args["pageSize"].(*int)), true
+	case "Query.alarms":
+		if e.ComplexityRoot.Query.Alarms == nil {
+			break
+		}
+
+		args, err := ec.field_Query_alarms_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Alarms(childComplexity, args["state"].(*model.AlarmState), args["severity"].(*model.AlarmSeverity), args["mountUid"].(*string), args["ruleId"].(*string), args["currentPage"].(*int), args["pageSize"].(*int)), true
 	case "Query.audit":
 		if e.ComplexityRoot.Query.Audit == nil {
 			break
@@ -1286,6 +1623,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.NfcTags(childComplexity, args["currentPage"].(*int), args["pageSize"].(*int)), true
+	case "Query.suggestedAlarmRules":
+		if e.ComplexityRoot.Query.SuggestedAlarmRules == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.SuggestedAlarmRules(childComplexity), true
 	case "Query.webhook":
 		if e.ComplexityRoot.Query.Webhook == nil {
 			break
@@ -1368,6 +1711,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.MountStateChanged(childComplexity, args["uid"].(string), args["after"].(*string)), true
+
+	case "SuggestedAlarmRule.conditions":
+		if e.ComplexityRoot.SuggestedAlarmRule.Conditions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SuggestedAlarmRule.Conditions(childComplexity), true
+	case "SuggestedAlarmRule.forSeconds":
+		if e.ComplexityRoot.SuggestedAlarmRule.ForSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SuggestedAlarmRule.ForSeconds(childComplexity), true
+	case "SuggestedAlarmRule.name":
+		if e.ComplexityRoot.SuggestedAlarmRule.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SuggestedAlarmRule.Name(childComplexity), true
+	case "SuggestedAlarmRule.severity":
+		if e.ComplexityRoot.SuggestedAlarmRule.Severity == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SuggestedAlarmRule.Severity(childComplexity), true
 
 	case "SyncNfcTagsResult.added":
 		if e.ComplexityRoot.SyncNfcTagsResult.Added == nil {
@@ -1557,12 +1925,15 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	opCtx := graphql.GetOperationContext(ctx)
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalMap := graphql.BuildUnmarshalerMap(
+		ec.unmarshalInputAlarmConditionInput,
 		ec.unmarshalInputCommandParamsInput,
+		ec.unmarshalInputCreateAlarmRuleInput,
 		ec.unmarshalInputCreateWebhookInput,
 		ec.unmarshalInputMountFilter,
 		ec.unmarshalInputMountStateInput,
 		ec.unmarshalInputReceiptInput,
 		ec.unmarshalInputRequestAssociationInput,
+		ec.unmarshalInputUpdateAlarmRuleInput,
 		ec.unmarshalInputUpdateMountInput,
 		ec.unmarshalInputUpdateNfcTagInput,
 		ec.unmarshalInputUpdateWebhookInput,
@@ -1658,6 +2029,134 @@ func newExecutionContext(
 }
 
 var sources = []*ast.Source{
+	{Name: "../schema/alarms.graphqls", Input: `"Whether a mount is heard from: UNKNOWN before any accepted report or receipt, ONLINE while lastSeenAt is within the offline-after threshold (MOUNTD_OFFLINE_AFTER), then OFFLINE."
+enum Presence {
+  UNKNOWN
+  ONLINE
+  OFFLINE
+}
+
+enum AlarmSeverity {
+  INFO
+  WARNING
+  CRITICAL
+}
+
+"ACTIVE while the rule's conditions hold; CLEARED once they ended (or the rule was deleted, disabled or changed, or the mount left the account)."
+enum AlarmState {
+  ACTIVE
+  CLEARED
+}
+
+"One condition of a rule: code op value on the mount's latest value, or presence alone."
+type AlarmCondition {
+  "BATTERY_LEVEL, CPU_TEMPERATURE, MOUNT_LOCKED or HELMET_MOUNTED; null for a presence condition."
+  code: String
+  "<, <=, >, >=, == or !=; null for a presence condition."
+  op: String
+  "The value compared with, a string as state values are (\"20\", \"1\"); null for a presence condition."
+  value: String
+  "OFFLINE: the mount is not heard from; null for a value condition."
+  presence: Presence
+}
+
+"A rule of the account: an alarm is raised on a mount whose latest values met every condition for forSeconds."
+type AlarmRule {
+  id: ID!
+  name: String!
+  severity: AlarmSeverity!
+  conditions: [AlarmCondition!]!
+  "How long (0–86400) the conditions must hold before an alarm is raised."
+  forSeconds: Int!
+  "Empty: every mount of the account."
+  mountUids: [ID!]!
+  enabled: Boolean!
+  createdAt: DateTime!
+  updatedAt: DateTime!
+}
+
+type AlarmRulePage {
+  rules: [AlarmRule!]!
+  pagination: Pagination!
+}
+
+"A starting rule offered to an account (suggestedAlarmRules): create it as it is, or change it first."
+type SuggestedAlarmRule {
+  name: String!
+  severity: AlarmSeverity!
+  conditions: [AlarmCondition!]!
+  forSeconds: Int!
+}
+
+"One episode of a rule's conditions holding on a mount."
+type Alarm {
+  id: ID!
+  ruleId: ID!
+  ruleName: String!
+  uid: ID!
+  severity: AlarmSeverity!
+  state: AlarmState!
+  raisedAt: DateTime!
+  clearedAt: DateTime
+  acknowledgedAt: DateTime
+  "Who acknowledged it: the client id or the person's user id."
+  acknowledgedBy: String
+  "The mount's latest values when the alarm was raised, by state code, as in REST: {\"BATTERY_LEVEL\": \"15\", …}."
+  values: JSON!
+}
+
+type AlarmPage {
+  alarms: [Alarm!]!
+  pagination: Pagination!
+}
+
+"A condition as written: code, op and value, or presence alone (anything else is VALIDATION_FAILED, as in REST)."
+input AlarmConditionInput {
+  code: String
+  op: String
+  value: String
+  presence: Presence
+}
+
+input CreateAlarmRuleInput {
+  name: String!
+  severity: AlarmSeverity!
+  "1 to 10 conditions, all of which must hold."
+  conditions: [AlarmConditionInput!]!
+  "0 (the default) to 86400."
+  forSeconds: Int
+  "Empty or left out: every mount of the account."
+  mountUids: [ID!]
+}
+
+"The fields to change; those left out stay. Changing conditions, forSeconds or mountUids, or disabling, clears the rule's open alarms."
+input UpdateAlarmRuleInput {
+  name: String
+  severity: AlarmSeverity
+  conditions: [AlarmConditionInput!]
+  forSeconds: Int
+  mountUids: [ID!]
+  enabled: Boolean
+}
+
+extend type Query {
+  "The account's alarm rules, oldest first (GET /alarm-rules; owners only)."
+  alarmRules(currentPage: Int = 1, pageSize: Int = 20): AlarmRulePage!
+  alarmRule(id: ID!): AlarmRule!
+  "The starting rules mountd offers an account (owners only); nothing is created until createAlarmRule."
+  suggestedAlarmRules: [SuggestedAlarmRule!]!
+  "The account's alarms, newest first (GET /alarms; owners and maintainers)."
+  alarms(state: AlarmState, severity: AlarmSeverity, mountUid: ID, ruleId: ID, currentPage: Int = 1, pageSize: Int = 20): AlarmPage!
+}
+
+extend type Mutation {
+  createAlarmRule(input: CreateAlarmRuleInput!): AlarmRule!
+  updateAlarmRule(id: ID!, input: UpdateAlarmRuleInput!): AlarmRule!
+  deleteAlarmRule(id: ID!): Boolean!
+  "Acknowledge an alarm (owners; idempotent): it stays ACTIVE until its conditions end."
+  acknowledgeAlarm(id: ID!): Alarm!
+}
+`, BuiltIn: false},
 	{Name: "../schema/audit.graphqls", Input: `"Who made a change: an API client, a person signed in, or an operator at the mountd commands."
 type AuditActor {
   "client, user or cli."
@@ -1708,6 +2207,11 @@ extend type Query {
   COMMAND_EXECUTED
   COMMAND_REFUSED
   COMMAND_UNCONFIRMED
+  MOUNT_OFFLINE
+  MOUNT_ONLINE
+  ALARM_RAISED
+  ALARM_CLEARED
+  ALARM_ACKNOWLEDGED
 }
 
 "One accepted state report."
@@ -1731,6 +2235,8 @@ type MountEvent {
   states: [MountState!]
   "The command whose status moved (COMMAND_EXECUTED, COMMAND_REFUSED, COMMAND_UNCONFIRMED); issuedBy is null for restricted tokens."
   command: Command
+  "The alarm an ALARM_RAISED, ALARM_CLEARED or ALARM_ACKNOWLEDGED event is about (never sent to a restricted token with mount items)."
+  alarm: Alarm
   occurredAt: DateTime!
 }
 
@@ -1812,6 +2318,10 @@ extend type Query {
   devicePublicKey: String
   "The state codes whose latest value (the computed fields above) came in a report the mount did not sign: verified false."
   unverifiedStates: [String!]!
+  "The server's time of the last accepted report or receipt upload in the current association; null before any."
+  lastSeenAt: DateTime
+  "ONLINE while lastSeenAt is within MOUNTD_OFFLINE_AFTER, then OFFLINE; UNKNOWN while lastSeenAt is null."
+  presence: Presence!
 }
 
 type MountPage {
@@ -2122,6 +2632,92 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
 
+func (ec *executionContext) childFields_Alarm(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Alarm_id(ctx, field)
+	case "ruleId":
+		return ec.fieldContext_Alarm_ruleId(ctx, field)
+	case "ruleName":
+		return ec.fieldContext_Alarm_ruleName(ctx, field)
+	case "uid":
+		return ec.fieldContext_Alarm_uid(ctx, field)
+	case "severity":
+		return ec.fieldContext_Alarm_severity(ctx, field)
+	case "state":
+		return ec.fieldContext_Alarm_state(ctx, field)
+	case "raisedAt":
+		return ec.fieldContext_Alarm_raisedAt(ctx, field)
+	case "clearedAt":
+		return ec.fieldContext_Alarm_clearedAt(ctx, field)
+	case "acknowledgedAt":
+		return ec.fieldContext_Alarm_acknowledgedAt(ctx, field)
+	case "acknowledgedBy":
+		return ec.fieldContext_Alarm_acknowledgedBy(ctx, field)
+	case "values":
+		return ec.fieldContext_Alarm_values(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Alarm", field.Name)
+}
+
+func (ec *executionContext) childFields_AlarmCondition(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "code":
+		return ec.fieldContext_AlarmCondition_code(ctx, field)
+	case "op":
+		return ec.fieldContext_AlarmCondition_op(ctx, field)
+	case "value":
+		return ec.fieldContext_AlarmCondition_value(ctx, field)
+	case "presence":
+		return ec.fieldContext_AlarmCondition_presence(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AlarmCondition", field.Name)
+}
+
+func (ec *executionContext) childFields_AlarmPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "alarms":
+		return ec.fieldContext_AlarmPage_alarms(ctx, field)
+	case "pagination":
+		return ec.fieldContext_AlarmPage_pagination(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AlarmPage", field.Name)
+}
+
+func (ec *executionContext) childFields_AlarmRule(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AlarmRule_id(ctx, field)
+	case "name":
+		return ec.fieldContext_AlarmRule_name(ctx, field)
+	case "severity":
+		return ec.fieldContext_AlarmRule_severity(ctx, field)
+	case "conditions":
+		return ec.fieldContext_AlarmRule_conditions(ctx, field)
+	case "forSeconds":
+		return ec.fieldContext_AlarmRule_forSeconds(ctx, field)
+	case "mountUids":
+		return ec.fieldContext_AlarmRule_mountUids(ctx, field)
+	case "enabled":
+		return ec.fieldContext_AlarmRule_enabled(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_AlarmRule_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_AlarmRule_updatedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AlarmRule", field.Name)
+}
+
+func (ec *executionContext) childFields_AlarmRulePage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "rules":
+		return ec.fieldContext_AlarmRulePage_rules(ctx, field)
+	case "pagination":
+		return ec.fieldContext_AlarmRulePage_pagination(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AlarmRulePage", field.Name)
+}
+
 func (ec *executionContext) childFields_AuditActor(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "type":
@@ -2330,6 +2926,10 @@ func (ec *executionContext) childFields_Mount(ctx context.Context, field graphql
 		return ec.fieldContext_Mount_devicePublicKey(ctx, field)
 	case "unverifiedStates":
 		return ec.fieldContext_Mount_unverifiedStates(ctx, field)
+	case "lastSeenAt":
+		return ec.fieldContext_Mount_lastSeenAt(ctx, field)
+	case "presence":
+		return ec.fieldContext_Mount_presence(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Mount", field.Name)
 }
@@ -2348,6 +2948,8 @@ func (ec *executionContext) childFields_MountEvent(ctx context.Context, field gr
 		return ec.fieldContext_MountEvent_states(ctx, field)
 	case "command":
 		return ec.fieldContext_MountEvent_command(ctx, field)
+	case "alarm":
+		return ec.fieldContext_MountEvent_alarm(ctx, field)
 	case "occurredAt":
 		return ec.fieldContext_MountEvent_occurredAt(ctx, field)
 	}
@@ -2468,6 +3070,20 @@ func (ec *executionContext) childFields_ReportStatesResult(ctx context.Context, 
 		return ec.fieldContext_ReportStatesResult_duplicates(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ReportStatesResult", field.Name)
+}
+
+func (ec *executionContext) childFields_SuggestedAlarmRule(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_SuggestedAlarmRule_name(ctx, field)
+	case "severity":
+		return ec.fieldContext_SuggestedAlarmRule_severity(ctx, field)
+	case "conditions":
+		return ec.fieldContext_SuggestedAlarmRule_conditions(ctx, field)
+	case "forSeconds":
+		return ec.fieldContext_SuggestedAlarmRule_forSeconds(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SuggestedAlarmRule", field.Name)
 }
 
 func (ec *executionContext) childFields_SyncNfcTagsResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2694,6 +3310,20 @@ func (ec *executionContext) field_Mutation_abandonMount_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_acknowledgeAlarm_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_confirmAssociation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2708,6 +3338,20 @@ func (ec *executionContext) field_Mutation_confirmAssociation_args(ctx context.C
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createAlarmRule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.CreateAlarmRuleInput, error) {
+			return ec.unmarshalNCreateAlarmRuleInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCreateAlarmRuleInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createWebhook_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2719,6 +3363,20 @@ func (ec *executionContext) field_Mutation_createWebhook_args(ctx context.Contex
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteAlarmRule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -2890,6 +3548,28 @@ func (ec *executionContext) field_Mutation_testWebhook_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_updateAlarmRule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.UpdateAlarmRuleInput, error) {
+			return ec.unmarshalNUpdateAlarmRuleInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐUpdateAlarmRuleInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_updateMount_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2989,6 +3669,96 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_alarmRule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_alarmRules_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "currentPage",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["currentPage"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "pageSize",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["pageSize"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_alarms_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "state",
+		func(ctx context.Context, v any) (*model.AlarmState, error) {
+			return ec.unmarshalOAlarmState2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmState(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["state"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "severity",
+		func(ctx context.Context, v any) (*model.AlarmSeverity, error) {
+			return ec.unmarshalOAlarmSeverity2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmSeverity(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["severity"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "mountUid",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["mountUid"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "ruleId",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ruleId"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "currentPage",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["currentPage"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "pageSize",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["pageSize"] = arg5
 	return args, nil
 }
 
@@ -3491,6 +4261,695 @@ func (ec *executionContext) field___Type_fields_args(ctx context.Context, rawArg
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _Alarm_id(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Alarm_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Alarm_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Alarm_ruleId(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Alarm_ruleId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RuleID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Alarm_ruleId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Alarm_ruleName(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Alarm_ruleName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RuleName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Alarm_ruleName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Alarm_uid(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Alarm_uid(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Alarm_uid(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Alarm_severity(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Alarm_severity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Severity, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.AlarmSeverity) graphql.Marshaler {
+			return ec.marshalNAlarmSeverity2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmSeverity(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Alarm_severity(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type AlarmSeverity does not have child fields"))
+}
+
+func (ec *executionContext) _Alarm_state(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Alarm_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.AlarmState) graphql.Marshaler {
+			return ec.marshalNAlarmState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Alarm_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type AlarmState does not have child fields"))
+}
+
+func (ec *executionContext) _Alarm_raisedAt(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Alarm_raisedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RaisedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Alarm_raisedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Alarm_clearedAt(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Alarm_clearedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ClearedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DateTime) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Alarm_clearedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Alarm_acknowledgedAt(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Alarm_acknowledgedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AcknowledgedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DateTime) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Alarm_acknowledgedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Alarm_acknowledgedBy(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Alarm_acknowledgedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AcknowledgedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Alarm_acknowledgedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Alarm_values(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Alarm_values(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Values, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Alarm_values(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type JSON does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmCondition_code(ctx context.Context, field graphql.CollectedField, obj *model.AlarmCondition) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmCondition_code(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Code, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmCondition_code(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlarmCondition", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmCondition_op(ctx context.Context, field graphql.CollectedField, obj *model.AlarmCondition) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmCondition_op(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Op, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmCondition_op(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlarmCondition", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmCondition_value(ctx context.Context, field graphql.CollectedField, obj *model.AlarmCondition) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmCondition_value(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Value, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmCondition_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlarmCondition", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmCondition_presence(ctx context.Context, field graphql.CollectedField, obj *model.AlarmCondition) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmCondition_presence(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Presence, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Presence) graphql.Marshaler {
+			return ec.marshalOPresence2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPresence(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmCondition_presence(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlarmCondition", field, false, false, errors.New("field of type Presence does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmPage_alarms(ctx context.Context, field graphql.CollectedField, obj *model.AlarmPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmPage_alarms(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Alarms, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Alarm) graphql.Marshaler {
+			return ec.marshalNAlarm2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmPage_alarms(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AlarmPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Alarm(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AlarmPage_pagination(ctx context.Context, field graphql.CollectedField, obj *model.AlarmPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmPage_pagination(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pagination, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pagination) graphql.Marshaler {
+			return ec.marshalNPagination2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPagination(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmPage_pagination(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AlarmPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pagination(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AlarmRule_id(ctx context.Context, field graphql.CollectedField, obj *model.AlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmRule_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmRule_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlarmRule", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmRule_name(ctx context.Context, field graphql.CollectedField, obj *model.AlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmRule_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmRule_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlarmRule", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmRule_severity(ctx context.Context, field graphql.CollectedField, obj *model.AlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmRule_severity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Severity, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.AlarmSeverity) graphql.Marshaler {
+			return ec.marshalNAlarmSeverity2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmSeverity(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmRule_severity(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlarmRule", field, false, false, errors.New("field of type AlarmSeverity does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmRule_conditions(ctx context.Context, field graphql.CollectedField, obj *model.AlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmRule_conditions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Conditions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.AlarmCondition) graphql.Marshaler {
+			return ec.marshalNAlarmCondition2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmConditionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmRule_conditions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AlarmRule",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AlarmCondition(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AlarmRule_forSeconds(ctx context.Context, field graphql.CollectedField, obj *model.AlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmRule_forSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ForSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmRule_forSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlarmRule", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmRule_mountUids(ctx context.Context, field graphql.CollectedField, obj *model.AlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmRule_mountUids(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MountUids, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNID2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmRule_mountUids(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlarmRule", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmRule_enabled(ctx context.Context, field graphql.CollectedField, obj *model.AlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmRule_enabled(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Enabled, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmRule_enabled(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlarmRule", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmRule_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmRule_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmRule_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlarmRule", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmRule_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.AlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmRule_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmRule_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AlarmRule", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _AlarmRulePage_rules(ctx context.Context, field graphql.CollectedField, obj *model.AlarmRulePage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmRulePage_rules(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rules, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.AlarmRule) graphql.Marshaler {
+			return ec.marshalNAlarmRule2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmRuleᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmRulePage_rules(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AlarmRulePage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AlarmRule(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AlarmRulePage_pagination(ctx context.Context, field graphql.CollectedField, obj *model.AlarmRulePage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AlarmRulePage_pagination(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pagination, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pagination) graphql.Marshaler {
+			return ec.marshalNPagination2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPagination(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AlarmRulePage_pagination(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AlarmRulePage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pagination(ctx, field)
+		},
+	}
+	return fc, nil
+}
 
 func (ec *executionContext) _AuditActor_type(ctx context.Context, field graphql.CollectedField, obj *model.AuditActor) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -5132,6 +6591,52 @@ func (ec *executionContext) fieldContext_Mount_unverifiedStates(_ context.Contex
 	return graphql.NewScalarFieldContext("Mount", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _Mount_lastSeenAt(ctx context.Context, field graphql.CollectedField, obj *model.Mount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mount_lastSeenAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastSeenAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DateTime) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mount_lastSeenAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Mount", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Mount_presence(ctx context.Context, field graphql.CollectedField, obj *model.Mount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mount_presence(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Presence, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Presence) graphql.Marshaler {
+			return ec.marshalNPresence2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPresence(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mount_presence(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Mount", field, false, false, errors.New("field of type Presence does not have child fields"))
+}
+
 func (ec *executionContext) _MountEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.MountEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5292,6 +6797,38 @@ func (ec *executionContext) fieldContext_MountEvent_command(_ context.Context, f
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Command(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MountEvent_alarm(ctx context.Context, field graphql.CollectedField, obj *model.MountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountEvent_alarm(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Alarm, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Alarm) graphql.Marshaler {
+			return ec.marshalOAlarm2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarm(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MountEvent_alarm(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MountEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Alarm(ctx, field)
 		},
 	}
 	return fc, nil
@@ -5692,6 +7229,182 @@ func (ec *executionContext) fieldContext_MountStatePage_pagination(_ context.Con
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Pagination(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createAlarmRule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createAlarmRule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateAlarmRule(ctx, fc.Args["input"].(model.CreateAlarmRuleInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AlarmRule) graphql.Marshaler {
+			return ec.marshalNAlarmRule2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmRule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createAlarmRule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AlarmRule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createAlarmRule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateAlarmRule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateAlarmRule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateAlarmRule(ctx, fc.Args["id"].(string), fc.Args["input"].(model.UpdateAlarmRuleInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AlarmRule) graphql.Marshaler {
+			return ec.marshalNAlarmRule2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmRule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateAlarmRule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AlarmRule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateAlarmRule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteAlarmRule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteAlarmRule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteAlarmRule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteAlarmRule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteAlarmRule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_acknowledgeAlarm(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_acknowledgeAlarm(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AcknowledgeAlarm(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Alarm) graphql.Marshaler {
+			return ec.marshalNAlarm2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarm(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_acknowledgeAlarm(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Alarm(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_acknowledgeAlarm_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -6705,6 +8418,170 @@ func (ec *executionContext) fieldContext_Query_me(_ context.Context, field graph
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_alarmRules(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_alarmRules(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AlarmRules(ctx, fc.Args["currentPage"].(*int), fc.Args["pageSize"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AlarmRulePage) graphql.Marshaler {
+			return ec.marshalNAlarmRulePage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmRulePage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_alarmRules(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AlarmRulePage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_alarmRules_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_alarmRule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_alarmRule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AlarmRule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AlarmRule) graphql.Marshaler {
+			return ec.marshalNAlarmRule2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmRule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_alarmRule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AlarmRule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_alarmRule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_suggestedAlarmRules(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_suggestedAlarmRules(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().SuggestedAlarmRules(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.SuggestedAlarmRule) graphql.Marshaler {
+			return ec.marshalNSuggestedAlarmRule2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐSuggestedAlarmRuleᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_suggestedAlarmRules(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SuggestedAlarmRule(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_alarms(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_alarms(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Alarms(ctx, fc.Args["state"].(*model.AlarmState), fc.Args["severity"].(*model.AlarmSeverity), fc.Args["mountUid"].(*string), fc.Args["ruleId"].(*string), fc.Args["currentPage"].(*int), fc.Args["pageSize"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AlarmPage) graphql.Marshaler {
+			return ec.marshalNAlarmPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_alarms(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AlarmPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_alarms_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_audit(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7575,6 +9452,107 @@ func (ec *executionContext) fieldContext_Subscription_mountEvents(ctx context.Co
 		return fc, err
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _SuggestedAlarmRule_name(ctx context.Context, field graphql.CollectedField, obj *model.SuggestedAlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SuggestedAlarmRule_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SuggestedAlarmRule_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SuggestedAlarmRule", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _SuggestedAlarmRule_severity(ctx context.Context, field graphql.CollectedField, obj *model.SuggestedAlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SuggestedAlarmRule_severity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Severity, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.AlarmSeverity) graphql.Marshaler {
+			return ec.marshalNAlarmSeverity2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmSeverity(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SuggestedAlarmRule_severity(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SuggestedAlarmRule", field, false, false, errors.New("field of type AlarmSeverity does not have child fields"))
+}
+
+func (ec *executionContext) _SuggestedAlarmRule_conditions(ctx context.Context, field graphql.CollectedField, obj *model.SuggestedAlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SuggestedAlarmRule_conditions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Conditions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.AlarmCondition) graphql.Marshaler {
+			return ec.marshalNAlarmCondition2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmConditionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SuggestedAlarmRule_conditions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SuggestedAlarmRule",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AlarmCondition(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SuggestedAlarmRule_forSeconds(ctx context.Context, field graphql.CollectedField, obj *model.SuggestedAlarmRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SuggestedAlarmRule_forSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ForSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SuggestedAlarmRule_forSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SuggestedAlarmRule", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _SyncNfcTagsResult_mountUid(ctx context.Context, field graphql.CollectedField, obj *model.SyncNfcTagsResult) (ret graphql.Marshaler) {
@@ -9339,6 +11317,57 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputAlarmConditionInput(ctx context.Context, obj any) (model.AlarmConditionInput, error) {
+	var it model.AlarmConditionInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"code", "op", "value", "presence"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "code":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("code"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Code = data
+		case "op":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("op"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Op = data
+		case "value":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("value"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Value = data
+		case "presence":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("presence"))
+			data, err := ec.unmarshalOPresence2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPresence(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Presence = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputCommandParamsInput(ctx context.Context, obj any) (model.CommandParamsInput, error) {
 	var it model.CommandParamsInput
 	if obj == nil {
@@ -9392,6 +11421,64 @@ func (ec *executionContext) unmarshalInputCommandParamsInput(ctx context.Context
 				return it, err
 			}
 			it.TagUID = data
+		}
+	}
+	return it, nil
+}
+
+func (ec *executionContext) unmarshalInputCreateAlarmRuleInput(ctx context.Context, obj any) (model.CreateAlarmRuleInput, error) {
+	var it model.CreateAlarmRuleInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "severity", "conditions", "forSeconds", "mountUids"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "severity":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("severity"))
+			data, err := ec.unmarshalNAlarmSeverity2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmSeverity(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Severity = data
+		case "conditions":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("conditions"))
+			data, err := ec.unmarshalNAlarmConditionInput2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmConditionInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Conditions = data
+		case "forSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("forSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ForSeconds = data
+		case "mountUids":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mountUids"))
+			data, err := ec.unmarshalOID2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MountUids = data
 		}
 	}
 	return it, nil
@@ -9680,6 +11767,71 @@ func (ec *executionContext) unmarshalInputRequestAssociationInput(ctx context.Co
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputUpdateAlarmRuleInput(ctx context.Context, obj any) (model.UpdateAlarmRuleInput, error) {
+	var it model.UpdateAlarmRuleInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "severity", "conditions", "forSeconds", "mountUids", "enabled"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "severity":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("severity"))
+			data, err := ec.unmarshalOAlarmSeverity2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmSeverity(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Severity = data
+		case "conditions":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("conditions"))
+			data, err := ec.unmarshalOAlarmConditionInput2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmConditionInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Conditions = data
+		case "forSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("forSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ForSeconds = data
+		case "mountUids":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mountUids"))
+			data, err := ec.unmarshalOID2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MountUids = data
+		case "enabled":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("enabled"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Enabled = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputUpdateMountInput(ctx context.Context, obj any) (model.UpdateMountInput, error) {
 	var it model.UpdateMountInput
 	if obj == nil {
@@ -9833,6 +11985,311 @@ func (ec *executionContext) unmarshalInputUpdateWebhookInput(ctx context.Context
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
+
+var alarmImplementors = []string{"Alarm"}
+
+func (ec *executionContext) _Alarm(ctx context.Context, sel ast.SelectionSet, obj *model.Alarm) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, alarmImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Alarm")
+		case "id":
+			out.Values[i] = ec._Alarm_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "ruleId":
+			out.Values[i] = ec._Alarm_ruleId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "ruleName":
+			out.Values[i] = ec._Alarm_ruleName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "uid":
+			out.Values[i] = ec._Alarm_uid(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "severity":
+			out.Values[i] = ec._Alarm_severity(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._Alarm_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "raisedAt":
+			out.Values[i] = ec._Alarm_raisedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "clearedAt":
+			out.Values[i] = ec._Alarm_clearedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "acknowledgedAt":
+			out.Values[i] = ec._Alarm_acknowledgedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "acknowledgedBy":
+			out.Values[i] = ec._Alarm_acknowledgedBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "values":
+			out.Values[i] = ec._Alarm_values(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var alarmConditionImplementors = []string{"AlarmCondition"}
+
+func (ec *executionContext) _AlarmCondition(ctx context.Context, sel ast.SelectionSet, obj *model.AlarmCondition) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, alarmConditionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AlarmCondition")
+		case "code":
+			out.Values[i] = ec._AlarmCondition_code(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "op":
+			out.Values[i] = ec._AlarmCondition_op(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "value":
+			out.Values[i] = ec._AlarmCondition_value(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "presence":
+			out.Values[i] = ec._AlarmCondition_presence(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var alarmPageImplementors = []string{"AlarmPage"}
+
+func (ec *executionContext) _AlarmPage(ctx context.Context, sel ast.SelectionSet, obj *model.AlarmPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, alarmPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AlarmPage")
+		case "alarms":
+			out.Values[i] = ec._AlarmPage_alarms(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pagination":
+			out.Values[i] = ec._AlarmPage_pagination(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var alarmRuleImplementors = []string{"AlarmRule"}
+
+func (ec *executionContext) _AlarmRule(ctx context.Context, sel ast.SelectionSet, obj *model.AlarmRule) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, alarmRuleImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AlarmRule")
+		case "id":
+			out.Values[i] = ec._AlarmRule_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._AlarmRule_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "severity":
+			out.Values[i] = ec._AlarmRule_severity(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "conditions":
+			out.Values[i] = ec._AlarmRule_conditions(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "forSeconds":
+			out.Values[i] = ec._AlarmRule_forSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "mountUids":
+			out.Values[i] = ec._AlarmRule_mountUids(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "enabled":
+			out.Values[i] = ec._AlarmRule_enabled(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._AlarmRule_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updatedAt":
+			out.Values[i] = ec._AlarmRule_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var alarmRulePageImplementors = []string{"AlarmRulePage"}
+
+func (ec *executionContext) _AlarmRulePage(ctx context.Context, sel ast.SelectionSet, obj *model.AlarmRulePage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, alarmRulePageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AlarmRulePage")
+		case "rules":
+			out.Values[i] = ec._AlarmRulePage_rules(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pagination":
+			out.Values[i] = ec._AlarmRulePage_pagination(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
 
 var auditActorImplementors = []string{"AuditActor"}
 
@@ -10610,6 +13067,16 @@ func (ec *executionContext) _Mount(ctx context.Context, sel ast.SelectionSet, ob
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "lastSeenAt":
+			out.Values[i] = ec._Mount_lastSeenAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "presence":
+			out.Values[i] = ec._Mount_presence(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10670,6 +13137,11 @@ func (ec *executionContext) _MountEvent(ctx context.Context, sel ast.SelectionSe
 			}
 		case "command":
 			out.Values[i] = ec._MountEvent_command(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "alarm":
+			out.Values[i] = ec._MountEvent_alarm(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -10921,6 +13393,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Mutation")
+		case "createAlarmRule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createAlarmRule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateAlarmRule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateAlarmRule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteAlarmRule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteAlarmRule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "acknowledgeAlarm":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_acknowledgeAlarm(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "requestAssociation":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_requestAssociation(ctx, field)
@@ -11241,6 +13741,94 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_me(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "alarmRules":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_alarmRules(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "alarmRule":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_alarmRule(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "suggestedAlarmRules":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_suggestedAlarmRules(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "alarms":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_alarms(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -11702,6 +14290,59 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
+}
+
+var suggestedAlarmRuleImplementors = []string{"SuggestedAlarmRule"}
+
+func (ec *executionContext) _SuggestedAlarmRule(ctx context.Context, sel ast.SelectionSet, obj *model.SuggestedAlarmRule) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, suggestedAlarmRuleImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SuggestedAlarmRule")
+		case "name":
+			out.Values[i] = ec._SuggestedAlarmRule_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "severity":
+			out.Values[i] = ec._SuggestedAlarmRule_severity(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "conditions":
+			out.Values[i] = ec._SuggestedAlarmRule_conditions(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "forSeconds":
+			out.Values[i] = ec._SuggestedAlarmRule_forSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
 }
 
 var syncNfcTagsResultImplementors = []string{"SyncNfcTagsResult"}
@@ -12439,6 +15080,153 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) marshalNAlarm2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarm(ctx context.Context, sel ast.SelectionSet, v model.Alarm) graphql.Marshaler {
+	return ec._Alarm(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAlarm2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Alarm) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAlarm2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarm(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAlarm2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarm(ctx context.Context, sel ast.SelectionSet, v *model.Alarm) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Alarm(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAlarmCondition2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmCondition(ctx context.Context, sel ast.SelectionSet, v model.AlarmCondition) graphql.Marshaler {
+	return ec._AlarmCondition(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAlarmCondition2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmConditionᚄ(ctx context.Context, sel ast.SelectionSet, v []model.AlarmCondition) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAlarmCondition2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmCondition(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNAlarmConditionInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmConditionInput(ctx context.Context, v any) (model.AlarmConditionInput, error) {
+	res, err := ec.unmarshalInputAlarmConditionInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNAlarmConditionInput2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmConditionInputᚄ(ctx context.Context, v any) ([]model.AlarmConditionInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.AlarmConditionInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNAlarmConditionInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmConditionInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNAlarmPage2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmPage(ctx context.Context, sel ast.SelectionSet, v model.AlarmPage) graphql.Marshaler {
+	return ec._AlarmPage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAlarmPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmPage(ctx context.Context, sel ast.SelectionSet, v *model.AlarmPage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._AlarmPage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAlarmRule2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmRule(ctx context.Context, sel ast.SelectionSet, v model.AlarmRule) graphql.Marshaler {
+	return ec._AlarmRule(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAlarmRule2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmRuleᚄ(ctx context.Context, sel ast.SelectionSet, v []model.AlarmRule) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAlarmRule2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmRule(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAlarmRule2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmRule(ctx context.Context, sel ast.SelectionSet, v *model.AlarmRule) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._AlarmRule(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAlarmRulePage2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmRulePage(ctx context.Context, sel ast.SelectionSet, v model.AlarmRulePage) graphql.Marshaler {
+	return ec._AlarmRulePage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAlarmRulePage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmRulePage(ctx context.Context, sel ast.SelectionSet, v *model.AlarmRulePage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._AlarmRulePage(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNAlarmSeverity2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmSeverity(ctx context.Context, v any) (model.AlarmSeverity, error) {
+	var res model.AlarmSeverity
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAlarmSeverity2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmSeverity(ctx context.Context, sel ast.SelectionSet, v model.AlarmSeverity) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNAlarmState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmState(ctx context.Context, v any) (model.AlarmState, error) {
+	var res model.AlarmState
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAlarmState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmState(ctx context.Context, sel ast.SelectionSet, v model.AlarmState) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNAuditActor2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAuditActor(ctx context.Context, sel ast.SelectionSet, v *model.AuditActor) graphql.Marshaler {
 	if v == nil {
 		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
@@ -12551,6 +15339,11 @@ func (ec *executionContext) unmarshalNCommandStatus2githubᚗcomᚋmountdᚋmoun
 
 func (ec *executionContext) marshalNCommandStatus2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCommandStatus(ctx context.Context, sel ast.SelectionSet, v model.CommandStatus) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) unmarshalNCreateAlarmRuleInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCreateAlarmRuleInput(ctx context.Context, v any) (model.CreateAlarmRuleInput, error) {
+	res, err := ec.unmarshalInputCreateAlarmRuleInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNCreateWebhookInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCreateWebhookInput(ctx context.Context, v any) (model.CreateWebhookInput, error) {
@@ -13000,6 +15793,16 @@ func (ec *executionContext) marshalNPagination2ᚖgithubᚗcomᚋmountdᚋmountd
 	return ec._Pagination(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNPresence2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPresence(ctx context.Context, v any) (model.Presence, error) {
+	var res model.Presence
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPresence2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPresence(ctx context.Context, sel ast.SelectionSet, v model.Presence) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNReceiptInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐReceiptInput(ctx context.Context, v any) (model.ReceiptInput, error) {
 	res, err := ec.unmarshalInputReceiptInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -13097,6 +15900,26 @@ func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel
 	return ret
 }
 
+func (ec *executionContext) marshalNSuggestedAlarmRule2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐSuggestedAlarmRule(ctx context.Context, sel ast.SelectionSet, v model.SuggestedAlarmRule) graphql.Marshaler {
+	return ec._SuggestedAlarmRule(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNSuggestedAlarmRule2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐSuggestedAlarmRuleᚄ(ctx context.Context, sel ast.SelectionSet, v []model.SuggestedAlarmRule) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSuggestedAlarmRule2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐSuggestedAlarmRule(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNSyncNfcTagsResult2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐSyncNfcTagsResult(ctx context.Context, sel ast.SelectionSet, v model.SyncNfcTagsResult) graphql.Marshaler {
 	return ec._SyncNfcTagsResult(ctx, sel, &v)
 }
@@ -13109,6 +15932,11 @@ func (ec *executionContext) marshalNSyncNfcTagsResult2ᚖgithubᚗcomᚋmountd�
 		return graphql.Null
 	}
 	return ec._SyncNfcTagsResult(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNUpdateAlarmRuleInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐUpdateAlarmRuleInput(ctx context.Context, v any) (model.UpdateAlarmRuleInput, error) {
+	res, err := ec.unmarshalInputUpdateAlarmRuleInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNUpdateMountInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐUpdateMountInput(ctx context.Context, v any) (model.UpdateMountInput, error) {
@@ -13358,6 +16186,62 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
+func (ec *executionContext) marshalOAlarm2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarm(ctx context.Context, sel ast.SelectionSet, v *model.Alarm) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Alarm(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOAlarmConditionInput2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmConditionInputᚄ(ctx context.Context, v any) ([]model.AlarmConditionInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.AlarmConditionInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNAlarmConditionInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmConditionInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalOAlarmSeverity2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmSeverity(ctx context.Context, v any) (*model.AlarmSeverity, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.AlarmSeverity)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOAlarmSeverity2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmSeverity(ctx context.Context, sel ast.SelectionSet, v *model.AlarmSeverity) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalOAlarmState2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmState(ctx context.Context, v any) (*model.AlarmState, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.AlarmState)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOAlarmState2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarmState(ctx context.Context, sel ast.SelectionSet, v *model.AlarmState) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -13575,6 +16459,22 @@ func (ec *executionContext) marshalOMountState2ᚕgithubᚗcomᚋmountdᚋmountd
 	}
 
 	return ret
+}
+
+func (ec *executionContext) unmarshalOPresence2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPresence(ctx context.Context, v any) (*model.Presence, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.Presence)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOPresence2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPresence(ctx context.Context, sel ast.SelectionSet, v *model.Presence) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v any) (*string, error) {

@@ -9,6 +9,68 @@ import (
 	"strconv"
 )
 
+// One episode of a rule's conditions holding on a mount.
+type Alarm struct {
+	ID             string        `json:"id"`
+	RuleID         string        `json:"ruleId"`
+	RuleName       string        `json:"ruleName"`
+	UID            string        `json:"uid"`
+	Severity       AlarmSeverity `json:"severity"`
+	State          AlarmState    `json:"state"`
+	RaisedAt       DateTime      `json:"raisedAt"`
+	ClearedAt      *DateTime     `json:"clearedAt,omitempty"`
+	AcknowledgedAt *DateTime     `json:"acknowledgedAt,omitempty"`
+	// Who acknowledged it: the client id or the person's user id.
+	AcknowledgedBy *string `json:"acknowledgedBy,omitempty"`
+	// The mount's latest values when the alarm was raised, by state code, as in REST: {"BATTERY_LEVEL": "15", …}.
+	Values map[string]any `json:"values"`
+}
+
+// One condition of a rule: code op value on the mount's latest value, or presence alone.
+type AlarmCondition struct {
+	// BATTERY_LEVEL, CPU_TEMPERATURE, MOUNT_LOCKED or HELMET_MOUNTED; null for a presence condition.
+	Code *string `json:"code,omitempty"`
+	// <, <=, >, >=, == or !=; null for a presence condition.
+	Op *string `json:"op,omitempty"`
+	// The value compared with, a string as state values are ("20", "1"); null for a presence condition.
+	Value *string `json:"value,omitempty"`
+	// OFFLINE: the mount is not heard from; null for a value condition.
+	Presence *Presence `json:"presence,omitempty"`
+}
+
+// A condition as written: code, op and value, or presence alone (anything else is VALIDATION_FAILED, as in REST).
+type AlarmConditionInput struct {
+	Code     *string   `json:"code,omitempty"`
+	Op       *string   `json:"op,omitempty"`
+	Value    *string   `json:"value,omitempty"`
+	Presence *Presence `json:"presence,omitempty"`
+}
+
+type AlarmPage struct {
+	Alarms     []Alarm     `json:"alarms"`
+	Pagination *Pagination `json:"pagination"`
+}
+
+// A rule of the account: an alarm is raised on a mount whose latest values met every condition for forSeconds.
+type AlarmRule struct {
+	ID         string           `json:"id"`
+	Name       string           `json:"name"`
+	Severity   AlarmSeverity    `json:"severity"`
+	Conditions []AlarmCondition `json:"conditions"`
+	// How long (0–86400) the conditions must hold before an alarm is raised.
+	ForSeconds int `json:"forSeconds"`
+	// Empty: every mount of the account.
+	MountUids []string `json:"mountUids"`
+	Enabled   bool     `json:"enabled"`
+	CreatedAt DateTime `json:"createdAt"`
+	UpdatedAt DateTime `json:"updatedAt"`
+}
+
+type AlarmRulePage struct {
+	Rules      []AlarmRule `json:"rules"`
+	Pagination *Pagination `json:"pagination"`
+}
+
 // Who made a change: an API client, a person signed in, or an operator at the mountd commands.
 type AuditActor struct {
 	// client, user or cli.
@@ -72,6 +134,17 @@ type CommandParamsInput struct {
 	AlarmVolume      *string `json:"alarmVolume,omitempty"`
 	RfidMode         *string `json:"rfidMode,omitempty"`
 	TagUID           *string `json:"tagUid,omitempty"`
+}
+
+type CreateAlarmRuleInput struct {
+	Name     string        `json:"name"`
+	Severity AlarmSeverity `json:"severity"`
+	// 1 to 10 conditions, all of which must hold.
+	Conditions []AlarmConditionInput `json:"conditions"`
+	// 0 (the default) to 86400.
+	ForSeconds *int `json:"forSeconds,omitempty"`
+	// Empty or left out: every mount of the account.
+	MountUids []string `json:"mountUids,omitempty"`
 }
 
 type CreateWebhookInput struct {
@@ -157,6 +230,10 @@ type Mount struct {
 	DevicePublicKey *string `json:"devicePublicKey,omitempty"`
 	// The state codes whose latest value (the computed fields above) came in a report the mount did not sign: verified false.
 	UnverifiedStates []string `json:"unverifiedStates"`
+	// The server's time of the last accepted report or receipt upload in the current association; null before any.
+	LastSeenAt *DateTime `json:"lastSeenAt,omitempty"`
+	// ONLINE while lastSeenAt is within MOUNTD_OFFLINE_AFTER, then OFFLINE; UNKNOWN while lastSeenAt is null.
+	Presence Presence `json:"presence"`
 }
 
 type MountEvent struct {
@@ -168,7 +245,9 @@ type MountEvent struct {
 	// A report's new entries (STATES_REPORTED only).
 	States []MountState `json:"states,omitempty"`
 	// The command whose status moved (COMMAND_EXECUTED, COMMAND_REFUSED, COMMAND_UNCONFIRMED); issuedBy is null for restricted tokens.
-	Command    *Command `json:"command,omitempty"`
+	Command *Command `json:"command,omitempty"`
+	// The alarm an ALARM_RAISED, ALARM_CLEARED or ALARM_ACKNOWLEDGED event is about (never sent to a restricted token with mount items).
+	Alarm      *Alarm   `json:"alarm,omitempty"`
 	OccurredAt DateTime `json:"occurredAt"`
 }
 
@@ -285,10 +364,28 @@ type RequestAssociationInput struct {
 type Subscription struct {
 }
 
+// A starting rule offered to an account (suggestedAlarmRules): create it as it is, or change it first.
+type SuggestedAlarmRule struct {
+	Name       string           `json:"name"`
+	Severity   AlarmSeverity    `json:"severity"`
+	Conditions []AlarmCondition `json:"conditions"`
+	ForSeconds int              `json:"forSeconds"`
+}
+
 type SyncNfcTagsResult struct {
 	MountUID string `json:"mountUid"`
 	Added    int    `json:"added"`
 	Removed  int    `json:"removed"`
+}
+
+// The fields to change; those left out stay. Changing conditions, forSeconds or mountUids, or disabling, clears the rule's open alarms.
+type UpdateAlarmRuleInput struct {
+	Name       *string               `json:"name,omitempty"`
+	Severity   *AlarmSeverity        `json:"severity,omitempty"`
+	Conditions []AlarmConditionInput `json:"conditions,omitempty"`
+	ForSeconds *int                  `json:"forSeconds,omitempty"`
+	MountUids  []string              `json:"mountUids,omitempty"`
+	Enabled    *bool                 `json:"enabled,omitempty"`
 }
 
 type UpdateMountInput struct {
@@ -358,6 +455,119 @@ type WebhookTestResult struct {
 	ResponseStatus *int    `json:"responseStatus,omitempty"`
 	Error          *string `json:"error,omitempty"`
 	DurationMs     int     `json:"durationMs"`
+}
+
+type AlarmSeverity string
+
+const (
+	AlarmSeverityInfo     AlarmSeverity = "INFO"
+	AlarmSeverityWarning  AlarmSeverity = "WARNING"
+	AlarmSeverityCritical AlarmSeverity = "CRITICAL"
+)
+
+var AllAlarmSeverity = []AlarmSeverity{
+	AlarmSeverityInfo,
+	AlarmSeverityWarning,
+	AlarmSeverityCritical,
+}
+
+func (e AlarmSeverity) IsValid() bool {
+	switch e {
+	case AlarmSeverityInfo, AlarmSeverityWarning, AlarmSeverityCritical:
+		return true
+	}
+	return false
+}
+
+func (e AlarmSeverity) String() string {
+	return string(e)
+}
+
+func (e *AlarmSeverity) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = AlarmSeverity(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid AlarmSeverity", str)
+	}
+	return nil
+}
+
+func (e AlarmSeverity) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *AlarmSeverity) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e AlarmSeverity) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// ACTIVE while the rule's conditions hold; CLEARED once they ended (or the rule was deleted, disabled or changed, or the mount left the account).
+type AlarmState string
+
+const (
+	AlarmStateActive  AlarmState = "ACTIVE"
+	AlarmStateCleared AlarmState = "CLEARED"
+)
+
+var AllAlarmState = []AlarmState{
+	AlarmStateActive,
+	AlarmStateCleared,
+}
+
+func (e AlarmState) IsValid() bool {
+	switch e {
+	case AlarmStateActive, AlarmStateCleared:
+		return true
+	}
+	return false
+}
+
+func (e AlarmState) String() string {
+	return string(e)
+}
+
+func (e *AlarmState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = AlarmState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid AlarmState", str)
+	}
+	return nil
+}
+
+func (e AlarmState) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *AlarmState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e AlarmState) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 // Where a command stands: ISSUED, then EXECUTED or REFUSED from the mount's receipt, or UNCONFIRMED when expiresAt passed without one (a late receipt still moves it on).
@@ -434,6 +644,11 @@ const (
 	MountEventTypeCommandExecuted      MountEventType = "COMMAND_EXECUTED"
 	MountEventTypeCommandRefused       MountEventType = "COMMAND_REFUSED"
 	MountEventTypeCommandUnconfirmed   MountEventType = "COMMAND_UNCONFIRMED"
+	MountEventTypeMountOffline         MountEventType = "MOUNT_OFFLINE"
+	MountEventTypeMountOnline          MountEventType = "MOUNT_ONLINE"
+	MountEventTypeAlarmRaised          MountEventType = "ALARM_RAISED"
+	MountEventTypeAlarmCleared         MountEventType = "ALARM_CLEARED"
+	MountEventTypeAlarmAcknowledged    MountEventType = "ALARM_ACKNOWLEDGED"
 )
 
 var AllMountEventType = []MountEventType{
@@ -448,11 +663,16 @@ var AllMountEventType = []MountEventType{
 	MountEventTypeCommandExecuted,
 	MountEventTypeCommandRefused,
 	MountEventTypeCommandUnconfirmed,
+	MountEventTypeMountOffline,
+	MountEventTypeMountOnline,
+	MountEventTypeAlarmRaised,
+	MountEventTypeAlarmCleared,
+	MountEventTypeAlarmAcknowledged,
 }
 
 func (e MountEventType) IsValid() bool {
 	switch e {
-	case MountEventTypeStatesReported, MountEventTypeAssociationRequested, MountEventTypeAssociationConfirmed, MountEventTypeAssociationExpired, MountEventTypeAbandoned, MountEventTypeDeleted, MountEventTypeNfcTagsSynced, MountEventTypeCommandIssued, MountEventTypeCommandExecuted, MountEventTypeCommandRefused, MountEventTypeCommandUnconfirmed:
+	case MountEventTypeStatesReported, MountEventTypeAssociationRequested, MountEventTypeAssociationConfirmed, MountEventTypeAssociationExpired, MountEventTypeAbandoned, MountEventTypeDeleted, MountEventTypeNfcTagsSynced, MountEventTypeCommandIssued, MountEventTypeCommandExecuted, MountEventTypeCommandRefused, MountEventTypeCommandUnconfirmed, MountEventTypeMountOffline, MountEventTypeMountOnline, MountEventTypeAlarmRaised, MountEventTypeAlarmCleared, MountEventTypeAlarmAcknowledged:
 		return true
 	}
 	return false
@@ -488,6 +708,64 @@ func (e *MountEventType) UnmarshalJSON(b []byte) error {
 }
 
 func (e MountEventType) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Whether a mount is heard from: UNKNOWN before any accepted report or receipt, ONLINE while lastSeenAt is within the offline-after threshold (MOUNTD_OFFLINE_AFTER), then OFFLINE.
+type Presence string
+
+const (
+	PresenceUnknown Presence = "UNKNOWN"
+	PresenceOnline  Presence = "ONLINE"
+	PresenceOffline Presence = "OFFLINE"
+)
+
+var AllPresence = []Presence{
+	PresenceUnknown,
+	PresenceOnline,
+	PresenceOffline,
+}
+
+func (e Presence) IsValid() bool {
+	switch e {
+	case PresenceUnknown, PresenceOnline, PresenceOffline:
+		return true
+	}
+	return false
+}
+
+func (e Presence) String() string {
+	return string(e)
+}
+
+func (e *Presence) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = Presence(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid Presence", str)
+	}
+	return nil
+}
+
+func (e Presence) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *Presence) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e Presence) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
