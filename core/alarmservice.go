@@ -727,20 +727,21 @@ func staleRules(w MountWatch, rules []AlarmRule) bool {
 // reportWatch is the evaluation a report runs in its transaction; with
 // fresh false it refuses to decide on rules the open episodes say are
 // stale (errStaleRules), and the report is tried again with fresh ones.
-func (s *AlarmService) reportWatch(ctx context.Context, accountID string, now time.Time, mode WatchMode, fresh bool) (func(MountWatch) (WatchChanges, error), error) {
+func (s *AlarmService) reportWatch(ctx context.Context, accountID, uid string, now time.Time, mode WatchMode, fresh bool) (watch func(MountWatch) (WatchChanges, error), light bool, err error) {
 	if fresh {
 		s.invalidate(accountID)
 	}
 	rules, err := s.enabledRules(ctx, accountID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	light = !slices.ContainsFunc(rules, func(r AlarmRule) bool { return r.applies(uid) })
 	return func(w MountWatch) (WatchChanges, error) {
 		if !fresh && staleRules(w, rules) {
 			return WatchChanges{}, errStaleRules{}
 		}
 		return DecideWatch(w, rules, now, mode, s.offlineAfter), nil
-	}, nil
+	}, light, nil
 }
 
 // IsStaleRules reports whether err asks for the rules to be read again.

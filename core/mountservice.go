@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"encoding/hex"
 	"log/slog"
 	"strings"
@@ -560,6 +561,7 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 		mode = WatchValues
 		if s.counts(newest, now) {
 			mode = WatchHeard
+			check.SeenAt = now
 		}
 		check.WatchEvents = &watched
 	}
@@ -569,8 +571,13 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 			// Rules come from the cache; should the open episodes show it
 			// stale, the transaction rolls back and runs once more with
 			// the rules read afresh.
-			if check.Watch, err = s.alarms.reportWatch(ctx, p.AccountID, now, mode, attempt > 0); err != nil {
+			var light bool
+			if check.Watch, light, err = s.alarms.reportWatch(ctx, p.AccountID, uid, now, mode, attempt > 0); err != nil {
 				return ReportResult{}, err
+			}
+			check.LightCut = time.Time{}
+			if light && attempt == 0 {
+				check.LightCut = now.Add(-s.offlineAfter)
 			}
 		}
 		if check.Check == nil && check.Watch == nil {
@@ -578,7 +585,7 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 		} else {
 			_, accepted, err = s.states.InsertReport(ctx, uid, p.AccountID, entries, check, ev)
 		}
-		if attempt == 0 && isStaleRules(err) {
+		if attempt == 0 && (isStaleRules(err) || errors.Is(err, ErrFullWatch)) {
 			continue
 		}
 		break

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"math"
@@ -269,7 +270,20 @@ type ReportCheck struct {
 	// report's) go to WatchEvents.
 	Watch       func(MountWatch) (WatchChanges, error)
 	WatchEvents *[]*Event
+	// SeenAt, when not zero, is the lastSeenAt the report gives the mount:
+	// the report's event shows the mount with it.
+	SeenAt time.Time
+	// LightCut, when not zero, says no enabled rule applies to the mount:
+	// unless the mount was announced offline or last seen at or before
+	// LightCut (a lapse to announce), the report only moves lastSeenAt,
+	// without Watch's lock and reads. Otherwise the store answers
+	// ErrFullWatch and the report is tried again without LightCut.
+	LightCut time.Time
 }
+
+// ErrFullWatch asks for a report to be tried again with its full watch
+// (ReportCheck.LightCut).
+var ErrFullWatch = errors.New("the report needs its full watch")
 
 // StateFilter narrows a state history listing; From is inclusive, To
 // exclusive.

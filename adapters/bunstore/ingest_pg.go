@@ -113,7 +113,7 @@ func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID st
 	// The event's latest values are computed, not read back, so the
 	// upsert and the event insert go as one statement.
 	e.States = accepted
-	return accepted, s.appendEventWith(ctx, tx, e, mount, mergeLatest(before, latest), query, args)
+	return accepted, s.appendEventWith(ctx, tx, e, seenSnapshot(mount, r), mergeLatest(before, latest), query, args)
 }
 
 // appendArrayText appends element i of n to a PostgreSQL array literal,

@@ -127,10 +127,11 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 			return nil
 		}
 		e.States = accepted
-		return s.appendEventWith(ctx, tx, e, &mount, mergeLatest(before, latest), "", nil)
+		return s.appendEventWith(ctx, tx, e, seenSnapshot(&mount, r), mergeLatest(before, latest), "", nil)
 	}
+	light := r.Watch != nil && !r.LightCut.IsZero()
 	insert := func(ctx context.Context, tx bun.Tx) error {
-		if r.Watch != nil && s.postgres {
+		if r.Watch != nil && !light && s.postgres {
 			// The watch locks the mount row; taken first, it serialises the
 			// mount's reports rather than letting two upgrade their key
 			// share locks into a deadlock.
@@ -143,6 +144,9 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 		}
 		if r.Watch == nil {
 			return nil
+		}
+		if light {
+			return s.moveLastSeen(ctx, tx, &mount, r)
 		}
 		events, err := s.watchTx(ctx, tx, uid, r.Watch)
 		if err != nil {
@@ -303,4 +307,35 @@ func (s *Store) applyReportCheck(ctx context.Context, tx bun.Tx, r core.ReportCh
 	}
 	mount.SoftwareRevision, mount.UpdatedAt = r.SoftwareRevision, millis(now)
 	return nil
+}
+
+// seenSnapshot is the mount as a report leaves it, for the report's event:
+// with the lastSeenAt the report gives it (the watch writes it later in the
+// transaction).
+func seenSnapshot(m *mountRow, r core.ReportCheck) *mountRow {
+	at := millis(r.SeenAt)
+	if r.SeenAt.IsZero() || m.LastSeenAt.Valid && m.LastSeenAt.Int64 >= at {
+		return m
+	}
+	snap := *m
+	snap.LastSeenAt, snap.OfflineAnnounced = sql.NullInt64{Int64: at, Valid: true}, false
+	return &snap
+}
+
+// moveLastSeen is a report's light watch (ReportCheck.LightCut): no rule
+// applies to the mount, so a mount heard within its threshold and not
+// announced offline only has lastSeenAt moved on. That update is monotonic
+// and emits nothing, so concurrent reports need no lock beyond the
+// report's own. A mount with a lapse to announce or announced offline gets
+// ErrFullWatch: its events need the full watch under the mount's lock.
+func (s *Store) moveLastSeen(ctx context.Context, tx bun.Tx, m *mountRow, r core.ReportCheck) error {
+	if m.OfflineAnnounced || m.LastSeenAt.Valid && m.LastSeenAt.Int64 <= millis(r.LightCut) {
+		return core.ErrFullWatch
+	}
+	if r.SeenAt.IsZero() {
+		return nil
+	}
+	at := millis(r.SeenAt)
+	_, err := tx.NewRaw(`UPDATE mounts SET last_seen_at = ? WHERE uid = ? AND (last_seen_at IS NULL OR last_seen_at < ?)`, at, m.UID, at).Exec(ctx)
+	return err
 }

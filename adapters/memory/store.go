@@ -518,7 +518,13 @@ func (s *Store) InsertReport(_ context.Context, uid, accountID string, entries [
 	}
 	if len(accepted) > 0 && e != nil {
 		e.States = slices.Clone(accepted)
-		s.appendLocked(e, *m)
+		// The event shows the mount as the report leaves it: with the
+		// lastSeenAt the watch below gives it.
+		snap := *m
+		if !r.SeenAt.IsZero() && snap.LastSeenAt.Before(r.SeenAt) {
+			snap.LastSeenAt = ms(r.SeenAt)
+		}
+		s.appendLocked(e, snap)
 	}
 	if r.Watch != nil {
 		events, err := s.watchLocked(uid, r.Watch)
