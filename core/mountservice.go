@@ -2,8 +2,8 @@ package core
 
 import (
 	"context"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"strings"
 	"time"
