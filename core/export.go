@@ -46,17 +46,19 @@ const exportRetryAfter = 10 * time.Second
 // ExportService holds the rules of the exports: owners only, a mount of
 // the caller's account, a bounded number at once.
 type ExportService struct {
-	store  ExportStore
-	mounts MountStore
-	now    func() time.Time
+	// offlineAfter makes each exported mount's presence from its lastSeenAt.
+	offlineAfter time.Duration
+	store        ExportStore
+	mounts       MountStore
+	now          func() time.Time
 
 	mu      sync.Mutex
 	running map[string]int // by account
 }
 
 // NewExportService returns an ExportService over its ports.
-func NewExportService(store ExportStore, mounts MountStore) *ExportService {
-	return &ExportService{store: store, mounts: mounts, now: time.Now, running: map[string]int{}}
+func NewExportService(store ExportStore, mounts MountStore, offlineAfter OfflineAfter) *ExportService {
+	return &ExportService{store: store, mounts: mounts, offlineAfter: time.Duration(offlineAfter), now: time.Now, running: map[string]int{}}
 }
 
 // ParseFleetFilter turns the exports' filter= text into a MountFilter. The
@@ -91,7 +93,11 @@ func (s *ExportService) ExportMounts(ctx context.Context, p Principal, filter st
 	defer release()
 	ctx, cancel := context.WithTimeout(ctx, MaxExportDuration)
 	defer cancel()
-	return s.store.EachMount(ctx, p.AccountID, f, s.now().UTC(), yield)
+	now := s.now().UTC()
+	return s.store.EachMount(ctx, p.AccountID, f, now, func(m Mount) error {
+		m.Presence = PresenceAt(m.LastSeenAt, s.offlineAfter, now)
+		return yield(m)
+	})
 }
 
 // ExportStates streams one mount's history to yield (GET /exports/states).

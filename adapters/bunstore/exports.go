@@ -17,7 +17,7 @@ var _ core.ExportStore = (*Store)(nil)
 func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFilter, now time.Time, yield func(core.Mount) error) (err error) {
 	q := s.db.NewSelect().TableExpr("mounts AS m").
 		ColumnExpr("m.uid, m.name, m.serial_number, m.mac_address, m.firmware_revision, m.software_revision, m.model_number").
-		ColumnExpr("m.association_state, m.associated_at, m.device_public_key")
+		ColumnExpr("m.association_state, m.associated_at, m.device_public_key, m.last_seen_at")
 	for i, code := range core.StateCodes {
 		q = q.ColumnExpr(fmt.Sprintf("l%d.value, l%d.occurred_at, l%d.verified", i, i, i)).
 			Join(fmt.Sprintf("LEFT JOIN mount_latest_states AS l%d ON l%d.mount_uid = m.uid AND l%d.account_id = m.owner_account_id AND l%d.code = ?", i, i, i, i), string(code))
@@ -33,13 +33,14 @@ func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFil
 		state        string
 		associatedAt sql.NullInt64
 		deviceKey    sql.NullString
+		lastSeen     sql.NullInt64
 		values       = make([]sql.NullString, len(core.StateCodes))
 		occurred     = make([]sql.NullInt64, len(core.StateCodes))
 		verified     = make([]sql.NullBool, len(core.StateCodes))
 		latest       = make([]core.StateEntry, 0, len(core.StateCodes))
 	)
 	dest := []any{&m.UID, &m.Name, &m.SerialNumber, &m.MACAddress, &m.FirmwareRevision, &m.SoftwareRevision,
-		&m.ModelNumber, &state, &associatedAt, &deviceKey}
+		&m.ModelNumber, &state, &associatedAt, &deviceKey, &lastSeen}
 	for i := range core.StateCodes {
 		dest = append(dest, &values[i], &occurred[i], &verified[i])
 	}
@@ -48,7 +49,10 @@ func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFil
 			return err
 		}
 		m.State, m.OwnerID, m.AssociatedAt = core.AssociationState(state), accountID, time.Time{}
-		m.DevicePublicKey = deviceKey.String
+		m.DevicePublicKey, m.LastSeenAt = deviceKey.String, time.Time{}
+		if lastSeen.Valid {
+			m.LastSeenAt = fromMillis(lastSeen.Int64)
+		}
 		if associatedAt.Valid {
 			m.AssociatedAt = fromMillis(associatedAt.Int64)
 		}

@@ -39,17 +39,16 @@ func TestExports(t *testing.T) {
 			a.confirm(t, "E1")
 			a.associate(t, "E2", map[string]any{"name": `He said "hi"`, "serialNumber": "-SN2", "modelNumber": "-5"})
 			b.associate(t, "EB", nil)
-			base := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+			// Within MOUNTD_OFFLINE_AFTER: the reports make E1 seen and ONLINE.
+			base := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Millisecond)
 			a.report(t, "E1", entry("BATTERY_LEVEL", "80.5", base), entry("CPU_TEMPERATURE", "-12.25", base),
 				entry("MOUNT_LOCKED", "1", base), entry("BATTERY_LEVEL", "79", base.Add(time.Minute)))
 			b.report(t, "EB", entry("BATTERY_LEVEL", "1", base))
 			e1 := a.get(t, "E1")
-			// Reports an hour old do not make the mount seen (docs/api.md,
-			// "Presence and alarms"): whatever the server says, the row says.
-			e1Seen := ""
-			if e1.LastSeenAt != nil {
-				e1Seen = *e1.LastSeenAt
+			if e1.LastSeenAt == nil || e1.Presence != "ONLINE" {
+				t.Fatalf("E1 after its reports: lastSeenAt %v, presence %s", e1.LastSeenAt, e1.Presence)
 			}
+			e1Seen := *e1.LastSeenAt
 
 			history := decode[historyView](t, a.ok(t, http.MethodGet, "/api/v1/mounts/E1/states", nil)).States
 			received := map[string]string{} // by code and occurredAt

@@ -99,10 +99,10 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	cursorCodec := provideCursorCodec(sealer)
 	webhookDeps := provideWebhookDeps(cfg, store, sealer, fleet, rateLimiter, cursorCodec, logger)
 	webhookService := core.NewWebhookService(webhookDeps)
-	exportService := core.NewExportService(store, store)
+	offlineAfter := provideOfflineAfter(cfg)
+	exportService := core.NewExportService(store, store, offlineAfter)
 	auditCursors := provideAuditCursors(sealer)
 	auditService := core.NewAuditService(store, auditCursors)
-	offlineAfter := provideOfflineAfter(cfg)
 	alarmDeps := core.AlarmDeps{
 		Store:        store,
 		Mounts:       mountService,
