@@ -420,32 +420,49 @@ func (s *Store) WatchMount(ctx context.Context, uid string, decide func(core.Mou
 
 // watchTx is WatchMount in tx.
 func (s *Store) watchTx(ctx context.Context, tx bun.Tx, uid string, decide func(core.MountWatch) (core.WatchChanges, error)) ([]*core.Event, error) {
+	w, row, err := s.readWatch(ctx, tx, uid)
+	if err != nil {
+		return nil, err
+	}
+	return s.applyWatch(ctx, tx, uid, w, row, decide)
+}
+
+// readWatch reads what a watch of uid decides on: the mount with its
+// owner's latest values (the row locked on PostgreSQL) and its open
+// episodes; row is nil for a mount without a row.
+func (s *Store) readWatch(ctx context.Context, tx bun.Tx, uid string) (core.MountWatch, *mountRow, error) {
+	var w core.MountWatch
+	query := s.sql.mountWithLatestTx
+	if s.postgres {
+		query += " FOR UPDATE OF m"
+	}
+	var rows []mountLatestRow
+	if err := tx.NewRaw(query, uid).Scan(ctx, &rows); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return w, nil, err
+	}
+	var row *mountRow
+	if len(rows) > 0 {
+		row = &rows[0].mountRow
+		w.Mount, w.OfflineAnnounced = row.toMount(), row.OfflineAnnounced
+		w.Latest = latestOf(rows)
+	}
+	var open []alarmRow
+	if err := tx.NewSelect().Model(&open).Where("mount_uid = ? AND state IN ('PENDING', 'ACTIVE')", uid).Order("id").Scan(ctx); err != nil {
+		return w, nil, err
+	}
+	for _, r := range open {
+		w.Tracks = append(w.Tracks, r.toTrack())
+	}
+	return w, row, nil
+}
+
+// applyWatch decides on w (read with row, nil for a mount without a row,
+// in tx) and makes the changes, each conditional; it returns the events
+// whose change happened, appended.
+func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.MountWatch, row *mountRow,
+	decide func(core.MountWatch) (core.WatchChanges, error)) ([]*core.Event, error) {
 	var events []*core.Event
 	err := func() error {
-		var w core.MountWatch
-		// The mount with its owner's latest values in one read, the row
-		// locked on PostgreSQL.
-		query := s.sql.mountWithLatestTx
-		if s.postgres {
-			query += " FOR UPDATE OF m"
-		}
-		var rows []mountLatestRow
-		if err := tx.NewRaw(query, uid).Scan(ctx, &rows); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		var row *mountRow
-		if len(rows) > 0 {
-			row = &rows[0].mountRow
-			w.Mount, w.OfflineAnnounced = row.toMount(), row.OfflineAnnounced
-			w.Latest = latestOf(rows)
-		}
-		var open []alarmRow
-		if err := tx.NewSelect().Model(&open).Where("mount_uid = ? AND state IN ('PENDING', 'ACTIVE')", uid).Order("id").Scan(ctx); err != nil {
-			return err
-		}
-		for _, r := range open {
-			w.Tracks = append(w.Tracks, r.toTrack())
-		}
 		c, err := decide(w)
 		if err != nil {
 			return err

@@ -49,6 +49,9 @@ type Store struct {
 		mountWithLatestTx string
 		// ingest is a report's first statement on PostgreSQL.
 		ingest string
+		// ingestWatched is ingest for a report whose rules are evaluated
+		// in its transaction (ingestWatchedSQL).
+		ingestWatched string
 	}
 }
 
@@ -100,6 +103,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 	s.sql.mountWithLatest = s.mountWithLatestSQL(s.param(1))
 	s.sql.mountWithLatestTx = s.mountWithLatestSQL("?")
 	s.sql.ingest = s.ingestSQL()
+	s.sql.ingestWatched = s.ingestWatchedSQL()
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.db.PingContext(pingCtx); err != nil {

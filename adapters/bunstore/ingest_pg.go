@@ -2,8 +2,12 @@ package bunstore
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/uptrace/bun"
 
@@ -22,6 +26,9 @@ type ingestRow struct {
 	NewCodes    []string `bun:"new_codes,array"`
 	NewAt       []int64  `bun:"new_at,array"`
 	NewVals     []string `bun:"new_values,array"`
+	// OpenAlarms are the mount's open episodes, as JSON arrays of
+	// alarmColumns (ingestWatchedSQL only).
+	OpenAlarms string `bun:"open_alarms"`
 }
 
 // ingestSQL is the report's first statement on PostgreSQL, prepared once
@@ -53,11 +60,74 @@ func (s *Store) ingestSQL() string {
 		CROSS JOIN (SELECT array_agg(code) AS new_codes, array_agg(occurred_at) AS new_at, array_agg(value) AS new_values FROM ins) AS i`
 }
 
+// ingestWatchedSQL is ingestSQL for a report whose alarm rules and presence
+// are evaluated in its transaction, run once the transaction holds the
+// mount's row FOR UPDATE (a statement of its own: a lock taken inside this
+// one would leave its other reads on the snapshot from before the wait):
+// the mount's open episodes come in the same row, so that the evaluation
+// reads nothing more.
+func (s *Store) ingestWatchedSQL() string {
+	q := s.ingestSQL()
+	cols := make([]string, len(alarmColumns))
+	for i, c := range alarmColumns {
+		cols[i] = "a." + c
+	}
+	return strings.Replace(q, "SELECT m.*, l.latest_codes,", `SELECT m.*, (SELECT coalesce(json_agg(json_build_array(`+strings.Join(cols, ", ")+`) ORDER BY a.id), '[]')
+			FROM alarms AS a WHERE a.mount_uid = m.uid AND a.state IN ('PENDING', 'ACTIVE')) AS open_alarms, l.latest_codes,`, 1)
+}
+
+// alarmColumns are the alarm columns ingestWatchedSQL answers, in
+// decodeOpenAlarms' order.
+var alarmColumns = []string{"id", "account_id", "rule_id", "rule_name", "rule_revision", "mount_uid", "severity", "state",
+	"since", "due_at", "raised_at", "cleared_at", "acknowledged_at", "acknowledged_by", "alarm_values"}
+
+// decodeOpenAlarms reads ingestWatchedSQL's open_alarms.
+func decodeOpenAlarms(text string) ([]alarmRow, error) {
+	var items [][]json.RawMessage
+	if err := json.Unmarshal([]byte(text), &items); err != nil {
+		return nil, err
+	}
+	out := make([]alarmRow, len(items))
+	for i, it := range items {
+		if len(it) != len(alarmColumns) {
+			return nil, fmt.Errorf("open alarm with %d columns", len(it))
+		}
+		r := &out[i]
+		var raised, cleared, acked *int64
+		var ackedBy, values *string
+		for j, dst := range []any{&r.ID, &r.AccountID, &r.RuleID, &r.RuleName, &r.RuleRevision, &r.MountUID, &r.Severity, &r.State,
+			&r.Since, &r.DueAt, &raised, &cleared, &acked, &ackedBy, &values} {
+			if err := json.Unmarshal(it[j], dst); err != nil {
+				return nil, fmt.Errorf("open alarm %s: %w", alarmColumns[j], err)
+			}
+		}
+		for _, n := range []struct {
+			v   *int64
+			dst *sql.NullInt64
+		}{{raised, &r.RaisedAt}, {cleared, &r.ClearedAt}, {acked, &r.AcknowledgedAt}} {
+			if n.v != nil {
+				*n.dst = sql.NullInt64{Int64: *n.v, Valid: true}
+			}
+		}
+		if ackedBy != nil {
+			r.AcknowledgedBy = sql.NullString{String: *ackedBy, Valid: true}
+		}
+		if values != nil {
+			r.Values = sql.NullString{String: *values, Valid: true}
+		}
+	}
+	return out, nil
+}
+
 // insertStatesPG is InsertStates on PostgreSQL: the mount check, the
 // latest values and the entries in one statement, the latest values'
 // upsert and the event (if any) in a second, in one transaction.
+//
+// With watched, the statement is ingestWatchedSQL and watched gets what the
+// evaluation reads: the mount as the report leaves it, its latest values
+// after the report and its open episodes.
 func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID string, entries []core.StateEntry,
-	r core.ReportCheck, e *core.Event, mount *mountRow) ([]core.StateEntry, error) {
+	r core.ReportCheck, e *core.Event, mount *mountRow, watched *core.MountWatch) ([]core.StateEntry, error) {
 	receivedAt := millis(entries[0].ReceivedAt)
 	codes, at, values := make([]byte, 0, 20*len(entries)), make([]byte, 0, 14*len(entries)), make([]byte, 0, 8*len(entries))
 	for i, entry := range entries {
@@ -65,7 +135,11 @@ func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID st
 		at = appendArrayInt(at, i, len(entries), millis(entry.OccurredAt))
 		values = appendArrayText(values, i, len(entries), entry.Value)
 	}
-	st, err := s.prepared(ctx, s.sql.ingest)
+	statement := s.sql.ingest
+	if watched != nil {
+		statement = s.sql.ingestWatched
+	}
+	st, err := s.prepared(ctx, statement)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +176,16 @@ func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID st
 			OccurredAt: fromMillis(row.NewAt[i]), ReceivedAt: fromMillis(receivedAt), Verified: entries[0].Verified}
 	}
 	latest := core.LatestPerCode(accepted)
+	if watched != nil {
+		open, err := decodeOpenAlarms(row.OpenAlarms)
+		if err != nil {
+			return nil, err
+		}
+		*watched = core.MountWatch{Mount: mount.toMount(), OfflineAnnounced: mount.OfflineAnnounced, Latest: mergeLatest(before, latest)}
+		for _, a := range open {
+			watched.Tracks = append(watched.Tracks, a.toTrack())
+		}
+	}
 	if len(latest) == 0 {
 		return accepted, nil
 	}

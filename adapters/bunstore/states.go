@@ -58,13 +58,20 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 	}
 	var (
 		mount      mountRow
+		watch      core.MountWatch // what ingestWatchedSQL read for the watch
 		accepted   []core.StateEntry
 		receivedAt = entries[0].ReceivedAt
 	)
+	// light: no rule applies to the mount (ReportCheck.LightCut).
+	light := r.Watch != nil && !r.LightCut.IsZero()
 	store := func(ctx context.Context, tx bun.Tx) error {
 		if s.postgres {
 			var err error
-			accepted, err = s.insertStatesPG(ctx, tx, uid, accountID, entries, r, e, &mount)
+			var watched *core.MountWatch
+			if r.Watch != nil && !light {
+				watched = &watch
+			}
+			accepted, err = s.insertStatesPG(ctx, tx, uid, accountID, entries, r, e, &mount, watched)
 			return err
 		}
 		// SQLite. With an event to append, the mount's latest values come
@@ -129,12 +136,14 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 		e.States = accepted
 		return s.appendEventWith(ctx, tx, e, seenSnapshot(&mount, r), mergeLatest(before, latest), "", nil)
 	}
-	light := r.Watch != nil && !r.LightCut.IsZero()
 	insert := func(ctx context.Context, tx bun.Tx) error {
+		// The watch locks the mount row first, in a statement of its own:
+		// it serialises the mount's reports rather than letting two
+		// upgrade their key share locks into a deadlock, and the report's
+		// statement, which starts after it, reads what the watch decides
+		// on as the last holder of the lock left it (ingestWatchedSQL).
+		// SQLite's transaction holds the write lock.
 		if r.Watch != nil && !light && s.postgres {
-			// The watch locks the mount row; taken first, it serialises the
-			// mount's reports rather than letting two upgrade their key
-			// share locks into a deadlock.
 			if _, err := tx.NewRaw(`SELECT uid FROM mounts WHERE uid = ? FOR UPDATE`, uid).Exec(ctx); err != nil {
 				return err
 			}
@@ -148,7 +157,14 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 		if light {
 			return s.moveLastSeen(ctx, tx, &mount, r)
 		}
-		events, err := s.watchTx(ctx, tx, uid, r.Watch)
+		var events []*core.Event
+		var err error
+		if s.postgres {
+			row := mount
+			events, err = s.applyWatch(ctx, tx, uid, watch, &row, r.Watch)
+		} else {
+			events, err = s.watchTx(ctx, tx, uid, r.Watch)
+		}
 		if err != nil {
 			return err
 		}

@@ -32,6 +32,10 @@ type generator struct {
 	batch int
 	base  int64 // Unix milliseconds of entry 0
 	seq   atomic.Int64
+	// steady keeps values in a band a fleet at rest reports (battery
+	// 50-59 %, 30-39.9 °C, locked with its helmet), instead of sweeping
+	// each code's whole range.
+	steady bool
 }
 
 // batchRef names one batch: entries first … first+n-1 for mount index mount.
@@ -54,6 +58,17 @@ func (g *generator) next(mount int) batchRef {
 // entry returns the code, value and occurredAt (Unix ms) of entry n.
 func (g *generator) entry(n int64) (code, value string, at int64) {
 	k := n / 4
+	if g.steady {
+		switch n % 4 {
+		case 0:
+			value = batteryValues[50+k%10]
+		case 1:
+			value = tempValues[900+k%100]
+		default:
+			value = binaryValues[1]
+		}
+		return stateCodes[n%4], value, g.base + n
+	}
 	switch n % 4 {
 	case 0:
 		value = batteryValues[k%int64(len(batteryValues))]

@@ -78,6 +78,8 @@ type config struct {
 	FloodSources int
 	// getmax
 	BaseB string
+	// Steady makes the rules scenario's values stay in a band.
+	Steady bool
 }
 
 func main() {
@@ -99,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&c.Base, "base", "", "base address of a running mountd, e.g. http://127.0.0.1:8080 (loopback only)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://... of that mountd's database (loopback only): account creation, baseline, counting")
+	fs.BoolVar(&c.Steady, "steady", false, "rules: report values in a band a fleet at rest reports, so that no rule's state changes (without it every code sweeps its range and rules raise and clear all the time)")
 	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, signed (signed against unsigned reports), rules (ingest with 10 alarm rules against none), get, onboard, getmax (closed-loop GET, most requests/s), all (ingest then get), a comma-separated list of these (run in that order), or a flood: "+strings.Join(floodScenarios, ", "))
 	fs.StringVar(&c.BaseB, "base-b", "", "getmax: a second mountd (another build, same database) measured in the same rounds: an A/B in one run")
 	fs.IntVar(&c.FloodClients, "flood-clients", 200, "floods: parallel clients sending the flood's requests")

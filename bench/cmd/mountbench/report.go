@@ -232,7 +232,11 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "  %s\n", passText(sg.Pass))
 	}
 	if rl := r.Rules; rl != nil {
-		fmt.Fprintf(w, "\nRULES  closed loop, %d clients, batches of %d entries: without and with %d enabled alarm rules in alternating rounds\n", rl.Clients, rl.Batch, rl.Rules)
+		values := "every code sweeping its range (rules raise and clear all the time)"
+		if rl.Steady {
+			values = "values in a band (no rule's state changes)"
+		}
+		fmt.Fprintf(w, "\nRULES  closed loop, %d clients, batches of %d entries, %s: without and with %d enabled alarm rules in alternating rounds\n", rl.Clients, rl.Batch, values, rl.Rules)
 		header(w, "entries/s")
 		row(w, rl.None, rl.None.EntriesPerSec)
 		row(w, rl.With, rl.With.EntriesPerSec)

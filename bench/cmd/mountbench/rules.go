@@ -12,6 +12,7 @@ import (
 // with ingest while it has none enabled, in alternating rounds on the same
 // server and mounts (the rules are disabled and enabled between rounds).
 type rulesReport struct {
+	Steady  bool    `json:"steady"` // values in a band (no rule's state changes)
 	Batch   int     `json:"batch"`
 	Clients int     `json:"clients"`
 	Rules   int     `json:"rules"`
@@ -73,6 +74,8 @@ func (b *bench) rulesScenario(ctx context.Context) (*rulesReport, error) {
 		ids = append(ids, rule.ID)
 	}
 	g := newGenerator(b.cfg.Batch, time.Now().Add(-48*time.Hour))
+	g.steady = b.cfg.Steady
+	rep.Steady = g.steady
 	send := b.postStates(g)
 	b.quiet(ctx)
 	if b.cfg.Warmup > 0 {
