@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -85,9 +86,15 @@ func TestDatabaseDown(t *testing.T) {
 	proxy.cut()
 
 	for _, path := range []string{"GET /api/v1/mounts/DOWN1", "GET /api/v1/audit", "GET /api/v1/exports/mounts",
-		"GET /api/v1/exports/states?mountUid=DOWN1", "POST /api/v1/webhooks/" + hook.ID + "/test"} {
+		"GET /api/v1/exports/states?mountUid=DOWN1", "POST /api/v1/webhooks/" + hook.ID + "/test",
+		"GET /api/v1/alarm-rules", "GET /api/v1/alarms", "GET /api/v1/mounts/DOWN1/commands/0123456789abcdef0123456789abcdef",
+		"POST /api/v1/alarm-rules"} {
 		method, target, _ := strings.Cut(path, " ")
-		res, raw := a.call(method, target, nil)
+		var body any
+		if target == "/api/v1/alarm-rules" && method == http.MethodPost {
+			body = map[string]any{"name": "low", "severity": "WARNING", "conditions": []any{map[string]any{"code": "BATTERY_LEVEL", "op": "<", "value": "20"}}}
+		}
+		res, raw := a.call(method, target, body)
 		wantProblem(t, res, raw, 503, "UNAVAILABLE")
 		if res.Header.Get("Retry-After") == "" {
 			t.Fatalf("%s: 503 without Retry-After", path)
@@ -121,7 +128,8 @@ func TestFloodAuditExportsWebhookTest(t *testing.T) {
 		ID string `json:"id"`
 	}](t, raw)
 	targets := []string{"GET /api/v1/audit?limit=1000", "GET /api/v1/exports/mounts", "GET /api/v1/exports/states?mountUid=FL1",
-		"POST /api/v1/webhooks/" + hook.ID + "/test"}
+		"POST /api/v1/webhooks/" + hook.ID + "/test", "GET /api/v1/alarms?state=ACTIVE", "GET /api/v1/alarm-rules",
+		"POST /api/v1/alarm-rules", "GET /api/v1/mounts/FL1/commands?pageSize=100"}
 	var (
 		mu       sync.Mutex
 		statuses = map[string]int{}
@@ -130,17 +138,33 @@ func TestFloodAuditExportsWebhookTest(t *testing.T) {
 	for i := range 1000 {
 		wg.Go(func() {
 			method, target, _ := strings.Cut(targets[i%len(targets)], " ")
-			res, raw := a.call(method, target, nil)
+			var body any
+			if method == http.MethodPost && target == "/api/v1/alarm-rules" {
+				body = map[string]any{"name": fmt.Sprint("rule ", i), "severity": "INFO",
+					"conditions": []any{map[string]any{"code": "BATTERY_LEVEL", "op": "<", "value": "20"}}}
+			}
+			res, raw := a.call(method, target, body)
 			mu.Lock()
 			defer mu.Unlock()
 			statuses[fmt.Sprintf("%s %d", target, res.StatusCode)]++
-			if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusTooManyRequests {
+			// 201 a created rule, 400 past the 50 rules of an account.
+			if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated && res.StatusCode != http.StatusTooManyRequests &&
+				!(res.StatusCode == http.StatusBadRequest && method == http.MethodPost) {
 				t.Errorf("%s %s: %d %.200s", method, target, res.StatusCode, raw)
 			}
 		})
 	}
 	wg.Wait()
 	t.Logf("statuses: %v", statuses)
+	// 125 parallel creations, at most 50 rules an account: the bound holds.
+	var rules struct {
+		Pagination struct {
+			TotalItems int `json:"totalItems"`
+		} `json:"pagination"`
+	}
+	if err := json.Unmarshal(a.ok(t, http.MethodGet, "/api/v1/alarm-rules", nil), &rules); err != nil || rules.Pagination.TotalItems != 50 {
+		t.Fatalf("rules after the flood: %+v %v", rules, err)
+	}
 	// The slots are released when each export ends: a new one is served
 	// once the account's rate allows it again.
 	deadline := time.Now().Add(70 * time.Second)
