@@ -30,6 +30,24 @@ func PresenceAt(lastSeenAt time.Time, offlineAfter time.Duration, now time.Time)
 	return PresenceOffline
 }
 
+// EventPresence is the presence of an event's mount as the change left it:
+// the snapshot's own when it has one, what MOUNT_OFFLINE and MOUNT_ONLINE
+// say, otherwise computed from the snapshot's lastSeenAt at the event's
+// instant. Every transport shows events' mounts with it.
+func EventPresence(e Event, offlineAfter time.Duration) Presence {
+	switch {
+	case e.Mount.Presence != "":
+		return e.Mount.Presence
+	case e.Type == EventMountOffline:
+		return PresenceOffline
+	case e.Type == EventMountOnline:
+		return PresenceOnline
+	case offlineAfter <= 0:
+		offlineAfter = DefaultOfflineAfter
+	}
+	return PresenceAt(e.Mount.LastSeenAt, offlineAfter, e.OccurredAt)
+}
+
 // Severity grades an alarm rule.
 type Severity string
 

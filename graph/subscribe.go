@@ -87,18 +87,6 @@ func (r *Resolver) toMountEvent(e core.Event, withIssuer bool) *model.MountEvent
 // report ONLINE), as reads compute it at the read.
 func (r *Resolver) eventMount(e core.Event) *model.Mount {
 	m := e.Mount
-	switch {
-	case m.Presence != "":
-	case e.Type == core.EventMountOffline:
-		m.Presence = core.PresenceOffline // what the event says
-	case e.Type == core.EventMountOnline:
-		m.Presence = core.PresenceOnline
-	default:
-		after := time.Duration(r.OfflineAfter)
-		if after <= 0 {
-			after = core.DefaultOfflineAfter
-		}
-		m.Presence = core.PresenceAt(m.LastSeenAt, after, e.OccurredAt)
-	}
+	m.Presence = core.EventPresence(e, time.Duration(r.OfflineAfter))
 	return toMount(m)
 }

@@ -102,9 +102,7 @@ func (s *Server) offlineAfter() time.Duration {
 // withPresence gives e's mount, as the change left it, its presence at
 // the event when the event does not carry one.
 func withPresence(e core.Event, offlineAfter time.Duration) core.Event {
-	if e.Mount.Presence == "" && offlineAfter > 0 {
-		e.Mount.Presence = core.PresenceAt(e.Mount.LastSeenAt, offlineAfter, e.OccurredAt)
-	}
+	e.Mount.Presence = core.EventPresence(e, offlineAfter)
 	return e
 }
 
