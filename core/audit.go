@@ -37,6 +37,8 @@ const (
 	AuditAlarmRuleUpdate     AuditAction = "alarm-rule.update"
 	AuditAlarmRuleDelete     AuditAction = "alarm-rule.delete"
 	AuditAlarmAcknowledge    AuditAction = "alarm.acknowledge"
+	AuditJobCreate           AuditAction = "job.create"
+	AuditJobCancel           AuditAction = "job.cancel"
 )
 
 // maxAuditFilter bounds a filter's length.
@@ -46,7 +48,9 @@ const maxAuditFilter = 200
 var AuditActions = []AuditAction{AuditAccountCreate, AuditAccountRotateSecret, AuditUserCreate, AuditUserSetPassword,
 	AuditUserDelete, AuditMountRequest, AuditMountConfirm, AuditMountUpdate, AuditMountDelete, AuditMountAbandon,
 	AuditNfcTagsSync, AuditNfcTagUpdate, AuditWebhookCreate, AuditWebhookUpdate, AuditWebhookDelete,
-	AuditWebhookRotateSecret, AuditFirmwarePublish, AuditFirmwareDeprecate, AuditKeysRotate}
+	AuditWebhookRotateSecret, AuditFirmwarePublish, AuditFirmwareDeprecate, AuditKeysRotate,
+	AuditAlarmRuleCreate, AuditAlarmRuleUpdate, AuditAlarmRuleDelete, AuditAlarmAcknowledge,
+	AuditJobCreate, AuditJobCancel}
 
 // DefaultAuditRetention is how long the audit log keeps entries unless
 // MOUNTD_AUDIT_RETENTION says otherwise: a year, so that a yearly review

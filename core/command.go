@@ -54,6 +54,9 @@ type Command struct {
 	StatusAt time.Time
 	Reason   string
 	Verified bool
+	// JobID is the job the command was signed for (a phone's pending
+	// commands); empty for a command asked for directly.
+	JobID string
 }
 
 // CommandStatus is where a command stands in its lifecycle (CONTRACT §16).

@@ -41,6 +41,7 @@ const (
 	CodeInvalidSignature      Code = "INVALID_SIGNATURE"
 	CodeAlarmRuleNotFound     Code = "ALARM_RULE_NOT_FOUND"
 	CodeAlarmNotFound         Code = "ALARM_NOT_FOUND"
+	CodeJobNotFound           Code = "JOB_NOT_FOUND"
 )
 
 // FieldError names one invalid input field and says what is wrong with it.

@@ -50,6 +50,7 @@ type ExportService struct {
 	offlineAfter time.Duration
 	store        ExportStore
 	mounts       MountStore
+	filters      FilterParser
 	now          func() time.Time
 
 	mu      sync.Mutex
@@ -57,21 +58,8 @@ type ExportService struct {
 }
 
 // NewExportService returns an ExportService over its ports.
-func NewExportService(store ExportStore, mounts MountStore, offlineAfter OfflineAfter) *ExportService {
-	return &ExportService{store: store, mounts: mounts, offlineAfter: time.Duration(offlineAfter), now: time.Now, running: map[string]int{}}
-}
-
-// ParseFleetFilter turns the exports' filter= text into a MountFilter. The
-// fleet filter language (CONTRACT §18) is not built yet, so any non-empty
-// filter is refused rather than ignored: an ignored filter would export
-// more than was asked for. §18's parser replaces this function's body.
-func ParseFleetFilter(text string) (MountFilter, error) {
-	if text == "" {
-		return MountFilter{}, nil
-	}
-	var v Validation
-	v.Add("filter", "filters are not supported yet; leave filter empty to export the whole fleet")
-	return MountFilter{}, v.Err()
+func NewExportService(store ExportStore, mounts MountStore, filters FilterParser, offlineAfter OfflineAfter) *ExportService {
+	return &ExportService{store: store, mounts: mounts, filters: filters, offlineAfter: time.Duration(offlineAfter), now: time.Now, running: map[string]int{}}
 }
 
 // ExportMounts streams the caller's fleet to yield (GET /exports/mounts).
@@ -82,8 +70,9 @@ func (s *ExportService) ExportMounts(ctx context.Context, p Principal, filter st
 	if err := p.Authorize(ActionExport); err != nil {
 		return err
 	}
-	f, err := ParseFleetFilter(filter)
-	if err != nil {
+	now := s.now().UTC()
+	f := MountFilter{Expression: filter}
+	if err := ParseMountFilter(s.filters, &f, s.offlineAfter, now); err != nil {
 		return err
 	}
 	release, err := s.acquire(p.AccountID)
@@ -93,7 +82,6 @@ func (s *ExportService) ExportMounts(ctx context.Context, p Principal, filter st
 	defer release()
 	ctx, cancel := context.WithTimeout(ctx, MaxExportDuration)
 	defer cancel()
-	now := s.now().UTC()
 	return s.store.EachMount(ctx, p.AccountID, f, now, func(m Mount) error {
 		m.Presence = PresenceAt(m.LastSeenAt, s.offlineAfter, now)
 		return yield(m)

@@ -22,7 +22,7 @@ func TestExportSlots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	svc := core.NewExportService(store, store, core.OfflineAfter(core.DefaultOfflineAfter))
+	svc := core.NewExportService(store, store, nil, core.OfflineAfter(core.DefaultOfflineAfter))
 	owner := func(account string) core.Principal {
 		return core.Principal{AccountID: account, Grant: core.Grant{Complete: true, Role: core.RoleOwner}}
 	}
@@ -71,7 +71,7 @@ func TestExportRefusals(t *testing.T) {
 	if _, err := store.ClaimMount(ctx, core.Claim{UID: "LAPSED", AccountID: "acc-a", Now: now.Add(-2 * time.Hour), Deadline: now.Add(-time.Hour)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	svc := core.NewExportService(store, store, core.OfflineAfter(core.DefaultOfflineAfter))
+	svc := core.NewExportService(store, store, nil, core.OfflineAfter(core.DefaultOfflineAfter))
 	owner := core.Principal{AccountID: "acc-a", Grant: core.Grant{Complete: true, Role: core.RoleOwner}}
 	rider := core.Principal{AccountID: "acc-a", Grant: core.Grant{Complete: true, Role: core.RoleRestricted, MountUIDs: []string{"X1"}}}
 	other := core.Principal{AccountID: "acc-b", Grant: core.Grant{Complete: true, Role: core.RoleOwner}}

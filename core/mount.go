@@ -95,6 +95,14 @@ type MountFilter struct {
 	// UIDs, when not nil, limits the listing to these mounts (a restricted
 	// token's mount items).
 	UIDs []string
+	// Expression is a fleet filter's text as a client gave it; the
+	// services parse it into Expr (stores read Expr only).
+	Expression string
+	// Expr, when not nil, narrows the listing as a fleet filter
+	// (docs/api.md, "Fleet filter"); OfflineCut is then the lastSeenAt at
+	// or before which a mount is OFFLINE (now minus the offline threshold).
+	Expr       *FilterExpr
+	OfflineCut time.Time
 }
 
 // Page asks for one page of a list.

@@ -32,6 +32,8 @@ type MountService struct {
 	// nil: neither is kept) with offlineAfter.
 	alarms       *AlarmService
 	offlineAfter time.Duration
+	jobs         JobStore
+	filters      FilterParser
 }
 
 // AssociationWindow is how long an IDLE mount waits for confirmation.
@@ -54,6 +56,10 @@ type MountDeps struct {
 	CommandTTL   CommandTTL
 	ReceiptGrace ReceiptGrace
 	Logger       *slog.Logger
+	// Jobs gives a phone the commands that wait at a mount; Filters parses
+	// fleet filters (GET /mounts?filter=).
+	Jobs    JobStore
+	Filters FilterParser
 }
 
 // NewMountService returns a MountService over its ports.
@@ -67,7 +73,7 @@ func NewMountService(d MountDeps) *MountService {
 	}
 	return &MountService{mounts: d.Mounts, states: d.States, commands: d.Commands, tags: d.Tags, signer: d.Signer,
 		cache: d.Cache, scheduler: d.Scheduler, waker: d.Waker, window: d.Window, ttl: ttl, grace: grace,
-		logger: d.Logger, now: time.Now, offlineAfter: DefaultOfflineAfter}
+		logger: d.Logger, now: time.Now, offlineAfter: DefaultOfflineAfter, jobs: d.Jobs, filters: d.Filters}
 }
 
 // SetClock replaces the service's clock (tests of the window).
@@ -402,9 +408,13 @@ func (s *MountService) ListMounts(ctx context.Context, p Principal, f MountFilte
 	if p.LimitedToMounts() {
 		f.UIDs = p.MountUIDs
 	}
+	now := s.clock()
+	if err := ParseMountFilter(s.filters, &f, s.offlineAfter, now); err != nil {
+		return nil, Pagination{}, err
+	}
 	// The store reads the page's latest states with the rows (one batch
 	// query), so a page costs no cache round trip per mount.
-	mounts, total, err := s.mounts.ListMounts(ctx, p.AccountID, f, page, s.clock())
+	mounts, total, err := s.mounts.ListMounts(ctx, p.AccountID, f, page, now)
 	if err != nil {
 		return nil, Pagination{}, err
 	}

@@ -30,14 +30,25 @@ const (
 	EventAlarmRaised       EventType = "ALARM_RAISED"
 	EventAlarmCleared      EventType = "ALARM_CLEARED"
 	EventAlarmAcknowledged EventType = "ALARM_ACKNOWLEDGED"
+	// Account-level events (no mount: UID is empty): Event.Job carries
+	// the job.
+	EventJobCompleted EventType = "JOB_COMPLETED"
 )
+
+// AccountEventTypes lists the account-level event types: their events have
+// no mount (UID "") and reach GraphQL through accountEvents.
+var AccountEventTypes = []EventType{EventJobCompleted}
+
+// AccountLevel reports whether e is about the account rather than a mount.
+func (e Event) AccountLevel() bool { return e.UID == "" }
 
 // EventTypes lists every event type, so that counters by type can show
 // zero before the first event.
 var EventTypes = []EventType{EventStatesReported, EventAssociationRequested, EventAssociationConfirmed,
 	EventAssociationExpired, EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued,
 	EventCommandExecuted, EventCommandRefused, EventCommandUnconfirmed,
-	EventMountOffline, EventMountOnline, EventAlarmRaised, EventAlarmCleared, EventAlarmAcknowledged}
+	EventMountOffline, EventMountOnline, EventAlarmRaised, EventAlarmCleared, EventAlarmAcknowledged,
+	EventJobCompleted}
 
 // Event is something that happened to a mount, appended to the event log
 // in the transaction of the change.
@@ -59,7 +70,9 @@ type Event struct {
 	// COMMAND_REFUSED, COMMAND_UNCONFIRMED).
 	Command *Command
 	// Alarm is the alarm an ALARM_* event is about.
-	Alarm      *Alarm
+	Alarm *Alarm
+	// Job is the job a JOB_* event is about.
+	Job        *Job
 	OccurredAt time.Time
 }
 

@@ -18,6 +18,7 @@ type Resolver struct {
 	WebhookService  Webhooks
 	AuditLog        Audit
 	AlarmService    Alarms
+	JobService      Jobs
 	Logger          *slog.Logger
 	// Cursors makes the event log's positions into cursors and back.
 	Cursors *core.CursorCodec

@@ -81,3 +81,12 @@ type Alarms interface {
 	ListAlarms(ctx context.Context, p core.Principal, f core.AlarmFilter, page core.Page) ([]core.Alarm, core.Pagination, error)
 	Acknowledge(ctx context.Context, p core.Principal, id string) (core.Alarm, error)
 }
+
+// Jobs is what it asks of jobs (docs/api.md, "Jobs").
+type Jobs interface {
+	CreateJob(ctx context.Context, p core.Principal, in core.JobInput) (core.Job, error)
+	ListJobs(ctx context.Context, p core.Principal, page core.Page) ([]core.Job, core.Pagination, error)
+	Job(ctx context.Context, p core.Principal, id string) (core.Job, error)
+	JobMounts(ctx context.Context, p core.Principal, id string, page core.Page) ([]core.JobTarget, core.Pagination, error)
+	CancelJob(ctx context.Context, p core.Principal, id string) (core.Job, error)
+}

@@ -111,9 +111,12 @@ func commandsJSON(cmds []core.Command, withIssuer bool) []CommandJSON {
 }
 
 func (s *Server) listMounts(w http.ResponseWriter, r *http.Request, p core.Principal) {
-	q := newQuery(r, "currentPage", "pageSize", "macAddress", "mountUid", "serialNumber")
+	q := newQuery(r, "currentPage", "pageSize", "macAddress", "mountUid", "serialNumber", "filter")
 	page := q.page(20)
 	f := core.MountFilter{MACAddress: q.str("macAddress"), MountUID: q.str("mountUid"), SerialNumber: q.str("serialNumber")}
+	if expr := q.str("filter"); expr != nil {
+		f.Expression = *expr
+	}
 	if err := q.err(); err != nil {
 		writeError(w, r, s.Logger, err)
 		return

@@ -36,6 +36,7 @@ var statusByCode = map[core.Code]int{
 	core.CodeInvalidSignature:      http.StatusBadRequest,
 	core.CodeAlarmRuleNotFound:     http.StatusNotFound,
 	core.CodeAlarmNotFound:         http.StatusNotFound,
+	core.CodeJobNotFound:           http.StatusNotFound,
 	core.CodePayloadTooLarge:       http.StatusRequestEntityTooLarge,
 	core.CodeUnsupportedMedia:      http.StatusUnsupportedMediaType,
 	core.CodeRateLimited:           http.StatusTooManyRequests,

@@ -36,6 +36,7 @@ type Deps struct {
 	Exports  Exports
 	Audit    Audit
 	Alarms   Alarms
+	Jobs     Jobs
 	// Blobs serves local firmware files; nil with S3 storage.
 	Blobs  BlobOpener
 	Checks []Checker

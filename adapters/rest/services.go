@@ -24,6 +24,7 @@ type Mounts interface {
 	StateHistory(ctx context.Context, p core.Principal, uid string, f core.StateFilter, page core.Page) ([]core.StateEntry, core.Pagination, error)
 	QueryCommand(ctx context.Context, p core.Principal, uid, code string, params core.CommandParams) ([]core.Command, error)
 	CommandAudit(ctx context.Context, p core.Principal, uid string, page core.Page) ([]core.Command, core.Pagination, error)
+	PendingCommands(ctx context.Context, p core.Principal, uid string) ([]core.Command, error)
 }
 
 // NfcTags is what it asks of the NFC tag rules.
@@ -77,4 +78,13 @@ type Alarms interface {
 	SuggestedRules() []core.AlarmRuleInput
 	ListAlarms(ctx context.Context, p core.Principal, f core.AlarmFilter, page core.Page) ([]core.Alarm, core.Pagination, error)
 	Acknowledge(ctx context.Context, p core.Principal, id string) (core.Alarm, error)
+}
+
+// Jobs is what it asks of jobs (docs/api.md, "Jobs").
+type Jobs interface {
+	CreateJob(ctx context.Context, p core.Principal, in core.JobInput) (core.Job, error)
+	ListJobs(ctx context.Context, p core.Principal, page core.Page) ([]core.Job, core.Pagination, error)
+	Job(ctx context.Context, p core.Principal, id string) (core.Job, error)
+	JobMounts(ctx context.Context, p core.Principal, id string, page core.Page) ([]core.JobTarget, core.Pagination, error)
+	CancelJob(ctx context.Context, p core.Principal, id string) (core.Job, error)
 }

@@ -368,6 +368,11 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 	workers.Go(func() { a.Events.RunRetention(workerCtx, cfg.EventRetention, time.Minute) })
 	workers.Go(func() { a.Retention.Run(workerCtx, 10*time.Minute) })
 	workers.Go(func() {
+		if err := a.Jobs.Run(workerCtx); err != nil && !errors.Is(err, context.Canceled) {
+			logger.Error("job expiry stopped", "err", err)
+		}
+	})
+	workers.Go(func() {
 		if cfg.holdDeliveries != nil {
 			select {
 			case <-cfg.holdDeliveries:

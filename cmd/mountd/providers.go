@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/uptrace/bun/extra/bunotel"
 
+	"github.com/mountd/mountd/adapters/aipfilter"
 	"github.com/mountd/mountd/adapters/blob/local"
 	"github.com/mountd/mountd/adapters/blob/s3"
 	"github.com/mountd/mountd/adapters/bunstore"
@@ -50,6 +51,9 @@ var storeSet = wire.NewSet(
 	wire.Bind(new(core.SessionStore), new(*bunstore.Store)),
 	wire.Bind(new(core.ExportStore), new(*bunstore.Store)),
 	wire.Bind(new(core.AuditLog), new(*bunstore.Store)),
+	wire.Bind(new(core.JobStore), new(*bunstore.Store)),
+	aipfilter.New,
+	wire.Bind(new(core.FilterParser), new(*aipfilter.Parser)),
 )
 
 // mountSet provides the mount service with its signer and the cache,
@@ -134,6 +138,10 @@ var serverSet = wire.NewSet(
 	core.NewAlarmService,
 	wire.Bind(new(rest.Alarms), new(*core.AlarmService)),
 	wire.Bind(new(graph.Alarms), new(*core.AlarmService)),
+	wire.Struct(new(core.JobDeps), "*"),
+	core.NewJobService,
+	wire.Bind(new(rest.Jobs), new(*core.JobService)),
+	wire.Bind(new(graph.Jobs), new(*core.JobService)),
 	wire.Struct(new(graph.Resolver), "*"),
 	provideGraphQL,
 	provideGraphiQL,
@@ -318,6 +326,8 @@ type app struct {
 	// Retention keeps the state history, webhook attempts and sign-ins
 	// bounded.
 	Retention *core.Retention
+	// Jobs completes expired jobs.
+	Jobs *core.JobService
 }
 
 func provideRetention(cfg Config, store *bunstore.Store, logger *slog.Logger) *core.Retention {

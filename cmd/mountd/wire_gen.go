@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"github.com/mountd/mountd/adapters/aipfilter"
 	"github.com/mountd/mountd/adapters/keyring"
 	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/core"
@@ -61,6 +62,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	associationWindow := provideWindow(cfg)
 	commandTTL := provideCommandTTL(cfg)
 	receiptGrace := provideReceiptGrace(cfg)
+	parser := aipfilter.New()
 	mountDeps := core.MountDeps{
 		Mounts:       store,
 		States:       store,
@@ -74,6 +76,8 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		CommandTTL:   commandTTL,
 		ReceiptGrace: receiptGrace,
 		Logger:       logger,
+		Jobs:         store,
+		Filters:      parser,
 	}
 	mountService := core.NewMountService(mountDeps)
 	nfcService := core.NewNfcService(store, store, fleet, logger)
@@ -100,7 +104,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	webhookDeps := provideWebhookDeps(cfg, store, sealer, fleet, rateLimiter, cursorCodec, logger)
 	webhookService := core.NewWebhookService(webhookDeps)
 	offlineAfter := provideOfflineAfter(cfg)
-	exportService := core.NewExportService(store, store, offlineAfter)
+	exportService := core.NewExportService(store, store, parser, offlineAfter)
 	auditCursors := provideAuditCursors(sealer)
 	auditService := core.NewAuditService(store, auditCursors)
 	alarmDeps := core.AlarmDeps{
@@ -111,6 +115,14 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		OfflineAfter: offlineAfter,
 	}
 	alarmService := core.NewAlarmService(alarmDeps)
+	jobDeps := core.JobDeps{
+		Store:        store,
+		Filters:      parser,
+		Waker:        fleet,
+		OfflineAfter: offlineAfter,
+		Logger:       logger,
+	}
+	jobService := core.NewJobService(jobDeps)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
 	apiRateLimit := provideAPIRateLimit(cfg, rateLimiter, logger)
@@ -126,6 +138,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Exports:   exportService,
 		Audit:     auditService,
 		Alarms:    alarmService,
+		Jobs:      jobService,
 		Blobs:     blobOpener,
 		Checks:    v,
 		RateLimit: apiRateLimit,
@@ -141,6 +154,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		WebhookService:  webhookService,
 		AuditLog:        auditService,
 		AlarmService:    alarmService,
+		JobService:      jobService,
 		Logger:          logger,
 		Cursors:         cursorCodec,
 		OfflineAfter:    offlineAfter,
@@ -180,6 +194,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Webhooks:   webhookService,
 		WebSockets: stats,
 		Retention:  retention,
+		Jobs:       jobService,
 	}
 	return mainApp, func() {
 		cleanup3()
@@ -243,6 +258,7 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 	associationWindow := provideWindow(cfg)
 	commandTTL := provideCommandTTL(cfg)
 	receiptGrace := provideReceiptGrace(cfg)
+	parser := aipfilter.New()
 	mountDeps := core.MountDeps{
 		Mounts:       store,
 		States:       store,
@@ -256,6 +272,8 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 		CommandTTL:   commandTTL,
 		ReceiptGrace: receiptGrace,
 		Logger:       logger,
+		Jobs:         store,
+		Filters:      parser,
 	}
 	mountService := core.NewMountService(mountDeps)
 	return mountService, func() {

@@ -1,0 +1,318 @@
+package core
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Jobs (docs/api.md, "Jobs"): one command for many mounts, fixed at
+// creation, that waits at each mount for whichever phone passes. A phone
+// near a mount fetches its pending commands, signed then with a fresh
+// nonce; the job's progress follows the commands' statuses (§16).
+
+// JobState is where a job stands.
+type JobState string
+
+// The job states: ACTIVE until every target has finished or ExpiresAt
+// passed (COMPLETED), or an owner cancelled it (CANCELED).
+const (
+	JobActive    JobState = "ACTIVE"
+	JobCompleted JobState = "COMPLETED"
+	JobCanceled  JobState = "CANCELED"
+)
+
+// JobTargetStatus is where a job stands at one of its mounts: PENDING
+// before any command, then the status of its latest command, except that
+// EXECUTED (any command of the job executed there) and a final REFUSED
+// stay.
+type JobTargetStatus string
+
+// The target statuses.
+const (
+	TargetPending     JobTargetStatus = "PENDING"
+	TargetIssued      JobTargetStatus = "ISSUED"
+	TargetExecuted    JobTargetStatus = "EXECUTED"
+	TargetRefused     JobTargetStatus = "REFUSED"
+	TargetUnconfirmed JobTargetStatus = "UNCONFIRMED"
+)
+
+// JobCounts counts a job's targets by status; each target counts once.
+type JobCounts struct {
+	Pending     int
+	Issued      int
+	Executed    int
+	Refused     int
+	Unconfirmed int
+}
+
+// Move moves one target from one status's count to another's.
+func (c *JobCounts) Move(from, to JobTargetStatus) {
+	if from == to {
+		return
+	}
+	*c.slot(from)--
+	*c.slot(to)++
+}
+
+func (c *JobCounts) slot(s JobTargetStatus) *int {
+	switch s {
+	case TargetIssued:
+		return &c.Issued
+	case TargetExecuted:
+		return &c.Executed
+	case TargetRefused:
+		return &c.Refused
+	case TargetUnconfirmed:
+		return &c.Unconfirmed
+	}
+	return &c.Pending
+}
+
+// Job is one command for a fixed set of mounts.
+type Job struct {
+	ID        string
+	AccountID string
+	Code      CommandCode
+	Params    map[string]string
+	// Filter is the fleet filter the targets were selected with, as given
+	// ("" for a list of uids).
+	Filter      string
+	Description string
+	State       JobState
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	// EndedAt is when the job became COMPLETED or CANCELED.
+	EndedAt time.Time
+	// Targets is how many mounts the job was created for; Counts splits
+	// them by status and Finished counts those that EXECUTED or were
+	// REFUSED for good (the job completes when it reaches Targets).
+	Targets  int
+	Counts   JobCounts
+	Finished int
+	// CreatedBy is the actor id of the job's creator.
+	CreatedBy string
+}
+
+// JobTarget is a job at one of its mounts.
+type JobTarget struct {
+	JobID string
+	UID   string
+	// Status is the target's status; Final says it will not move again but
+	// to EXECUTED (an older command's late receipt).
+	Status JobTargetStatus
+	Final  bool
+	// CommandID is the deciding command once Final, else the latest one;
+	// empty while PENDING.
+	CommandID string
+	UpdatedAt time.Time
+}
+
+// JobInput is a POST /jobs body. Filter (even "", every mount) or
+// MountUIDs selects the targets; not both.
+type JobInput struct {
+	Code        string
+	Params      map[string]string
+	Filter      *string
+	MountUIDs   []string
+	Description string
+	ExpiresAt   *time.Time
+}
+
+// The bounds of jobs.
+const (
+	// MaxJobTargets bounds one job's mounts.
+	MaxJobTargets = 100_000
+	// DefaultJobLifetime is a job's expiresAt unless given; a given one is
+	// at most MaxJobLifetime ahead.
+	DefaultJobLifetime = 7 * 24 * time.Hour
+	MaxJobLifetime     = 90 * 24 * time.Hour
+	// MaxActiveJobsPerAccount bounds an account's ACTIVE jobs: a phone's
+	// fetch signs a command for each job that waits at the mount.
+	MaxActiveJobsPerAccount = 50
+	// MaxJobDescriptionLength bounds a description's characters.
+	MaxJobDescriptionLength = 500
+)
+
+// JobReasonRetried reports whether a refusal leaves its target open: a
+// command the mount found stale or replayed is offered again with a fresh
+// one (docs/ble.md); any other refusal is final.
+func JobReasonRetried(reason string) bool {
+	return reason == ReasonStaleCommand || reason == ReasonReplayedNonce
+}
+
+// The refusal reasons a mount gives for a command it never looked at
+// (docs/ble.md).
+const (
+	ReasonStaleCommand  = "stale command"
+	ReasonReplayedNonce = "replayed nonce"
+)
+
+// AdvanceJobTarget is the rule by which a job's command moves its target:
+// c is the command as it now stands (just issued, or its status just
+// moved). It returns the target as it then stands and whether it changed.
+//
+//   - EXECUTED stays; an EXECUTED command makes the target EXECUTED.
+//   - A final REFUSED stays; a refusal for a reason other than
+//     JobReasonRetried makes the target REFUSED for good.
+//   - Otherwise the target follows its latest command: a command just
+//     issued becomes the latest, and any other status counts only when it
+//     is the latest command's.
+func AdvanceJobTarget(t JobTarget, c Command, now time.Time) (JobTarget, bool) {
+	next := t
+	switch {
+	case t.Status == TargetExecuted:
+		return t, false
+	case c.Status == CommandExecuted:
+		next.Status, next.Final, next.CommandID = TargetExecuted, true, c.ID
+	case t.Final:
+		return t, false
+	case c.Status == CommandRefused && !JobReasonRetried(c.Reason):
+		next.Status, next.Final, next.CommandID = TargetRefused, true, c.ID
+	case c.Status == CommandIssued:
+		next.Status, next.CommandID = TargetIssued, c.ID
+	case c.ID == t.CommandID:
+		next.Status = JobTargetStatus(c.Status)
+	default:
+		return t, false
+	}
+	if next == t {
+		return t, false
+	}
+	next.UpdatedAt = now
+	return next, true
+}
+
+// ApplyJobTarget moves j's counts from target t to next (as
+// AdvanceJobTarget returned) and reports whether the job thereby completed:
+// the stores keep counts this way, in the transaction that moves the
+// target.
+func ApplyJobTarget(j *Job, t, next JobTarget, now time.Time) (completed bool) {
+	j.Counts.Move(t.Status, next.Status)
+	if next.Final && !t.Final {
+		j.Finished++
+	}
+	if j.State == JobActive && j.Finished >= j.Targets {
+		j.State, j.EndedAt = JobCompleted, now
+		return true
+	}
+	return false
+}
+
+// JobCompletedEvent is the event of j's completion at (account-level: no
+// mount).
+func JobCompletedEvent(j Job, at time.Time) *Event {
+	jc := j
+	return &Event{Type: EventJobCompleted, AccountID: j.AccountID, Job: &jc, OccurredAt: at}
+}
+
+// JobStore persists jobs and their targets.
+type JobStore interface {
+	// CreateJob stores j (ACTIVE) and fixes its targets in the same
+	// transaction with one statement: the ASSOCIATED mounts j.AccountID
+	// owns that f selects (f.Expr with f.OfflineCut, f.UIDs) at now, all
+	// PENDING. More than MaxJobTargets: VALIDATION_FAILED (field filter,
+	// or mountUids when f.UIDs is set) and nothing stored. It returns the
+	// job with Targets and Counts set; a job without targets is stored
+	// COMPLETED, with its JOB_COMPLETED event appended and returned. The
+	// audit entry in ctx is recorded in the transaction.
+	CreateJob(ctx context.Context, j Job, f MountFilter, now time.Time) (Job, *Event, error)
+	// Job returns a job of accountID; JOB_NOT_FOUND otherwise.
+	Job(ctx context.Context, accountID, id string) (Job, error)
+	// ListJobs lists accountID's jobs, newest first.
+	ListJobs(ctx context.Context, accountID string, p Page) ([]Job, int, error)
+	// JobTargets lists a job's targets by uid; JOB_NOT_FOUND unless
+	// accountID's.
+	JobTargets(ctx context.Context, accountID, id string, p Page) ([]JobTarget, int, error)
+	// CancelJob turns an ACTIVE job of accountID CANCELED (EndedAt now)
+	// with one conditional update, recording the audit entry in ctx;
+	// JOB_NOT_FOUND, or CONFLICT unless ACTIVE.
+	CancelJob(ctx context.Context, accountID, id string, now time.Time) (Job, error)
+	// ActiveJobs counts accountID's ACTIVE jobs.
+	ActiveJobs(ctx context.Context, accountID string) (int, error)
+	// PendingJobs lists, oldest first and at most limit, the ACTIVE jobs
+	// of accountID, unexpired at now, that have mount uid as a target that
+	// is not Final.
+	PendingJobs(ctx context.Context, uid, accountID string, now time.Time, limit int) ([]Job, error)
+	// ExpireJobs completes up to limit ACTIVE jobs whose ExpiresAt is at or
+	// before now with one conditional statement (EndedAt their ExpiresAt),
+	// appending JOB_COMPLETED of each in the same transaction, and returns
+	// those events. A job another caller completed first is not returned.
+	ExpireJobs(ctx context.Context, now time.Time, limit int) ([]*Event, error)
+}
+
+// JobDeps are the ports JobService uses.
+type JobDeps struct {
+	Store   JobStore
+	Filters FilterParser
+	Waker   EventWaker
+	// OfflineAfter makes a filter's presence as the fleet shows it.
+	OfflineAfter OfflineAfter
+	Logger       *slog.Logger
+}
+
+// JobService holds the rules of jobs: owners create, read and cancel them;
+// targets are fixed at creation; a sweep completes expired ones.
+type JobService struct {
+	store        JobStore
+	filters      FilterParser
+	waker        EventWaker
+	offlineAfter time.Duration
+	logger       *slog.Logger
+	now          func() time.Time
+}
+
+// NewJobService returns a JobService over its ports.
+func NewJobService(d JobDeps) *JobService {
+	return &JobService{store: d.Store, filters: d.Filters, waker: d.Waker, offlineAfter: time.Duration(d.OfflineAfter),
+		logger: d.Logger, now: time.Now}
+}
+
+// SetClock replaces the service's clock (tests).
+func (s *JobService) SetClock(now func() time.Time) { s.now = now }
+
+func (s *JobService) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
+
+// ActionManageJobs is owner-only: a job signs commands for the whole fleet.
+const ActionManageJobs Action = "jobs.manage"
+
+var errJobsNotBuilt = Errorf(CodeUnavailable, "jobs are not built yet")
+
+// CreateJob handles POST /jobs.
+func (s *JobService) CreateJob(ctx context.Context, p Principal, in JobInput) (Job, error) {
+	return Job{}, errJobsNotBuilt
+}
+
+// ListJobs handles GET /jobs.
+func (s *JobService) ListJobs(ctx context.Context, p Principal, page Page) ([]Job, Pagination, error) {
+	return nil, Pagination{}, errJobsNotBuilt
+}
+
+// Job handles GET /jobs/{id}.
+func (s *JobService) Job(ctx context.Context, p Principal, id string) (Job, error) {
+	return Job{}, errJobsNotBuilt
+}
+
+// JobMounts handles GET /jobs/{id}/mounts.
+func (s *JobService) JobMounts(ctx context.Context, p Principal, id string, page Page) ([]JobTarget, Pagination, error) {
+	return nil, Pagination{}, errJobsNotBuilt
+}
+
+// CancelJob handles POST /jobs/{id}/cancel.
+func (s *JobService) CancelJob(ctx context.Context, p Principal, id string) (Job, error) {
+	return Job{}, errJobsNotBuilt
+}
+
+// Run completes expired jobs until ctx ends, once across replicas (the
+// store's conditional statement decides).
+func (s *JobService) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// PendingCommands handles GET /mounts/{uid}/pending-commands: a freshly
+// signed command for each ACTIVE job that waits at the mount (at most
+// MaxActiveJobsPerAccount).
+func (s *MountService) PendingCommands(ctx context.Context, p Principal, uid string) ([]Command, error) {
+	return nil, errJobsNotBuilt
+}
