@@ -114,18 +114,25 @@ func jobCreation(t *testing.T, store Store) {
 	expr := &core.FilterExpr{Op: core.FilterOr, Args: []*core.FilterExpr{
 		{Op: core.FilterEq, Field: core.FilterUID, String: "JA2"}, {Op: core.FilterEq, Field: core.FilterUID, String: "JA3"}}}
 	f := core.MountFilter{Expression: `uid = "JA2" OR uid = "JA3"`, Expr: expr, OfflineCut: now.Add(-time.Minute)}
-	if listed, _, err := store.ListMounts(ctx, "acc_a", f, core.Page{CurrentPage: 1, PageSize: 10}, now); err != nil || len(listed) != 2 {
-		t.Logf("this store does not apply fleet filters yet (%d listed, %v): filter job not tried", len(listed), err)
-	} else {
-		fj := newJob("job_f", "acc_a", now.Add(2*time.Millisecond))
-		fj.Filter = f.Expression
-		got, _, err := store.CreateJob(ctx, fj, f, now)
-		if err != nil || got.Targets != 2 || got.Filter != f.Expression {
-			t.Fatalf("CreateJob over a filter = %+v, %v", got, err)
-		}
-		if uids := targetUIDs(t, store, "acc_a", "job_f"); !slices.Equal(uids, []string{"JA2", "JA3"}) {
-			t.Fatalf("targets over a filter = %v", uids)
-		}
+	fj := newJob("job_f", "acc_a", now.Add(2*time.Millisecond))
+	fj.Filter = f.Expression
+	got, _, err := store.CreateJob(ctx, fj, f, now)
+	if err != nil || got.Targets != 2 || got.Filter != f.Expression {
+		t.Fatalf("CreateJob over a filter = %+v, %v", got, err)
+	}
+	if uids := targetUIDs(t, store, "acc_a", "job_f"); !slices.Equal(uids, []string{"JA2", "JA3"}) {
+		t.Fatalf("targets over a filter = %v", uids)
+	}
+	// A filter on latest values and presence: none was reported.
+	lf := core.MountFilter{Expression: "batteryLevel < 20", OfflineCut: now.Add(-time.Minute),
+		Expr: &core.FilterExpr{Op: core.FilterLt, Field: core.FilterBatteryLevel, Number: 20}}
+	if got, _, err := store.CreateJob(ctx, newJob("job_lf", "acc_a", now), lf, now); err != nil || got.Targets != 0 || got.State != core.JobCompleted {
+		t.Fatalf("CreateJob over batteryLevel < 20 = %+v, %v", got, err)
+	}
+	uf := core.MountFilter{Expression: `presence = "UNKNOWN"`, OfflineCut: now.Add(-time.Minute),
+		Expr: &core.FilterExpr{Op: core.FilterEq, Field: core.FilterPresence, String: "UNKNOWN"}}
+	if got, _, err := store.CreateJob(ctx, newJob("job_pf", "acc_a", now), uf, now); err != nil || got.Targets != 3 {
+		t.Fatalf("CreateJob over presence = %+v, %v", got, err)
 	}
 
 	// Past the bound: VALIDATION_FAILED on the field that selected, and
@@ -158,7 +165,8 @@ func jobCreation(t *testing.T, store Store) {
 		ev.Type != core.EventJobCompleted || ev.ID == (core.Cursor{}) || ev.UID != "" || ev.Job == nil || ev.Job.ID != "job_none" {
 		t.Fatalf("CreateJob without targets = %+v, %+v, %v", empty, ev, err)
 	}
-	logged := jobEvents(t, store, "acc_a")
+	logged := jobEvents(t, store, "acc_a") // job_lf's, then job_none's
+	logged = logged[len(logged)-1:]
 	if len(logged) != 1 || logged[0].ID != ev.ID || logged[0].UID != "" || logged[0].Mount.UID != "" || logged[0].Job == nil ||
 		logged[0].Job.ID != "job_none" || logged[0].Job.State != core.JobCompleted || logged[0].AccountID != "acc_a" ||
 		!logged[0].OccurredAt.Equal(now) {

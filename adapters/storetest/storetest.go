@@ -82,6 +82,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"StaleRuleCache", staleRuleCache},
 		{"AlarmsLeaveWithTheMount", alarmsLeaveWithTheMount},
 		{"AlarmProperty", alarmProperty},
+		{"FleetFilter", fleetFilter},
+		{"FleetFilterProperty", fleetFilterProperty},
 		{"JobCreation", jobCreation},
 		{"JobProgress", jobProgress},
 		{"JobExpiry", jobExpiry},
