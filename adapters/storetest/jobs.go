@@ -515,3 +515,56 @@ func pendingJobs(t *testing.T, store Store) {
 		t.Fatalf("PendingJobs of another account = %v, %v", ids(got), err)
 	}
 }
+
+// racingJobReceipts: receipts of one job at many mounts decided at once
+// keep the counts exact (each move locks the job) and complete the job
+// once.
+func racingJobReceipts(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	const n = 24
+	for i := 0; i < n; i++ {
+		associateAt(t, store, fmt.Sprintf("R%02d", i), "acc_a", t0, true)
+	}
+	if _, _, err := store.CreateJob(ctx, newJob("job_r", "acc_a", t0), core.MountFilter{}, t0); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		if err := store.InsertCommand(ctx, jobCommand(fmt.Sprintf("R%02d", i), "acc_a", "job_r", i, t0), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu        sync.Mutex
+		completed int
+	)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, reason := core.CommandExecuted, ""
+			if i%3 == 0 {
+				status, reason = core.CommandRefused, "helmet absent"
+			}
+			d := core.CommandDecision{UID: fmt.Sprintf("R%02d", i), AccountID: "acc_a", ID: nonceOf(i), Status: status, Reason: reason,
+				At: t0, JobEvents: &[]*core.Event{}}
+			if _, _, err := store.DecideCommand(ctx, d, nil); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			completed += len(*d.JobEvents)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	j, err := store.Job(ctx, "acc_a", "job_r")
+	if err != nil || j.State != core.JobCompleted || j.Finished != n || j.Counts != (core.JobCounts{Executed: n - n/3, Refused: n / 3}) {
+		t.Fatalf("job after racing receipts = %+v, %v", j, err)
+	}
+	if got := jobEvents(t, store, "acc_a"); completed != 1 || len(got) != 1 {
+		t.Fatalf("%d completions reported, %d JOB_COMPLETED logged; want 1", completed, len(got))
+	}
+}

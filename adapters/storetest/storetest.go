@@ -89,6 +89,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"JobExpiry", jobExpiry},
 		{"JobCancel", jobCancel},
 		{"PendingJobs", pendingJobs},
+		{"RacingJobReceipts", racingJobReceipts},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
