@@ -43,8 +43,12 @@ func TestFilterMatches(t *testing.T) {
 		e.Time = v
 		return e
 	}
-	and := func(args ...*core.FilterExpr) *core.FilterExpr { return &core.FilterExpr{Op: core.FilterAnd, Args: args} }
-	or := func(args ...*core.FilterExpr) *core.FilterExpr { return &core.FilterExpr{Op: core.FilterOr, Args: args} }
+	and := func(args ...*core.FilterExpr) *core.FilterExpr {
+		return &core.FilterExpr{Op: core.FilterAnd, Args: args}
+	}
+	or := func(args ...*core.FilterExpr) *core.FilterExpr {
+		return &core.FilterExpr{Op: core.FilterOr, Args: args}
+	}
 	for _, c := range []struct {
 		name   string
 		e      *core.FilterExpr

@@ -41,8 +41,53 @@ func translateFilter(e *core.FilterExpr, accountID string, offlineCut time.Time,
 	if postgres {
 		t.bytes, t.float = `"C"`, "DOUBLE PRECISION"
 	}
-	t.node(e)
+	// NOT of a comparison on a latest value among the top-level conditions
+	// is an anti-join: PostgreSQL cannot turn NOT IN into one (NULLs), and
+	// a page of a NOT then hashes the whole set where it needs a few
+	// lookups. Deeper down (under OR), the hashed IN stays: a correlated
+	// NOT EXISTS there would probe once per mount.
+	if e.Op == core.FilterAnd {
+		t.write("(")
+		for i, a := range e.Args {
+			if i > 0 {
+				t.write(" AND ")
+			}
+			t.conjunct(a)
+		}
+		t.write(")")
+	} else {
+		t.conjunct(e)
+	}
 	return t.sql.String(), t.args
+}
+
+// conjunct writes one top-level condition.
+func (t *filterSQL) conjunct(e *core.FilterExpr) {
+	if e.Op == core.FilterNot && len(e.Args) == 1 {
+		if code, ok := core.FilterStateCodes[e.Args[0].Field]; ok && e.Args[0].Op != core.FilterAnd &&
+			e.Args[0].Op != core.FilterOr && e.Args[0].Op != core.FilterNot {
+			if op, ok := sqlOps[e.Args[0].Op]; ok {
+				t.write("NOT EXISTS (SELECT 1 FROM mount_latest_states AS filter_latest WHERE filter_latest.mount_uid = uid"+
+					" AND filter_latest.account_id = ? AND filter_latest.code = ? AND ", t.accountID, string(code))
+				t.write(fmt.Sprintf("CAST(filter_latest.value AS %s) %s ?)", t.float, op), t.latestValue(e.Args[0]))
+				return
+			}
+		}
+	}
+	t.node(e)
+}
+
+// latestValue is the number a comparison on a latest value compares with.
+func (t *filterSQL) latestValue(e *core.FilterExpr) float64 {
+	if core.FilterFields[e.Field] == core.FilterBool {
+		// The flags are stored "1" and "0": compared as numbers, they use
+		// the same index.
+		if e.Bool {
+			return 1
+		}
+		return 0
+	}
+	return e.Number
 }
 
 func (t *filterSQL) write(sql string, args ...any) {
@@ -110,15 +155,7 @@ func (t *filterSQL) node(e *core.FilterExpr) {
 		return
 	}
 	t.write("(uid IN (SELECT mount_uid FROM mount_latest_states WHERE account_id = ? AND code = ? AND ", t.accountID, string(code))
-	if core.FilterFields[e.Field] == core.FilterBool {
-		value := "0"
-		if e.Bool {
-			value = "1"
-		}
-		t.write(fmt.Sprintf("value %s ?))", op), value)
-		return
-	}
-	t.write(fmt.Sprintf("CAST(value AS %s) %s ?))", t.float, op), e.Number)
+	t.write(fmt.Sprintf("CAST(value AS %s) %s ?))", t.float, op), t.latestValue(e))
 }
 
 var sqlOps = map[core.FilterOp]string{

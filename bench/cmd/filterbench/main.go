@@ -255,7 +255,7 @@ func explain(ctx context.Context, store *bunstore.Store, accountID string, cfg c
 				continue // the page's latest values: a primary-key lookup
 			}
 			var plan []string
-			if err := store.DB().NewRaw("EXPLAIN (ANALYZE, BUFFERS) " + q).Scan(ctx, &plan); err != nil {
+			if err := store.DB().NewRaw("EXPLAIN (ANALYZE, BUFFERS) "+q).Scan(ctx, &plan); err != nil {
 				return fmt.Errorf("explain %s: %w", q, err)
 			}
 			fmt.Fprintf(out, "### %s\n\n```\n%s\n\n%s\n```\n\n", f.name, q, strings.Join(plan, "\n"))
