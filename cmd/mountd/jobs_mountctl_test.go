@@ -82,6 +82,18 @@ func TestMountctlJobs(t *testing.T) {
 		t.Errorf("show an unknown job: %v\n%s", err, out)
 	}
 
+	// A job that selects nothing completes at once; mountctl events prints
+	// its JOB_COMPLETED, which has no mount.
+	out = must("jobs", "create", "--code", "RELEASE_HELMET", "--filter", `uid = "NOT-HERE"`)
+	if !strings.Contains(out, "COMPLETED") || !strings.Contains(out, "0 targets") {
+		t.Errorf("a job without targets:\n%s", out)
+	}
+	empty := strings.Fields(out)[0]
+	if out := must("events", "--from-start", "--types", "JOB_COMPLETED", "--cursor-file", t.TempDir()+"/cursor"); !strings.Contains(out, "JOB_COMPLETED") ||
+		!strings.Contains(out, "job "+empty+" COMPLETED RELEASE_HELMET pending=0") {
+		t.Errorf("events --types JOB_COMPLETED:\n%s", out)
+	}
+
 	if out := must("mounts", "list", "--filter", `uid = "JOB-0002" OR uid = "JOB-0003"`); !strings.Contains(out, "JOB-0002") ||
 		!strings.Contains(out, "JOB-0003") || strings.Contains(out, "JOB-0001") || !strings.Contains(out, "2 mounts") {
 		t.Errorf("mounts list --filter:\n%s", out)
