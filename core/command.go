@@ -177,8 +177,7 @@ type CommandStore interface {
 	// whose mount another account owns now is turned without an event
 	// (its event's ID stays zero): the event's mount would show the new
 	// owner's association to the former one. A job command's target moves
-	// in the same transaction; the JOB_COMPLETED events of the jobs that
-	// thereby completed follow the commands' events in the answer (Job set,
-	// Command nil).
+	// in the same transaction (UNCONFIRMED never finishes a target, so no
+	// job completes here).
 	UnconfirmCommands(ctx context.Context, now time.Time, limit int, event func(Command) *Event) ([]*Event, error)
 }

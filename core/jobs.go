@@ -219,7 +219,9 @@ type JobStore interface {
 	// or mountUids when f.UIDs is set) and nothing stored. It returns the
 	// job with Targets and Counts set; a job without targets is stored
 	// COMPLETED, with its JOB_COMPLETED event appended and returned. The
-	// audit entry in ctx is recorded in the transaction.
+	// audit entry in ctx is recorded in the transaction. An account that
+	// holds MaxActiveJobsPerAccount ACTIVE jobs already: CONFLICT (counted
+	// in the transaction, so creations racing cannot pass the bound).
 	CreateJob(ctx context.Context, j Job, f MountFilter, now time.Time) (Job, *Event, error)
 	// Job returns a job of accountID; JOB_NOT_FOUND otherwise.
 	Job(ctx context.Context, accountID, id string) (Job, error)

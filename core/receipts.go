@@ -303,14 +303,7 @@ func (s *MountService) SweepCommands(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, err
 		}
-		turned := 0
 		for _, ev := range events {
-			if ev.Command == nil {
-				// A job the commands' targets completed.
-				wake(ctx, s.waker, s.logger, ev)
-				continue
-			}
-			turned++
 			if ev.ID == (Cursor{}) {
 				// The association ended and the mount has another owner:
 				// turned without an event (see UnconfirmCommands).
@@ -321,8 +314,8 @@ func (s *MountService) SweepCommands(ctx context.Context) (int, error) {
 			}
 			s.announceOutcome(ctx, *ev.Command, ev)
 		}
-		total += turned
-		if turned < sweepBatch || ctx.Err() != nil {
+		total += len(events)
+		if len(events) < sweepBatch || ctx.Err() != nil {
 			return total, ctx.Err()
 		}
 	}

@@ -272,12 +272,8 @@ func (s *Store) UnconfirmCommands(ctx context.Context, now time.Time, limit int,
 		}
 		slices.SortFunc(jobCmds, func(a, b *core.Command) int { return strings.Compare(a.JobID, b.JobID) })
 		for _, c := range jobCmds {
-			je, err := s.moveJobTarget(ctx, tx, *c, now)
-			if err != nil {
+			if _, err := s.moveJobTarget(ctx, tx, *c, now); err != nil {
 				return err
-			}
-			if je != nil {
-				events = append(events, je)
 			}
 		}
 		return nil

@@ -5,7 +5,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -282,110 +281,8 @@ func (s *Store) appendAccountLocked(e *core.Event) {
 	s.events = append(s.events, stored)
 }
 
-// exprMatchesLocked evaluates f.Expr on m as the database's translation
-// does (docs/api.md, "Fleet filter"): a field without a value matches no
-// comparison.
+// exprMatchesLocked evaluates f.Expr on m with core's evaluator, as
+// ListMounts does.
 func (s *Store) exprMatchesLocked(m *core.Mount, f core.MountFilter) bool {
-	if f.Expr == nil {
-		return true
-	}
-	latest := map[core.StateCode]string{}
-	for _, e := range s.latestLocked(m.UID, m.OwnerID) {
-		latest[e.Code] = e.Value
-	}
-	return evalFilter(f.Expr, m, latest, f.OfflineCut)
-}
-
-func evalFilter(x *core.FilterExpr, m *core.Mount, latest map[core.StateCode]string, offlineCut time.Time) bool {
-	switch x.Op {
-	case core.FilterAnd:
-		for _, a := range x.Args {
-			if !evalFilter(a, m, latest, offlineCut) {
-				return false
-			}
-		}
-		return true
-	case core.FilterOr:
-		for _, a := range x.Args {
-			if evalFilter(a, m, latest, offlineCut) {
-				return true
-			}
-		}
-		return false
-	case core.FilterNot:
-		return !evalFilter(x.Args[0], m, latest, offlineCut)
-	}
-	var c int
-	switch core.FilterFields[x.Field] {
-	case core.FilterString:
-		v, ok := filterString(x.Field, m, offlineCut)
-		if !ok {
-			return false
-		}
-		c = strings.Compare(v, x.String)
-	case core.FilterNumber:
-		raw, ok := latest[core.FilterStateCodes[x.Field]]
-		n, err := strconv.ParseFloat(raw, 64)
-		if !ok || err != nil {
-			return false
-		}
-		c = cmp.Compare(n, x.Number)
-	case core.FilterBool:
-		raw, ok := latest[core.FilterStateCodes[x.Field]]
-		if !ok || (raw != "true" && raw != "false") {
-			return false
-		}
-		if (raw == "true") != x.Bool {
-			c = 1
-		}
-		if x.Op != core.FilterEq && x.Op != core.FilterNe {
-			return false
-		}
-	case core.FilterTime:
-		if m.LastSeenAt.IsZero() {
-			return false
-		}
-		c = m.LastSeenAt.Compare(x.Time)
-	}
-	switch x.Op {
-	case core.FilterEq:
-		return c == 0
-	case core.FilterNe:
-		return c != 0
-	case core.FilterLt:
-		return c < 0
-	case core.FilterLe:
-		return c <= 0
-	case core.FilterGt:
-		return c > 0
-	case core.FilterGe:
-		return c >= 0
-	}
-	return false
-}
-
-func filterString(f core.FilterField, m *core.Mount, offlineCut time.Time) (string, bool) {
-	switch f {
-	case core.FilterUID:
-		return m.UID, true
-	case core.FilterName:
-		return m.Name, true
-	case core.FilterModelNumber:
-		return m.ModelNumber, true
-	case core.FilterFirmwareRevision:
-		return m.FirmwareRevision, true
-	case core.FilterSoftwareRevision:
-		return m.SoftwareRevision, true
-	case core.FilterAssociationState:
-		return string(m.State), true
-	case core.FilterPresence:
-		switch {
-		case m.LastSeenAt.IsZero():
-			return string(core.PresenceUnknown), true
-		case !m.LastSeenAt.After(offlineCut):
-			return string(core.PresenceOffline), true
-		}
-		return string(core.PresenceOnline), true
-	}
-	return "", false
+	return f.Expr == nil || f.Expr.Matches(*m, latestValues(s.latestLocked(m.UID, m.OwnerID)), f.OfflineCut)
 }

@@ -701,9 +701,7 @@ func (s *Store) UnconfirmCommands(_ context.Context, now time.Time, limit int, e
 	}
 	slices.SortFunc(jobCmds, func(a, b core.Command) int { return cmp.Compare(a.JobID, b.JobID) })
 	for _, c := range jobCmds {
-		if je := s.moveJobTargetLocked(c, now); je != nil {
-			out = append(out, je)
-		}
+		s.moveJobTargetLocked(c, now)
 	}
 	return out, nil
 }

@@ -114,18 +114,25 @@ func jobCreation(t *testing.T, store Store) {
 	expr := &core.FilterExpr{Op: core.FilterOr, Args: []*core.FilterExpr{
 		{Op: core.FilterEq, Field: core.FilterUID, String: "JA2"}, {Op: core.FilterEq, Field: core.FilterUID, String: "JA3"}}}
 	f := core.MountFilter{Expression: `uid = "JA2" OR uid = "JA3"`, Expr: expr, OfflineCut: now.Add(-time.Minute)}
-	if listed, _, err := store.ListMounts(ctx, "acc_a", f, core.Page{CurrentPage: 1, PageSize: 10}, now); err != nil || len(listed) != 2 {
-		t.Logf("this store does not apply fleet filters yet (%d listed, %v): filter job not tried", len(listed), err)
-	} else {
-		fj := newJob("job_f", "acc_a", now.Add(2*time.Millisecond))
-		fj.Filter = f.Expression
-		got, _, err := store.CreateJob(ctx, fj, f, now)
-		if err != nil || got.Targets != 2 || got.Filter != f.Expression {
-			t.Fatalf("CreateJob over a filter = %+v, %v", got, err)
-		}
-		if uids := targetUIDs(t, store, "acc_a", "job_f"); !slices.Equal(uids, []string{"JA2", "JA3"}) {
-			t.Fatalf("targets over a filter = %v", uids)
-		}
+	fj := newJob("job_f", "acc_a", now.Add(2*time.Millisecond))
+	fj.Filter = f.Expression
+	got, _, err := store.CreateJob(ctx, fj, f, now)
+	if err != nil || got.Targets != 2 || got.Filter != f.Expression {
+		t.Fatalf("CreateJob over a filter = %+v, %v", got, err)
+	}
+	if uids := targetUIDs(t, store, "acc_a", "job_f"); !slices.Equal(uids, []string{"JA2", "JA3"}) {
+		t.Fatalf("targets over a filter = %v", uids)
+	}
+	// A filter on latest values and presence: none was reported.
+	lf := core.MountFilter{Expression: "batteryLevel < 20", OfflineCut: now.Add(-time.Minute),
+		Expr: &core.FilterExpr{Op: core.FilterLt, Field: core.FilterBatteryLevel, Number: 20}}
+	if got, _, err := store.CreateJob(ctx, newJob("job_lf", "acc_a", now), lf, now); err != nil || got.Targets != 0 || got.State != core.JobCompleted {
+		t.Fatalf("CreateJob over batteryLevel < 20 = %+v, %v", got, err)
+	}
+	uf := core.MountFilter{Expression: `presence = "UNKNOWN"`, OfflineCut: now.Add(-time.Minute),
+		Expr: &core.FilterExpr{Op: core.FilterEq, Field: core.FilterPresence, String: "UNKNOWN"}}
+	if got, _, err := store.CreateJob(ctx, newJob("job_pf", "acc_a", now), uf, now); err != nil || got.Targets != 3 {
+		t.Fatalf("CreateJob over presence = %+v, %v", got, err)
 	}
 
 	// Past the bound: VALIDATION_FAILED on the field that selected, and
@@ -158,7 +165,8 @@ func jobCreation(t *testing.T, store Store) {
 		ev.Type != core.EventJobCompleted || ev.ID == (core.Cursor{}) || ev.UID != "" || ev.Job == nil || ev.Job.ID != "job_none" {
 		t.Fatalf("CreateJob without targets = %+v, %+v, %v", empty, ev, err)
 	}
-	logged := jobEvents(t, store, "acc_a")
+	logged := jobEvents(t, store, "acc_a") // job_lf's, then job_none's
+	logged = logged[len(logged)-1:]
 	if len(logged) != 1 || logged[0].ID != ev.ID || logged[0].UID != "" || logged[0].Mount.UID != "" || logged[0].Job == nil ||
 		logged[0].Job.ID != "job_none" || logged[0].Job.State != core.JobCompleted || logged[0].AccountID != "acc_a" ||
 		!logged[0].OccurredAt.Equal(now) {
@@ -240,14 +248,8 @@ func jobProgress(t *testing.T, store Store) {
 	unconfirm := func() {
 		t.Helper()
 		now := t0.Add(2 * time.Minute)
-		events, err := store.UnconfirmCommands(ctx, now, 100, unconfirmedEvent(now))
-		if err != nil {
+		if _, err := store.UnconfirmCommands(ctx, now, 100, unconfirmedEvent(now)); err != nil {
 			t.Fatal(err)
-		}
-		for _, e := range events {
-			if e.Command == nil {
-				jobEvs = append(jobEvs, e)
-			}
 		}
 	}
 	type want struct {
@@ -511,5 +513,58 @@ func pendingJobs(t *testing.T, store Store) {
 	}
 	if got, err := store.PendingJobs(ctx, "Q1", "acc_b", now, 10); err != nil || len(got) != 0 {
 		t.Fatalf("PendingJobs of another account = %v, %v", ids(got), err)
+	}
+}
+
+// racingJobReceipts: receipts of one job at many mounts decided at once
+// keep the counts exact (each move locks the job) and complete the job
+// once.
+func racingJobReceipts(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	const n = 24
+	for i := 0; i < n; i++ {
+		associateAt(t, store, fmt.Sprintf("R%02d", i), "acc_a", t0, true)
+	}
+	if _, _, err := store.CreateJob(ctx, newJob("job_r", "acc_a", t0), core.MountFilter{}, t0); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		if err := store.InsertCommand(ctx, jobCommand(fmt.Sprintf("R%02d", i), "acc_a", "job_r", i, t0), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu        sync.Mutex
+		completed int
+	)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, reason := core.CommandExecuted, ""
+			if i%3 == 0 {
+				status, reason = core.CommandRefused, "helmet absent"
+			}
+			d := core.CommandDecision{UID: fmt.Sprintf("R%02d", i), AccountID: "acc_a", ID: nonceOf(i), Status: status, Reason: reason,
+				At: t0, JobEvents: &[]*core.Event{}}
+			if _, _, err := store.DecideCommand(ctx, d, nil); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			completed += len(*d.JobEvents)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	j, err := store.Job(ctx, "acc_a", "job_r")
+	if err != nil || j.State != core.JobCompleted || j.Finished != n || j.Counts != (core.JobCounts{Executed: n - n/3, Refused: n / 3}) {
+		t.Fatalf("job after racing receipts = %+v, %v", j, err)
+	}
+	if got := jobEvents(t, store, "acc_a"); completed != 1 || len(got) != 1 {
+		t.Fatalf("%d completions reported, %d JOB_COMPLETED logged; want 1", completed, len(got))
 	}
 }

@@ -82,13 +82,14 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"StaleRuleCache", staleRuleCache},
 		{"AlarmsLeaveWithTheMount", alarmsLeaveWithTheMount},
 		{"AlarmProperty", alarmProperty},
+		{"FleetFilter", fleetFilter},
+		{"FleetFilterProperty", fleetFilterProperty},
 		{"JobCreation", jobCreation},
 		{"JobProgress", jobProgress},
 		{"JobExpiry", jobExpiry},
 		{"JobCancel", jobCancel},
 		{"PendingJobs", pendingJobs},
-		{"FleetFilter", fleetFilter},
-		{"FleetFilterProperty", fleetFilterProperty},
+		{"RacingJobReceipts", racingJobReceipts},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
