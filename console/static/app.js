@@ -220,7 +220,7 @@ function fleetView(query) {
       if (m.presence === "OFFLINE") offline++;
     }
     counts.replaceChildren(
-      h("span", {}, h("b", {}, mounts.size), " mounts"), h("span", {}, h("b", { id: "shown" }, list.length), " shown"),
+      h("span", {}, h("b", {}, mounts.size), loaded ? " mounts match the expression" : " mounts"), h("span", {}, h("b", { id: "shown" }, list.length), " shown"),
       h("span", {}, h("b", {}, assoc), " associated"), h("span", {}, h("b", { id: "count-online-fleet" }, online), " online"),
       h("span", {}, h("b", { id: "count-offline-fleet" }, offline), " offline"), h("span", {}, h("b", {}, low), " low battery"),
       h("span", {}, h("b", {}, silent), " silent for an hour or more"));
@@ -380,7 +380,7 @@ function fleetView(query) {
     isOwner() ? h("button", { type: "button", class: "primary", id: "job-new", hidden: true, "aria-controls": "job-form", onclick: () => {
       jobBox.hidden = !jobBox.hidden;
       if (!jobBox.hidden) jobBox.querySelector("select").focus();
-    } }, "Create a job…") : ""),
+    } }, "New job…") : ""),
   h("p", { id: "expr-help", class: "muted" }, "AIP-160 over uid, name, modelNumber, firmwareRevision, softwareRevision, associationState, presence, lastSeenAt, batteryLevel, cpuTemperature, mountLocked, helmetMounted; with AND, OR, NOT."),
   exprError);
   // An owner creates a job over the expression: its targets are the
