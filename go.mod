@@ -28,6 +28,7 @@ require (
 	github.com/vektah/gqlparser/v2 v2.5.36
 	github.com/vikstrous/dataloadgen v0.0.10
 	github.com/zitadel/oidc/v3 v3.49.2
+	go.einride.tech/aip v0.86.3
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
@@ -39,8 +40,6 @@ require (
 	google.golang.org/protobuf v1.36.12
 	tinygo.org/x/bluetooth v0.15.0
 )
-
-require go.einride.tech/aip v0.86.3
 
 require (
 	github.com/agnivade/levenshtein v1.2.1 // indirect

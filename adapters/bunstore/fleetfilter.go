@@ -110,15 +110,16 @@ func (t *filterSQL) node(e *core.FilterExpr) {
 		return
 	}
 	t.write("(uid IN (SELECT mount_uid FROM mount_latest_states WHERE account_id = ? AND code = ? AND ", t.accountID, string(code))
+	value := e.Number
 	if core.FilterFields[e.Field] == core.FilterBool {
-		value := "0"
+		// The flags are stored "1" and "0": compared as numbers, they use
+		// the same index.
+		value = 0
 		if e.Bool {
-			value = "1"
+			value = 1
 		}
-		t.write(fmt.Sprintf("value %s ?))", op), value)
-		return
 	}
-	t.write(fmt.Sprintf("CAST(value AS %s) %s ?))", t.float, op), e.Number)
+	t.write(fmt.Sprintf("CAST(value AS %s) %s ?))", t.float, op), value)
 }
 
 var sqlOps = map[core.FilterOp]string{

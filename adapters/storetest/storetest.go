@@ -81,6 +81,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"StaleRuleCache", staleRuleCache},
 		{"AlarmsLeaveWithTheMount", alarmsLeaveWithTheMount},
 		{"AlarmProperty", alarmProperty},
+		{"FleetFilter", fleetFilter},
+		{"FleetFilterProperty", fleetFilterProperty},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
