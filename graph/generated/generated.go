@@ -2616,7 +2616,7 @@ type Job {
   code: String!
   "The command's parameters, as in REST: {\"alarmMode\": \"ON\"}."
   params: JSON!
-  "The fleet filter the targets were selected with, as given; null for a list of uids."
+  "The fleet filter the targets were selected with, as given; null for a list of uids (or the empty filter, every mount)."
   filter: String
   description: String!
   state: JobState!

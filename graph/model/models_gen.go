@@ -225,7 +225,7 @@ type Job struct {
 	Code string `json:"code"`
 	// The command's parameters, as in REST: {"alarmMode": "ON"}.
 	Params map[string]any `json:"params"`
-	// The fleet filter the targets were selected with, as given; null for a list of uids.
+	// The fleet filter the targets were selected with, as given; null for a list of uids (or the empty filter, every mount).
 	Filter      *string  `json:"filter,omitempty"`
 	Description string   `json:"description"`
 	State       JobState `json:"state"`
