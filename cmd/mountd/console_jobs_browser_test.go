@@ -111,7 +111,8 @@ func TestConsoleJobsInBrowser(t *testing.T) {
 	if err := api.Do(context.Background(), http.MethodPost, "/mounts/MNT-0003/commands/receipts", receipts(devices["MNT-0003"].receipt(executed, "EXECUTED", "", time.Now())), nil); err != nil {
 		t.Fatal(err)
 	}
-	b.waitJS("one executed", count("executed")+` === '1 of 2'`, 20*time.Second)
+	b.waitJS("one executed, its bar half full", count("executed")+` === '1 of 2' && `+
+		row+`.querySelector('.job-status[data-status=executed] .job-fill').style.width === '50%' && `+row+`.querySelector('.job-status[data-status=refused] .job-fill').style.width === '0%'`, 20*time.Second)
 	b.screenshot(screenshotDir(t), "console-jobs.png")
 	// MNT-0004 refuses for good: the job completes, shown at once.
 	refused := pending("MNT-0004")
