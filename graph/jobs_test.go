@@ -113,7 +113,7 @@ func (f *fakeLog) Events(context.Context, core.Principal, core.EventsRequest) (c
 	return core.EventPage{Events: f.events, Next: f.events[len(f.events)-1].ID}, nil
 }
 
-var owner = core.Principal{AccountID: "acc", ClientID: "c", Grant: core.Grant{Complete: true, Role: core.RoleOwner}}
+var jobsOwner = core.Principal{AccountID: "acc", ClientID: "c", Grant: core.Grant{Complete: true, Role: core.RoleOwner}}
 
 func jobsResolver() (*Resolver, *fakeJobs, *fakeFleet, *fakeLog) {
 	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
@@ -169,7 +169,7 @@ func TestJobResolvers(t *testing.T) {
 	r, jobs, _, _ := jobsResolver()
 	const fields = `id code params filter description state createdAt expiresAt targets counts { pending issued executed refused unconfirmed }`
 
-	a := postGraphQL(t, r, owner, `mutation($in: CreateJobInput!) { createJob(input: $in) { `+fields+` } }`, map[string]any{"in": map[string]any{
+	a := postGraphQL(t, r, jobsOwner, `mutation($in: CreateJobInput!) { createJob(input: $in) { `+fields+` } }`, map[string]any{"in": map[string]any{
 		"code": "SET_ALARM_MODE", "params": map[string]any{"alarmMode": "ON"}, "filter": `modelNumber = "HM-1"`,
 		"description": "night mode", "expiresAt": "2026-11-30T00:00:00.000Z"}})
 	if len(a.Errors) > 0 {
@@ -185,7 +185,7 @@ func TestJobResolvers(t *testing.T) {
 		t.Fatalf("created %v", created)
 	}
 
-	a = postGraphQL(t, r, owner, `{ jobs { jobs { `+fields+` } pagination { totalItems } } job(id: "job_1") { filter counts { executed refused } } }`, nil)
+	a = postGraphQL(t, r, jobsOwner, `{ jobs { jobs { `+fields+` } pagination { totalItems } } job(id: "job_1") { filter counts { executed refused } } }`, nil)
 	if len(a.Errors) > 0 {
 		t.Fatalf("jobs: %+v", a.Errors)
 	}
@@ -197,7 +197,7 @@ func TestJobResolvers(t *testing.T) {
 		t.Fatalf("job %v", a.Data["job"])
 	}
 
-	a = postGraphQL(t, r, owner, `{ jobMounts(id: "job_1", pageSize: 5) { mounts { uid status commandId } pagination { pageSize totalItems } } }`, nil)
+	a = postGraphQL(t, r, jobsOwner, `{ jobMounts(id: "job_1", pageSize: 5) { mounts { uid status commandId } pagination { pageSize totalItems } } }`, nil)
 	mounts := a.Data["jobMounts"].(map[string]any)["mounts"].([]any)
 	if len(mounts) != 2 || mounts[0].(map[string]any)["status"] != "EXECUTED" || mounts[0].(map[string]any)["commandId"] != "cmd1" ||
 		mounts[1].(map[string]any)["status"] != "PENDING" || mounts[1].(map[string]any)["commandId"] != nil {
@@ -205,18 +205,18 @@ func TestJobResolvers(t *testing.T) {
 	}
 
 	for _, q := range []string{`{ job(id: "job_other") { id } }`, `{ jobMounts(id: "job_other") { mounts { uid } } }`, `mutation { cancelJob(id: "job_other") { id } }`} {
-		if code := errorCode(postGraphQL(t, r, owner, q, nil)); code != "JOB_NOT_FOUND" {
+		if code := errorCode(postGraphQL(t, r, jobsOwner, q, nil)); code != "JOB_NOT_FOUND" {
 			t.Errorf("%s: %s, want JOB_NOT_FOUND", q, code)
 		}
 	}
-	a = postGraphQL(t, r, owner, `mutation { cancelJob(id: "job_1") { state } }`, nil)
+	a = postGraphQL(t, r, jobsOwner, `mutation { cancelJob(id: "job_1") { state } }`, nil)
 	if a.Data["cancelJob"].(map[string]any)["state"] != "CANCELED" {
 		t.Fatalf("cancel %+v", a)
 	}
-	if code := errorCode(postGraphQL(t, r, owner, `mutation { cancelJob(id: "job_1") { state } }`, nil)); code != "CONFLICT" {
+	if code := errorCode(postGraphQL(t, r, jobsOwner, `mutation { cancelJob(id: "job_1") { state } }`, nil)); code != "CONFLICT" {
 		t.Fatalf("second cancel: %s", code)
 	}
-	if code := errorCode(postGraphQL(t, r, owner, `{ jobs(pageSize: 0) { jobs { id } } }`, nil)); code != "VALIDATION_FAILED" {
+	if code := errorCode(postGraphQL(t, r, jobsOwner, `{ jobs(pageSize: 0) { jobs { id } } }`, nil)); code != "VALIDATION_FAILED" {
 		t.Fatalf("pageSize 0: %s", code)
 	}
 }
@@ -225,11 +225,11 @@ func TestJobResolvers(t *testing.T) {
 // core's refusal is VALIDATION_FAILED on the field filter.
 func TestMountFilterExpression(t *testing.T) {
 	r, _, fleet, _ := jobsResolver()
-	a := postGraphQL(t, r, owner, `{ mounts(filter: {expression: "batteryLevel < 20", serialNumber: "S1"}) { mounts { uid } } }`, nil)
+	a := postGraphQL(t, r, jobsOwner, `{ mounts(filter: {expression: "batteryLevel < 20", serialNumber: "S1"}) { mounts { uid } } }`, nil)
 	if len(a.Errors) > 0 || fleet.filter.Expression != "batteryLevel < 20" || *fleet.filter.SerialNumber != "S1" {
 		t.Fatalf("%+v, core got %+v", a, fleet.filter)
 	}
-	a = postGraphQL(t, r, owner, `{ mounts(filter: {expression: "batteryLevel <"}) { mounts { uid } } }`, nil)
+	a = postGraphQL(t, r, jobsOwner, `{ mounts(filter: {expression: "batteryLevel <"}) { mounts { uid } } }`, nil)
 	if errorCode(a) != "VALIDATION_FAILED" {
 		t.Fatalf("%+v", a)
 	}
@@ -245,7 +245,7 @@ func TestMountFilterExpression(t *testing.T) {
 func TestAccountEvents(t *testing.T) {
 	r, _, _, log := jobsResolver()
 	sub := &subscriptionResolver{r}
-	ctx, cancel := context.WithCancel(core.WithPrincipal(context.Background(), owner))
+	ctx, cancel := context.WithCancel(core.WithPrincipal(context.Background(), jobsOwner))
 	defer cancel()
 
 	ch, err := sub.AccountEvents(ctx, nil, nil)
@@ -286,12 +286,12 @@ func TestAccountEvents(t *testing.T) {
 		t.Fatalf("events %+v, %v", page, err)
 	}
 
-	limited := owner
+	limited := jobsOwner
 	limited.Grant = core.Grant{Complete: true, Role: core.RoleRestricted, MountUIDs: []string{"M-1"}}
 	if _, err := sub.AccountEvents(core.WithPrincipal(ctx, limited), nil, nil); core.ErrorCode(err) != core.CodeForbidden {
 		t.Fatalf("limited token: %v", err)
 	}
-	maintainer := owner
+	maintainer := jobsOwner
 	maintainer.Grant = core.Grant{Complete: true, Role: core.RoleRestricted}
 	if _, err := sub.AccountEvents(core.WithPrincipal(ctx, maintainer), nil, nil); err != nil {
 		t.Fatalf("maintainer: %v", err)
