@@ -14,6 +14,8 @@ import (
 type EventFilter struct {
 	MountUIDs []string
 	After     *Cursor
+	// Types narrows the events to these types; nil selects all.
+	Types []EventType
 }
 
 // EventsRequest is a read of the event feed (docs/api.md, "Event log").
@@ -150,7 +152,7 @@ func (s *EventService) Subscribe(ctx context.Context, p Principal, f EventFilter
 	if err := s.Authorize(ctx, p, f); err != nil {
 		return nil, err
 	}
-	return s.feed.follow(ctx, f.After, EventQuery{AccountID: p.AccountID, Types: visibleTypes(p, nil), MountUIDs: visibleMounts(p, f.MountUIDs)})
+	return s.feed.follow(ctx, f.After, EventQuery{AccountID: p.AccountID, Types: visibleTypes(p, f.Types), MountUIDs: visibleMounts(p, f.MountUIDs)})
 }
 
 // Stream is Subscribe with a callback: send gets each event, in log order,
@@ -161,7 +163,7 @@ func (s *EventService) Stream(ctx context.Context, p Principal, f EventFilter, s
 	if err := s.Authorize(ctx, p, f); err != nil {
 		return err
 	}
-	return s.feed.stream(ctx, f.After, EventQuery{AccountID: p.AccountID, Types: visibleTypes(p, nil), MountUIDs: visibleMounts(p, f.MountUIDs)}, send, end)
+	return s.feed.stream(ctx, f.After, EventQuery{AccountID: p.AccountID, Types: visibleTypes(p, f.Types), MountUIDs: visibleMounts(p, f.MountUIDs)}, send, end)
 }
 
 // Events reads the feed: up to r.Limit events after r.After that p may

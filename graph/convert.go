@@ -77,7 +77,8 @@ func toStates(entries []core.StateEntry) []model.MountState {
 
 func toCommand(c core.Command, withIssuer bool) model.Command {
 	out := model.Command{ID: c.ID, Code: string(c.Code), Data: c.Data, GeneratedAt: dateTime(c.GeneratedAt), Payload: c.Payload,
-		Status: model.CommandStatus(c.Status), StatusAt: optDateTime(c.StatusAt), Reason: optString(c.Reason), Verified: c.Verified}
+		Status: model.CommandStatus(c.Status), StatusAt: optDateTime(c.StatusAt), Reason: optString(c.Reason), Verified: c.Verified,
+		JobID: optString(c.JobID)}
 	if out.Status == "" {
 		out.Status = model.CommandStatusIssued
 	}
@@ -261,4 +262,49 @@ func toAlarm(a core.Alarm) *model.Alarm {
 	return &model.Alarm{ID: a.ID, RuleID: a.RuleID, RuleName: a.RuleName, UID: a.UID, Severity: model.AlarmSeverity(a.Severity),
 		State: model.AlarmState(a.State), RaisedAt: dateTime(a.RaisedAt), ClearedAt: optDateTime(a.ClearedAt),
 		AcknowledgedAt: optDateTime(a.AcknowledgedAt), AcknowledgedBy: optString(a.AcknowledgedBy), Values: values}
+}
+
+// commandParams is a command's parameters as core takes them, by their
+// REST names.
+func commandParams(params *model.CommandParamsInput) core.CommandParams {
+	cp := core.CommandParams{}
+	if params == nil {
+		return cp
+	}
+	for name, v := range map[string]*string{"alarmMode": params.AlarmMode, "alarmSensitivity": params.AlarmSensitivity,
+		"alarmVolume": params.AlarmVolume, "rfidMode": params.RfidMode, "tagUid": params.TagUID} {
+		if v != nil {
+			cp[name] = *v
+		}
+	}
+	return cp
+}
+
+func jobInput(in model.CreateJobInput) core.JobInput {
+	out := core.JobInput{Code: in.Code, Params: commandParams(in.Params), Filter: in.Filter, MountUIDs: in.MountUids,
+		Description: deref(in.Description)}
+	if in.ExpiresAt != nil {
+		at := time.Time(*in.ExpiresAt)
+		out.ExpiresAt = &at
+	}
+	return out
+}
+
+func toJob(j core.Job) *model.Job {
+	params := make(map[string]any, len(j.Params))
+	for name, v := range j.Params {
+		params[name] = v
+	}
+	return &model.Job{ID: j.ID, Code: string(j.Code), Params: params, Filter: optString(j.Filter), Description: j.Description,
+		State: model.JobState(j.State), CreatedAt: dateTime(j.CreatedAt), ExpiresAt: dateTime(j.ExpiresAt), Targets: j.Targets,
+		Counts: &model.JobCounts{Pending: j.Counts.Pending, Issued: j.Counts.Issued, Executed: j.Counts.Executed,
+			Refused: j.Counts.Refused, Unconfirmed: j.Counts.Unconfirmed}}
+}
+
+func toJobMount(t core.JobTarget) model.JobMount {
+	status := model.JobMountStatus(t.Status)
+	if status == "" {
+		status = model.JobMountStatusPending
+	}
+	return model.JobMount{UID: t.UID, Status: status, CommandID: optString(t.CommandID)}
 }

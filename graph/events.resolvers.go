@@ -36,16 +36,20 @@ func (r *queryResolver) Events(ctx context.Context, after *string, limit *int, t
 	if err != nil {
 		return nil, err
 	}
-	out := &model.EventPage{Events: make([]model.MountEvent, len(page.Events)), Next: r.Cursors.Encode(page.Next)}
-	for i, e := range page.Events {
-		out.Events[i] = *r.toMountEvent(e, p.Role != core.RoleRestricted)
+	out := &model.EventPage{Events: make([]model.MountEvent, 0, len(page.Events)), Next: r.Cursors.Encode(page.Next)}
+	for _, e := range page.Events {
+		// A MountEvent has a mount: account-level events are accountEvents'.
+		if e.AccountLevel() {
+			continue
+		}
+		out.Events = append(out.Events, *r.toMountEvent(e, p.Role != core.RoleRestricted))
 	}
 	return out, nil
 }
 
 // MountStateChanged is the resolver for the mountStateChanged field.
 func (r *subscriptionResolver) MountStateChanged(ctx context.Context, uid string, after *string) (<-chan *model.MountStateEvent, error) {
-	return subscribe(ctx, r.Resolver, []string{uid}, true, after, func(e core.Event) (*model.MountStateEvent, bool) {
+	return subscribe(ctx, r.Resolver, []string{uid}, true, nil, after, func(e core.Event) (*model.MountStateEvent, bool) {
 		if e.Type != core.EventStatesReported {
 			return nil, false
 		}
@@ -60,7 +64,11 @@ func (r *subscriptionResolver) MountEvents(ctx context.Context, uids []string, a
 		return nil, err
 	}
 	withIssuer := p.Role != core.RoleRestricted
-	return subscribe(ctx, r.Resolver, uids, uids != nil, after, func(e core.Event) (*model.MountEvent, bool) {
+	return subscribe(ctx, r.Resolver, uids, uids != nil, nil, after, func(e core.Event) (*model.MountEvent, bool) {
+		// Account-level events have no mount: accountEvents carries them.
+		if e.AccountLevel() {
+			return nil, false
+		}
 		return r.toMountEvent(e, withIssuer), true
 	})
 }

@@ -259,6 +259,12 @@ func complexityRoot() generated.ComplexityRoot {
 	c.Query.Alarms = func(child int, _ *model.AlarmState, _ *model.AlarmSeverity, _, _ *string, _ *int, pageSize *int) int {
 		return listCost(pageLength(pageSize, 20), child)
 	}
+	c.Query.Jobs = func(child int, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
+	c.Query.JobMounts = func(child int, _ string, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
 	c.Query.SuggestedAlarmRules = func(child int) int { return listCost(suggestedRulesLength, child) }
 	conditions := func(child int) int { return listCost(core.MaxAlarmConditions, child) }
 	c.AlarmRule.Conditions = conditions

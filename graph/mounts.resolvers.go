@@ -143,16 +143,7 @@ func (r *mutationResolver) IssueCommand(ctx context.Context, uid string, code st
 	if err != nil {
 		return nil, err
 	}
-	cp := core.CommandParams{}
-	if params != nil {
-		for name, v := range map[string]*string{"alarmMode": params.AlarmMode, "alarmSensitivity": params.AlarmSensitivity,
-			"alarmVolume": params.AlarmVolume, "rfidMode": params.RfidMode, "tagUid": params.TagUID} {
-			if v != nil {
-				cp[name] = *v
-			}
-		}
-	}
-	cmds, err := r.MountService.QueryCommand(ctx, p, uid, code, cp)
+	cmds, err := r.MountService.QueryCommand(ctx, p, uid, code, commandParams(params))
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +162,8 @@ func (r *queryResolver) Mounts(ctx context.Context, currentPage *int, pageSize *
 	}
 	var f core.MountFilter
 	if filter != nil {
-		f = core.MountFilter{MACAddress: filter.MacAddress, MountUID: filter.MountUID, SerialNumber: filter.SerialNumber}
+		f = core.MountFilter{MACAddress: filter.MacAddress, MountUID: filter.MountUID, SerialNumber: filter.SerialNumber,
+			Expression: deref(filter.Expression)}
 	}
 	mounts, pagination, err := r.MountService.ListMounts(ctx, p, f, pg)
 	if err != nil {

@@ -10,14 +10,14 @@ import (
 )
 
 // subscribe streams the events core lets the caller see for the named
-// mounts (all it may see when named is false), converted by convert (false
-// skips an event).
-func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named bool, after *string, convert func(core.Event) (T, bool)) (<-chan T, error) {
+// mounts (all it may see when named is false) of the given types (nil:
+// all), converted by convert (false skips an event).
+func subscribe[T any](ctx context.Context, r *Resolver, uids []string, named bool, types []core.EventType, after *string, convert func(core.Event) (T, bool)) (<-chan T, error) {
 	p, err := core.PrincipalFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
-	f := core.EventFilter{}
+	f := core.EventFilter{Types: types}
 	if named {
 		f.MountUIDs = uids
 	}
@@ -89,4 +89,13 @@ func (r *Resolver) eventMount(e core.Event) *model.Mount {
 	m := e.Mount
 	m.Presence = core.EventPresence(e, time.Duration(r.OfflineAfter))
 	return toMount(m)
+}
+
+// toAccountEvent is an account-level event as GraphQL shows it.
+func (r *Resolver) toAccountEvent(e core.Event) *model.AccountEvent {
+	out := &model.AccountEvent{ID: r.Cursors.Encode(e.ID), Type: model.AccountEventType(e.Type), OccurredAt: dateTime(e.OccurredAt)}
+	if e.Job != nil {
+		out.Job = toJob(*e.Job)
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -102,6 +103,8 @@ func TestConsoleAccessibility(t *testing.T) {
 		t.Fatalf("alarms of the rule: %+v", raised)
 	}
 	in.gql(t, a.token, `mutation($id: ID!) { acknowledgeAlarm(id: $id) { id } }`, map[string]any{"id": raised.Alarms[0].ID})
+	// A job, for the jobs pages.
+	job := field[gqlJob](t, in.gql(t, a.token, `mutation { createJob(input: {code: "RELEASE_HELMET", filter: "batteryLevel < 20", description: "Release"}) { id } }`, nil), "createJob")
 	in.publish(t, "HL-2", "1.0.0", 1024)
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
 
@@ -126,6 +129,9 @@ func TestConsoleAccessibility(t *testing.T) {
 		{"the firmware", "#/firmware", `document.querySelector('#firmware tbody tr td')?.textContent === 'HL-2'`},
 		{"the association", "#/associate", `document.querySelector('input[name=uid]') !== null`},
 		{"the alarms", "#/alarms", `document.querySelector('#alarms tr[data-id]') !== null && document.getElementById('connection').dataset.state === 'live'`},
+		{"the jobs", "#/jobs", `document.querySelector('#jobs tr[data-id] .job-progress') !== null`},
+		{"a job's page", "#/jobs/" + job.ID, `document.querySelector('#job-mounts tbody tr[data-uid]') !== null && document.getElementById('job-details') !== null`},
+		{"the fleet with a refused expression", "#/fleet?expr=" + url.QueryEscape("batteryLevel <"), `document.getElementById('expr-error').textContent !== ''`},
 		{"the alarm rules", "#/alarm-rules", `document.querySelector('#alarm-rules tr[data-id]') !== null && document.querySelector('#suggested-rules li') !== null && document.querySelector('#rule-conditions li') !== null`},
 	}
 	for _, p := range pages {

@@ -2,7 +2,7 @@
 // the firmware catalogue. Views are plain functions that fill <main> and
 // return a stop function; routes are the URL's hash.
 import * as auth from "./auth.js";
-import { gql, live } from "./api.js";
+import { gql, live, APIError } from "./api.js";
 import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, isUnverified, markUnverified, PRESENCES, presencePill, canReadAlarms, withEvent } from "./ui.js";
 import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
@@ -10,6 +10,7 @@ import { firmwareView } from "./firmware.js";
 import { download, exportMenu } from "./exports.js";
 import { auditView } from "./audit.js";
 import { alarmsView, alarmRulesView, alarmBadge } from "./alarms.js";
+import { jobsView, jobView, jobForm } from "./jobs.js";
 
 // ---------- fleet ----------
 
@@ -22,16 +23,18 @@ const helmetOut = (m) => m.helmetMounted === false;
 // loadMounts reads every page of the fleet, six requests in flight (what a
 // browser opens to one host), each next page asked as soon as one answers.
 // onFirst gets the first page at once, so a large fleet shows its first
-// rows while the rest arrives.
-async function loadMounts(onFirst) {
-  const q = `query($p: Int!) { mounts(currentPage: $p, pageSize: 100) { mounts { ${MOUNT_FIELDS} } pagination { totalPages } } }`;
-  const first = await gql(q, { p: 1 });
+// rows while the rest arrives. expression, when given, is a fleet filter
+// (AIP-160) the server applies.
+async function loadMounts(onFirst, expression) {
+  const q = `query($p: Int!, $f: MountFilter) { mounts(currentPage: $p, pageSize: 100, filter: $f) { mounts { ${MOUNT_FIELDS} } pagination { totalPages } } }`;
+  const f = expression ? { expression } : null;
+  const first = await gql(q, { p: 1, f });
   onFirst?.(first.mounts.mounts);
   const pages = [first];
   let nextPage = 2;
   const total = first.mounts.pagination.totalPages;
   const worker = async () => {
-    while (nextPage <= total) pages.push(await gql(q, { p: nextPage++ }));
+    while (nextPage <= total) pages.push(await gql(q, { p: nextPage++, f }));
   };
   await Promise.all(Array.from({ length: 6 }, worker));
   return pages.flatMap((page) => page.mounts.mounts);
@@ -41,6 +44,8 @@ async function loadMounts(onFirst) {
 // a filtered fleet can be shared, the back button returns to the previous
 // one, and the overview links to them.
 const FLEET_FILTERS = {
+  // A fleet filter expression the server evaluates (docs/api.md, "Fleet filter").
+  expr: (v) => v.slice(0, 2000),
   q: (v) => v.slice(0, 100),
   state: (v) => (["ASSOCIATED", "IDLE"].includes(v) ? v : ""),
   battery: (v) => (v === "low" ? v : ""),
@@ -215,7 +220,7 @@ function fleetView(query) {
       if (m.presence === "OFFLINE") offline++;
     }
     counts.replaceChildren(
-      h("span", {}, h("b", {}, mounts.size), " mounts"), h("span", {}, h("b", { id: "shown" }, list.length), " shown"),
+      h("span", {}, h("b", {}, mounts.size), loaded ? " mounts match the expression" : " mounts"), h("span", {}, h("b", { id: "shown" }, list.length), " shown"),
       h("span", {}, h("b", {}, assoc), " associated"), h("span", {}, h("b", { id: "count-online-fleet" }, online), " online"),
       h("span", {}, h("b", { id: "count-offline-fleet" }, offline), " offline"), h("span", {}, h("b", {}, low), " low battery"),
       h("span", {}, h("b", {}, silent), " silent for an hour or more"));
@@ -247,16 +252,41 @@ function fleetView(query) {
     }
   };
 
+  // loaded is the expression the mounts shown were read with; a load
+  // started for an older one is dropped when it answers.
+  let loaded = null, loading = 0;
   async function load() {
     const t0 = performance.now();
     let tFirst = 0;
-    const all = await loadMounts((first) => {
-      if (mounts.size === 0) {
-        for (const m of first) mounts.set(m.uid, m);
-        layout();
+    const expr = ui.expr;
+    const mine = ++loading;
+    if (loaded !== expr) {
+      mounts.clear();
+      rows.clear();
+      layout();
+    }
+    let all;
+    try {
+      all = await loadMounts((first) => {
+        if (mine === loading && mounts.size === 0) {
+          for (const m of first) mounts.set(m.uid, m);
+          layout();
+        }
+        tFirst = performance.now();
+      }, expr);
+    } catch (err) {
+      if (mine !== loading) return;
+      // A filter the server refuses: its message under the box, no mounts.
+      if (err instanceof APIError && err.code === "VALIDATION_FAILED" && err.fields.some((f) => f.field === "filter")) {
+        loaded = expr;
+        showExprError(err.fields.filter((f) => f.field === "filter").map((f) => f.message).join("; "));
+        return;
       }
-      tFirst = performance.now();
-    });
+      throw err;
+    }
+    if (mine !== loading) return;
+    loaded = expr;
+    showExprError("");
     const t1 = performance.now();
     mounts.clear();
     for (const m of all) mounts.set(m.uid, m);
@@ -267,6 +297,9 @@ function fleetView(query) {
   }
 
   function apply(ev) {
+    // Filtered by an expression, only the mounts it selected are shown:
+    // the server evaluates it, not the page.
+    if (loaded && !mounts.has(ev.uid)) return;
     if (ev.type === "DELETED" || ev.mount.associationState === "INACTIVE") {
       mounts.delete(ev.uid);
       rows.delete(ev.uid);
@@ -321,6 +354,45 @@ function fleetView(query) {
     // button above saves only the rows and columns shown.
     isOwner() ? exportMenu("export-fleet", "Export", (format) => "/exports/mounts?format=" + format, showError) : "");
 
+  // The fleet filter expression, submitted as a whole; the server's
+  // refusal shows under the box.
+  const exprInput = h("input", { type: "text", id: "expr", name: "expr", autocomplete: "off", spellcheck: "false", "aria-describedby": "expr-help expr-error",
+    placeholder: 'batteryLevel < 20 AND presence = "OFFLINE"' });
+  const exprError = h("p", { id: "expr-error", class: "form-status error" });
+  function showExprError(text) {
+    exprError.textContent = text;
+    exprError.setAttribute("role", text ? "alert" : "status");
+    if (text) exprInput.setAttribute("aria-invalid", "true");
+    else exprInput.removeAttribute("aria-invalid");
+    showJobButton();
+  }
+  const exprForm = h("form", { id: "expr-form", class: "expr-form", role: "search", "aria-label": "Fleet filter expression", onsubmit: (e) => {
+    e.preventDefault();
+    const v = FLEET_FILTERS.expr(exprInput.value.trim());
+    if (v === ui.expr) return load().catch(showError);
+    ui.expr = v;
+    writeQuery(true);
+    load().catch(showError);
+  } },
+  h("div", { class: "toolbar" }, h("label", { for: "expr" }, "Filter expression"), exprInput,
+    h("button", { type: "submit", id: "expr-apply" }, "Apply"),
+    h("button", { type: "button", id: "expr-clear", onclick: () => { exprInput.value = ""; exprForm.requestSubmit(); } }, "Clear"),
+    isOwner() ? h("button", { type: "button", class: "primary", id: "job-new", hidden: true, "aria-controls": "job-form", onclick: () => {
+      jobBox.hidden = !jobBox.hidden;
+      if (!jobBox.hidden) jobBox.querySelector("select").focus();
+    } }, "New job…") : ""),
+  h("p", { id: "expr-help", class: "muted" }, "AIP-160 over uid, name, modelNumber, firmwareRevision, softwareRevision, associationState, presence, lastSeenAt, batteryLevel, cpuTemperature, mountLocked, helmetMounted; with AND, OR, NOT."),
+  exprError);
+  // An owner creates a job over the expression: its targets are the
+  // associated mounts it selects.
+  const jobBox = isOwner() ? jobForm(() => loaded, () => [...mounts.values()].filter((m) => m.associationState === "ASSOCIATED").length) : h("div", { hidden: true });
+  function showJobButton() {
+    const button = exprForm.querySelector("#job-new");
+    if (!button) return;
+    button.hidden = !loaded || exprError.textContent !== "";
+    if (button.hidden) jobBox.hidden = true;
+  }
+
   const table = h("table", { id: "fleet" }, h("caption", { class: "sr-only" }, "Mounts"), h("thead", {}, thead), tbody);
   function showColumns() {
     for (const [key, , optional] of COLUMNS) if (optional) table.classList.toggle("hide-" + key, hidden.has(key));
@@ -328,6 +400,7 @@ function fleetView(query) {
   // syncControls shows ui in the toolbar (after a back or a link).
   function syncControls() {
     if (search.value !== ui.q) search.value = ui.q;
+    if (exprInput.value !== ui.expr) exprInput.value = ui.expr;
     stateSel.value = ui.state;
     presenceSel.value = ui.presence;
     for (const [k, box] of Object.entries(boxes)) box.firstChild.checked = !!ui[k];
@@ -339,7 +412,7 @@ function fleetView(query) {
   main.replaceChildren(h("section", { class: "card", "aria-labelledby": "fleet-title" },
     h("div", { class: "title" }, h("h1", { id: "fleet-title" }, "Fleet"),
       isOwner() ? h("a", { class: "button primary", href: "#/associate", id: "associate-link" }, "Associate a mount") : ""),
-    toolbar, counts, h("div", { class: "scroll" }, table), empty));
+    exprForm, toolbar, jobBox, counts, h("div", { class: "scroll" }, table), empty));
 
   let sub = null;
   const ticker = setInterval(() => { for (const [uid, tr] of rows) if (tr.isConnected) tr.cellOf.lastReportAt.textContent = ago(mounts.get(uid)?.lastReportAt); }, 5000);
@@ -353,7 +426,8 @@ function fleetView(query) {
     update(q) {
       readQuery(q);
       syncControls();
-      layout();
+      if (ui.expr !== loaded) load().catch(showError);
+      else layout();
     },
     stop() {
       clearInterval(ticker);
@@ -589,7 +663,7 @@ function route() {
   const i = hash.indexOf("?");
   const path = i < 0 ? hash : hash.slice(0, i);
   const query = new URLSearchParams(i < 0 ? "" : hash.slice(i + 1));
-  const view = path.startsWith("#/mounts/") || path === "#/associate" ? "fleet" : path === "#/" || path === "#/overview" ? "overview" : path.slice(2);
+  const view = path.startsWith("#/mounts/") || path === "#/associate" ? "fleet" : path.startsWith("#/jobs") ? "jobs" : path === "#/" || path === "#/overview" ? "overview" : path.slice(2);
   for (const a of document.querySelectorAll("#nav a")) {
     const on = a.dataset.view === view;
     a.classList.toggle("active", on);
@@ -613,6 +687,8 @@ function route() {
   else if (path === "#/audit" && isOwner()) v = auditView(query);
   else if (path === "#/alarms" && canReadAlarms()) v = alarmsView(query);
   else if (path === "#/alarm-rules" && isOwner()) v = alarmRulesView();
+  else if (path === "#/jobs" && isOwner()) v = jobsView();
+  else if ((m = path.match(/^#\/jobs\/(.+)$/)) && isOwner()) v = jobView(decodeURIComponent(m[1]));
   else v = overviewView();
   current = typeof v === "function" ? { stop: v } : v;
   current.path = path;

@@ -9,7 +9,7 @@ import { mountAlarms, ALARM_FIELDS } from "./alarms.js";
 const LEVELS = ["LOW", "MEDIUM", "HIGH"];
 // The codes a mount takes and their parameters, all required (docs/api.md,
 // "Commands"): [name, label, the values or none for free text].
-const COMMANDS = {
+export const COMMANDS = {
   RELEASE_HELMET: [],
   CONFIGURE_ALARM: [["alarmMode", "Alarm mode", ["OFF", "ON", "SILENT"]], ["alarmSensitivity", "Alarm sensitivity", LEVELS], ["alarmVolume", "Alarm volume", LEVELS]],
   SET_RFID_MODE: [["rfidMode", "RFID mode", ["NORMAL", "LEARN", "DISABLED"]]],

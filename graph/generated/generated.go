@@ -38,6 +38,13 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AccountEvent struct {
+		ID         func(childComplexity int) int
+		Job        func(childComplexity int) int
+		OccurredAt func(childComplexity int) int
+		Type       func(childComplexity int) int
+	}
+
 	Alarm struct {
 		AcknowledgedAt func(childComplexity int) int
 		AcknowledgedBy func(childComplexity int) int
@@ -108,6 +115,7 @@ type ComplexityRoot struct {
 		GeneratedAt func(childComplexity int) int
 		ID          func(childComplexity int) int
 		IssuedBy    func(childComplexity int) int
+		JobID       func(childComplexity int) int
 		Payload     func(childComplexity int) int
 		Reason      func(childComplexity int) int
 		SignedToken func(childComplexity int) int
@@ -155,6 +163,43 @@ type ComplexityRoot struct {
 	FirmwareVersionPage struct {
 		Pagination func(childComplexity int) int
 		Versions   func(childComplexity int) int
+	}
+
+	Job struct {
+		Code        func(childComplexity int) int
+		Counts      func(childComplexity int) int
+		CreatedAt   func(childComplexity int) int
+		Description func(childComplexity int) int
+		ExpiresAt   func(childComplexity int) int
+		Filter      func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Params      func(childComplexity int) int
+		State       func(childComplexity int) int
+		Targets     func(childComplexity int) int
+	}
+
+	JobCounts struct {
+		Executed    func(childComplexity int) int
+		Issued      func(childComplexity int) int
+		Pending     func(childComplexity int) int
+		Refused     func(childComplexity int) int
+		Unconfirmed func(childComplexity int) int
+	}
+
+	JobMount struct {
+		CommandID func(childComplexity int) int
+		Status    func(childComplexity int) int
+		UID       func(childComplexity int) int
+	}
+
+	JobMountPage struct {
+		Mounts     func(childComplexity int) int
+		Pagination func(childComplexity int) int
+	}
+
+	JobPage struct {
+		Jobs       func(childComplexity int) int
+		Pagination func(childComplexity int) int
 	}
 
 	Me struct {
@@ -229,8 +274,10 @@ type ComplexityRoot struct {
 	Mutation struct {
 		AbandonMount        func(childComplexity int, uid string) int
 		AcknowledgeAlarm    func(childComplexity int, id string) int
+		CancelJob           func(childComplexity int, id string) int
 		ConfirmAssociation  func(childComplexity int, uid string) int
 		CreateAlarmRule     func(childComplexity int, input model.CreateAlarmRuleInput) int
+		CreateJob           func(childComplexity int, input model.CreateJobInput) int
 		CreateWebhook       func(childComplexity int, input model.CreateWebhookInput) int
 		DeleteAlarmRule     func(childComplexity int, id string) int
 		DeleteMount         func(childComplexity int, uid string) int
@@ -280,6 +327,9 @@ type ComplexityRoot struct {
 		Events              func(childComplexity int, after *string, limit *int, types []model.MountEventType, mountUID *string) int
 		FirmwareDownload    func(childComplexity int, modelNumber string, softwareRevision *string) int
 		FirmwareVersions    func(childComplexity int, currentPage *int, pageSize *int, modelNumber *string) int
+		Job                 func(childComplexity int, id string) int
+		JobMounts           func(childComplexity int, id string, currentPage *int, pageSize *int) int
+		Jobs                func(childComplexity int, currentPage *int, pageSize *int) int
 		Me                  func(childComplexity int) int
 		Mount               func(childComplexity int, uid string) int
 		MountCommands       func(childComplexity int, uid string, currentPage *int, pageSize *int) int
@@ -303,6 +353,7 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
+		AccountEvents     func(childComplexity int, after *string, types []model.AccountEventType) int
 		MountEvents       func(childComplexity int, uids []string, after *string) int
 		MountStateChanged func(childComplexity int, uid string, after *string) int
 	}
@@ -374,6 +425,8 @@ type MutationResolver interface {
 	UpdateAlarmRule(ctx context.Context, id string, input model.UpdateAlarmRuleInput) (*model.AlarmRule, error)
 	DeleteAlarmRule(ctx context.Context, id string) (bool, error)
 	AcknowledgeAlarm(ctx context.Context, id string) (*model.Alarm, error)
+	CreateJob(ctx context.Context, input model.CreateJobInput) (*model.Job, error)
+	CancelJob(ctx context.Context, id string) (*model.Job, error)
 	RequestAssociation(ctx context.Context, input model.RequestAssociationInput) ([]model.Command, error)
 	ConfirmAssociation(ctx context.Context, uid string) (*model.Mount, error)
 	UpdateMount(ctx context.Context, uid string, input model.UpdateMountInput) (*model.Mount, error)
@@ -401,6 +454,9 @@ type QueryResolver interface {
 	FirmwareVersions(ctx context.Context, currentPage *int, pageSize *int, modelNumber *string) (*model.FirmwareVersionPage, error)
 	CheckFirmwareUpdate(ctx context.Context, modelNumber string, softwareRevision *string) (*model.FirmwareUpdateCheck, error)
 	FirmwareDownload(ctx context.Context, modelNumber string, softwareRevision *string) (*model.FirmwareDownload, error)
+	Jobs(ctx context.Context, currentPage *int, pageSize *int) (*model.JobPage, error)
+	Job(ctx context.Context, id string) (*model.Job, error)
+	JobMounts(ctx context.Context, id string, currentPage *int, pageSize *int) (*model.JobMountPage, error)
 	Mounts(ctx context.Context, currentPage *int, pageSize *int, filter *model.MountFilter) (*model.MountPage, error)
 	Mount(ctx context.Context, uid string) (*model.Mount, error)
 	MountStates(ctx context.Context, uid string, code *string, from *model.DateTime, to *model.DateTime, currentPage *int, pageSize *int) (*model.MountStatePage, error)
@@ -414,6 +470,7 @@ type QueryResolver interface {
 type SubscriptionResolver interface {
 	MountStateChanged(ctx context.Context, uid string, after *string) (<-chan *model.MountStateEvent, error)
 	MountEvents(ctx context.Context, uids []string, after *string) (<-chan *model.MountEvent, error)
+	AccountEvents(ctx context.Context, after *string, types []model.AccountEventType) (<-chan *model.AccountEvent, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -433,6 +490,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "AccountEvent.id":
+		if e.ComplexityRoot.AccountEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountEvent.ID(childComplexity), true
+	case "AccountEvent.job":
+		if e.ComplexityRoot.AccountEvent.Job == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountEvent.Job(childComplexity), true
+	case "AccountEvent.occurredAt":
+		if e.ComplexityRoot.AccountEvent.OccurredAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountEvent.OccurredAt(childComplexity), true
+	case "AccountEvent.type":
+		if e.ComplexityRoot.AccountEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountEvent.Type(childComplexity), true
 
 	case "Alarm.acknowledgedAt":
 		if e.ComplexityRoot.Alarm.AcknowledgedAt == nil {
@@ -712,6 +794,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Command.IssuedBy(childComplexity), true
+	case "Command.jobId":
+		if e.ComplexityRoot.Command.JobID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Command.JobID(childComplexity), true
 	case "Command.payload":
 		if e.ComplexityRoot.Command.Payload == nil {
 			break
@@ -875,6 +963,143 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.FirmwareVersionPage.Versions(childComplexity), true
+
+	case "Job.code":
+		if e.ComplexityRoot.Job.Code == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Job.Code(childComplexity), true
+	case "Job.counts":
+		if e.ComplexityRoot.Job.Counts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Job.Counts(childComplexity), true
+	case "Job.createdAt":
+		if e.ComplexityRoot.Job.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Job.CreatedAt(childComplexity), true
+	case "Job.description":
+		if e.ComplexityRoot.Job.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Job.Description(childComplexity), true
+	case "Job.expiresAt":
+		if e.ComplexityRoot.Job.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Job.ExpiresAt(childComplexity), true
+	case "Job.filter":
+		if e.ComplexityRoot.Job.Filter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Job.Filter(childComplexity), true
+	case "Job.id":
+		if e.ComplexityRoot.Job.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Job.ID(childComplexity), true
+	case "Job.params":
+		if e.ComplexityRoot.Job.Params == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Job.Params(childComplexity), true
+	case "Job.state":
+		if e.ComplexityRoot.Job.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Job.State(childComplexity), true
+	case "Job.targets":
+		if e.ComplexityRoot.Job.Targets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Job.Targets(childComplexity), true
+
+	case "JobCounts.executed":
+		if e.ComplexityRoot.JobCounts.Executed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JobCounts.Executed(childComplexity), true
+	case "JobCounts.issued":
+		if e.ComplexityRoot.JobCounts.Issued == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JobCounts.Issued(childComplexity), true
+	case "JobCounts.pending":
+		if e.ComplexityRoot.JobCounts.Pending == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JobCounts.Pending(childComplexity), true
+	case "JobCounts.refused":
+		if e.ComplexityRoot.JobCounts.Refused == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JobCounts.Refused(childComplexity), true
+	case "JobCounts.unconfirmed":
+		if e.ComplexityRoot.JobCounts.Unconfirmed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JobCounts.Unconfirmed(childComplexity), true
+
+	case "JobMount.commandId":
+		if e.ComplexityRoot.JobMount.CommandID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JobMount.CommandID(childComplexity), true
+	case "JobMount.status":
+		if e.ComplexityRoot.JobMount.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JobMount.Status(childComplexity), true
+	case "JobMount.uid":
+		if e.ComplexityRoot.JobMount.UID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JobMount.UID(childComplexity), true
+
+	case "JobMountPage.mounts":
+		if e.ComplexityRoot.JobMountPage.Mounts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JobMountPage.Mounts(childComplexity), true
+	case "JobMountPage.pagination":
+		if e.ComplexityRoot.JobMountPage.Pagination == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JobMountPage.Pagination(childComplexity), true
+
+	case "JobPage.jobs":
+		if e.ComplexityRoot.JobPage.Jobs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JobPage.Jobs(childComplexity), true
+	case "JobPage.pagination":
+		if e.ComplexityRoot.JobPage.Pagination == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JobPage.Pagination(childComplexity), true
 
 	case "Me.accountId":
 		if e.ComplexityRoot.Me.AccountID == nil {
@@ -1193,6 +1418,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.AcknowledgeAlarm(childComplexity, args["id"].(string)), true
+	case "Mutation.cancelJob":
+		if e.ComplexityRoot.Mutation.CancelJob == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_cancelJob_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CancelJob(childComplexity, args["id"].(string)), true
 	case "Mutation.confirmAssociation":
 		if e.ComplexityRoot.Mutation.ConfirmAssociation == nil {
 			break
@@ -1215,6 +1451,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateAlarmRule(childComplexity, args["input"].(model.CreateAlarmRuleInput)), true
+	case "Mutation.createJob":
+		if e.ComplexityRoot.Mutation.CreateJob == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createJob_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateJob(childComplexity, args["input"].(model.CreateJobInput)), true
 	case "Mutation.createWebhook":
 		if e.ComplexityRoot.Mutation.CreateWebhook == nil {
 			break
@@ -1562,6 +1809,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.FirmwareVersions(childComplexity, args["currentPage"].(*int), args["pageSize"].(*int), args["modelNumber"].(*string)), true
 
+	case "Query.job":
+		if e.ComplexityRoot.Query.Job == nil {
+			break
+		}
+
+		args, err := ec.field_Query_job_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Job(childComplexity, args["id"].(string)), true
+	case "Query.jobMounts":
+		if e.ComplexityRoot.Query.JobMounts == nil {
+			break
+		}
+
+		args, err := ec.field_Query_jobMounts_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.JobMounts(childComplexity, args["id"].(string), args["currentPage"].(*int), args["pageSize"].(*int)), true
+	case "Query.jobs":
+		if e.ComplexityRoot.Query.Jobs == nil {
+			break
+		}
+
+		args, err := ec.field_Query_jobs_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Jobs(childComplexity, args["currentPage"].(*int), args["pageSize"].(*int)), true
 	case "Query.me":
 		if e.ComplexityRoot.Query.Me == nil {
 			break
@@ -1689,6 +1969,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ReportStatesResult.Duplicates(childComplexity), true
 
+	case "Subscription.accountEvents":
+		if e.ComplexityRoot.Subscription.AccountEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_accountEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.AccountEvents(childComplexity, args["after"].(*string), args["types"].([]model.AccountEventType)), true
 	case "Subscription.mountEvents":
 		if e.ComplexityRoot.Subscription.MountEvents == nil {
 			break
@@ -1928,6 +2219,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputAlarmConditionInput,
 		ec.unmarshalInputCommandParamsInput,
 		ec.unmarshalInputCreateAlarmRuleInput,
+		ec.unmarshalInputCreateJobInput,
 		ec.unmarshalInputCreateWebhookInput,
 		ec.unmarshalInputMountFilter,
 		ec.unmarshalInputMountStateInput,
@@ -2293,6 +2585,112 @@ extend type Query {
   firmwareDownload(modelNumber: String!, softwareRevision: String): FirmwareDownload!
 }
 `, BuiltIn: false},
+	{Name: "../schema/jobs.graphqls", Input: `"ACTIVE until every target EXECUTED or was REFUSED for good, or expiresAt passed (COMPLETED), or an owner cancelled it (CANCELED)."
+enum JobState {
+  ACTIVE
+  COMPLETED
+  CANCELED
+}
+
+"Where a job stands at one mount: PENDING before any command, then its latest command's status; EXECUTED (any of the job's commands executed there) and a final REFUSED stay."
+enum JobMountStatus {
+  PENDING
+  ISSUED
+  EXECUTED
+  REFUSED
+  UNCONFIRMED
+}
+
+"A job's targets by status; each target counts once."
+type JobCounts {
+  pending: Int!
+  issued: Int!
+  executed: Int!
+  refused: Int!
+  unconfirmed: Int!
+}
+
+"One command for a fixed set of mounts, signed afresh for whichever phone passes each mount (GET /jobs/{id})."
+type Job {
+  id: ID!
+  code: String!
+  "The command's parameters, as in REST: {\"alarmMode\": \"ON\"}."
+  params: JSON!
+  "The fleet filter the targets were selected with, as given; null for a list of uids (or the empty filter, every mount)."
+  filter: String
+  description: String!
+  state: JobState!
+  createdAt: DateTime!
+  expiresAt: DateTime!
+  "How many mounts the job was created for."
+  targets: Int!
+  counts: JobCounts!
+}
+
+type JobPage {
+  jobs: [Job!]!
+  pagination: Pagination!
+}
+
+"A job at one of its mounts."
+type JobMount {
+  uid: ID!
+  status: JobMountStatus!
+  "The deciding command once final, else the latest one; null while PENDING."
+  commandId: ID
+}
+
+type JobMountPage {
+  mounts: [JobMount!]!
+  pagination: Pagination!
+}
+
+"A job: a filter (even \"\", every mount) or mountUids selects the targets, not both; the ASSOCIATED mounts selected now are the targets (at most 100,000)."
+input CreateJobInput {
+  "Any command code but ASSOCIATE_OWNER and INSTALL_FIRMWARE."
+  code: String!
+  params: CommandParamsInput
+  filter: String
+  mountUids: [ID!]
+  description: String
+  "Default: 7 days from now; at most 90 days."
+  expiresAt: DateTime
+}
+
+enum AccountEventType {
+  JOB_COMPLETED
+}
+
+"An event about the account rather than one mount."
+type AccountEvent {
+  "The event's cursor in the event log: pass it as after to resume."
+  id: ID!
+  type: AccountEventType!
+  occurredAt: DateTime!
+  "The job a JOB_COMPLETED event is about, as it was then."
+  job: Job
+}
+
+extend type Query {
+  "The account's jobs, newest first (GET /jobs; owners only)."
+  jobs(currentPage: Int = 1, pageSize: Int = 20): JobPage!
+  job(id: ID!): Job!
+  "A job's mounts by uid with their status (GET /jobs/{id}/mounts)."
+  jobMounts(id: ID!, currentPage: Int = 1, pageSize: Int = 20): JobMountPage!
+}
+
+extend type Mutation {
+  "Create a job (owners only)."
+  createJob(input: CreateJobInput!): Job!
+  "Cancel an ACTIVE job (owners only); CONFLICT otherwise."
+  cancelJob(id: ID!): Job!
+}
+
+extend type Subscription {
+  "The account's account-level events (owners and maintainers), optionally of the given types; with after, first those retained after that cursor."
+  accountEvents(after: ID, types: [AccountEventType!]): AccountEvent!
+}
+`, BuiltIn: false},
 	{Name: "../schema/mounts.graphqls", Input: `type Mount {
   uid: ID!
   name: String!
@@ -2333,6 +2731,8 @@ input MountFilter {
   macAddress: String
   mountUid: String
   serialNumber: String
+  "A fleet filter (AIP-160) over the mount's fields and latest values, as GET /mounts?filter=: batteryLevel < 20 AND presence = \"OFFLINE\". A malformed one is VALIDATION_FAILED (field filter)."
+  expression: String
 }
 
 type MountState {
@@ -2374,6 +2774,8 @@ type Command {
   reason: String
   "The deciding receipt was signed by the mount's device key."
   verified: Boolean!
+  "The job the command was signed for (a phone's pending commands); null for a command asked for directly."
+  jobId: ID
 }
 
 "One receipt: the fields of the mount's result message, unchanged."
@@ -2632,6 +3034,20 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
 
+func (ec *executionContext) childFields_AccountEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AccountEvent_id(ctx, field)
+	case "type":
+		return ec.fieldContext_AccountEvent_type(ctx, field)
+	case "occurredAt":
+		return ec.fieldContext_AccountEvent_occurredAt(ctx, field)
+	case "job":
+		return ec.fieldContext_AccountEvent_job(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AccountEvent", field.Name)
+}
+
 func (ec *executionContext) childFields_Alarm(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -2784,6 +3200,8 @@ func (ec *executionContext) childFields_Command(ctx context.Context, field graph
 		return ec.fieldContext_Command_reason(ctx, field)
 	case "verified":
 		return ec.fieldContext_Command_verified(ctx, field)
+	case "jobId":
+		return ec.fieldContext_Command_jobId(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Command", field.Name)
 }
@@ -2868,6 +3286,80 @@ func (ec *executionContext) childFields_FirmwareVersionPage(ctx context.Context,
 		return ec.fieldContext_FirmwareVersionPage_pagination(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type FirmwareVersionPage", field.Name)
+}
+
+func (ec *executionContext) childFields_Job(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Job_id(ctx, field)
+	case "code":
+		return ec.fieldContext_Job_code(ctx, field)
+	case "params":
+		return ec.fieldContext_Job_params(ctx, field)
+	case "filter":
+		return ec.fieldContext_Job_filter(ctx, field)
+	case "description":
+		return ec.fieldContext_Job_description(ctx, field)
+	case "state":
+		return ec.fieldContext_Job_state(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Job_createdAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Job_expiresAt(ctx, field)
+	case "targets":
+		return ec.fieldContext_Job_targets(ctx, field)
+	case "counts":
+		return ec.fieldContext_Job_counts(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Job", field.Name)
+}
+
+func (ec *executionContext) childFields_JobCounts(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "pending":
+		return ec.fieldContext_JobCounts_pending(ctx, field)
+	case "issued":
+		return ec.fieldContext_JobCounts_issued(ctx, field)
+	case "executed":
+		return ec.fieldContext_JobCounts_executed(ctx, field)
+	case "refused":
+		return ec.fieldContext_JobCounts_refused(ctx, field)
+	case "unconfirmed":
+		return ec.fieldContext_JobCounts_unconfirmed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type JobCounts", field.Name)
+}
+
+func (ec *executionContext) childFields_JobMount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "uid":
+		return ec.fieldContext_JobMount_uid(ctx, field)
+	case "status":
+		return ec.fieldContext_JobMount_status(ctx, field)
+	case "commandId":
+		return ec.fieldContext_JobMount_commandId(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type JobMount", field.Name)
+}
+
+func (ec *executionContext) childFields_JobMountPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "mounts":
+		return ec.fieldContext_JobMountPage_mounts(ctx, field)
+	case "pagination":
+		return ec.fieldContext_JobMountPage_pagination(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type JobMountPage", field.Name)
+}
+
+func (ec *executionContext) childFields_JobPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "jobs":
+		return ec.fieldContext_JobPage_jobs(ctx, field)
+	case "pagination":
+		return ec.fieldContext_JobPage_pagination(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type JobPage", field.Name)
 }
 
 func (ec *executionContext) childFields_Me(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3324,6 +3816,20 @@ func (ec *executionContext) field_Mutation_acknowledgeAlarm_args(ctx context.Con
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_cancelJob_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_confirmAssociation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3344,6 +3850,20 @@ func (ec *executionContext) field_Mutation_createAlarmRule_args(ctx context.Cont
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.CreateAlarmRuleInput, error) {
 			return ec.unmarshalNCreateAlarmRuleInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCreateAlarmRuleInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createJob_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.CreateJobInput, error) {
+			return ec.unmarshalNCreateJobInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCreateJobInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -3942,6 +4462,72 @@ func (ec *executionContext) field_Query_firmwareVersions_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_jobMounts_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "currentPage",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["currentPage"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "pageSize",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["pageSize"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_job_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_jobs_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "currentPage",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["currentPage"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "pageSize",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["pageSize"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_mountCommands_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4158,6 +4744,28 @@ func (ec *executionContext) field_Query_webhooks_args(ctx context.Context, rawAr
 	return args, nil
 }
 
+func (ec *executionContext) field_Subscription_accountEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "types",
+		func(ctx context.Context, v any) ([]model.AccountEventType, error) {
+			return ec.unmarshalOAccountEventType2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAccountEventTypeᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["types"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_mountEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4261,6 +4869,107 @@ func (ec *executionContext) field___Type_fields_args(ctx context.Context, rawArg
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _AccountEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.AccountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountEvent", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _AccountEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.AccountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.AccountEventType) graphql.Marshaler {
+			return ec.marshalNAccountEventType2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAccountEventType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountEvent", field, false, false, errors.New("field of type AccountEventType does not have child fields"))
+}
+
+func (ec *executionContext) _AccountEvent_occurredAt(ctx context.Context, field graphql.CollectedField, obj *model.AccountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountEvent_occurredAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OccurredAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AccountEvent_occurredAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AccountEvent", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _AccountEvent_job(ctx context.Context, field graphql.CollectedField, obj *model.AccountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountEvent_job(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Job, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Job) graphql.Marshaler {
+			return ec.marshalOJob2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJob(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AccountEvent_job(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AccountEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Job(ctx, field)
+		},
+	}
+	return fc, nil
+}
 
 func (ec *executionContext) _Alarm_id(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -5498,6 +6207,29 @@ func (ec *executionContext) fieldContext_Command_verified(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
+func (ec *executionContext) _Command_jobId(ctx context.Context, field graphql.CollectedField, obj *model.Command) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Command_jobId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.JobID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Command_jobId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
 func (ec *executionContext) _CommandPage_commands(ctx context.Context, field graphql.CollectedField, obj *model.CommandPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6020,6 +6752,557 @@ func (ec *executionContext) _FirmwareVersionPage_pagination(ctx context.Context,
 func (ec *executionContext) fieldContext_FirmwareVersionPage_pagination(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "FirmwareVersionPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pagination(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Job_id(ctx context.Context, field graphql.CollectedField, obj *model.Job) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Job_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Job_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Job", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Job_code(ctx context.Context, field graphql.CollectedField, obj *model.Job) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Job_code(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Code, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Job_code(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Job", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Job_params(ctx context.Context, field graphql.CollectedField, obj *model.Job) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Job_params(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Params, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNJSON2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Job_params(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Job", field, false, false, errors.New("field of type JSON does not have child fields"))
+}
+
+func (ec *executionContext) _Job_filter(ctx context.Context, field graphql.CollectedField, obj *model.Job) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Job_filter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Filter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Job_filter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Job", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Job_description(ctx context.Context, field graphql.CollectedField, obj *model.Job) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Job_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Job_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Job", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Job_state(ctx context.Context, field graphql.CollectedField, obj *model.Job) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Job_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JobState) graphql.Marshaler {
+			return ec.marshalNJobState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Job_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Job", field, false, false, errors.New("field of type JobState does not have child fields"))
+}
+
+func (ec *executionContext) _Job_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Job) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Job_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Job_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Job", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Job_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Job) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Job_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Job_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Job", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Job_targets(ctx context.Context, field graphql.CollectedField, obj *model.Job) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Job_targets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Targets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Job_targets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Job", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Job_counts(ctx context.Context, field graphql.CollectedField, obj *model.Job) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Job_counts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Counts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.JobCounts) graphql.Marshaler {
+			return ec.marshalNJobCounts2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobCounts(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Job_counts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Job",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_JobCounts(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JobCounts_pending(ctx context.Context, field graphql.CollectedField, obj *model.JobCounts) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JobCounts_pending(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pending, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JobCounts_pending(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JobCounts", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _JobCounts_issued(ctx context.Context, field graphql.CollectedField, obj *model.JobCounts) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JobCounts_issued(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Issued, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JobCounts_issued(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JobCounts", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _JobCounts_executed(ctx context.Context, field graphql.CollectedField, obj *model.JobCounts) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JobCounts_executed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Executed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JobCounts_executed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JobCounts", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _JobCounts_refused(ctx context.Context, field graphql.CollectedField, obj *model.JobCounts) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JobCounts_refused(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Refused, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JobCounts_refused(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JobCounts", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _JobCounts_unconfirmed(ctx context.Context, field graphql.CollectedField, obj *model.JobCounts) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JobCounts_unconfirmed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Unconfirmed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JobCounts_unconfirmed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JobCounts", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _JobMount_uid(ctx context.Context, field graphql.CollectedField, obj *model.JobMount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JobMount_uid(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JobMount_uid(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JobMount", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _JobMount_status(ctx context.Context, field graphql.CollectedField, obj *model.JobMount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JobMount_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JobMountStatus) graphql.Marshaler {
+			return ec.marshalNJobMountStatus2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobMountStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JobMount_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JobMount", field, false, false, errors.New("field of type JobMountStatus does not have child fields"))
+}
+
+func (ec *executionContext) _JobMount_commandId(ctx context.Context, field graphql.CollectedField, obj *model.JobMount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JobMount_commandId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CommandID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JobMount_commandId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JobMount", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _JobMountPage_mounts(ctx context.Context, field graphql.CollectedField, obj *model.JobMountPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JobMountPage_mounts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Mounts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.JobMount) graphql.Marshaler {
+			return ec.marshalNJobMount2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobMountᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JobMountPage_mounts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JobMountPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_JobMount(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JobMountPage_pagination(ctx context.Context, field graphql.CollectedField, obj *model.JobMountPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JobMountPage_pagination(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pagination, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pagination) graphql.Marshaler {
+			return ec.marshalNPagination2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPagination(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JobMountPage_pagination(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JobMountPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pagination(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JobPage_jobs(ctx context.Context, field graphql.CollectedField, obj *model.JobPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JobPage_jobs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Jobs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Job) graphql.Marshaler {
+			return ec.marshalNJob2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JobPage_jobs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JobPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Job(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JobPage_pagination(ctx context.Context, field graphql.CollectedField, obj *model.JobPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JobPage_pagination(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pagination, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pagination) graphql.Marshaler {
+			return ec.marshalNPagination2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPagination(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JobPage_pagination(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JobPage",
 		Field:      field,
 		IsMethod:   false,
 		IsResolver: false,
@@ -7403,6 +8686,94 @@ func (ec *executionContext) fieldContext_Mutation_acknowledgeAlarm(ctx context.C
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_acknowledgeAlarm_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createJob(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createJob(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateJob(ctx, fc.Args["input"].(model.CreateJobInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Job) graphql.Marshaler {
+			return ec.marshalNJob2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJob(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createJob(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Job(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createJob_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_cancelJob(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_cancelJob(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CancelJob(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Job) graphql.Marshaler {
+			return ec.marshalNJob2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJob(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_cancelJob(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Job(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_cancelJob_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -8802,6 +10173,138 @@ func (ec *executionContext) fieldContext_Query_firmwareDownload(ctx context.Cont
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_jobs(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_jobs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Jobs(ctx, fc.Args["currentPage"].(*int), fc.Args["pageSize"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.JobPage) graphql.Marshaler {
+			return ec.marshalNJobPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_jobs(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_JobPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_jobs_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_job(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_job(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Job(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Job) graphql.Marshaler {
+			return ec.marshalNJob2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJob(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_job(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Job(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_job_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_jobMounts(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_jobMounts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().JobMounts(ctx, fc.Args["id"].(string), fc.Args["currentPage"].(*int), fc.Args["pageSize"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.JobMountPage) graphql.Marshaler {
+			return ec.marshalNJobMountPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobMountPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_jobMounts(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_JobMountPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_jobMounts_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_mounts(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9448,6 +10951,50 @@ func (ec *executionContext) fieldContext_Subscription_mountEvents(ctx context.Co
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_mountEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_accountEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_accountEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().AccountEvents(ctx, fc.Args["after"].(*string), fc.Args["types"].([]model.AccountEventType))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AccountEvent) graphql.Marshaler {
+			return ec.marshalNAccountEvent2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAccountEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_accountEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AccountEvent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_accountEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -11484,6 +13031,71 @@ func (ec *executionContext) unmarshalInputCreateAlarmRuleInput(ctx context.Conte
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputCreateJobInput(ctx context.Context, obj any) (model.CreateJobInput, error) {
+	var it model.CreateJobInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"code", "params", "filter", "mountUids", "description", "expiresAt"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "code":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("code"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Code = data
+		case "params":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("params"))
+			data, err := ec.unmarshalOCommandParamsInput2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCommandParamsInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Params = data
+		case "filter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filter"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Filter = data
+		case "mountUids":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mountUids"))
+			data, err := ec.unmarshalOID2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MountUids = data
+		case "description":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("description"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Description = data
+		case "expiresAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expiresAt"))
+			data, err := ec.unmarshalODateTime2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ExpiresAt = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputCreateWebhookInput(ctx context.Context, obj any) (model.CreateWebhookInput, error) {
 	var it model.CreateWebhookInput
 	if obj == nil {
@@ -11546,7 +13158,7 @@ func (ec *executionContext) unmarshalInputMountFilter(ctx context.Context, obj a
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"macAddress", "mountUid", "serialNumber"}
+	fieldsInOrder := [...]string{"macAddress", "mountUid", "serialNumber", "expression"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -11574,6 +13186,13 @@ func (ec *executionContext) unmarshalInputMountFilter(ctx context.Context, obj a
 				return it, err
 			}
 			it.SerialNumber = data
+		case "expression":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("expression"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Expression = data
 		}
 	}
 	return it, nil
@@ -11985,6 +13604,59 @@ func (ec *executionContext) unmarshalInputUpdateWebhookInput(ctx context.Context
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
+
+var accountEventImplementors = []string{"AccountEvent"}
+
+func (ec *executionContext) _AccountEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AccountEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, accountEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AccountEvent")
+		case "id":
+			out.Values[i] = ec._AccountEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "type":
+			out.Values[i] = ec._AccountEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "occurredAt":
+			out.Values[i] = ec._AccountEvent_occurredAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "job":
+			out.Values[i] = ec._AccountEvent_job(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
 
 var alarmImplementors = []string{"Alarm"}
 
@@ -12517,6 +14189,11 @@ func (ec *executionContext) _Command(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "jobId":
+			out.Values[i] = ec._Command_jobId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -12845,6 +14522,281 @@ func (ec *executionContext) _FirmwareVersionPage(ctx context.Context, sel ast.Se
 			}
 		case "pagination":
 			out.Values[i] = ec._FirmwareVersionPage_pagination(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var jobImplementors = []string{"Job"}
+
+func (ec *executionContext) _Job(ctx context.Context, sel ast.SelectionSet, obj *model.Job) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, jobImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Job")
+		case "id":
+			out.Values[i] = ec._Job_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "code":
+			out.Values[i] = ec._Job_code(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "params":
+			out.Values[i] = ec._Job_params(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "filter":
+			out.Values[i] = ec._Job_filter(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "description":
+			out.Values[i] = ec._Job_description(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._Job_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Job_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Job_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targets":
+			out.Values[i] = ec._Job_targets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "counts":
+			out.Values[i] = ec._Job_counts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var jobCountsImplementors = []string{"JobCounts"}
+
+func (ec *executionContext) _JobCounts(ctx context.Context, sel ast.SelectionSet, obj *model.JobCounts) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, jobCountsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("JobCounts")
+		case "pending":
+			out.Values[i] = ec._JobCounts_pending(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "issued":
+			out.Values[i] = ec._JobCounts_issued(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "executed":
+			out.Values[i] = ec._JobCounts_executed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "refused":
+			out.Values[i] = ec._JobCounts_refused(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unconfirmed":
+			out.Values[i] = ec._JobCounts_unconfirmed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var jobMountImplementors = []string{"JobMount"}
+
+func (ec *executionContext) _JobMount(ctx context.Context, sel ast.SelectionSet, obj *model.JobMount) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, jobMountImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("JobMount")
+		case "uid":
+			out.Values[i] = ec._JobMount_uid(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._JobMount_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "commandId":
+			out.Values[i] = ec._JobMount_commandId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var jobMountPageImplementors = []string{"JobMountPage"}
+
+func (ec *executionContext) _JobMountPage(ctx context.Context, sel ast.SelectionSet, obj *model.JobMountPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, jobMountPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("JobMountPage")
+		case "mounts":
+			out.Values[i] = ec._JobMountPage_mounts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pagination":
+			out.Values[i] = ec._JobMountPage_pagination(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var jobPageImplementors = []string{"JobPage"}
+
+func (ec *executionContext) _JobPage(ctx context.Context, sel ast.SelectionSet, obj *model.JobPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, jobPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("JobPage")
+		case "jobs":
+			out.Values[i] = ec._JobPage_jobs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pagination":
+			out.Values[i] = ec._JobPage_pagination(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -13421,6 +15373,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createJob":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createJob(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cancelJob":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_cancelJob(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "requestAssociation":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_requestAssociation(ctx, field)
@@ -13951,6 +15917,72 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "jobs":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_jobs(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "job":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_job(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "jobMounts":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_jobMounts(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "mounts":
 			field := field
 
@@ -14287,6 +16319,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_mountStateChanged(ctx, fields[0])
 	case "mountEvents":
 		return ec._Subscription_mountEvents(ctx, fields[0])
+	case "accountEvents":
+		return ec._Subscription_accountEvents(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -15080,6 +17114,30 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) marshalNAccountEvent2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAccountEvent(ctx context.Context, sel ast.SelectionSet, v model.AccountEvent) graphql.Marshaler {
+	return ec._AccountEvent(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAccountEvent2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAccountEvent(ctx context.Context, sel ast.SelectionSet, v *model.AccountEvent) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._AccountEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNAccountEventType2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAccountEventType(ctx context.Context, v any) (model.AccountEventType, error) {
+	var res model.AccountEventType
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAccountEventType2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAccountEventType(ctx context.Context, sel ast.SelectionSet, v model.AccountEventType) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNAlarm2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarm(ctx context.Context, sel ast.SelectionSet, v model.Alarm) graphql.Marshaler {
 	return ec._Alarm(ctx, sel, &v)
 }
@@ -15346,6 +17404,11 @@ func (ec *executionContext) unmarshalNCreateAlarmRuleInput2githubᚗcomᚋmountd
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNCreateJobInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCreateJobInput(ctx context.Context, v any) (model.CreateJobInput, error) {
+	res, err := ec.unmarshalInputCreateJobInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNCreateWebhookInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCreateWebhookInput(ctx context.Context, v any) (model.CreateWebhookInput, error) {
 	res, err := ec.unmarshalInputCreateWebhookInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -15542,6 +17605,114 @@ func (ec *executionContext) marshalNJSON2map(ctx context.Context, sel ast.Select
 		}
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNJob2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJob(ctx context.Context, sel ast.SelectionSet, v model.Job) graphql.Marshaler {
+	return ec._Job(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNJob2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Job) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNJob2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJob(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNJob2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJob(ctx context.Context, sel ast.SelectionSet, v *model.Job) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Job(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNJobCounts2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobCounts(ctx context.Context, sel ast.SelectionSet, v *model.JobCounts) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._JobCounts(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNJobMount2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobMount(ctx context.Context, sel ast.SelectionSet, v model.JobMount) graphql.Marshaler {
+	return ec._JobMount(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNJobMount2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobMountᚄ(ctx context.Context, sel ast.SelectionSet, v []model.JobMount) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNJobMount2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobMount(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNJobMountPage2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobMountPage(ctx context.Context, sel ast.SelectionSet, v model.JobMountPage) graphql.Marshaler {
+	return ec._JobMountPage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNJobMountPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobMountPage(ctx context.Context, sel ast.SelectionSet, v *model.JobMountPage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._JobMountPage(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNJobMountStatus2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobMountStatus(ctx context.Context, v any) (model.JobMountStatus, error) {
+	var res model.JobMountStatus
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNJobMountStatus2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobMountStatus(ctx context.Context, sel ast.SelectionSet, v model.JobMountStatus) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNJobPage2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobPage(ctx context.Context, sel ast.SelectionSet, v model.JobPage) graphql.Marshaler {
+	return ec._JobPage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNJobPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobPage(ctx context.Context, sel ast.SelectionSet, v *model.JobPage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._JobPage(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNJobState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobState(ctx context.Context, v any) (model.JobState, error) {
+	var res model.JobState
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNJobState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJobState(ctx context.Context, sel ast.SelectionSet, v model.JobState) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNMe2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMe(ctx context.Context, sel ast.SelectionSet, v model.Me) graphql.Marshaler {
@@ -16186,6 +18357,42 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
+func (ec *executionContext) unmarshalOAccountEventType2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAccountEventTypeᚄ(ctx context.Context, v any) ([]model.AccountEventType, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]model.AccountEventType, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNAccountEventType2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAccountEventType(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOAccountEventType2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAccountEventTypeᚄ(ctx context.Context, sel ast.SelectionSet, v []model.AccountEventType) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAccountEventType2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAccountEventType(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalOAlarm2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐAlarm(ctx context.Context, sel ast.SelectionSet, v *model.Alarm) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -16396,6 +18603,13 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = ctx
 	res := graphql.MarshalInt(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOJob2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐJob(ctx context.Context, sel ast.SelectionSet, v *model.Job) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Job(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOMountEventType2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountEventTypeᚄ(ctx context.Context, v any) ([]model.MountEventType, error) {

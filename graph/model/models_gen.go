@@ -9,6 +9,16 @@ import (
 	"strconv"
 )
 
+// An event about the account rather than one mount.
+type AccountEvent struct {
+	// The event's cursor in the event log: pass it as after to resume.
+	ID         string           `json:"id"`
+	Type       AccountEventType `json:"type"`
+	OccurredAt DateTime         `json:"occurredAt"`
+	// The job a JOB_COMPLETED event is about, as it was then.
+	Job *Job `json:"job,omitempty"`
+}
+
 // One episode of a rule's conditions holding on a mount.
 type Alarm struct {
 	ID             string        `json:"id"`
@@ -121,6 +131,8 @@ type Command struct {
 	Reason *string `json:"reason,omitempty"`
 	// The deciding receipt was signed by the mount's device key.
 	Verified bool `json:"verified"`
+	// The job the command was signed for (a phone's pending commands); null for a command asked for directly.
+	JobID *string `json:"jobId,omitempty"`
 }
 
 type CommandPage struct {
@@ -145,6 +157,18 @@ type CreateAlarmRuleInput struct {
 	ForSeconds *int `json:"forSeconds,omitempty"`
 	// Empty or left out: every mount of the account.
 	MountUids []string `json:"mountUids,omitempty"`
+}
+
+// A job: a filter (even "", every mount) or mountUids selects the targets, not both; the ASSOCIATED mounts selected now are the targets (at most 100,000).
+type CreateJobInput struct {
+	// Any command code but ASSOCIATE_OWNER and INSTALL_FIRMWARE.
+	Code        string              `json:"code"`
+	Params      *CommandParamsInput `json:"params,omitempty"`
+	Filter      *string             `json:"filter,omitempty"`
+	MountUids   []string            `json:"mountUids,omitempty"`
+	Description *string             `json:"description,omitempty"`
+	// Default: 7 days from now; at most 90 days.
+	ExpiresAt *DateTime `json:"expiresAt,omitempty"`
 }
 
 type CreateWebhookInput struct {
@@ -193,6 +217,50 @@ type FirmwareVersion struct {
 type FirmwareVersionPage struct {
 	Versions   []FirmwareVersion `json:"versions"`
 	Pagination *Pagination       `json:"pagination"`
+}
+
+// One command for a fixed set of mounts, signed afresh for whichever phone passes each mount (GET /jobs/{id}).
+type Job struct {
+	ID   string `json:"id"`
+	Code string `json:"code"`
+	// The command's parameters, as in REST: {"alarmMode": "ON"}.
+	Params map[string]any `json:"params"`
+	// The fleet filter the targets were selected with, as given; null for a list of uids (or the empty filter, every mount).
+	Filter      *string  `json:"filter,omitempty"`
+	Description string   `json:"description"`
+	State       JobState `json:"state"`
+	CreatedAt   DateTime `json:"createdAt"`
+	ExpiresAt   DateTime `json:"expiresAt"`
+	// How many mounts the job was created for.
+	Targets int        `json:"targets"`
+	Counts  *JobCounts `json:"counts"`
+}
+
+// A job's targets by status; each target counts once.
+type JobCounts struct {
+	Pending     int `json:"pending"`
+	Issued      int `json:"issued"`
+	Executed    int `json:"executed"`
+	Refused     int `json:"refused"`
+	Unconfirmed int `json:"unconfirmed"`
+}
+
+// A job at one of its mounts.
+type JobMount struct {
+	UID    string         `json:"uid"`
+	Status JobMountStatus `json:"status"`
+	// The deciding command once final, else the latest one; null while PENDING.
+	CommandID *string `json:"commandId,omitempty"`
+}
+
+type JobMountPage struct {
+	Mounts     []JobMount  `json:"mounts"`
+	Pagination *Pagination `json:"pagination"`
+}
+
+type JobPage struct {
+	Jobs       []Job       `json:"jobs"`
+	Pagination *Pagination `json:"pagination"`
 }
 
 type Me struct {
@@ -255,6 +323,8 @@ type MountFilter struct {
 	MacAddress   *string `json:"macAddress,omitempty"`
 	MountUID     *string `json:"mountUid,omitempty"`
 	SerialNumber *string `json:"serialNumber,omitempty"`
+	// A fleet filter (AIP-160) over the mount's fields and latest values, as GET /mounts?filter=: batteryLevel < 20 AND presence = "OFFLINE". A malformed one is VALIDATION_FAILED (field filter).
+	Expression *string `json:"expression,omitempty"`
 }
 
 type MountPage struct {
@@ -457,6 +527,59 @@ type WebhookTestResult struct {
 	DurationMs     int     `json:"durationMs"`
 }
 
+type AccountEventType string
+
+const (
+	AccountEventTypeJobCompleted AccountEventType = "JOB_COMPLETED"
+)
+
+var AllAccountEventType = []AccountEventType{
+	AccountEventTypeJobCompleted,
+}
+
+func (e AccountEventType) IsValid() bool {
+	switch e {
+	case AccountEventTypeJobCompleted:
+		return true
+	}
+	return false
+}
+
+func (e AccountEventType) String() string {
+	return string(e)
+}
+
+func (e *AccountEventType) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = AccountEventType(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid AccountEventType", str)
+	}
+	return nil
+}
+
+func (e AccountEventType) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *AccountEventType) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e AccountEventType) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type AlarmSeverity string
 
 const (
@@ -625,6 +748,126 @@ func (e *CommandStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e CommandStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where a job stands at one mount: PENDING before any command, then its latest command's status; EXECUTED (any of the job's commands executed there) and a final REFUSED stay.
+type JobMountStatus string
+
+const (
+	JobMountStatusPending     JobMountStatus = "PENDING"
+	JobMountStatusIssued      JobMountStatus = "ISSUED"
+	JobMountStatusExecuted    JobMountStatus = "EXECUTED"
+	JobMountStatusRefused     JobMountStatus = "REFUSED"
+	JobMountStatusUnconfirmed JobMountStatus = "UNCONFIRMED"
+)
+
+var AllJobMountStatus = []JobMountStatus{
+	JobMountStatusPending,
+	JobMountStatusIssued,
+	JobMountStatusExecuted,
+	JobMountStatusRefused,
+	JobMountStatusUnconfirmed,
+}
+
+func (e JobMountStatus) IsValid() bool {
+	switch e {
+	case JobMountStatusPending, JobMountStatusIssued, JobMountStatusExecuted, JobMountStatusRefused, JobMountStatusUnconfirmed:
+		return true
+	}
+	return false
+}
+
+func (e JobMountStatus) String() string {
+	return string(e)
+}
+
+func (e *JobMountStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = JobMountStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid JobMountStatus", str)
+	}
+	return nil
+}
+
+func (e JobMountStatus) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *JobMountStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e JobMountStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// ACTIVE until every target EXECUTED or was REFUSED for good, or expiresAt passed (COMPLETED), or an owner cancelled it (CANCELED).
+type JobState string
+
+const (
+	JobStateActive    JobState = "ACTIVE"
+	JobStateCompleted JobState = "COMPLETED"
+	JobStateCanceled  JobState = "CANCELED"
+)
+
+var AllJobState = []JobState{
+	JobStateActive,
+	JobStateCompleted,
+	JobStateCanceled,
+}
+
+func (e JobState) IsValid() bool {
+	switch e {
+	case JobStateActive, JobStateCompleted, JobStateCanceled:
+		return true
+	}
+	return false
+}
+
+func (e JobState) String() string {
+	return string(e)
+}
+
+func (e *JobState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = JobState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid JobState", str)
+	}
+	return nil
+}
+
+func (e JobState) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *JobState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e JobState) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
