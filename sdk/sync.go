@@ -37,25 +37,25 @@ const (
 
 // SyncedCommand is one pending command and what became of it.
 type SyncedCommand struct {
-	ID      string // the command's id (its payload's nonce)
-	JobID   string // the job it was signed for; empty if none
-	Code    string
-	Outcome SyncOutcome
-	Reason  string // the mount's, for REFUSED
+	ID      string      `json:"id"`    // the command's id (its payload's nonce)
+	JobID   string      `json:"jobId"` // the job it was signed for; empty if none
+	Code    string      `json:"code"`
+	Outcome SyncOutcome `json:"outcome"`
+	Reason  string      `json:"reason,omitempty"` // the mount's, for REFUSED
 }
 
 // SyncSummary is what one Sync did at a mount.
 type SyncSummary struct {
-	UID string
+	UID string `json:"uid"`
 	// Offered is how many commands the API offered; Commands are those
 	// Sync got to, in order (at most MaxSyncCommands). Offered minus
 	// len(Commands) were left for the next phone (the bound, or a lost
 	// link).
-	Offered  int
-	Commands []SyncedCommand
+	Offered  int             `json:"offered"`
+	Commands []SyncedCommand `json:"commands"`
 	// Pending is how many of the mount's receipts and reports wait in the
 	// upload queue; 0 when the API has them all.
-	Pending int
+	Pending int `json:"pending"`
 }
 
 // Count returns how many commands ended with outcome o.
