@@ -1,6 +1,11 @@
 package core
 
-import "time"
+import (
+	"cmp"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // The fleet filter (docs/api.md, "Fleet filter"): an AIP-160 expression
 // over a mount's fields and latest values. An adapter parses and
@@ -129,4 +134,125 @@ func ParseMountFilter(parser FilterParser, f *MountFilter, offlineAfter time.Dur
 	}
 	f.Expr, f.OfflineCut = expr, now.Add(-offlineAfter)
 	return nil
+}
+
+// Matches reports whether m, whose latest values by code are latest (the
+// stored canonical text), passes e. offlineCut is the lastSeenAt at or
+// before which m is OFFLINE (core.PresenceAt's rule). The memory store
+// filters with it, and the SQL stores' tests check their translation
+// against it.
+func (e *FilterExpr) Matches(m Mount, latest map[StateCode]string, offlineCut time.Time) bool {
+	switch e.Op {
+	case FilterAnd:
+		for _, a := range e.Args {
+			if !a.Matches(m, latest, offlineCut) {
+				return false
+			}
+		}
+		return true
+	case FilterOr:
+		for _, a := range e.Args {
+			if a.Matches(m, latest, offlineCut) {
+				return true
+			}
+		}
+		return false
+	case FilterNot:
+		return len(e.Args) == 1 && !e.Args[0].Matches(m, latest, offlineCut)
+	}
+	c, ok := e.compareWith(m, latest, offlineCut)
+	return ok && e.Op.holds(c)
+}
+
+// compareWith compares m's value of e.Field with e's value (-1, 0, 1); ok
+// is false when m has no value for the field, which matches no comparison.
+func (e *FilterExpr) compareWith(m Mount, latest map[StateCode]string, offlineCut time.Time) (int, bool) {
+	switch e.Field {
+	case FilterUID:
+		return strings.Compare(m.UID, e.String), true
+	case FilterName:
+		return strings.Compare(m.Name, e.String), true
+	case FilterModelNumber:
+		return strings.Compare(m.ModelNumber, e.String), true
+	case FilterFirmwareRevision:
+		return strings.Compare(m.FirmwareRevision, e.String), true
+	case FilterSoftwareRevision:
+		return strings.Compare(m.SoftwareRevision, e.String), true
+	case FilterAssociationState:
+		return strings.Compare(string(m.State), e.String), true
+	case FilterPresence:
+		return strings.Compare(string(PresenceOf(m.LastSeenAt, offlineCut)), e.String), true
+	case FilterLastSeenAt:
+		if m.LastSeenAt.IsZero() {
+			return 0, false
+		}
+		// Stores keep milliseconds: both sides compare at that precision.
+		return cmp.Compare(m.LastSeenAt.UnixMilli(), e.Time.UnixMilli()), true
+	}
+	code, ok := FilterStateCodes[e.Field]
+	if !ok {
+		return 0, false
+	}
+	value, ok := latest[code]
+	if !ok {
+		return 0, false
+	}
+	switch FilterFields[e.Field] {
+	case FilterNumber:
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return 0, false
+		}
+		return cmp.Compare(f, e.Number), true
+	case FilterBool:
+		if value != "1" && value != "0" {
+			return 0, false
+		}
+		if (value == "1") == e.Bool {
+			return 0, true
+		}
+		return 1, true
+	}
+	return 0, false
+}
+
+// holds says whether a comparison's result c satisfies op.
+func (op FilterOp) holds(c int) bool {
+	switch op {
+	case FilterEq:
+		return c == 0
+	case FilterNe:
+		return c != 0
+	case FilterLt:
+		return c < 0
+	case FilterLe:
+		return c <= 0
+	case FilterGt:
+		return c > 0
+	case FilterGe:
+		return c >= 0
+	}
+	return false
+}
+
+// PresenceOf is the presence of a mount last seen at lastSeenAt, given the
+// offline cut (now minus the offline threshold): PresenceAt's rule, which
+// the fleet filter and the SQL stores share.
+func PresenceOf(lastSeenAt, offlineCut time.Time) Presence {
+	switch {
+	case lastSeenAt.IsZero():
+		return PresenceUnknown
+	case !lastSeenAt.After(offlineCut):
+		return PresenceOffline
+	}
+	return PresenceOnline
+}
+
+// Nodes counts the nodes of e's tree.
+func (e *FilterExpr) Nodes() int {
+	n := 1
+	for _, a := range e.Args {
+		n += a.Nodes()
+	}
+	return n
 }

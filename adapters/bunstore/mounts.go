@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
 
 	"github.com/mountd/mountd/core"
 )
@@ -468,7 +469,7 @@ func (s *Store) ListMounts(ctx context.Context, accountID string, f core.MountFi
 	q := s.db.NewSelect().Model(&rows).
 		Where("owner_account_id = ?", accountID).
 		Where(liveAssociation, millis(now))
-	total, err := filterMounts(q, f).Order("uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := filterMounts(q, accountID, f).Order("uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -490,10 +491,13 @@ func (s *Store) ListMounts(ctx context.Context, accountID string, f core.MountFi
 	return mounts, total, nil
 }
 
-// filterMounts narrows a select of mounts by f. Its column names are the
-// mounts table's alone, so it also serves a select joined with the latest
-// states (EachMount).
-func filterMounts(q *bun.SelectQuery, f core.MountFilter) *bun.SelectQuery {
+// filterMounts narrows a select of the account's mounts by f, fleet filter
+// included: every listing of mounts by a filter (ListMounts, EachMount, a
+// job's targets) goes through it. Its column names are the mounts table's
+// alone, unqualified, so it serves a select joined with the latest states
+// (EachMount) under any alias of mounts; a select joining a table with a
+// column of the same name cannot use it.
+func filterMounts(q *bun.SelectQuery, accountID string, f core.MountFilter) *bun.SelectQuery {
 	if f.MACAddress != nil {
 		q = q.Where("mac_address = ?", strings.ToUpper(*f.MACAddress))
 	}
@@ -505,6 +509,10 @@ func filterMounts(q *bun.SelectQuery, f core.MountFilter) *bun.SelectQuery {
 	}
 	if f.UIDs != nil {
 		q = q.Where("uid IN (?)", bun.In(f.UIDs))
+	}
+	if f.Expr != nil {
+		sql, args := translateFilter(f.Expr, accountID, f.OfflineCut, q.Dialect().Name() == dialect.PG)
+		q = q.Where(sql, args...)
 	}
 	return q
 }

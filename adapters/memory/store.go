@@ -418,12 +418,26 @@ func (s *Store) ListMounts(_ context.Context, accountID string, f core.MountFilt
 			f.UIDs != nil && !slices.Contains(f.UIDs, m.UID):
 			continue
 		}
+		latest := s.latestLocked(m.UID, accountID)
+		if f.Expr != nil && !f.Expr.Matches(*m, latestValues(latest), f.OfflineCut) {
+			continue
+		}
 		out := *m
-		out.Latest = core.ComputeLatest(s.latestLocked(m.UID, accountID))
+		out.Latest = core.ComputeLatest(latest)
 		all = append(all, out)
 	}
 	slices.SortFunc(all, func(a, b core.Mount) int { return cmp.Compare(a.UID, b.UID) })
 	return page(all, p), len(all), nil
+}
+
+// latestValues is a mount's latest values by code, as the fleet filter
+// reads them.
+func latestValues(latest []core.StateEntry) map[core.StateCode]string {
+	out := make(map[core.StateCode]string, len(latest))
+	for _, e := range latest {
+		out[e.Code] = e.Value
+	}
+	return out
 }
 
 // page cuts p out of a sorted list.
