@@ -119,7 +119,8 @@ func visibleMounts(p Principal, named []string) []string {
 }
 
 // visibleTypes narrows types (nil: all) to what p may see: a restricted
-// token with mount items never receives ALARM_* events.
+// token with mount items never receives ALARM_* events, nor account-level
+// ones (its mounts select none of those either).
 func visibleTypes(p Principal, types []EventType) []EventType {
 	if !p.LimitedToMounts() {
 		return types
@@ -129,7 +130,7 @@ func visibleTypes(p Principal, types []EventType) []EventType {
 	}
 	out := []EventType{}
 	for _, t := range types {
-		if t != EventAlarmRaised && t != EventAlarmCleared && t != EventAlarmAcknowledged {
+		if t != EventAlarmRaised && t != EventAlarmCleared && t != EventAlarmAcknowledged && !slices.Contains(AccountEventTypes, t) {
 			out = append(out, t)
 		}
 	}
@@ -341,7 +342,8 @@ func KnownEventType(t EventType) bool {
 	case EventStatesReported, EventAssociationRequested, EventAssociationConfirmed, EventAssociationExpired,
 		EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued,
 		EventCommandExecuted, EventCommandRefused, EventCommandUnconfirmed,
-		EventMountOffline, EventMountOnline, EventAlarmRaised, EventAlarmCleared, EventAlarmAcknowledged:
+		EventMountOffline, EventMountOnline, EventAlarmRaised, EventAlarmCleared, EventAlarmAcknowledged,
+		EventJobCompleted:
 		return true
 	}
 	return false

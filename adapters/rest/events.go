@@ -10,25 +10,32 @@ import (
 	"github.com/mountd/mountd/core"
 )
 
-// EventJSON is an event of the log (docs/api.md, "Event log").
+// EventJSON is an event of the log (docs/api.md, "Event log"). An
+// account-level event (JOB_COMPLETED) has uid and mount null.
 type EventJSON struct {
 	ID         string      `json:"id"`
 	Type       string      `json:"type"`
-	UID        string      `json:"uid"`
+	UID        *string     `json:"uid"`
 	OccurredAt Time        `json:"occurredAt"`
-	Mount      MountJSON   `json:"mount"`
+	Mount      *MountJSON  `json:"mount"`
 	States     []stateJSON `json:"states,omitempty"`
 	// Command is the command whose status moved (COMMAND_EXECUTED,
 	// COMMAND_REFUSED, COMMAND_UNCONFIRMED).
 	Command *CommandJSON `json:"command,omitempty"`
 	// Alarm is the alarm an ALARM_* event is about.
 	Alarm *AlarmJSON `json:"alarm,omitempty"`
+	// Job is the job a JOB_* event is about.
+	Job *JobJSON `json:"job,omitempty"`
 }
 
 // eventJSON renders e; withIssuer shows the command's issuedBy, which a
 // restricted token never sees.
 func eventJSON(cursors *core.CursorCodec, e core.Event, withIssuer bool) EventJSON {
-	out := EventJSON{ID: cursors.Encode(e.ID), Type: string(e.Type), UID: e.UID, OccurredAt: Time(e.OccurredAt), Mount: mountJSON(e.Mount)}
+	out := EventJSON{ID: cursors.Encode(e.ID), Type: string(e.Type), OccurredAt: Time(e.OccurredAt)}
+	if !e.AccountLevel() {
+		uid, m := e.UID, mountJSON(e.Mount)
+		out.UID, out.Mount = &uid, &m
+	}
 	if e.Type == core.EventStatesReported {
 		out.States = make([]stateJSON, len(e.States))
 		for i, st := range e.States {
@@ -42,6 +49,10 @@ func eventJSON(cursors *core.CursorCodec, e core.Event, withIssuer bool) EventJS
 	if e.Alarm != nil {
 		a := alarmJSON(*e.Alarm)
 		out.Alarm = &a
+	}
+	if e.Job != nil {
+		j := jobJSON(*e.Job)
+		out.Job = &j
 	}
 	return out
 }
@@ -102,6 +113,9 @@ func (s *Server) offlineAfter() time.Duration {
 // withPresence gives e's mount, as the change left it, its presence at
 // the event when the event does not carry one.
 func withPresence(e core.Event, offlineAfter time.Duration) core.Event {
+	if e.AccountLevel() {
+		return e
+	}
 	e.Mount.Presence = core.EventPresence(e, offlineAfter)
 	return e
 }

@@ -76,11 +76,14 @@ type CommandJSON struct {
 	StatusAt *Time   `json:"statusAt"`
 	Reason   *string `json:"reason"`
 	Verified bool    `json:"verified"`
+	// JobID is the job the command was signed for (pending-commands);
+	// absent for a command asked for directly.
+	JobID string `json:"jobId,omitempty"`
 }
 
 func commandJSON(c core.Command, withIssuer bool) CommandJSON {
 	out := CommandJSON{ID: c.ID, Code: string(c.Code), Data: c.Data, GeneratedAt: Time(c.GeneratedAt), Payload: c.Payload,
-		Status: string(c.Status), Verified: c.Verified}
+		Status: string(c.Status), Verified: c.Verified, JobID: c.JobID}
 	if out.Status == "" {
 		out.Status = string(core.CommandIssued)
 	}

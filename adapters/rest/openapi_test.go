@@ -296,6 +296,12 @@ var (
 		"mountUids": []string{"M1"}, "createdAt": "2026-11-22T01:40:13.123Z", "updatedAt": "2026-11-22T01:40:13.123Z"}
 	sampleFirmware = map[string]any{"softwareRevision": "1.3.0", "modelNumber": "HM-1", "availableSince": "2026-11-01T00:00:00.000Z",
 		"deprecated": false, "mandatory": true, "sha256": strings.Repeat("ab", 32), "size": 524288}
+	sampleJob = map[string]any{
+		"id": "job_1", "code": "CONFIGURE_ALARM", "params": map[string]any{"alarmMode": "ON", "alarmSensitivity": "LOW", "alarmVolume": "HIGH"},
+		"filter": "batteryLevel < 20", "description": "", "state": "COMPLETED",
+		"createdAt": "2026-11-22T01:40:13.123Z", "expiresAt": "2026-11-29T01:40:13.123Z", "targets": 3,
+		"counts": map[string]any{"pending": 0, "issued": 0, "executed": 2, "refused": 1, "unconfirmed": 0},
+	}
 	blobPath = "/api/v1/firmware/blobs/firmware/HM-1/1.3.0-a1b2c3.bin?expires=1795312513&signature=" + strings.Repeat("9f", 32)
 )
 
@@ -386,6 +392,23 @@ func TestOpenAPIValidatorAcceptsDocumentedResponses(t *testing.T) {
 		{"alarm event", "GET", "/api/v1/events", 200, ct, js(map[string]any{"events": []any{map[string]any{
 			"id": strings.Repeat("e", 32), "type": "ALARM_RAISED", "uid": "M1", "occurredAt": "2026-11-22T01:50:13.123Z", "mount": sampleMount,
 			"alarm": sampleAlarm}}, "next": strings.Repeat("e", 32)})},
+		{"job created", "POST", "/api/v1/jobs", 201, ct, js(with(sampleJob, "state", "ACTIVE", "filter", ""))},
+		{"job list", "GET", "/api/v1/jobs", 200, ct, js(map[string]any{"jobs": []any{sampleJob}, "pagination": samplePagination})},
+		{"job", "GET", "/api/v1/jobs/job_1", 200, ct, js(sampleJob)},
+		{"job mounts", "GET", "/api/v1/jobs/job_1/mounts", 200, ct, js(map[string]any{"mounts": []any{
+			map[string]any{"uid": "M1", "status": "PENDING", "commandId": nil}, map[string]any{"uid": "M2", "status": "EXECUTED", "commandId": nonce}},
+			"pagination": samplePagination})},
+		{"job canceled", "POST", "/api/v1/jobs/job_1/cancel", 200, ct, js(with(sampleJob, "state", "CANCELED"))},
+		{"job not active", "POST", "/api/v1/jobs/job_1/cancel", 409, pct, problem(409, "CONFLICT")},
+		{"no such job", "GET", "/api/v1/jobs/job_9", 404, pct, problem(404, "JOB_NOT_FOUND")},
+		{"pending commands", "GET", "/api/v1/mounts/M1/pending-commands", 200, ct, js(map[string]any{"commands": []any{
+			with(sampleRelease, "status", "ISSUED", "statusAt", "2026-11-22T01:40:13.123Z", "reason", nil, "verified", false, "jobId", "job_1")}})},
+		{"no pending commands", "GET", "/api/v1/mounts/M1/pending-commands", 200, ct, `{"commands":[]}`},
+		{"job's command in the audit", "GET", "/api/v1/mounts/M1/commands", 200, ct, js(map[string]any{
+			"commands": []any{with(sampleRelease, "issuedBy", "client-1", "jobId", "job_1")}, "pagination": samplePagination})},
+		{"job event", "GET", "/api/v1/events?types=JOB_COMPLETED", 200, ct, js(map[string]any{"events": []any{map[string]any{
+			"id": strings.Repeat("e", 32), "type": "JOB_COMPLETED", "uid": nil, "occurredAt": "2026-11-22T01:50:13.123Z", "mount": nil,
+			"job": sampleJob}}, "next": strings.Repeat("e", 32)})},
 		{"me", "GET", "/api/v1/accounts/me", 200, ct, js(map[string]any{"accountId": "acc-1", "name": "Fleet",
 			"role": "restricted", "mountUids": []string{"M1"}, "scopes": []string{"openid", "sub"}, "expiresAt": "2026-11-22T02:40:13.000Z"})},
 		{"delete", "DELETE", "/api/v1/mounts/M1", 204, nil, ""},
@@ -510,6 +533,16 @@ func TestOpenAPIValidatorRejectsWrongResponses(t *testing.T) {
 		{"blob without ETag", "GET", blobPath, 200, map[string]string{"Content-Type": "application/octet-stream"}, "x"},
 		{"blob as JSON", "GET", blobPath, 200, map[string]string{"Content-Type": "application/json", "ETag": `"0123abcd"`}, "{}"},
 		{"readiness with an unknown state", "GET", "/readyz", 200, ct, `{"status":"ok","checks":{"database":"slow"}}`},
+		{"job without counts", "GET", "/api/v1/jobs/job_1", 200, ct, js(with(sampleJob, "counts", del))},
+		{"job with an unknown state", "GET", "/api/v1/jobs/job_1", 200, ct, js(with(sampleJob, "state", "RUNNING"))},
+		{"job with a count missing", "GET", "/api/v1/jobs/job_1", 200, ct, js(with(sampleJob, "counts", map[string]any{"pending": 1}))},
+		{"job target with an unknown status", "GET", "/api/v1/jobs/job_1/mounts", 200, ct, js(map[string]any{"mounts": []any{
+			map[string]any{"uid": "M1", "status": "DONE", "commandId": nil}}, "pagination": samplePagination})},
+		{"job list without pagination", "GET", "/api/v1/jobs", 200, ct, js(map[string]any{"jobs": []any{sampleJob}})},
+		{"pending commands as an array", "GET", "/api/v1/mounts/M1/pending-commands", 200, ct, js([]any{sampleRelease})},
+		{"pending command with its issuer", "GET", "/api/v1/mounts/M1/pending-commands", 200, ct, js(map[string]any{"commands": []any{
+			with(sampleRelease, "issuedBy", "client-1", "jobId", "job_1")}})},
+		{"cancel answered 410", "POST", "/api/v1/jobs/job_1/cancel", 410, pct, problem(410, "ASSOCIATION_EXPIRED")},
 		{"undocumented API route", "GET", "/api/v1/gadgets", 200, ct, `[]`},
 		{"undocumented method", "PUT", "/api/v1/mounts/M1", 200, ct, `[]`},
 		{"unknown route with a wrong problem", "GET", "/api/v1/gadgets", 404, pct, problem(404, "MOUNT_NOT_FOUND")},

@@ -104,6 +104,7 @@ type commandView struct {
 	Reason      *string `json:"reason"`
 	Verified    bool    `json:"verified"`
 	IssuedBy    string  `json:"issuedBy,omitempty"`
+	JobID       string  `json:"jobId,omitempty"`
 }
 
 func (c commandView) line() string {
@@ -113,6 +114,9 @@ func (c commandView) line() string {
 	}
 	if c.Reason != nil && *c.Reason != "" {
 		reason = fmt.Sprintf(" reason=%q", *c.Reason)
+	}
+	if c.JobID != "" {
+		reason += " job=" + c.JobID
 	}
 	return fmt.Sprintf("%-32s %-16s %-11s %-24s verified=%t%s", c.ID, c.Code, c.Status, at, c.Verified, reason)
 }
@@ -126,12 +130,13 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "mounts",
-		Usage: "mounts of the account: list, get, commands, associate, confirm, abandon",
+		Usage: "mounts of the account: list (with a fleet filter), get, commands, associate, confirm, abandon",
 		Commands: []*cli.Command{
 			{
 				Name: "list", Usage: "list mounts",
 				Flags: []cli.Flag{&cli.IntFlag{Name: "page", Value: 1}, &cli.IntFlag{Name: "page-size", Value: 20},
-					&cli.BoolFlag{Name: "all", Usage: "every page (100 mounts a call), not one"}},
+					&cli.BoolFlag{Name: "all", Usage: "every page (100 mounts a call), not one"},
+					&cli.StringFlag{Name: "filter", Usage: `only the mounts a fleet filter selects: batteryLevel < 20 AND presence = "OFFLINE" AND modelNumber = "HM-1"`}},
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					type mountPage struct {
 						Mounts     []mountView    `json:"mounts"`
@@ -142,6 +147,9 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 						for n := 1; ; n++ {
 							var page mountPage
 							q := url.Values{"currentPage": {fmt.Sprint(n)}, "pageSize": {"100"}}
+							if cmd.IsSet("filter") {
+								q.Set("filter", cmd.String("filter"))
+							}
 							if err := s.pageCall(ctx, "/mounts?"+q.Encode(), &page); err != nil {
 								return err
 							}
@@ -160,6 +168,9 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 					}
 					var page mountPage
 					q := url.Values{"currentPage": {fmt.Sprint(cmd.Int("page"))}, "pageSize": {fmt.Sprint(cmd.Int("page-size"))}}
+					if cmd.IsSet("filter") {
+						q.Set("filter", cmd.String("filter"))
+					}
 					if err := s.pageCall(ctx, "/mounts?"+q.Encode(), &page); err != nil {
 						return err
 					}

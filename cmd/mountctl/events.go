@@ -177,6 +177,8 @@ func describeEvent(raw json.RawMessage) string {
 			Code, Value string
 		} `json:"states"`
 		Command *commandView `json:"command"`
+		// Job is an account-level event's (JOB_COMPLETED; no uid).
+		Job *jobView `json:"job"`
 	}
 	if json.Unmarshal(raw, &ev) != nil {
 		return string(raw)
@@ -191,6 +193,9 @@ func describeEvent(raw json.RawMessage) string {
 			line += fmt.Sprintf(" reason=%q", *c.Reason)
 		}
 		line += fmt.Sprintf(" verified=%t", c.Verified)
+	}
+	if j := ev.Job; j != nil {
+		line += fmt.Sprintf("job %s %s %s %s", j.ID, j.State, j.Code, j.Counts.text())
 	}
 	return line
 }

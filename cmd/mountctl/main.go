@@ -88,6 +88,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 			exportCommand(s, out),
 			alarmsCommand(s, out),
 			alarmRulesCommand(s, out),
+			jobsCommand(s, out),
 		},
 	}
 }
