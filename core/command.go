@@ -147,7 +147,10 @@ type Signer interface {
 // CommandStore records every command issued (the audit).
 type CommandStore interface {
 	// InsertCommand records an issued command, and appends e (see
-	// MountStore) when given.
+	// MountStore) when given. A command with JobID moves its job's target
+	// at the mount in the same transaction; CONFLICT, with nothing stored,
+	// unless the job is ACTIVE, unexpired at c.GeneratedAt, and has the
+	// mount as a target.
 	InsertCommand(ctx context.Context, c Command, e *Event) error
 	// ListCommands lists the commands accountID issued to a mount, newest
 	// first; commands of one millisecond in reverse order of issue.
@@ -162,7 +165,9 @@ type CommandStore interface {
 	// receipt of a higher counter (its StatusAt then stays). changed says
 	// whether the command moved; only then is e appended, with Command set
 	// to the command as it now stands. COMMAND_NOT_FOUND when accountID
-	// issued no such command to the mount.
+	// issued no such command to the mount. A job command's target moves in
+	// the same transaction (core.AdvanceJobTarget); a job thereby completed
+	// gets its JOB_COMPLETED event, added to d.JobEvents.
 	DecideCommand(ctx context.Context, d CommandDecision, e *Event) (c Command, changed bool, err error)
 	// UnconfirmCommands turns up to limit ISSUED commands whose ExpiresAt
 	// is at or before now UNCONFIRMED (StatusAt now) with one conditional
@@ -171,6 +176,9 @@ type CommandStore interface {
 	// command that another caller turned first is not returned. A command
 	// whose mount another account owns now is turned without an event
 	// (its event's ID stays zero): the event's mount would show the new
-	// owner's association to the former one.
+	// owner's association to the former one. A job command's target moves
+	// in the same transaction; the JOB_COMPLETED events of the jobs that
+	// thereby completed follow the commands' events in the answer (Job set,
+	// Command nil).
 	UnconfirmCommands(ctx context.Context, now time.Time, limit int, event func(Command) *Event) ([]*Event, error)
 }

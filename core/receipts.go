@@ -77,6 +77,10 @@ type CommandDecision struct {
 	Verified bool
 	// At is the server's time of the change (StatusAt).
 	At time.Time
+	// JobEvents, when not nil, receives the JOB_COMPLETED events the
+	// decision appended: a job command's decision moves its job's target,
+	// which may complete the job.
+	JobEvents *[]*Event
 }
 
 // CommandOutcomeMeter counts command outcomes (mountd_command_outcomes_total);
@@ -188,7 +192,7 @@ func (s *MountService) UploadReceipts(ctx context.Context, p Principal, uid stri
 	for _, id := range order {
 		r := in[decide[id]]
 		d := CommandDecision{UID: uid, AccountID: p.AccountID, ID: id, Status: CommandStatus(r.Outcome),
-			Reason: r.Reason, Counter: r.Counter, Verified: r.Signature != "", At: now}
+			Reason: r.Reason, Counter: r.Counter, Verified: r.Signature != "", At: now, JobEvents: &[]*Event{}}
 		ev := &Event{Type: EventCommandExecuted, UID: uid, AccountID: p.AccountID, OccurredAt: now}
 		if d.Status == CommandRefused {
 			ev.Type = EventCommandRefused
@@ -203,6 +207,9 @@ func (s *MountService) UploadReceipts(ctx context.Context, p Principal, uid stri
 		}
 		res.Accepted++
 		s.announceOutcome(ctx, c, ev)
+		for _, je := range *d.JobEvents {
+			wake(ctx, s.waker, s.logger, je)
+		}
 	}
 	// A receipt upload is also the mount being heard (duplicates too),
 	// unless its newest receipt is older than the offline threshold.
@@ -296,7 +303,14 @@ func (s *MountService) SweepCommands(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, err
 		}
+		turned := 0
 		for _, ev := range events {
+			if ev.Command == nil {
+				// A job the commands' targets completed.
+				wake(ctx, s.waker, s.logger, ev)
+				continue
+			}
+			turned++
 			if ev.ID == (Cursor{}) {
 				// The association ended and the mount has another owner:
 				// turned without an event (see UnconfirmCommands).
@@ -307,8 +321,8 @@ func (s *MountService) SweepCommands(ctx context.Context) (int, error) {
 			}
 			s.announceOutcome(ctx, *ev.Command, ev)
 		}
-		total += len(events)
-		if len(events) < sweepBatch || ctx.Err() != nil {
+		total += turned
+		if turned < sweepBatch || ctx.Err() != nil {
 			return total, ctx.Err()
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -33,6 +35,8 @@ type commandRow struct {
 	ExpiresAt   int64          `bun:"expires_at"`
 	// ReceiptCounter is the deciding receipt's counter, NULL without one.
 	ReceiptCounter sql.NullInt64 `bun:"receipt_counter"`
+	// JobID is the job the command was signed for, NULL for none.
+	JobID sql.NullString `bun:"job_id"`
 }
 
 func toCommandRow(c core.Command) (*commandRow, error) {
@@ -48,7 +52,7 @@ func toCommandRow(c core.Command) (*commandRow, error) {
 		SignedToken: sql.NullString{String: c.SignedToken, Valid: c.SignedToken != ""},
 		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy,
 		Status: string(status), StatusAt: optMillis(c.StatusAt), Reason: c.Reason, Verified: c.Verified,
-		ExpiresAt: optMillis(c.ExpiresAt)}, nil
+		ExpiresAt: optMillis(c.ExpiresAt), JobID: sql.NullString{String: c.JobID, Valid: c.JobID != ""}}, nil
 }
 
 func (r *commandRow) toCommand() (core.Command, error) {
@@ -59,7 +63,7 @@ func (r *commandRow) toCommand() (core.Command, error) {
 	return core.Command{ID: r.ID, MountUID: r.MountUID, AccountID: r.AccountID, Code: core.CommandCode(r.Code),
 		Data: data, GeneratedAt: fromMillis(r.GeneratedAt), Payload: r.Payload, SignedToken: r.SignedToken.String,
 		IssuedBy: r.IssuedBy, ExpiresAt: fromMillis(r.ExpiresAt), Status: core.CommandStatus(r.Status),
-		StatusAt: fromMillis(r.StatusAt), Reason: r.Reason, Verified: r.Verified}, nil
+		StatusAt: fromMillis(r.StatusAt), Reason: r.Reason, Verified: r.Verified, JobID: r.JobID.String}, nil
 }
 
 // InsertCommand implements core.CommandStore.
@@ -68,7 +72,7 @@ func (s *Store) InsertCommand(ctx context.Context, c core.Command, e *core.Event
 	if err != nil {
 		return err
 	}
-	if e == nil {
+	if e == nil && c.JobID == "" {
 		err = s.write(ctx, func() error {
 			_, err := s.db.NewInsert().Model(row).Exec(ctx)
 			return err
@@ -76,8 +80,22 @@ func (s *Store) InsertCommand(ctx context.Context, c core.Command, e *core.Event
 		return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", c.MountUID))
 	}
 	return s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if c.JobID != "" {
+			if err := s.checkJobCommand(ctx, tx, c); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
 			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", c.MountUID))
+		}
+		if c.JobID != "" {
+			// An issued command never completes its job: no event.
+			if _, err := s.moveJobTarget(ctx, tx, c, c.GeneratedAt); err != nil {
+				return err
+			}
+		}
+		if e == nil {
+			return nil
 		}
 		var m mountRow
 		if err := tx.NewSelect().Model(&m).Where("uid = ?", c.MountUID).Scan(ctx); err != nil {
@@ -150,12 +168,21 @@ func (s *Store) DecideCommand(ctx context.Context, d core.CommandDecision, e *co
 			return err
 		}
 		changed = true
-		if e == nil {
-			return nil
-		}
 		c, err := out.toCommand()
 		if err != nil {
 			return err
+		}
+		if c.JobID != "" {
+			je, err := s.moveJobTarget(ctx, tx, c, d.At)
+			if err != nil {
+				return err
+			}
+			if je != nil && d.JobEvents != nil {
+				*d.JobEvents = append(*d.JobEvents, je)
+			}
+		}
+		if e == nil {
+			return nil
 		}
 		e.Command = &c
 		var m mountRow
@@ -234,6 +261,24 @@ func (s *Store) UnconfirmCommands(ctx context.Context, now time.Time, limit int,
 				}
 			}
 			events = append(events, e)
+		}
+		// The jobs' targets, in job id order (each move locks its job), so
+		// that two transactions never wait on each other's jobs.
+		var jobCmds []*core.Command
+		for _, e := range events {
+			if e.Command.JobID != "" {
+				jobCmds = append(jobCmds, e.Command)
+			}
+		}
+		slices.SortFunc(jobCmds, func(a, b *core.Command) int { return strings.Compare(a.JobID, b.JobID) })
+		for _, c := range jobCmds {
+			je, err := s.moveJobTarget(ctx, tx, *c, now)
+			if err != nil {
+				return err
+			}
+			if je != nil {
+				events = append(events, je)
+			}
 		}
 		return nil
 	})

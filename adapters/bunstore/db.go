@@ -53,6 +53,8 @@ type Store struct {
 		// in its transaction (ingestWatchedSQL).
 		ingestWatched string
 	}
+	// maxJobTargets, when not 0, replaces core.MaxJobTargets (tests).
+	maxJobTargets int
 }
 
 // queryCounter counts every statement sent to the database, so operators

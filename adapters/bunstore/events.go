@@ -33,11 +33,13 @@ type eventRow struct {
 // eventBody is what the log stores of an event beyond its columns. Its
 // JSON names are fixed here, apart from core's types, so that renaming a
 // field in core does not break stored events.
+// An account-level event (JOB_*) has no mount.
 type eventBody struct {
-	Mount   eventMount    `json:"mount"`
+	Mount   *eventMount   `json:"mount,omitempty"`
 	States  []eventState  `json:"states,omitempty"`
 	Command *eventCommand `json:"command,omitempty"`
 	Alarm   *eventAlarm   `json:"alarm,omitempty"`
+	Job     *eventJob     `json:"job,omitempty"`
 }
 
 // eventAlarm is an alarm as an ALARM_* event carries it, instants as Unix
@@ -98,6 +100,7 @@ type eventCommand struct {
 	StatusAt    int64          `json:"statusAt"`
 	Reason      string         `json:"reason,omitempty"`
 	Verified    bool           `json:"verified"`
+	JobID       string         `json:"jobId,omitempty"`
 }
 
 func toEventCommand(c *core.Command) *eventCommand {
@@ -106,7 +109,8 @@ func toEventCommand(c *core.Command) *eventCommand {
 	}
 	return &eventCommand{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: string(c.Code), Data: c.Data,
 		GeneratedAt: millis(c.GeneratedAt), Payload: c.Payload, SignedToken: c.SignedToken, IssuedBy: c.IssuedBy,
-		ExpiresAt: millis(c.ExpiresAt), Status: string(c.Status), StatusAt: millis(c.StatusAt), Reason: c.Reason, Verified: c.Verified}
+		ExpiresAt: millis(c.ExpiresAt), Status: string(c.Status), StatusAt: millis(c.StatusAt), Reason: c.Reason, Verified: c.Verified,
+		JobID: c.JobID}
 }
 
 func fromEventCommand(c *eventCommand) *core.Command {
@@ -116,7 +120,7 @@ func fromEventCommand(c *eventCommand) *core.Command {
 	return &core.Command{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: core.CommandCode(c.Code), Data: c.Data,
 		GeneratedAt: fromMillis(c.GeneratedAt), Payload: c.Payload, SignedToken: c.SignedToken, IssuedBy: c.IssuedBy,
 		ExpiresAt: fromMillis(c.ExpiresAt), Status: core.CommandStatus(c.Status), StatusAt: fromMillis(c.StatusAt),
-		Reason: c.Reason, Verified: c.Verified}
+		Reason: c.Reason, Verified: c.Verified, JobID: c.JobID}
 }
 
 type eventMount struct {
@@ -218,7 +222,7 @@ func (s *Store) appendEventGuarded(ctx context.Context, tx bun.IDB, e *core.Even
 	m := row.toMount()
 	m.Key = core.MountKey{}
 	m.Latest = core.ComputeLatest(latest)
-	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Command: toEventCommand(e.Command), Alarm: toEventAlarm(e.Alarm), Mount: eventMount{
+	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Command: toEventCommand(e.Command), Alarm: toEventAlarm(e.Alarm), Job: toEventJob(e.Job), Mount: &eventMount{
 		UID: m.UID, Name: m.Name, SerialNumber: m.SerialNumber, MACAddress: m.MACAddress,
 		FirmwareRevision: m.FirmwareRevision, SoftwareRevision: m.SoftwareRevision, ModelNumber: m.ModelNumber,
 		State: string(m.State), OwnerID: m.OwnerID, ExpiredOwnerID: m.ExpiredOwnerID,
@@ -266,6 +270,10 @@ func (r eventRow) toEvent() (core.Event, error) {
 	if err := json.Unmarshal([]byte(r.Body), &b); err != nil {
 		return core.Event{}, fmt.Errorf("event %d: body: %w", r.ID, err)
 	}
+	if b.Mount == nil {
+		// An account-level event, or a body not read (readEvents).
+		b.Mount = &eventMount{}
+	}
 	bm := b.Mount
 	m := core.Mount{UID: bm.UID, Name: bm.Name, SerialNumber: bm.SerialNumber, MACAddress: bm.MACAddress,
 		FirmwareRevision: bm.FirmwareRevision, SoftwareRevision: bm.SoftwareRevision, ModelNumber: bm.ModelNumber,
@@ -276,9 +284,13 @@ func (r eventRow) toEvent() (core.Event, error) {
 	if bm.Latest != nil {
 		m.Latest = core.ComputeLatest(fromEventStates(bm.Latest))
 	}
-	return core.Event{ID: core.Cursor{Tx: txid, Seq: r.ID}, Type: core.EventType(r.Type), UID: r.MountUID,
+	e := core.Event{ID: core.Cursor{Tx: txid, Seq: r.ID}, Type: core.EventType(r.Type), UID: r.MountUID,
 		AccountID: r.AccountID, Mount: m, States: fromEventStates(b.States), Command: fromEventCommand(b.Command),
-		Alarm: fromEventAlarm(b.Alarm), OccurredAt: fromMillis(r.OccurredAt)}, nil
+		Alarm: fromEventAlarm(b.Alarm), Job: fromEventJob(b.Job), OccurredAt: fromMillis(r.OccurredAt)}
+	if b.Mount.UID == "" {
+		e.Mount = core.Mount{}
+	}
+	return e, nil
 }
 
 // txType is the SQL type of the position's first part.

@@ -52,6 +52,7 @@ type Store struct {
 	audit           []core.AuditEntry // the audit log, in order
 	auditSeq        int64
 	al              alarmState
+	jb              jobState
 }
 
 type stateKey struct {
@@ -588,7 +589,15 @@ func (s *Store) InsertCommand(_ context.Context, c core.Command, e *core.Event) 
 	if !ok {
 		return mountNotFound(c.MountUID)
 	}
+	if c.JobID != "" {
+		if err := s.checkJobCommandLocked(c); err != nil {
+			return err
+		}
+	}
 	s.insertClaimCommandLocked(&c)
+	if c.JobID != "" {
+		s.moveJobTargetLocked(c, c.GeneratedAt)
+	}
 	s.appendLocked(e, *m)
 	return nil
 }
@@ -648,6 +657,11 @@ func (s *Store) DecideCommand(_ context.Context, d core.CommandDecision, e *core
 		return c.Command, false, nil
 	}
 	c.Status, c.StatusAt, c.Reason, c.Verified, c.counter = d.Status, at, d.Reason, d.Verified, d.Counter
+	if c.JobID != "" {
+		if je := s.moveJobTargetLocked(c.Command, d.At); je != nil && d.JobEvents != nil {
+			*d.JobEvents = append(*d.JobEvents, je)
+		}
+	}
 	if m, ok := s.mounts[d.UID]; ok && e != nil {
 		cmd := c.Command
 		e.Command = &cmd
@@ -678,6 +692,18 @@ func (s *Store) UnconfirmCommands(_ context.Context, now time.Time, limit int, e
 			s.appendLocked(e, *m)
 		}
 		out = append(out, e)
+	}
+	var jobCmds []core.Command
+	for _, e := range out {
+		if e.Command.JobID != "" {
+			jobCmds = append(jobCmds, *e.Command)
+		}
+	}
+	slices.SortFunc(jobCmds, func(a, b core.Command) int { return cmp.Compare(a.JobID, b.JobID) })
+	for _, c := range jobCmds {
+		if je := s.moveJobTargetLocked(c, now); je != nil {
+			out = append(out, je)
+		}
 	}
 	return out, nil
 }

@@ -33,6 +33,7 @@ type Store interface {
 	core.ExportStore
 	core.AuditLog
 	core.AlarmStore
+	core.JobStore
 	// WebhookBodyStats says how many webhook bodies the store holds and
 	// their total length: the suite's view of what deliveries cost.
 	WebhookBodyStats(ctx context.Context) (count int, size int64, err error)
@@ -81,6 +82,11 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"StaleRuleCache", staleRuleCache},
 		{"AlarmsLeaveWithTheMount", alarmsLeaveWithTheMount},
 		{"AlarmProperty", alarmProperty},
+		{"JobCreation", jobCreation},
+		{"JobProgress", jobProgress},
+		{"JobExpiry", jobExpiry},
+		{"JobCancel", jobCancel},
+		{"PendingJobs", pendingJobs},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
