@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mountd/mountd/adapters/aipfilter"
 	"github.com/mountd/mountd/adapters/rest"
 	"github.com/mountd/mountd/adapters/rest/openapitest"
 	"github.com/mountd/mountd/core"
@@ -591,7 +593,7 @@ func TestOpenAPIRealResponses(t *testing.T) {
 		},
 		// Input rules are core's: a service without ports decides them
 		// before it would need a store.
-		Mounts: core.NewMountService(core.MountDeps{Logger: slog.New(slog.DiscardHandler)}),
+		Mounts: core.NewMountService(core.MountDeps{Logger: slog.New(slog.DiscardHandler), Filters: aipfilter.New()}),
 		Nfc:    core.NewNfcService(nil, nil, nil, slog.New(slog.DiscardHandler)),
 		Audit:  core.NewAuditService(nil, (*core.AuditCursors)(core.NewCursorCodec([32]byte{}))),
 		Checks: []rest.Checker{{Name: "database", Check: func(context.Context) error {
@@ -677,6 +679,31 @@ func TestOpenAPIRealResponses(t *testing.T) {
 			}
 		}
 		v.Check(t, res.Request, res, body)
+	}
+
+	// A fleet filter is parsed before any store: whatever is wrong with it
+	// is 400 on the field filter, with a message saying what and where.
+	for _, c := range []struct{ filter, says string }{
+		{`batteryLevel <`, "is not a valid filter"},
+		{`colour = "red"`, `unknown field "colour"`},
+		{`batteryLevel < "low"`, "batteryLevel is a number"},
+		{`name:"x"`, "':' is not supported"},
+		{`presence = "AWAY"`, `presence is one of ONLINE, OFFLINE, UNKNOWN, not "AWAY"`},
+		{strings.Repeat("x", core.MaxFilterLength+1), "at most 2000 characters"},
+	} {
+		for _, token := range []string{"owner", "restricted"} {
+			res, body := call(t, ts.URL, "GET", "/api/v1/mounts?filter="+url.QueryEscape(c.filter), token, "")
+			var p struct {
+				Code   string
+				Errors []struct{ Field, Message string }
+			}
+			_ = json.Unmarshal(body, &p)
+			if res.StatusCode != http.StatusBadRequest || p.Code != "VALIDATION_FAILED" || len(p.Errors) != 1 ||
+				p.Errors[0].Field != "filter" || !strings.Contains(p.Errors[0].Message, c.says) {
+				t.Errorf("filter %.40q as %s: %d %s, want 400 on filter saying %q", c.filter, token, res.StatusCode, body, c.says)
+			}
+			v.Check(t, res.Request, res, body)
+		}
 	}
 
 	ready = false

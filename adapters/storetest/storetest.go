@@ -87,6 +87,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"JobExpiry", jobExpiry},
 		{"JobCancel", jobCancel},
 		{"PendingJobs", pendingJobs},
+		{"FleetFilter", fleetFilter},
+		{"FleetFilterProperty", fleetFilterProperty},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}

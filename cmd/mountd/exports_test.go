@@ -59,6 +59,8 @@ func TestExports(t *testing.T) {
 			stateLine := func(code, value string, d time.Duration) string {
 				return fmt.Sprintf("E1,%s,%s,%s,%s,false", code, value, at(d), received[code+at(d)])
 			}
+			e1Row := "E1,'=cmd|' /C calc'!A0,\"SN,1\",AA:BB:CC:DD:EE:FF,1.0.0,1.0.0,MX-1,ASSOCIATED,true,,79,-12.3," + *e1.AssociatedAt + ",," + e1Seen + "," + e1.Presence
+			e2Row := `E2,"He said ""hi""",'-SN2,,,,-5,IDLE,,,,,,,,UNKNOWN`
 			oldestFirst := []string{stateLine("BATTERY_LEVEL", "80.5", 0), stateLine("CPU_TEMPERATURE", "-12.25", 0),
 				stateLine("MOUNT_LOCKED", "1", 0), stateLine("BATTERY_LEVEL", "79", time.Minute)}
 
@@ -67,10 +69,11 @@ func TestExports(t *testing.T) {
 				wantType, wantF string
 				want            []string
 			}{
-				{"mounts csv by default", "/api/v1/exports/mounts", "text/csv; charset=utf-8", "mounts.csv", []string{
-					mountsHeader,
-					"E1,'=cmd|' /C calc'!A0,\"SN,1\",AA:BB:CC:DD:EE:FF,1.0.0,1.0.0,MX-1,ASSOCIATED,true,,79,-12.3," + *e1.AssociatedAt + ",," + e1Seen + "," + e1.Presence,
-					`E2,"He said ""hi""",'-SN2,,,,-5,IDLE,,,,,,,,UNKNOWN`}},
+				{"mounts csv by default", "/api/v1/exports/mounts", "text/csv; charset=utf-8", "mounts.csv", []string{mountsHeader, e1Row, e2Row}},
+				{"mounts csv, a fleet filter", "/api/v1/exports/mounts?filter=" + url.QueryEscape(`batteryLevel < 80 AND presence = "ONLINE"`),
+					"text/csv; charset=utf-8", "mounts.csv", []string{mountsHeader, e1Row}},
+				{"mounts csv, NOT over a missing value", "/api/v1/exports/mounts?filter=" + url.QueryEscape(`NOT batteryLevel < 80`),
+					"text/csv; charset=utf-8", "mounts.csv", []string{mountsHeader, e2Row}},
 				{"mounts csv", "/api/v1/exports/mounts?format=csv&filter=", "text/csv; charset=utf-8", "mounts.csv", nil},
 				{"states csv, oldest first", "/api/v1/exports/states?mountUid=E1", "text/csv; charset=utf-8", "states-E1.csv",
 					append([]string{statesHeader}, oldestFirst...)},
@@ -154,7 +157,8 @@ func TestExports(t *testing.T) {
 				{"bad format of states", a.token, "/api/v1/exports/states?mountUid=E1&format=json", 400, "VALIDATION_FAILED", "format"},
 				{"bad from", a.token, "/api/v1/exports/states?mountUid=E1&from=yesterday", 400, "VALIDATION_FAILED", "from"},
 				{"bad to", a.token, "/api/v1/exports/states?mountUid=E1&to=2026-13-01T00:00:00Z", 400, "VALIDATION_FAILED", "to"},
-				{"a filter", a.token, "/api/v1/exports/mounts?filter=" + url.QueryEscape(`batteryLevel < 20`), 400, "VALIDATION_FAILED", "filter"},
+				{"a malformed filter", a.token, "/api/v1/exports/mounts?filter=" + url.QueryEscape(`batteryLevel < 20 AND`), 400, "VALIDATION_FAILED", "filter"},
+				{"a filter on an unknown field", a.token, "/api/v1/exports/mounts?filter=" + url.QueryEscape(`colour = "red"`), 400, "VALIDATION_FAILED", "filter"},
 				{"an unknown parameter", a.token, "/api/v1/exports/mounts?pageSize=10", 400, "VALIDATION_FAILED", "pageSize"},
 				{"from on mounts", a.token, "/api/v1/exports/mounts?from=" + url.QueryEscape(at(0)), 400, "VALIDATION_FAILED", "from"},
 			} {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -474,6 +475,71 @@ func TestCommandQueryValidation(t *testing.T) {
 			p := wantProblem(t, res, raw, 400, "VALIDATION_FAILED")
 			if len(p.Errors) == 0 || p.Errors[0].Field != c.field {
 				t.Fatalf("errors %s; want field %s", raw, c.field)
+			}
+		})
+	}
+}
+
+// TestFleetFilter: GET /mounts?filter= on both backends selects by fields
+// and latest values as reported, within the token's reach, and answers a
+// bad filter 400 on the field filter, never 500.
+func TestFleetFilter(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			a, b := newFleet(in, "A"), newFleet(in, "B")
+			now := time.Now().UTC().Truncate(time.Millisecond)
+			for _, m := range []struct{ uid, model, battery string }{{"K1", "HM-1", "15"}, {"K2", "HM-1", "19.5"}, {"K3", "HM-2", "80"}, {"K4", "HM-1", ""}} {
+				a.associate(t, m.uid, map[string]any{"modelNumber": m.model, "name": "Kit " + m.uid})
+				a.confirm(t, m.uid)
+				if m.battery != "" {
+					a.report(t, m.uid, entry("BATTERY_LEVEL", m.battery, now))
+				}
+			}
+			b.associate(t, "KB", map[string]any{"modelNumber": "HM-1"})
+			b.report(t, "KB", entry("BATTERY_LEVEL", "1", now))
+			rider := fleet{in: in, creds: a.creds, token: in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:K2", "mount:K3")}
+			list := func(f fleet, filter string) string {
+				t.Helper()
+				raw := f.ok(t, http.MethodGet, "/api/v1/mounts?pageSize=100&filter="+url.QueryEscape(filter), nil)
+				page := decode[struct {
+					Mounts     []mountView
+					Pagination struct{ TotalItems int }
+				}](t, raw)
+				uids := make([]string, len(page.Mounts))
+				for i, m := range page.Mounts {
+					uids[i] = m.UID
+				}
+				if page.Pagination.TotalItems != len(uids) {
+					t.Fatalf("%s: %s", filter, raw)
+				}
+				return strings.Join(uids, ",")
+			}
+			for _, c := range []struct {
+				who          fleet
+				filter, want string
+			}{
+				{a, `batteryLevel < 20 AND presence = "ONLINE" AND modelNumber = "HM-1"`, "K1,K2"},
+				{a, `batteryLevel > 19`, "K2,K3"},
+				{a, `NOT batteryLevel < 20`, "K3,K4"},
+				{a, `modelNumber = "HM-2" OR presence = "UNKNOWN"`, "K3,K4"},
+				{a, `lastSeenAt >= "` + now.Add(-time.Minute).Format(time.RFC3339) + `"`, "K1,K2,K3"},
+				{b, `batteryLevel < 20`, "KB"},
+				{rider, `batteryLevel < 20`, "K2"},
+				{rider, `NOT batteryLevel < 20`, "K3"},
+			} {
+				if got := list(c.who, c.filter); got != c.want {
+					t.Errorf("%s: %s, want %s", c.filter, got, c.want)
+				}
+			}
+			for _, filter := range []string{`batteryLevel <`, `colour = "red"`, `batteryLevel < "low"`, `presence = "AWAY"`,
+				`name = "a" AND`, strings.Repeat(`uid = "a" OR `, 120) + `uid = "a"`} {
+				for _, f := range []fleet{a, rider} {
+					res, body := f.call(http.MethodGet, "/api/v1/mounts?filter="+url.QueryEscape(filter), nil)
+					if p := wantProblem(t, res, body, http.StatusBadRequest, "VALIDATION_FAILED"); len(p.Errors) != 1 || p.Errors[0].Field != "filter" {
+						t.Errorf("%.40s: errors %+v, want one on filter", filter, p.Errors)
+					}
+				}
 			}
 		})
 	}
