@@ -197,7 +197,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		body["mountUids"] = uids
 	}
 	var job jobCounts
-	if err := api.Do(ctx, http.MethodPost, "/api/v1/jobs", body, &job); err != nil {
+	if err := api.Do(ctx, http.MethodPost, "/jobs", body, &job); err != nil {
 		return fmt.Errorf("create the job: %w", err)
 	}
 	created := time.Now()
@@ -214,7 +214,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	defer tick.Stop()
 	for {
 		var j jobCounts
-		err := api.Do(context.WithoutCancel(ctx), http.MethodGet, "/api/v1/jobs/"+job.ID, nil, &j)
+		err := api.Do(context.WithoutCancel(ctx), http.MethodGet, "/jobs/"+job.ID, nil, &j)
 		now := time.Now()
 		if err == nil && j.Targets > 0 {
 			share := 100 * float64(j.Counts.Executed) / float64(j.Targets)
