@@ -2,7 +2,11 @@ package core
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
+	"strings"
 	"time"
 )
 
@@ -276,43 +280,255 @@ func (s *JobService) clock() time.Time { return s.now().UTC().Truncate(time.Mill
 // ActionManageJobs is owner-only: a job signs commands for the whole fleet.
 const ActionManageJobs Action = "jobs.manage"
 
-var errJobsNotBuilt = Errorf(CodeUnavailable, "jobs are not built yet")
+// JobSweepEvery is how often each replica completes the jobs whose
+// expiresAt passed; JOB_COMPLETED follows within it.
+const JobSweepEvery = 5 * time.Second
 
-// CreateJob handles POST /jobs.
-func (s *JobService) CreateJob(ctx context.Context, p Principal, in JobInput) (Job, error) {
-	return Job{}, errJobsNotBuilt
+// authorizeOwner lets only the account's owner manage jobs.
+func (s *JobService) authorizeOwner(p Principal) error {
+	if !p.Complete {
+		return p.Authorize(ActionManageJobs)
+	}
+	if p.Role != RoleOwner {
+		return Errorf(CodeForbidden, "only the account's owner manages jobs")
+	}
+	return nil
 }
 
-// ListJobs handles GET /jobs.
+// jobCodeInstallFirmware is §19's command, which only rollouts send.
+const jobCodeInstallFirmware = "INSTALL_FIRMWARE"
+
+// addFields adds a validation error's fields to v under prefix and
+// returns any other error.
+func addFields(v *Validation, err error, prefix func(string) string) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeValidation {
+		return err
+	}
+	for _, f := range e.Fields {
+		v.Add(prefix(f.Field), "%s", f.Message)
+	}
+	return nil
+}
+
+// CreateJob handles POST /jobs: the targets are the ASSOCIATED mounts the
+// filter (or list of uids) selects now, fixed in the store's transaction.
+func (s *JobService) CreateJob(ctx context.Context, p Principal, in JobInput) (Job, error) {
+	if err := s.authorizeOwner(p); err != nil {
+		return Job{}, err
+	}
+	now := s.clock()
+	var v Validation
+	j := Job{ID: "job_" + randomHex(12), AccountID: p.AccountID, Description: in.Description, CreatedAt: now,
+		ExpiresAt: now.Add(DefaultJobLifetime), CreatedBy: p.Actor().ID, Params: map[string]string{}}
+	switch in.Code {
+	case "":
+		v.Add("code", "is required")
+	case string(CmdAssociateOwner), jobCodeInstallFirmware:
+		v.Add("code", "%s cannot be sent by a job", in.Code)
+	default:
+		code, params, err := ValidateCommandQuery(in.Code, CommandParams(in.Params))
+		if err := addFields(&v, err, func(f string) string {
+			if f == "code" {
+				return f
+			}
+			return "params." + f
+		}); err != nil {
+			return Job{}, err
+		}
+		if err == nil {
+			j.Code, j.Params = code, params
+		}
+	}
+	f := MountFilter{}
+	switch {
+	case in.Filter != nil && in.MountUIDs != nil:
+		v.Add("filter", "cannot be given with mountUids: a job selects its mounts by one or the other")
+	case in.Filter != nil:
+		j.Filter, f.Expression = *in.Filter, *in.Filter
+		if err := addFields(&v, ParseMountFilter(s.filters, &f, s.offlineAfter, now), func(f string) string { return f }); err != nil {
+			return Job{}, err
+		}
+	case len(in.MountUIDs) > MaxJobTargets:
+		v.Add("mountUids", "names %d mounts; a job has at most %d targets", len(in.MountUIDs), MaxJobTargets)
+	case len(in.MountUIDs) > 0:
+		f.UIDs = make([]string, 0, len(in.MountUIDs))
+		seen := make(map[string]bool, len(in.MountUIDs))
+		for i, uid := range in.MountUIDs {
+			if !ValidMountUID(uid) {
+				v.Add(fmt.Sprintf("mountUids[%d]", i), "is not a mount uid")
+				continue
+			}
+			if !seen[uid] {
+				seen[uid] = true
+				f.UIDs = append(f.UIDs, uid)
+			}
+		}
+	default:
+		v.Add("filter", "or mountUids is required (an empty filter selects every associated mount)")
+	}
+	checkText(&v, "description", &in.Description, MaxJobDescriptionLength)
+	if in.ExpiresAt != nil {
+		at := in.ExpiresAt.UTC().Truncate(time.Millisecond)
+		switch {
+		case !at.After(now):
+			v.Add("expiresAt", "must be in the future")
+		case at.After(now.Add(MaxJobLifetime)):
+			v.Add("expiresAt", "must be at most %d days ahead", int(MaxJobLifetime/(24*time.Hour)))
+		default:
+			j.ExpiresAt = at
+		}
+	}
+	if err := v.Err(); err != nil {
+		return Job{}, err
+	}
+	details := map[string]any{"code": string(j.Code), "params": j.Params, "expiresAt": FormatTime(j.ExpiresAt)}
+	if in.Filter != nil {
+		details["filter"] = j.Filter
+	} else {
+		// The list itself may hold 100,000 uids: the entry says how many.
+		details["mountUids"] = len(f.UIDs)
+	}
+	if j.Description != "" {
+		details["description"] = j.Description
+	}
+	actx := byPrincipal(ctx, p, now, AuditJobCreate, AuditTarget("job", j.ID), details)
+	created, ev, err := s.store.CreateJob(actx, j, f, now)
+	if err != nil {
+		return Job{}, err
+	}
+	if ev != nil {
+		wake(ctx, s.waker, s.logger, ev)
+	}
+	return created, nil
+}
+
+// ListJobs handles GET /jobs: newest first.
 func (s *JobService) ListJobs(ctx context.Context, p Principal, page Page) ([]Job, Pagination, error) {
-	return nil, Pagination{}, errJobsNotBuilt
+	if err := s.authorizeOwner(p); err != nil {
+		return nil, Pagination{}, err
+	}
+	jobs, total, err := s.store.ListJobs(ctx, p.AccountID, page)
+	if err != nil {
+		return nil, Pagination{}, err
+	}
+	return jobs, NewPagination(page, total), nil
 }
 
 // Job handles GET /jobs/{id}.
 func (s *JobService) Job(ctx context.Context, p Principal, id string) (Job, error) {
-	return Job{}, errJobsNotBuilt
+	if err := s.authorizeOwner(p); err != nil {
+		return Job{}, err
+	}
+	return s.store.Job(ctx, p.AccountID, id)
 }
 
-// JobMounts handles GET /jobs/{id}/mounts.
+// JobMounts handles GET /jobs/{id}/mounts: the targets by uid.
 func (s *JobService) JobMounts(ctx context.Context, p Principal, id string, page Page) ([]JobTarget, Pagination, error) {
-	return nil, Pagination{}, errJobsNotBuilt
+	if err := s.authorizeOwner(p); err != nil {
+		return nil, Pagination{}, err
+	}
+	targets, total, err := s.store.JobTargets(ctx, p.AccountID, id, page)
+	if err != nil {
+		return nil, Pagination{}, err
+	}
+	return targets, NewPagination(page, total), nil
 }
 
-// CancelJob handles POST /jobs/{id}/cancel.
+// CancelJob handles POST /jobs/{id}/cancel: CONFLICT unless ACTIVE.
 func (s *JobService) CancelJob(ctx context.Context, p Principal, id string) (Job, error) {
-	return Job{}, errJobsNotBuilt
+	if err := s.authorizeOwner(p); err != nil {
+		return Job{}, err
+	}
+	now := s.clock()
+	actx := byPrincipal(ctx, p, now, AuditJobCancel, AuditTarget("job", id), map[string]any{})
+	return s.store.CancelJob(actx, p.AccountID, id, now)
+}
+
+// SweepJobs completes every ACTIVE job whose expiresAt passed, with its
+// JOB_COMPLETED event, and returns how many it completed. Safe on every
+// replica at once: the store's conditional update completes each once.
+func (s *JobService) SweepJobs(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		events, err := s.store.ExpireJobs(ctx, s.clock(), sweepBatch)
+		if err != nil {
+			return total, err
+		}
+		for _, ev := range events {
+			wake(ctx, s.waker, s.logger, ev)
+		}
+		total += len(events)
+		if len(events) < sweepBatch || ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
 }
 
 // Run completes expired jobs until ctx ends, once across replicas (the
 // store's conditional statement decides).
 func (s *JobService) Run(ctx context.Context) error {
-	<-ctx.Done()
-	return ctx.Err()
+	tick := time.NewTicker(JobSweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if _, err := s.SweepJobs(ctx); err != nil && ctx.Err() == nil {
+				s.logger.ErrorContext(ctx, "sweep expired jobs failed", "err", err)
+			}
+		}
+	}
 }
 
 // PendingCommands handles GET /mounts/{uid}/pending-commands: a freshly
 // signed command for each ACTIVE job that waits at the mount (at most
-// MaxActiveJobsPerAccount).
+// MaxActiveJobsPerAccount), oldest job first. A job canceled or completed
+// between the read and the issue is left out.
 func (s *MountService) PendingCommands(ctx context.Context, p Principal, uid string) ([]Command, error) {
-	return nil, errJobsNotBuilt
+	m, err := s.owned(ctx, p, ActionQueryCommand, uid)
+	if err != nil {
+		return nil, err
+	}
+	if m.State != StateAssociated {
+		return nil, Errorf(CodeMountNotAssociated, "mount %q is not associated", uid)
+	}
+	if s.jobs == nil {
+		return []Command{}, nil
+	}
+	now := s.clock()
+	jobs, err := s.jobs.PendingJobs(ctx, uid, p.AccountID, now, MaxActiveJobsPerAccount)
+	if err != nil {
+		return nil, err
+	}
+	out := []Command{}
+	var tags *string
+	for _, j := range jobs {
+		params := maps.Clone(j.Params)
+		if params == nil {
+			params = map[string]string{}
+		}
+		if j.Code == CmdSyncNfcTags {
+			// The association's own tags, as QueryCommand signs them.
+			if tags == nil {
+				list, err := s.tags.MountTagUIDs(ctx, p.AccountID, uid)
+				if err != nil {
+					return nil, err
+				}
+				joined := strings.Join(list, "+")
+				tags = &joined
+			}
+			params["tagUids"] = *tags
+		}
+		cmd, err := s.issueFor(ctx, p, m, j.Code, params, now, j.ID)
+		if ErrorCode(err) == CodeConflict {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cmd)
+	}
+	return out, nil
 }

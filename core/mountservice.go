@@ -729,10 +729,19 @@ func (s *MountService) RotateKey(ctx context.Context, uid string) (Mount, error)
 
 // issue builds, signs and records one command.
 func (s *MountService) issue(ctx context.Context, p Principal, m Mount, code CommandCode, params map[string]string, now time.Time) (Command, error) {
+	return s.issueFor(ctx, p, m, code, params, now, "")
+}
+
+// issueFor is issue for job jobID ("" for none): the store moves the
+// job's target with the insert, or answers CONFLICT when the job no longer
+// takes commands.
+func (s *MountService) issueFor(ctx context.Context, p Principal, m Mount, code CommandCode, params map[string]string, now time.Time,
+	jobID string) (Command, error) {
 	cmd, ev, err := s.newCommand(ctx, p, m.UID, m.Key, code, params, now)
 	if err != nil {
 		return Command{}, err
 	}
+	cmd.JobID = jobID
 	if err := s.commands.InsertCommand(ctx, cmd, ev); err != nil {
 		return Command{}, err
 	}
