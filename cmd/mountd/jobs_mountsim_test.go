@@ -49,8 +49,8 @@ func TestJobOverPassingPhones(t *testing.T) {
 
 			// Batteries are 60 + i%41 and do not drain: HA-0001..3 are at
 			// 61..63 %, HA-0004..6 at 64..66 %.
-			sim := func(prefix, model string, mounts, phones string) func() jobsSimSummary {
-				cmd := exec.Command(bin, "--mounts", mounts, "--prefix", prefix, "--model", model, "--air", "", "--api", in.base,
+			sim := func(prefix, model, mounts, phones, air string) func() jobsSimSummary {
+				cmd := exec.Command(bin, "--mounts", mounts, "--prefix", prefix, "--model", model, "--air", air, "--api", in.base,
 					"--associate", "--report-interval", "300ms", "--battery-drain", "0", "--phones", phones, "--pass-every", "100ms",
 					"--seed", "18", "--json", "--log-level", "warn")
 				cmd.Env = append(os.Environ(), "MOUNTSIM_CLIENT_ID="+a.creds.ClientID, "MOUNTSIM_CLIENT_SECRET="+a.creds.ClientSecret)
@@ -58,6 +58,9 @@ func TestJobOverPassingPhones(t *testing.T) {
 				cmd.Stdout, cmd.Stderr = &out, &errs
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
+				}
+				if air != "" {
+					waitListening(t, air)
 				}
 				stopped := false
 				t.Cleanup(func() {
@@ -78,8 +81,10 @@ func TestJobOverPassingPhones(t *testing.T) {
 					return sum
 				}
 			}
-			stopA := sim("HA", "HM-1", "6", "2")
-			stopB := sim("HB", "HM-2", "3", "1")
+			// Fleet B has no phones but its air is served, for mountctl.
+			airB := freeAddr(t)
+			stopA := sim("HA", "HM-1", "6", "2", "")
+			stopB := sim("HB", "HM-2", "3", "0", airB)
 
 			const filter = `modelNumber = "HM-1" AND batteryLevel < 64`
 			count := func(f string) int {
@@ -159,6 +164,38 @@ func TestJobOverPassingPhones(t *testing.T) {
 					t.Fatalf("%s got the job's command: %s", uid, raw)
 				}
 			}
+
+			// mountctl sync: a rider's phone (a token for HB-0001 alone)
+			// runs the job waiting at HB-0001 by hand.
+			res, raw = a.call(http.MethodPost, "/api/v1/jobs", map[string]any{"code": "CONFIGURE_ALARM",
+				"params": map[string]string{"alarmMode": "SILENT", "alarmSensitivity": "LOW", "alarmVolume": "LOW"}, "mountUids": []string{"HB-0001"}})
+			if res.StatusCode != http.StatusCreated {
+				t.Fatalf("create job: %d %s", res.StatusCode, raw)
+			}
+			byHand := decode[jobView](t, raw)
+			rider := in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:HB-0001")
+			ctl := exec.Command(toolBinary(t, "mountctl"), "--json", "sync", "HB-0001")
+			ctl.Env = append(os.Environ(), "MOUNTCTL_API="+in.base, "MOUNTCTL_BLE=sim://"+airB, "MOUNTCTL_TOKEN="+rider)
+			out, err := ctl.CombinedOutput()
+			if err != nil {
+				t.Fatalf("mountctl sync: %v\n%s", err, out)
+			}
+			synced := decode[struct {
+				Offered  int `json:"offered"`
+				Commands []struct {
+					JobID   string `json:"jobId"`
+					Outcome string `json:"outcome"`
+				} `json:"commands"`
+				Pending int `json:"pending"`
+			}](t, out)
+			if synced.Offered != 1 || len(synced.Commands) != 1 || synced.Commands[0].JobID != byHand.ID || synced.Commands[0].Outcome != "EXECUTED" || synced.Pending != 0 {
+				t.Fatalf("mountctl sync: %s", out)
+			}
+			waitForStep(t, "the job run by hand COMPLETED", func() bool {
+				_, raw := a.call(http.MethodGet, "/api/v1/jobs/"+byHand.ID, nil)
+				byHand = decode[jobView](t, raw)
+				return byHand.State == "COMPLETED" && byHand.Counts.Executed == 1
+			})
 
 			sumA, sumB := stopA(), stopB()
 			if sumA.Errors != 0 || sumA.JobExecuted != 3 || sumA.JobRefused != 0 || sumA.Passes == 0 {
