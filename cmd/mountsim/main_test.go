@@ -733,3 +733,18 @@ func TestPhonesRunPendingCommands(t *testing.T) {
 		t.Fatalf("summary %+v\n%s", sum, errs.String())
 	}
 }
+
+// Phones need credentials (they call the API) and a positive pass time.
+func TestPhoneFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--phones", "2", "--air", "", "--api", "http://127.0.0.1:1"},
+		{"--phones", "1", "--pass-every", "0s", "--air", "", "--client-id", "cid", "--client-secret", "csec"},
+		{"--phones", "1001", "--air", ""},
+	} {
+		var out, errs bytes.Buffer
+		err := newCommand(&out, &errs, nil).Run(context.Background(), append([]string{"mountsim", "--mounts", "1", "--duration", "100ms"}, args...))
+		if err == nil || !strings.Contains(err.Error(), "phones") && !strings.Contains(err.Error(), "pass-every") {
+			t.Errorf("%v: %v, want a refusal naming the flag", args, err)
+		}
+	}
+}
