@@ -79,6 +79,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 			scanCommand(s, out),
 			connectCommand(s, out),
 			releaseCommand(s, out),
+			syncCommand(s, out),
 			watchCommand(s, out),
 			eventsCommand(s, out),
 			auditCommand(s, out),

@@ -22,6 +22,7 @@ const requestTimeout = 15 * time.Second
 // followed anywhere.
 type apiClient struct {
 	sem        chan struct{}
+	http       *http.Client   // the phones' SDK clients share it
 	maintainer *client.Client // role:restricted without mount items: reports states
 	owner      *client.Client // owner role: association
 	// rider is a restricted token with mount items (a rider's phone), for
@@ -48,6 +49,7 @@ func newAPIClient(cfg Config, riderMounts []string) *apiClient {
 	}
 	a := &apiClient{
 		sem:        make(chan struct{}, cfg.Concurrency),
+		http:       hc,
 		maintainer: withScope("openid", "sub", aud, "role:restricted"),
 		owner:      withScope("openid", "sub", aud),
 	}

@@ -47,12 +47,19 @@ type Config struct {
 	Legacy                                    int    // the last Legacy mounts run older firmware
 	StateDir                                  string // mounts' states as files; empty: memory
 	Forge                                     bool
+	Phones                                    int           // phones passing mounts and running their pending commands
+	PassEvery                                 time.Duration // mean time between two passes of a phone
+	Seed                                      uint64        // the phones' choices; 0: random
 }
 
 // maxRiderMounts bounds the mount: items of the one rider token --forge
 // uses: a token per mount would run into the identity provider's limit on
 // client authentications, and a scope of thousands of items helps nobody.
 const maxRiderMounts = 16
+
+// maxPhones bounds --phones: each is a goroutine, an SDK client and an
+// upload queue directory.
+const maxPhones = 1000
 
 // Summary is what a run did, printed when it stops.
 type Summary struct {
@@ -75,10 +82,24 @@ type Summary struct {
 	// refused as they must be (403 SIGNATURE_REQUIRED, 400
 	// INVALID_SIGNATURE), or accepted (a hole: must stay 0). Other answers
 	// count as errors ("forge ...").
-	ForgedReports  int64   `json:"forgedReports"`
-	ForgedRefused  int64   `json:"forgedRefused"`
-	ForgedAccepted int64   `json:"forgedAccepted"`
-	Seconds        float64 `json:"seconds"`
+	ForgedReports  int64 `json:"forgedReports"`
+	ForgedRefused  int64 `json:"forgedRefused"`
+	ForgedAccepted int64 `json:"forgedAccepted"`
+	// --phones: passes made, those whose Sync ended well, and those that
+	// found the mount's link taken; the pending commands run and how they
+	// ended; commands left for a later pass (the Sync bound, a lost link);
+	// uploads still queued on the phones at the end.
+	Passes             int64   `json:"passes"`
+	PassesSynced       int64   `json:"passesSynced"`
+	PassesBusy         int64   `json:"passesBusy"`
+	JobCommands        int64   `json:"jobCommands"`
+	JobExecuted        int64   `json:"jobExecuted"`
+	JobRefused         int64   `json:"jobRefused"`
+	JobUnanswered      int64   `json:"jobUnanswered"`
+	JobSkipped         int64   `json:"jobSkipped"`
+	JobLeft            int64   `json:"jobLeft"`
+	PhoneUploadsQueued int64   `json:"phoneUploadsQueued"`
+	Seconds            float64 `json:"seconds"`
 }
 
 // identity is the deterministic name of the i-th mount (from 1): uid,
@@ -121,6 +142,7 @@ type fleet struct {
 	forged, forgedRefused, forgedAccepted           atomic.Int64
 	kindsMu                                         sync.Mutex
 	kinds                                           map[string]int64
+	phones                                          phoneCounters
 }
 
 func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<- string) error {
@@ -132,6 +154,12 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	}
 	if cfg.Legacy < 0 || cfg.Legacy > cfg.Mounts {
 		return errors.New("--legacy must be from 0 to --mounts")
+	}
+	if cfg.Phones < 0 || cfg.Phones > maxPhones {
+		return fmt.Errorf("--phones must be from 0 to %d", maxPhones)
+	}
+	if cfg.Phones > 0 && cfg.PassEvery <= 0 {
+		return errors.New("--pass-every must be positive")
 	}
 	var store simmount.Store
 	if cfg.StateDir != "" {
@@ -159,6 +187,9 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 		return errors.New("--associate needs --api, --client-id and --client-secret")
 	} else if !credentials {
 		log.Warn("no credentials (--client-id, --client-secret): states are not reported")
+	}
+	if !credentials && cfg.Phones > 0 {
+		return errors.New("--phones needs --api, --client-id and --client-secret")
 	}
 
 	drain := cfg.BatteryDrain
@@ -229,6 +260,15 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 			}()
 		}
 	}
+	if cfg.Phones > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f.runPhones(ctx, air); err != nil {
+				log.Error("phones stopped", "err", err)
+			}
+		}()
+	}
 	if ready != nil {
 		ready <- airAddr
 	}
@@ -244,6 +284,10 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	fmt.Fprintf(stdout, "mounts %d, associated %d, reports %d (not associated on the server %d), entries accepted %d, duplicates %d, errors %d, commands accepted %d, refused %d, in %.1fs\n",
 		sum.Mounts, sum.Associated, sum.Reports, sum.NotAssociated, sum.EntriesAccepted, sum.Duplicates, sum.Errors, sum.CommandsAccepted, sum.CommandsRefused, sum.Seconds)
 	fmt.Fprintf(stdout, "  legacy mounts %d, signed reports %d, receipts uploaded %d (accepted %d)\n", sum.Legacy, sum.SignedReports, sum.Receipts, sum.ReceiptsAccepted)
+	if cfg.Phones > 0 {
+		fmt.Fprintf(stdout, "  phones %d: passes %d (synced %d, mount busy %d), job commands run %d: executed %d, refused %d, unanswered %d, skipped %d; left for later %d; uploads queued %d\n",
+			cfg.Phones, sum.Passes, sum.PassesSynced, sum.PassesBusy, sum.JobCommands, sum.JobExecuted, sum.JobRefused, sum.JobUnanswered, sum.JobSkipped, sum.JobLeft, sum.PhoneUploadsQueued)
+	}
 	if cfg.Forge {
 		fmt.Fprintf(stdout, "  forged reports %d, refused %d, accepted %d\n", sum.ForgedReports, sum.ForgedRefused, sum.ForgedAccepted)
 	}
@@ -521,7 +565,11 @@ func (f *fleet) summary(d time.Duration) Summary {
 		EntriesAccepted: f.accepted.Load(), Duplicates: f.duplicates.Load(), Errors: f.errs.Load(),
 		Legacy: f.cfg.Legacy, SignedReports: f.signed.Load(), Receipts: f.receipts.Load(), ReceiptsAccepted: f.receiptsAccepted.Load(),
 		ForgedReports: f.forged.Load(), ForgedRefused: f.forgedRefused.Load(), ForgedAccepted: f.forgedAccepted.Load(),
-		Seconds: d.Seconds(),
+		Passes: f.phones.passes.Load(), PassesSynced: f.phones.synced.Load(), PassesBusy: f.phones.busy.Load(),
+		JobCommands: f.phones.commands.Load(), JobExecuted: f.phones.executed.Load(), JobRefused: f.phones.refused.Load(),
+		JobUnanswered: f.phones.unanswered.Load(), JobSkipped: f.phones.skipped.Load(), JobLeft: f.phones.left.Load(),
+		PhoneUploadsQueued: f.phones.queue.Load(),
+		Seconds:            d.Seconds(),
 	}
 	f.kindsMu.Lock()
 	if len(f.kinds) > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -41,6 +42,19 @@ type fakeAPI struct {
 	counters  map[string]map[uint64]bool // uid → counters of verified reports
 	refusals  map[string]int             // "403 SIGNATURE_REQUIRED", ... → count
 	reports   chan fakeReport
+
+	base     string                    // the server's address: the tokens' issuer
+	jobs     []fakeJob                 // offered to every mount until finished there
+	jobOf    map[string]string         // nonce → job
+	finished map[string]string         // job|uid → outcome that finished it
+	outcomes map[string]map[string]int // job → outcome → receipts taken
+}
+
+// fakeJob is a job over the whole fleet, as pending-commands offers it.
+type fakeJob struct {
+	id     string
+	code   string
+	params map[string]string
 }
 
 type fakeToken struct {
@@ -59,8 +73,15 @@ func newFakeAPI(t *testing.T, expiresIn time.Duration) (*fakeAPI, *httptest.Serv
 	f := &fakeAPI{t: t, expiresIn: expiresIn, tokens: map[string]fakeToken{}, issued: map[string]int{},
 		keys: map[string]ed25519.PrivateKey{}, devices: map[string]string{}, confirmed: map[string]bool{}, entries: map[string]bool{},
 		nonces: map[string]string{}, receipts: map[string]bool{}, counters: map[string]map[uint64]bool{}, refusals: map[string]int{},
-		reports: make(chan fakeReport, 10000)}
+		reports: make(chan fakeReport, 10000), jobOf: map[string]string{}, finished: map[string]string{}, outcomes: map[string]map[string]int{}}
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"userinfo_endpoint":%q}`, f.base+"/oidc/v1/userinfo")
+	})
+	mux.HandleFunc("GET /oidc/v1/userinfo", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"sub":"cid"}`)
+	})
+	mux.HandleFunc("GET /api/v1/mounts/{uid}/pending-commands", f.auth("restricted", f.pending))
 	mux.HandleFunc("POST /oauth/v2/token", f.token)
 	mux.HandleFunc("POST /api/v1/mounts", f.auth("owner", f.claim))
 	mux.HandleFunc("POST /api/v1/mounts/{uid}/confirm-association", f.auth("owner", f.confirm))
@@ -72,6 +93,7 @@ func newFakeAPI(t *testing.T, expiresIn time.Duration) (*fakeAPI, *httptest.Serv
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
+	f.base = srv.URL
 	return f, srv
 }
 
@@ -106,7 +128,10 @@ func (f *fakeAPI) token(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.issued[role]++
-	tok := fmt.Sprintf("%s-%d", role, f.issued[role])
+	// Shaped as a JWT, as the SDK (mountsim's phones) reads its claims; the
+	// last part names it here.
+	claims, _ := json.Marshal(map[string]any{"iss": f.base, "exp": time.Now().Add(f.expiresIn).Unix(), "scope": strings.TrimSpace(scope)})
+	tok := "e30." + base64.RawURLEncoding.EncodeToString(claims) + "." + fmt.Sprintf("%s-%d", role, f.issued[role])
 	f.tokens[tok] = fakeToken{role: role, mounts: mounts, exp: time.Now().Add(f.expiresIn)}
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json") // as mountd's identity provider answers
@@ -298,9 +323,48 @@ func (f *fakeAPI) uploadReceipts(w http.ResponseWriter, r *http.Request) {
 		default:
 			f.receipts[rc.Nonce] = true
 			accepted++
+			if job := f.jobOf[rc.Nonce]; job != "" {
+				if f.finished[job+"|"+uid] != "" {
+					f.t.Errorf("job %s at %s: a second receipt (%s) after %s", job, uid, rc.Outcome, f.finished[job+"|"+uid])
+				}
+				f.finished[job+"|"+uid] = rc.Outcome
+				if f.outcomes[job] == nil {
+					f.outcomes[job] = map[string]int{}
+				}
+				f.outcomes[job][rc.Outcome]++
+			}
 		}
 	}
 	fmt.Fprintf(w, `{"accepted":%d,"duplicates":%d}`, accepted, dups)
+}
+
+// pending answers a mount's pending commands: one freshly signed command
+// for every job not yet finished there.
+func (f *fakeAPI) pending(w http.ResponseWriter, r *http.Request) {
+	uid := r.PathValue("uid")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := f.keys[uid]
+	if key == nil || !f.confirmed[uid] {
+		problem(w, 404, "MOUNT_NOT_FOUND")
+		return
+	}
+	cmds := []map[string]any{}
+	for _, j := range f.jobs {
+		if f.finished[j.id+"|"+uid] != "" {
+			continue
+		}
+		now, nonce := time.Now(), protocol.NewNonce()
+		payload := protocol.BuildPayload(now, j.code, uid, j.params, nonce)
+		data := map[string]any{"expiresAt": protocol.FormatTime(now.Add(5 * time.Minute))}
+		for k, v := range j.params {
+			data[k] = v
+		}
+		f.nonces[nonce], f.jobOf[nonce] = uid, j.id
+		cmds = append(cmds, map[string]any{"id": nonce, "jobId": j.id, "code": j.code, "data": data, "generatedAt": protocol.FormatTime(now),
+			"payload": payload, "signedToken": protocol.Sign(key, payload), "status": "ISSUED"})
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"commands": cmds})
 }
 
 func TestIdentity(t *testing.T) {
@@ -613,5 +677,74 @@ func TestStateDir(t *testing.T) {
 	}
 	if files, _ := os.ReadDir(dir); len(files) != 2 {
 		t.Fatalf("state files %v", files)
+	}
+}
+
+// Phones passing the mounts run the jobs waiting there: every mount
+// executes the good job once and refuses the bad one once (a final
+// refusal: not offered again), and every receipt reaches the API.
+func TestPhonesRunPendingCommands(t *testing.T) {
+	api, srv := newFakeAPI(t, time.Hour)
+	api.jobs = []fakeJob{
+		{id: "job-good", code: "SET_RFID_MODE", params: map[string]string{"rfidMode": "LEARN"}},
+		{id: "job-bad", code: "SET_RFID_MODE", params: map[string]string{"rfidMode": "SIDEWAYS"}},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	var out, errs bytes.Buffer
+	go func() {
+		done <- newCommand(&out, &errs, ready).Run(ctx, []string{"mountsim",
+			"--mounts", "3", "--prefix", "P", "--air", "", "--api", srv.URL + "/",
+			"--client-id", "cid", "--client-secret", "csec", "--report-interval", "1h", "--associate",
+			"--phones", "2", "--pass-every", "20ms", "--seed", "7", "--adv-interval", "5ms", "--json"})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("mountsim: %v\n%s", err, errs.String())
+	}
+	finished := func() int {
+		api.mu.Lock()
+		defer api.mu.Unlock()
+		return len(api.finished)
+	}
+	for deadline := time.Now().Add(30 * time.Second); finished() < 6; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s, %d of 6 job targets finished\n%s", finished(), errs.String())
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var sum Summary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatal(err)
+	}
+	api.mu.Lock()
+	good, bad := api.outcomes["job-good"], api.outcomes["job-bad"]
+	api.mu.Unlock()
+	if good["EXECUTED"] != 3 || len(good) != 1 || bad["REFUSED"] != 3 || len(bad) != 1 {
+		t.Fatalf("receipts by job: good %v, bad %v", good, bad)
+	}
+	if sum.Errors != 0 || sum.Passes == 0 || sum.JobExecuted != 3 || sum.JobRefused != 3 || sum.JobCommands != 6 || sum.PhoneUploadsQueued != 0 {
+		t.Fatalf("summary %+v\n%s", sum, errs.String())
+	}
+}
+
+// Phones need credentials (they call the API) and a positive pass time.
+func TestPhoneFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--phones", "2", "--air", "", "--api", "http://127.0.0.1:1"},
+		{"--phones", "1", "--pass-every", "0s", "--air", "", "--client-id", "cid", "--client-secret", "csec"},
+		{"--phones", "1001", "--air", ""},
+	} {
+		var out, errs bytes.Buffer
+		err := newCommand(&out, &errs, nil).Run(context.Background(), append([]string{"mountsim", "--mounts", "1", "--duration", "100ms"}, args...))
+		if err == nil || !strings.Contains(err.Error(), "phones") && !strings.Contains(err.Error(), "pass-every") {
+			t.Errorf("%v: %v, want a refusal naming the flag", args, err)
+		}
 	}
 }

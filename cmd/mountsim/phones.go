@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/mountd/mountd/device/sim"
+	"github.com/mountd/mountd/sdk"
+)
+
+// passTimeout bounds one pass: connecting, the Sync (at most
+// sdk.MaxSyncCommands commands) and its uploads. A phone walks on after it.
+const passTimeout = 2 * time.Minute
+
+// phoneCounters are what the phones did, for the summary.
+type phoneCounters struct {
+	passes, synced                   atomic.Int64 // passes; those whose Sync ended without error
+	commands, executed, refused      atomic.Int64 // pending commands run, and how they ended
+	unanswered, skipped, left, queue atomic.Int64 // no answer; not run (code); left for later (bound, lost link); uploads waiting at the end
+	busy                             atomic.Int64 // passes that found the mount's link taken by another phone
+}
+
+// phone is one rider's phone walking past mounts: an SDK client on the air
+// with the maintainer token, its upload queue in a directory of its own.
+type phone struct {
+	n     int
+	rng   *rand.Rand
+	radio *sim.Central
+	dir   string
+	c     *sdk.Client
+	token string
+}
+
+// runPhones runs cfg.Phones phones until ctx ends. Each passes a mount
+// chosen at random among the associated ones, with exponentially
+// distributed times between its passes (mean cfg.PassEvery, a Poisson
+// process per phone), and runs Sync there: the mount executes what jobs
+// wait for it and the receipts go to the API.
+func (f *fleet) runPhones(ctx context.Context, air *sim.Air) error {
+	root := ""
+	if f.cfg.StateDir != "" {
+		root = filepath.Join(f.cfg.StateDir, "phones")
+	} else {
+		dir, err := os.MkdirTemp("", "mountsim-phones-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		root = dir
+	}
+	seed := f.cfg.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	done := make(chan struct{})
+	for i := range f.cfg.Phones {
+		p := &phone{n: i + 1, rng: rand.New(rand.NewPCG(seed, uint64(i))), radio: air.Central(),
+			dir: filepath.Join(root, fmt.Sprintf("phone-%03d", i+1))}
+		if err := os.MkdirAll(p.dir, 0o700); err != nil {
+			return err
+		}
+		go func() {
+			defer func() { done <- struct{}{} }()
+			f.walk(ctx, p)
+		}()
+	}
+	for range f.cfg.Phones {
+		<-done
+	}
+	return nil
+}
+
+// walk is one phone's life: wait, pass a mount, again.
+func (f *fleet) walk(ctx context.Context, p *phone) {
+	defer func() {
+		if p.c != nil {
+			f.phones.queue.Add(int64(p.c.Queued().Items))
+			_ = p.c.Close()
+		}
+	}()
+	t := time.NewTimer(f.nextPass(p))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if u := f.pickMount(p); u != nil {
+			f.pass(ctx, p, u)
+		}
+		t.Reset(f.nextPass(p))
+	}
+}
+
+func (f *fleet) nextPass(p *phone) time.Duration {
+	return time.Duration(p.rng.ExpFloat64() * float64(f.cfg.PassEvery))
+}
+
+// pickMount is a random associated mount (a phone's app shows those the
+// account has); nil when none is.
+func (f *fleet) pickMount(p *phone) *unit {
+	for range 8 {
+		if u := f.units[p.rng.IntN(len(f.units))]; u.m.Status().OwnerKey != nil {
+			return u
+		}
+	}
+	return nil
+}
+
+// pass connects to the mount, runs Sync and walks on.
+func (f *fleet) pass(ctx context.Context, p *phone, u *unit) {
+	if err := f.phoneClient(p); err != nil {
+		f.fail(u.m.UID(), "pass", err)
+		return
+	}
+	f.phones.passes.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, passTimeout)
+	defer cancel()
+	uid := u.m.UID()
+	if _, err := p.c.Connect(ctx, uid); err != nil {
+		if errors.Is(err, sim.ErrBusy) || errors.Is(err, sdk.ErrNotFound) {
+			f.phones.busy.Add(1) // another phone holds the mount's one link: it walks on
+			return
+		}
+		f.fail(uid, "connect", err)
+		return
+	}
+	defer func() { _ = p.c.Disconnect(uid) }()
+	sum, err := p.c.Sync(ctx, uid)
+	f.phones.commands.Add(int64(len(sum.Commands)))
+	f.phones.executed.Add(int64(sum.Count(sdk.SyncExecuted)))
+	f.phones.refused.Add(int64(sum.Count(sdk.SyncRefused)))
+	f.phones.unanswered.Add(int64(sum.Count(sdk.SyncNoAnswer)))
+	f.phones.skipped.Add(int64(sum.Count(sdk.SyncSkipped)))
+	f.phones.left.Add(int64(sum.Offered - len(sum.Commands)))
+	if err != nil {
+		if ctx.Err() != nil {
+			return // stopping
+		}
+		f.fail(uid, "sync", err)
+		return
+	}
+	f.phones.synced.Add(1)
+	if len(sum.Commands) > 0 {
+		f.log.Debug("phone synced a mount", "phone", p.n, "uid", uid, "commands", len(sum.Commands),
+			"executed", sum.Count(sdk.SyncExecuted), "refused", sum.Count(sdk.SyncRefused), "pending", sum.Pending)
+	}
+}
+
+// phoneClient makes (or remakes, when the token was renewed) the phone's
+// SDK client: the SDK holds one token, and mountsim's maintainer token
+// lasts an hour. The queue directory stays, so nothing waiting is lost.
+func (f *fleet) phoneClient(p *phone) error {
+	tok, err := f.api.maintainer.Token()
+	if err != nil {
+		return err
+	}
+	if p.c != nil && tok == p.token {
+		return nil
+	}
+	if p.c != nil {
+		_ = p.c.Close()
+		p.c = nil
+	}
+	c, err := sdk.New(sdk.Config{BaseURL: strings.TrimRight(f.cfg.API, "/") + "/api/v1", Token: tok, Radio: p.radio, QueueDir: p.dir,
+		HTTPClient: f.api.http, Logger: f.log})
+	if err != nil {
+		return err
+	}
+	p.c, p.token = c, tok
+	return nil
+}
