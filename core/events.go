@@ -166,6 +166,17 @@ func (s *EventService) Stream(ctx context.Context, p Principal, f EventFilter, s
 	return s.feed.stream(ctx, f.After, EventQuery{AccountID: p.AccountID, Types: visibleTypes(p, f.Types), MountUIDs: visibleMounts(p, f.MountUIDs)}, send, end)
 }
 
+// Head is the event log's settled head: a subscription that starts after
+// it misses nothing committed from now on, however long it takes to attach
+// (the console takes it before it reads what it shows).
+func (s *EventService) Head(ctx context.Context, p Principal) (Cursor, error) {
+	if err := p.Authorize(ActionSubscribe); err != nil {
+		return Cursor{}, err
+	}
+	_, head, err := s.log.ReadEvents(ctx, EventQuery{AccountID: p.AccountID})
+	return head, err
+}
+
 // Events reads the feed: up to r.Limit events after r.After that p may
 // see, oldest first, waiting up to r.Wait for one when none follows.
 func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest) (EventPage, error) {

@@ -12,6 +12,19 @@ import (
 	"github.com/mountd/mountd/graph/model"
 )
 
+// EventCursor is the resolver for the eventCursor field.
+func (r *queryResolver) EventCursor(ctx context.Context) (string, error) {
+	p, err := core.PrincipalFrom(ctx)
+	if err != nil {
+		return "", err
+	}
+	head, err := r.EventLog.Head(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	return r.Cursors.Encode(head), nil
+}
+
 // Events is the resolver for the events field.
 func (r *queryResolver) Events(ctx context.Context, after *string, limit *int, types []model.MountEventType, mountUID *string) (*model.EventPage, error) {
 	p, err := core.PrincipalFrom(ctx)

@@ -51,6 +51,7 @@ type EventLog interface {
 	Authorize(ctx context.Context, p core.Principal, f core.EventFilter) error
 	Stream(ctx context.Context, p core.Principal, f core.EventFilter, send func(core.Event) bool, end func()) error
 	Events(ctx context.Context, p core.Principal, r core.EventsRequest) (core.EventPage, error)
+	Head(ctx context.Context, p core.Principal) (core.Cursor, error)
 }
 
 // Webhooks is what they ask of the webhook rules.

@@ -988,3 +988,32 @@ func TestSubscriberIdleGoroutines(t *testing.T) {
 		t.Fatalf("%d goroutines for %d idle subscriptions; want at most one each:\n%s", got, more, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// eventCursor is the log's head: a subscription given it misses nothing
+// that happened after it was read, even before the subscription started
+// (what the console relies on when it shows "live").
+func TestEventCursorStartsASubscription(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			a := newFleet(in, "A")
+			uid := uniqueUID("C")
+			a.associated(t, uid)
+			r := a.gql(t, `{ eventCursor }`, nil)
+			var d struct{ EventCursor string }
+			if err := json.Unmarshal(r.Data, &d); err != nil || len(r.Errors) > 0 || d.EventCursor == "" {
+				t.Fatalf("eventCursor: %s %+v", r.Data, r.Errors)
+			}
+			cursor := d.EventCursor
+			a.report(t, uid, entry("BATTERY_LEVEL", "42", time.Now()))
+			c := in.wsReady(t, a.token)
+			c.Subscribe("s", `subscription($after: ID) { mountEvents(after: $after) { type uid mount { uid associationState batteryLevel } } }`,
+				map[string]any{"after": cursor})
+			e := nextData[mountEvent](t, c, "s", "mountEvents")
+			if e.Type != "STATES_REPORTED" || e.UID != uid {
+				t.Fatalf("first event after the cursor: %+v; want the report of %s", e, uid)
+			}
+			c.Quiet(200 * time.Millisecond)
+		})
+	}
+}

@@ -43,7 +43,9 @@ const wsURL = () => (location.protocol === "https:" ? "wss://" : "ws://") + loca
 // subscription resumes after that id. When there is nothing to resume
 // from (no event yet, or the cursor expired), onResync is called first so
 // the caller can reload what it shows. onState gets "connecting", "live"
-// or "down".
+// or "down". Without a cursor the subscription starts at the log's head
+// read before it connects: the server attaches a subscription some time
+// after "live", and an event of that gap would otherwise be lost.
 export function live({ query, variables = {}, onEvent, onResync, onState }) {
   let cursor = null;
   let stopped = false;
@@ -55,6 +57,13 @@ export function live({ query, variables = {}, onEvent, onResync, onState }) {
   const connect = async () => {
     if (stopped) return;
     onState("connecting");
+    if (cursor === null) {
+      try {
+        cursor = (await gql("{ eventCursor }")).eventCursor;
+      } catch (err) {
+        return retry();
+      }
+    }
     if (!synced) {
       try {
         await onResync();

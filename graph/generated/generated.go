@@ -324,6 +324,7 @@ type ComplexityRoot struct {
 		Audit               func(childComplexity int, after *string, limit *int, actor *string, action *string, target *string) int
 		CheckFirmwareUpdate func(childComplexity int, modelNumber string, softwareRevision *string) int
 		Command             func(childComplexity int, uid string, id string) int
+		EventCursor         func(childComplexity int) int
 		Events              func(childComplexity int, after *string, limit *int, types []model.MountEventType, mountUID *string) int
 		FirmwareDownload    func(childComplexity int, modelNumber string, softwareRevision *string) int
 		FirmwareVersions    func(childComplexity int, currentPage *int, pageSize *int, modelNumber *string) int
@@ -450,6 +451,7 @@ type QueryResolver interface {
 	SuggestedAlarmRules(ctx context.Context) ([]model.SuggestedAlarmRule, error)
 	Alarms(ctx context.Context, state *model.AlarmState, severity *model.AlarmSeverity, mountUID *string, ruleID *string, currentPage *int, pageSize *int) (*model.AlarmPage, error)
 	Audit(ctx context.Context, after *string, limit *int, actor *string, action *string, target *string) (*model.AuditPage, error)
+	EventCursor(ctx context.Context) (string, error)
 	Events(ctx context.Context, after *string, limit *int, types []model.MountEventType, mountUID *string) (*model.EventPage, error)
 	FirmwareVersions(ctx context.Context, currentPage *int, pageSize *int, modelNumber *string) (*model.FirmwareVersionPage, error)
 	CheckFirmwareUpdate(ctx context.Context, modelNumber string, softwareRevision *string) (*model.FirmwareUpdateCheck, error)
@@ -1775,6 +1777,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Command(childComplexity, args["uid"].(string), args["id"].(string)), true
+	case "Query.eventCursor":
+		if e.ComplexityRoot.Query.EventCursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.EventCursor(childComplexity), true
 	case "Query.events":
 		if e.ComplexityRoot.Query.Events == nil {
 			break
@@ -2540,6 +2548,8 @@ type EventPage {
 }
 
 extend type Query {
+  "The event log's head now: a subscription given it as after misses nothing that happens from this moment, however long the subscription takes to start."
+  eventCursor: ID!
   "The event log of the account, oldest first, as GET /api/v1/events (without wait)."
   events(after: ID, limit: Int, types: [MountEventType!], mountUid: ID): EventPage!
 }
@@ -9997,6 +10007,29 @@ func (ec *executionContext) fieldContext_Query_audit(ctx context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_eventCursor(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_eventCursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().EventCursor(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_eventCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Query", field, true, true, errors.New("field of type ID does not have child fields"))
+}
+
 func (ec *executionContext) _Query_events(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -15817,6 +15850,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_audit(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "eventCursor":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_eventCursor(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
