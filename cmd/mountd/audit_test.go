@@ -119,7 +119,7 @@ func TestAuditEveryChange(t *testing.T) {
 			const password = "a long password for ana"
 			hookURL := "http://127.0.0.1:9/hook?token=receiver-secret"
 			secrets = append(secrets, "receiver-secret", password)
-			var hookAPI, hookGQL string
+			var hookAPI, hookGQL, ruleID, alarmID, jobID string
 			var person fleet
 
 			type change struct {
@@ -218,6 +218,31 @@ func TestAuditEveryChange(t *testing.T) {
 					person.ok(t, http.MethodPost, "/api/v1/mounts", map[string]any{"uid": "AU-5"})
 				}},
 				cliChange("user.delete", "", func(t *testing.T) { in.runCLI("users", "delete", "--username", "ana") }),
+				{"api", "alarm-rule.create", "", func(t *testing.T) {
+					a.associated(t, "AU-7")
+					ruleID = a.createRule(t, lowBattery("AU-7")).ID
+				}},
+				{"api", "alarm-rule.update", "", func(t *testing.T) {
+					a.ok(t, http.MethodPatch, "/api/v1/alarm-rules/"+ruleID, map[string]any{"name": "Battery very low"})
+				}},
+				{"api", "alarm.acknowledge", "", func(t *testing.T) {
+					a.report(t, "AU-7", entry("BATTERY_LEVEL", "5", time.Now()))
+					page := a.alarms(t, url.Values{"mountUid": {"AU-7"}, "state": {"ACTIVE"}})
+					if len(page.Alarms) != 1 {
+						t.Fatalf("alarms of AU-7: %+v", page)
+					}
+					alarmID = page.Alarms[0].ID
+					a.ok(t, http.MethodPost, "/api/v1/alarms/"+alarmID+"/acknowledge", nil)
+				}},
+				{"api", "alarm-rule.delete", "", func(t *testing.T) { a.noContent(t, http.MethodDelete, "/api/v1/alarm-rules/"+ruleID, nil) }},
+				{"api", "job.create", "", func(t *testing.T) {
+					jobID = a.createJob(t, map[string]any{"code": "RELEASE_HELMET", "mountUids": []string{"AU-7"}}).ID
+				}},
+				{"graphql", "job.cancel", "", func(t *testing.T) {
+					if r := a.gql(t, `mutation($id: ID!) { cancelJob(id: $id) { id } }`, map[string]any{"id": jobID}); len(r.Errors) > 0 {
+						t.Fatal(r.Errors)
+					}
+				}},
 				cliChange("firmware.publish", "firmware:HM-A@1.0.0", func(t *testing.T) { in.publish(t, "HM-A", "1.0.0", 64) }),
 				cliChange("firmware.deprecate", "firmware:HM-A@1.0.0", func(t *testing.T) {
 					in.runCLI("firmware", "deprecate", "--model", "HM-A", "--revision", "1.0.0")
@@ -234,6 +259,12 @@ func TestAuditEveryChange(t *testing.T) {
 					target = "webhook:" + hookAPI
 				case strings.HasPrefix(c.action, "webhook."):
 					target = "webhook:" + hookGQL
+				case strings.HasPrefix(c.action, "alarm-rule."):
+					target = "alarm-rule:" + ruleID
+				case c.action == "alarm.acknowledge":
+					target = "alarm:" + alarmID
+				case strings.HasPrefix(c.action, "job."):
+					target = "job:" + jobID
 				}
 				if installation[c.action] {
 					e, log, ok := eventually(t, func() []auditView { return in.auditCLI(t, "").Entries }, is(c.action, target))
