@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/adapters/testenv"
+	"github.com/mountd/mountd/core"
 )
 
 // cuttableProxy forwards TCP connections to target until cut, after which
@@ -88,11 +89,15 @@ func TestDatabaseDown(t *testing.T) {
 	for _, path := range []string{"GET /api/v1/mounts/DOWN1", "GET /api/v1/audit", "GET /api/v1/exports/mounts",
 		"GET /api/v1/exports/states?mountUid=DOWN1", "POST /api/v1/webhooks/" + hook.ID + "/test",
 		"GET /api/v1/alarm-rules", "GET /api/v1/alarms", "GET /api/v1/mounts/DOWN1/commands/0123456789abcdef0123456789abcdef",
-		"POST /api/v1/alarm-rules"} {
+		"POST /api/v1/alarm-rules", "GET /api/v1/jobs", "POST /api/v1/jobs", "GET /api/v1/jobs/job_0123456789abcdef01234567",
+		"GET /api/v1/mounts/DOWN1/pending-commands", "GET /api/v1/mounts?filter=batteryLevel%20%3C%2020"} {
 		method, target, _ := strings.Cut(path, " ")
 		var body any
-		if target == "/api/v1/alarm-rules" && method == http.MethodPost {
+		switch {
+		case target == "/api/v1/alarm-rules" && method == http.MethodPost:
 			body = map[string]any{"name": "low", "severity": "WARNING", "conditions": []any{map[string]any{"code": "BATTERY_LEVEL", "op": "<", "value": "20"}}}
+		case target == "/api/v1/jobs" && method == http.MethodPost:
+			body = map[string]any{"code": "RELEASE_HELMET", "filter": "batteryLevel < 20"}
 		}
 		res, raw := a.call(method, target, body)
 		wantProblem(t, res, raw, 503, "UNAVAILABLE")
@@ -119,7 +124,7 @@ func TestDatabaseDown(t *testing.T) {
 func TestFloodAuditExportsWebhookTest(t *testing.T) {
 	in := start(t, testConfig(t.TempDir(), ""))
 	a := newFleet(in, "A")
-	a.associate(t, "FL1", nil)
+	a.associated(t, "FL1")
 	res, raw := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://receiver.example/hook"})
 	if res.StatusCode != http.StatusCreated {
 		t.Fatalf("create webhook: %d %s", res.StatusCode, raw)
@@ -129,7 +134,9 @@ func TestFloodAuditExportsWebhookTest(t *testing.T) {
 	}](t, raw)
 	targets := []string{"GET /api/v1/audit?limit=1000", "GET /api/v1/exports/mounts", "GET /api/v1/exports/states?mountUid=FL1",
 		"POST /api/v1/webhooks/" + hook.ID + "/test", "GET /api/v1/alarms?state=ACTIVE", "GET /api/v1/alarm-rules",
-		"POST /api/v1/alarm-rules", "GET /api/v1/mounts/FL1/commands?pageSize=100"}
+		"POST /api/v1/alarm-rules", "GET /api/v1/mounts/FL1/commands?pageSize=100",
+		"POST /api/v1/jobs", "GET /api/v1/mounts/FL1/pending-commands", "GET /api/v1/jobs?pageSize=100",
+		"GET /api/v1/mounts?filter=" + url.QueryEscape(`batteryLevel < 20 OR NOT (presence = "OFFLINE" AND modelNumber != "HM-1")`)}
 	var (
 		mu       sync.Mutex
 		statuses = map[string]int{}
@@ -139,17 +146,22 @@ func TestFloodAuditExportsWebhookTest(t *testing.T) {
 		wg.Go(func() {
 			method, target, _ := strings.Cut(targets[i%len(targets)], " ")
 			var body any
-			if method == http.MethodPost && target == "/api/v1/alarm-rules" {
+			switch {
+			case method == http.MethodPost && target == "/api/v1/alarm-rules":
 				body = map[string]any{"name": fmt.Sprint("rule ", i), "severity": "INFO",
 					"conditions": []any{map[string]any{"code": "BATTERY_LEVEL", "op": "<", "value": "20"}}}
+			case method == http.MethodPost && target == "/api/v1/jobs":
+				body = map[string]any{"code": "RELEASE_HELMET", "mountUids": []string{"FL1"}, "description": fmt.Sprint("job ", i)}
 			}
 			res, raw := a.call(method, target, body)
 			mu.Lock()
 			defer mu.Unlock()
 			statuses[fmt.Sprintf("%s %d", target, res.StatusCode)]++
-			// 201 a created rule, 400 past the 50 rules of an account.
+			// 201 a created rule or job, 400 past the 50 rules of an
+			// account, 409 past its 50 active jobs.
 			if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated && res.StatusCode != http.StatusTooManyRequests &&
-				!(res.StatusCode == http.StatusBadRequest && method == http.MethodPost) {
+				!(res.StatusCode == http.StatusBadRequest && target == "/api/v1/alarm-rules" && method == http.MethodPost) &&
+				!(res.StatusCode == http.StatusConflict && target == "/api/v1/jobs" && method == http.MethodPost) {
 				t.Errorf("%s %s: %d %.200s", method, target, res.StatusCode, raw)
 			}
 		})
@@ -164,6 +176,15 @@ func TestFloodAuditExportsWebhookTest(t *testing.T) {
 	}
 	if err := json.Unmarshal(a.ok(t, http.MethodGet, "/api/v1/alarm-rules", nil), &rules); err != nil || rules.Pagination.TotalItems != 50 {
 		t.Fatalf("rules after the flood: %+v %v", rules, err)
+	}
+	// The same for jobs: at most 50 ACTIVE.
+	var jobs struct {
+		Pagination struct {
+			TotalItems int `json:"totalItems"`
+		} `json:"pagination"`
+	}
+	if err := json.Unmarshal(a.ok(t, http.MethodGet, "/api/v1/jobs", nil), &jobs); err != nil || jobs.Pagination.TotalItems != core.MaxActiveJobsPerAccount {
+		t.Fatalf("jobs after the flood: %+v %v", jobs, err)
 	}
 	// The slots are released when each export ends: a new one is served
 	// once the account's rate allows it again.
