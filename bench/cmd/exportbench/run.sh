@@ -1,42 +1,5 @@
 #!/usr/bin/env bash
-# Builds mountd and exportbench, starts a throw-away PostgreSQL and Redis
-# (scripts/test-services.sh), serves mountd on them on a free loopback port
-# and runs exportbench against it (with mountd's pid, for its peak RSS).
+# Runs exportbench against mountd on a throw-away PostgreSQL and Redis
+# (bench/serve.sh), with mountd's pid for its peak RSS.
 # Arguments go to exportbench, e.g. cmd/exportbench/run.sh --runs 5 --json
-set -euo pipefail
-
-ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
-BENCH_DIR=${BENCH_DIR:-/tmp/bench}
-
-if [ -z "${EXPORTBENCH_UNDER_SERVICES:-}" ]; then
-  mkdir -p "$BENCH_DIR"
-  (cd "$ROOT" && go build -o "$BENCH_DIR/mountd" ./cmd/mountd && cd bench && go build -o "$BENCH_DIR/exportbench" ./cmd/exportbench)
-  export EXPORTBENCH_UNDER_SERVICES=1 BENCH_DIR
-  exec "$ROOT/scripts/test-services.sh" "$0" "$@"
-fi
-
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
-DATA=$(mktemp -d /tmp/exportbench-data-XXXXXX)
-SERVER_LOG="$BENCH_DIR/mountd-export.log"
-MOUNTD_PID=""
-stop_server() {
-  if [ -n "$MOUNTD_PID" ]; then
-    kill -TERM "$MOUNTD_PID" 2>/dev/null || true
-    wait "$MOUNTD_PID" 2>/dev/null || true
-  fi
-  rm -rf "$DATA"
-}
-trap stop_server EXIT
-
-MOUNTD_DATABASE_URL=$MOUNTD_TEST_DATABASE_URL MOUNTD_REDIS_URL=$MOUNTD_TEST_REDIS_URL \
-MOUNTD_LISTEN=127.0.0.1:$PORT MOUNTD_DATA_DIR=$DATA MOUNTD_LOG_LEVEL=warn \
-MOUNTD_MASTER_KEY=$(printf 'ab%.0s' $(seq 32)) \
-  "$BENCH_DIR/mountd" serve >"$SERVER_LOG" 2>&1 &
-MOUNTD_PID=$!
-BASE="http://127.0.0.1:$PORT"
-for _ in $(seq 1 300); do
-  curl -fs "$BASE/readyz" >/dev/null 2>&1 && break
-  kill -0 "$MOUNTD_PID" 2>/dev/null || { echo "run.sh: mountd exited" >&2; cat "$SERVER_LOG" >&2; exit 1; }
-  sleep 0.1
-done
-"$BENCH_DIR/exportbench" --base "$BASE" --database-url "$MOUNTD_TEST_DATABASE_URL" --pid "$MOUNTD_PID" "$@"
+exec "$(dirname "$0")/../../serve.sh" --pid exportbench "$@"
