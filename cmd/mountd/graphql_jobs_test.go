@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +142,31 @@ func TestGraphQLJobs(t *testing.T) {
 		if e.UID == "" || e.Type == "JOB_COMPLETED" {
 			t.Fatalf("the events query carried %+v", e)
 		}
+	}
+}
+
+// A webhook of JOB_COMPLETED made over REST reads back over GraphQL, and
+// asking the events query for JOB_COMPLETED answers no event rather than an
+// error: the enum knows the type, the query never carries account-level
+// events.
+func TestGraphQLKnowsJobCompleted(t *testing.T) {
+	in := start(t, testConfig(t.TempDir(), ""))
+	a := newFleet(in, "A")
+	res, raw := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://receiver.example/hook", "eventTypes": []string{"JOB_COMPLETED"}})
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("create webhook: %d %s", res.StatusCode, raw)
+	}
+	a.createJob(t, map[string]any{"code": "RELEASE_HELMET", "filter": `modelNumber = "none"`}) // no targets: COMPLETED at once
+	r := a.gql(t, `{ webhooks { webhooks { eventTypes } } events(types: [JOB_COMPLETED]) { events { type } } }`, nil)
+	if len(r.Errors) > 0 {
+		t.Fatalf("errors: %+v", r.Errors)
+	}
+	var d struct {
+		Webhooks struct{ Webhooks []struct{ EventTypes []string } }
+		Events   struct{ Events []struct{ Type string } }
+	}
+	if err := json.Unmarshal(r.Data, &d); err != nil || len(d.Webhooks.Webhooks) != 1 ||
+		len(d.Webhooks.Webhooks[0].EventTypes) != 1 || d.Webhooks.Webhooks[0].EventTypes[0] != "JOB_COMPLETED" || len(d.Events.Events) != 0 {
+		t.Fatalf("data %s (%v)", r.Data, err)
 	}
 }

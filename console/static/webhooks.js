@@ -4,6 +4,9 @@
 import { gql, APIError } from "./api.js";
 import { h, main, fmtDate, showError, EVENT_TYPES } from "./ui.js";
 
+// A webhook also carries the account-level events, which have no mount.
+const WEBHOOK_TYPES = [...EVENT_TYPES, "JOB_COMPLETED"];
+
 const FIELDS = "id url eventTypes mountUids description enabled";
 
 export function webhooksView(query) {
@@ -12,7 +15,7 @@ export function webhooksView(query) {
   const editor = h("div", { id: "webhook-editor" });
   const deliveries = h("div", { id: "webhook-deliveries" });
   const typeSel = h("select", { id: "webhook-type" },
-    h("option", { value: "" }, "Any event type"), EVENT_TYPES.map((t) => h("option", { value: t }, t)));
+    h("option", { value: "" }, "Any event type"), WEBHOOK_TYPES.map((t) => h("option", { value: t }, t)));
   let hooks = null; // until loaded
 
   const receives = (w, t) => !t || w.eventTypes.length === 0 || w.eventTypes.includes(t);
@@ -127,7 +130,7 @@ export function webhooksView(query) {
 
   function edit(w) {
     editor.dataset.id = w.id;
-    const types = EVENT_TYPES.map((t) => h("label", { class: "check" },
+    const types = WEBHOOK_TYPES.map((t) => h("label", { class: "check" },
       h("input", { type: "checkbox", name: "eventTypes", value: t, checked: w.eventTypes.includes(t) }), " ", t));
     const form = h("form", { class: "card edit", "aria-labelledby": "edit-title", onsubmit: async (e) => {
       e.preventDefault();
@@ -178,7 +181,7 @@ export function webhooksView(query) {
   h("button", { class: "primary" }, "Add webhook"));
 
   const read = (q) => {
-    typeSel.value = EVENT_TYPES.includes(q.get("type")) ? q.get("type") : "";
+    typeSel.value = WEBHOOK_TYPES.includes(q.get("type")) ? q.get("type") : "";
     render();
   };
   // Setting the hash routes again, to read above: the filter is in the

@@ -2512,6 +2512,8 @@ extend type Query {
   ALARM_RAISED
   ALARM_CLEARED
   ALARM_ACKNOWLEDGED
+  "Account-level (no mount): webhooks and accountEvents carry it; mountEvents and the events query never do."
+  JOB_COMPLETED
 }
 
 "One accepted state report."

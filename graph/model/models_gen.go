@@ -892,6 +892,8 @@ const (
 	MountEventTypeAlarmRaised          MountEventType = "ALARM_RAISED"
 	MountEventTypeAlarmCleared         MountEventType = "ALARM_CLEARED"
 	MountEventTypeAlarmAcknowledged    MountEventType = "ALARM_ACKNOWLEDGED"
+	// Account-level (no mount): webhooks and accountEvents carry it; mountEvents and the events query never do.
+	MountEventTypeJobCompleted MountEventType = "JOB_COMPLETED"
 )
 
 var AllMountEventType = []MountEventType{
@@ -911,11 +913,12 @@ var AllMountEventType = []MountEventType{
 	MountEventTypeAlarmRaised,
 	MountEventTypeAlarmCleared,
 	MountEventTypeAlarmAcknowledged,
+	MountEventTypeJobCompleted,
 }
 
 func (e MountEventType) IsValid() bool {
 	switch e {
-	case MountEventTypeStatesReported, MountEventTypeAssociationRequested, MountEventTypeAssociationConfirmed, MountEventTypeAssociationExpired, MountEventTypeAbandoned, MountEventTypeDeleted, MountEventTypeNfcTagsSynced, MountEventTypeCommandIssued, MountEventTypeCommandExecuted, MountEventTypeCommandRefused, MountEventTypeCommandUnconfirmed, MountEventTypeMountOffline, MountEventTypeMountOnline, MountEventTypeAlarmRaised, MountEventTypeAlarmCleared, MountEventTypeAlarmAcknowledged:
+	case MountEventTypeStatesReported, MountEventTypeAssociationRequested, MountEventTypeAssociationConfirmed, MountEventTypeAssociationExpired, MountEventTypeAbandoned, MountEventTypeDeleted, MountEventTypeNfcTagsSynced, MountEventTypeCommandIssued, MountEventTypeCommandExecuted, MountEventTypeCommandRefused, MountEventTypeCommandUnconfirmed, MountEventTypeMountOffline, MountEventTypeMountOnline, MountEventTypeAlarmRaised, MountEventTypeAlarmCleared, MountEventTypeAlarmAcknowledged, MountEventTypeJobCompleted:
 		return true
 	}
 	return false
