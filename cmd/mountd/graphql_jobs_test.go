@@ -162,8 +162,10 @@ func TestGraphQLKnowsJobCompleted(t *testing.T) {
 		t.Fatalf("errors: %+v", r.Errors)
 	}
 	var d struct {
-		Webhooks struct{ Webhooks []struct{ EventTypes []string } }
-		Events   struct{ Events []struct{ Type string } }
+		Webhooks struct {
+			Webhooks []struct{ EventTypes []string }
+		}
+		Events struct{ Events []struct{ Type string } }
 	}
 	if err := json.Unmarshal(r.Data, &d); err != nil || len(d.Webhooks.Webhooks) != 1 ||
 		len(d.Webhooks.Webhooks[0].EventTypes) != 1 || d.Webhooks.Webhooks[0].EventTypes[0] != "JOB_COMPLETED" || len(d.Events.Events) != 0 {
