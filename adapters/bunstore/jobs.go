@@ -288,9 +288,16 @@ func (s *Store) ExpireJobs(ctx context.Context, now time.Time, limit int) ([]*co
 	var events []*core.Event
 	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		events = events[:0]
+		// The batch is locked in job id order, the order in which
+		// UnconfirmCommands locks the jobs its commands move: the two
+		// sweeps never wait on each other's jobs (a deadlock).
+		lock := ""
+		if s.postgres {
+			lock = " FOR UPDATE"
+		}
 		var rows []jobRow
 		if err := tx.NewRaw(`UPDATE jobs SET state = 'COMPLETED', ended_at = expires_at
-			WHERE id IN (SELECT id FROM jobs WHERE state = 'ACTIVE' AND expires_at <= ? ORDER BY expires_at LIMIT ?)
+			WHERE id IN (SELECT id FROM jobs WHERE state = 'ACTIVE' AND expires_at <= ? ORDER BY id LIMIT ?`+lock+`)
 				AND state = 'ACTIVE'
 			RETURNING *`, millis(now), limit).Scan(ctx, &rows); err != nil {
 			return err
