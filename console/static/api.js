@@ -36,6 +36,12 @@ export async function gql(query, variables = {}) {
   }
 }
 
+// eventHead is the event log's head now: a view reads it before it loads
+// what it shows, then subscribes from it (live's after).
+export async function eventHead() {
+  return (await gql("{ eventCursor }")).eventCursor;
+}
+
 const wsURL = () => (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/graphql";
 
 // live keeps one subscription open. query must take $after: ID. Each
@@ -43,11 +49,13 @@ const wsURL = () => (location.protocol === "https:" ? "wss://" : "ws://") + loca
 // subscription resumes after that id. When there is nothing to resume
 // from (no event yet, or the cursor expired), onResync is called first so
 // the caller can reload what it shows. onState gets "connecting", "live"
-// or "down". Without a cursor the subscription starts at the log's head
-// read before it connects: the server attaches a subscription some time
-// after "live", and an event of that gap would otherwise be lost.
-export function live({ query, variables = {}, onEvent, onResync, onState }) {
-  let cursor = null;
+// or "down". after is where to start: eventHead(), read before the caller
+// loaded what it shows, so that nothing between that load and the
+// subscription is lost. Without it the subscription starts at the log's
+// head read as it connects (the server attaches a subscription some time
+// after "live": an event of that gap would otherwise be lost too).
+export function live({ query, variables = {}, onEvent, onResync, onState, after = null }) {
+  let cursor = after;
   let stopped = false;
   let client = null;
   let delay = 500;
@@ -59,7 +67,7 @@ export function live({ query, variables = {}, onEvent, onResync, onState }) {
     onState("connecting");
     if (cursor === null) {
       try {
-        cursor = (await gql("{ eventCursor }")).eventCursor;
+        cursor = await eventHead();
       } catch (err) {
         return retry();
       }

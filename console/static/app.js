@@ -2,7 +2,7 @@
 // the firmware catalogue. Views are plain functions that fill <main> and
 // return a stop function; routes are the URL's hash.
 import * as auth from "./auth.js";
-import { gql, live, APIError } from "./api.js";
+import { gql, live, eventHead, APIError } from "./api.js";
 import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, isUnverified, markUnverified, PRESENCES, presencePill, canReadAlarms, withEvent } from "./ui.js";
 import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
@@ -416,12 +416,12 @@ function fleetView(query) {
 
   let sub = null;
   const ticker = setInterval(() => { for (const [uid, tr] of rows) if (tr.isConnected) tr.cellOf.lastReportAt.textContent = ago(mounts.get(uid)?.lastReportAt); }, 5000);
-  const started = load().then(() => {
+  const started = eventHead().then((after) => load().then(() => {
     sub = live({
       query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } } }`,
-      onEvent: apply, onResync: load, onState: setConnection,
+      onEvent: apply, onResync: load, onState: setConnection, after,
     });
-  }, showError);
+  })).catch(showError);
   return {
     update(q) {
       readQuery(q);
@@ -674,7 +674,10 @@ function route() {
   if (current?.path === path && current.update) return current.update(query);
   current?.stop();
   current = null;
-  document.getElementById("connection").hidden = true; // shown again by a view that is live
+  // Shown again by a view once its own subscription is live.
+  const connection = document.getElementById("connection");
+  connection.hidden = true;
+  connection.dataset.state = "";
   // Focus moves to the new page, as a page load would move it.
   main.focus({ preventScroll: true });
   let m, v;

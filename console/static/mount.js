@@ -1,7 +1,7 @@
 // A mount's page: who it is, its values live, the history charts beside the
 // lock and helmet timeline, the commands to carry, and for owners rename,
 // the command audit and its NFC tags.
-import { gql, live } from "./api.js";
+import { gql, live, eventHead } from "./api.js";
 import { exportMenu } from "./exports.js";
 import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, isUnverified, markUnverified, presencePill, withEvent } from "./ui.js";
 import { mountAlarms, ALARM_FIELDS } from "./alarms.js";
@@ -173,8 +173,9 @@ export function mountView(uid) {
     tagsCard.el);
 
   let sub = null;
-  const started = load().then(() => {
+  const started = eventHead().then((after) => load().then(() => {
     sub = live({
+      after,
       query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } alarm { ${ALARM_FIELDS} } } }`,
       variables: { uids: [uid] },
       onEvent: (ev) => {
@@ -185,7 +186,7 @@ export function mountView(uid) {
       },
       onResync: load, onState: setConnection,
     });
-  }, showError);
+  })).catch(showError);
   return () => {
     historyRun++;
     clearTimeout(historyTimer);
