@@ -21,6 +21,22 @@ func readAudit(t *testing.T, store Store, q core.AuditQuery) []core.AuditEntry {
 	return entries
 }
 
+// settledAudit reads the entries of q once want of them are there, or
+// what is there after 5 s: on PostgreSQL an entry is read only once every
+// transaction older than its own has ended, and other tests' transactions
+// share the cluster.
+func settledAudit(t *testing.T, store Store, q core.AuditQuery, want int) []core.AuditEntry {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		entries := readAudit(t, store, q)
+		if len(entries) >= want || time.Now().After(deadline) {
+			return entries
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // auditLog: every store method that makes an audited change records the
 // entry its context carries, in the change's transaction and only when
 // the change happens; reads keep accounts apart, filter, page and prune.

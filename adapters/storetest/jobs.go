@@ -97,7 +97,7 @@ func jobCreation(t *testing.T, store Store) {
 		got.Description != "release job_u" || !got.ExpiresAt.Equal(now.Add(time.Hour)) || got.CreatedBy != "cli_acc_a" || got.Params == nil {
 		t.Fatalf("Job = %+v, %v", got, err)
 	}
-	audit := readAudit(t, store, core.AuditQuery{AccountID: "acc_a", Action: string(core.AuditJobCreate), Limit: 10})
+	audit := settledAudit(t, store, core.AuditQuery{AccountID: "acc_a", Action: string(core.AuditJobCreate)}, 1)
 	if len(audit) != 1 || audit[0].Target != "job:job_u" {
 		t.Fatalf("audit = %+v", audit)
 	}
@@ -438,7 +438,7 @@ func jobCancel(t *testing.T, store Store) {
 	if _, err := store.CancelJob(ctx, "acc_a", "job_nope", t0); core.ErrorCode(err) != core.CodeJobNotFound {
 		t.Fatalf("cancel of no job: %v", err)
 	}
-	if audit := readAudit(t, store, core.AuditQuery{AccountID: "acc_a", Action: string(core.AuditJobCancel), Limit: 10}); len(audit) != 1 {
+	if audit := settledAudit(t, store, core.AuditQuery{AccountID: "acc_a", Action: string(core.AuditJobCancel)}, 1); len(audit) != 1 {
 		t.Fatalf("cancel audit = %+v", audit)
 	}
 	if pending, err := store.PendingJobs(ctx, "C1", "acc_a", t0, 10); err != nil || len(pending) != 0 {
