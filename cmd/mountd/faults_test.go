@@ -572,3 +572,54 @@ func TestFaultSigterm(t *testing.T) {
 		t.Fatalf("no attempt pending after the restart: %+v", ds)
 	}
 }
+
+// TestFaultJobsWithRedisAndReceiverDown: with Redis killed and the webhook
+// receiver failing its first deliveries, jobs are created, listed and
+// fetched at the mount, and the JOB_COMPLETED of a job without targets
+// still reaches the receiver once it recovers (the feed polls the log when
+// no wake-up comes; deliveries are retried).
+func TestFaultJobsWithRedisAndReceiverDown(t *testing.T) {
+	redisAddr := freeAddr(t)
+	redis := startRedis(t, redisAddr)
+	addr := freeAddr(t)
+	p := startProc(t, addr, replicaEnv(t, testenv.PostgresURL(t), "redis://"+redisAddr+"/0", "http://"+addr,
+		"MOUNTD_WEBHOOK_ALLOW_PRIVATE=true", "MOUNTD_WEBHOOK_RETRY_DELAYS=100ms,200ms,500ms,1s"))
+	api, _ := p.ownerClient(t, "Fleet")
+	uid := "FJ-1"
+	associate(t, api, uid)
+	rcv := newReceiver(t)
+	var hook webhookView
+	if err := api.Do(context.Background(), http.MethodPost, "/webhooks", map[string]any{"url": rcv.URL, "eventTypes": []string{"JOB_COMPLETED"}}, &hook); err != nil {
+		t.Fatal(err)
+	}
+	rcv.setSecret(hook.Secret)
+	rcv.mu.Lock()
+	rcv.failures = 2
+	rcv.mu.Unlock()
+
+	redis.kill()
+	var job jobView
+	if err := api.Do(context.Background(), http.MethodPost, "/jobs", map[string]any{"code": "RELEASE_HELMET", "mountUids": []string{uid}}, &job); err != nil {
+		t.Fatalf("create a job with Redis down: %v", err)
+	}
+	var pending struct {
+		Commands []struct {
+			JobID string `json:"jobId"`
+		} `json:"commands"`
+	}
+	if err := api.Do(context.Background(), http.MethodGet, "/mounts/"+uid+"/pending-commands", nil, &pending); err != nil ||
+		len(pending.Commands) != 1 || pending.Commands[0].JobID != job.ID {
+		t.Fatalf("pending commands with Redis down: %+v %v", pending, err)
+	}
+	var none jobView
+	if err := api.Do(context.Background(), http.MethodPost, "/jobs", map[string]any{"code": "RELEASE_HELMET", "filter": `modelNumber = "none"`}, &none); err != nil ||
+		none.State != "COMPLETED" {
+		t.Fatalf("a job without targets with Redis down: %+v %v", none, err)
+	}
+	rcv.waitFor(t, "JOB_COMPLETED after two failed deliveries, Redis down", func(calls []webhookCall) bool {
+		return len(calls) > 0 && calls[0].Type == "JOB_COMPLETED"
+	})
+	if t.Failed() {
+		t.Log(p.out.String())
+	}
+}
