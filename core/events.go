@@ -138,7 +138,7 @@ func visibleTypes(p Principal, types []EventType) []EventType {
 	}
 	if len(out) == 0 {
 		// Nothing it may see: a type no event has selects none.
-		out = append(out, EventType("NONE"))
+		out = append(out, NoEventType)
 	}
 	return out
 }
@@ -176,6 +176,10 @@ func (s *EventService) Head(ctx context.Context, p Principal) (Cursor, error) {
 	_, head, err := s.log.ReadEvents(ctx, EventQuery{AccountID: p.AccountID})
 	return head, err
 }
+
+// NoEventType is a type no event has: a list of it selects nothing (an
+// empty list would select every type).
+const NoEventType EventType = "NONE"
 
 // Events reads the feed: up to r.Limit events after r.After that p may
 // see, oldest first, waiting up to r.Wait for one when none follows.

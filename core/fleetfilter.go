@@ -239,13 +239,7 @@ func (op FilterOp) holds(c int) bool {
 // offline cut (now minus the offline threshold): PresenceAt's rule, which
 // the fleet filter and the SQL stores share.
 func PresenceOf(lastSeenAt, offlineCut time.Time) Presence {
-	switch {
-	case lastSeenAt.IsZero():
-		return PresenceUnknown
-	case !lastSeenAt.After(offlineCut):
-		return PresenceOffline
-	}
-	return PresenceOnline
+	return PresenceAt(lastSeenAt, 0, offlineCut)
 }
 
 // Nodes counts the nodes of e's tree.

@@ -116,7 +116,7 @@ func (r *subscriptionResolver) AccountEvents(ctx context.Context, after *string,
 	}
 	if len(want) == 0 {
 		// An empty list asks for nothing; nil would select every type.
-		want = []core.EventType{"NONE"}
+		want = []core.EventType{core.NoEventType}
 	}
 	return subscribe(ctx, r.Resolver, nil, false, want, after, func(e core.Event) (*model.AccountEvent, bool) {
 		if !e.AccountLevel() {

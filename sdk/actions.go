@@ -28,9 +28,13 @@ type Outcome struct {
 // ReleaseHelmet unlocks the mount and waits until it reports the helmet
 // gone and the lock open.
 func (c *Client) ReleaseHelmet(ctx context.Context, uid string) (Outcome, error) {
-	return c.run(ctx, uid, string(protocol.CmdReleaseHelmet), nil, func(s map[string]string) bool {
-		return s[string(protocol.StateMountLocked)] == "0" && s[string(protocol.StateHelmetMounted)] == "0"
-	})
+	return c.run(ctx, uid, string(protocol.CmdReleaseHelmet), nil, helmetReleased)
+}
+
+// helmetReleased says whether latest states show the helmet gone and the
+// lock open: what a RELEASE_HELMET waits for.
+func helmetReleased(s map[string]string) bool {
+	return s[string(protocol.StateMountLocked)] == "0" && s[string(protocol.StateHelmetMounted)] == "0"
 }
 
 // ConfigureAlarm sets the alarm's mode (OFF, ON, SILENT), sensitivity and

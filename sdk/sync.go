@@ -81,9 +81,7 @@ type pendingCommand struct {
 // result, so the report that proves the effect is uploaded with the
 // receipt; codes without one end at the result.
 var confirmations = map[string]func(map[string]string) bool{
-	string(protocol.CmdReleaseHelmet): func(s map[string]string) bool {
-		return s[string(protocol.StateMountLocked)] == "0" && s[string(protocol.StateHelmetMounted)] == "0"
-	},
+	string(protocol.CmdReleaseHelmet): helmetReleased,
 }
 
 // Sync runs a connected mount's pending commands (the jobs waiting there)

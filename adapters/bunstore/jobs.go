@@ -187,11 +187,8 @@ func (s *Store) CreateJob(ctx context.Context, j core.Job, f core.MountFilter, n
 
 // Job implements core.JobStore.
 func (s *Store) Job(ctx context.Context, accountID, id string) (core.Job, error) {
-	var row jobRow
-	if err := s.db.NewSelect().Model(&row).Where("id = ? AND account_id = ?", id, accountID).Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return core.Job{}, jobNotFound(id)
-		}
+	row, err := s.jobIn(ctx, s.db, accountID, id)
+	if err != nil {
 		return core.Job{}, err
 	}
 	return row.toJob()

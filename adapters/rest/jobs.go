@@ -42,7 +42,7 @@ func jobJSON(j core.Job) JobJSON {
 	c := j.Counts
 	return JobJSON{ID: j.ID, Code: string(j.Code), Params: params, Filter: j.Filter, Description: j.Description,
 		State: string(j.State), CreatedAt: Time(j.CreatedAt), ExpiresAt: Time(j.ExpiresAt), Targets: j.Targets,
-		Counts: JobCountsJSON{Pending: c.Pending, Issued: c.Issued, Executed: c.Executed, Refused: c.Refused, Unconfirmed: c.Unconfirmed}}
+		Counts: JobCountsJSON(c)}
 }
 
 // JobTargetJSON is a job at one of its mounts.

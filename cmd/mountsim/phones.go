@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,21 +60,21 @@ func (f *fleet) runPhones(ctx context.Context, air *sim.Air) error {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	done := make(chan struct{})
-	for i := range f.cfg.Phones {
-		p := &phone{n: i + 1, rng: rand.New(rand.NewPCG(seed, uint64(i))), radio: air.Central(),
+	// Every phone's queue directory first: a phone never runs while the
+	// directories of its fellows may still be removed on an error.
+	phones := make([]*phone, f.cfg.Phones)
+	for i := range phones {
+		phones[i] = &phone{n: i + 1, rng: rand.New(rand.NewPCG(seed, uint64(i))), radio: air.Central(),
 			dir: filepath.Join(root, fmt.Sprintf("phone-%03d", i+1))}
-		if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		if err := os.MkdirAll(phones[i].dir, 0o700); err != nil {
 			return err
 		}
-		go func() {
-			defer func() { done <- struct{}{} }()
-			f.walk(ctx, p)
-		}()
 	}
-	for range f.cfg.Phones {
-		<-done
+	var wg sync.WaitGroup
+	for _, p := range phones {
+		wg.Go(func() { f.walk(ctx, p) })
 	}
+	wg.Wait()
 	return nil
 }
 

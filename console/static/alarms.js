@@ -2,7 +2,7 @@
 // by owners), a mount's alarms on its page, the count of active alarms in
 // the header, and the rules that raise them (#/alarm-rules, owners), with
 // the starting rules mountd suggests offered one click each.
-import { gql, live, eventHead, APIError } from "./api.js";
+import { gql, live, loadThenLive, APIError } from "./api.js";
 import { h, main, session, isOwner, fmtDate, ago, showError, setConnection, errorText, statusBox, field, canReadAlarms } from "./ui.js";
 
 export const ALARM_FIELDS = "id ruleId ruleName uid severity state raisedAt clearedAt acknowledgedAt acknowledgedBy values";
@@ -247,14 +247,11 @@ export function alarmBadge() {
     }, 500);
   };
   const sub = { stop: () => {} };
-  eventHead().then((after) => recount().then(() => {
-    Object.assign(sub, live({
-      after,
-      query: `subscription($after: ID) { mountEvents(after: $after) { id type } }`,
-      onEvent: (ev) => { if (ev.type === "ALARM_RAISED" || ev.type === "ALARM_CLEARED") soon(); },
-      onResync: recount, onState: () => {},
-    }));
-  })).catch(() => {});
+  loadThenLive({
+    query: `subscription($after: ID) { mountEvents(after: $after) { id type } }`,
+    onEvent: (ev) => { if (ev.type === "ALARM_RAISED" || ev.type === "ALARM_CLEARED") soon(); },
+    onResync: recount, onState: () => {},
+  }).then((s) => Object.assign(sub, s), () => {});
   return () => {
     clearTimeout(timer);
     sub.stop();

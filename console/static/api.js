@@ -38,8 +38,17 @@ export async function gql(query, variables = {}) {
 
 // eventHead is the event log's head now: a view reads it before it loads
 // what it shows, then subscribes from it (live's after).
-export async function eventHead() {
+async function eventHead() {
   return (await gql("{ eventCursor }")).eventCursor;
+}
+
+// loadThenLive reads the log's head, loads the view (onResync), then
+// subscribes from that head, so nothing between the load and the
+// subscription is lost; it resolves to the subscription.
+export async function loadThenLive(opts) {
+  const after = await eventHead();
+  await opts.onResync();
+  return live({ ...opts, after });
 }
 
 const wsURL = () => (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/graphql";

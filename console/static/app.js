@@ -2,7 +2,7 @@
 // the firmware catalogue. Views are plain functions that fill <main> and
 // return a stop function; routes are the URL's hash.
 import * as auth from "./auth.js";
-import { gql, live, eventHead, APIError } from "./api.js";
+import { gql, live, loadThenLive, APIError } from "./api.js";
 import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, isUnverified, markUnverified, PRESENCES, presencePill, canReadAlarms, withEvent } from "./ui.js";
 import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
@@ -416,12 +416,10 @@ function fleetView(query) {
 
   let sub = null;
   const ticker = setInterval(() => { for (const [uid, tr] of rows) if (tr.isConnected) tr.cellOf.lastReportAt.textContent = ago(mounts.get(uid)?.lastReportAt); }, 5000);
-  const started = eventHead().then((after) => load().then(() => {
-    sub = live({
-      query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } } }`,
-      onEvent: apply, onResync: load, onState: setConnection, after,
-    });
-  })).catch(showError);
+  const started = loadThenLive({
+    query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } } }`,
+    onEvent: apply, onResync: load, onState: setConnection,
+  }).then((s) => { sub = s; }, showError);
   return {
     update(q) {
       readQuery(q);

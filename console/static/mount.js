@@ -1,7 +1,7 @@
 // A mount's page: who it is, its values live, the history charts beside the
 // lock and helmet timeline, the commands to carry, and for owners rename,
 // the command audit and its NFC tags.
-import { gql, live, eventHead } from "./api.js";
+import { gql, loadThenLive } from "./api.js";
 import { exportMenu } from "./exports.js";
 import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, isUnverified, markUnverified, presencePill, withEvent } from "./ui.js";
 import { mountAlarms, ALARM_FIELDS } from "./alarms.js";
@@ -173,20 +173,17 @@ export function mountView(uid) {
     tagsCard.el);
 
   let sub = null;
-  const started = eventHead().then((after) => load().then(() => {
-    sub = live({
-      after,
-      query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } alarm { ${ALARM_FIELDS} } } }`,
-      variables: { uids: [uid] },
-      onEvent: (ev) => {
-        showValues(withEvent(mount, ev));
-        if (ev.type === "STATES_REPORTED") historySoon();
-        if (ev.alarm) alarms.upsert(ev.alarm);
-        if (ev.type === "COMMAND_ISSUED" || COMMAND_STATUS_EVENTS.includes(ev.type)) loadCommands().catch(showError);
-      },
-      onResync: load, onState: setConnection,
-    });
-  })).catch(showError);
+  const started = loadThenLive({
+    query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } alarm { ${ALARM_FIELDS} } } }`,
+    variables: { uids: [uid] },
+    onEvent: (ev) => {
+      showValues(withEvent(mount, ev));
+      if (ev.type === "STATES_REPORTED") historySoon();
+      if (ev.alarm) alarms.upsert(ev.alarm);
+      if (ev.type === "COMMAND_ISSUED" || COMMAND_STATUS_EVENTS.includes(ev.type)) loadCommands().catch(showError);
+    },
+    onResync: load, onState: setConnection,
+  }).then((s) => { sub = s; }, showError);
   return () => {
     historyRun++;
     clearTimeout(historyTimer);
