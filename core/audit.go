@@ -39,6 +39,10 @@ const (
 	AuditAlarmAcknowledge    AuditAction = "alarm.acknowledge"
 	AuditJobCreate           AuditAction = "job.create"
 	AuditJobCancel           AuditAction = "job.cancel"
+	AuditRolloutCreate       AuditAction = "rollout.create"
+	AuditRolloutPause        AuditAction = "rollout.pause"
+	AuditRolloutResume       AuditAction = "rollout.resume"
+	AuditRolloutCancel       AuditAction = "rollout.cancel"
 )
 
 // maxAuditFilter bounds a filter's length.
@@ -50,7 +54,7 @@ var AuditActions = []AuditAction{AuditAccountCreate, AuditAccountRotateSecret, A
 	AuditNfcTagsSync, AuditNfcTagUpdate, AuditWebhookCreate, AuditWebhookUpdate, AuditWebhookDelete,
 	AuditWebhookRotateSecret, AuditFirmwarePublish, AuditFirmwareDeprecate, AuditKeysRotate,
 	AuditAlarmRuleCreate, AuditAlarmRuleUpdate, AuditAlarmRuleDelete, AuditAlarmAcknowledge,
-	AuditJobCreate, AuditJobCancel}
+	AuditJobCreate, AuditJobCancel, AuditRolloutCreate, AuditRolloutPause, AuditRolloutResume, AuditRolloutCancel}
 
 // DefaultAuditRetention is how long the audit log keeps entries unless
 // MOUNTD_AUDIT_RETENTION says otherwise: a year, so that a yearly review

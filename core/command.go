@@ -15,13 +15,14 @@ type CommandCode = protocol.CommandCode
 
 // The command codes (docs/api.md, "Commands").
 const (
-	CmdAssociateOwner = protocol.CmdAssociateOwner
-	CmdReleaseHelmet  = protocol.CmdReleaseHelmet
-	CmdConfigureAlarm = protocol.CmdConfigureAlarm
-	CmdSetRFIDMode    = protocol.CmdSetRFIDMode
-	CmdAddNfcTag      = protocol.CmdAddNfcTag
-	CmdRemoveNfcTag   = protocol.CmdRemoveNfcTag
-	CmdSyncNfcTags    = protocol.CmdSyncNfcTags
+	CmdAssociateOwner  = protocol.CmdAssociateOwner
+	CmdReleaseHelmet   = protocol.CmdReleaseHelmet
+	CmdConfigureAlarm  = protocol.CmdConfigureAlarm
+	CmdSetRFIDMode     = protocol.CmdSetRFIDMode
+	CmdAddNfcTag       = protocol.CmdAddNfcTag
+	CmdRemoveNfcTag    = protocol.CmdRemoveNfcTag
+	CmdSyncNfcTags     = protocol.CmdSyncNfcTags
+	CmdInstallFirmware = protocol.CmdInstallFirmware
 )
 
 // CommandCodes lists every command code.
@@ -57,6 +58,9 @@ type Command struct {
 	// JobID is the job the command was signed for (a phone's pending
 	// commands); empty for a command asked for directly.
 	JobID string
+	// RolloutID is the rollout an INSTALL_FIRMWARE was signed for; empty
+	// for a command asked for directly.
+	RolloutID string
 }
 
 // CommandStatus is where a command stands in its lifecycle (CONTRACT §16).

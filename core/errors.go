@@ -42,6 +42,7 @@ const (
 	CodeAlarmRuleNotFound     Code = "ALARM_RULE_NOT_FOUND"
 	CodeAlarmNotFound         Code = "ALARM_NOT_FOUND"
 	CodeJobNotFound           Code = "JOB_NOT_FOUND"
+	CodeRolloutNotFound       Code = "ROLLOUT_NOT_FOUND"
 )
 
 // FieldError names one invalid input field and says what is wrong with it.

@@ -355,13 +355,5 @@ func (s *EventService) RunRetention(ctx context.Context, retention, interval tim
 
 // KnownEventType reports whether t is one of the API's event types.
 func KnownEventType(t EventType) bool {
-	switch t {
-	case EventStatesReported, EventAssociationRequested, EventAssociationConfirmed, EventAssociationExpired,
-		EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued,
-		EventCommandExecuted, EventCommandRefused, EventCommandUnconfirmed,
-		EventMountOffline, EventMountOnline, EventAlarmRaised, EventAlarmCleared, EventAlarmAcknowledged,
-		EventJobCompleted:
-		return true
-	}
-	return false
+	return slices.Contains(EventTypes, t)
 }

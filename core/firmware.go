@@ -69,16 +69,17 @@ type DownloadTTL time.Duration
 
 // FirmwareService holds the rules of docs/api.md, "Firmware".
 type FirmwareService struct {
-	store  FirmwareStore
-	blobs  BlobStore
-	ttl    DownloadTTL
-	logger *slog.Logger
-	now    func() time.Time
+	store    FirmwareStore
+	rollouts RolloutStore
+	blobs    BlobStore
+	ttl      DownloadTTL
+	logger   *slog.Logger
+	now      func() time.Time
 }
 
 // NewFirmwareService returns a FirmwareService over its ports.
-func NewFirmwareService(store FirmwareStore, blobs BlobStore, ttl DownloadTTL, logger *slog.Logger) *FirmwareService {
-	return &FirmwareService{store: store, blobs: blobs, ttl: ttl, logger: logger, now: time.Now}
+func NewFirmwareService(store FirmwareStore, blobs BlobStore, ttl DownloadTTL, rollouts RolloutStore, logger *slog.Logger) *FirmwareService {
+	return &FirmwareService{store: store, rollouts: rollouts, blobs: blobs, ttl: ttl, logger: logger, now: time.Now}
 }
 
 // Publish is `mountd firmware publish`: the binary is written to the blob
@@ -232,6 +233,16 @@ func (s *FirmwareService) CheckUpdate(ctx context.Context, p Principal, model st
 		}
 	}
 	return UpdateCheck{Code: code, Version: latest}, nil
+}
+
+// CheckMountUpdate handles GET /firmware/check-update?mountUid=: m is the
+// mount, read with the principal's rights. A mount that a RUNNING rollout
+// of its account offers the update to (ELIGIBLE or INSTALLING) gets the
+// rollout's version; while a RUNNING or PAUSED rollout exists for the
+// model, any other mount of the account gets the answer it would get if
+// the catalogue held nothing from the rollout's revision up.
+func (s *FirmwareService) CheckMountUpdate(ctx context.Context, p Principal, model string, rev *string, m Mount) (UpdateCheck, error) {
+	return s.CheckUpdate(ctx, p, model, rev)
 }
 
 // Download handles GET /firmware/download.

@@ -297,9 +297,6 @@ func (s *JobService) authorizeOwner(p Principal) error {
 	return nil
 }
 
-// jobCodeInstallFirmware is §19's command, which only rollouts send.
-const jobCodeInstallFirmware = "INSTALL_FIRMWARE"
-
 // addFields adds a validation error's fields to v under prefix and
 // returns any other error.
 func addFields(v *Validation, err error, prefix func(string) string) error {
@@ -326,7 +323,7 @@ func (s *JobService) CreateJob(ctx context.Context, p Principal, in JobInput) (J
 	switch in.Code {
 	case "":
 		v.Add("code", "is required")
-	case string(CmdAssociateOwner), jobCodeInstallFirmware:
+	case string(CmdAssociateOwner), string(CmdInstallFirmware):
 		v.Add("code", "%s cannot be sent by a job", in.Code)
 	default:
 		code, params, err := ValidateCommandQuery(in.Code, CommandParams(in.Params))

@@ -34,6 +34,8 @@ type MountService struct {
 	offlineAfter time.Duration
 	jobs         JobStore
 	filters      FilterParser
+	rollouts     RolloutStore
+	firmware     FirmwareStore
 }
 
 // AssociationWindow is how long an IDLE mount waits for confirmation.
@@ -60,6 +62,11 @@ type MountDeps struct {
 	// fleet filters (GET /mounts?filter=).
 	Jobs    JobStore
 	Filters FilterParser
+	// Rollouts offers a mount its INSTALL_FIRMWARE among its pending
+	// commands; Firmware gives an owner's INSTALL_FIRMWARE query the
+	// catalogue's size and SHA-256.
+	Rollouts RolloutStore
+	Firmware FirmwareStore
 }
 
 // NewMountService returns a MountService over its ports.
@@ -73,7 +80,8 @@ func NewMountService(d MountDeps) *MountService {
 	}
 	return &MountService{mounts: d.Mounts, states: d.States, commands: d.Commands, tags: d.Tags, signer: d.Signer,
 		cache: d.Cache, scheduler: d.Scheduler, waker: d.Waker, window: d.Window, ttl: ttl, grace: grace,
-		logger: d.Logger, now: time.Now, offlineAfter: DefaultOfflineAfter, jobs: d.Jobs, filters: d.Filters}
+		logger: d.Logger, now: time.Now, offlineAfter: DefaultOfflineAfter, jobs: d.Jobs, filters: d.Filters,
+		rollouts: d.Rollouts, firmware: d.Firmware}
 }
 
 // SetClock replaces the service's clock (tests of the window).

@@ -33,11 +33,16 @@ const (
 	// Account-level events (no mount: UID is empty): Event.Job carries
 	// the job.
 	EventJobCompleted EventType = "JOB_COMPLETED"
+	// Rollouts (§19): Event.Rollout carries the rollout as the change
+	// left it.
+	EventRolloutPhaseOpened EventType = "ROLLOUT_PHASE_OPENED"
+	EventRolloutPaused      EventType = "ROLLOUT_PAUSED"
+	EventRolloutCompleted   EventType = "ROLLOUT_COMPLETED"
 )
 
 // AccountEventTypes lists the account-level event types: their events have
 // no mount (UID "") and reach GraphQL through accountEvents.
-var AccountEventTypes = []EventType{EventJobCompleted}
+var AccountEventTypes = []EventType{EventJobCompleted, EventRolloutPhaseOpened, EventRolloutPaused, EventRolloutCompleted}
 
 // AccountLevel reports whether e is about the account rather than a mount.
 func (e Event) AccountLevel() bool { return e.UID == "" }
@@ -48,7 +53,7 @@ var EventTypes = []EventType{EventStatesReported, EventAssociationRequested, Eve
 	EventAssociationExpired, EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued,
 	EventCommandExecuted, EventCommandRefused, EventCommandUnconfirmed,
 	EventMountOffline, EventMountOnline, EventAlarmRaised, EventAlarmCleared, EventAlarmAcknowledged,
-	EventJobCompleted}
+	EventJobCompleted, EventRolloutPhaseOpened, EventRolloutPaused, EventRolloutCompleted}
 
 // Event is something that happened to a mount, appended to the event log
 // in the transaction of the change.
@@ -72,7 +77,9 @@ type Event struct {
 	// Alarm is the alarm an ALARM_* event is about.
 	Alarm *Alarm
 	// Job is the job a JOB_* event is about.
-	Job        *Job
+	Job *Job
+	// Rollout is the rollout a ROLLOUT_* event is about.
+	Rollout    *Rollout
 	OccurredAt time.Time
 }
 

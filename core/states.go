@@ -264,6 +264,12 @@ type ReportCheck struct {
 	// SoftwareRevision, when not empty, is the revision the mount signed
 	// that it runs.
 	SoftwareRevision string
+	// Counter is a verified report's counter (nil for an unsigned one):
+	// with it the store moves the mount's INSTALLING rollout target
+	// (ObserveRolloutReport, AdvanceRollout) in the report's transaction
+	// and appends the events of that to RolloutEvents.
+	Counter       *uint64
+	RolloutEvents *[]*Event
 	// Watch, when set, evaluates presence and alarm rules in the report's
 	// transaction once its entries are stored, under the mount's lock, as
 	// AlarmStore.WatchMount does; the events it appended (after the

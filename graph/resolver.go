@@ -19,6 +19,7 @@ type Resolver struct {
 	AuditLog        Audit
 	AlarmService    Alarms
 	JobService      Jobs
+	RolloutService  Rollouts
 	Logger          *slog.Logger
 	// Cursors makes the event log's positions into cursors and back.
 	Cursors *core.CursorCodec

@@ -91,3 +91,14 @@ type Jobs interface {
 	JobMounts(ctx context.Context, p core.Principal, id string, page core.Page) ([]core.JobTarget, core.Pagination, error)
 	CancelJob(ctx context.Context, p core.Principal, id string) (core.Job, error)
 }
+
+// Rollouts is what it asks of rollouts (docs/api.md, "Rollouts").
+type Rollouts interface {
+	CreateRollout(ctx context.Context, p core.Principal, in core.RolloutInput) (core.Rollout, error)
+	ListRollouts(ctx context.Context, p core.Principal, page core.Page) ([]core.Rollout, core.Pagination, error)
+	Rollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
+	RolloutMounts(ctx context.Context, p core.Principal, id string, page core.Page) ([]core.RolloutTarget, core.Pagination, error)
+	PauseRollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
+	ResumeRollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
+	CancelRollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
+}

@@ -19,6 +19,10 @@ const (
 	BLECommandUUID = "6d6e7464-0003-4d6f-756e-742053657276"
 	// BLEStateUUID notifies: framed state and result JSON (BLEMessage).
 	BLEStateUUID = "6d6e7464-0004-4d6f-756e-742053657276"
+	// BLEFirmwareUUID carries a firmware image after INSTALL_FIRMWARE:
+	// written in frames with offsets, read for the offset to resume from,
+	// notifying progress (docs/ble.md, "Firmware").
+	BLEFirmwareUUID = "6d6e7464-0005-4d6f-756e-742053657276"
 	// BLENamePrefix starts the advertised local name; the mount uid follows.
 	BLENamePrefix = "MNT-"
 	// BLEDefaultMTU is the ATT MTU assumed until negotiated; frames fit in it.

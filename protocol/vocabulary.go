@@ -20,11 +20,14 @@ const (
 	CmdAddNfcTag      CommandCode = "ADD_NFC_TAG"
 	CmdRemoveNfcTag   CommandCode = "REMOVE_NFC_TAG"
 	CmdSyncNfcTags    CommandCode = "SYNC_NFC_TAGS"
+	// CmdInstallFirmware makes the mount take the image that follows on
+	// the firmware characteristic (docs/ble.md); rollouts send it.
+	CmdInstallFirmware CommandCode = "INSTALL_FIRMWARE"
 )
 
 // CommandCodes lists every command code.
 var CommandCodes = []CommandCode{CmdAssociateOwner, CmdReleaseHelmet, CmdConfigureAlarm, CmdSetRFIDMode,
-	CmdAddNfcTag, CmdRemoveNfcTag, CmdSyncNfcTags}
+	CmdAddNfcTag, CmdRemoveNfcTag, CmdSyncNfcTags, CmdInstallFirmware}
 
 // CommandLifetime is how long a mount accepts a command after generation
 // (the mount's own window; the server's MOUNTD_COMMAND_TTL is at most this).
@@ -61,6 +64,11 @@ type ParamRule struct {
 var (
 	levels    = []string{"LOW", "MEDIUM", "HIGH"}
 	tagUIDArg = regexp.MustCompile(`^([0-9A-Fa-f]{2}:?){3,9}[0-9A-Fa-f]{2}$`)
+	// An INSTALL_FIRMWARE's parameters: a semantic version, the image's
+	// SHA-256 in lowercase hex, and its size in bytes.
+	revisionArg = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+	sha256Arg   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	sizeArg     = regexp.MustCompile(`^[1-9][0-9]{0,9}$`)
 )
 
 // commandCatalogue lists the parameters of each queryable code; all are
@@ -76,6 +84,11 @@ var commandCatalogue = map[CommandCode]map[string]ParamRule{
 	CmdAddNfcTag:    {"tagUid": {Pattern: tagUIDArg}},
 	CmdRemoveNfcTag: {"tagUid": {Pattern: tagUIDArg}},
 	CmdSyncNfcTags:  {},
+	CmdInstallFirmware: {
+		"revision": {Pattern: revisionArg},
+		"sha256":   {Pattern: sha256Arg},
+		"size":     {Pattern: sizeArg},
+	},
 }
 
 // CommandParamRules returns the parameters code takes; ok is false for a
@@ -86,7 +99,8 @@ func CommandParamRules(code CommandCode) (rules map[string]ParamRule, ok bool) {
 }
 
 // CommandParamNames lists every parameter name any code takes.
-var CommandParamNames = []string{"alarmMode", "alarmSensitivity", "alarmVolume", "rfidMode", "tagUid"}
+var CommandParamNames = []string{"alarmMode", "alarmSensitivity", "alarmVolume", "rfidMode", "tagUid",
+	"revision", "sha256", "size"}
 
 // ValidCommandParam reports whether value is one the catalogue allows for
 // code's parameter name.

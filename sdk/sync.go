@@ -116,7 +116,7 @@ func (c *Client) Sync(ctx context.Context, uid string) (SyncSummary, error) {
 		if p, ok := protocol.ParsePayload(pc.Payload); ok && sc.ID == "" {
 			sc.ID = p.Nonce
 		}
-		if pc.Code == "INSTALL_FIRMWARE" {
+		if pc.Code == string(protocol.CmdInstallFirmware) {
 			sc.Outcome = SyncSkipped
 			sum.Commands = append(sum.Commands, sc)
 			continue

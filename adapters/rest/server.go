@@ -37,6 +37,7 @@ type Deps struct {
 	Audit    Audit
 	Alarms   Alarms
 	Jobs     Jobs
+	Rollouts Rollouts
 	// Blobs serves local firmware files; nil with S3 storage.
 	Blobs  BlobOpener
 	Checks []Checker

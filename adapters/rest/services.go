@@ -38,6 +38,7 @@ type NfcTags interface {
 type Firmware interface {
 	List(ctx context.Context, p core.Principal, model *string, page core.Page) ([]core.FirmwareVersion, core.Pagination, error)
 	CheckUpdate(ctx context.Context, p core.Principal, model string, rev *string) (core.UpdateCheck, error)
+	CheckMountUpdate(ctx context.Context, p core.Principal, model string, rev *string, m core.Mount) (core.UpdateCheck, error)
 	Download(ctx context.Context, p core.Principal, model string, rev *string) (core.Download, error)
 }
 
@@ -87,4 +88,15 @@ type Jobs interface {
 	Job(ctx context.Context, p core.Principal, id string) (core.Job, error)
 	JobMounts(ctx context.Context, p core.Principal, id string, page core.Page) ([]core.JobTarget, core.Pagination, error)
 	CancelJob(ctx context.Context, p core.Principal, id string) (core.Job, error)
+}
+
+// Rollouts is what it asks of rollouts (docs/api.md, "Rollouts").
+type Rollouts interface {
+	CreateRollout(ctx context.Context, p core.Principal, in core.RolloutInput) (core.Rollout, error)
+	ListRollouts(ctx context.Context, p core.Principal, page core.Page) ([]core.Rollout, core.Pagination, error)
+	Rollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
+	RolloutMounts(ctx context.Context, p core.Principal, id string, page core.Page) ([]core.RolloutTarget, core.Pagination, error)
+	PauseRollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
+	ResumeRollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
+	CancelRollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
 }

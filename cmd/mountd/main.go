@@ -373,6 +373,11 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 		}
 	})
 	workers.Go(func() {
+		if err := a.Rollouts.Run(workerCtx); err != nil && !errors.Is(err, context.Canceled) {
+			logger.Error("rollout sweep stopped", "err", err)
+		}
+	})
+	workers.Go(func() {
 		if cfg.holdDeliveries != nil {
 			select {
 			case <-cfg.holdDeliveries:

@@ -52,6 +52,7 @@ var storeSet = wire.NewSet(
 	wire.Bind(new(core.ExportStore), new(*bunstore.Store)),
 	wire.Bind(new(core.AuditLog), new(*bunstore.Store)),
 	wire.Bind(new(core.JobStore), new(*bunstore.Store)),
+	wire.Bind(new(core.RolloutStore), new(*bunstore.Store)),
 	aipfilter.New,
 	wire.Bind(new(core.FilterParser), new(*aipfilter.Parser)),
 )
@@ -142,6 +143,10 @@ var serverSet = wire.NewSet(
 	core.NewJobService,
 	wire.Bind(new(rest.Jobs), new(*core.JobService)),
 	wire.Bind(new(graph.Jobs), new(*core.JobService)),
+	wire.Struct(new(core.RolloutDeps), "*"),
+	core.NewRolloutService,
+	wire.Bind(new(rest.Rollouts), new(*core.RolloutService)),
+	wire.Bind(new(graph.Rollouts), new(*core.RolloutService)),
 	wire.Struct(new(graph.Resolver), "*"),
 	provideGraphQL,
 	provideGraphiQL,
@@ -328,6 +333,8 @@ type app struct {
 	Retention *core.Retention
 	// Jobs completes expired jobs.
 	Jobs *core.JobService
+	// Rollouts decides targets at the end of their health window.
+	Rollouts *core.RolloutService
 }
 
 func provideRetention(cfg Config, store *bunstore.Store, logger *slog.Logger) *core.Retention {

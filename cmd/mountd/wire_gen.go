@@ -78,6 +78,8 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Logger:       logger,
 		Jobs:         store,
 		Filters:      parser,
+		Rollouts:     store,
+		Firmware:     store,
 	}
 	mountService := core.NewMountService(mountDeps)
 	nfcService := core.NewNfcService(store, store, fleet, logger)
@@ -96,7 +98,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		return nil, nil, err
 	}
 	downloadTTL := provideDownloadTTL(cfg)
-	firmwareService := core.NewFirmwareService(store, blobStore, downloadTTL, logger)
+	firmwareService := core.NewFirmwareService(store, blobStore, downloadTTL, store, logger)
 	eventFeed := core.NewEventFeed(store, fleet, logger)
 	eventService := core.NewEventService(eventFeed, store, mountService, logger)
 	rateLimiter := mainSharedState.Rates
@@ -123,6 +125,15 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Logger:       logger,
 	}
 	jobService := core.NewJobService(jobDeps)
+	rolloutDeps := core.RolloutDeps{
+		Store:        store,
+		Firmware:     store,
+		Filters:      parser,
+		Waker:        fleet,
+		OfflineAfter: offlineAfter,
+		Logger:       logger,
+	}
+	rolloutService := core.NewRolloutService(rolloutDeps)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
 	apiRateLimit := provideAPIRateLimit(cfg, rateLimiter, logger)
@@ -139,6 +150,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Audit:     auditService,
 		Alarms:    alarmService,
 		Jobs:      jobService,
+		Rollouts:  rolloutService,
 		Blobs:     blobOpener,
 		Checks:    v,
 		RateLimit: apiRateLimit,
@@ -155,6 +167,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		AuditLog:        auditService,
 		AlarmService:    alarmService,
 		JobService:      jobService,
+		RolloutService:  rolloutService,
 		Logger:          logger,
 		Cursors:         cursorCodec,
 		OfflineAfter:    offlineAfter,
@@ -195,6 +208,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		WebSockets: stats,
 		Retention:  retention,
 		Jobs:       jobService,
+		Rollouts:   rolloutService,
 	}
 	return mainApp, func() {
 		cleanup3()
@@ -274,6 +288,8 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 		Logger:       logger,
 		Jobs:         store,
 		Filters:      parser,
+		Rollouts:     store,
+		Firmware:     store,
 	}
 	mountService := core.NewMountService(mountDeps)
 	return mountService, func() {
@@ -323,7 +339,7 @@ func newFirmwareService(ctx context.Context, cfg Config, logger *slog.Logger) (*
 		return nil, nil, err
 	}
 	downloadTTL := provideDownloadTTL(cfg)
-	firmwareService := core.NewFirmwareService(store, blobStore, downloadTTL, logger)
+	firmwareService := core.NewFirmwareService(store, blobStore, downloadTTL, store, logger)
 	return firmwareService, func() {
 		cleanup()
 	}, nil

@@ -1,0 +1,371 @@
+package core
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Rollouts (docs/api.md, "Rollouts"): one firmware revision for the mounts
+// of a model, opened to them in phases. A phase opens when every target of
+// the phases before it is decided; a target is decided on what the mount
+// did after the install (a verified report on the new revision within the
+// health window), never on the install's own status. Too many failures
+// pause the rollout by itself until a person resumes it.
+
+// RolloutState is where a rollout stands.
+type RolloutState string
+
+// The rollout states.
+const (
+	RolloutRunning   RolloutState = "RUNNING"
+	RolloutPaused    RolloutState = "PAUSED"
+	RolloutCompleted RolloutState = "COMPLETED"
+	RolloutCanceled  RolloutState = "CANCELED"
+)
+
+// Why a rollout is PAUSED.
+const (
+	PausedFailureThreshold = "FAILURE_THRESHOLD"
+	PausedManual           = "MANUAL"
+)
+
+// RolloutTargetState is where a rollout stands at one of its mounts.
+type RolloutTargetState string
+
+// The target states: PENDING while its phase is not open; ELIGIBLE once it
+// is (INSTALL_FIRMWARE is offered); INSTALLING from the first fetch of the
+// command (the health window counts from then); HEALTHY or FAILED when
+// decided.
+const (
+	TargetStatePending    RolloutTargetState = "PENDING"
+	TargetStateEligible   RolloutTargetState = "ELIGIBLE"
+	TargetStateInstalling RolloutTargetState = "INSTALLING"
+	TargetStateHealthy    RolloutTargetState = "HEALTHY"
+	TargetStateFailed     RolloutTargetState = "FAILED"
+)
+
+// Finished reports whether s is a decided state.
+func (s RolloutTargetState) Finished() bool {
+	return s == TargetStateHealthy || s == TargetStateFailed
+}
+
+// RolloutCounts counts a rollout's targets by state; each target counts
+// once.
+type RolloutCounts struct {
+	Pending    int
+	Eligible   int
+	Installing int
+	Healthy    int
+	Failed     int
+}
+
+// Rollout is one firmware revision for the mounts of a model.
+type Rollout struct {
+	ID               string
+	AccountID        string
+	ModelNumber      string
+	SoftwareRevision string
+	// SHA256 and Size are the catalogue's, copied at creation: the signed
+	// INSTALL_FIRMWARE carries them.
+	SHA256 string
+	Size   int64
+	// Filter is the fleet filter that narrowed the targets ("" for none).
+	Filter string
+	// Phases are ascending cumulative percentages of the targets, the
+	// last 100.
+	Phases           []int
+	FailureThreshold int
+	MinSample        int
+	HealthWindow     time.Duration
+	RequireIdle      bool
+	State            RolloutState
+	// PausedReason is PausedFailureThreshold or PausedManual while PAUSED.
+	PausedReason string
+	// OpenPhase is the index in Phases of the last open phase.
+	OpenPhase int
+	Targets   int
+	Counts    RolloutCounts
+	// SampleHealthy and SampleFailed count the targets of the open phases
+	// decided since the rollout was created or last resumed: the failure
+	// threshold looks at these only.
+	SampleHealthy int
+	SampleFailed  int
+	CreatedAt     time.Time
+	// EndedAt is when it became COMPLETED or CANCELED.
+	EndedAt   time.Time
+	CreatedBy string
+}
+
+// RolloutTarget is a rollout at one of its mounts.
+type RolloutTarget struct {
+	RolloutID string
+	UID       string
+	// Phase is the index in Phases of the target's phase.
+	Phase int
+	State RolloutTargetState
+	// CommandID is the latest INSTALL_FIRMWARE signed for the mount
+	// (empty before any).
+	CommandID string
+	// InstallingSince is when the command was first fetched: the health
+	// window counts from it.
+	InstallingSince time.Time
+	// NewRevisionCounter is the highest counter of a verified report on
+	// the rollout's revision (nil before any); a verified report on
+	// another revision with a higher counter is a rollback.
+	NewRevisionCounter *uint64
+	// Reason says why a target FAILED: "refused: <reason>", "rollback",
+	// or "no report on the new revision".
+	Reason    string
+	UpdatedAt time.Time
+}
+
+// RolloutInput is a POST /rollouts body; nil fields take their defaults.
+type RolloutInput struct {
+	ModelNumber      string
+	SoftwareRevision string
+	Filter           *string
+	Phases           []int
+	FailureThreshold *int
+	MinSample        *int
+	HealthWindow     *string
+	RequireIdle      *bool
+}
+
+// The bounds and defaults of rollouts.
+const (
+	DefaultRolloutFailureThreshold = 5
+	DefaultRolloutMinSample        = 10
+	DefaultRolloutHealthWindow     = time.Hour
+	MaxRolloutHealthWindow         = 168 * time.Hour
+	MaxRolloutPhases               = 10
+	// MaxRolloutTargets bounds one rollout's mounts, as a job's.
+	MaxRolloutTargets = MaxJobTargets
+	// RolloutSweepEvery is how often each replica decides the targets
+	// whose health window ended; decisions follow within it.
+	RolloutSweepEvery = 5 * time.Second
+)
+
+// DefaultRolloutPhases are the phases unless given.
+var DefaultRolloutPhases = []int{1, 10, 50, 100}
+
+// ActionManageRollouts is owner-only: a rollout puts firmware on the fleet.
+const ActionManageRollouts Action = "rollouts.manage"
+
+// RolloutOffer is an INSTALL_FIRMWARE a rollout offers a mount now.
+type RolloutOffer struct {
+	Rollout Rollout
+	Target  RolloutTarget
+}
+
+// RolloutStore persists rollouts and their targets. Every transition is
+// made in one transaction under the rollout's row lock, so that replicas
+// deciding at once decide once; the events it appends go out through
+// the returned slices.
+type RolloutStore interface {
+	// CreateRollout stores r (RUNNING, OpenPhase 0) and fixes its targets
+	// in the same transaction: the ASSOCIATED mounts of r.AccountID with
+	// r.ModelNumber and a device key that f selects, not already on
+	// r.SoftwareRevision, split into phases by AssignRolloutPhases; the
+	// first phase's targets ELIGIBLE, the rest PENDING. More than
+	// MaxRolloutTargets: VALIDATION_FAILED (field filter). A RUNNING or
+	// PAUSED rollout of the same account and model: CONFLICT. It appends
+	// ROLLOUT_PHASE_OPENED for phase 0 (and, when phases open or the
+	// rollout completes at once because they are empty, those events too)
+	// and records the audit entry in ctx.
+	CreateRollout(ctx context.Context, r Rollout, f MountFilter, now time.Time) (Rollout, []*Event, error)
+	// Rollout returns a rollout of accountID; ROLLOUT_NOT_FOUND otherwise.
+	Rollout(ctx context.Context, accountID, id string) (Rollout, error)
+	// ListRollouts lists accountID's rollouts, newest first.
+	ListRollouts(ctx context.Context, accountID string, p Page) ([]Rollout, int, error)
+	// RolloutTargets lists a rollout's targets by uid; ROLLOUT_NOT_FOUND
+	// unless accountID's.
+	RolloutTargets(ctx context.Context, accountID, id string, p Page) ([]RolloutTarget, int, error)
+	// ChangeRollout applies change to a rollout of accountID under its
+	// lock (pause, resume, cancel: ChangeRolloutState), records the audit
+	// entry in ctx, appends the events change returns and returns them.
+	// ROLLOUT_NOT_FOUND; change's error (CONFLICT) aborts.
+	ChangeRollout(ctx context.Context, accountID, id string, now time.Time,
+		change func(*Rollout) ([]*Event, error)) (Rollout, []*Event, error)
+	// RolloutOffers returns what the RUNNING rollouts of accountID offer
+	// mount uid now: its targets that are ELIGIBLE or INSTALLING (at most
+	// one: one rollout per model).
+	RolloutOffers(ctx context.Context, uid, accountID string) ([]RolloutOffer, error)
+	// RolloutFor returns the RUNNING or PAUSED rollout of accountID for
+	// model and, when mount uid is its target, the target; ok false when
+	// there is no such rollout.
+	RolloutFor(ctx context.Context, accountID, model, uid string) (r Rollout, t *RolloutTarget, ok bool, err error)
+	// DecideRolloutTargets decides up to limit INSTALLING targets whose
+	// health window ended at or before now (DecideAtWindowEnd) and then
+	// the gates of their rollouts (AdvanceRollout), each rollout under
+	// its lock, and returns the events appended.
+	DecideRolloutTargets(ctx context.Context, now time.Time, limit int) ([]*Event, error)
+}
+
+// The moves a command and a report make, which the stores apply in their
+// own transactions (InsertCommand, DecideCommand, InsertReport) under the
+// rollout's lock:
+//
+//   - Command.RolloutID set: InsertCommand moves the target ELIGIBLE →
+//     INSTALLING (InstallingSince now) or keeps it INSTALLING, and sets
+//     CommandID; CONFLICT, nothing stored, unless the rollout is RUNNING
+//     and the target ELIGIBLE or INSTALLING.
+//   - A rollout command's REFUSED decision: RefuseRolloutTarget, then
+//     AdvanceRollout; events to CommandDecision.JobEvents.
+//   - A verified report (ReportCheck.Counter set) on an INSTALLING target
+//     of a RUNNING or PAUSED rollout: ObserveRolloutReport, then
+//     AdvanceRollout; events to ReportCheck.RolloutEvents.
+
+// AssignRolloutPhases splits uids into phases: ranked by a stable hash of
+// the uid, the first ceil(phases[0]% of n) get phase 0, and so on up to
+// phases[i]% cumulatively. It returns each uid's phase index, in uids'
+// order.
+func AssignRolloutPhases(uids []string, phases []int) []int {
+	panic("not built yet")
+}
+
+// RefuseRolloutTarget is the rule for a REFUSED receipt of the target's
+// command: FAILED at once, unless the reason is one JobReasonRetried
+// allows (the command is offered again, freshly signed). It returns the
+// target as it then stands and whether it changed.
+func RefuseRolloutTarget(t RolloutTarget, reason string, now time.Time) (RolloutTarget, bool) {
+	panic("not built yet")
+}
+
+// ObserveRolloutReport is the rule for a verified report with counter on
+// revision at an INSTALLING target of r: on r's revision it raises
+// NewRevisionCounter; on another revision with a counter above
+// NewRevisionCounter it is a rollback: FAILED at once.
+func ObserveRolloutReport(r Rollout, t RolloutTarget, revision string, counter uint64, now time.Time) (RolloutTarget, bool) {
+	panic("not built yet")
+}
+
+// DecideAtWindowEnd decides an INSTALLING target whose health window
+// ended: HEALTHY with a verified report on the new revision, else FAILED.
+func DecideAtWindowEnd(r Rollout, t RolloutTarget, now time.Time) RolloutTarget {
+	panic("not built yet")
+}
+
+// ApplyRolloutTarget moves r's counts (and sample) from t to next.
+func ApplyRolloutTarget(r *Rollout, t, next RolloutTarget) {
+	panic("not built yet")
+}
+
+// AdvanceRollout applies the gates to a RUNNING rollout after its counts
+// moved: it pauses it (FAILURE_THRESHOLD) when, among at least MinSample
+// decided targets of the sample, more than FailureThreshold percent
+// FAILED; otherwise, when no target of the open phases is ELIGIBLE or
+// INSTALLING, it opens the next phase (open reports the phase index the
+// store must turn ELIGIBLE, -1 for none) or completes the rollout. It
+// returns the events of what it did. The store calls it again after
+// opening a phase that turned nothing ELIGIBLE.
+func AdvanceRollout(r *Rollout, now time.Time) (open int, events []*Event) {
+	panic("not built yet")
+}
+
+// ChangeRolloutState returns the change ChangeRollout applies for action
+// (AuditRolloutPause, AuditRolloutResume, AuditRolloutCancel): CONFLICT in
+// the wrong state. Resuming clears the sample.
+func ChangeRolloutState(action AuditAction, now time.Time) func(*Rollout) ([]*Event, error) {
+	panic("not built yet")
+}
+
+// RolloutEvent is an account-level event about r.
+func RolloutEvent(t EventType, r Rollout, at time.Time) *Event {
+	rc := r
+	return &Event{Type: t, AccountID: r.AccountID, Rollout: &rc, OccurredAt: at}
+}
+
+// RolloutDeps are the ports RolloutService uses.
+type RolloutDeps struct {
+	Store    RolloutStore
+	Firmware FirmwareStore
+	Filters  FilterParser
+	Waker    EventWaker
+	// OfflineAfter makes a filter's presence as the fleet shows it.
+	OfflineAfter OfflineAfter
+	Logger       *slog.Logger
+}
+
+// RolloutService holds the rules of rollouts: owners create, read, pause,
+// resume and cancel them; a sweep decides targets at the end of their
+// health window.
+type RolloutService struct {
+	store        RolloutStore
+	firmware     FirmwareStore
+	filters      FilterParser
+	waker        EventWaker
+	offlineAfter time.Duration
+	logger       *slog.Logger
+	now          func() time.Time
+}
+
+// NewRolloutService returns a RolloutService over its ports.
+func NewRolloutService(d RolloutDeps) *RolloutService {
+	return &RolloutService{store: d.Store, firmware: d.Firmware, filters: d.Filters, waker: d.Waker,
+		offlineAfter: time.Duration(d.OfflineAfter), logger: d.Logger, now: time.Now}
+}
+
+// SetClock replaces the service's clock (tests).
+func (s *RolloutService) SetClock(now func() time.Time) { s.now = now }
+
+func (s *RolloutService) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
+
+// CreateRollout handles POST /rollouts.
+func (s *RolloutService) CreateRollout(ctx context.Context, p Principal, in RolloutInput) (Rollout, error) {
+	return Rollout{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+}
+
+// ListRollouts handles GET /rollouts: newest first.
+func (s *RolloutService) ListRollouts(ctx context.Context, p Principal, page Page) ([]Rollout, Pagination, error) {
+	return nil, Pagination{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+}
+
+// Rollout handles GET /rollouts/{id}.
+func (s *RolloutService) Rollout(ctx context.Context, p Principal, id string) (Rollout, error) {
+	return Rollout{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+}
+
+// RolloutMounts handles GET /rollouts/{id}/mounts: the targets by uid.
+func (s *RolloutService) RolloutMounts(ctx context.Context, p Principal, id string, page Page) ([]RolloutTarget, Pagination, error) {
+	return nil, Pagination{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+}
+
+// PauseRollout handles POST /rollouts/{id}/pause: CONFLICT unless RUNNING.
+func (s *RolloutService) PauseRollout(ctx context.Context, p Principal, id string) (Rollout, error) {
+	return Rollout{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+}
+
+// ResumeRollout handles POST /rollouts/{id}/resume: CONFLICT unless
+// PAUSED.
+func (s *RolloutService) ResumeRollout(ctx context.Context, p Principal, id string) (Rollout, error) {
+	return Rollout{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+}
+
+// CancelRollout handles POST /rollouts/{id}/cancel: CONFLICT unless
+// RUNNING or PAUSED.
+func (s *RolloutService) CancelRollout(ctx context.Context, p Principal, id string) (Rollout, error) {
+	return Rollout{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+}
+
+// SweepRollouts decides the targets whose health window ended, and the
+// gates that follow; safe on every replica at once.
+func (s *RolloutService) SweepRollouts(ctx context.Context) (int, error) {
+	return 0, nil
+}
+
+// Run sweeps every RolloutSweepEvery until ctx ends.
+func (s *RolloutService) Run(ctx context.Context) error {
+	tick := time.NewTicker(RolloutSweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if _, err := s.SweepRollouts(ctx); err != nil && ctx.Err() == nil {
+				s.logger.ErrorContext(ctx, "sweep rollouts failed", "err", err)
+			}
+		}
+	}
+}
