@@ -121,7 +121,7 @@ func rolloutCreation(t *testing.T, store Store) {
 	deviceMount(t, store, "RA7", "acc_a", "RX", "1.0.0", true, now)  // no device key
 	deviceMount(t, store, "RA8", "acc_a", "RY", "1.0.0", false, now) // another model
 	deviceMount(t, store, "RB1", "acc_b", "RX", "1.0.0", false, now) // another account
-	associateAt(t, store, "RA9", "acc_a", now, false)                 // IDLE
+	associateAt(t, store, "RA9", "acc_a", now, false)                // IDLE
 
 	// Past the bound: VALIDATION_FAILED on filter, nothing stored.
 	if lim, ok := store.(rolloutTargetLimiter); ok {
