@@ -575,3 +575,60 @@ func racingRolloutCreations(t *testing.T, store Store) {
 		t.Fatalf("ListRollouts = %+v, %v", list, err)
 	}
 }
+
+// racingRolloutMoves: installs fetched, verified reports and refusals of
+// one rollout's mounts at once: each move takes the rollout's lock, so
+// none fails and the counts stay exact.
+func racingRolloutMoves(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	const n = 12
+	ro := newRollout("ro_m", "acc_a", []int{100}, t0)
+	ro.FailureThreshold = 100
+	for i := range n {
+		deviceMount(t, store, fmt.Sprintf("RM%02d", i), "acc_a", "RX", "1.0.0", false, t0)
+	}
+	if _, _, err := store.CreateRollout(ctx, ro, core.MountFilter{}, t0); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			uid := fmt.Sprintf("RM%02d", i)
+			if err := store.InsertCommand(ctx, installCommand(uid, "acc_a", "ro_m", i, t0), nil); err != nil {
+				t.Error(err)
+				return
+			}
+			for c := uint64(1); c <= 3; c++ {
+				var events []*core.Event
+				entry := core.StateEntry{Code: core.StateBatteryLevel, Value: fmt.Sprint(c), OccurredAt: t0.Add(-time.Duration(c) * time.Second),
+					ReceivedAt: t0, Verified: true}
+				if _, _, err := store.InsertReport(ctx, uid, "acc_a", []core.StateEntry{entry},
+					core.ReportCheck{SoftwareRevision: "2.0.0", Counter: &c, RolloutEvents: &events}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if i%3 == 0 {
+				d := core.CommandDecision{UID: uid, AccountID: "acc_a", ID: nonceOf(i), Status: core.CommandRefused, Reason: "bad image",
+					Counter: 9, Verified: true, At: t0, JobEvents: &[]*core.Event{}}
+				if _, _, err := store.DecideCommand(ctx, d, nil); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r, err := store.Rollout(ctx, "acc_a", "ro_m")
+	if err != nil || r.Counts != (core.RolloutCounts{Installing: n - n/3, Failed: n / 3}) {
+		t.Fatalf("rollout after racing moves = %+v, %v", r, err)
+	}
+	for uid, tg := range rolloutTargets(t, store, "acc_a", "ro_m") {
+		if tg.State == core.TargetStateInstalling && (tg.NewRevisionCounter == nil || *tg.NewRevisionCounter != 3) {
+			t.Fatalf("%s: %+v", uid, tg)
+		}
+	}
+}

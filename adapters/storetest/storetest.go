@@ -96,6 +96,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RolloutChanges", rolloutChanges},
 		{"RacingRolloutSweeps", racingRolloutSweeps},
 		{"RacingRolloutCreations", racingRolloutCreations},
+		{"RacingRolloutMoves", racingRolloutMoves},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
