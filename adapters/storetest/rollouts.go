@@ -19,6 +19,24 @@ import (
 // rollout's lock, so that each target is decided once and the counts stay
 // exact.
 
+// RunRollouts runs the rollouts' cases of the suite (TestRolloutContract
+// in the stores' packages); newStore gives each case a fresh, empty store.
+func RunRollouts(t *testing.T, newStore func(t *testing.T) Store) {
+	for _, c := range []struct {
+		name string
+		fn   func(t *testing.T, store Store)
+	}{
+		{"RolloutCreation", rolloutCreation},
+		{"RolloutProgress", rolloutProgress},
+		{"RolloutChanges", rolloutChanges},
+		{"RacingRolloutSweeps", racingRolloutSweeps},
+		{"RacingRolloutCreations", racingRolloutCreations},
+		{"RacingRolloutMoves", racingRolloutMoves},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
+	}
+}
+
 // rolloutTargetLimiter is a store whose bound of targets a test can lower.
 type rolloutTargetLimiter interface{ LimitRolloutTargets(n int) }
 
