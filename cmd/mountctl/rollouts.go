@@ -193,7 +193,7 @@ func rolloutsCommand(s *settings, out *printer) *cli.Command {
 					&cli.IntFlag{Name: "failure-threshold", Usage: "pause when more than this percentage of the decided targets failed, 0-100 (default 5)"},
 					&cli.IntFlag{Name: "min-sample", Usage: "decided targets needed before the threshold applies (default 10)"},
 					&cli.StringFlag{Name: "health-window", Usage: "how long after the install a mount must report the new revision: 1h, 30m, at most 168h (default 1h)"},
-					&cli.BoolFlag{Name: "require-idle", Usage: "offer the install only while the mount is locked with the helmet present"},
+					&cli.BoolFlag{Name: "require-idle", Usage: "offer the install only while the mount is locked with the helmet present (the server's default: true; --require-idle=false offers it any time)"},
 				},
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					body := map[string]any{"modelNumber": cmd.String("model"), "softwareRevision": cmd.String("revision")}
