@@ -19,6 +19,10 @@ const ActionInstallFirmware Action = "mount.command.install-firmware"
 // deprecated allowed) for the mount's model; its sha256 and size are the
 // catalogue's.
 func (s *MountService) queryInstallFirmware(ctx context.Context, p Principal, uid string, params CommandParams) ([]Command, error) {
+	// A restricted token is refused before the mount is read.
+	if err := p.AuthorizeMount(ActionInstallFirmware, uid); err != nil {
+		return nil, err
+	}
 	m, err := s.owned(ctx, p, ActionInstallFirmware, uid)
 	if err != nil {
 		return nil, err
