@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -487,7 +486,7 @@ func validPhases(v *Validation, phases []int) {
 	for i, p := range phases {
 		switch {
 		case p < 1 || p > 100:
-			v.Add("phases["+strconv.Itoa(i)+"]", "must be a percentage from 1 to 100")
+			v.Add("phases", "must hold percentages from 1 to 100 (phases[%d] is %d)", i, p)
 			return
 		case i > 0 && p <= phases[i-1]:
 			v.Add("phases", "must be ascending")

@@ -19,6 +19,24 @@ import (
 // rollout's lock, so that each target is decided once and the counts stay
 // exact.
 
+// RunRollouts runs the rollouts' cases of the suite (TestRolloutContract
+// in the stores' packages); newStore gives each case a fresh, empty store.
+func RunRollouts(t *testing.T, newStore func(t *testing.T) Store) {
+	for _, c := range []struct {
+		name string
+		fn   func(t *testing.T, store Store)
+	}{
+		{"RolloutCreation", rolloutCreation},
+		{"RolloutProgress", rolloutProgress},
+		{"RolloutChanges", rolloutChanges},
+		{"RacingRolloutSweeps", racingRolloutSweeps},
+		{"RacingRolloutCreations", racingRolloutCreations},
+		{"RacingRolloutMoves", racingRolloutMoves},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
+	}
+}
+
 // rolloutTargetLimiter is a store whose bound of targets a test can lower.
 type rolloutTargetLimiter interface{ LimitRolloutTargets(n int) }
 
@@ -573,5 +591,62 @@ func racingRolloutCreations(t *testing.T, store Store) {
 	}
 	if list, total, err := store.ListRollouts(ctx, "acc_a", core.Page{CurrentPage: 1, PageSize: 10}); err != nil || total != 1 || len(list) != 1 {
 		t.Fatalf("ListRollouts = %+v, %v", list, err)
+	}
+}
+
+// racingRolloutMoves: installs fetched, verified reports and refusals of
+// one rollout's mounts at once: each move takes the rollout's lock, so
+// none fails and the counts stay exact.
+func racingRolloutMoves(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	const n = 12
+	ro := newRollout("ro_m", "acc_a", []int{100}, t0)
+	ro.FailureThreshold = 100
+	for i := range n {
+		deviceMount(t, store, fmt.Sprintf("RM%02d", i), "acc_a", "RX", "1.0.0", false, t0)
+	}
+	if _, _, err := store.CreateRollout(ctx, ro, core.MountFilter{}, t0); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			uid := fmt.Sprintf("RM%02d", i)
+			if err := store.InsertCommand(ctx, installCommand(uid, "acc_a", "ro_m", i, t0), nil); err != nil {
+				t.Error(err)
+				return
+			}
+			for c := uint64(1); c <= 3; c++ {
+				var events []*core.Event
+				entry := core.StateEntry{Code: core.StateBatteryLevel, Value: fmt.Sprint(c), OccurredAt: t0.Add(-time.Duration(c) * time.Second),
+					ReceivedAt: t0, Verified: true}
+				if _, _, err := store.InsertReport(ctx, uid, "acc_a", []core.StateEntry{entry},
+					core.ReportCheck{SoftwareRevision: "2.0.0", Counter: &c, RolloutEvents: &events}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if i%3 == 0 {
+				d := core.CommandDecision{UID: uid, AccountID: "acc_a", ID: nonceOf(i), Status: core.CommandRefused, Reason: "bad image",
+					Counter: 9, Verified: true, At: t0, JobEvents: &[]*core.Event{}}
+				if _, _, err := store.DecideCommand(ctx, d, nil); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r, err := store.Rollout(ctx, "acc_a", "ro_m")
+	if err != nil || r.Counts != (core.RolloutCounts{Installing: n - n/3, Failed: n / 3}) {
+		t.Fatalf("rollout after racing moves = %+v, %v", r, err)
+	}
+	for uid, tg := range rolloutTargets(t, store, "acc_a", "ro_m") {
+		if tg.State == core.TargetStateInstalling && (tg.NewRevisionCounter == nil || *tg.NewRevisionCounter != 3) {
+			t.Fatalf("%s: %+v", uid, tg)
+		}
 	}
 }
