@@ -49,7 +49,10 @@ func (m *Mount) installLocked(p protocol.Payload, now time.Time) string {
 		}
 		// The same image under a fresh command (the first one expired, or
 		// another phone carries on): the bytes received are kept.
-		x.nonce, x.revision, x.expires = p.Nonce, rev, expires
+		// A copy: a command that cannot be saved leaves the old one as it was.
+		taken := *x
+		taken.nonce, taken.revision, taken.expires = p.Nonce, rev, expires
+		m.xfer = &taken
 	} else {
 		m.xfer = &transfer{nonce: p.Nonce, revision: rev, sha256: sum, size: size, hash: sha256.New(), expires: expires}
 	}
