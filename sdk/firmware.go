@@ -51,7 +51,7 @@ func WithProgress(f InstallProgress) InstallOption {
 }
 
 // WithRestartWait bounds the wait for the mount to come back on the new
-// revision after its receipt (default 30 s).
+// revision after its receipt (default Config.RestartWait).
 func WithRestartWait(d time.Duration) InstallOption {
 	return func(c *installConfig) { c.restartWait = d }
 }
@@ -121,7 +121,7 @@ func (c *Client) installCommand(ctx context.Context, uid, revision string) (prot
 // install runs a signed INSTALL_FIRMWARE (InstallFirmware's, or one Sync
 // got from pending-commands) at a connected mount.
 func (c *Client) install(ctx context.Context, uid string, cmd protocol.BLECommand, opts ...InstallOption) (Installation, error) {
-	cfg := installConfig{restartWait: 30 * time.Second}
+	cfg := installConfig{restartWait: c.cfg.RestartWait}
 	for _, o := range opts {
 		o(&cfg)
 	}
