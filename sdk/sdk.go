@@ -42,6 +42,10 @@ type Config struct {
 	// ConfirmTimeout bounds the wait for a mount to confirm a command
 	// (default 10 s).
 	ConfirmTimeout time.Duration
+	// RestartWait bounds the wait for a mount to come back on the new
+	// revision after a firmware install (InstallFirmware, Sync; default
+	// 30 s); WithRestartWait overrides it for one install.
+	RestartWait time.Duration
 
 	// QueueDir is the directory of the upload queue: what the mount said
 	// (signed states, receipts) that could not reach the API waits there,
@@ -118,6 +122,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.ConfirmTimeout <= 0 {
 		cfg.ConfirmTimeout = 10 * time.Second
+	}
+	if cfg.RestartWait <= 0 {
+		cfg.RestartWait = 30 * time.Second
 	}
 	if cfg.QueueMaxItems <= 0 {
 		cfg.QueueMaxItems = 1000
@@ -259,13 +266,17 @@ func (c *Client) Connect(ctx context.Context, uid string) (protocol.BLEInfo, err
 		c.engine.publish(ErrorEvent{UID: uid, Err: err, At: time.Now()})
 		return protocol.BLEInfo{}, err
 	}
-	d = newDevice(uid, info, link, func() {
+	var nd *device
+	c.mu.Lock() // onClose reads nd under c.mu: it waits for the assignment
+	nd = newDevice(uid, info, link, func() {
 		c.mu.Lock()
-		delete(c.devices, uid)
+		if c.devices[uid] == nd {
+			delete(c.devices, uid)
+		}
 		c.mu.Unlock()
 		c.engine.publish(Disconnected{UID: uid, At: time.Now()})
 	})
-	c.mu.Lock()
+	d = nd
 	c.devices[uid] = d
 	c.mu.Unlock()
 	c.engine.publish(Connected{UID: uid, Info: info, At: time.Now()})
