@@ -3378,7 +3378,7 @@ input RolloutInput {
   minSample: Int
   "A Go duration, at most 168h; default \"1h\"."
   healthWindow: String
-  "Offer the install only while the mount is locked with the helmet present."
+  "Offer the install only while the mount is locked with the helmet present; default true."
   requireIdle: Boolean
 }
 

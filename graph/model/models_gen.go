@@ -492,7 +492,7 @@ type RolloutInput struct {
 	MinSample *int `json:"minSample,omitempty"`
 	// A Go duration, at most 168h; default "1h".
 	HealthWindow *string `json:"healthWindow,omitempty"`
-	// Offer the install only while the mount is locked with the helmet present.
+	// Offer the install only while the mount is locked with the helmet present; default true.
 	RequireIdle *bool `json:"requireIdle,omitempty"`
 }
 
