@@ -145,8 +145,12 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 	failed := `document.querySelector('#rollout-mounts tr[data-uid="` + open[1] + `"]')`
 	b.waitJS("paused by itself, live", details+`.dataset.state === 'PAUSED' && document.querySelector('#rollout-details .paused-reason')?.textContent === 'too many failures' && `+
 		count("failed")+` === '1 of 6' && `+count("installing")+` === '1 of 6' && `+count("eligible")+` === '1 of 6' && `+
-		failed+`?.dataset.state === 'FAILED' && `+failed+`.textContent.includes('bad image') && `+buttons(false, true, true), 10*time.Second)
+		failed+`?.dataset.state === 'FAILED' && `+failed+`.textContent.includes('bad image') && `+buttons(false, true, true)+` && `+
+		`document.getElementById('rollout-status').textContent.startsWith('The rollout paused itself: more than 40%') && document.getElementById('rollout-status').getAttribute('role') === 'alert'`, 10*time.Second)
+	// The whole page in the picture.
+	b.step("a window the page's height", chromedp.EmulateViewport(1280, 1180))
 	b.screenshot(screenshotDir(t), "console-rollouts.png")
+	b.step("the window as it was", chromedp.EmulateViewport(1280, 860))
 
 	// The rollouts page.
 	b.step("open the rollouts", chromedp.Click(chromedp.CSS(`#nav a[data-view=rollouts]`)))

@@ -221,7 +221,15 @@ export function rolloutView(id) {
   const timer = setInterval(() => { if (rollout && underWay(rollout)) reload().catch(() => {}); }, REFRESH_MS);
   // An event's rollout is as it was when the event happened, which may be
   // older than what the page loaded: read it again instead.
-  const sub = rolloutEvents((r) => { if (r.id === id) reload().catch(showError); }, reload);
+  // What happened by itself is said too (a pause from this page says its own).
+  const sub = rolloutEvents((r, type) => {
+    if (r.id !== id) return;
+    if (type === "ROLLOUT_PAUSED" && r.pausedReason === "FAILURE_THRESHOLD") {
+      status.say(`The rollout paused itself: more than ${r.failureThreshold}% of its decided mounts failed. Nothing is offered until it is resumed.`, true);
+    } else if (type === "ROLLOUT_PHASE_OPENED") status.say(`Phase ${r.openPhase + 1} opened: its mounts are offered the install.`);
+    else if (type === "ROLLOUT_COMPLETED") status.say("The rollout is complete: every mount is decided.");
+    reload().catch(showError);
+  }, reload);
   return () => {
     clearInterval(timer);
     sub.stop();
