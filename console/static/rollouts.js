@@ -202,7 +202,7 @@ export function rolloutView(id) {
       { id, p: currentPage, n: PAGE_SIZE })).rolloutMounts;
     tbody.replaceChildren(...d.mounts.map((m) => h("tr", { "data-uid": m.uid, "data-state": m.state },
       h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(m.uid) }, m.uid)),
-      h("td", { class: "num" }, m.phase + 1),
+      h("td", {}, m.phase + 1),
       h("td", {}, h("span", { class: "target-state " + m.state }, m.state.toLowerCase())),
       h("td", {}, m.installingSince ? fmtDate(m.installingSince) : "—"),
       h("td", {}, m.commandId ? h("code", {}, m.commandId) : "—"),
