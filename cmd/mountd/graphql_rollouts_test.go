@@ -265,8 +265,10 @@ func TestGraphQLKnowsRolloutEvents(t *testing.T) {
 		t.Fatalf("errors: %+v", r.Errors)
 	}
 	var d struct {
-		Webhooks struct{ Webhooks []struct{ EventTypes []string } }
-		Events   struct{ Events []struct{ Type string } }
+		Webhooks struct {
+			Webhooks []struct{ EventTypes []string }
+		}
+		Events struct{ Events []struct{ Type string } }
 	}
 	if err := json.Unmarshal(r.Data, &d); err != nil || len(d.Webhooks.Webhooks) != 1 || !slices.Equal(d.Webhooks.Webhooks[0].EventTypes, types) || len(d.Events.Events) != 0 {
 		t.Fatalf("data %s (%v)", r.Data, err)
