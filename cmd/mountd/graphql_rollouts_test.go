@@ -75,7 +75,7 @@ func TestGraphQLRollouts(t *testing.T) {
 	a, b := newFleet(in, "A"), newFleet(in, "B")
 	maintainer := fleet{in: in, creds: a.creds, token: in.token(a.creds, "openid", "sub", audItem, "role:restricted")}
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
-	in.publish(t, "RL-1", "1.0.0", 1000, "--available-since", past)
+	v1, _ := in.publish(t, "RL-1", "1.0.0", 1000, "--available-since", past)
 	v2, _ := in.publish(t, "RL-1", "2.0.0", 2000, "--available-since", past)
 	var uids []string
 	for i := range 4 {
@@ -170,6 +170,22 @@ func TestGraphQLRollouts(t *testing.T) {
 	}
 	if tg := a.rolloutTargets(t, ro.ID)[eligible[0]]; tg.State != "INSTALLING" || tg.CommandID == nil || tg.InstallingSince == nil {
 		t.Fatalf("after the fetch %+v", tg)
+	}
+
+	// An owner's install by hand names the revision only; the catalogue
+	// gives the rest. A maintainer gets it through pending-commands only.
+	const byHand = `mutation($uid: ID!) { issueCommand(uid: $uid, code: "INSTALL_FIRMWARE", params: {revision: "1.0.0"}) { code data rolloutId } }`
+	issued := field[[]struct {
+		Code      string
+		Data      map[string]any
+		RolloutID *string
+	}](t, a.gql(t, byHand, map[string]any{"uid": uids[2]}), "issueCommand")
+	if len(issued) != 1 || issued[0].Code != "INSTALL_FIRMWARE" || issued[0].Data["revision"] != "1.0.0" || issued[0].Data["sha256"] != v1.SHA256 ||
+		issued[0].Data["size"] != "1000" || issued[0].RolloutID != nil {
+		t.Fatalf("by hand %+v", issued)
+	}
+	if r := maintainer.gql(t, byHand, map[string]any{"uid": uids[2]}); r.code() != "FORBIDDEN" {
+		t.Fatalf("a maintainer's install by hand: %+v", r.Errors)
 	}
 
 	// Pause, resume, cancel, each refused in the wrong state.
