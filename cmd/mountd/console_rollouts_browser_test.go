@@ -171,5 +171,15 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 	if got := rollouts(); len(got) != 1 || got[0].State != "CANCELED" || got[0].EndedAt == nil {
 		t.Fatalf("the rollout: %+v", got)
 	}
+
+	// On a phone's screen the pages fit its width (tables scroll in their cards).
+	b.step("a phone's screen", chromedp.EmulateViewport(390, 844))
+	b.waitJS("the rollout's page fits", details+`?.dataset.state === 'CANCELED' && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	b.step("the rollouts on a phone", chromedp.Navigate(in.base+"/console/#/rollouts"))
+	b.waitJS("the rollouts page fits", row+` !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	b.step("the firmware on a phone", chromedp.Navigate(in.base+"/console/#/firmware"))
+	b.waitJS("the start buttons", `document.querySelector('`+startButton+`') !== null`, 10*time.Second)
+	b.eval(`document.querySelector('` + startButton + `').click()`)
+	b.waitJS("the rollout form fits", `!document.getElementById('rollout-form').hidden && document.documentElement.scrollWidth <= 390`, 10*time.Second)
 	b.checkOrigin(in.base)
 }
