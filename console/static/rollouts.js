@@ -271,7 +271,7 @@ export function rolloutForm() {
     field("Failure threshold (%)", threshold), field("Minimum sample", minSample), field("Health window", healthWindow)),
   h("p", { class: "muted", id: "rollout-phases-help" }, "Phases: ascending percentages of the mounts, the last 100, e.g. 1, 10, 50, 100. The rollout pauses itself when more than the threshold of at least the minimum sample of decided mounts failed."),
   h("p", { class: "muted", id: "rollout-window-help" }, "Health window: how long after its install a mount has to sign a report on the new revision (a Go duration: 30m, 1h, 24h; at most 168h)."),
-  h("div", { class: "toolbar" }, field("Filter (optional)", filter),
+  h("div", { class: "toolbar" }, Object.assign(field("Filter (optional)", filter), { className: "field wide" }),
     h("label", { class: "check", for: "rollout-idle" }, idle, " Only while locked with the helmet present"),
     h("button", { class: "primary", type: "submit" }, "Start rollout…")), status);
   form.open = (v) => {
