@@ -78,7 +78,7 @@ func toStates(entries []core.StateEntry) []model.MountState {
 func toCommand(c core.Command, withIssuer bool) model.Command {
 	out := model.Command{ID: c.ID, Code: string(c.Code), Data: c.Data, GeneratedAt: dateTime(c.GeneratedAt), Payload: c.Payload,
 		Status: model.CommandStatus(c.Status), StatusAt: optDateTime(c.StatusAt), Reason: optString(c.Reason), Verified: c.Verified,
-		JobID: optString(c.JobID)}
+		JobID: optString(c.JobID), RolloutID: optString(c.RolloutID)}
 	if out.Status == "" {
 		out.Status = model.CommandStatusIssued
 	}
@@ -272,7 +272,7 @@ func commandParams(params *model.CommandParamsInput) core.CommandParams {
 		return cp
 	}
 	for name, v := range map[string]*string{"alarmMode": params.AlarmMode, "alarmSensitivity": params.AlarmSensitivity,
-		"alarmVolume": params.AlarmVolume, "rfidMode": params.RfidMode, "tagUid": params.TagUID} {
+		"alarmVolume": params.AlarmVolume, "rfidMode": params.RfidMode, "tagUid": params.TagUID, "revision": params.Revision} {
 		if v != nil {
 			cp[name] = *v
 		}
@@ -307,4 +307,36 @@ func toJobMount(t core.JobTarget) model.JobMount {
 		status = model.JobMountStatusPending
 	}
 	return model.JobMount{UID: t.UID, Status: status, CommandID: optString(t.CommandID)}
+}
+
+func rolloutInput(in model.RolloutInput) core.RolloutInput {
+	return core.RolloutInput{ModelNumber: in.ModelNumber, SoftwareRevision: in.SoftwareRevision, Filter: in.Filter, Phases: in.Phases,
+		FailureThreshold: in.FailureThreshold, MinSample: in.MinSample, HealthWindow: in.HealthWindow, RequireIdle: in.RequireIdle}
+}
+
+func toRollout(r core.Rollout) *model.Rollout {
+	phases := r.Phases
+	if phases == nil {
+		phases = []int{}
+	}
+	out := &model.Rollout{ID: r.ID, ModelNumber: r.ModelNumber, SoftwareRevision: r.SoftwareRevision, Filter: optString(r.Filter),
+		Phases: phases, FailureThreshold: r.FailureThreshold, MinSample: r.MinSample, HealthWindow: r.HealthWindow.String(),
+		RequireIdle: r.RequireIdle, State: model.RolloutState(r.State), OpenPhase: r.OpenPhase, Targets: r.Targets,
+		Counts: &model.RolloutCounts{Pending: r.Counts.Pending, Eligible: r.Counts.Eligible, Installing: r.Counts.Installing,
+			Healthy: r.Counts.Healthy, Failed: r.Counts.Failed},
+		CreatedAt: dateTime(r.CreatedAt), EndedAt: optDateTime(r.EndedAt)}
+	if r.State == core.RolloutPaused && r.PausedReason != "" {
+		reason := model.RolloutPausedReason(r.PausedReason)
+		out.PausedReason = &reason
+	}
+	return out
+}
+
+func toRolloutTarget(t core.RolloutTarget) model.RolloutTarget {
+	state := model.RolloutTargetState(t.State)
+	if state == "" {
+		state = model.RolloutTargetStatePending
+	}
+	return model.RolloutTarget{UID: t.UID, State: state, Phase: t.Phase, CommandID: optString(t.CommandID),
+		InstallingSince: optDateTime(t.InstallingSince), Reason: optString(t.Reason)}
 }

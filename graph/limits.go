@@ -265,6 +265,13 @@ func complexityRoot() generated.ComplexityRoot {
 	c.Query.JobMounts = func(child int, _ string, _ *int, pageSize *int) int {
 		return listCost(pageLength(pageSize, 20), child)
 	}
+	c.Query.Rollouts = func(child int, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
+	c.Query.RolloutMounts = func(child int, _ string, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
+	c.Rollout.Phases = func(child int) int { return listCost(core.MaxRolloutPhases, child) }
 	c.Query.SuggestedAlarmRules = func(child int) int { return listCost(suggestedRulesLength, child) }
 	conditions := func(child int) int { return listCost(core.MaxAlarmConditions, child) }
 	c.AlarmRule.Conditions = conditions

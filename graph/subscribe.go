@@ -97,5 +97,8 @@ func (r *Resolver) toAccountEvent(e core.Event) *model.AccountEvent {
 	if e.Job != nil {
 		out.Job = toJob(*e.Job)
 	}
+	if e.Rollout != nil {
+		out.Rollout = toRollout(*e.Rollout)
+	}
 	return out
 }

@@ -105,7 +105,10 @@ func TestConsoleAccessibility(t *testing.T) {
 	in.gql(t, a.token, `mutation($id: ID!) { acknowledgeAlarm(id: $id) { id } }`, map[string]any{"id": raised.Alarms[0].ID})
 	// A job, for the jobs pages.
 	job := field[gqlJob](t, in.gql(t, a.token, `mutation { createJob(input: {code: "RELEASE_HELMET", filter: "batteryLevel < 20", description: "Release"}) { id } }`, nil), "createJob")
-	in.publish(t, "HL-2", "1.0.0", 1024)
+	in.publish(t, "HL-2", "1.0.0", 1024, "--available-since", time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+	// A rollout, for the rollouts pages: no mount of the model, so it
+	// completes at once.
+	rollout := field[gqlRollout](t, in.gql(t, a.token, `mutation { createRollout(input: {modelNumber: "HL-2", softwareRevision: "1.0.0"}) { id } }`, nil), "createRollout")
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
 
 	b := newBrowserSession(t, chromium)
@@ -131,6 +134,8 @@ func TestConsoleAccessibility(t *testing.T) {
 		{"the alarms", "#/alarms", `document.querySelector('#alarms tr[data-id]') !== null && document.getElementById('connection').dataset.state === 'live'`},
 		{"the jobs", "#/jobs", `document.querySelector('#jobs tr[data-id] .job-progress') !== null`},
 		{"a job's page", "#/jobs/" + job.ID, `document.querySelector('#job-mounts tbody tr[data-uid]') !== null && document.getElementById('job-details') !== null`},
+		{"the rollouts", "#/rollouts", `document.querySelector('#rollouts tr[data-id] .rollout-progress') !== null`},
+		{"a rollout's page", "#/rollouts/" + rollout.ID, `document.querySelector('#rollout-phases li') !== null && document.querySelector('#rollout-mounts tbody tr') !== null`},
 		{"the fleet with a refused expression", "#/fleet?expr=" + url.QueryEscape("batteryLevel <"), `document.getElementById('expr-error').textContent !== ''`},
 		{"the alarm rules", "#/alarm-rules", `document.querySelector('#alarm-rules tr[data-id]') !== null && document.querySelector('#suggested-rules li') !== null && document.querySelector('#rule-conditions li') !== null`},
 	}
@@ -146,6 +151,11 @@ func TestConsoleAccessibility(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#webhooks button[data-action=edit]`)), chromedp.WaitVisible(chromedp.CSS(`#edit-url`)),
 		chromedp.Click(chromedp.CSS(`#webhooks button[data-action=deliveries]`)), chromedp.WaitVisible(chromedp.CSS(`#webhook-deliveries h2`)))
 	b.checkA11y("the webhooks page with its editor and deliveries")
+	// The firmware page with the form that starts a rollout open.
+	b.step("open the firmware", chromedp.Navigate(in.base+"/console/#/firmware"))
+	b.waitJS("the catalogue's start button", `document.querySelector('#firmware button.start-rollout') !== null`, 15*time.Second)
+	b.step("open the rollout form", chromedp.Click(chromedp.CSS(`#firmware button.start-rollout`)), chromedp.WaitVisible(chromedp.CSS(`#rollout-form`)))
+	b.checkA11y("the firmware page with the rollout form")
 	// The rules editor with the suggestions open and a condition of each kind.
 	b.step("open the rules", chromedp.Navigate(in.base+"/console/#/alarm-rules"))
 	b.waitJS("the rules", `document.querySelector('#alarm-rules tr[data-id]') !== null && document.querySelector('#rule-conditions li') !== null`, 15*time.Second)

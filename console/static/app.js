@@ -11,6 +11,7 @@ import { download, exportMenu } from "./exports.js";
 import { auditView } from "./audit.js";
 import { alarmsView, alarmRulesView, alarmBadge } from "./alarms.js";
 import { jobsView, jobView, jobForm } from "./jobs.js";
+import { rolloutsView, rolloutView } from "./rollouts.js";
 
 // ---------- fleet ----------
 
@@ -661,7 +662,7 @@ function route() {
   const i = hash.indexOf("?");
   const path = i < 0 ? hash : hash.slice(0, i);
   const query = new URLSearchParams(i < 0 ? "" : hash.slice(i + 1));
-  const view = path.startsWith("#/mounts/") || path === "#/associate" ? "fleet" : path.startsWith("#/jobs") ? "jobs" : path === "#/" || path === "#/overview" ? "overview" : path.slice(2);
+  const view = path.startsWith("#/mounts/") || path === "#/associate" ? "fleet" : path.startsWith("#/jobs") ? "jobs" : path.startsWith("#/rollouts") ? "rollouts" : path === "#/" || path === "#/overview" ? "overview" : path.slice(2);
   for (const a of document.querySelectorAll("#nav a")) {
     const on = a.dataset.view === view;
     a.classList.toggle("active", on);
@@ -690,6 +691,8 @@ function route() {
   else if (path === "#/alarm-rules" && isOwner()) v = alarmRulesView();
   else if (path === "#/jobs" && isOwner()) v = jobsView();
   else if ((m = path.match(/^#\/jobs\/(.+)$/)) && isOwner()) v = jobView(decodeURIComponent(m[1]));
+  else if (path === "#/rollouts" && isOwner()) v = rolloutsView();
+  else if ((m = path.match(/^#\/rollouts\/(.+)$/)) && isOwner()) v = rolloutView(decodeURIComponent(m[1]));
   else v = overviewView();
   current = typeof v === "function" ? { stop: v } : v;
   current.path = path;

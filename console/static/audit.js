@@ -9,7 +9,8 @@ import { h, main, fmtDate, showError } from "./ui.js";
 // `mountd audit` only.
 const ACTIONS = ["mount.request-association", "mount.confirm-association", "mount.update", "mount.delete", "mount.abandon",
   "nfc-tags.sync", "nfc-tag.update", "webhook.create", "webhook.update", "webhook.delete", "webhook.rotate-secret",
-  "account.rotate-secret", "user.create", "user.set-password", "user.delete"];
+  "account.rotate-secret", "user.create", "user.set-password", "user.delete", "alarm-rule.create", "alarm-rule.update", "alarm-rule.delete",
+  "alarm.acknowledge", "job.create", "job.cancel", "rollout.create", "rollout.pause", "rollout.resume", "rollout.cancel"];
 const PAGE = 100;
 
 const detailsText = (d) => Object.keys(d || {}).sort().map((k) => `${k}=${JSON.stringify(d[k])}`).join(" ");

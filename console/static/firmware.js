@@ -1,7 +1,9 @@
 // Firmware: how many mounts run each revision per model, and the catalogue,
-// per model, newest first.
+// per model, newest first; owners start a rollout of a version from its
+// row (rollouts.js).
 import { gql } from "./api.js";
-import { h, main, fmtDate, showError, fetchPages } from "./ui.js";
+import { h, main, fmtDate, showError, fetchPages, isOwner } from "./ui.js";
+import { rolloutForm } from "./rollouts.js";
 
 // The fleet is counted from at most this many pages of 100 mounts: a
 // bounded number of requests however large the fleet.
@@ -11,6 +13,9 @@ export function firmwareView() {
   const body = h("tbody");
   const fleetBody = h("tbody");
   const fleetNote = h("p", { class: "muted", id: "firmware-fleet-note", "aria-live": "polite" }, "Counting…");
+  const owner = isOwner();
+  const startForm = owner ? rolloutForm() : "";
+  const columns = ["Model", "Revision", "Available since", "Status", "Size", ...(owner ? ["Rollout"] : [])];
   main.replaceChildren(
     h("section", { class: "card", "aria-labelledby": "fleet-firmware-title" }, h("h1", { id: "fleet-firmware-title" }, "Firmware in the fleet"),
       h("p", { class: "muted" }, "How many mounts run each revision, per model. The revision is the mount's software revision, the one the catalogue's versions are numbered by and update checks compare; mounts no longer associated (INACTIVE) are not counted."),
@@ -18,7 +23,8 @@ export function firmwareView() {
       h("div", { class: "scroll" }, h("table", { id: "firmware-fleet" }, h("thead", {}, h("tr", {}, ["Model", "Revision", "Mounts", "Share", "Catalogue"].map((t, i) => h("th", { scope: "col", class: i === 2 ? "num" : undefined }, i === 3 ? h("span", { class: "sr-only" }, t) : t)))), fleetBody))),
     h("section", { class: "card", "aria-labelledby": "catalogue-title" }, h("h2", { id: "catalogue-title" }, "Catalogue"),
       h("p", { class: "muted" }, "Each model's versions, newest first; the latest available one is marked."),
-      h("div", { class: "scroll" }, h("table", { id: "firmware" }, h("thead", {}, h("tr", {}, ["Model", "Revision", "Available since", "Status", "Size"].map((t) => h("th", { scope: "col" }, t)))), body))));
+      h("div", { class: "scroll" }, h("table", { id: "firmware" }, h("thead", {}, h("tr", {}, columns.map((t) => h("th", { scope: "col" }, t)))), body))),
+    startForm);
   (async () => {
     const [catalogue, fleet] = await Promise.all([
       fetchPages(async (p) => {
@@ -40,11 +46,16 @@ export function firmwareView() {
     }
     showFleet(fleet, all, latest);
     all.sort((a, b) => (a.modelNumber === b.modelNumber ? cmpSemver(b.softwareRevision, a.softwareRevision) : a.modelNumber < b.modelNumber ? -1 : 1));
-    body.replaceChildren(...all.map((v) => h("tr", {}, h("td", {}, v.modelNumber), h("td", {}, v.softwareRevision),
+    // A rollout takes a version that is available and not deprecated.
+    const startable = (v) => !v.deprecated && Date.parse(v.availableSince) <= now;
+    body.replaceChildren(...all.map((v) => h("tr", { "data-model": v.modelNumber, "data-revision": v.softwareRevision },
+      h("td", {}, v.modelNumber), h("td", {}, v.softwareRevision),
       h("td", {}, fmtDate(v.availableSince)),
       h("td", {}, latest.get(v.modelNumber) === v ? h("span", { class: "pill ASSOCIATED" }, "latest") : "", v.deprecated ? " deprecated" : "", v.mandatory ? " mandatory" : ""),
-      h("td", { class: "num" }, `${(v.size / 1048576).toFixed(1)} MiB`))));
-    if (!all.length) body.append(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No firmware published.")));
+      h("td", { class: "num" }, `${(v.size / 1048576).toFixed(1)} MiB`),
+      owner ? h("td", {}, startable(v) ? h("button", { type: "button", class: "start-rollout", "aria-controls": "rollout-form", onclick: () => startForm.open(v) },
+        "Start rollout…", h("span", { class: "sr-only" }, ` of ${v.softwareRevision} for ${v.modelNumber}`)) : "") : "")));
+    if (!all.length) body.append(h("tr", {}, h("td", { colspan: columns.length, class: "empty" }, "No firmware published.")));
   })().catch(showError);
 
   // showFleet counts mounts by model and revision: models by name, the

@@ -19,8 +19,9 @@ const statePill = (s) => h("span", { class: "pill job-state " + s }, s.toLowerCa
 
 // progress: a bar per status, each its share of the targets, with the
 // count in words beside it (the bars are only a picture of the words).
-export function progress(j) {
-  return h("div", { class: "job-progress", "data-job": j.id }, STATUSES.map((s) => {
+// statuses are the keys of counts (a rollout's differ from a job's).
+export function progress(j, statuses = STATUSES) {
+  return h("div", { class: "job-progress", "data-job": j.id }, statuses.map((s) => {
     const n = j.counts[s];
     // Through the style object: the console's CSP refuses style attributes.
     const fill = h("span", { class: "job-fill " + s });
@@ -33,7 +34,7 @@ export function progress(j) {
 }
 
 // pager: previous and next for a paged list; go(page) loads a page.
-function pager(id, label, go) {
+export function pager(id, label, go) {
   const info = h("span", { class: "muted", "aria-live": "polite" });
   const prev = h("button", { type: "button", "data-action": "prev", onclick: () => go(-1) }, "Previous");
   const next = h("button", { type: "button", "data-action": "next", onclick: () => go(1) }, "Next");

@@ -5,7 +5,7 @@ import { gql, APIError } from "./api.js";
 import { h, main, fmtDate, showError, EVENT_TYPES } from "./ui.js";
 
 // A webhook also carries the account-level events, which have no mount.
-const WEBHOOK_TYPES = [...EVENT_TYPES, "JOB_COMPLETED"];
+const WEBHOOK_TYPES = [...EVENT_TYPES, "JOB_COMPLETED", "ROLLOUT_PHASE_OPENED", "ROLLOUT_PAUSED", "ROLLOUT_COMPLETED"];
 
 const FIELDS = "id url eventTypes mountUids description enabled";
 

@@ -42,6 +42,7 @@ type ComplexityRoot struct {
 		ID         func(childComplexity int) int
 		Job        func(childComplexity int) int
 		OccurredAt func(childComplexity int) int
+		Rollout    func(childComplexity int) int
 		Type       func(childComplexity int) int
 	}
 
@@ -118,6 +119,7 @@ type ComplexityRoot struct {
 		JobID       func(childComplexity int) int
 		Payload     func(childComplexity int) int
 		Reason      func(childComplexity int) int
+		RolloutID   func(childComplexity int) int
 		SignedToken func(childComplexity int) int
 		Status      func(childComplexity int) int
 		StatusAt    func(childComplexity int) int
@@ -275,16 +277,20 @@ type ComplexityRoot struct {
 		AbandonMount        func(childComplexity int, uid string) int
 		AcknowledgeAlarm    func(childComplexity int, id string) int
 		CancelJob           func(childComplexity int, id string) int
+		CancelRollout       func(childComplexity int, id string) int
 		ConfirmAssociation  func(childComplexity int, uid string) int
 		CreateAlarmRule     func(childComplexity int, input model.CreateAlarmRuleInput) int
 		CreateJob           func(childComplexity int, input model.CreateJobInput) int
+		CreateRollout       func(childComplexity int, input model.RolloutInput) int
 		CreateWebhook       func(childComplexity int, input model.CreateWebhookInput) int
 		DeleteAlarmRule     func(childComplexity int, id string) int
 		DeleteMount         func(childComplexity int, uid string) int
 		DeleteWebhook       func(childComplexity int, id string) int
 		IssueCommand        func(childComplexity int, uid string, code string, params *model.CommandParamsInput) int
+		PauseRollout        func(childComplexity int, id string) int
 		ReportStates        func(childComplexity int, uid string, states []model.MountStateInput, counter *int, softwareRevision *string, signature *string) int
 		RequestAssociation  func(childComplexity int, input model.RequestAssociationInput) int
+		ResumeRollout       func(childComplexity int, id string) int
 		RotateWebhookSecret func(childComplexity int, id string) int
 		SyncNfcTags         func(childComplexity int, mountUID string, tagUids []string) int
 		TestWebhook         func(childComplexity int, id string) int
@@ -337,6 +343,9 @@ type ComplexityRoot struct {
 		MountStates         func(childComplexity int, uid string, code *string, from *model.DateTime, to *model.DateTime, currentPage *int, pageSize *int) int
 		Mounts              func(childComplexity int, currentPage *int, pageSize *int, filter *model.MountFilter) int
 		NfcTags             func(childComplexity int, currentPage *int, pageSize *int) int
+		Rollout             func(childComplexity int, id string) int
+		RolloutMounts       func(childComplexity int, id string, currentPage *int, pageSize *int) int
+		Rollouts            func(childComplexity int, currentPage *int, pageSize *int) int
 		SuggestedAlarmRules func(childComplexity int) int
 		Webhook             func(childComplexity int, id string) int
 		WebhookDeliveries   func(childComplexity int, id string, currentPage *int, pageSize *int) int
@@ -351,6 +360,52 @@ type ComplexityRoot struct {
 	ReportStatesResult struct {
 		Accepted   func(childComplexity int) int
 		Duplicates func(childComplexity int) int
+	}
+
+	Rollout struct {
+		Counts           func(childComplexity int) int
+		CreatedAt        func(childComplexity int) int
+		EndedAt          func(childComplexity int) int
+		FailureThreshold func(childComplexity int) int
+		Filter           func(childComplexity int) int
+		HealthWindow     func(childComplexity int) int
+		ID               func(childComplexity int) int
+		MinSample        func(childComplexity int) int
+		ModelNumber      func(childComplexity int) int
+		OpenPhase        func(childComplexity int) int
+		PausedReason     func(childComplexity int) int
+		Phases           func(childComplexity int) int
+		RequireIdle      func(childComplexity int) int
+		SoftwareRevision func(childComplexity int) int
+		State            func(childComplexity int) int
+		Targets          func(childComplexity int) int
+	}
+
+	RolloutCounts struct {
+		Eligible   func(childComplexity int) int
+		Failed     func(childComplexity int) int
+		Healthy    func(childComplexity int) int
+		Installing func(childComplexity int) int
+		Pending    func(childComplexity int) int
+	}
+
+	RolloutMountPage struct {
+		Mounts     func(childComplexity int) int
+		Pagination func(childComplexity int) int
+	}
+
+	RolloutPage struct {
+		Pagination func(childComplexity int) int
+		Rollouts   func(childComplexity int) int
+	}
+
+	RolloutTarget struct {
+		CommandID       func(childComplexity int) int
+		InstallingSince func(childComplexity int) int
+		Phase           func(childComplexity int) int
+		Reason          func(childComplexity int) int
+		State           func(childComplexity int) int
+		UID             func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -438,6 +493,10 @@ type MutationResolver interface {
 	IssueCommand(ctx context.Context, uid string, code string, params *model.CommandParamsInput) ([]model.Command, error)
 	SyncNfcTags(ctx context.Context, mountUID string, tagUids []string) (*model.SyncNfcTagsResult, error)
 	UpdateNfcTag(ctx context.Context, uid string, input model.UpdateNfcTagInput) (*model.NfcTag, error)
+	CreateRollout(ctx context.Context, input model.RolloutInput) (*model.Rollout, error)
+	PauseRollout(ctx context.Context, id string) (*model.Rollout, error)
+	ResumeRollout(ctx context.Context, id string) (*model.Rollout, error)
+	CancelRollout(ctx context.Context, id string) (*model.Rollout, error)
 	CreateWebhook(ctx context.Context, input model.CreateWebhookInput) (*model.CreatedWebhook, error)
 	UpdateWebhook(ctx context.Context, id string, input model.UpdateWebhookInput) (*model.Webhook, error)
 	DeleteWebhook(ctx context.Context, id string) (bool, error)
@@ -465,6 +524,9 @@ type QueryResolver interface {
 	MountCommands(ctx context.Context, uid string, currentPage *int, pageSize *int) (*model.CommandPage, error)
 	Command(ctx context.Context, uid string, id string) (*model.Command, error)
 	NfcTags(ctx context.Context, currentPage *int, pageSize *int) (*model.NfcTagPage, error)
+	Rollouts(ctx context.Context, currentPage *int, pageSize *int) (*model.RolloutPage, error)
+	Rollout(ctx context.Context, id string) (*model.Rollout, error)
+	RolloutMounts(ctx context.Context, id string, currentPage *int, pageSize *int) (*model.RolloutMountPage, error)
 	Webhooks(ctx context.Context, currentPage *int, pageSize *int) (*model.WebhookPage, error)
 	Webhook(ctx context.Context, id string) (*model.Webhook, error)
 	WebhookDeliveries(ctx context.Context, id string, currentPage *int, pageSize *int) (*model.WebhookDeliveryPage, error)
@@ -511,6 +573,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AccountEvent.OccurredAt(childComplexity), true
+	case "AccountEvent.rollout":
+		if e.ComplexityRoot.AccountEvent.Rollout == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AccountEvent.Rollout(childComplexity), true
 	case "AccountEvent.type":
 		if e.ComplexityRoot.AccountEvent.Type == nil {
 			break
@@ -814,6 +882,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Command.Reason(childComplexity), true
+	case "Command.rolloutId":
+		if e.ComplexityRoot.Command.RolloutID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Command.RolloutID(childComplexity), true
 	case "Command.signedToken":
 		if e.ComplexityRoot.Command.SignedToken == nil {
 			break
@@ -1431,6 +1505,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CancelJob(childComplexity, args["id"].(string)), true
+	case "Mutation.cancelRollout":
+		if e.ComplexityRoot.Mutation.CancelRollout == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_cancelRollout_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CancelRollout(childComplexity, args["id"].(string)), true
 	case "Mutation.confirmAssociation":
 		if e.ComplexityRoot.Mutation.ConfirmAssociation == nil {
 			break
@@ -1464,6 +1549,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateJob(childComplexity, args["input"].(model.CreateJobInput)), true
+	case "Mutation.createRollout":
+		if e.ComplexityRoot.Mutation.CreateRollout == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createRollout_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateRollout(childComplexity, args["input"].(model.RolloutInput)), true
 	case "Mutation.createWebhook":
 		if e.ComplexityRoot.Mutation.CreateWebhook == nil {
 			break
@@ -1519,6 +1615,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.IssueCommand(childComplexity, args["uid"].(string), args["code"].(string), args["params"].(*model.CommandParamsInput)), true
+	case "Mutation.pauseRollout":
+		if e.ComplexityRoot.Mutation.PauseRollout == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_pauseRollout_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PauseRollout(childComplexity, args["id"].(string)), true
 	case "Mutation.reportStates":
 		if e.ComplexityRoot.Mutation.ReportStates == nil {
 			break
@@ -1541,6 +1648,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RequestAssociation(childComplexity, args["input"].(model.RequestAssociationInput)), true
+	case "Mutation.resumeRollout":
+		if e.ComplexityRoot.Mutation.ResumeRollout == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_resumeRollout_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ResumeRollout(childComplexity, args["id"].(string)), true
 	case "Mutation.rotateWebhookSecret":
 		if e.ComplexityRoot.Mutation.RotateWebhookSecret == nil {
 			break
@@ -1911,6 +2029,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.NfcTags(childComplexity, args["currentPage"].(*int), args["pageSize"].(*int)), true
+	case "Query.rollout":
+		if e.ComplexityRoot.Query.Rollout == nil {
+			break
+		}
+
+		args, err := ec.field_Query_rollout_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Rollout(childComplexity, args["id"].(string)), true
+	case "Query.rolloutMounts":
+		if e.ComplexityRoot.Query.RolloutMounts == nil {
+			break
+		}
+
+		args, err := ec.field_Query_rolloutMounts_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.RolloutMounts(childComplexity, args["id"].(string), args["currentPage"].(*int), args["pageSize"].(*int)), true
+	case "Query.rollouts":
+		if e.ComplexityRoot.Query.Rollouts == nil {
+			break
+		}
+
+		args, err := ec.field_Query_rollouts_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Rollouts(childComplexity, args["currentPage"].(*int), args["pageSize"].(*int)), true
 	case "Query.suggestedAlarmRules":
 		if e.ComplexityRoot.Query.SuggestedAlarmRules == nil {
 			break
@@ -1976,6 +2127,197 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ReportStatesResult.Duplicates(childComplexity), true
+
+	case "Rollout.counts":
+		if e.ComplexityRoot.Rollout.Counts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.Counts(childComplexity), true
+	case "Rollout.createdAt":
+		if e.ComplexityRoot.Rollout.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.CreatedAt(childComplexity), true
+	case "Rollout.endedAt":
+		if e.ComplexityRoot.Rollout.EndedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.EndedAt(childComplexity), true
+	case "Rollout.failureThreshold":
+		if e.ComplexityRoot.Rollout.FailureThreshold == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.FailureThreshold(childComplexity), true
+	case "Rollout.filter":
+		if e.ComplexityRoot.Rollout.Filter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.Filter(childComplexity), true
+	case "Rollout.healthWindow":
+		if e.ComplexityRoot.Rollout.HealthWindow == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.HealthWindow(childComplexity), true
+	case "Rollout.id":
+		if e.ComplexityRoot.Rollout.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.ID(childComplexity), true
+	case "Rollout.minSample":
+		if e.ComplexityRoot.Rollout.MinSample == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.MinSample(childComplexity), true
+	case "Rollout.modelNumber":
+		if e.ComplexityRoot.Rollout.ModelNumber == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.ModelNumber(childComplexity), true
+	case "Rollout.openPhase":
+		if e.ComplexityRoot.Rollout.OpenPhase == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.OpenPhase(childComplexity), true
+	case "Rollout.pausedReason":
+		if e.ComplexityRoot.Rollout.PausedReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.PausedReason(childComplexity), true
+	case "Rollout.phases":
+		if e.ComplexityRoot.Rollout.Phases == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.Phases(childComplexity), true
+	case "Rollout.requireIdle":
+		if e.ComplexityRoot.Rollout.RequireIdle == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.RequireIdle(childComplexity), true
+	case "Rollout.softwareRevision":
+		if e.ComplexityRoot.Rollout.SoftwareRevision == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.SoftwareRevision(childComplexity), true
+	case "Rollout.state":
+		if e.ComplexityRoot.Rollout.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.State(childComplexity), true
+	case "Rollout.targets":
+		if e.ComplexityRoot.Rollout.Targets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Rollout.Targets(childComplexity), true
+
+	case "RolloutCounts.eligible":
+		if e.ComplexityRoot.RolloutCounts.Eligible == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutCounts.Eligible(childComplexity), true
+	case "RolloutCounts.failed":
+		if e.ComplexityRoot.RolloutCounts.Failed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutCounts.Failed(childComplexity), true
+	case "RolloutCounts.healthy":
+		if e.ComplexityRoot.RolloutCounts.Healthy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutCounts.Healthy(childComplexity), true
+	case "RolloutCounts.installing":
+		if e.ComplexityRoot.RolloutCounts.Installing == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutCounts.Installing(childComplexity), true
+	case "RolloutCounts.pending":
+		if e.ComplexityRoot.RolloutCounts.Pending == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutCounts.Pending(childComplexity), true
+
+	case "RolloutMountPage.mounts":
+		if e.ComplexityRoot.RolloutMountPage.Mounts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutMountPage.Mounts(childComplexity), true
+	case "RolloutMountPage.pagination":
+		if e.ComplexityRoot.RolloutMountPage.Pagination == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutMountPage.Pagination(childComplexity), true
+
+	case "RolloutPage.pagination":
+		if e.ComplexityRoot.RolloutPage.Pagination == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutPage.Pagination(childComplexity), true
+	case "RolloutPage.rollouts":
+		if e.ComplexityRoot.RolloutPage.Rollouts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutPage.Rollouts(childComplexity), true
+
+	case "RolloutTarget.commandId":
+		if e.ComplexityRoot.RolloutTarget.CommandID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutTarget.CommandID(childComplexity), true
+	case "RolloutTarget.installingSince":
+		if e.ComplexityRoot.RolloutTarget.InstallingSince == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutTarget.InstallingSince(childComplexity), true
+	case "RolloutTarget.phase":
+		if e.ComplexityRoot.RolloutTarget.Phase == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutTarget.Phase(childComplexity), true
+	case "RolloutTarget.reason":
+		if e.ComplexityRoot.RolloutTarget.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutTarget.Reason(childComplexity), true
+	case "RolloutTarget.state":
+		if e.ComplexityRoot.RolloutTarget.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutTarget.State(childComplexity), true
+	case "RolloutTarget.uid":
+		if e.ComplexityRoot.RolloutTarget.UID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutTarget.UID(childComplexity), true
 
 	case "Subscription.accountEvents":
 		if e.ComplexityRoot.Subscription.AccountEvents == nil {
@@ -2233,6 +2575,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputMountStateInput,
 		ec.unmarshalInputReceiptInput,
 		ec.unmarshalInputRequestAssociationInput,
+		ec.unmarshalInputRolloutInput,
 		ec.unmarshalInputUpdateAlarmRuleInput,
 		ec.unmarshalInputUpdateMountInput,
 		ec.unmarshalInputUpdateNfcTagInput,
@@ -2514,6 +2857,12 @@ extend type Query {
   ALARM_ACKNOWLEDGED
   "Account-level (no mount): webhooks and accountEvents carry it; mountEvents and the events query never do."
   JOB_COMPLETED
+  "Account-level, as JOB_COMPLETED."
+  ROLLOUT_PHASE_OPENED
+  "Account-level, as JOB_COMPLETED."
+  ROLLOUT_PAUSED
+  "Account-level, as JOB_COMPLETED."
+  ROLLOUT_COMPLETED
 }
 
 "One accepted state report."
@@ -2671,6 +3020,12 @@ input CreateJobInput {
 
 enum AccountEventType {
   JOB_COMPLETED
+  "A rollout opened a phase: its targets are offered the install."
+  ROLLOUT_PHASE_OPENED
+  "A rollout paused, by itself (FAILURE_THRESHOLD) or by an owner (MANUAL)."
+  ROLLOUT_PAUSED
+  "A rollout decided its last target."
+  ROLLOUT_COMPLETED
 }
 
 "An event about the account rather than one mount."
@@ -2681,6 +3036,8 @@ type AccountEvent {
   occurredAt: DateTime!
   "The job a JOB_COMPLETED event is about, as it was then."
   job: Job
+  "The rollout a ROLLOUT_* event is about, as it was then."
+  rollout: Rollout
 }
 
 extend type Query {
@@ -2788,6 +3145,8 @@ type Command {
   verified: Boolean!
   "The job the command was signed for (a phone's pending commands); null for a command asked for directly."
   jobId: ID
+  "The rollout an INSTALL_FIRMWARE was signed for (a phone's pending commands); null otherwise."
+  rolloutId: ID
 }
 
 "One receipt: the fields of the mount's result message, unchanged."
@@ -2847,12 +3206,15 @@ input MountStateInput {
   occurredAt: DateTime!
 }
 
+"A command's parameters as a query names them (GET /mounts/{uid}/query)."
 input CommandParamsInput {
   alarmMode: String
   alarmSensitivity: String
   alarmVolume: String
   rfidMode: String
   tagUid: String
+  "INSTALL_FIRMWARE's revision (owners only); the server adds the image's sha256 and size from the catalogue."
+  revision: String
 }
 
 extend type Query {
@@ -2913,6 +3275,130 @@ extend type Query {
 extend type Mutation {
   syncNfcTags(mountUid: ID!, tagUids: [String!]!): SyncNfcTagsResult!
   updateNfcTag(uid: ID!, input: UpdateNfcTagInput!): NfcTag!
+}
+`, BuiltIn: false},
+	{Name: "../schema/rollouts.graphqls", Input: `"RUNNING while its open phases are offered; PAUSED (see pausedReason) offers nothing until a person resumes it; COMPLETED once every phase opened and every target was decided; CANCELED by an owner."
+enum RolloutState {
+  RUNNING
+  PAUSED
+  COMPLETED
+  CANCELED
+}
+
+"Why a rollout is PAUSED: too many of its decided targets FAILED, or an owner paused it."
+enum RolloutPausedReason {
+  FAILURE_THRESHOLD
+  MANUAL
+}
+
+"Where a rollout stands at one mount: PENDING while its phase is not open, ELIGIBLE once it is (INSTALL_FIRMWARE is offered), INSTALLING from the first fetch of the command, then HEALTHY or FAILED."
+enum RolloutTargetState {
+  PENDING
+  ELIGIBLE
+  INSTALLING
+  HEALTHY
+  FAILED
+}
+
+"A rollout's targets by state; each target counts once."
+type RolloutCounts {
+  pending: Int!
+  eligible: Int!
+  installing: Int!
+  healthy: Int!
+  failed: Int!
+}
+
+"One firmware revision for the mounts of a model, opened to them in phases (GET /rollouts/{id})."
+type Rollout {
+  id: ID!
+  modelNumber: String!
+  softwareRevision: String!
+  "The fleet filter that narrowed the targets, as given; null for none."
+  filter: String
+  "Ascending cumulative percentages of the targets, the last 100."
+  phases: [Int!]!
+  "The rollout pauses itself when more than this percentage of its decided targets FAILED."
+  failureThreshold: Int!
+  "The fewest decided targets the failure threshold looks at."
+  minSample: Int!
+  "How long after the first fetch of the install a target is decided, as a Go duration (\"1h\")."
+  healthWindow: String!
+  "INSTALL_FIRMWARE is offered only while the mount says locked with the helmet present."
+  requireIdle: Boolean!
+  state: RolloutState!
+  "Null unless PAUSED."
+  pausedReason: RolloutPausedReason
+  "The 0-based index in phases of the last open phase."
+  openPhase: Int!
+  "How many mounts the rollout was created for."
+  targets: Int!
+  counts: RolloutCounts!
+  createdAt: DateTime!
+  "When it became COMPLETED or CANCELED; null before."
+  endedAt: DateTime
+}
+
+type RolloutPage {
+  rollouts: [Rollout!]!
+  pagination: Pagination!
+}
+
+"A rollout at one of its mounts."
+type RolloutTarget {
+  uid: ID!
+  state: RolloutTargetState!
+  "The 0-based index in the rollout's phases of the target's phase."
+  phase: Int!
+  "The latest INSTALL_FIRMWARE signed for the mount; null before any."
+  commandId: ID
+  "When the install was first fetched: the health window counts from then; null before."
+  installingSince: DateTime
+  "Why a target FAILED (\"refused: bad image\", \"rollback\", \"no report on the new revision\"); null otherwise."
+  reason: String
+}
+
+type RolloutMountPage {
+  mounts: [RolloutTarget!]!
+  pagination: Pagination!
+}
+
+"A rollout (POST /rollouts): its targets are the ASSOCIATED mounts of the model with a device key that the filter selects now and that are not on the revision already (at most 100,000). Left out, a field takes its default."
+input RolloutInput {
+  modelNumber: String!
+  "A revision published for the model, available and not deprecated."
+  softwareRevision: String!
+  "A fleet filter narrowing the targets; default none."
+  filter: String
+  "1 to 10 ascending cumulative percentages, the last 100; default [1, 10, 50, 100]."
+  phases: [Int!]
+  "0 to 100; default 5."
+  failureThreshold: Int
+  "At least 1; default 10."
+  minSample: Int
+  "A Go duration, at most 168h; default \"1h\"."
+  healthWindow: String
+  "Offer the install only while the mount is locked with the helmet present; default true."
+  requireIdle: Boolean
+}
+
+extend type Query {
+  "The account's rollouts, newest first (GET /rollouts; owners only)."
+  rollouts(currentPage: Int = 1, pageSize: Int = 20): RolloutPage!
+  rollout(id: ID!): Rollout!
+  "A rollout's targets by uid with their state (GET /rollouts/{id}/mounts)."
+  rolloutMounts(id: ID!, currentPage: Int = 1, pageSize: Int = 20): RolloutMountPage!
+}
+
+extend type Mutation {
+  "Create a rollout (owners only); CONFLICT while another of the model is RUNNING or PAUSED."
+  createRollout(input: RolloutInput!): Rollout!
+  "Pause a RUNNING rollout (owners only); CONFLICT otherwise."
+  pauseRollout(id: ID!): Rollout!
+  "Resume a PAUSED rollout (owners only): the failure threshold counts afresh; CONFLICT otherwise."
+  resumeRollout(id: ID!): Rollout!
+  "Cancel a RUNNING or PAUSED rollout (owners only); CONFLICT otherwise."
+  cancelRollout(id: ID!): Rollout!
 }
 `, BuiltIn: false},
 	{Name: "../schema/schema.graphqls", Input: `"An instant in the REST text format: RFC 3339, output in UTC with milliseconds (2026-11-22T01:40:13.123Z)."
@@ -3056,6 +3542,8 @@ func (ec *executionContext) childFields_AccountEvent(ctx context.Context, field 
 		return ec.fieldContext_AccountEvent_occurredAt(ctx, field)
 	case "job":
 		return ec.fieldContext_AccountEvent_job(ctx, field)
+	case "rollout":
+		return ec.fieldContext_AccountEvent_rollout(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AccountEvent", field.Name)
 }
@@ -3214,6 +3702,8 @@ func (ec *executionContext) childFields_Command(ctx context.Context, field graph
 		return ec.fieldContext_Command_verified(ctx, field)
 	case "jobId":
 		return ec.fieldContext_Command_jobId(ctx, field)
+	case "rolloutId":
+		return ec.fieldContext_Command_rolloutId(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Command", field.Name)
 }
@@ -3576,6 +4066,98 @@ func (ec *executionContext) childFields_ReportStatesResult(ctx context.Context, 
 	return nil, fmt.Errorf("no field named %q was found under type ReportStatesResult", field.Name)
 }
 
+func (ec *executionContext) childFields_Rollout(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Rollout_id(ctx, field)
+	case "modelNumber":
+		return ec.fieldContext_Rollout_modelNumber(ctx, field)
+	case "softwareRevision":
+		return ec.fieldContext_Rollout_softwareRevision(ctx, field)
+	case "filter":
+		return ec.fieldContext_Rollout_filter(ctx, field)
+	case "phases":
+		return ec.fieldContext_Rollout_phases(ctx, field)
+	case "failureThreshold":
+		return ec.fieldContext_Rollout_failureThreshold(ctx, field)
+	case "minSample":
+		return ec.fieldContext_Rollout_minSample(ctx, field)
+	case "healthWindow":
+		return ec.fieldContext_Rollout_healthWindow(ctx, field)
+	case "requireIdle":
+		return ec.fieldContext_Rollout_requireIdle(ctx, field)
+	case "state":
+		return ec.fieldContext_Rollout_state(ctx, field)
+	case "pausedReason":
+		return ec.fieldContext_Rollout_pausedReason(ctx, field)
+	case "openPhase":
+		return ec.fieldContext_Rollout_openPhase(ctx, field)
+	case "targets":
+		return ec.fieldContext_Rollout_targets(ctx, field)
+	case "counts":
+		return ec.fieldContext_Rollout_counts(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Rollout_createdAt(ctx, field)
+	case "endedAt":
+		return ec.fieldContext_Rollout_endedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Rollout", field.Name)
+}
+
+func (ec *executionContext) childFields_RolloutCounts(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "pending":
+		return ec.fieldContext_RolloutCounts_pending(ctx, field)
+	case "eligible":
+		return ec.fieldContext_RolloutCounts_eligible(ctx, field)
+	case "installing":
+		return ec.fieldContext_RolloutCounts_installing(ctx, field)
+	case "healthy":
+		return ec.fieldContext_RolloutCounts_healthy(ctx, field)
+	case "failed":
+		return ec.fieldContext_RolloutCounts_failed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RolloutCounts", field.Name)
+}
+
+func (ec *executionContext) childFields_RolloutMountPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "mounts":
+		return ec.fieldContext_RolloutMountPage_mounts(ctx, field)
+	case "pagination":
+		return ec.fieldContext_RolloutMountPage_pagination(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RolloutMountPage", field.Name)
+}
+
+func (ec *executionContext) childFields_RolloutPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "rollouts":
+		return ec.fieldContext_RolloutPage_rollouts(ctx, field)
+	case "pagination":
+		return ec.fieldContext_RolloutPage_pagination(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RolloutPage", field.Name)
+}
+
+func (ec *executionContext) childFields_RolloutTarget(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "uid":
+		return ec.fieldContext_RolloutTarget_uid(ctx, field)
+	case "state":
+		return ec.fieldContext_RolloutTarget_state(ctx, field)
+	case "phase":
+		return ec.fieldContext_RolloutTarget_phase(ctx, field)
+	case "commandId":
+		return ec.fieldContext_RolloutTarget_commandId(ctx, field)
+	case "installingSince":
+		return ec.fieldContext_RolloutTarget_installingSince(ctx, field)
+	case "reason":
+		return ec.fieldContext_RolloutTarget_reason(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RolloutTarget", field.Name)
+}
+
 func (ec *executionContext) childFields_SuggestedAlarmRule(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "name":
@@ -3842,6 +4424,20 @@ func (ec *executionContext) field_Mutation_cancelJob_args(ctx context.Context, r
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_cancelRollout_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_confirmAssociation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3876,6 +4472,20 @@ func (ec *executionContext) field_Mutation_createJob_args(ctx context.Context, r
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.CreateJobInput, error) {
 			return ec.unmarshalNCreateJobInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCreateJobInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createRollout_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.RolloutInput, error) {
+			return ec.unmarshalNRolloutInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -3970,6 +4580,20 @@ func (ec *executionContext) field_Mutation_issueCommand_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_pauseRollout_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_reportStates_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4027,6 +4651,20 @@ func (ec *executionContext) field_Mutation_requestAssociation_args(ctx context.C
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_resumeRollout_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -4690,6 +5328,72 @@ func (ec *executionContext) field_Query_nfcTags_args(ctx context.Context, rawArg
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_rolloutMounts_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "currentPage",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["currentPage"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "pageSize",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["pageSize"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_rollout_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_rollouts_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "currentPage",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["currentPage"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "pageSize",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["pageSize"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_webhookDeliveries_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4978,6 +5682,38 @@ func (ec *executionContext) fieldContext_AccountEvent_job(_ context.Context, fie
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Job(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AccountEvent_rollout(ctx context.Context, field graphql.CollectedField, obj *model.AccountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AccountEvent_rollout(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rollout, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Rollout) graphql.Marshaler {
+			return ec.marshalORollout2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRollout(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AccountEvent_rollout(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AccountEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Rollout(ctx, field)
 		},
 	}
 	return fc, nil
@@ -6239,6 +6975,29 @@ func (ec *executionContext) _Command_jobId(ctx context.Context, field graphql.Co
 	)
 }
 func (ec *executionContext) fieldContext_Command_jobId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Command_rolloutId(ctx context.Context, field graphql.CollectedField, obj *model.Command) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Command_rolloutId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RolloutID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Command_rolloutId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type ID does not have child fields"))
 }
 
@@ -9232,6 +9991,182 @@ func (ec *executionContext) fieldContext_Mutation_updateNfcTag(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createRollout(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createRollout(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateRollout(ctx, fc.Args["input"].(model.RolloutInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Rollout) graphql.Marshaler {
+			return ec.marshalNRollout2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRollout(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createRollout(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Rollout(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createRollout_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_pauseRollout(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_pauseRollout(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PauseRollout(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Rollout) graphql.Marshaler {
+			return ec.marshalNRollout2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRollout(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_pauseRollout(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Rollout(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_pauseRollout_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_resumeRollout(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_resumeRollout(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ResumeRollout(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Rollout) graphql.Marshaler {
+			return ec.marshalNRollout2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRollout(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_resumeRollout(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Rollout(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_resumeRollout_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_cancelRollout(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_cancelRollout(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CancelRollout(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Rollout) graphql.Marshaler {
+			return ec.marshalNRollout2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRollout(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_cancelRollout(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Rollout(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_cancelRollout_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createWebhook(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10604,6 +11539,138 @@ func (ec *executionContext) fieldContext_Query_nfcTags(ctx context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_rollouts(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_rollouts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Rollouts(ctx, fc.Args["currentPage"].(*int), fc.Args["pageSize"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RolloutPage) graphql.Marshaler {
+			return ec.marshalNRolloutPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_rollouts(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RolloutPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_rollouts_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_rollout(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_rollout(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Rollout(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Rollout) graphql.Marshaler {
+			return ec.marshalNRollout2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRollout(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_rollout(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Rollout(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_rollout_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_rolloutMounts(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_rolloutMounts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().RolloutMounts(ctx, fc.Args["id"].(string), fc.Args["currentPage"].(*int), fc.Args["pageSize"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RolloutMountPage) graphql.Marshaler {
+			return ec.marshalNRolloutMountPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutMountPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_rolloutMounts(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RolloutMountPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_rolloutMounts_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_webhooks(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10902,6 +11969,764 @@ func (ec *executionContext) _ReportStatesResult_duplicates(ctx context.Context, 
 }
 func (ec *executionContext) fieldContext_ReportStatesResult_duplicates(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ReportStatesResult", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_id(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_modelNumber(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_modelNumber(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ModelNumber, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_modelNumber(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_softwareRevision(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_softwareRevision(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SoftwareRevision, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_softwareRevision(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_filter(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_filter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Filter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_filter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_phases(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_phases(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Phases, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []int) graphql.Marshaler {
+			return ec.marshalNInt2ᚕintᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_phases(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_failureThreshold(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_failureThreshold(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FailureThreshold, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_failureThreshold(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_minSample(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_minSample(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MinSample, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_minSample(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_healthWindow(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_healthWindow(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HealthWindow, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_healthWindow(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_requireIdle(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_requireIdle(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequireIdle, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_requireIdle(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_state(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.RolloutState) graphql.Marshaler {
+			return ec.marshalNRolloutState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type RolloutState does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_pausedReason(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_pausedReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PausedReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RolloutPausedReason) graphql.Marshaler {
+			return ec.marshalORolloutPausedReason2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutPausedReason(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_pausedReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type RolloutPausedReason does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_openPhase(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_openPhase(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OpenPhase, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_openPhase(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_targets(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_targets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Targets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_targets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_counts(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_counts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Counts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RolloutCounts) graphql.Marshaler {
+			return ec.marshalNRolloutCounts2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutCounts(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_counts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Rollout",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RolloutCounts(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Rollout_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Rollout_endedAt(ctx context.Context, field graphql.CollectedField, obj *model.Rollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Rollout_endedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DateTime) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Rollout_endedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Rollout", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _RolloutCounts_pending(ctx context.Context, field graphql.CollectedField, obj *model.RolloutCounts) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutCounts_pending(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pending, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutCounts_pending(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolloutCounts", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _RolloutCounts_eligible(ctx context.Context, field graphql.CollectedField, obj *model.RolloutCounts) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutCounts_eligible(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Eligible, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutCounts_eligible(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolloutCounts", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _RolloutCounts_installing(ctx context.Context, field graphql.CollectedField, obj *model.RolloutCounts) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutCounts_installing(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Installing, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutCounts_installing(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolloutCounts", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _RolloutCounts_healthy(ctx context.Context, field graphql.CollectedField, obj *model.RolloutCounts) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutCounts_healthy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Healthy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutCounts_healthy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolloutCounts", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _RolloutCounts_failed(ctx context.Context, field graphql.CollectedField, obj *model.RolloutCounts) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutCounts_failed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Failed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutCounts_failed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolloutCounts", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _RolloutMountPage_mounts(ctx context.Context, field graphql.CollectedField, obj *model.RolloutMountPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutMountPage_mounts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Mounts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.RolloutTarget) graphql.Marshaler {
+			return ec.marshalNRolloutTarget2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutTargetᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutMountPage_mounts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RolloutMountPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RolloutTarget(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RolloutMountPage_pagination(ctx context.Context, field graphql.CollectedField, obj *model.RolloutMountPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutMountPage_pagination(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pagination, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pagination) graphql.Marshaler {
+			return ec.marshalNPagination2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPagination(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutMountPage_pagination(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RolloutMountPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pagination(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RolloutPage_rollouts(ctx context.Context, field graphql.CollectedField, obj *model.RolloutPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutPage_rollouts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rollouts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Rollout) graphql.Marshaler {
+			return ec.marshalNRollout2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutPage_rollouts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RolloutPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Rollout(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RolloutPage_pagination(ctx context.Context, field graphql.CollectedField, obj *model.RolloutPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutPage_pagination(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pagination, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pagination) graphql.Marshaler {
+			return ec.marshalNPagination2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPagination(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutPage_pagination(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RolloutPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pagination(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RolloutTarget_uid(ctx context.Context, field graphql.CollectedField, obj *model.RolloutTarget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutTarget_uid(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutTarget_uid(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolloutTarget", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _RolloutTarget_state(ctx context.Context, field graphql.CollectedField, obj *model.RolloutTarget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutTarget_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.RolloutTargetState) graphql.Marshaler {
+			return ec.marshalNRolloutTargetState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutTargetState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutTarget_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolloutTarget", field, false, false, errors.New("field of type RolloutTargetState does not have child fields"))
+}
+
+func (ec *executionContext) _RolloutTarget_phase(ctx context.Context, field graphql.CollectedField, obj *model.RolloutTarget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutTarget_phase(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Phase, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutTarget_phase(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolloutTarget", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _RolloutTarget_commandId(ctx context.Context, field graphql.CollectedField, obj *model.RolloutTarget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutTarget_commandId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CommandID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutTarget_commandId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolloutTarget", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _RolloutTarget_installingSince(ctx context.Context, field graphql.CollectedField, obj *model.RolloutTarget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutTarget_installingSince(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InstallingSince, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DateTime) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutTarget_installingSince(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolloutTarget", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _RolloutTarget_reason(ctx context.Context, field graphql.CollectedField, obj *model.RolloutTarget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutTarget_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutTarget_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolloutTarget", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _Subscription_mountStateChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -12961,7 +14786,7 @@ func (ec *executionContext) unmarshalInputCommandParamsInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"alarmMode", "alarmSensitivity", "alarmVolume", "rfidMode", "tagUid"}
+	fieldsInOrder := [...]string{"alarmMode", "alarmSensitivity", "alarmVolume", "rfidMode", "tagUid", "revision"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -13003,6 +14828,13 @@ func (ec *executionContext) unmarshalInputCommandParamsInput(ctx context.Context
 				return it, err
 			}
 			it.TagUID = data
+		case "revision":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("revision"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Revision = data
 		}
 	}
 	return it, nil
@@ -13421,6 +15253,85 @@ func (ec *executionContext) unmarshalInputRequestAssociationInput(ctx context.Co
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputRolloutInput(ctx context.Context, obj any) (model.RolloutInput, error) {
+	var it model.RolloutInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"modelNumber", "softwareRevision", "filter", "phases", "failureThreshold", "minSample", "healthWindow", "requireIdle"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "modelNumber":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("modelNumber"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ModelNumber = data
+		case "softwareRevision":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("softwareRevision"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SoftwareRevision = data
+		case "filter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("filter"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Filter = data
+		case "phases":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("phases"))
+			data, err := ec.unmarshalOInt2ᚕintᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Phases = data
+		case "failureThreshold":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("failureThreshold"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.FailureThreshold = data
+		case "minSample":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("minSample"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MinSample = data
+		case "healthWindow":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("healthWindow"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HealthWindow = data
+		case "requireIdle":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("requireIdle"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RequireIdle = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputUpdateAlarmRuleInput(ctx context.Context, obj any) (model.UpdateAlarmRuleInput, error) {
 	var it model.UpdateAlarmRuleInput
 	if obj == nil {
@@ -13669,6 +15580,11 @@ func (ec *executionContext) _AccountEvent(ctx context.Context, sel ast.Selection
 			}
 		case "job":
 			out.Values[i] = ec._AccountEvent_job(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "rollout":
+			out.Values[i] = ec._AccountEvent_rollout(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -14226,6 +16142,11 @@ func (ec *executionContext) _Command(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "jobId":
 			out.Values[i] = ec._Command_jobId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "rolloutId":
+			out.Values[i] = ec._Command_rolloutId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -15492,6 +17413,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createRollout":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createRollout(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pauseRollout":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_pauseRollout(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resumeRollout":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_resumeRollout(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cancelRollout":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_cancelRollout(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createWebhook":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createWebhook(ctx, field)
@@ -16172,6 +18121,72 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "rollouts":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_rollouts(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "rollout":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_rollout(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "rolloutMounts":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_rolloutMounts(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "webhooks":
 			field := field
 
@@ -16336,6 +18351,326 @@ func (ec *executionContext) _ReportStatesResult(ctx context.Context, sel ast.Sel
 		case "duplicates":
 			out.Values[i] = ec._ReportStatesResult_duplicates(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var rolloutImplementors = []string{"Rollout"}
+
+func (ec *executionContext) _Rollout(ctx context.Context, sel ast.SelectionSet, obj *model.Rollout) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rolloutImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Rollout")
+		case "id":
+			out.Values[i] = ec._Rollout_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "modelNumber":
+			out.Values[i] = ec._Rollout_modelNumber(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "softwareRevision":
+			out.Values[i] = ec._Rollout_softwareRevision(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "filter":
+			out.Values[i] = ec._Rollout_filter(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "phases":
+			out.Values[i] = ec._Rollout_phases(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "failureThreshold":
+			out.Values[i] = ec._Rollout_failureThreshold(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "minSample":
+			out.Values[i] = ec._Rollout_minSample(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "healthWindow":
+			out.Values[i] = ec._Rollout_healthWindow(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requireIdle":
+			out.Values[i] = ec._Rollout_requireIdle(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._Rollout_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pausedReason":
+			out.Values[i] = ec._Rollout_pausedReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "openPhase":
+			out.Values[i] = ec._Rollout_openPhase(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targets":
+			out.Values[i] = ec._Rollout_targets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "counts":
+			out.Values[i] = ec._Rollout_counts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Rollout_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "endedAt":
+			out.Values[i] = ec._Rollout_endedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var rolloutCountsImplementors = []string{"RolloutCounts"}
+
+func (ec *executionContext) _RolloutCounts(ctx context.Context, sel ast.SelectionSet, obj *model.RolloutCounts) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rolloutCountsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RolloutCounts")
+		case "pending":
+			out.Values[i] = ec._RolloutCounts_pending(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "eligible":
+			out.Values[i] = ec._RolloutCounts_eligible(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "installing":
+			out.Values[i] = ec._RolloutCounts_installing(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "healthy":
+			out.Values[i] = ec._RolloutCounts_healthy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "failed":
+			out.Values[i] = ec._RolloutCounts_failed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var rolloutMountPageImplementors = []string{"RolloutMountPage"}
+
+func (ec *executionContext) _RolloutMountPage(ctx context.Context, sel ast.SelectionSet, obj *model.RolloutMountPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rolloutMountPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RolloutMountPage")
+		case "mounts":
+			out.Values[i] = ec._RolloutMountPage_mounts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pagination":
+			out.Values[i] = ec._RolloutMountPage_pagination(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var rolloutPageImplementors = []string{"RolloutPage"}
+
+func (ec *executionContext) _RolloutPage(ctx context.Context, sel ast.SelectionSet, obj *model.RolloutPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rolloutPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RolloutPage")
+		case "rollouts":
+			out.Values[i] = ec._RolloutPage_rollouts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pagination":
+			out.Values[i] = ec._RolloutPage_pagination(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var rolloutTargetImplementors = []string{"RolloutTarget"}
+
+func (ec *executionContext) _RolloutTarget(ctx context.Context, sel ast.SelectionSet, obj *model.RolloutTarget) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rolloutTargetImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RolloutTarget")
+		case "uid":
+			out.Values[i] = ec._RolloutTarget_uid(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._RolloutTarget_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "phase":
+			out.Values[i] = ec._RolloutTarget_phase(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "commandId":
+			out.Values[i] = ec._RolloutTarget_commandId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "installingSince":
+			out.Values[i] = ec._RolloutTarget_installingSince(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._RolloutTarget_reason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -17642,6 +19977,35 @@ func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.Selecti
 	return res
 }
 
+func (ec *executionContext) unmarshalNInt2ᚕintᚄ(ctx context.Context, v any) ([]int, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]int, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNInt2int(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNInt2ᚕintᚄ(ctx context.Context, sel ast.SelectionSet, v []int) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNInt2int(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalNJSON2map(ctx context.Context, v any) (map[string]any, error) {
 	res, err := graphql.UnmarshalMap(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -18081,6 +20445,119 @@ func (ec *executionContext) marshalNReportStatesResult2ᚖgithubᚗcomᚋmountd�
 func (ec *executionContext) unmarshalNRequestAssociationInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRequestAssociationInput(ctx context.Context, v any) (model.RequestAssociationInput, error) {
 	res, err := ec.unmarshalInputRequestAssociationInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRollout2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRollout(ctx context.Context, sel ast.SelectionSet, v model.Rollout) graphql.Marshaler {
+	return ec._Rollout(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNRollout2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Rollout) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRollout2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRollout(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRollout2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRollout(ctx context.Context, sel ast.SelectionSet, v *model.Rollout) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Rollout(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRolloutCounts2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutCounts(ctx context.Context, sel ast.SelectionSet, v *model.RolloutCounts) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._RolloutCounts(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRolloutInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutInput(ctx context.Context, v any) (model.RolloutInput, error) {
+	res, err := ec.unmarshalInputRolloutInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRolloutMountPage2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutMountPage(ctx context.Context, sel ast.SelectionSet, v model.RolloutMountPage) graphql.Marshaler {
+	return ec._RolloutMountPage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNRolloutMountPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutMountPage(ctx context.Context, sel ast.SelectionSet, v *model.RolloutMountPage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._RolloutMountPage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNRolloutPage2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutPage(ctx context.Context, sel ast.SelectionSet, v model.RolloutPage) graphql.Marshaler {
+	return ec._RolloutPage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNRolloutPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutPage(ctx context.Context, sel ast.SelectionSet, v *model.RolloutPage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._RolloutPage(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRolloutState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutState(ctx context.Context, v any) (model.RolloutState, error) {
+	var res model.RolloutState
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRolloutState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutState(ctx context.Context, sel ast.SelectionSet, v model.RolloutState) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNRolloutTarget2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutTarget(ctx context.Context, sel ast.SelectionSet, v model.RolloutTarget) graphql.Marshaler {
+	return ec._RolloutTarget(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNRolloutTarget2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutTargetᚄ(ctx context.Context, sel ast.SelectionSet, v []model.RolloutTarget) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRolloutTarget2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutTarget(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNRolloutTargetState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutTargetState(ctx context.Context, v any) (model.RolloutTargetState, error) {
+	var res model.RolloutTargetState
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRolloutTargetState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutTargetState(ctx context.Context, sel ast.SelectionSet, v model.RolloutTargetState) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
@@ -18644,6 +21121,41 @@ func (ec *executionContext) marshalOID2ᚖstring(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) unmarshalOInt2ᚕintᚄ(ctx context.Context, v any) ([]int, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]int, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNInt2int(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOInt2ᚕintᚄ(ctx context.Context, sel ast.SelectionSet, v []int) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNInt2int(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*int, error) {
 	if v == nil {
 		return nil, nil
@@ -18742,6 +21254,29 @@ func (ec *executionContext) unmarshalOPresence2ᚖgithubᚗcomᚋmountdᚋmountd
 }
 
 func (ec *executionContext) marshalOPresence2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPresence(ctx context.Context, sel ast.SelectionSet, v *model.Presence) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) marshalORollout2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRollout(ctx context.Context, sel ast.SelectionSet, v *model.Rollout) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Rollout(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalORolloutPausedReason2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutPausedReason(ctx context.Context, v any) (*model.RolloutPausedReason, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.RolloutPausedReason)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalORolloutPausedReason2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutPausedReason(ctx context.Context, sel ast.SelectionSet, v *model.RolloutPausedReason) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}

@@ -17,6 +17,8 @@ type AccountEvent struct {
 	OccurredAt DateTime         `json:"occurredAt"`
 	// The job a JOB_COMPLETED event is about, as it was then.
 	Job *Job `json:"job,omitempty"`
+	// The rollout a ROLLOUT_* event is about, as it was then.
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // One episode of a rule's conditions holding on a mount.
@@ -133,6 +135,8 @@ type Command struct {
 	Verified bool `json:"verified"`
 	// The job the command was signed for (a phone's pending commands); null for a command asked for directly.
 	JobID *string `json:"jobId,omitempty"`
+	// The rollout an INSTALL_FIRMWARE was signed for (a phone's pending commands); null otherwise.
+	RolloutID *string `json:"rolloutId,omitempty"`
 }
 
 type CommandPage struct {
@@ -140,12 +144,15 @@ type CommandPage struct {
 	Pagination *Pagination `json:"pagination"`
 }
 
+// A command's parameters as a query names them (GET /mounts/{uid}/query).
 type CommandParamsInput struct {
 	AlarmMode        *string `json:"alarmMode,omitempty"`
 	AlarmSensitivity *string `json:"alarmSensitivity,omitempty"`
 	AlarmVolume      *string `json:"alarmVolume,omitempty"`
 	RfidMode         *string `json:"rfidMode,omitempty"`
 	TagUID           *string `json:"tagUid,omitempty"`
+	// INSTALL_FIRMWARE's revision (owners only); the server adds the image's sha256 and size from the catalogue.
+	Revision *string `json:"revision,omitempty"`
 }
 
 type CreateAlarmRuleInput struct {
@@ -431,6 +438,88 @@ type RequestAssociationInput struct {
 	DevicePublicKey *string `json:"devicePublicKey,omitempty"`
 }
 
+// One firmware revision for the mounts of a model, opened to them in phases (GET /rollouts/{id}).
+type Rollout struct {
+	ID               string `json:"id"`
+	ModelNumber      string `json:"modelNumber"`
+	SoftwareRevision string `json:"softwareRevision"`
+	// The fleet filter that narrowed the targets, as given; null for none.
+	Filter *string `json:"filter,omitempty"`
+	// Ascending cumulative percentages of the targets, the last 100.
+	Phases []int `json:"phases"`
+	// The rollout pauses itself when more than this percentage of its decided targets FAILED.
+	FailureThreshold int `json:"failureThreshold"`
+	// The fewest decided targets the failure threshold looks at.
+	MinSample int `json:"minSample"`
+	// How long after the first fetch of the install a target is decided, as a Go duration ("1h").
+	HealthWindow string `json:"healthWindow"`
+	// INSTALL_FIRMWARE is offered only while the mount says locked with the helmet present.
+	RequireIdle bool         `json:"requireIdle"`
+	State       RolloutState `json:"state"`
+	// Null unless PAUSED.
+	PausedReason *RolloutPausedReason `json:"pausedReason,omitempty"`
+	// The 0-based index in phases of the last open phase.
+	OpenPhase int `json:"openPhase"`
+	// How many mounts the rollout was created for.
+	Targets   int            `json:"targets"`
+	Counts    *RolloutCounts `json:"counts"`
+	CreatedAt DateTime       `json:"createdAt"`
+	// When it became COMPLETED or CANCELED; null before.
+	EndedAt *DateTime `json:"endedAt,omitempty"`
+}
+
+// A rollout's targets by state; each target counts once.
+type RolloutCounts struct {
+	Pending    int `json:"pending"`
+	Eligible   int `json:"eligible"`
+	Installing int `json:"installing"`
+	Healthy    int `json:"healthy"`
+	Failed     int `json:"failed"`
+}
+
+// A rollout (POST /rollouts): its targets are the ASSOCIATED mounts of the model with a device key that the filter selects now and that are not on the revision already (at most 100,000). Left out, a field takes its default.
+type RolloutInput struct {
+	ModelNumber string `json:"modelNumber"`
+	// A revision published for the model, available and not deprecated.
+	SoftwareRevision string `json:"softwareRevision"`
+	// A fleet filter narrowing the targets; default none.
+	Filter *string `json:"filter,omitempty"`
+	// 1 to 10 ascending cumulative percentages, the last 100; default [1, 10, 50, 100].
+	Phases []int `json:"phases,omitempty"`
+	// 0 to 100; default 5.
+	FailureThreshold *int `json:"failureThreshold,omitempty"`
+	// At least 1; default 10.
+	MinSample *int `json:"minSample,omitempty"`
+	// A Go duration, at most 168h; default "1h".
+	HealthWindow *string `json:"healthWindow,omitempty"`
+	// Offer the install only while the mount is locked with the helmet present; default true.
+	RequireIdle *bool `json:"requireIdle,omitempty"`
+}
+
+type RolloutMountPage struct {
+	Mounts     []RolloutTarget `json:"mounts"`
+	Pagination *Pagination     `json:"pagination"`
+}
+
+type RolloutPage struct {
+	Rollouts   []Rollout   `json:"rollouts"`
+	Pagination *Pagination `json:"pagination"`
+}
+
+// A rollout at one of its mounts.
+type RolloutTarget struct {
+	UID   string             `json:"uid"`
+	State RolloutTargetState `json:"state"`
+	// The 0-based index in the rollout's phases of the target's phase.
+	Phase int `json:"phase"`
+	// The latest INSTALL_FIRMWARE signed for the mount; null before any.
+	CommandID *string `json:"commandId,omitempty"`
+	// When the install was first fetched: the health window counts from then; null before.
+	InstallingSince *DateTime `json:"installingSince,omitempty"`
+	// Why a target FAILED ("refused: bad image", "rollback", "no report on the new revision"); null otherwise.
+	Reason *string `json:"reason,omitempty"`
+}
+
 type Subscription struct {
 }
 
@@ -531,15 +620,24 @@ type AccountEventType string
 
 const (
 	AccountEventTypeJobCompleted AccountEventType = "JOB_COMPLETED"
+	// A rollout opened a phase: its targets are offered the install.
+	AccountEventTypeRolloutPhaseOpened AccountEventType = "ROLLOUT_PHASE_OPENED"
+	// A rollout paused, by itself (FAILURE_THRESHOLD) or by an owner (MANUAL).
+	AccountEventTypeRolloutPaused AccountEventType = "ROLLOUT_PAUSED"
+	// A rollout decided its last target.
+	AccountEventTypeRolloutCompleted AccountEventType = "ROLLOUT_COMPLETED"
 )
 
 var AllAccountEventType = []AccountEventType{
 	AccountEventTypeJobCompleted,
+	AccountEventTypeRolloutPhaseOpened,
+	AccountEventTypeRolloutPaused,
+	AccountEventTypeRolloutCompleted,
 }
 
 func (e AccountEventType) IsValid() bool {
 	switch e {
-	case AccountEventTypeJobCompleted:
+	case AccountEventTypeJobCompleted, AccountEventTypeRolloutPhaseOpened, AccountEventTypeRolloutPaused, AccountEventTypeRolloutCompleted:
 		return true
 	}
 	return false
@@ -894,6 +992,12 @@ const (
 	MountEventTypeAlarmAcknowledged    MountEventType = "ALARM_ACKNOWLEDGED"
 	// Account-level (no mount): webhooks and accountEvents carry it; mountEvents and the events query never do.
 	MountEventTypeJobCompleted MountEventType = "JOB_COMPLETED"
+	// Account-level, as JOB_COMPLETED.
+	MountEventTypeRolloutPhaseOpened MountEventType = "ROLLOUT_PHASE_OPENED"
+	// Account-level, as JOB_COMPLETED.
+	MountEventTypeRolloutPaused MountEventType = "ROLLOUT_PAUSED"
+	// Account-level, as JOB_COMPLETED.
+	MountEventTypeRolloutCompleted MountEventType = "ROLLOUT_COMPLETED"
 )
 
 var AllMountEventType = []MountEventType{
@@ -914,11 +1018,14 @@ var AllMountEventType = []MountEventType{
 	MountEventTypeAlarmCleared,
 	MountEventTypeAlarmAcknowledged,
 	MountEventTypeJobCompleted,
+	MountEventTypeRolloutPhaseOpened,
+	MountEventTypeRolloutPaused,
+	MountEventTypeRolloutCompleted,
 }
 
 func (e MountEventType) IsValid() bool {
 	switch e {
-	case MountEventTypeStatesReported, MountEventTypeAssociationRequested, MountEventTypeAssociationConfirmed, MountEventTypeAssociationExpired, MountEventTypeAbandoned, MountEventTypeDeleted, MountEventTypeNfcTagsSynced, MountEventTypeCommandIssued, MountEventTypeCommandExecuted, MountEventTypeCommandRefused, MountEventTypeCommandUnconfirmed, MountEventTypeMountOffline, MountEventTypeMountOnline, MountEventTypeAlarmRaised, MountEventTypeAlarmCleared, MountEventTypeAlarmAcknowledged, MountEventTypeJobCompleted:
+	case MountEventTypeStatesReported, MountEventTypeAssociationRequested, MountEventTypeAssociationConfirmed, MountEventTypeAssociationExpired, MountEventTypeAbandoned, MountEventTypeDeleted, MountEventTypeNfcTagsSynced, MountEventTypeCommandIssued, MountEventTypeCommandExecuted, MountEventTypeCommandRefused, MountEventTypeCommandUnconfirmed, MountEventTypeMountOffline, MountEventTypeMountOnline, MountEventTypeAlarmRaised, MountEventTypeAlarmCleared, MountEventTypeAlarmAcknowledged, MountEventTypeJobCompleted, MountEventTypeRolloutPhaseOpened, MountEventTypeRolloutPaused, MountEventTypeRolloutCompleted:
 		return true
 	}
 	return false
@@ -1012,6 +1119,184 @@ func (e *Presence) UnmarshalJSON(b []byte) error {
 }
 
 func (e Presence) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Why a rollout is PAUSED: too many of its decided targets FAILED, or an owner paused it.
+type RolloutPausedReason string
+
+const (
+	RolloutPausedReasonFailureThreshold RolloutPausedReason = "FAILURE_THRESHOLD"
+	RolloutPausedReasonManual           RolloutPausedReason = "MANUAL"
+)
+
+var AllRolloutPausedReason = []RolloutPausedReason{
+	RolloutPausedReasonFailureThreshold,
+	RolloutPausedReasonManual,
+}
+
+func (e RolloutPausedReason) IsValid() bool {
+	switch e {
+	case RolloutPausedReasonFailureThreshold, RolloutPausedReasonManual:
+		return true
+	}
+	return false
+}
+
+func (e RolloutPausedReason) String() string {
+	return string(e)
+}
+
+func (e *RolloutPausedReason) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = RolloutPausedReason(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid RolloutPausedReason", str)
+	}
+	return nil
+}
+
+func (e RolloutPausedReason) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *RolloutPausedReason) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e RolloutPausedReason) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// RUNNING while its open phases are offered; PAUSED (see pausedReason) offers nothing until a person resumes it; COMPLETED once every phase opened and every target was decided; CANCELED by an owner.
+type RolloutState string
+
+const (
+	RolloutStateRunning   RolloutState = "RUNNING"
+	RolloutStatePaused    RolloutState = "PAUSED"
+	RolloutStateCompleted RolloutState = "COMPLETED"
+	RolloutStateCanceled  RolloutState = "CANCELED"
+)
+
+var AllRolloutState = []RolloutState{
+	RolloutStateRunning,
+	RolloutStatePaused,
+	RolloutStateCompleted,
+	RolloutStateCanceled,
+}
+
+func (e RolloutState) IsValid() bool {
+	switch e {
+	case RolloutStateRunning, RolloutStatePaused, RolloutStateCompleted, RolloutStateCanceled:
+		return true
+	}
+	return false
+}
+
+func (e RolloutState) String() string {
+	return string(e)
+}
+
+func (e *RolloutState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = RolloutState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid RolloutState", str)
+	}
+	return nil
+}
+
+func (e RolloutState) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *RolloutState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e RolloutState) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where a rollout stands at one mount: PENDING while its phase is not open, ELIGIBLE once it is (INSTALL_FIRMWARE is offered), INSTALLING from the first fetch of the command, then HEALTHY or FAILED.
+type RolloutTargetState string
+
+const (
+	RolloutTargetStatePending    RolloutTargetState = "PENDING"
+	RolloutTargetStateEligible   RolloutTargetState = "ELIGIBLE"
+	RolloutTargetStateInstalling RolloutTargetState = "INSTALLING"
+	RolloutTargetStateHealthy    RolloutTargetState = "HEALTHY"
+	RolloutTargetStateFailed     RolloutTargetState = "FAILED"
+)
+
+var AllRolloutTargetState = []RolloutTargetState{
+	RolloutTargetStatePending,
+	RolloutTargetStateEligible,
+	RolloutTargetStateInstalling,
+	RolloutTargetStateHealthy,
+	RolloutTargetStateFailed,
+}
+
+func (e RolloutTargetState) IsValid() bool {
+	switch e {
+	case RolloutTargetStatePending, RolloutTargetStateEligible, RolloutTargetStateInstalling, RolloutTargetStateHealthy, RolloutTargetStateFailed:
+		return true
+	}
+	return false
+}
+
+func (e RolloutTargetState) String() string {
+	return string(e)
+}
+
+func (e *RolloutTargetState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = RolloutTargetState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid RolloutTargetState", str)
+	}
+	return nil
+}
+
+func (e RolloutTargetState) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *RolloutTargetState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e RolloutTargetState) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

@@ -1,0 +1,287 @@
+// Rollouts (docs/api.md, "Rollouts"): one firmware revision for the mounts
+// of a model, opened to them in phases; a phase opens when every target of
+// the phases before it is decided, and too many failures pause the rollout
+// by itself. The rollouts page lists them with their progress; a rollout's
+// page shows its phases, its counts per state and its mounts, with Pause,
+// Resume and Cancel for owners. Both are live: ROLLOUT_* events arrive over
+// accountEvents, and the counts of a rollout under way are read again every
+// so often (an install at a mount is not an account event). The firmware
+// page starts rollouts (rolloutForm).
+import { gql, loadThenLive } from "./api.js";
+import { h, main, isOwner, fmtDate, showError, setConnection, errorText, statusBox, field } from "./ui.js";
+import { progress, pager } from "./jobs.js";
+
+export const ROLLOUT_FIELDS = "id modelNumber softwareRevision filter phases failureThreshold minSample healthWindow requireIdle state pausedReason openPhase targets counts { pending eligible installing healthy failed } createdAt endedAt";
+const TARGET_STATES = ["pending", "eligible", "installing", "healthy", "failed"];
+const PAGE_SIZE = 20;
+// How often the counts of a rollout under way are read again.
+const REFRESH_MS = 10_000;
+const ROLLOUT_EVENTS = ["ROLLOUT_PHASE_OPENED", "ROLLOUT_PAUSED", "ROLLOUT_COMPLETED"];
+const PAUSED_REASONS = { FAILURE_THRESHOLD: "too many failures", MANUAL: "paused by a person" };
+
+const rolloutLink = (r) => "#/rollouts/" + encodeURIComponent(r.id);
+const rolloutTitle = (r) => `${r.modelNumber} → ${r.softwareRevision}`;
+const underWay = (r) => r.state === "RUNNING" || r.state === "PAUSED";
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+// statePill: the state, and why a PAUSED rollout is paused.
+function statePill(r) {
+  const pill = h("span", { class: "pill rollout-state " + r.state }, r.state.toLowerCase());
+  return r.pausedReason ? h("span", {}, pill, " ", h("span", { class: "muted paused-reason" }, PAUSED_REASONS[r.pausedReason] || r.pausedReason)) : pill;
+}
+
+// bar: one bar of the targets, decided ones first (healthy, failed), then
+// those installing and eligible; pending is the rest. The words beside it
+// say the same.
+function bar(r) {
+  const decided = r.counts.healthy + r.counts.failed;
+  const track = h("span", { class: "rollout-bar", "aria-hidden": "true" }, ["healthy", "failed", "installing", "eligible"].map((s) => {
+    // Through the style object: the console's CSP refuses style attributes.
+    const seg = h("span", { class: "rollout-seg " + s });
+    seg.style.width = (r.targets ? (100 * r.counts[s]) / r.targets : 0) + "%";
+    return seg;
+  }));
+  const words = `${decided} of ${r.targets} decided` + (r.counts.failed ? `, ${r.counts.failed} failed` : "");
+  return h("div", { class: "rollout-progress", "data-rollout": r.id }, track, h("span", { class: "rollout-words num" }, words));
+}
+
+// fmtDuration: a Go duration as people write it: 1h0m0s is 1h, 1h30m0s 1h30m.
+export const fmtDuration = (d) => d.replace(/^(.*[hm])0s$/, "$1").replace(/^(.*h)0m$/, "$1");
+
+// phaseSizes: how many targets each phase holds. Phase i holds the targets
+// ranked below ceil(phases[i]% of them), less those of the phases before.
+export function phaseSizes(r) {
+  let before = 0;
+  return r.phases.map((p) => {
+    const upto = Math.ceil((p * r.targets) / 100);
+    const n = upto - before;
+    before = upto;
+    return n;
+  });
+}
+
+// phaseStatus: where phase i stands: done (its targets decided, the next
+// opened), open, waiting (to open), or never opened (a cancelled rollout).
+function phaseStatus(r, i) {
+  if (r.state === "COMPLETED" || i < r.openPhase) return "done";
+  if (i === r.openPhase) return r.state === "CANCELED" ? "stopped" : r.state === "PAUSED" ? "open, paused" : "open";
+  return r.state === "CANCELED" ? "never opened" : "waiting";
+}
+
+// rolloutEvents follows the ROLLOUT_* events from the head read before
+// load; onRollout gets each event's rollout.
+function rolloutEvents(onRollout, load) {
+  let sub = null;
+  const started = loadThenLive({
+    query: `subscription($after: ID) { accountEvents(after: $after, types: [ROLLOUT_PHASE_OPENED, ROLLOUT_PAUSED, ROLLOUT_COMPLETED]) { id type occurredAt rollout { ${ROLLOUT_FIELDS} } } }`,
+    onEvent: (ev) => ev.rollout && ROLLOUT_EVENTS.includes(ev.type) && onRollout(ev.rollout, ev.type),
+    onResync: load, onState: setConnection,
+  }).then((s) => { sub = s; }, showError);
+  return { stop: () => started.then(() => sub?.stop()) };
+}
+
+// rolloutsView: the account's rollouts, newest first, a page at a time.
+export function rolloutsView() {
+  let currentPage = 1;
+  const tbody = h("tbody");
+  const empty = h("p", { class: "empty", hidden: true }, "No rollouts yet. Start one from the firmware page, for a version of the catalogue.");
+  const pages = pager("rollouts-pager", "Pages of rollouts", (d) => { currentPage += d; load().catch(showError); });
+  const rows = new Map();
+  const row = (r) => h("tr", { "data-id": r.id, "data-state": r.state },
+    h("td", {}, h("a", { href: rolloutLink(r) }, rolloutTitle(r))),
+    h("td", {}, statePill(r)),
+    h("td", {}, `${r.openPhase + 1} of ${r.phases.length}`),
+    h("td", { class: "num" }, r.targets),
+    h("td", {}, bar(r)), h("td", {}, fmtDate(r.createdAt)));
+  // An event's rollout is as it was when the event happened, which may be
+  // older than what the page loaded: the page is read again, for a
+  // rollout it shows, or a new one (its first phase opened) on the first.
+  const show = (r) => {
+    if (rows.has(r.id) || currentPage === 1) load().catch(() => {});
+  };
+  async function load() {
+    const d = (await gql(`query($p: Int!, $n: Int!) { rollouts(currentPage: $p, pageSize: $n) { rollouts { ${ROLLOUT_FIELDS} } pagination { currentPage totalPages totalItems } } }`,
+      { p: currentPage, n: PAGE_SIZE })).rollouts;
+    rows.clear();
+    tbody.replaceChildren(...d.rollouts.map((r) => {
+      const tr = row(r);
+      rows.set(r.id, tr);
+      return tr;
+    }));
+    empty.hidden = d.rollouts.length > 0;
+    pages.show(d.pagination);
+  }
+  main.replaceChildren(h("section", { class: "card", "aria-labelledby": "rollouts-title" },
+    h("div", { class: "title" }, h("h1", { id: "rollouts-title" }, "Rollouts"),
+      h("a", { class: "button", href: "#/firmware", id: "rollouts-firmware-link" }, "Start one from the firmware page")),
+    h("p", { class: "muted" }, "Each rollout offers a firmware revision to the mounts of a model, phase by phase; a target is decided by the reports its mount signs after the install."),
+    h("div", { class: "scroll" }, h("table", { id: "rollouts" }, h("caption", { class: "sr-only" }, "Rollouts"),
+      h("thead", {}, h("tr", {}, ["Rollout", "State", "Phase", "Mounts", "Progress", "Created"].map((t) => h("th", { scope: "col" }, t)))), tbody)),
+    empty, pages));
+  // While a rollout shown is under way its counts move: read the page again.
+  const timer = setInterval(() => {
+    if ([...rows.values()].some((tr) => tr.dataset.state === "RUNNING" || tr.dataset.state === "PAUSED")) load().catch(() => {});
+  }, REFRESH_MS);
+  const sub = rolloutEvents(show, load);
+  return () => {
+    clearInterval(timer);
+    sub.stop();
+  };
+}
+
+// rolloutView: one rollout, its phases, its counts, its mounts a page at a
+// time, and Pause, Resume and Cancel for owners, each enabled in the state
+// it applies to.
+export function rolloutView(id) {
+  let rollout = null;
+  let currentPage = 1;
+  const head = h("div", { id: "rollout-head" }, h("p", { class: "muted" }, "Loading…"));
+  const phases = h("ol", { id: "rollout-phases", class: "phases" });
+  const counts = h("div", { id: "rollout-counts" });
+  const status = statusBox("rollout-status");
+  const tbody = h("tbody");
+  const pages = pager("rollout-mounts-pager", "Pages of the rollout's mounts", (d) => { currentPage += d; loadMounts().catch(showError); });
+  const title = h("h1", { id: "rollout-title" }, "Rollout");
+  // Each action: its button, the state it applies in, its mutation, what
+  // it says when done, and the question it asks first.
+  const actions = [
+    ["pause", "Pause", (r) => r.state === "RUNNING", `mutation($id: ID!) { change: pauseRollout(id: $id) { ${ROLLOUT_FIELDS} } }`,
+      "The rollout is paused: nothing is offered until it is resumed.", null],
+    ["resume", "Resume", (r) => r.state === "PAUSED", `mutation($id: ID!) { change: resumeRollout(id: $id) { ${ROLLOUT_FIELDS} } }`,
+      "The rollout is resumed: the failure threshold counts afresh.", null],
+    ["cancel", "Cancel rollout", underWay, `mutation($id: ID!) { change: cancelRollout(id: $id) { ${ROLLOUT_FIELDS} } }`, "The rollout is cancelled.",
+      (r) => `Cancel the rollout of ${r.softwareRevision} to the ${r.modelNumber} mounts? No mount will be offered it any more; those that installed it keep it.`],
+  ];
+  const buttons = actions.map(([name, label, allowed, mutation, done, ask]) => {
+    const b = h("button", { type: "button", id: "rollout-" + name, class: name === "cancel" ? "danger" : undefined, disabled: true, onclick: async () => {
+      if (ask && !confirm(ask(rollout))) return;
+      for (const x of buttons) x.disabled = true;
+      try {
+        showRollout((await gql(mutation, { id })).change);
+        status.say(done);
+        await loadMounts();
+      } catch (err) {
+        status.say(errorText(err), true);
+        showRollout(rollout);
+      }
+    } }, label);
+    b.allowed = allowed;
+    return b;
+  });
+  const toolbar = h("div", { class: "toolbar", role: "group", "aria-label": "Rollout actions", hidden: !isOwner() }, buttons);
+
+  function showRollout(r) {
+    rollout = r;
+    title.textContent = rolloutTitle(r);
+    head.replaceChildren(h("dl", { class: "command-parts", id: "rollout-details", "data-state": r.state, "data-open-phase": r.openPhase },
+      h("dt", {}, "State"), h("dd", {}, statePill(r)),
+      h("dt", {}, "Model"), h("dd", {}, r.modelNumber),
+      h("dt", {}, "Revision"), h("dd", {}, r.softwareRevision),
+      h("dt", {}, "Filter"), h("dd", {}, r.filter ? h("code", {}, r.filter) : "every mount of the model"),
+      h("dt", {}, "Mounts"), h("dd", {}, r.targets),
+      h("dt", {}, "Pauses when"), h("dd", {}, `more than ${r.failureThreshold}% of at least ${plural(r.minSample, "decided mount")} failed`),
+      h("dt", {}, "Health window"), h("dd", {}, fmtDuration(r.healthWindow)),
+      h("dt", {}, "Install"), h("dd", {}, r.requireIdle ? "only while locked with the helmet present" : "whenever a phone passes"),
+      h("dt", {}, "Created"), h("dd", {}, fmtDate(r.createdAt)),
+      r.endedAt ? [h("dt", {}, "Ended"), h("dd", {}, fmtDate(r.endedAt))] : []));
+    const sizes = phaseSizes(r);
+    phases.replaceChildren(...r.phases.map((p, i) => {
+      const st = phaseStatus(r, i);
+      return h("li", { "data-phase": i, "data-status": st, class: "phase " + st.replace(/[^a-z]+/g, "-"), "aria-current": i === r.openPhase && underWay(r) ? "step" : undefined },
+        h("span", { class: "phase-name" }, `Phase ${i + 1}`), h("span", { class: "muted" }, ` up to ${p}% · ${plural(sizes[i], "mount")} · `),
+        h("span", { class: "phase-status" }, st));
+    }));
+    counts.replaceChildren(progress(r, TARGET_STATES));
+    for (const b of buttons) b.disabled = !b.allowed(r);
+  }
+  async function loadRollout() {
+    showRollout((await gql(`query($id: ID!) { rollout(id: $id) { ${ROLLOUT_FIELDS} } }`, { id })).rollout);
+  }
+  async function loadMounts() {
+    const d = (await gql(`query($id: ID!, $p: Int!, $n: Int!) { rolloutMounts(id: $id, currentPage: $p, pageSize: $n) { mounts { uid state phase commandId installingSince reason } pagination { currentPage totalPages totalItems } } }`,
+      { id, p: currentPage, n: PAGE_SIZE })).rolloutMounts;
+    tbody.replaceChildren(...d.mounts.map((m) => h("tr", { "data-uid": m.uid, "data-state": m.state },
+      h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(m.uid) }, m.uid)),
+      h("td", {}, m.phase + 1),
+      h("td", {}, h("span", { class: "target-state " + m.state }, m.state.toLowerCase())),
+      h("td", {}, m.installingSince ? fmtDate(m.installingSince) : "—"),
+      h("td", {}, m.commandId ? h("code", {}, m.commandId) : "—"),
+      h("td", { class: "wrap" }, m.reason || ""))));
+    if (!d.mounts.length) tbody.append(h("tr", {}, h("td", { colspan: 6, class: "empty" }, "No mounts: none of the model was selected.")));
+    pages.show(d.pagination);
+  }
+  main.replaceChildren(h("p", {}, h("a", { href: "#/rollouts" }, "← Rollouts")),
+    h("section", { class: "card", id: "rollout", "aria-labelledby": "rollout-title" }, h("div", { class: "title" }, title, toolbar), head, status),
+    h("section", { class: "card", "aria-labelledby": "rollout-progress-title" }, h("h2", { id: "rollout-progress-title" }, "Progress"),
+      h("p", { class: "muted" }, "A phase opens when every mount of the phases before it is decided: healthy once it signed a report on the new revision within the health window, failed on a refusal, a rollback or no such report."),
+      h("div", { class: "rollout-columns" }, h("div", {}, h("h3", {}, "Phases"), phases), h("div", {}, h("h3", {}, "Mounts by state"), counts))),
+    h("section", { class: "card", "aria-labelledby": "rollout-mounts-title" }, h("h2", { id: "rollout-mounts-title" }, "Mounts"),
+      h("div", { class: "scroll" }, h("table", { id: "rollout-mounts" }, h("thead", {}, h("tr", {}, ["Mount", "Phase", "State", "Installing since", "Command", "Reason"].map((t) => h("th", { scope: "col" }, t)))), tbody)), pages));
+  const reload = () => Promise.all([loadRollout(), loadMounts()]);
+  const timer = setInterval(() => { if (rollout && underWay(rollout)) reload().catch(() => {}); }, REFRESH_MS);
+  // An event's rollout is as it was when the event happened, which may be
+  // older than what the page loaded: read it again instead.
+  // What happened by itself is said too (a pause from this page says its own).
+  const sub = rolloutEvents((r, type) => {
+    if (r.id !== id) return;
+    if (type === "ROLLOUT_PAUSED" && r.pausedReason === "FAILURE_THRESHOLD") {
+      status.say(`The rollout paused itself: more than ${r.failureThreshold}% of its decided mounts failed. Nothing is offered until it is resumed.`, true);
+    } else if (type === "ROLLOUT_PHASE_OPENED") status.say(`Phase ${r.openPhase + 1} opened: its mounts are offered the install.`);
+    else if (type === "ROLLOUT_COMPLETED") status.say("The rollout is complete: every mount is decided.");
+    reload().catch(showError);
+  }, reload);
+  return () => {
+    clearInterval(timer);
+    sub.stop();
+  };
+}
+
+// rolloutForm: an owner's form to start a rollout of a catalogue version;
+// open(version) shows it for that version's model and revision.
+export function rolloutForm() {
+  const model = h("input", { id: "rollout-model", name: "modelNumber", required: true, maxlength: 100, autocomplete: "off", spellcheck: "false" });
+  const revision = h("input", { id: "rollout-revision", name: "softwareRevision", required: true, maxlength: 100, autocomplete: "off", spellcheck: "false" });
+  const phasesIn = h("input", { id: "rollout-phases-input", name: "phases", value: "1, 10, 50, 100", required: true, pattern: "\\s*\\d+(\\s*,\\s*\\d+)*\\s*",
+    "aria-describedby": "rollout-phases-help", autocomplete: "off", spellcheck: "false" });
+  const threshold = h("input", { id: "rollout-threshold", name: "failureThreshold", type: "number", min: 0, max: 100, value: 5, required: true });
+  const minSample = h("input", { id: "rollout-min-sample", name: "minSample", type: "number", min: 1, value: 10, required: true });
+  const healthWindow = h("input", { id: "rollout-window", name: "healthWindow", value: "1h", required: true, "aria-describedby": "rollout-window-help", autocomplete: "off", spellcheck: "false" });
+  const idle = h("input", { id: "rollout-idle", name: "requireIdle", type: "checkbox", checked: true });
+  const filter = h("input", { id: "rollout-filter", name: "filter", maxlength: 2000, placeholder: 'presence = "ONLINE"', autocomplete: "off", spellcheck: "false" });
+  const status = statusBox("rollout-form-status");
+  const title = h("h2", { id: "rollout-form-title" }, "Start a rollout");
+  const form = h("form", { id: "rollout-form", class: "card", "aria-labelledby": "rollout-form-title", hidden: true, onsubmit: async (e) => {
+    e.preventDefault();
+    const m = model.value.trim(), rev = revision.value.trim(), f = filter.value.trim();
+    if (!confirm(`Start rolling out ${rev} to the ${m} mounts${f ? ` that “${f}” selects` : ""}? Each phase is offered the install when a phone next passes its mounts.`)) return;
+    try {
+      const r = (await gql(`mutation($in: RolloutInput!) { createRollout(input: $in) { ${ROLLOUT_FIELDS} } }`, { in: {
+        modelNumber: m, softwareRevision: rev, filter: f || undefined,
+        phases: phasesIn.value.split(",").map((p) => p.trim()).filter((p) => p !== "").map(Number),
+        failureThreshold: Number(threshold.value), minSample: Number(minSample.value), healthWindow: healthWindow.value.trim(), requireIdle: idle.checked } })).createRollout;
+      status.replaceChildren(`Rollout started for ${plural(r.targets, "mount")}: `, h("a", { href: rolloutLink(r), id: "rollout-created" }, rolloutTitle(r)), ".");
+      status.className = "form-status";
+      status.setAttribute("role", "status");
+    } catch (err) {
+      status.say(errorText(err), true);
+    }
+  } }, title,
+  h("p", { class: "muted" }, "Its mounts are the associated ones of the model, with a device key, that the filter selects now and that run another revision. They are ranked by a stable hash of their uid and split into the phases; a phase opens when every mount of the ones before it is decided."),
+  h("div", { class: "toolbar" }, field("Model", model), field("Revision", revision), field("Phases (cumulative %)", phasesIn),
+    field("Failure threshold (%)", threshold), field("Minimum sample", minSample), field("Health window", healthWindow)),
+  h("p", { class: "muted", id: "rollout-phases-help" }, "Phases: ascending percentages of the mounts, the last 100, e.g. 1, 10, 50, 100. The rollout pauses itself when more than the threshold of at least the minimum sample of decided mounts failed."),
+  h("p", { class: "muted", id: "rollout-window-help" }, "Health window: how long after its install a mount has to sign a report on the new revision (a Go duration: 30m, 1h, 24h; at most 168h)."),
+  h("div", { class: "toolbar" }, Object.assign(field("Filter (optional)", filter), { className: "field wide" }),
+    h("label", { class: "check", for: "rollout-idle" }, idle, " Only while locked with the helmet present"),
+    h("button", { class: "primary", type: "submit" }, "Start rollout…")), status);
+  form.open = (v) => {
+    model.value = v.modelNumber;
+    revision.value = v.softwareRevision;
+    title.textContent = `Start a rollout of ${v.softwareRevision} for ${v.modelNumber}`;
+    status.replaceChildren();
+    form.hidden = false;
+    form.scrollIntoView({ block: "nearest" });
+    phasesIn.focus();
+  };
+  return form;
+}
