@@ -119,6 +119,11 @@ type RolloutTarget struct {
 	// the rollout's revision (nil before any); a verified report on
 	// another revision with a higher counter is a rollback.
 	NewRevisionCounter *uint64
+	// OldRevisionCounter is the highest counter of a verified report on
+	// another revision seen while INSTALLING (nil before any): reports
+	// may be relayed late, so a report on the rollout's revision with a
+	// lower counter is a rollback too.
+	OldRevisionCounter *uint64
 	// Reason says why a target FAILED: "refused: <reason>", "rollback",
 	// or "no report on the new revision".
 	Reason    string
@@ -217,8 +222,8 @@ type RolloutStore interface {
 //     and the target ELIGIBLE or INSTALLING.
 //   - A rollout command's REFUSED decision: RefuseRolloutTarget, then
 //     AdvanceRollout; events to CommandDecision.JobEvents.
-//   - A verified report (ReportCheck.Counter set) on an INSTALLING target
-//     of a RUNNING or PAUSED rollout: ObserveRolloutReport, then
+//   - A verified report (ReportCheck.Counter set) on an ELIGIBLE or
+//     INSTALLING target of a RUNNING or PAUSED rollout: ObserveRolloutReport, then
 //     AdvanceRollout; events to ReportCheck.RolloutEvents.
 
 // AssignRolloutPhases splits uids into phases: ranked by a stable hash of
@@ -264,25 +269,42 @@ func RefuseRolloutTarget(t RolloutTarget, reason string, now time.Time) (Rollout
 }
 
 // ObserveRolloutReport is the rule for a verified report with counter on
-// revision at an INSTALLING target of r: on r's revision it raises
-// NewRevisionCounter; on another revision with a counter above
-// NewRevisionCounter it is a rollback: FAILED at once.
+// revision at a target of r, in whatever order reports arrive (a phone
+// may relay them late). At an INSTALLING target: on r's revision it
+// raises NewRevisionCounter, but a counter below OldRevisionCounter means
+// the old revision ran after the new one: a rollback, FAILED at once; on
+// another revision it raises OldRevisionCounter, and a counter above
+// NewRevisionCounter is a rollback. At an ELIGIBLE target a report on r's
+// revision (installed by hand) makes it INSTALLING from now, so the
+// health window counts from it and the install is not offered again.
 func ObserveRolloutReport(r Rollout, t RolloutTarget, revision string, counter uint64, now time.Time) (RolloutTarget, bool) {
-	if t.State != TargetStateInstalling || revision == "" {
+	if revision == "" {
 		return t, false
 	}
-	if revision == r.SoftwareRevision {
+	c := counter
+	switch {
+	case t.State == TargetStateEligible && revision == r.SoftwareRevision:
+		t.State, t.InstallingSince, t.NewRevisionCounter, t.UpdatedAt = TargetStateInstalling, now, &c, now
+		return t, true
+	case t.State != TargetStateInstalling:
+		return t, false
+	case revision == r.SoftwareRevision:
+		if t.OldRevisionCounter != nil && counter < *t.OldRevisionCounter {
+			t.State, t.Reason, t.UpdatedAt = TargetStateFailed, "rollback", now
+			return t, true
+		}
 		if t.NewRevisionCounter != nil && *t.NewRevisionCounter >= counter {
 			return t, false
 		}
-		c := counter
 		t.NewRevisionCounter, t.UpdatedAt = &c, now
 		return t, true
-	}
-	if t.NewRevisionCounter == nil || counter <= *t.NewRevisionCounter {
+	case t.NewRevisionCounter != nil && counter > *t.NewRevisionCounter:
+		t.State, t.Reason, t.UpdatedAt = TargetStateFailed, "rollback", now
+		return t, true
+	case t.OldRevisionCounter != nil && *t.OldRevisionCounter >= counter:
 		return t, false
 	}
-	t.State, t.Reason, t.UpdatedAt = TargetStateFailed, "rollback", now
+	t.OldRevisionCounter, t.UpdatedAt = &c, now
 	return t, true
 }
 

@@ -47,7 +47,10 @@ CREATE UNIQUE INDEX rollouts_one_live ON rollouts (account_id, model_number) WHE
 -- health window of an INSTALLING target of a RUNNING or PAUSED rollout
 -- ends (NULL otherwise: a canceled rollout's targets are never decided);
 -- new_revision_counter is the highest counter of a verified report on the
--- rollout's revision (NULL before any); reason says why a target FAILED.
+-- rollout's revision (NULL before any); old_revision_counter the highest
+-- counter of a verified report on another revision while INSTALLING (NULL
+-- before any: reports may arrive out of order, and a new-revision report
+-- below it is a rollback); reason says why a target FAILED.
 CREATE TABLE rollout_targets (
     rollout_id TEXT NOT NULL REFERENCES rollouts (id) ON DELETE CASCADE,
     mount_uid TEXT NOT NULL,
@@ -57,6 +60,7 @@ CREATE TABLE rollout_targets (
     installing_since BIGINT,
     decide_at BIGINT,
     new_revision_counter BIGINT,
+    old_revision_counter BIGINT,
     reason TEXT NOT NULL,
     updated_at BIGINT NOT NULL,
     PRIMARY KEY (rollout_id, mount_uid)

@@ -104,6 +104,7 @@ type rolloutTargetRow struct {
 	InstallingSince    sql.NullInt64 `bun:"installing_since"`
 	DecideAt           sql.NullInt64 `bun:"decide_at"`
 	NewRevisionCounter sql.NullInt64 `bun:"new_revision_counter"`
+	OldRevisionCounter sql.NullInt64 `bun:"old_revision_counter"`
 	Reason             string        `bun:"reason"`
 	UpdatedAt          int64         `bun:"updated_at"`
 }
@@ -114,11 +115,23 @@ func (r *rolloutTargetRow) toTarget() core.RolloutTarget {
 	if r.InstallingSince.Valid {
 		t.InstallingSince = fromMillis(r.InstallingSince.Int64)
 	}
-	if r.NewRevisionCounter.Valid {
-		c := uint64(r.NewRevisionCounter.Int64)
-		t.NewRevisionCounter = &c
-	}
+	t.NewRevisionCounter, t.OldRevisionCounter = fromCounter(r.NewRevisionCounter), fromCounter(r.OldRevisionCounter)
 	return t
+}
+
+func fromCounter(n sql.NullInt64) *uint64 {
+	if !n.Valid {
+		return nil
+	}
+	c := uint64(n.Int64)
+	return &c
+}
+
+func toCounter(c *uint64) sql.NullInt64 {
+	if c == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: int64(*c), Valid: true}
 }
 
 func rolloutNotFound(id string) error {
@@ -267,14 +280,11 @@ func (s *Store) saveTarget(ctx context.Context, tx bun.Tx, r core.Rollout, t cor
 	if t.State == core.TargetStateInstalling {
 		decideAt = sql.NullInt64{Int64: millis(t.InstallingSince.Add(r.HealthWindow)), Valid: true}
 	}
-	counter := sql.NullInt64{}
-	if t.NewRevisionCounter != nil {
-		counter = sql.NullInt64{Int64: int64(*t.NewRevisionCounter), Valid: true}
-	}
 	since := sql.NullInt64{Int64: optMillis(t.InstallingSince), Valid: !t.InstallingSince.IsZero()}
 	_, err := tx.NewRaw(`UPDATE rollout_targets SET state = ?, command_id = ?, installing_since = ?, decide_at = ?,
-		new_revision_counter = ?, reason = ?, updated_at = ? WHERE rollout_id = ? AND mount_uid = ?`,
-		string(t.State), t.CommandID, since, decideAt, counter, t.Reason, millis(t.UpdatedAt), t.RolloutID, t.UID).Exec(ctx)
+		new_revision_counter = ?, old_revision_counter = ?, reason = ?, updated_at = ? WHERE rollout_id = ? AND mount_uid = ?`,
+		string(t.State), t.CommandID, since, decideAt, toCounter(t.NewRevisionCounter), toCounter(t.OldRevisionCounter),
+		t.Reason, millis(t.UpdatedAt), t.RolloutID, t.UID).Exec(ctx)
 	return err
 }
 
@@ -620,14 +630,14 @@ func (s *Store) moveRolloutTarget(ctx context.Context, tx bun.Tx, r *core.Rollou
 }
 
 // observeRolloutReport applies a verified report of mount uid to its
-// INSTALLING targets of RUNNING or PAUSED rollouts of accountID
+// ELIGIBLE and INSTALLING targets of RUNNING or PAUSED rollouts of accountID
 // (rollout_targets_offered), each under its rollout's lock, and returns
 // the events appended.
 func (s *Store) observeRolloutReport(ctx context.Context, tx bun.Tx, uid, accountID, revision string, counter uint64,
 	now time.Time) ([]*core.Event, error) {
 	var ids []string
 	if err := tx.NewRaw(`SELECT t.rollout_id FROM rollout_targets t JOIN rollouts r ON r.id = t.rollout_id
-		WHERE t.mount_uid = ? AND t.state = 'INSTALLING' AND r.account_id = ? AND r.state IN ('RUNNING', 'PAUSED')
+		WHERE t.mount_uid = ? AND t.state IN ('ELIGIBLE', 'INSTALLING') AND r.account_id = ? AND r.state IN ('RUNNING', 'PAUSED')
 		ORDER BY t.rollout_id`, uid, accountID).Scan(ctx, &ids); err != nil {
 		return nil, err
 	}

@@ -38,6 +38,10 @@ func cloneTarget(t core.RolloutTarget) core.RolloutTarget {
 		c := *t.NewRevisionCounter
 		t.NewRevisionCounter = &c
 	}
+	if t.OldRevisionCounter != nil {
+		c := *t.OldRevisionCounter
+		t.OldRevisionCounter = &c
+	}
 	return t
 }
 
@@ -340,7 +344,7 @@ func (s *Store) refuseRolloutTargetLocked(c core.Command, now time.Time) []*core
 }
 
 // observeRolloutReportLocked applies a verified report of mount uid to
-// its INSTALLING targets and returns the events appended.
+// its ELIGIBLE and INSTALLING targets and returns the events appended.
 func (s *Store) observeRolloutReportLocked(uid, accountID, revision string, counter uint64, now time.Time) []*core.Event {
 	var out []*core.Event
 	for id, r := range s.ro.rollouts {
@@ -348,7 +352,7 @@ func (s *Store) observeRolloutReportLocked(uid, accountID, revision string, coun
 			continue
 		}
 		t, ok := s.ro.targets[id][uid]
-		if !ok || t.State != core.TargetStateInstalling {
+		if !ok || (t.State != core.TargetStateInstalling && t.State != core.TargetStateEligible) {
 			continue
 		}
 		next, changed := core.ObserveRolloutReport(*r, *t, revision, counter, ms(now))

@@ -29,6 +29,7 @@ func RunRollouts(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RolloutCreation", rolloutCreation},
 		{"RolloutProgress", rolloutProgress},
 		{"RolloutChanges", rolloutChanges},
+		{"RolloutLateReports", rolloutLateReports},
 		{"RacingRolloutSweeps", racingRolloutSweeps},
 		{"RacingRolloutCreations", racingRolloutCreations},
 		{"RacingRolloutMoves", racingRolloutMoves},
@@ -404,6 +405,60 @@ func rolloutProgress(t *testing.T, store Store) {
 	}
 	if offers, err := store.RolloutOffers(ctx, c, "acc_a"); err != nil || len(offers) != 0 {
 		t.Fatalf("a completed rollout offers %+v, %v", offers, err)
+	}
+}
+
+// rolloutLateReports: reports relayed out of order still catch a
+// rollback (the old revision at counter 9, then the new one at 7), the
+// counter kept across transactions; a verified report on the new
+// revision at an ELIGIBLE target (installed by hand) makes it INSTALLING
+// from then, with no offer left.
+func rolloutLateReports(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	uids := []string{"RL1", "RL2"}
+	for _, uid := range uids {
+		deviceMount(t, store, uid, "acc_a", "RX", "1.0.0", false, t0)
+	}
+	ro := newRollout("ro_l", "acc_a", []int{100}, t0)
+	ro.FailureThreshold = 100
+	if _, _, err := store.CreateRollout(ctx, ro, core.MountFilter{}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.InsertCommand(ctx, installCommand("RL1", "acc_a", "ro_l", 1, t0), nil); err != nil {
+		t.Fatal(err)
+	}
+	t1 := t0.Add(time.Second)
+	verifiedReport(t, store, "RL1", "acc_a", "1.0.0", 9, t1)
+	if tg := rolloutTargets(t, store, "acc_a", "ro_l")["RL1"]; tg.State != core.TargetStateInstalling ||
+		tg.OldRevisionCounter == nil || *tg.OldRevisionCounter != 9 {
+		t.Fatalf("after the old report: %+v", tg)
+	}
+	verifiedReport(t, store, "RL1", "acc_a", "2.0.0", 7, t1.Add(time.Second))
+	if tg := rolloutTargets(t, store, "acc_a", "ro_l")["RL1"]; tg.State != core.TargetStateFailed || tg.Reason != "rollback" {
+		t.Fatalf("new@7 after old@9: %+v", tg)
+	}
+
+	t2 := t1.Add(2 * time.Second)
+	verifiedReport(t, store, "RL2", "acc_a", "2.0.0", 4, t2)
+	tg := rolloutTargets(t, store, "acc_a", "ro_l")["RL2"]
+	if tg.State != core.TargetStateInstalling || !tg.InstallingSince.Equal(t2) || tg.NewRevisionCounter == nil ||
+		*tg.NewRevisionCounter != 4 || tg.CommandID != "" {
+		t.Fatalf("installed by hand: %+v", tg)
+	}
+	if r, err := store.Rollout(ctx, "acc_a", "ro_l"); err != nil || r.Counts != (core.RolloutCounts{Installing: 1, Failed: 1}) {
+		t.Fatalf("rollout = %+v, %v", r.Counts, err)
+	}
+	// Its health window counts from the report: HEALTHY at its end.
+	if n, _, err := store.DecideRolloutTargets(ctx, t2.Add(ro.HealthWindow-time.Millisecond), 10); err != nil || n != 0 {
+		t.Fatalf("before the window's end: %d, %v", n, err)
+	}
+	if n, _, err := store.DecideRolloutTargets(ctx, t2.Add(ro.HealthWindow), 10); err != nil || n != 1 {
+		t.Fatalf("at the window's end: %d, %v", n, err)
+	}
+	if tg := rolloutTargets(t, store, "acc_a", "ro_l")["RL2"]; tg.State != core.TargetStateHealthy {
+		t.Fatalf("decided: %+v", tg)
 	}
 }
 
