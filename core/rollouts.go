@@ -147,8 +147,11 @@ const (
 	DefaultRolloutFailureThreshold = 5
 	DefaultRolloutMinSample        = 10
 	DefaultRolloutHealthWindow     = time.Hour
-	MaxRolloutHealthWindow         = 168 * time.Hour
-	MaxRolloutPhases               = 10
+	// MinRolloutHealthWindow: the stores keep instants in milliseconds;
+	// a window of at least a second is one they all keep exactly.
+	MinRolloutHealthWindow = time.Second
+	MaxRolloutHealthWindow = 168 * time.Hour
+	MaxRolloutPhases       = 10
 	// MaxRolloutTargets bounds one rollout's mounts, as a job's.
 	MaxRolloutTargets = MaxJobTargets
 	// RolloutSweepEvery is how often each replica decides the targets
@@ -575,8 +578,8 @@ func (s *RolloutService) CreateRollout(ctx context.Context, p Principal, in Roll
 		switch {
 		case err != nil:
 			v.Add("healthWindow", "must be a duration such as \"1h\" or \"30m\"")
-		case d <= 0:
-			v.Add("healthWindow", "must be positive")
+		case d < MinRolloutHealthWindow:
+			v.Add("healthWindow", "must be at least %s", MinRolloutHealthWindow)
 		case d > MaxRolloutHealthWindow:
 			v.Add("healthWindow", "must be at most %s", MaxRolloutHealthWindow)
 		default:

@@ -518,6 +518,8 @@ func TestRolloutValidation(t *testing.T) {
 		{"min sample 0", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", MinSample: ptr(0)}, "minSample"},
 		{"window not a duration", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", HealthWindow: ptr("1 hour")}, "healthWindow"},
 		{"window 0", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", HealthWindow: ptr("0s")}, "healthWindow"},
+		{"window under a millisecond", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", HealthWindow: ptr("500us")}, "healthWindow"},
+		{"window under a second", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", HealthWindow: ptr("999ms")}, "healthWindow"},
 		{"window negative", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", HealthWindow: ptr("-1h")}, "healthWindow"},
 		{"window too long", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", HealthWindow: ptr("168h1s")}, "healthWindow"},
 		{"bad filter", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", Filter: &bad}, "filter"},
