@@ -66,8 +66,9 @@ CREATE TABLE rollout_targets (
     PRIMARY KEY (rollout_id, mount_uid)
 );
 --bun:split
--- The sweep reads the INSTALLING targets whose health window ended.
-CREATE INDEX rollout_targets_due ON rollout_targets (decide_at) WHERE state = 'INSTALLING' AND decide_at IS NOT NULL;
+-- The sweep reads the INSTALLING targets whose health window ended, in
+-- (decide_at, rollout_id, mount_uid) order: the index gives that order.
+CREATE INDEX rollout_targets_due ON rollout_targets (decide_at, rollout_id, mount_uid) WHERE state = 'INSTALLING' AND decide_at IS NOT NULL;
 --bun:split
 -- A phone's fetch (and a verified report) at a mount reads the mount's
 -- offered targets.
