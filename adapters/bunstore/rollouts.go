@@ -416,29 +416,39 @@ func (s *Store) ChangeRollout(ctx context.Context, accountID, id string, now tim
 }
 
 // RolloutOffers implements core.RolloutStore: the mount's offered targets
-// (rollout_targets_offered), then their rollouts.
+// (rollout_targets_offered) joined with their RUNNING rollouts of the
+// account in one statement, however many canceled rollouts the mount was
+// a target of.
 func (s *Store) RolloutOffers(ctx context.Context, uid, accountID string) ([]core.RolloutOffer, error) {
-	var targets []rolloutTargetRow
-	if err := s.db.NewSelect().Model(&targets).
-		Where("mount_uid = ? AND state IN ('ELIGIBLE', 'INSTALLING')", uid).Order("rollout_id").Scan(ctx); err != nil {
+	var rows []struct {
+		rolloutRow       `bun:"extend"`
+		TargetPhase      int           `bun:"t_phase"`
+		TargetState      string        `bun:"t_state"`
+		TargetCommandID  string        `bun:"t_command_id"`
+		TargetSince      sql.NullInt64 `bun:"t_installing_since"`
+		TargetNewCounter sql.NullInt64 `bun:"t_new_revision_counter"`
+		TargetOldCounter sql.NullInt64 `bun:"t_old_revision_counter"`
+		TargetReason     string        `bun:"t_reason"`
+		TargetUpdatedAt  int64         `bun:"t_updated_at"`
+	}
+	if err := s.db.NewRaw(`SELECT r.*, t.phase AS t_phase, t.state AS t_state, t.command_id AS t_command_id,
+			t.installing_since AS t_installing_since, t.new_revision_counter AS t_new_revision_counter,
+			t.old_revision_counter AS t_old_revision_counter, t.reason AS t_reason, t.updated_at AS t_updated_at
+		FROM rollout_targets t JOIN rollouts r ON r.id = t.rollout_id
+		WHERE t.mount_uid = ? AND t.state IN ('ELIGIBLE', 'INSTALLING') AND r.account_id = ? AND r.state = 'RUNNING'
+		ORDER BY t.rollout_id`, uid, accountID).Scan(ctx, &rows); err != nil {
 		return nil, err
 	}
-	out := []core.RolloutOffer{}
-	for i := range targets {
-		var row rolloutRow
-		err := s.db.NewSelect().Model(&row).Where("id = ? AND account_id = ? AND state = 'RUNNING'",
-			targets[i].RolloutID, accountID).Scan(ctx)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
+	out := make([]core.RolloutOffer, 0, len(rows))
+	for i := range rows {
+		r, err := rows[i].toRollout()
 		if err != nil {
 			return nil, err
 		}
-		r, err := row.toRollout()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, core.RolloutOffer{Rollout: r, Target: targets[i].toTarget()})
+		t := rolloutTargetRow{RolloutID: r.ID, MountUID: uid, Phase: rows[i].TargetPhase, State: rows[i].TargetState,
+			CommandID: rows[i].TargetCommandID, InstallingSince: rows[i].TargetSince, NewRevisionCounter: rows[i].TargetNewCounter,
+			OldRevisionCounter: rows[i].TargetOldCounter, Reason: rows[i].TargetReason, UpdatedAt: rows[i].TargetUpdatedAt}
+		out = append(out, core.RolloutOffer{Rollout: r, Target: t.toTarget()})
 	}
 	return out, nil
 }
