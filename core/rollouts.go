@@ -228,6 +228,11 @@ type RolloutStore interface {
 //   - A verified report (ReportCheck.Counter set) on an ELIGIBLE or
 //     INSTALLING target of a RUNNING or PAUSED rollout: ObserveRolloutReport, then
 //     AdvanceRollout; events to ReportCheck.RolloutEvents.
+//   - The mount leaves the account (DeleteMount, AbandonMount,
+//     ExpireAssociation, ClaimMount by another account), the mount's row
+//     locked first: LeaveRolloutTarget on its undecided targets of the
+//     account's RUNNING or PAUSED rollouts, then AdvanceRollout; events
+//     to the mount event's Then.
 
 // AssignRolloutPhases splits uids into phases: ranked by a stable hash of
 // the uid, the first ceil(phases[0]% of n) get phase 0, and so on up to
@@ -268,6 +273,23 @@ func RefuseRolloutTarget(t RolloutTarget, reason string, now time.Time) (Rollout
 		return t, false
 	}
 	t.State, t.Reason, t.UpdatedAt = TargetStateFailed, "refused: "+reason, now
+	return t, true
+}
+
+// RolloutReasonMountLeft is why a target FAILED whose mount left the
+// account (deleted, abandoned, its association expired, associated with
+// another account): it says nothing about the firmware, so the failure
+// threshold's sample does not count it.
+const RolloutReasonMountLeft = "mount left the account"
+
+// LeaveRolloutTarget is the rule for a target whose mount left the
+// rollout's account: PENDING, ELIGIBLE or INSTALLING, it FAILED (so it no
+// longer holds its phase open); decided, it stays.
+func LeaveRolloutTarget(t RolloutTarget, now time.Time) (RolloutTarget, bool) {
+	if t.State.Finished() {
+		return t, false
+	}
+	t.State, t.Reason, t.UpdatedAt = TargetStateFailed, RolloutReasonMountLeft, now
 	return t, true
 }
 
@@ -340,14 +362,15 @@ func (c *RolloutCounts) slot(s RolloutTargetState) *int {
 	return &c.Pending
 }
 
-// ApplyRolloutTarget moves r's counts (and sample) from t to next.
+// ApplyRolloutTarget moves r's counts (and sample, but for a mount that
+// left the account) from t to next.
 func ApplyRolloutTarget(r *Rollout, t, next RolloutTarget) {
 	if t.State == next.State {
 		return
 	}
 	*r.Counts.slot(t.State)--
 	*r.Counts.slot(next.State)++
-	if next.State.Finished() && !t.State.Finished() {
+	if next.State.Finished() && !t.State.Finished() && next.Reason != RolloutReasonMountLeft {
 		if next.State == TargetStateHealthy {
 			r.SampleHealthy++
 		} else {

@@ -174,6 +174,28 @@ func TestApplyRolloutTarget(t *testing.T) {
 	}
 }
 
+func TestLeaveRolloutTarget(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	for _, s := range []core.RolloutTargetState{core.TargetStatePending, core.TargetStateEligible, core.TargetStateInstalling} {
+		got, changed := core.LeaveRolloutTarget(core.RolloutTarget{State: s}, now)
+		if !changed || got.State != core.TargetStateFailed || got.Reason != core.RolloutReasonMountLeft || !got.UpdatedAt.Equal(now) {
+			t.Fatalf("%s: %+v, %v", s, got, changed)
+		}
+		r := core.Rollout{Targets: 1}
+		*map[core.RolloutTargetState]*int{core.TargetStatePending: &r.Counts.Pending, core.TargetStateEligible: &r.Counts.Eligible,
+			core.TargetStateInstalling: &r.Counts.Installing}[s] = 1
+		core.ApplyRolloutTarget(&r, core.RolloutTarget{State: s}, got)
+		if r.Counts != (core.RolloutCounts{Failed: 1}) || r.SampleFailed != 0 || r.SampleHealthy != 0 {
+			t.Fatalf("%s: the sample counts a mount that left: %+v", s, r)
+		}
+	}
+	for _, s := range []core.RolloutTargetState{core.TargetStateHealthy, core.TargetStateFailed} {
+		if got, changed := core.LeaveRolloutTarget(core.RolloutTarget{State: s}, now); changed || got.State != s {
+			t.Fatalf("%s: %+v, %v", s, got, changed)
+		}
+	}
+}
+
 func TestAdvanceRollout(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	base := func(mod func(*core.Rollout)) core.Rollout {

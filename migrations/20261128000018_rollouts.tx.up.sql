@@ -74,6 +74,9 @@ CREATE INDEX rollout_targets_due ON rollout_targets (decide_at, rollout_id, moun
 -- offered targets.
 CREATE INDEX rollout_targets_offered ON rollout_targets (mount_uid, rollout_id) WHERE state IN ('ELIGIBLE', 'INSTALLING');
 --bun:split
+-- A mount leaving the account fails its undecided targets.
+CREATE INDEX rollout_targets_undecided ON rollout_targets (mount_uid) WHERE state IN ('PENDING', 'ELIGIBLE', 'INSTALLING');
+--bun:split
 -- Opening a phase turns its PENDING targets ELIGIBLE in one statement.
 CREATE INDEX rollout_targets_pending ON rollout_targets (rollout_id, phase) WHERE state = 'PENDING';
 --bun:split

@@ -680,6 +680,48 @@ func (s *Store) observeRolloutReport(ctx context.Context, tx bun.Tx, uid, accoun
 	return out, nil
 }
 
+// leaveRolloutTargets fails the undecided targets of mount uid in the
+// RUNNING or PAUSED rollouts of every account but keep ("" for all): the
+// mount left those accounts. The caller has locked the mount's row (its
+// UPDATE or DELETE), so the lock order is the mount's, then each
+// rollout's, as InsertCommand's. It returns the events appended.
+func (s *Store) leaveRolloutTargets(ctx context.Context, tx bun.Tx, uid, keep string, now time.Time) ([]*core.Event, error) {
+	var ids []string
+	if err := tx.NewRaw(`SELECT t.rollout_id FROM rollout_targets t JOIN rollouts r ON r.id = t.rollout_id
+		WHERE t.mount_uid = ? AND t.state IN ('PENDING', 'ELIGIBLE', 'INSTALLING') AND r.account_id <> ?
+			AND r.state IN ('RUNNING', 'PAUSED')
+		ORDER BY t.rollout_id`, uid, keep).Scan(ctx, &ids); err != nil {
+		return nil, err
+	}
+	var out []*core.Event
+	for _, id := range ids {
+		r, err := s.lockRollout(ctx, tx, id)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil || r.AccountID == keep || (r.State != core.RolloutRunning && r.State != core.RolloutPaused) {
+			continue
+		}
+		t, err := s.rolloutTarget(ctx, tx, id, uid)
+		if err != nil {
+			return nil, err
+		}
+		if t == nil {
+			continue
+		}
+		next, changed := core.LeaveRolloutTarget(*t, fromMillis(millis(now)))
+		if !changed {
+			continue
+		}
+		events, err := s.moveRolloutTarget(ctx, tx, r, *t, next, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, events...)
+	}
+	return out, nil
+}
+
 // eventRollout is a rollout as a ROLLOUT_* event carries it, instants as
 // Unix milliseconds (0: none), the health window in milliseconds.
 type eventRollout struct {

@@ -369,3 +369,38 @@ func (s *Store) observeRolloutReportLocked(uid, accountID, revision string, coun
 	}
 	return out
 }
+
+// leaveRolloutsLocked fails the undecided targets of mount uid in the
+// RUNNING or PAUSED rollouts of every account but keep ("" for all): the
+// mount left those accounts. The events go to e's Then (when given).
+func (s *Store) leaveRolloutsLocked(e *core.Event, uid, keep string, now time.Time) {
+	ids := make([]string, 0)
+	for id, r := range s.ro.rollouts {
+		if r.AccountID != keep && rolloutLive(r) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var out []*core.Event
+	for _, id := range ids {
+		r := s.ro.rollouts[id]
+		t, ok := s.ro.targets[id][uid]
+		if !ok {
+			continue
+		}
+		next, changed := core.LeaveRolloutTarget(*t, ms(now))
+		if !changed {
+			continue
+		}
+		core.ApplyRolloutTarget(r, *t, next)
+		*t = next
+		events := s.advanceRolloutLocked(r, ms(now))
+		for _, ev := range events {
+			s.appendAccountLocked(ev)
+		}
+		out = append(out, events...)
+	}
+	if e != nil {
+		e.Then = out
+	}
+}

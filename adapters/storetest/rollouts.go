@@ -30,6 +30,7 @@ func RunRollouts(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RolloutProgress", rolloutProgress},
 		{"RolloutChanges", rolloutChanges},
 		{"RolloutLateReports", rolloutLateReports},
+		{"RolloutMountLeaves", rolloutMountLeaves},
 		{"RacingRolloutSweeps", racingRolloutSweeps},
 		{"RacingRolloutCreations", racingRolloutCreations},
 		{"RacingRolloutMoves", racingRolloutMoves},
@@ -459,6 +460,83 @@ func rolloutLateReports(t *testing.T, store Store) {
 	}
 	if tg := rolloutTargets(t, store, "acc_a", "ro_l")["RL2"]; tg.State != core.TargetStateHealthy {
 		t.Fatalf("decided: %+v", tg)
+	}
+}
+
+// rolloutMountLeaves: a target whose mount leaves the account (deleted,
+// abandoned) FAILED "mount left the account" in the mount's transaction,
+// outside the failure sample, and the rollout moves on: the next phase
+// opens, then it completes; the rollout events hang on the mount's event.
+// A refreshed claim by the same account leaves the targets alone.
+func rolloutMountLeaves(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	uids := []string{"RM1", "RM2", "RM3", "RM4"}
+	for _, uid := range uids {
+		deviceMount(t, store, uid, "acc_a", "RX", "1.0.0", false, t0)
+	}
+	ro := newRollout("ro_m", "acc_a", []int{25, 100}, t0)
+	ro.MinSample, ro.FailureThreshold = 1, 0
+	if _, _, err := store.CreateRollout(ctx, ro, core.MountFilter{}, t0); err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	var rest []string
+	for i, p := range core.AssignRolloutPhases(uids, ro.Phases) {
+		if p == 0 {
+			first = uids[i]
+		} else {
+			rest = append(rest, uids[i])
+		}
+	}
+	if _, err := store.ClaimMount(ctx, core.Claim{UID: first, AccountID: "acc_a", Now: t0, Deadline: t0.Add(time.Hour),
+		Key: testKey()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if tg := rolloutTargets(t, store, "acc_a", "ro_m")[first]; tg.State != core.TargetStateEligible {
+		t.Fatalf("after the owner's claim: %+v", tg)
+	}
+	if err := store.InsertCommand(ctx, installCommand(first, "acc_a", "ro_m", 1, t0), nil); err != nil {
+		t.Fatal(err)
+	}
+	t1 := t0.Add(time.Second)
+	del := &core.Event{Type: core.EventDeleted, UID: first, AccountID: "acc_a", OccurredAt: t1}
+	if _, err := store.DeleteMount(ctx, first, "acc_a", del); err != nil {
+		t.Fatal(err)
+	}
+	if tg := rolloutTargets(t, store, "acc_a", "ro_m")[first]; tg.State != core.TargetStateFailed || tg.Reason != core.RolloutReasonMountLeft {
+		t.Fatalf("deleted: %+v", tg)
+	}
+	if len(del.Then) != 1 || del.Then[0].Type != core.EventRolloutPhaseOpened || del.Then[0].Rollout.OpenPhase != 1 {
+		t.Fatalf("the delete's rollout events: %+v", del.Then)
+	}
+	r, err := store.Rollout(ctx, "acc_a", "ro_m")
+	if err != nil || r.State != core.RolloutRunning || r.SampleFailed != 0 ||
+		r.Counts != (core.RolloutCounts{Eligible: 3, Failed: 1}) {
+		t.Fatalf("after the delete (no pause: the sample is empty): %+v, %v", r, err)
+	}
+	for i, uid := range rest {
+		if i == 0 {
+			if err := store.InsertCommand(ctx, installCommand(uid, "acc_a", "ro_m", 10, t1), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ab := &core.Event{Type: core.EventAbandoned, UID: uid, AccountID: "acc_a", OccurredAt: t1}
+		if _, err := store.AbandonMount(ctx, uid, "acc_a", t1, ab); err != nil {
+			t.Fatal(err)
+		}
+		if last := i == len(rest)-1; last != (len(ab.Then) == 1 && ab.Then[0].Type == core.EventRolloutCompleted) || !last && len(ab.Then) != 0 {
+			t.Fatalf("the abandon of %s: %+v", uid, ab.Then)
+		}
+	}
+	r, err = store.Rollout(ctx, "acc_a", "ro_m")
+	if err != nil || r.State != core.RolloutCompleted || r.SampleFailed != 0 || r.Counts != (core.RolloutCounts{Failed: 4}) {
+		t.Fatalf("after the abandons: %+v, %v", r, err)
+	}
+	types, _ := rolloutEventTypes(t, store, "acc_a")
+	if !slices.Equal(types, []core.EventType{core.EventRolloutPhaseOpened, core.EventRolloutPhaseOpened, core.EventRolloutCompleted}) {
+		t.Fatalf("rollout events %v", types)
 	}
 }
 
