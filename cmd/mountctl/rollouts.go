@@ -114,6 +114,24 @@ func parsePhases(s string) ([]int, error) {
 	return out, nil
 }
 
+// phaseStatus labels phase i of r: "open, passed" before the open phase;
+// the open phase "open, current", or "open, last" once the rollout
+// COMPLETED; "waiting" after it; from the open phase on, "canceled" once
+// the rollout is CANCELED.
+func phaseStatus(r rolloutView, i int) string {
+	switch {
+	case i < r.OpenPhase:
+		return "open, passed"
+	case r.State == "CANCELED":
+		return "canceled"
+	case i == r.OpenPhase && r.State == "COMPLETED":
+		return "open, last"
+	case i == r.OpenPhase:
+		return "open, current"
+	}
+	return "waiting"
+}
+
 // printRollout prints a rollout, its counts per state, each phase's size
 // and whether it is open, and one page of its targets.
 func printRollout(o io.Writer, r rolloutView, mounts []rolloutTargetView, pagination map[string]int) {
@@ -133,16 +151,7 @@ func printRollout(o io.Writer, r rolloutView, mounts []rolloutTargetView, pagina
 		byPhase[t.Phase][t.State]++
 	}
 	for i, size := range phaseSizes(r.Phases, r.Targets) {
-		status := "waiting"
-		switch {
-		case i < r.OpenPhase:
-			status = "open, passed"
-		case i == r.OpenPhase && (r.State == "COMPLETED" || r.State == "CANCELED"):
-			status = "open, last"
-		case i == r.OpenPhase:
-			status = "open, current"
-		}
-		line := fmt.Sprintf("  phase %d  up to %3d%%  %d mounts  %s", i+1, r.Phases[i], size, status)
+		line := fmt.Sprintf("  phase %d  up to %3d%%  %d mounts  %s", i+1, r.Phases[i], size, phaseStatus(r, i))
 		if complete {
 			s := byPhase[i]
 			decided := s["HEALTHY"] + s["FAILED"]

@@ -217,6 +217,27 @@ func TestRolloutsCommand(t *testing.T) {
 	})
 }
 
+func TestPhaseStatus(t *testing.T) {
+	for _, c := range []struct {
+		state string
+		open  int
+		want  []string
+	}{
+		{"RUNNING", 1, []string{"open, passed", "open, current", "waiting"}},
+		{"PAUSED", 0, []string{"open, current", "waiting", "waiting"}},
+		{"COMPLETED", 2, []string{"open, passed", "open, passed", "open, last"}},
+		{"CANCELED", 1, []string{"open, passed", "canceled", "canceled"}},
+		{"CANCELED", 2, []string{"open, passed", "open, passed", "canceled"}},
+	} {
+		r := rolloutView{State: c.state, OpenPhase: c.open, Phases: []int{10, 50, 100}}
+		for i, want := range c.want {
+			if got := phaseStatus(r, i); got != want {
+				t.Errorf("%s open %d: phase %d %q, want %q", c.state, c.open, i, got, want)
+			}
+		}
+	}
+}
+
 func TestPhaseSizes(t *testing.T) {
 	for _, c := range []struct {
 		phases  []int
