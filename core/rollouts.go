@@ -253,15 +253,31 @@ func AssignRolloutPhases(uids []string, phases []int) []int {
 		return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(uids[a.i], uids[b.i]))
 	})
 	out := make([]int, n)
-	phase := 0
-	for rank, o := range order {
-		// Phase i holds the ranks below ceil(phases[i] × n / 100).
-		for phase < len(phases)-1 && rank >= (phases[phase]*n+99)/100 {
-			phase++
+	rank := 0
+	for phase, size := range RolloutPhaseSizes(phases, n) {
+		for range size {
+			out[order[rank].i] = phase
+			rank++
 		}
-		out[o.i] = phase
 	}
 	return out
+}
+
+// RolloutPhaseSizes is how many of n targets each phase holds: phase i
+// takes the ranks below ceil(phases[i]% of n), cumulatively; the last
+// phase takes whatever is left.
+func RolloutPhaseSizes(phases []int, n int) []int {
+	sizes := make([]int, len(phases))
+	below := 0
+	for i, p := range phases {
+		upTo := max(min((p*n+99)/100, n), below)
+		if i == len(phases)-1 {
+			upTo = n
+		}
+		sizes[i] = upTo - below
+		below = upTo
+	}
+	return sizes
 }
 
 // RefuseRolloutTarget is the rule for a REFUSED receipt of the target's

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/mountd/mountd/core"
 )
 
 // rolloutCounts and rolloutView are a Rollout as the API shows it
@@ -59,20 +61,6 @@ func (r rolloutView) line() string {
 		line += fmt.Sprintf("  filter %q", r.Filter)
 	}
 	return line
-}
-
-// phaseSizes is how many targets each phase holds: phase i takes the
-// ranks below ceil(phases[i]% of targets), cumulatively.
-func phaseSizes(phases []int, targets int) []int {
-	sizes := make([]int, len(phases))
-	below := 0
-	for i, p := range phases {
-		upTo := (p*targets + 99) / 100
-		upTo = max(min(upTo, targets), below)
-		sizes[i] = upTo - below
-		below = upTo
-	}
-	return sizes
 }
 
 // rolloutTargetView is a rollout at one of its mounts.
@@ -150,7 +138,7 @@ func printRollout(o io.Writer, r rolloutView, mounts []rolloutTargetView, pagina
 		}
 		byPhase[t.Phase][t.State]++
 	}
-	for i, size := range phaseSizes(r.Phases, r.Targets) {
+	for i, size := range core.RolloutPhaseSizes(r.Phases, r.Targets) {
 		line := fmt.Sprintf("  phase %d  up to %3d%%  %d mounts  %s", i+1, r.Phases[i], size, phaseStatus(r, i))
 		if complete {
 			s := byPhase[i]
@@ -166,12 +154,7 @@ func printRollout(o io.Writer, r rolloutView, mounts []rolloutTargetView, pagina
 }
 
 func rolloutsCommand(s *settings, out *printer) *cli.Command {
-	rolloutID := func(cmd *cli.Command) (string, error) {
-		if cmd.Args().Len() != 1 {
-			return "", fmt.Errorf("give the rollout's id")
-		}
-		return cmd.Args().First(), nil
-	}
+	rolloutID := oneID("rollout")
 	change := func(verb, usage string) *cli.Command {
 		return &cli.Command{
 			Name: verb, Usage: usage, ArgsUsage: "ID",

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mountd/mountd/core"
 )
 
 const fakeRollout = `{"id":"ro_1","modelNumber":"HM-1","softwareRevision":"1.3.0","filter":"","phases":[10,50,100],` +
@@ -250,8 +252,8 @@ func TestPhaseSizes(t *testing.T) {
 		{[]int{100}, 7, []int{7}},
 		{[]int{33, 66, 100}, 3, []int{1, 1, 1}},
 	} {
-		if got := phaseSizes(c.phases, c.targets); !slices.Equal(got, c.want) {
-			t.Errorf("phaseSizes(%v, %d) = %v, want %v", c.phases, c.targets, got, c.want)
+		if got := core.RolloutPhaseSizes(c.phases, c.targets); !slices.Equal(got, c.want) {
+			t.Errorf("RolloutPhaseSizes(%v, %d) = %v, want %v", c.phases, c.targets, got, c.want)
 		}
 	}
 	if got, err := parsePhases("1, 10,50%,100"); err != nil || !slices.Equal(got, []int{1, 10, 50, 100}) {
