@@ -19,50 +19,47 @@ var _ core.RolloutStore = (*Store)(nil)
 
 type rolloutRow struct {
 	bun.BaseModel    `bun:"table:rollouts"`
-	ID               string        `bun:"id,pk"`
-	AccountID        string        `bun:"account_id"`
-	ModelNumber      string        `bun:"model_number"`
-	SoftwareRevision string        `bun:"software_revision"`
-	SHA256           string        `bun:"sha256"`
-	Size             int64         `bun:"size"`
-	Filter           string        `bun:"filter"`
-	Phases           string        `bun:"phases"`
-	FailureThreshold int           `bun:"failure_threshold"`
-	MinSample        int           `bun:"min_sample"`
-	HealthWindow     int64         `bun:"health_window"`
-	RequireIdle      bool          `bun:"require_idle"`
-	State            string        `bun:"state"`
-	PausedReason     string        `bun:"paused_reason"`
-	OpenPhase        int           `bun:"open_phase"`
-	Targets          int           `bun:"targets"`
-	Pending          int           `bun:"pending"`
-	Eligible         int           `bun:"eligible"`
-	Installing       int           `bun:"installing"`
-	Healthy          int           `bun:"healthy"`
-	Failed           int           `bun:"failed"`
-	SampleHealthy    int           `bun:"sample_healthy"`
-	SampleFailed     int           `bun:"sample_failed"`
-	CreatedAt        int64         `bun:"created_at"`
-	EndedAt          sql.NullInt64 `bun:"ended_at"`
-	CreatedBy        string        `bun:"created_by"`
+	ID               string        `bun:"id,pk" json:"id"`
+	AccountID        string        `bun:"account_id" json:"accountId"`
+	ModelNumber      string        `bun:"model_number" json:"modelNumber"`
+	SoftwareRevision string        `bun:"software_revision" json:"softwareRevision"`
+	SHA256           string        `bun:"sha256" json:"sha256"`
+	Size             int64         `bun:"size" json:"size"`
+	Filter           string        `bun:"filter" json:"filter"`
+	Phases           string        `bun:"phases" json:"phases"`
+	FailureThreshold int           `bun:"failure_threshold" json:"failureThreshold"`
+	MinSample        int           `bun:"min_sample" json:"minSample"`
+	HealthWindow     int64         `bun:"health_window" json:"healthWindow"`
+	RequireIdle      bool          `bun:"require_idle" json:"requireIdle"`
+	State            string        `bun:"state" json:"state"`
+	PausedReason     string        `bun:"paused_reason" json:"pausedReason"`
+	OpenPhase        int           `bun:"open_phase" json:"openPhase"`
+	Targets          int           `bun:"targets" json:"targets"`
+	Pending          int           `bun:"pending" json:"pending"`
+	Eligible         int           `bun:"eligible" json:"eligible"`
+	Installing       int           `bun:"installing" json:"installing"`
+	Healthy          int           `bun:"healthy" json:"healthy"`
+	Failed           int           `bun:"failed" json:"failed"`
+	SampleHealthy    int           `bun:"sample_healthy" json:"sampleHealthy"`
+	SampleFailed     int           `bun:"sample_failed" json:"sampleFailed"`
+	CreatedAt        int64         `bun:"created_at" json:"createdAt"`
+	EndedAt          sql.NullInt64 `bun:"ended_at" json:"endedAt"`
+	CreatedBy        string        `bun:"created_by" json:"createdBy"`
 }
 
-func toRolloutRow(r core.Rollout) (*rolloutRow, error) {
+func toRolloutRow(r core.Rollout) *rolloutRow {
 	phases := r.Phases
 	if phases == nil {
 		phases = []int{}
 	}
-	b, err := json.Marshal(phases)
-	if err != nil {
-		return nil, err
-	}
+	b, _ := json.Marshal(phases) // a []int always marshals
 	return &rolloutRow{ID: r.ID, AccountID: r.AccountID, ModelNumber: r.ModelNumber, SoftwareRevision: r.SoftwareRevision,
 		SHA256: r.SHA256, Size: r.Size, Filter: r.Filter, Phases: string(b), FailureThreshold: r.FailureThreshold,
 		MinSample: r.MinSample, HealthWindow: r.HealthWindow.Milliseconds(), RequireIdle: r.RequireIdle, State: string(r.State),
 		PausedReason: r.PausedReason, OpenPhase: r.OpenPhase, Targets: r.Targets, Pending: r.Counts.Pending,
 		Eligible: r.Counts.Eligible, Installing: r.Counts.Installing, Healthy: r.Counts.Healthy, Failed: r.Counts.Failed,
 		SampleHealthy: r.SampleHealthy, SampleFailed: r.SampleFailed, CreatedAt: millis(r.CreatedAt),
-		EndedAt: sql.NullInt64{Int64: optMillis(r.EndedAt), Valid: !r.EndedAt.IsZero()}, CreatedBy: r.CreatedBy}, nil
+		EndedAt: sql.NullInt64{Int64: optMillis(r.EndedAt), Valid: !r.EndedAt.IsZero()}, CreatedBy: r.CreatedBy}
 }
 
 func (r *rolloutRow) toRollout() (core.Rollout, error) {
@@ -195,11 +192,7 @@ func (s *Store) CreateRollout(ctx context.Context, r core.Rollout, f core.MountF
 				r.Counts.Pending++
 			}
 		}
-		row, err := toRolloutRow(r)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
+		if _, err := tx.NewInsert().Model(toRolloutRow(r)).Exec(ctx); err != nil {
 			if isUniqueViolation(err) {
 				return core.Errorf(core.CodeConflict, "a rollout of model %q is RUNNING or PAUSED already; cancel it first", r.ModelNumber)
 			}
@@ -225,19 +218,10 @@ func (s *Store) CreateRollout(ctx context.Context, r core.Rollout, f core.MountF
 				return err
 			}
 		}
-		events = []*core.Event{core.RolloutEvent(core.EventRolloutPhaseOpened, r, now)}
-		more, err := s.advanceRollout(ctx, tx, &r, now)
+		var err error
+		events, err = s.settleRollout(ctx, tx, &r, now, []*core.Event{core.RolloutEvent(core.EventRolloutPhaseOpened, r, now)})
 		if err != nil {
 			return err
-		}
-		events = append(events, more...)
-		if err := s.saveRollout(ctx, tx, r); err != nil {
-			return err
-		}
-		for _, e := range events {
-			if err := s.appendAccountEvent(ctx, tx, e); err != nil {
-				return err
-			}
 		}
 		out = r
 		return s.recordAudit(ctx, tx)
@@ -261,6 +245,26 @@ func (s *Store) advanceRollout(ctx context.Context, tx bun.Tx, r *core.Rollout, 
 		n, err := res.RowsAffected()
 		return int(n), err
 	})
+}
+
+// settleRollout ends every transition of r: the gates (advanceRollout),
+// r saved, and events (the transition's own) with the gates' appended to
+// the log; it returns them all.
+func (s *Store) settleRollout(ctx context.Context, tx bun.Tx, r *core.Rollout, now time.Time, events []*core.Event) ([]*core.Event, error) {
+	more, err := s.advanceRollout(ctx, tx, r, now)
+	if err != nil {
+		return nil, err
+	}
+	events = append(events, more...)
+	if err := s.saveRollout(ctx, tx, *r); err != nil {
+		return nil, err
+	}
+	for _, e := range events {
+		if err := s.appendAccountEvent(ctx, tx, e); err != nil {
+			return nil, err
+		}
+	}
+	return events, nil
 }
 
 // saveRollout writes what the transitions move of r.
@@ -387,24 +391,14 @@ func (s *Store) ChangeRollout(ctx context.Context, accountID, id string, now tim
 		if events, err = change(r); err != nil {
 			return err
 		}
-		more, err := s.advanceRollout(ctx, tx, r, now)
-		if err != nil {
-			return err
-		}
-		events = append(events, more...)
-		if err := s.saveRollout(ctx, tx, *r); err != nil {
-			return err
-		}
 		if r.State == core.RolloutCanceled {
 			if _, err := tx.NewRaw(`UPDATE rollout_targets SET decide_at = NULL WHERE rollout_id = ? AND state = 'INSTALLING'`,
 				r.ID).Exec(ctx); err != nil {
 				return err
 			}
 		}
-		for _, e := range events {
-			if err := s.appendAccountEvent(ctx, tx, e); err != nil {
-				return err
-			}
+		if events, err = s.settleRollout(ctx, tx, r, now, events); err != nil {
+			return err
 		}
 		out = *r
 		return s.recordAudit(ctx, tx)
@@ -527,17 +521,9 @@ func (s *Store) DecideRolloutTargets(ctx context.Context, now time.Time, limit i
 			if !moved {
 				continue
 			}
-			more, err := s.advanceRollout(ctx, tx, r, now)
+			more, err := s.settleRollout(ctx, tx, r, now, nil)
 			if err != nil {
 				return err
-			}
-			if err := s.saveRollout(ctx, tx, *r); err != nil {
-				return err
-			}
-			for _, e := range more {
-				if err := s.appendAccountEvent(ctx, tx, e); err != nil {
-					return err
-				}
 			}
 			events = append(events, more...)
 		}
@@ -624,19 +610,7 @@ func (s *Store) moveRolloutTarget(ctx context.Context, tx bun.Tx, r *core.Rollou
 	if err := s.saveTarget(ctx, tx, *r, next); err != nil {
 		return nil, err
 	}
-	events, err := s.advanceRollout(ctx, tx, r, fromMillis(millis(now)))
-	if err != nil {
-		return nil, err
-	}
-	if err := s.saveRollout(ctx, tx, *r); err != nil {
-		return nil, err
-	}
-	for _, e := range events {
-		if err := s.appendAccountEvent(ctx, tx, e); err != nil {
-			return nil, err
-		}
-	}
-	return events, nil
+	return s.settleRollout(ctx, tx, r, fromMillis(millis(now)), nil)
 }
 
 // observeRolloutReport applies a verified report of mount uid to its
@@ -722,67 +696,26 @@ func (s *Store) leaveRolloutTargets(ctx context.Context, tx bun.Tx, uid, keep st
 	return out, nil
 }
 
-// eventRollout is a rollout as a ROLLOUT_* event carries it, instants as
-// Unix milliseconds (0: none), the health window in milliseconds.
-type eventRollout struct {
-	ID               string `json:"id"`
-	AccountID        string `json:"accountId"`
-	ModelNumber      string `json:"modelNumber"`
-	SoftwareRevision string `json:"softwareRevision"`
-	SHA256           string `json:"sha256"`
-	Size             int64  `json:"size"`
-	Filter           string `json:"filter"`
-	Phases           []int  `json:"phases"`
-	FailureThreshold int    `json:"failureThreshold"`
-	MinSample        int    `json:"minSample"`
-	HealthWindow     int64  `json:"healthWindow"`
-	RequireIdle      bool   `json:"requireIdle"`
-	State            string `json:"state"`
-	PausedReason     string `json:"pausedReason,omitempty"`
-	OpenPhase        int    `json:"openPhase"`
-	Targets          int    `json:"targets"`
-	Pending          int    `json:"pending"`
-	Eligible         int    `json:"eligible"`
-	Installing       int    `json:"installing"`
-	Healthy          int    `json:"healthy"`
-	Failed           int    `json:"failed"`
-	SampleHealthy    int    `json:"sampleHealthy"`
-	SampleFailed     int    `json:"sampleFailed"`
-	CreatedAt        int64  `json:"createdAt"`
-	EndedAt          int64  `json:"endedAt,omitempty"`
-	CreatedBy        string `json:"createdBy"`
-}
+// eventRollout is a rollout as a ROLLOUT_* event carries it: its row,
+// one conversion for both.
+type eventRollout = rolloutRow
 
 func toEventRollout(r *core.Rollout) *eventRollout {
 	if r == nil {
 		return nil
 	}
-	phases := r.Phases
-	if phases == nil {
-		phases = []int{}
-	}
-	return &eventRollout{ID: r.ID, AccountID: r.AccountID, ModelNumber: r.ModelNumber, SoftwareRevision: r.SoftwareRevision,
-		SHA256: r.SHA256, Size: r.Size, Filter: r.Filter, Phases: phases, FailureThreshold: r.FailureThreshold,
-		MinSample: r.MinSample, HealthWindow: r.HealthWindow.Milliseconds(), RequireIdle: r.RequireIdle, State: string(r.State),
-		PausedReason: r.PausedReason, OpenPhase: r.OpenPhase, Targets: r.Targets, Pending: r.Counts.Pending,
-		Eligible: r.Counts.Eligible, Installing: r.Counts.Installing, Healthy: r.Counts.Healthy, Failed: r.Counts.Failed,
-		SampleHealthy: r.SampleHealthy, SampleFailed: r.SampleFailed, CreatedAt: millis(r.CreatedAt),
-		EndedAt: optMillis(r.EndedAt), CreatedBy: r.CreatedBy}
+	return toRolloutRow(*r)
 }
 
+// fromEventRollout reads an event's rollout; phases that do not parse
+// (never written so) leave it out.
 func fromEventRollout(r *eventRollout) *core.Rollout {
 	if r == nil {
 		return nil
 	}
-	phases := r.Phases
-	if phases == nil {
-		phases = []int{}
+	out, err := r.toRollout()
+	if err != nil {
+		return nil
 	}
-	return &core.Rollout{ID: r.ID, AccountID: r.AccountID, ModelNumber: r.ModelNumber, SoftwareRevision: r.SoftwareRevision,
-		SHA256: r.SHA256, Size: r.Size, Filter: r.Filter, Phases: phases, FailureThreshold: r.FailureThreshold,
-		MinSample: r.MinSample, HealthWindow: time.Duration(r.HealthWindow) * time.Millisecond, RequireIdle: r.RequireIdle,
-		State: core.RolloutState(r.State), PausedReason: r.PausedReason, OpenPhase: r.OpenPhase, Targets: r.Targets,
-		Counts: core.RolloutCounts{Pending: r.Pending, Eligible: r.Eligible, Installing: r.Installing, Healthy: r.Healthy,
-			Failed: r.Failed}, SampleHealthy: r.SampleHealthy, SampleFailed: r.SampleFailed,
-		CreatedAt: fromMillis(r.CreatedAt), EndedAt: optTime(r.EndedAt), CreatedBy: r.CreatedBy}
+	return &out
 }
