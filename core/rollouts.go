@@ -224,7 +224,7 @@ type RolloutStore interface {
 //     CommandID; CONFLICT, nothing stored, unless the rollout is RUNNING
 //     and the target ELIGIBLE or INSTALLING.
 //   - A rollout command's REFUSED decision: RefuseRolloutTarget, then
-//     AdvanceRollout; events to CommandDecision.JobEvents.
+//     AdvanceRollout; events to CommandDecision.AccountEvents.
 //   - A verified report (ReportCheck.Counter set) on an ELIGIBLE or
 //     INSTALLING target of a RUNNING or PAUSED rollout: ObserveRolloutReport, then
 //     AdvanceRollout; events to ReportCheck.RolloutEvents.

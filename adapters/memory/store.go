@@ -681,13 +681,13 @@ func (s *Store) DecideCommand(_ context.Context, d core.CommandDecision, e *core
 	}
 	c.Status, c.StatusAt, c.Reason, c.Verified, c.counter = d.Status, at, d.Reason, d.Verified, d.Counter
 	if c.JobID != "" {
-		if je := s.moveJobTargetLocked(c.Command, d.At); je != nil && d.JobEvents != nil {
-			*d.JobEvents = append(*d.JobEvents, je)
+		if je := s.moveJobTargetLocked(c.Command, d.At); je != nil && d.AccountEvents != nil {
+			*d.AccountEvents = append(*d.AccountEvents, je)
 		}
 	}
 	if c.RolloutID != "" && c.Status == core.CommandRefused {
-		if re := s.refuseRolloutTargetLocked(c.Command, d.At); len(re) > 0 && d.JobEvents != nil {
-			*d.JobEvents = append(*d.JobEvents, re...)
+		if re := s.refuseRolloutTargetLocked(c.Command, d.At); len(re) > 0 && d.AccountEvents != nil {
+			*d.AccountEvents = append(*d.AccountEvents, re...)
 		}
 	}
 	if m, ok := s.mounts[d.UID]; ok && e != nil {

@@ -118,11 +118,11 @@ func verifiedReport(t *testing.T, store Store, uid, accountID, revision string, 
 func refuseCommand(t *testing.T, store Store, uid, accountID, id, reason string, counter uint64, at time.Time) []*core.Event {
 	t.Helper()
 	d := core.CommandDecision{UID: uid, AccountID: accountID, ID: id, Status: core.CommandRefused, Reason: reason,
-		Counter: counter, Verified: true, At: at, JobEvents: &[]*core.Event{}}
+		Counter: counter, Verified: true, At: at, AccountEvents: &[]*core.Event{}}
 	if _, _, err := store.DecideCommand(context.Background(), d, nil); err != nil {
 		t.Fatalf("DecideCommand(%s): %v", id, err)
 	}
-	return *d.JobEvents
+	return *d.AccountEvents
 }
 
 // rolloutCreation: the targets are the ASSOCIATED mounts of the account
@@ -770,7 +770,7 @@ func racingRolloutMoves(t *testing.T, store Store) {
 			}
 			if i%3 == 0 {
 				d := core.CommandDecision{UID: uid, AccountID: "acc_a", ID: nonceOf(i), Status: core.CommandRefused, Reason: "bad image",
-					Counter: 9, Verified: true, At: t0, JobEvents: &[]*core.Event{}}
+					Counter: 9, Verified: true, At: t0, AccountEvents: &[]*core.Event{}}
 				if _, _, err := store.DecideCommand(ctx, d, nil); err != nil {
 					t.Error(err)
 				}
