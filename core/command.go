@@ -171,7 +171,7 @@ type CommandStore interface {
 	// to the command as it now stands. COMMAND_NOT_FOUND when accountID
 	// issued no such command to the mount. A job command's target moves in
 	// the same transaction (core.AdvanceJobTarget); a job thereby completed
-	// gets its JOB_COMPLETED event, added to d.JobEvents.
+	// gets its JOB_COMPLETED event, added to d.AccountEvents.
 	DecideCommand(ctx context.Context, d CommandDecision, e *Event) (c Command, changed bool, err error)
 	// UnconfirmCommands turns up to limit ISSUED commands whose ExpiresAt
 	// is at or before now UNCONFIRMED (StatusAt now) with one conditional

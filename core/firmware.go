@@ -175,9 +175,21 @@ func validateModel(model string) error {
 	return nil
 }
 
-// candidates returns the model's visible versions and, of them, the
-// non-deprecated latest by semantic version (nil when there is none).
-func (s *FirmwareService) candidates(ctx context.Context, model string) ([]FirmwareVersion, *FirmwareVersion, error) {
+// opening is what every check-update and download begins with: p may
+// read firmware, model is given, rev (when given) is a semantic version;
+// it returns the model's visible versions (FIRMWARE_NOT_FOUND when there
+// are none) and rev parsed.
+func (s *FirmwareService) opening(ctx context.Context, p Principal, model string, rev *string) ([]FirmwareVersion, *semver.Version, error) {
+	if err := p.Authorize(ActionReadFirmware); err != nil {
+		return nil, nil, err
+	}
+	if err := validateModel(model); err != nil {
+		return nil, nil, err
+	}
+	current, err := parseRevision(rev)
+	if err != nil {
+		return nil, nil, err
+	}
 	all, err := s.store.ModelFirmware(ctx, model, s.now().UTC())
 	if err != nil {
 		return nil, nil, err
@@ -185,6 +197,12 @@ func (s *FirmwareService) candidates(ctx context.Context, model string) ([]Firmw
 	if len(all) == 0 {
 		return nil, nil, Errorf(CodeFirmwareNotFound, "no firmware for model %q", model)
 	}
+	return all, current, nil
+}
+
+// latestOf returns the non-deprecated latest of all by semantic version
+// (nil when there is none).
+func latestOf(all []FirmwareVersion) (*FirmwareVersion, *semver.Version) {
 	var latest *FirmwareVersion
 	var latestVer *semver.Version
 	for i := range all {
@@ -196,22 +214,12 @@ func (s *FirmwareService) candidates(ctx context.Context, model string) ([]Firmw
 			latest, latestVer = &all[i], v
 		}
 	}
-	return all, latest, nil
+	return latest, latestVer
 }
 
 // CheckUpdate handles GET /firmware/check-update.
 func (s *FirmwareService) CheckUpdate(ctx context.Context, p Principal, model string, rev *string) (UpdateCheck, error) {
-	if err := p.Authorize(ActionReadFirmware); err != nil {
-		return UpdateCheck{}, err
-	}
-	if err := validateModel(model); err != nil {
-		return UpdateCheck{}, err
-	}
-	current, err := parseRevision(rev)
-	if err != nil {
-		return UpdateCheck{}, err
-	}
-	all, _, err := s.candidates(ctx, model)
+	all, current, err := s.opening(ctx, p, model, rev)
 	if err != nil {
 		return UpdateCheck{}, err
 	}
@@ -221,17 +229,7 @@ func (s *FirmwareService) CheckUpdate(ctx context.Context, p Principal, model st
 // verdict applies the rules of check-update to the visible versions all
 // of a model for a mount on current (nil: unknown).
 func verdict(all []FirmwareVersion, current *semver.Version) UpdateCheck {
-	var latest *FirmwareVersion
-	var latestVer *semver.Version
-	for i := range all {
-		v, err := semver.NewVersion(all[i].SoftwareRevision)
-		if err != nil || all[i].Deprecated {
-			continue
-		}
-		if latestVer == nil || v.GreaterThan(latestVer) {
-			latest, latestVer = &all[i], v
-		}
-	}
+	latest, latestVer := latestOf(all)
 	if latest == nil {
 		// Every version is deprecated: nothing to move to.
 		return UpdateCheck{Code: UpdateUpToDate}
@@ -260,24 +258,17 @@ func updateCode(all []FirmwareVersion, current, target *semver.Version) string {
 }
 
 // CheckMountUpdate handles GET /firmware/check-update?mountUid=: m is the
-// mount, read with the principal's rights. A mount that a RUNNING rollout
-// of its account offers the update to (ELIGIBLE or INSTALLING) gets the
-// rollout's version (UP_TO_DATE when rev is at or above it); while a
-// RUNNING or PAUSED rollout exists for the model, any other mount of the
-// account gets the answer it would get if the catalogue held nothing from
-// the rollout's revision up (UP_TO_DATE when that leaves no candidate).
+// mount, read with the principal's rights. A mount that is an ELIGIBLE or
+// INSTALLING target of a RUNNING or PAUSED rollout of its account gets
+// the rollout's version whenever rev differs from it, older or newer (a
+// rollout may go back to an older revision), and UP_TO_DATE only on it;
+// pending-commands, by contrast, offers nothing while the rollout is
+// PAUSED. While a RUNNING or PAUSED rollout exists for the model, any
+// other mount of the account gets the answer it would get if the
+// catalogue held nothing from the rollout's revision up (UP_TO_DATE when
+// that leaves no candidate).
 func (s *FirmwareService) CheckMountUpdate(ctx context.Context, p Principal, model string, rev *string, m Mount) (UpdateCheck, error) {
-	if err := p.Authorize(ActionReadFirmware); err != nil {
-		return UpdateCheck{}, err
-	}
-	if err := validateModel(model); err != nil {
-		return UpdateCheck{}, err
-	}
-	current, err := parseRevision(rev)
-	if err != nil {
-		return UpdateCheck{}, err
-	}
-	all, _, err := s.candidates(ctx, model)
+	all, current, err := s.opening(ctx, p, model, rev)
 	if err != nil {
 		return UpdateCheck{}, err
 	}
@@ -295,7 +286,7 @@ func (s *FirmwareService) CheckMountUpdate(ctx context.Context, p Principal, mod
 	if err != nil {
 		return UpdateCheck{}, err
 	}
-	offered := r.State == RolloutRunning && t != nil &&
+	offered := (r.State == RolloutRunning || r.State == RolloutPaused) && t != nil &&
 		(t.State == TargetStateEligible || t.State == TargetStateInstalling)
 	if offered {
 		for i := range all {
@@ -303,7 +294,7 @@ func (s *FirmwareService) CheckMountUpdate(ctx context.Context, p Principal, mod
 			if err != nil || !v.Equal(target) {
 				continue
 			}
-			if current != nil && !current.LessThan(target) {
+			if current != nil && current.Equal(target) {
 				return UpdateCheck{Code: UpdateUpToDate}, nil
 			}
 			return UpdateCheck{Code: updateCode(all, current, target), Version: &all[i]}, nil
@@ -320,23 +311,13 @@ func (s *FirmwareService) CheckMountUpdate(ctx context.Context, p Principal, mod
 
 // Download handles GET /firmware/download.
 func (s *FirmwareService) Download(ctx context.Context, p Principal, model string, rev *string) (Download, error) {
-	if err := p.Authorize(ActionReadFirmware); err != nil {
-		return Download{}, err
-	}
-	if err := validateModel(model); err != nil {
-		return Download{}, err
-	}
-	want, err := parseRevision(rev)
-	if err != nil {
-		return Download{}, err
-	}
-	all, latest, err := s.candidates(ctx, model)
+	all, want, err := s.opening(ctx, p, model, rev)
 	if err != nil {
 		return Download{}, err
 	}
 	var chosen *FirmwareVersion
 	if want == nil {
-		chosen = latest
+		chosen, _ = latestOf(all)
 	} else {
 		for i := range all {
 			if v, err := semver.NewVersion(all[i].SoftwareRevision); err == nil && v.Equal(want) {

@@ -38,8 +38,9 @@ func (f *fakeRolloutFor) RolloutFor(_ context.Context, accountID, model, uid str
 }
 
 // TestCheckMountUpdate answers check-update?mountUid= under rollouts: a
-// target a RUNNING rollout offers the install to gets the rollout's
-// version (by the usual codes); every other mount, while a RUNNING or
+// target ELIGIBLE or INSTALLING in a RUNNING or PAUSED rollout gets the
+// rollout's version (by the usual codes) unless already on it, even when
+// it is older (a downgrade); every other mount, while a RUNNING or
 // PAUSED rollout exists for the model, gets the answer of a catalogue
 // without the rollout's revision and above.
 func TestCheckMountUpdate(t *testing.T) {
@@ -93,14 +94,19 @@ func TestCheckMountUpdate(t *testing.T) {
 		{"eligible on a deprecated revision", rollout(core.RolloutRunning, "1.3.0"), owner, "M1", "HM-1", rev("1.0.0"), want{"MANDATORY_UPDATE", "1.3.0"}},
 		{"eligible without a revision", rollout(core.RolloutRunning, "1.3.0"), owner, "M1", "HM-1", nil, want{"MANDATORY_UPDATE", "1.3.0"}},
 		{"eligible already there", rollout(core.RolloutRunning, "1.3.0"), owner, "M1", "HM-1", rev("1.3.0"), want{"UP_TO_DATE", ""}},
-		{"eligible beyond it", rollout(core.RolloutRunning, "1.3.0"), owner, "M1", "HM-1", rev("1.4.0"), want{"UP_TO_DATE", ""}},
+		{"eligible beyond it: a downgrade", rollout(core.RolloutRunning, "1.3.0"), owner, "M1", "HM-1", rev("1.4.0"), want{"UPDATE_AVAILABLE", "1.3.0"}},
+		{"eligible of a rollout to an older revision", rollout(core.RolloutRunning, "1.2.0"), owner, "M1", "HM-1", rev("1.4.0"),
+			want{"UPDATE_AVAILABLE", "1.2.0"}},
 		{"eligible of a rollout to the latest", rollout(core.RolloutRunning, "1.4.0"), owner, "M1", "HM-1", rev("1.3.0"), want{"UPDATE_AVAILABLE", "1.4.0"}},
 		{"pending: capped below the rollout's", rollout(core.RolloutRunning, "1.3.0"), owner, "M3", "HM-1", rev("1.1.0"), want{"MANDATORY_UPDATE", "1.2.0"}},
 		{"pending and at the cap", rollout(core.RolloutRunning, "1.3.0"), owner, "M3", "HM-1", rev("1.2.0"), want{"UP_TO_DATE", ""}},
 		{"healthy: on the new revision", rollout(core.RolloutRunning, "1.3.0"), owner, "M4", "HM-1", rev("1.3.0"), want{"UP_TO_DATE", ""}},
 		{"failed: capped", rollout(core.RolloutRunning, "1.3.0"), owner, "M5", "HM-1", rev("1.1.0"), want{"MANDATORY_UPDATE", "1.2.0"}},
 		{"not a target: capped", rollout(core.RolloutRunning, "1.3.0"), owner, "M9", "HM-1", rev("1.1.0"), want{"MANDATORY_UPDATE", "1.2.0"}},
-		{"paused: nothing offered, capped", rollout(core.RolloutPaused, "1.3.0"), owner, "M1", "HM-1", rev("1.1.0"), want{"MANDATORY_UPDATE", "1.2.0"}},
+		{"paused: an eligible target still gets the rollout's version", rollout(core.RolloutPaused, "1.3.0"), owner, "M1", "HM-1", rev("1.1.0"),
+			want{"MANDATORY_UPDATE", "1.3.0"}},
+		{"paused: an installing target too", rollout(core.RolloutPaused, "1.3.0"), owner, "M2", "HM-1", rev("1.2.0"), want{"UPDATE_AVAILABLE", "1.3.0"}},
+		{"paused: a pending target capped", rollout(core.RolloutPaused, "1.3.0"), owner, "M3", "HM-1", rev("1.1.0"), want{"MANDATORY_UPDATE", "1.2.0"}},
 		{"capped on a deprecated revision: an older candidate", rollout(core.RolloutRunning, "1.2.0"), owner, "M3", "HM-1", rev("1.0.0"),
 			want{"MANDATORY_UPDATE", "1.1.0"}},
 		{"capped below everything", rollout(core.RolloutRunning, "1.1.0"), owner, "M3", "HM-1", rev("1.0.0"), want{"UP_TO_DATE", ""}},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -560,8 +559,8 @@ func (s *MountService) rolloutCommands(ctx context.Context, p Principal, m Mount
 				continue
 			}
 		}
-		params := map[string]string{"revision": o.Rollout.SoftwareRevision, "sha256": o.Rollout.SHA256,
-			"size": strconv.FormatInt(o.Rollout.Size, 10)}
+		params := InstallFirmwareParams(FirmwareVersion{SoftwareRevision: o.Rollout.SoftwareRevision, SHA256: o.Rollout.SHA256,
+			Size: o.Rollout.Size})
 		cmd, err := s.issueFor(ctx, p, m, CmdInstallFirmware, params, now, "", o.Rollout.ID)
 		if ErrorCode(err) == CodeConflict {
 			continue

@@ -98,6 +98,9 @@ func wake(ctx context.Context, w EventWaker, logger *slog.Logger, e *Event) {
 	if err := w.Wake(context.WithoutCancel(ctx), e.ID); err != nil {
 		logger.WarnContext(ctx, "wake event feeds failed", "type", e.Type, "uid", e.UID, "err", err)
 	}
+	for _, then := range e.Then {
+		wake(ctx, w, logger, then)
+	}
 }
 
 // RequestAssociation handles POST /mounts: it claims or refreshes the mount

@@ -81,6 +81,10 @@ type Event struct {
 	// Rollout is the rollout a ROLLOUT_* event is about.
 	Rollout    *Rollout
 	OccurredAt time.Time
+	// Then are the events the same transaction appended after this one
+	// (the ROLLOUT_* events of a mount leaving the account); the store
+	// sets them and they are woken with it.
+	Then []*Event
 }
 
 // StateCache holds each association's latest entry per code in front of

@@ -77,10 +77,11 @@ type CommandDecision struct {
 	Verified bool
 	// At is the server's time of the change (StatusAt).
 	At time.Time
-	// JobEvents, when not nil, receives the JOB_COMPLETED events the
-	// decision appended: a job command's decision moves its job's target,
-	// which may complete the job.
-	JobEvents *[]*Event
+	// AccountEvents, when not nil, receives the account-level events the
+	// decision appended: JOB_COMPLETED (a job command's decision moves its
+	// job's target, which may complete the job) and ROLLOUT_* (a rollout
+	// command's refusal may fail its target and move the rollout's gates).
+	AccountEvents *[]*Event
 }
 
 // CommandOutcomeMeter counts command outcomes (mountd_command_outcomes_total);
@@ -192,7 +193,7 @@ func (s *MountService) UploadReceipts(ctx context.Context, p Principal, uid stri
 	for _, id := range order {
 		r := in[decide[id]]
 		d := CommandDecision{UID: uid, AccountID: p.AccountID, ID: id, Status: CommandStatus(r.Outcome),
-			Reason: r.Reason, Counter: r.Counter, Verified: r.Signature != "", At: now, JobEvents: &[]*Event{}}
+			Reason: r.Reason, Counter: r.Counter, Verified: r.Signature != "", At: now, AccountEvents: &[]*Event{}}
 		ev := &Event{Type: EventCommandExecuted, UID: uid, AccountID: p.AccountID, OccurredAt: now}
 		if d.Status == CommandRefused {
 			ev.Type = EventCommandRefused
@@ -207,7 +208,7 @@ func (s *MountService) UploadReceipts(ctx context.Context, p Principal, uid stri
 		}
 		res.Accepted++
 		s.announceOutcome(ctx, c, ev)
-		for _, je := range *d.JobEvents {
+		for _, je := range *d.AccountEvents {
 			wake(ctx, s.waker, s.logger, je)
 		}
 	}

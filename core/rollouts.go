@@ -119,6 +119,11 @@ type RolloutTarget struct {
 	// the rollout's revision (nil before any); a verified report on
 	// another revision with a higher counter is a rollback.
 	NewRevisionCounter *uint64
+	// OldRevisionCounter is the highest counter of a verified report on
+	// another revision seen while INSTALLING (nil before any): reports
+	// may be relayed late, so a report on the rollout's revision with a
+	// lower counter is a rollback too.
+	OldRevisionCounter *uint64
 	// Reason says why a target FAILED: "refused: <reason>", "rollback",
 	// or "no report on the new revision".
 	Reason    string
@@ -142,8 +147,11 @@ const (
 	DefaultRolloutFailureThreshold = 5
 	DefaultRolloutMinSample        = 10
 	DefaultRolloutHealthWindow     = time.Hour
-	MaxRolloutHealthWindow         = 168 * time.Hour
-	MaxRolloutPhases               = 10
+	// MinRolloutHealthWindow: the stores keep instants in milliseconds;
+	// a window of at least a second is one they all keep exactly.
+	MinRolloutHealthWindow = time.Second
+	MaxRolloutHealthWindow = 168 * time.Hour
+	MaxRolloutPhases       = 10
 	// MaxRolloutTargets bounds one rollout's mounts, as a job's.
 	MaxRolloutTargets = MaxJobTargets
 	// RolloutSweepEvery is how often each replica decides the targets
@@ -216,10 +224,15 @@ type RolloutStore interface {
 //     CommandID; CONFLICT, nothing stored, unless the rollout is RUNNING
 //     and the target ELIGIBLE or INSTALLING.
 //   - A rollout command's REFUSED decision: RefuseRolloutTarget, then
-//     AdvanceRollout; events to CommandDecision.JobEvents.
-//   - A verified report (ReportCheck.Counter set) on an INSTALLING target
-//     of a RUNNING or PAUSED rollout: ObserveRolloutReport, then
+//     AdvanceRollout; events to CommandDecision.AccountEvents.
+//   - A verified report (ReportCheck.Counter set) on an ELIGIBLE or
+//     INSTALLING target of a RUNNING or PAUSED rollout: ObserveRolloutReport, then
 //     AdvanceRollout; events to ReportCheck.RolloutEvents.
+//   - The mount leaves the account (DeleteMount, AbandonMount,
+//     ExpireAssociation, ClaimMount by another account), the mount's row
+//     locked first: LeaveRolloutTarget on its undecided targets of the
+//     account's RUNNING or PAUSED rollouts, then AdvanceRollout; events
+//     to the mount event's Then.
 
 // AssignRolloutPhases splits uids into phases: ranked by a stable hash of
 // the uid, the first ceil(phases[0]% of n) get phase 0, and so on up to
@@ -240,15 +253,31 @@ func AssignRolloutPhases(uids []string, phases []int) []int {
 		return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(uids[a.i], uids[b.i]))
 	})
 	out := make([]int, n)
-	phase := 0
-	for rank, o := range order {
-		// Phase i holds the ranks below ceil(phases[i] × n / 100).
-		for phase < len(phases)-1 && rank >= (phases[phase]*n+99)/100 {
-			phase++
+	rank := 0
+	for phase, size := range RolloutPhaseSizes(phases, n) {
+		for range size {
+			out[order[rank].i] = phase
+			rank++
 		}
-		out[o.i] = phase
 	}
 	return out
+}
+
+// RolloutPhaseSizes is how many of n targets each phase holds: phase i
+// takes the ranks below ceil(phases[i]% of n), cumulatively; the last
+// phase takes whatever is left.
+func RolloutPhaseSizes(phases []int, n int) []int {
+	sizes := make([]int, len(phases))
+	below := 0
+	for i, p := range phases {
+		upTo := max(min((p*n+99)/100, n), below)
+		if i == len(phases)-1 {
+			upTo = n
+		}
+		sizes[i] = upTo - below
+		below = upTo
+	}
+	return sizes
 }
 
 // RefuseRolloutTarget is the rule for a REFUSED receipt of the target's
@@ -263,26 +292,60 @@ func RefuseRolloutTarget(t RolloutTarget, reason string, now time.Time) (Rollout
 	return t, true
 }
 
-// ObserveRolloutReport is the rule for a verified report with counter on
-// revision at an INSTALLING target of r: on r's revision it raises
-// NewRevisionCounter; on another revision with a counter above
-// NewRevisionCounter it is a rollback: FAILED at once.
-func ObserveRolloutReport(r Rollout, t RolloutTarget, revision string, counter uint64, now time.Time) (RolloutTarget, bool) {
-	if t.State != TargetStateInstalling || revision == "" {
+// RolloutReasonMountLeft is why a target FAILED whose mount left the
+// account (deleted, abandoned, its association expired, associated with
+// another account): it says nothing about the firmware, so the failure
+// threshold's sample does not count it.
+const RolloutReasonMountLeft = "mount left the account"
+
+// LeaveRolloutTarget is the rule for a target whose mount left the
+// rollout's account: PENDING, ELIGIBLE or INSTALLING, it FAILED (so it no
+// longer holds its phase open); decided, it stays.
+func LeaveRolloutTarget(t RolloutTarget, now time.Time) (RolloutTarget, bool) {
+	if t.State.Finished() {
 		return t, false
 	}
-	if revision == r.SoftwareRevision {
+	t.State, t.Reason, t.UpdatedAt = TargetStateFailed, RolloutReasonMountLeft, now
+	return t, true
+}
+
+// ObserveRolloutReport is the rule for a verified report with counter on
+// revision at a target of r, in whatever order reports arrive (a phone
+// may relay them late). At an INSTALLING target: on r's revision it
+// raises NewRevisionCounter, but a counter below OldRevisionCounter means
+// the old revision ran after the new one: a rollback, FAILED at once; on
+// another revision it raises OldRevisionCounter, and a counter above
+// NewRevisionCounter is a rollback. At an ELIGIBLE target a report on r's
+// revision (installed by hand) makes it INSTALLING from now, so the
+// health window counts from it and the install is not offered again.
+func ObserveRolloutReport(r Rollout, t RolloutTarget, revision string, counter uint64, now time.Time) (RolloutTarget, bool) {
+	if revision == "" {
+		return t, false
+	}
+	c := counter
+	switch {
+	case t.State == TargetStateEligible && revision == r.SoftwareRevision:
+		t.State, t.InstallingSince, t.NewRevisionCounter, t.UpdatedAt = TargetStateInstalling, now, &c, now
+		return t, true
+	case t.State != TargetStateInstalling:
+		return t, false
+	case revision == r.SoftwareRevision:
+		if t.OldRevisionCounter != nil && counter < *t.OldRevisionCounter {
+			t.State, t.Reason, t.UpdatedAt = TargetStateFailed, "rollback", now
+			return t, true
+		}
 		if t.NewRevisionCounter != nil && *t.NewRevisionCounter >= counter {
 			return t, false
 		}
-		c := counter
 		t.NewRevisionCounter, t.UpdatedAt = &c, now
 		return t, true
-	}
-	if t.NewRevisionCounter == nil || counter <= *t.NewRevisionCounter {
+	case t.NewRevisionCounter != nil && counter > *t.NewRevisionCounter:
+		t.State, t.Reason, t.UpdatedAt = TargetStateFailed, "rollback", now
+		return t, true
+	case t.OldRevisionCounter != nil && *t.OldRevisionCounter >= counter:
 		return t, false
 	}
-	t.State, t.Reason, t.UpdatedAt = TargetStateFailed, "rollback", now
+	t.OldRevisionCounter, t.UpdatedAt = &c, now
 	return t, true
 }
 
@@ -315,14 +378,15 @@ func (c *RolloutCounts) slot(s RolloutTargetState) *int {
 	return &c.Pending
 }
 
-// ApplyRolloutTarget moves r's counts (and sample) from t to next.
+// ApplyRolloutTarget moves r's counts (and sample, but for a mount that
+// left the account) from t to next.
 func ApplyRolloutTarget(r *Rollout, t, next RolloutTarget) {
 	if t.State == next.State {
 		return
 	}
 	*r.Counts.slot(t.State)--
 	*r.Counts.slot(next.State)++
-	if next.State.Finished() && !t.State.Finished() {
+	if next.State.Finished() && !t.State.Finished() && next.Reason != RolloutReasonMountLeft {
 		if next.State == TargetStateHealthy {
 			r.SampleHealthy++
 		} else {
@@ -553,8 +617,8 @@ func (s *RolloutService) CreateRollout(ctx context.Context, p Principal, in Roll
 		switch {
 		case err != nil:
 			v.Add("healthWindow", "must be a duration such as \"1h\" or \"30m\"")
-		case d <= 0:
-			v.Add("healthWindow", "must be positive")
+		case d < MinRolloutHealthWindow:
+			v.Add("healthWindow", "must be at least %s", MinRolloutHealthWindow)
 		case d > MaxRolloutHealthWindow:
 			v.Add("healthWindow", "must be at most %s", MaxRolloutHealthWindow)
 		default:

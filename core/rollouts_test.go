@@ -76,7 +76,14 @@ func TestRolloutTargetRules(t *testing.T) {
 	eq := func(a, b core.RolloutTarget) bool {
 		return a.State == b.State && a.Reason == b.Reason && a.UpdatedAt.Equal(b.UpdatedAt) &&
 			(a.NewRevisionCounter == nil) == (b.NewRevisionCounter == nil) &&
-			(a.NewRevisionCounter == nil || *a.NewRevisionCounter == *b.NewRevisionCounter)
+			(a.NewRevisionCounter == nil || *a.NewRevisionCounter == *b.NewRevisionCounter) &&
+			(a.OldRevisionCounter == nil) == (b.OldRevisionCounter == nil) &&
+			(a.OldRevisionCounter == nil || *a.OldRevisionCounter == *b.OldRevisionCounter) &&
+			a.InstallingSince.Equal(b.InstallingSince)
+	}
+	withOld := func(t core.RolloutTarget, old uint64) core.RolloutTarget {
+		t.OldRevisionCounter = ctr(old)
+		return t
 	}
 	t.Run("refuse", func(t *testing.T) {
 		for _, c := range []struct {
@@ -116,10 +123,20 @@ func TestRolloutTargetRules(t *testing.T) {
 			{"a later one raises the counter", installing(ctr(5)), "2.0.0", 7,
 				core.RolloutTarget{State: core.TargetStateInstalling, NewRevisionCounter: ctr(7), UpdatedAt: now}},
 			{"an older one does not", installing(ctr(5)), "2.0.0", 4, same},
-			{"the old revision before any new is no rollback", installing(nil), "1.0.0", 9, same},
-			{"the old revision before the new report is no rollback", installing(ctr(5)), "1.0.0", 4, same},
+			{"the old revision before any new is no rollback but is kept", installing(nil), "1.0.0", 9,
+				core.RolloutTarget{State: core.TargetStateInstalling, OldRevisionCounter: ctr(9), UpdatedAt: now}},
+			{"the old revision before the new report is no rollback", installing(ctr(5)), "1.0.0", 4,
+				core.RolloutTarget{State: core.TargetStateInstalling, NewRevisionCounter: ctr(5), OldRevisionCounter: ctr(4), UpdatedAt: now}},
+			{"a lower old counter than the one kept changes nothing", withOld(installing(nil), 9), "1.0.0", 8, same},
 			{"the old revision after the new is a rollback", installing(ctr(5)), "1.0.0", 6, failed("rollback", ctr(5))},
-			{"not installing", core.RolloutTarget{State: core.TargetStateEligible}, "2.0.0", 5, same},
+			{"the new revision relayed after a later old one is a rollback", withOld(installing(nil), 9), "2.0.0", 7,
+				withOld(failed("rollback", nil), 9)},
+			{"the new revision after the old one is no rollback", withOld(installing(nil), 9), "2.0.0", 10,
+				core.RolloutTarget{State: core.TargetStateInstalling, NewRevisionCounter: ctr(10), OldRevisionCounter: ctr(9), UpdatedAt: now}},
+			{"installed by hand while eligible counts as installing from now", core.RolloutTarget{State: core.TargetStateEligible}, "2.0.0", 5,
+				core.RolloutTarget{State: core.TargetStateInstalling, NewRevisionCounter: ctr(5), InstallingSince: now, UpdatedAt: now}},
+			{"eligible on the old revision stays", core.RolloutTarget{State: core.TargetStateEligible}, "1.0.0", 5, same},
+			{"pending stays", core.RolloutTarget{State: core.TargetStatePending}, "2.0.0", 5, same},
 			{"decided", core.RolloutTarget{State: core.TargetStateHealthy, NewRevisionCounter: ctr(5)}, "1.0.0", 6, same},
 		} {
 			t.Run(c.name, func(t *testing.T) {
@@ -154,6 +171,28 @@ func TestApplyRolloutTarget(t *testing.T) {
 	core.ApplyRolloutTarget(&r, st(core.TargetStateFailed), st(core.TargetStateFailed))
 	if r.Counts != (core.RolloutCounts{Eligible: 1, Healthy: 1, Failed: 1}) || r.SampleHealthy != 1 || r.SampleFailed != 1 {
 		t.Fatalf("rollout = %+v", r)
+	}
+}
+
+func TestLeaveRolloutTarget(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	for _, s := range []core.RolloutTargetState{core.TargetStatePending, core.TargetStateEligible, core.TargetStateInstalling} {
+		got, changed := core.LeaveRolloutTarget(core.RolloutTarget{State: s}, now)
+		if !changed || got.State != core.TargetStateFailed || got.Reason != core.RolloutReasonMountLeft || !got.UpdatedAt.Equal(now) {
+			t.Fatalf("%s: %+v, %v", s, got, changed)
+		}
+		r := core.Rollout{Targets: 1}
+		*map[core.RolloutTargetState]*int{core.TargetStatePending: &r.Counts.Pending, core.TargetStateEligible: &r.Counts.Eligible,
+			core.TargetStateInstalling: &r.Counts.Installing}[s] = 1
+		core.ApplyRolloutTarget(&r, core.RolloutTarget{State: s}, got)
+		if r.Counts != (core.RolloutCounts{Failed: 1}) || r.SampleFailed != 0 || r.SampleHealthy != 0 {
+			t.Fatalf("%s: the sample counts a mount that left: %+v", s, r)
+		}
+	}
+	for _, s := range []core.RolloutTargetState{core.TargetStateHealthy, core.TargetStateFailed} {
+		if got, changed := core.LeaveRolloutTarget(core.RolloutTarget{State: s}, now); changed || got.State != s {
+			t.Fatalf("%s: %+v, %v", s, got, changed)
+		}
 	}
 }
 
@@ -501,6 +540,8 @@ func TestRolloutValidation(t *testing.T) {
 		{"min sample 0", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", MinSample: ptr(0)}, "minSample"},
 		{"window not a duration", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", HealthWindow: ptr("1 hour")}, "healthWindow"},
 		{"window 0", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", HealthWindow: ptr("0s")}, "healthWindow"},
+		{"window under a millisecond", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", HealthWindow: ptr("500us")}, "healthWindow"},
+		{"window under a second", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", HealthWindow: ptr("999ms")}, "healthWindow"},
 		{"window negative", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", HealthWindow: ptr("-1h")}, "healthWindow"},
 		{"window too long", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", HealthWindow: ptr("168h1s")}, "healthWindow"},
 		{"bad filter", core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", Filter: &bad}, "filter"},

@@ -47,7 +47,10 @@ CREATE UNIQUE INDEX rollouts_one_live ON rollouts (account_id, model_number) WHE
 -- health window of an INSTALLING target of a RUNNING or PAUSED rollout
 -- ends (NULL otherwise: a canceled rollout's targets are never decided);
 -- new_revision_counter is the highest counter of a verified report on the
--- rollout's revision (NULL before any); reason says why a target FAILED.
+-- rollout's revision (NULL before any); old_revision_counter the highest
+-- counter of a verified report on another revision while INSTALLING (NULL
+-- before any: reports may arrive out of order, and a new-revision report
+-- below it is a rollback); reason says why a target FAILED.
 CREATE TABLE rollout_targets (
     rollout_id TEXT NOT NULL REFERENCES rollouts (id) ON DELETE CASCADE,
     mount_uid TEXT NOT NULL,
@@ -57,17 +60,22 @@ CREATE TABLE rollout_targets (
     installing_since BIGINT,
     decide_at BIGINT,
     new_revision_counter BIGINT,
+    old_revision_counter BIGINT,
     reason TEXT NOT NULL,
     updated_at BIGINT NOT NULL,
     PRIMARY KEY (rollout_id, mount_uid)
 );
 --bun:split
--- The sweep reads the INSTALLING targets whose health window ended.
-CREATE INDEX rollout_targets_due ON rollout_targets (decide_at) WHERE state = 'INSTALLING' AND decide_at IS NOT NULL;
+-- The sweep reads the INSTALLING targets whose health window ended, in
+-- (decide_at, rollout_id, mount_uid) order: the index gives that order.
+CREATE INDEX rollout_targets_due ON rollout_targets (decide_at, rollout_id, mount_uid) WHERE state = 'INSTALLING' AND decide_at IS NOT NULL;
 --bun:split
 -- A phone's fetch (and a verified report) at a mount reads the mount's
 -- offered targets.
 CREATE INDEX rollout_targets_offered ON rollout_targets (mount_uid, rollout_id) WHERE state IN ('ELIGIBLE', 'INSTALLING');
+--bun:split
+-- A mount leaving the account fails its undecided targets.
+CREATE INDEX rollout_targets_undecided ON rollout_targets (mount_uid) WHERE state IN ('PENDING', 'ELIGIBLE', 'INSTALLING');
 --bun:split
 -- Opening a phase turns its PENDING targets ELIGIBLE in one statement.
 CREATE INDEX rollout_targets_pending ON rollout_targets (rollout_id, phase) WHERE state = 'PENDING';

@@ -197,8 +197,8 @@ func (s *Store) DecideCommand(ctx context.Context, d core.CommandDecision, e *co
 			if err != nil {
 				return err
 			}
-			if je != nil && d.JobEvents != nil {
-				*d.JobEvents = append(*d.JobEvents, je)
+			if je != nil && d.AccountEvents != nil {
+				*d.AccountEvents = append(*d.AccountEvents, je)
 			}
 		}
 		if c.RolloutID != "" && c.Status == core.CommandRefused {
@@ -206,8 +206,8 @@ func (s *Store) DecideCommand(ctx context.Context, d core.CommandDecision, e *co
 			if err != nil {
 				return err
 			}
-			if d.JobEvents != nil {
-				*d.JobEvents = append(*d.JobEvents, re...)
+			if d.AccountEvents != nil {
+				*d.AccountEvents = append(*d.AccountEvents, re...)
 			}
 		}
 		if e == nil {

@@ -211,6 +211,9 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			if err := s.appendEvent(ctx, tx, e, &out); err != nil {
 				return err
 			}
+			if err := s.leaveRollouts(ctx, tx, e, c.UID, c.AccountID, c.Now); err != nil {
+				return err
+			}
 			return s.recordAudit(ctx, tx)
 		})
 		if err != nil {
@@ -321,7 +324,10 @@ func (s *Store) ExpireAssociation(ctx context.Context, uid string, now time.Time
 		if e != nil {
 			e.AccountID = out.ExpiredOwnerID.String
 		}
-		return s.appendEvent(ctx, tx, e, &out)
+		if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+			return err
+		}
+		return s.leaveRollouts(ctx, tx, e, uid, "", now)
 	})
 	if err != nil || !expired {
 		return core.Mount{}, false, err
@@ -348,12 +354,29 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 		if err := s.appendEvent(ctx, tx, e, &out); err != nil {
 			return err
 		}
+		if err := s.leaveRollouts(ctx, tx, e, uid, "", now); err != nil {
+			return err
+		}
 		return s.recordAudit(ctx, tx)
 	})
 	if err != nil {
 		return core.Mount{}, err
 	}
 	return out.toMount(), nil
+}
+
+// leaveRollouts fails the mount's rollout targets of the accounts it left
+// (every account but keep) after its row was changed in tx, and hangs
+// their events on e (when given) to be woken with it.
+func (s *Store) leaveRollouts(ctx context.Context, tx bun.Tx, e *core.Event, uid, keep string, now time.Time) error {
+	events, err := s.leaveRolloutTargets(ctx, tx, uid, keep, now)
+	if err != nil {
+		return err
+	}
+	if e != nil {
+		e.Then = events
+	}
+	return nil
 }
 
 // liveAssociation is the condition on a mount row that an association is in
@@ -379,6 +402,13 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.
 			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))
 		}
 		if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+			return err
+		}
+		now := time.Now()
+		if e != nil && !e.OccurredAt.IsZero() {
+			now = e.OccurredAt
+		}
+		if err := s.leaveRollouts(ctx, tx, e, uid, "", now); err != nil {
 			return err
 		}
 		return s.recordAudit(ctx, tx)

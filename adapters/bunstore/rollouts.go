@@ -19,50 +19,47 @@ var _ core.RolloutStore = (*Store)(nil)
 
 type rolloutRow struct {
 	bun.BaseModel    `bun:"table:rollouts"`
-	ID               string        `bun:"id,pk"`
-	AccountID        string        `bun:"account_id"`
-	ModelNumber      string        `bun:"model_number"`
-	SoftwareRevision string        `bun:"software_revision"`
-	SHA256           string        `bun:"sha256"`
-	Size             int64         `bun:"size"`
-	Filter           string        `bun:"filter"`
-	Phases           string        `bun:"phases"`
-	FailureThreshold int           `bun:"failure_threshold"`
-	MinSample        int           `bun:"min_sample"`
-	HealthWindow     int64         `bun:"health_window"`
-	RequireIdle      bool          `bun:"require_idle"`
-	State            string        `bun:"state"`
-	PausedReason     string        `bun:"paused_reason"`
-	OpenPhase        int           `bun:"open_phase"`
-	Targets          int           `bun:"targets"`
-	Pending          int           `bun:"pending"`
-	Eligible         int           `bun:"eligible"`
-	Installing       int           `bun:"installing"`
-	Healthy          int           `bun:"healthy"`
-	Failed           int           `bun:"failed"`
-	SampleHealthy    int           `bun:"sample_healthy"`
-	SampleFailed     int           `bun:"sample_failed"`
-	CreatedAt        int64         `bun:"created_at"`
-	EndedAt          sql.NullInt64 `bun:"ended_at"`
-	CreatedBy        string        `bun:"created_by"`
+	ID               string        `bun:"id,pk" json:"id"`
+	AccountID        string        `bun:"account_id" json:"accountId"`
+	ModelNumber      string        `bun:"model_number" json:"modelNumber"`
+	SoftwareRevision string        `bun:"software_revision" json:"softwareRevision"`
+	SHA256           string        `bun:"sha256" json:"sha256"`
+	Size             int64         `bun:"size" json:"size"`
+	Filter           string        `bun:"filter" json:"filter"`
+	Phases           string        `bun:"phases" json:"phases"`
+	FailureThreshold int           `bun:"failure_threshold" json:"failureThreshold"`
+	MinSample        int           `bun:"min_sample" json:"minSample"`
+	HealthWindow     int64         `bun:"health_window" json:"healthWindow"`
+	RequireIdle      bool          `bun:"require_idle" json:"requireIdle"`
+	State            string        `bun:"state" json:"state"`
+	PausedReason     string        `bun:"paused_reason" json:"pausedReason"`
+	OpenPhase        int           `bun:"open_phase" json:"openPhase"`
+	Targets          int           `bun:"targets" json:"targets"`
+	Pending          int           `bun:"pending" json:"pending"`
+	Eligible         int           `bun:"eligible" json:"eligible"`
+	Installing       int           `bun:"installing" json:"installing"`
+	Healthy          int           `bun:"healthy" json:"healthy"`
+	Failed           int           `bun:"failed" json:"failed"`
+	SampleHealthy    int           `bun:"sample_healthy" json:"sampleHealthy"`
+	SampleFailed     int           `bun:"sample_failed" json:"sampleFailed"`
+	CreatedAt        int64         `bun:"created_at" json:"createdAt"`
+	EndedAt          sql.NullInt64 `bun:"ended_at" json:"endedAt"`
+	CreatedBy        string        `bun:"created_by" json:"createdBy"`
 }
 
-func toRolloutRow(r core.Rollout) (*rolloutRow, error) {
+func toRolloutRow(r core.Rollout) *rolloutRow {
 	phases := r.Phases
 	if phases == nil {
 		phases = []int{}
 	}
-	b, err := json.Marshal(phases)
-	if err != nil {
-		return nil, err
-	}
+	b, _ := json.Marshal(phases) // a []int always marshals
 	return &rolloutRow{ID: r.ID, AccountID: r.AccountID, ModelNumber: r.ModelNumber, SoftwareRevision: r.SoftwareRevision,
 		SHA256: r.SHA256, Size: r.Size, Filter: r.Filter, Phases: string(b), FailureThreshold: r.FailureThreshold,
 		MinSample: r.MinSample, HealthWindow: r.HealthWindow.Milliseconds(), RequireIdle: r.RequireIdle, State: string(r.State),
 		PausedReason: r.PausedReason, OpenPhase: r.OpenPhase, Targets: r.Targets, Pending: r.Counts.Pending,
 		Eligible: r.Counts.Eligible, Installing: r.Counts.Installing, Healthy: r.Counts.Healthy, Failed: r.Counts.Failed,
 		SampleHealthy: r.SampleHealthy, SampleFailed: r.SampleFailed, CreatedAt: millis(r.CreatedAt),
-		EndedAt: sql.NullInt64{Int64: optMillis(r.EndedAt), Valid: !r.EndedAt.IsZero()}, CreatedBy: r.CreatedBy}, nil
+		EndedAt: sql.NullInt64{Int64: optMillis(r.EndedAt), Valid: !r.EndedAt.IsZero()}, CreatedBy: r.CreatedBy}
 }
 
 func (r *rolloutRow) toRollout() (core.Rollout, error) {
@@ -104,6 +101,7 @@ type rolloutTargetRow struct {
 	InstallingSince    sql.NullInt64 `bun:"installing_since"`
 	DecideAt           sql.NullInt64 `bun:"decide_at"`
 	NewRevisionCounter sql.NullInt64 `bun:"new_revision_counter"`
+	OldRevisionCounter sql.NullInt64 `bun:"old_revision_counter"`
 	Reason             string        `bun:"reason"`
 	UpdatedAt          int64         `bun:"updated_at"`
 }
@@ -114,11 +112,23 @@ func (r *rolloutTargetRow) toTarget() core.RolloutTarget {
 	if r.InstallingSince.Valid {
 		t.InstallingSince = fromMillis(r.InstallingSince.Int64)
 	}
-	if r.NewRevisionCounter.Valid {
-		c := uint64(r.NewRevisionCounter.Int64)
-		t.NewRevisionCounter = &c
-	}
+	t.NewRevisionCounter, t.OldRevisionCounter = fromCounter(r.NewRevisionCounter), fromCounter(r.OldRevisionCounter)
 	return t
+}
+
+func fromCounter(n sql.NullInt64) *uint64 {
+	if !n.Valid {
+		return nil
+	}
+	c := uint64(n.Int64)
+	return &c
+}
+
+func toCounter(c *uint64) sql.NullInt64 {
+	if c == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: int64(*c), Valid: true}
 }
 
 func rolloutNotFound(id string) error {
@@ -182,11 +192,7 @@ func (s *Store) CreateRollout(ctx context.Context, r core.Rollout, f core.MountF
 				r.Counts.Pending++
 			}
 		}
-		row, err := toRolloutRow(r)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
+		if _, err := tx.NewInsert().Model(toRolloutRow(r)).Exec(ctx); err != nil {
 			if isUniqueViolation(err) {
 				return core.Errorf(core.CodeConflict, "a rollout of model %q is RUNNING or PAUSED already; cancel it first", r.ModelNumber)
 			}
@@ -212,19 +218,10 @@ func (s *Store) CreateRollout(ctx context.Context, r core.Rollout, f core.MountF
 				return err
 			}
 		}
-		events = []*core.Event{core.RolloutEvent(core.EventRolloutPhaseOpened, r, now)}
-		more, err := s.advanceRollout(ctx, tx, &r, now)
+		var err error
+		events, err = s.settleRollout(ctx, tx, &r, now, []*core.Event{core.RolloutEvent(core.EventRolloutPhaseOpened, r, now)})
 		if err != nil {
 			return err
-		}
-		events = append(events, more...)
-		if err := s.saveRollout(ctx, tx, r); err != nil {
-			return err
-		}
-		for _, e := range events {
-			if err := s.appendAccountEvent(ctx, tx, e); err != nil {
-				return err
-			}
 		}
 		out = r
 		return s.recordAudit(ctx, tx)
@@ -250,6 +247,26 @@ func (s *Store) advanceRollout(ctx context.Context, tx bun.Tx, r *core.Rollout, 
 	})
 }
 
+// settleRollout ends every transition of r: the gates (advanceRollout),
+// r saved, and events (the transition's own) with the gates' appended to
+// the log; it returns them all.
+func (s *Store) settleRollout(ctx context.Context, tx bun.Tx, r *core.Rollout, now time.Time, events []*core.Event) ([]*core.Event, error) {
+	more, err := s.advanceRollout(ctx, tx, r, now)
+	if err != nil {
+		return nil, err
+	}
+	events = append(events, more...)
+	if err := s.saveRollout(ctx, tx, *r); err != nil {
+		return nil, err
+	}
+	for _, e := range events {
+		if err := s.appendAccountEvent(ctx, tx, e); err != nil {
+			return nil, err
+		}
+	}
+	return events, nil
+}
+
 // saveRollout writes what the transitions move of r.
 func (s *Store) saveRollout(ctx context.Context, tx bun.Tx, r core.Rollout) error {
 	_, err := tx.NewRaw(`UPDATE rollouts SET state = ?, paused_reason = ?, open_phase = ?, pending = ?, eligible = ?,
@@ -267,14 +284,11 @@ func (s *Store) saveTarget(ctx context.Context, tx bun.Tx, r core.Rollout, t cor
 	if t.State == core.TargetStateInstalling {
 		decideAt = sql.NullInt64{Int64: millis(t.InstallingSince.Add(r.HealthWindow)), Valid: true}
 	}
-	counter := sql.NullInt64{}
-	if t.NewRevisionCounter != nil {
-		counter = sql.NullInt64{Int64: int64(*t.NewRevisionCounter), Valid: true}
-	}
 	since := sql.NullInt64{Int64: optMillis(t.InstallingSince), Valid: !t.InstallingSince.IsZero()}
 	_, err := tx.NewRaw(`UPDATE rollout_targets SET state = ?, command_id = ?, installing_since = ?, decide_at = ?,
-		new_revision_counter = ?, reason = ?, updated_at = ? WHERE rollout_id = ? AND mount_uid = ?`,
-		string(t.State), t.CommandID, since, decideAt, counter, t.Reason, millis(t.UpdatedAt), t.RolloutID, t.UID).Exec(ctx)
+		new_revision_counter = ?, old_revision_counter = ?, reason = ?, updated_at = ? WHERE rollout_id = ? AND mount_uid = ?`,
+		string(t.State), t.CommandID, since, decideAt, toCounter(t.NewRevisionCounter), toCounter(t.OldRevisionCounter),
+		t.Reason, millis(t.UpdatedAt), t.RolloutID, t.UID).Exec(ctx)
 	return err
 }
 
@@ -377,24 +391,14 @@ func (s *Store) ChangeRollout(ctx context.Context, accountID, id string, now tim
 		if events, err = change(r); err != nil {
 			return err
 		}
-		more, err := s.advanceRollout(ctx, tx, r, now)
-		if err != nil {
-			return err
-		}
-		events = append(events, more...)
-		if err := s.saveRollout(ctx, tx, *r); err != nil {
-			return err
-		}
 		if r.State == core.RolloutCanceled {
 			if _, err := tx.NewRaw(`UPDATE rollout_targets SET decide_at = NULL WHERE rollout_id = ? AND state = 'INSTALLING'`,
 				r.ID).Exec(ctx); err != nil {
 				return err
 			}
 		}
-		for _, e := range events {
-			if err := s.appendAccountEvent(ctx, tx, e); err != nil {
-				return err
-			}
+		if events, err = s.settleRollout(ctx, tx, r, now, events); err != nil {
+			return err
 		}
 		out = *r
 		return s.recordAudit(ctx, tx)
@@ -406,29 +410,39 @@ func (s *Store) ChangeRollout(ctx context.Context, accountID, id string, now tim
 }
 
 // RolloutOffers implements core.RolloutStore: the mount's offered targets
-// (rollout_targets_offered), then their rollouts.
+// (rollout_targets_offered) joined with their RUNNING rollouts of the
+// account in one statement, however many canceled rollouts the mount was
+// a target of.
 func (s *Store) RolloutOffers(ctx context.Context, uid, accountID string) ([]core.RolloutOffer, error) {
-	var targets []rolloutTargetRow
-	if err := s.db.NewSelect().Model(&targets).
-		Where("mount_uid = ? AND state IN ('ELIGIBLE', 'INSTALLING')", uid).Order("rollout_id").Scan(ctx); err != nil {
+	var rows []struct {
+		rolloutRow       `bun:"extend"`
+		TargetPhase      int           `bun:"t_phase"`
+		TargetState      string        `bun:"t_state"`
+		TargetCommandID  string        `bun:"t_command_id"`
+		TargetSince      sql.NullInt64 `bun:"t_installing_since"`
+		TargetNewCounter sql.NullInt64 `bun:"t_new_revision_counter"`
+		TargetOldCounter sql.NullInt64 `bun:"t_old_revision_counter"`
+		TargetReason     string        `bun:"t_reason"`
+		TargetUpdatedAt  int64         `bun:"t_updated_at"`
+	}
+	if err := s.db.NewRaw(`SELECT r.*, t.phase AS t_phase, t.state AS t_state, t.command_id AS t_command_id,
+			t.installing_since AS t_installing_since, t.new_revision_counter AS t_new_revision_counter,
+			t.old_revision_counter AS t_old_revision_counter, t.reason AS t_reason, t.updated_at AS t_updated_at
+		FROM rollout_targets t JOIN rollouts r ON r.id = t.rollout_id
+		WHERE t.mount_uid = ? AND t.state IN ('ELIGIBLE', 'INSTALLING') AND r.account_id = ? AND r.state = 'RUNNING'
+		ORDER BY t.rollout_id`, uid, accountID).Scan(ctx, &rows); err != nil {
 		return nil, err
 	}
-	out := []core.RolloutOffer{}
-	for i := range targets {
-		var row rolloutRow
-		err := s.db.NewSelect().Model(&row).Where("id = ? AND account_id = ? AND state = 'RUNNING'",
-			targets[i].RolloutID, accountID).Scan(ctx)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
+	out := make([]core.RolloutOffer, 0, len(rows))
+	for i := range rows {
+		r, err := rows[i].toRollout()
 		if err != nil {
 			return nil, err
 		}
-		r, err := row.toRollout()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, core.RolloutOffer{Rollout: r, Target: targets[i].toTarget()})
+		t := rolloutTargetRow{RolloutID: r.ID, MountUID: uid, Phase: rows[i].TargetPhase, State: rows[i].TargetState,
+			CommandID: rows[i].TargetCommandID, InstallingSince: rows[i].TargetSince, NewRevisionCounter: rows[i].TargetNewCounter,
+			OldRevisionCounter: rows[i].TargetOldCounter, Reason: rows[i].TargetReason, UpdatedAt: rows[i].TargetUpdatedAt}
+		out = append(out, core.RolloutOffer{Rollout: r, Target: t.toTarget()})
 	}
 	return out, nil
 }
@@ -507,17 +521,9 @@ func (s *Store) DecideRolloutTargets(ctx context.Context, now time.Time, limit i
 			if !moved {
 				continue
 			}
-			more, err := s.advanceRollout(ctx, tx, r, now)
+			more, err := s.settleRollout(ctx, tx, r, now, nil)
 			if err != nil {
 				return err
-			}
-			if err := s.saveRollout(ctx, tx, *r); err != nil {
-				return err
-			}
-			for _, e := range more {
-				if err := s.appendAccountEvent(ctx, tx, e); err != nil {
-					return err
-				}
 			}
 			events = append(events, more...)
 		}
@@ -604,30 +610,18 @@ func (s *Store) moveRolloutTarget(ctx context.Context, tx bun.Tx, r *core.Rollou
 	if err := s.saveTarget(ctx, tx, *r, next); err != nil {
 		return nil, err
 	}
-	events, err := s.advanceRollout(ctx, tx, r, fromMillis(millis(now)))
-	if err != nil {
-		return nil, err
-	}
-	if err := s.saveRollout(ctx, tx, *r); err != nil {
-		return nil, err
-	}
-	for _, e := range events {
-		if err := s.appendAccountEvent(ctx, tx, e); err != nil {
-			return nil, err
-		}
-	}
-	return events, nil
+	return s.settleRollout(ctx, tx, r, fromMillis(millis(now)), nil)
 }
 
 // observeRolloutReport applies a verified report of mount uid to its
-// INSTALLING targets of RUNNING or PAUSED rollouts of accountID
+// ELIGIBLE and INSTALLING targets of RUNNING or PAUSED rollouts of accountID
 // (rollout_targets_offered), each under its rollout's lock, and returns
 // the events appended.
 func (s *Store) observeRolloutReport(ctx context.Context, tx bun.Tx, uid, accountID, revision string, counter uint64,
 	now time.Time) ([]*core.Event, error) {
 	var ids []string
 	if err := tx.NewRaw(`SELECT t.rollout_id FROM rollout_targets t JOIN rollouts r ON r.id = t.rollout_id
-		WHERE t.mount_uid = ? AND t.state = 'INSTALLING' AND r.account_id = ? AND r.state IN ('RUNNING', 'PAUSED')
+		WHERE t.mount_uid = ? AND t.state IN ('ELIGIBLE', 'INSTALLING') AND r.account_id = ? AND r.state IN ('RUNNING', 'PAUSED')
 		ORDER BY t.rollout_id`, uid, accountID).Scan(ctx, &ids); err != nil {
 		return nil, err
 	}
@@ -660,67 +654,68 @@ func (s *Store) observeRolloutReport(ctx context.Context, tx bun.Tx, uid, accoun
 	return out, nil
 }
 
-// eventRollout is a rollout as a ROLLOUT_* event carries it, instants as
-// Unix milliseconds (0: none), the health window in milliseconds.
-type eventRollout struct {
-	ID               string `json:"id"`
-	AccountID        string `json:"accountId"`
-	ModelNumber      string `json:"modelNumber"`
-	SoftwareRevision string `json:"softwareRevision"`
-	SHA256           string `json:"sha256"`
-	Size             int64  `json:"size"`
-	Filter           string `json:"filter"`
-	Phases           []int  `json:"phases"`
-	FailureThreshold int    `json:"failureThreshold"`
-	MinSample        int    `json:"minSample"`
-	HealthWindow     int64  `json:"healthWindow"`
-	RequireIdle      bool   `json:"requireIdle"`
-	State            string `json:"state"`
-	PausedReason     string `json:"pausedReason,omitempty"`
-	OpenPhase        int    `json:"openPhase"`
-	Targets          int    `json:"targets"`
-	Pending          int    `json:"pending"`
-	Eligible         int    `json:"eligible"`
-	Installing       int    `json:"installing"`
-	Healthy          int    `json:"healthy"`
-	Failed           int    `json:"failed"`
-	SampleHealthy    int    `json:"sampleHealthy"`
-	SampleFailed     int    `json:"sampleFailed"`
-	CreatedAt        int64  `json:"createdAt"`
-	EndedAt          int64  `json:"endedAt,omitempty"`
-	CreatedBy        string `json:"createdBy"`
+// leaveRolloutTargets fails the undecided targets of mount uid in the
+// RUNNING or PAUSED rollouts of every account but keep ("" for all): the
+// mount left those accounts. The caller has locked the mount's row (its
+// UPDATE or DELETE), so the lock order is the mount's, then each
+// rollout's, as InsertCommand's. It returns the events appended.
+func (s *Store) leaveRolloutTargets(ctx context.Context, tx bun.Tx, uid, keep string, now time.Time) ([]*core.Event, error) {
+	var ids []string
+	if err := tx.NewRaw(`SELECT t.rollout_id FROM rollout_targets t JOIN rollouts r ON r.id = t.rollout_id
+		WHERE t.mount_uid = ? AND t.state IN ('PENDING', 'ELIGIBLE', 'INSTALLING') AND r.account_id <> ?
+			AND r.state IN ('RUNNING', 'PAUSED')
+		ORDER BY t.rollout_id`, uid, keep).Scan(ctx, &ids); err != nil {
+		return nil, err
+	}
+	var out []*core.Event
+	for _, id := range ids {
+		r, err := s.lockRollout(ctx, tx, id)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil || r.AccountID == keep || (r.State != core.RolloutRunning && r.State != core.RolloutPaused) {
+			continue
+		}
+		t, err := s.rolloutTarget(ctx, tx, id, uid)
+		if err != nil {
+			return nil, err
+		}
+		if t == nil {
+			continue
+		}
+		next, changed := core.LeaveRolloutTarget(*t, fromMillis(millis(now)))
+		if !changed {
+			continue
+		}
+		events, err := s.moveRolloutTarget(ctx, tx, r, *t, next, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, events...)
+	}
+	return out, nil
 }
+
+// eventRollout is a rollout as a ROLLOUT_* event carries it: its row,
+// one conversion for both.
+type eventRollout = rolloutRow
 
 func toEventRollout(r *core.Rollout) *eventRollout {
 	if r == nil {
 		return nil
 	}
-	phases := r.Phases
-	if phases == nil {
-		phases = []int{}
-	}
-	return &eventRollout{ID: r.ID, AccountID: r.AccountID, ModelNumber: r.ModelNumber, SoftwareRevision: r.SoftwareRevision,
-		SHA256: r.SHA256, Size: r.Size, Filter: r.Filter, Phases: phases, FailureThreshold: r.FailureThreshold,
-		MinSample: r.MinSample, HealthWindow: r.HealthWindow.Milliseconds(), RequireIdle: r.RequireIdle, State: string(r.State),
-		PausedReason: r.PausedReason, OpenPhase: r.OpenPhase, Targets: r.Targets, Pending: r.Counts.Pending,
-		Eligible: r.Counts.Eligible, Installing: r.Counts.Installing, Healthy: r.Counts.Healthy, Failed: r.Counts.Failed,
-		SampleHealthy: r.SampleHealthy, SampleFailed: r.SampleFailed, CreatedAt: millis(r.CreatedAt),
-		EndedAt: optMillis(r.EndedAt), CreatedBy: r.CreatedBy}
+	return toRolloutRow(*r)
 }
 
+// fromEventRollout reads an event's rollout; phases that do not parse
+// (never written so) leave it out.
 func fromEventRollout(r *eventRollout) *core.Rollout {
 	if r == nil {
 		return nil
 	}
-	phases := r.Phases
-	if phases == nil {
-		phases = []int{}
+	out, err := r.toRollout()
+	if err != nil {
+		return nil
 	}
-	return &core.Rollout{ID: r.ID, AccountID: r.AccountID, ModelNumber: r.ModelNumber, SoftwareRevision: r.SoftwareRevision,
-		SHA256: r.SHA256, Size: r.Size, Filter: r.Filter, Phases: phases, FailureThreshold: r.FailureThreshold,
-		MinSample: r.MinSample, HealthWindow: time.Duration(r.HealthWindow) * time.Millisecond, RequireIdle: r.RequireIdle,
-		State: core.RolloutState(r.State), PausedReason: r.PausedReason, OpenPhase: r.OpenPhase, Targets: r.Targets,
-		Counts: core.RolloutCounts{Pending: r.Pending, Eligible: r.Eligible, Installing: r.Installing, Healthy: r.Healthy,
-			Failed: r.Failed}, SampleHealthy: r.SampleHealthy, SampleFailed: r.SampleFailed,
-		CreatedAt: fromMillis(r.CreatedAt), EndedAt: optTime(r.EndedAt), CreatedBy: r.CreatedBy}
+	return &out
 }

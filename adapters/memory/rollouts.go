@@ -38,6 +38,10 @@ func cloneTarget(t core.RolloutTarget) core.RolloutTarget {
 		c := *t.NewRevisionCounter
 		t.NewRevisionCounter = &c
 	}
+	if t.OldRevisionCounter != nil {
+		c := *t.OldRevisionCounter
+		t.OldRevisionCounter = &c
+	}
 	return t
 }
 
@@ -340,7 +344,7 @@ func (s *Store) refuseRolloutTargetLocked(c core.Command, now time.Time) []*core
 }
 
 // observeRolloutReportLocked applies a verified report of mount uid to
-// its INSTALLING targets and returns the events appended.
+// its ELIGIBLE and INSTALLING targets and returns the events appended.
 func (s *Store) observeRolloutReportLocked(uid, accountID, revision string, counter uint64, now time.Time) []*core.Event {
 	var out []*core.Event
 	for id, r := range s.ro.rollouts {
@@ -348,7 +352,7 @@ func (s *Store) observeRolloutReportLocked(uid, accountID, revision string, coun
 			continue
 		}
 		t, ok := s.ro.targets[id][uid]
-		if !ok || t.State != core.TargetStateInstalling {
+		if !ok || (t.State != core.TargetStateInstalling && t.State != core.TargetStateEligible) {
 			continue
 		}
 		next, changed := core.ObserveRolloutReport(*r, *t, revision, counter, ms(now))
@@ -364,4 +368,39 @@ func (s *Store) observeRolloutReportLocked(uid, accountID, revision string, coun
 		out = append(out, events...)
 	}
 	return out
+}
+
+// leaveRolloutsLocked fails the undecided targets of mount uid in the
+// RUNNING or PAUSED rollouts of every account but keep ("" for all): the
+// mount left those accounts. The events go to e's Then (when given).
+func (s *Store) leaveRolloutsLocked(e *core.Event, uid, keep string, now time.Time) {
+	ids := make([]string, 0)
+	for id, r := range s.ro.rollouts {
+		if r.AccountID != keep && rolloutLive(r) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var out []*core.Event
+	for _, id := range ids {
+		r := s.ro.rollouts[id]
+		t, ok := s.ro.targets[id][uid]
+		if !ok {
+			continue
+		}
+		next, changed := core.LeaveRolloutTarget(*t, ms(now))
+		if !changed {
+			continue
+		}
+		core.ApplyRolloutTarget(r, *t, next)
+		*t = next
+		events := s.advanceRolloutLocked(r, ms(now))
+		for _, ev := range events {
+			s.appendAccountLocked(ev)
+		}
+		out = append(out, events...)
+	}
+	if e != nil {
+		e.Then = out
+	}
 }

@@ -238,6 +238,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 	s.unlinkLocked(c.UID, c.AccountID)
 	s.insertClaimCommandLocked(c.Command)
 	s.appendLocked(e, *m)
+	s.leaveRolloutsLocked(e, c.UID, c.AccountID, c.Now)
 	s.auditLocked(ctx)
 	return *m, nil
 }
@@ -297,6 +298,7 @@ func (s *Store) ExpireAssociation(_ context.Context, uid string, now time.Time, 
 		e.AccountID = m.ExpiredOwnerID
 	}
 	s.appendLocked(e, *m)
+	s.leaveRolloutsLocked(e, uid, "", now)
 	return *m, true, nil
 }
 
@@ -314,6 +316,7 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 	delete(s.al.announced, uid)
 	s.unlinkLocked(uid, "")
 	s.appendLocked(e, *m)
+	s.leaveRolloutsLocked(e, uid, "", now)
 	s.auditLocked(ctx)
 	return *m, nil
 }
@@ -340,6 +343,11 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.
 	s.commands = slices.DeleteFunc(s.commands, func(c storedCommand) bool { return c.MountUID == uid })
 	s.unlinkLocked(uid, "")
 	s.appendLocked(e, *m)
+	now := time.Now()
+	if e != nil && !e.OccurredAt.IsZero() {
+		now = e.OccurredAt
+	}
+	s.leaveRolloutsLocked(e, uid, "", now)
 	s.auditLocked(ctx)
 	return *m, nil
 }
@@ -673,13 +681,13 @@ func (s *Store) DecideCommand(_ context.Context, d core.CommandDecision, e *core
 	}
 	c.Status, c.StatusAt, c.Reason, c.Verified, c.counter = d.Status, at, d.Reason, d.Verified, d.Counter
 	if c.JobID != "" {
-		if je := s.moveJobTargetLocked(c.Command, d.At); je != nil && d.JobEvents != nil {
-			*d.JobEvents = append(*d.JobEvents, je)
+		if je := s.moveJobTargetLocked(c.Command, d.At); je != nil && d.AccountEvents != nil {
+			*d.AccountEvents = append(*d.AccountEvents, je)
 		}
 	}
 	if c.RolloutID != "" && c.Status == core.CommandRefused {
-		if re := s.refuseRolloutTargetLocked(c.Command, d.At); len(re) > 0 && d.JobEvents != nil {
-			*d.JobEvents = append(*d.JobEvents, re...)
+		if re := s.refuseRolloutTargetLocked(c.Command, d.At); len(re) > 0 && d.AccountEvents != nil {
+			*d.AccountEvents = append(*d.AccountEvents, re...)
 		}
 	}
 	if m, ok := s.mounts[d.UID]; ok && e != nil {

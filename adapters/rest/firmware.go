@@ -60,8 +60,21 @@ func (s *Server) checkUpdate(w http.ResponseWriter, r *http.Request, p core.Prin
 	if uid == nil {
 		res, err = s.Firmware.CheckUpdate(r.Context(), p, deref(model), rev)
 	} else {
-		// The mount is read with the token's rights: one it cannot see
-		// is MOUNT_NOT_FOUND, whatever the rollouts say.
+		// The query is checked before the mount is read: a bad one is
+		// 400 whatever the mount. The mount is read with the token's
+		// rights: one it cannot see is MOUNT_NOT_FOUND, whatever the
+		// rollouts say.
+		var v core.Validation
+		if deref(model) == "" {
+			v.Add("modelNumber", "is required")
+		}
+		if !core.ValidMountUID(*uid) {
+			v.Add("mountUid", "must be a mount uid: 1 to 64 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'")
+		}
+		if err := v.Err(); err != nil {
+			writeError(w, r, s.Logger, err)
+			return
+		}
 		var m core.Mount
 		if m, err = s.Mounts.Mount(r.Context(), p, *uid); err == nil {
 			res, err = s.Firmware.CheckMountUpdate(r.Context(), p, deref(model), rev, m)

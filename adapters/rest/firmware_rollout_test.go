@@ -145,6 +145,7 @@ func TestFirmwareRolloutTransport(t *testing.T) {
 			{"/api/v1/firmware/check-update?modelNumber=HM-1&softwareRevision=1.0.0&mountUid=M1", "owner", "UPDATE_AVAILABLE 1.3.0"},
 			{"/api/v1/firmware/check-update?modelNumber=HM-1&softwareRevision=1.0.0&mountUid=M1", "rider", "UPDATE_AVAILABLE 1.3.0"},
 			{"/api/v1/firmware/check-update?modelNumber=HM-1&softwareRevision=1.3.0&mountUid=M1", "owner", "UP_TO_DATE"},
+			{"/api/v1/firmware/check-update?modelNumber=HM-1&softwareRevision=1.4.0&mountUid=M1", "owner", "UPDATE_AVAILABLE 1.3.0"},
 			{"/api/v1/firmware/check-update?modelNumber=HM-1&softwareRevision=1.0.0&mountUid=M2", "owner", "UPDATE_AVAILABLE 1.2.0"},
 			{"/api/v1/firmware/check-update?modelNumber=HM-1&softwareRevision=1.2.0&mountUid=M2", "maintainer", "UP_TO_DATE"},
 			{"/api/v1/firmware/check-update?modelNumber=HM-1&softwareRevision=1.0.0", "owner", "UPDATE_AVAILABLE 1.4.0"},
@@ -157,6 +158,9 @@ func TestFirmwareRolloutTransport(t *testing.T) {
 		do("/api/v1/firmware/check-update?modelNumber=HM-1&mountUid=M1", "other", 404, "MOUNT_NOT_FOUND", "")
 		do("/api/v1/firmware/check-update?modelNumber=HM-1&mountUid=M9", "owner", 404, "MOUNT_NOT_FOUND", "")
 		do("/api/v1/firmware/check-update?mountUid=M1", "owner", 400, "VALIDATION_FAILED", "modelNumber")
+		do("/api/v1/firmware/check-update?modelNumber=HM-1&mountUid=not%20a%20uid", "owner", 400, "VALIDATION_FAILED", "mountUid")
+		do("/api/v1/firmware/check-update?modelNumber=HM-1&mountUid=", "owner", 400, "VALIDATION_FAILED", "mountUid")
+		do("/api/v1/firmware/check-update?mountUid=M9", "owner", 400, "VALIDATION_FAILED", "modelNumber")
 		do("/api/v1/firmware/check-update?modelNumber=HM-9&mountUid=M1", "owner", 404, "FIRMWARE_NOT_FOUND", "")
 	})
 }

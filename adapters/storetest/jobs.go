@@ -239,11 +239,11 @@ func jobProgress(t *testing.T, store Store) {
 	decide := func(uid string, i int, status core.CommandStatus, reason string, counter uint64) {
 		t.Helper()
 		d := core.CommandDecision{UID: uid, AccountID: "acc_a", ID: nonceOf(i), Status: status, Reason: reason, Counter: counter,
-			At: t0.Add(time.Second), JobEvents: &[]*core.Event{}}
+			At: t0.Add(time.Second), AccountEvents: &[]*core.Event{}}
 		if _, _, err := store.DecideCommand(ctx, d, &core.Event{Type: core.EventCommandExecuted, UID: uid, AccountID: "acc_a", OccurredAt: t0}); err != nil {
 			t.Fatalf("decide %d: %v", i, err)
 		}
-		jobEvs = append(jobEvs, *d.JobEvents...)
+		jobEvs = append(jobEvs, *d.AccountEvents...)
 	}
 	unconfirm := func() {
 		t.Helper()
@@ -549,13 +549,13 @@ func racingJobReceipts(t *testing.T, store Store) {
 				status, reason = core.CommandRefused, "helmet absent"
 			}
 			d := core.CommandDecision{UID: fmt.Sprintf("R%02d", i), AccountID: "acc_a", ID: nonceOf(i), Status: status, Reason: reason,
-				At: t0, JobEvents: &[]*core.Event{}}
+				At: t0, AccountEvents: &[]*core.Event{}}
 			if _, _, err := store.DecideCommand(ctx, d, nil); err != nil {
 				t.Error(err)
 				return
 			}
 			mu.Lock()
-			completed += len(*d.JobEvents)
+			completed += len(*d.AccountEvents)
 			mu.Unlock()
 		}()
 	}

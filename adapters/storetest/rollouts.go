@@ -29,6 +29,8 @@ func RunRollouts(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RolloutCreation", rolloutCreation},
 		{"RolloutProgress", rolloutProgress},
 		{"RolloutChanges", rolloutChanges},
+		{"RolloutLateReports", rolloutLateReports},
+		{"RolloutMountLeaves", rolloutMountLeaves},
 		{"RacingRolloutSweeps", racingRolloutSweeps},
 		{"RacingRolloutCreations", racingRolloutCreations},
 		{"RacingRolloutMoves", racingRolloutMoves},
@@ -116,11 +118,11 @@ func verifiedReport(t *testing.T, store Store, uid, accountID, revision string, 
 func refuseCommand(t *testing.T, store Store, uid, accountID, id, reason string, counter uint64, at time.Time) []*core.Event {
 	t.Helper()
 	d := core.CommandDecision{UID: uid, AccountID: accountID, ID: id, Status: core.CommandRefused, Reason: reason,
-		Counter: counter, Verified: true, At: at, JobEvents: &[]*core.Event{}}
+		Counter: counter, Verified: true, At: at, AccountEvents: &[]*core.Event{}}
 	if _, _, err := store.DecideCommand(context.Background(), d, nil); err != nil {
 		t.Fatalf("DecideCommand(%s): %v", id, err)
 	}
-	return *d.JobEvents
+	return *d.AccountEvents
 }
 
 // rolloutCreation: the targets are the ASSOCIATED mounts of the account
@@ -407,6 +409,137 @@ func rolloutProgress(t *testing.T, store Store) {
 	}
 }
 
+// rolloutLateReports: reports relayed out of order still catch a
+// rollback (the old revision at counter 9, then the new one at 7), the
+// counter kept across transactions; a verified report on the new
+// revision at an ELIGIBLE target (installed by hand) makes it INSTALLING
+// from then, with no offer left.
+func rolloutLateReports(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	uids := []string{"RL1", "RL2"}
+	for _, uid := range uids {
+		deviceMount(t, store, uid, "acc_a", "RX", "1.0.0", false, t0)
+	}
+	ro := newRollout("ro_l", "acc_a", []int{100}, t0)
+	ro.FailureThreshold = 100
+	if _, _, err := store.CreateRollout(ctx, ro, core.MountFilter{}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.InsertCommand(ctx, installCommand("RL1", "acc_a", "ro_l", 1, t0), nil); err != nil {
+		t.Fatal(err)
+	}
+	t1 := t0.Add(time.Second)
+	verifiedReport(t, store, "RL1", "acc_a", "1.0.0", 9, t1)
+	if tg := rolloutTargets(t, store, "acc_a", "ro_l")["RL1"]; tg.State != core.TargetStateInstalling ||
+		tg.OldRevisionCounter == nil || *tg.OldRevisionCounter != 9 {
+		t.Fatalf("after the old report: %+v", tg)
+	}
+	verifiedReport(t, store, "RL1", "acc_a", "2.0.0", 7, t1.Add(time.Second))
+	if tg := rolloutTargets(t, store, "acc_a", "ro_l")["RL1"]; tg.State != core.TargetStateFailed || tg.Reason != "rollback" {
+		t.Fatalf("new@7 after old@9: %+v", tg)
+	}
+
+	t2 := t1.Add(2 * time.Second)
+	verifiedReport(t, store, "RL2", "acc_a", "2.0.0", 4, t2)
+	tg := rolloutTargets(t, store, "acc_a", "ro_l")["RL2"]
+	if tg.State != core.TargetStateInstalling || !tg.InstallingSince.Equal(t2) || tg.NewRevisionCounter == nil ||
+		*tg.NewRevisionCounter != 4 || tg.CommandID != "" {
+		t.Fatalf("installed by hand: %+v", tg)
+	}
+	if r, err := store.Rollout(ctx, "acc_a", "ro_l"); err != nil || r.Counts != (core.RolloutCounts{Installing: 1, Failed: 1}) {
+		t.Fatalf("rollout = %+v, %v", r.Counts, err)
+	}
+	// Its health window counts from the report: HEALTHY at its end.
+	if n, _, err := store.DecideRolloutTargets(ctx, t2.Add(ro.HealthWindow-time.Millisecond), 10); err != nil || n != 0 {
+		t.Fatalf("before the window's end: %d, %v", n, err)
+	}
+	if n, _, err := store.DecideRolloutTargets(ctx, t2.Add(ro.HealthWindow), 10); err != nil || n != 1 {
+		t.Fatalf("at the window's end: %d, %v", n, err)
+	}
+	if tg := rolloutTargets(t, store, "acc_a", "ro_l")["RL2"]; tg.State != core.TargetStateHealthy {
+		t.Fatalf("decided: %+v", tg)
+	}
+}
+
+// rolloutMountLeaves: a target whose mount leaves the account (deleted,
+// abandoned) FAILED "mount left the account" in the mount's transaction,
+// outside the failure sample, and the rollout moves on: the next phase
+// opens, then it completes; the rollout events hang on the mount's event.
+// A refreshed claim by the same account leaves the targets alone.
+func rolloutMountLeaves(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	uids := []string{"RM1", "RM2", "RM3", "RM4"}
+	for _, uid := range uids {
+		deviceMount(t, store, uid, "acc_a", "RX", "1.0.0", false, t0)
+	}
+	ro := newRollout("ro_m", "acc_a", []int{25, 100}, t0)
+	ro.MinSample, ro.FailureThreshold = 1, 0
+	if _, _, err := store.CreateRollout(ctx, ro, core.MountFilter{}, t0); err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	var rest []string
+	for i, p := range core.AssignRolloutPhases(uids, ro.Phases) {
+		if p == 0 {
+			first = uids[i]
+		} else {
+			rest = append(rest, uids[i])
+		}
+	}
+	if _, err := store.ClaimMount(ctx, core.Claim{UID: first, AccountID: "acc_a", Now: t0, Deadline: t0.Add(time.Hour),
+		Key: testKey()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if tg := rolloutTargets(t, store, "acc_a", "ro_m")[first]; tg.State != core.TargetStateEligible {
+		t.Fatalf("after the owner's claim: %+v", tg)
+	}
+	if err := store.InsertCommand(ctx, installCommand(first, "acc_a", "ro_m", 1, t0), nil); err != nil {
+		t.Fatal(err)
+	}
+	t1 := t0.Add(time.Second)
+	del := &core.Event{Type: core.EventDeleted, UID: first, AccountID: "acc_a", OccurredAt: t1}
+	if _, err := store.DeleteMount(ctx, first, "acc_a", del); err != nil {
+		t.Fatal(err)
+	}
+	if tg := rolloutTargets(t, store, "acc_a", "ro_m")[first]; tg.State != core.TargetStateFailed || tg.Reason != core.RolloutReasonMountLeft {
+		t.Fatalf("deleted: %+v", tg)
+	}
+	if len(del.Then) != 1 || del.Then[0].Type != core.EventRolloutPhaseOpened || del.Then[0].Rollout.OpenPhase != 1 {
+		t.Fatalf("the delete's rollout events: %+v", del.Then)
+	}
+	r, err := store.Rollout(ctx, "acc_a", "ro_m")
+	if err != nil || r.State != core.RolloutRunning || r.SampleFailed != 0 ||
+		r.Counts != (core.RolloutCounts{Eligible: 3, Failed: 1}) {
+		t.Fatalf("after the delete (no pause: the sample is empty): %+v, %v", r, err)
+	}
+	for i, uid := range rest {
+		if i == 0 {
+			if err := store.InsertCommand(ctx, installCommand(uid, "acc_a", "ro_m", 10, t1), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ab := &core.Event{Type: core.EventAbandoned, UID: uid, AccountID: "acc_a", OccurredAt: t1}
+		if _, err := store.AbandonMount(ctx, uid, "acc_a", t1, ab); err != nil {
+			t.Fatal(err)
+		}
+		if last := i == len(rest)-1; last != (len(ab.Then) == 1 && ab.Then[0].Type == core.EventRolloutCompleted) || !last && len(ab.Then) != 0 {
+			t.Fatalf("the abandon of %s: %+v", uid, ab.Then)
+		}
+	}
+	r, err = store.Rollout(ctx, "acc_a", "ro_m")
+	if err != nil || r.State != core.RolloutCompleted || r.SampleFailed != 0 || r.Counts != (core.RolloutCounts{Failed: 4}) {
+		t.Fatalf("after the abandons: %+v, %v", r, err)
+	}
+	types, _ := rolloutEventTypes(t, store, "acc_a")
+	if !slices.Equal(types, []core.EventType{core.EventRolloutPhaseOpened, core.EventRolloutPhaseOpened, core.EventRolloutCompleted}) {
+		t.Fatalf("rollout events %v", types)
+	}
+}
+
 // rolloutChanges: pause, resume, cancel and their conflicts; the threshold
 // pauses; a paused rollout offers nothing and takes no command but still
 // decides; a resume opens the next phase when the open ones are decided;
@@ -637,7 +770,7 @@ func racingRolloutMoves(t *testing.T, store Store) {
 			}
 			if i%3 == 0 {
 				d := core.CommandDecision{UID: uid, AccountID: "acc_a", ID: nonceOf(i), Status: core.CommandRefused, Reason: "bad image",
-					Counter: 9, Verified: true, At: t0, JobEvents: &[]*core.Event{}}
+					Counter: 9, Verified: true, At: t0, AccountEvents: &[]*core.Event{}}
 				if _, _, err := store.DecideCommand(ctx, d, nil); err != nil {
 					t.Error(err)
 				}

@@ -105,13 +105,19 @@ func parseExpiresAt(s string, now time.Time) (string, error) {
 	return "", fmt.Errorf("--expires-at %q: give an RFC 3339 date-time (2026-12-01T00:00:00Z) or a duration from now (72h)", s)
 }
 
-func jobsCommand(s *settings, out *printer) *cli.Command {
-	jobID := func(cmd *cli.Command) (string, error) {
+// oneID reads the one argument of a command on a thing (a job, a
+// rollout): its id.
+func oneID(thing string) func(cmd *cli.Command) (string, error) {
+	return func(cmd *cli.Command) (string, error) {
 		if cmd.Args().Len() != 1 {
-			return "", fmt.Errorf("give the job's id")
+			return "", fmt.Errorf("give the %s's id", thing)
 		}
 		return cmd.Args().First(), nil
 	}
+}
+
+func jobsCommand(s *settings, out *printer) *cli.Command {
+	jobID := oneID("job")
 	return &cli.Command{
 		Name:  "jobs",
 		Usage: "jobs: one command for many mounts, run as phones pass them (owners): create, list, show, cancel",

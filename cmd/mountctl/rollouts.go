@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/mountd/mountd/core"
 )
 
 // rolloutCounts and rolloutView are a Rollout as the API shows it
@@ -61,20 +63,6 @@ func (r rolloutView) line() string {
 	return line
 }
 
-// phaseSizes is how many targets each phase holds: phase i takes the
-// ranks below ceil(phases[i]% of targets), cumulatively.
-func phaseSizes(phases []int, targets int) []int {
-	sizes := make([]int, len(phases))
-	below := 0
-	for i, p := range phases {
-		upTo := (p*targets + 99) / 100
-		upTo = max(min(upTo, targets), below)
-		sizes[i] = upTo - below
-		below = upTo
-	}
-	return sizes
-}
-
 // rolloutTargetView is a rollout at one of its mounts.
 type rolloutTargetView struct {
 	UID             string  `json:"uid"`
@@ -114,6 +102,24 @@ func parsePhases(s string) ([]int, error) {
 	return out, nil
 }
 
+// phaseStatus labels phase i of r: "open, passed" before the open phase;
+// the open phase "open, current", or "open, last" once the rollout
+// COMPLETED; "waiting" after it; from the open phase on, "canceled" once
+// the rollout is CANCELED.
+func phaseStatus(r rolloutView, i int) string {
+	switch {
+	case i < r.OpenPhase:
+		return "open, passed"
+	case r.State == "CANCELED":
+		return "canceled"
+	case i == r.OpenPhase && r.State == "COMPLETED":
+		return "open, last"
+	case i == r.OpenPhase:
+		return "open, current"
+	}
+	return "waiting"
+}
+
 // printRollout prints a rollout, its counts per state, each phase's size
 // and whether it is open, and one page of its targets.
 func printRollout(o io.Writer, r rolloutView, mounts []rolloutTargetView, pagination map[string]int) {
@@ -132,17 +138,8 @@ func printRollout(o io.Writer, r rolloutView, mounts []rolloutTargetView, pagina
 		}
 		byPhase[t.Phase][t.State]++
 	}
-	for i, size := range phaseSizes(r.Phases, r.Targets) {
-		status := "waiting"
-		switch {
-		case i < r.OpenPhase:
-			status = "open, passed"
-		case i == r.OpenPhase && (r.State == "COMPLETED" || r.State == "CANCELED"):
-			status = "open, last"
-		case i == r.OpenPhase:
-			status = "open, current"
-		}
-		line := fmt.Sprintf("  phase %d  up to %3d%%  %d mounts  %s", i+1, r.Phases[i], size, status)
+	for i, size := range core.RolloutPhaseSizes(r.Phases, r.Targets) {
+		line := fmt.Sprintf("  phase %d  up to %3d%%  %d mounts  %s", i+1, r.Phases[i], size, phaseStatus(r, i))
 		if complete {
 			s := byPhase[i]
 			decided := s["HEALTHY"] + s["FAILED"]
@@ -157,12 +154,7 @@ func printRollout(o io.Writer, r rolloutView, mounts []rolloutTargetView, pagina
 }
 
 func rolloutsCommand(s *settings, out *printer) *cli.Command {
-	rolloutID := func(cmd *cli.Command) (string, error) {
-		if cmd.Args().Len() != 1 {
-			return "", fmt.Errorf("give the rollout's id")
-		}
-		return cmd.Args().First(), nil
-	}
+	rolloutID := oneID("rollout")
 	change := func(verb, usage string) *cli.Command {
 		return &cli.Command{
 			Name: verb, Usage: usage, ArgsUsage: "ID",

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mountd/mountd/core"
 )
 
 const fakeRollout = `{"id":"ro_1","modelNumber":"HM-1","softwareRevision":"1.3.0","filter":"","phases":[10,50,100],` +
@@ -217,6 +219,27 @@ func TestRolloutsCommand(t *testing.T) {
 	})
 }
 
+func TestPhaseStatus(t *testing.T) {
+	for _, c := range []struct {
+		state string
+		open  int
+		want  []string
+	}{
+		{"RUNNING", 1, []string{"open, passed", "open, current", "waiting"}},
+		{"PAUSED", 0, []string{"open, current", "waiting", "waiting"}},
+		{"COMPLETED", 2, []string{"open, passed", "open, passed", "open, last"}},
+		{"CANCELED", 1, []string{"open, passed", "canceled", "canceled"}},
+		{"CANCELED", 2, []string{"open, passed", "open, passed", "canceled"}},
+	} {
+		r := rolloutView{State: c.state, OpenPhase: c.open, Phases: []int{10, 50, 100}}
+		for i, want := range c.want {
+			if got := phaseStatus(r, i); got != want {
+				t.Errorf("%s open %d: phase %d %q, want %q", c.state, c.open, i, got, want)
+			}
+		}
+	}
+}
+
 func TestPhaseSizes(t *testing.T) {
 	for _, c := range []struct {
 		phases  []int
@@ -229,8 +252,8 @@ func TestPhaseSizes(t *testing.T) {
 		{[]int{100}, 7, []int{7}},
 		{[]int{33, 66, 100}, 3, []int{1, 1, 1}},
 	} {
-		if got := phaseSizes(c.phases, c.targets); !slices.Equal(got, c.want) {
-			t.Errorf("phaseSizes(%v, %d) = %v, want %v", c.phases, c.targets, got, c.want)
+		if got := core.RolloutPhaseSizes(c.phases, c.targets); !slices.Equal(got, c.want) {
+			t.Errorf("RolloutPhaseSizes(%v, %d) = %v, want %v", c.phases, c.targets, got, c.want)
 		}
 	}
 	if got, err := parsePhases("1, 10,50%,100"); err != nil || !slices.Equal(got, []int{1, 10, 50, 100}) {

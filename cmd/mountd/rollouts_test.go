@@ -258,10 +258,11 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			}
 			res, raw = b.call(http.MethodGet, "/api/v1/firmware/check-update?"+q(eligible[0], "1.0.0").Encode(), nil)
 			wantProblem(t, res, raw, 404, "MOUNT_NOT_FOUND")
-			if slices.Contains(eligible, uids[0]) {
-				if got := in.checkUpdate(t, rider, q(uids[0], "1.0.0")); got != "UPDATE_AVAILABLE 1.1.0" {
-					t.Errorf("the rider's check-update: %s", got)
-				}
+			// A rider's token for an ELIGIBLE mount, made once the phases
+			// are known (which of uids is ELIGIBLE depends on their hashes).
+			eligibleRider := in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:"+eligible[0])
+			if got := in.checkUpdate(t, eligibleRider, q(eligible[0], "1.0.0")); got != "UPDATE_AVAILABLE 1.1.0" {
+				t.Errorf("the rider's check-update: %s", got)
 			}
 			res, raw = in.call(http.MethodGet, "/api/v1/firmware/check-update?"+q(uids[1], "1.0.0").Encode(), rider, nil)
 			wantProblem(t, res, raw, 404, "MOUNT_NOT_FOUND")
@@ -384,8 +385,13 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			if got := in.pending(t, maintainer, eligible[1]); len(got) != 0 {
 				t.Fatalf("a PAUSED rollout offers %+v", got)
 			}
-			if got := in.checkUpdate(t, a.token, q(eligible[1], "1.0.0")); got != "UP_TO_DATE" {
-				t.Errorf("check-update under a PAUSED rollout: %s", got)
+			// check-update still names a PAUSED rollout's version to its
+			// ELIGIBLE targets; a PENDING one stays capped below it.
+			if got := in.checkUpdate(t, a.token, q(eligible[1], "1.0.0")); got != "UPDATE_AVAILABLE 1.1.0" {
+				t.Errorf("check-update of an ELIGIBLE target under a PAUSED rollout: %s", got)
+			}
+			if got := in.checkUpdate(t, a.token, q(pending[0], "1.0.0")); got != "UP_TO_DATE" {
+				t.Errorf("check-update of a PENDING target under a PAUSED rollout: %s", got)
 			}
 			if evs := in.rolloutEvents(t, maintainer, "types=ROLLOUT_PAUSED"); !slices.ContainsFunc(evs, func(e rolloutEventView) bool {
 				return e.Rollout != nil && e.Rollout.ID == ro.ID && e.Rollout.State == "PAUSED"
