@@ -242,28 +242,6 @@ func (s *Server) allowed(w http.ResponseWriter, r *http.Request, p core.Principa
 	return true
 }
 
-func (s *Server) listAlarmRules(w http.ResponseWriter, r *http.Request, p core.Principal) {
-	if !s.allowed(w, r, p, core.ActionManageAlarmRules) {
-		return
-	}
-	q := newQuery(r, "currentPage", "pageSize")
-	page := q.page(20)
-	if err := q.err(); err != nil {
-		writeError(w, r, s.Logger, err)
-		return
-	}
-	rules, pagination, err := s.Alarms.ListRules(r.Context(), p, page)
-	if err != nil {
-		writeError(w, r, s.Logger, err)
-		return
-	}
-	out := make([]AlarmRuleJSON, len(rules))
-	for i, rule := range rules {
-		out[i] = alarmRuleJSON(rule)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"rules": out, "pagination": pagination})
-}
-
 // suggestedAlarmRules answers GET /alarm-rules/suggested: the starting
 // rules an owner may create as they are or changed.
 func (s *Server) suggestedAlarmRules(w http.ResponseWriter, r *http.Request, p core.Principal) {
@@ -280,22 +258,6 @@ func (s *Server) suggestedAlarmRules(w http.ResponseWriter, r *http.Request, p c
 		out[i] = suggestedRuleJSON(in)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"rules": out})
-}
-
-func (s *Server) getAlarmRule(w http.ResponseWriter, r *http.Request, p core.Principal) {
-	if !s.allowed(w, r, p, core.ActionManageAlarmRules) {
-		return
-	}
-	if err := newQuery(r).err(); err != nil {
-		writeError(w, r, s.Logger, err)
-		return
-	}
-	rule, err := s.Alarms.Rule(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, s.Logger, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, alarmRuleJSON(rule))
 }
 
 func (s *Server) updateAlarmRule(w http.ResponseWriter, r *http.Request, p core.Principal) {

@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/mountd/mountd/core"
@@ -132,84 +131,4 @@ func (s *Server) createRollout(w http.ResponseWriter, r *http.Request, p core.Pr
 		return
 	}
 	writeJSON(w, http.StatusCreated, rolloutJSON(ro))
-}
-
-func (s *Server) listRollouts(w http.ResponseWriter, r *http.Request, p core.Principal) {
-	if !s.allowed(w, r, p, core.ActionManageRollouts) {
-		return
-	}
-	q := newQuery(r, "currentPage", "pageSize")
-	page := q.page(20)
-	if err := q.err(); err != nil {
-		writeError(w, r, s.Logger, err)
-		return
-	}
-	list, pagination, err := s.Rollouts.ListRollouts(r.Context(), p, page)
-	if err != nil {
-		writeError(w, r, s.Logger, err)
-		return
-	}
-	out := make([]RolloutJSON, len(list))
-	for i, ro := range list {
-		out[i] = rolloutJSON(ro)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"rollouts": out, "pagination": pagination})
-}
-
-func (s *Server) getRollout(w http.ResponseWriter, r *http.Request, p core.Principal) {
-	if !s.allowed(w, r, p, core.ActionManageRollouts) {
-		return
-	}
-	if err := newQuery(r).err(); err != nil {
-		writeError(w, r, s.Logger, err)
-		return
-	}
-	ro, err := s.Rollouts.Rollout(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		writeError(w, r, s.Logger, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rolloutJSON(ro))
-}
-
-func (s *Server) rolloutMounts(w http.ResponseWriter, r *http.Request, p core.Principal) {
-	if !s.allowed(w, r, p, core.ActionManageRollouts) {
-		return
-	}
-	q := newQuery(r, "currentPage", "pageSize")
-	page := q.page(20)
-	if err := q.err(); err != nil {
-		writeError(w, r, s.Logger, err)
-		return
-	}
-	targets, pagination, err := s.Rollouts.RolloutMounts(r.Context(), p, r.PathValue("id"), page)
-	if err != nil {
-		writeError(w, r, s.Logger, err)
-		return
-	}
-	out := make([]RolloutTargetJSON, len(targets))
-	for i, t := range targets {
-		out[i] = rolloutTargetJSON(t)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"mounts": out, "pagination": pagination})
-}
-
-// changeRollout answers pause, resume and cancel (a method expression of
-// Rollouts): 200 with the rollout as the change left it.
-func (s *Server) changeRollout(change func(Rollouts, context.Context, core.Principal, string) (core.Rollout, error)) func(http.ResponseWriter, *http.Request, core.Principal) {
-	return func(w http.ResponseWriter, r *http.Request, p core.Principal) {
-		if !s.allowed(w, r, p, core.ActionManageRollouts) {
-			return
-		}
-		if err := newQuery(r).err(); err != nil {
-			writeError(w, r, s.Logger, err)
-			return
-		}
-		ro, err := change(s.Rollouts, r.Context(), p, r.PathValue("id"))
-		if err != nil {
-			writeError(w, r, s.Logger, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, rolloutJSON(ro))
-	}
 }
