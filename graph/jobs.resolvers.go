@@ -14,83 +14,38 @@ import (
 
 // CreateJob is the resolver for the createJob field.
 func (r *mutationResolver) CreateJob(ctx context.Context, input model.CreateJobInput) (*model.Job, error) {
-	p, err := core.PrincipalFrom(ctx)
-	if err != nil {
-		return nil, err
-	}
-	j, err := r.JobService.CreateJob(ctx, p, jobInput(input))
-	if err != nil {
-		return nil, err
-	}
-	return toJob(j), nil
+	return asCaller(ctx, jobInput(input), r.JobService.CreateJob, toJob)
 }
 
 // CancelJob is the resolver for the cancelJob field.
 func (r *mutationResolver) CancelJob(ctx context.Context, id string) (*model.Job, error) {
-	p, err := core.PrincipalFrom(ctx)
-	if err != nil {
-		return nil, err
-	}
-	j, err := r.JobService.CancelJob(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	return toJob(j), nil
+	return asCaller(ctx, id, r.JobService.CancelJob, toJob)
 }
 
 // Jobs is the resolver for the jobs field.
 func (r *queryResolver) Jobs(ctx context.Context, currentPage *int, pageSize *int) (*model.JobPage, error) {
-	p, err := core.PrincipalFrom(ctx)
+	out, pagination, err := pageAsCaller(ctx, currentPage, pageSize, r.JobService.ListJobs, value(toJob))
 	if err != nil {
 		return nil, err
 	}
-	pg, err := page(currentPage, pageSize, 20)
-	if err != nil {
-		return nil, err
-	}
-	jobs, pagination, err := r.JobService.ListJobs(ctx, p, pg)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]model.Job, len(jobs))
-	for i, j := range jobs {
-		out[i] = *toJob(j)
-	}
-	return &model.JobPage{Jobs: out, Pagination: toPagination(pagination)}, nil
+	return &model.JobPage{Jobs: out, Pagination: pagination}, nil
 }
 
 // Job is the resolver for the job field.
 func (r *queryResolver) Job(ctx context.Context, id string) (*model.Job, error) {
-	p, err := core.PrincipalFrom(ctx)
-	if err != nil {
-		return nil, err
-	}
-	j, err := r.JobService.Job(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	return toJob(j), nil
+	return asCaller(ctx, id, r.JobService.Job, toJob)
 }
 
 // JobMounts is the resolver for the jobMounts field.
 func (r *queryResolver) JobMounts(ctx context.Context, id string, currentPage *int, pageSize *int) (*model.JobMountPage, error) {
-	p, err := core.PrincipalFrom(ctx)
+	list := func(ctx context.Context, p core.Principal, pg core.Page) ([]core.JobTarget, core.Pagination, error) {
+		return r.JobService.JobMounts(ctx, p, id, pg)
+	}
+	out, pagination, err := pageAsCaller(ctx, currentPage, pageSize, list, toJobMount)
 	if err != nil {
 		return nil, err
 	}
-	pg, err := page(currentPage, pageSize, 20)
-	if err != nil {
-		return nil, err
-	}
-	targets, pagination, err := r.JobService.JobMounts(ctx, p, id, pg)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]model.JobMount, len(targets))
-	for i, t := range targets {
-		out[i] = toJobMount(t)
-	}
-	return &model.JobMountPage{Mounts: out, Pagination: toPagination(pagination)}, nil
+	return &model.JobMountPage{Mounts: out, Pagination: pagination}, nil
 }
 
 // AccountEvents is the resolver for the accountEvents field.

@@ -14,83 +14,46 @@ import (
 
 // CreateRollout is the resolver for the createRollout field.
 func (r *mutationResolver) CreateRollout(ctx context.Context, input model.RolloutInput) (*model.Rollout, error) {
-	p, err := core.PrincipalFrom(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ro, err := r.RolloutService.CreateRollout(ctx, p, rolloutInput(input))
-	if err != nil {
-		return nil, err
-	}
-	return toRollout(ro), nil
+	return asCaller(ctx, rolloutInput(input), r.RolloutService.CreateRollout, toRollout)
 }
 
 // PauseRollout is the resolver for the pauseRollout field.
 func (r *mutationResolver) PauseRollout(ctx context.Context, id string) (*model.Rollout, error) {
-	return r.changeRollout(ctx, id, r.RolloutService.PauseRollout)
+	return asCaller(ctx, id, r.RolloutService.PauseRollout, toRollout)
 }
 
 // ResumeRollout is the resolver for the resumeRollout field.
 func (r *mutationResolver) ResumeRollout(ctx context.Context, id string) (*model.Rollout, error) {
-	return r.changeRollout(ctx, id, r.RolloutService.ResumeRollout)
+	return asCaller(ctx, id, r.RolloutService.ResumeRollout, toRollout)
 }
 
 // CancelRollout is the resolver for the cancelRollout field.
 func (r *mutationResolver) CancelRollout(ctx context.Context, id string) (*model.Rollout, error) {
-	return r.changeRollout(ctx, id, r.RolloutService.CancelRollout)
+	return asCaller(ctx, id, r.RolloutService.CancelRollout, toRollout)
 }
 
 // Rollouts is the resolver for the rollouts field.
 func (r *queryResolver) Rollouts(ctx context.Context, currentPage *int, pageSize *int) (*model.RolloutPage, error) {
-	p, err := core.PrincipalFrom(ctx)
+	out, pagination, err := pageAsCaller(ctx, currentPage, pageSize, r.RolloutService.ListRollouts, value(toRollout))
 	if err != nil {
 		return nil, err
 	}
-	pg, err := page(currentPage, pageSize, 20)
-	if err != nil {
-		return nil, err
-	}
-	list, pagination, err := r.RolloutService.ListRollouts(ctx, p, pg)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]model.Rollout, len(list))
-	for i, ro := range list {
-		out[i] = *toRollout(ro)
-	}
-	return &model.RolloutPage{Rollouts: out, Pagination: toPagination(pagination)}, nil
+	return &model.RolloutPage{Rollouts: out, Pagination: pagination}, nil
 }
 
 // Rollout is the resolver for the rollout field.
 func (r *queryResolver) Rollout(ctx context.Context, id string) (*model.Rollout, error) {
-	p, err := core.PrincipalFrom(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ro, err := r.RolloutService.Rollout(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	return toRollout(ro), nil
+	return asCaller(ctx, id, r.RolloutService.Rollout, toRollout)
 }
 
 // RolloutMounts is the resolver for the rolloutMounts field.
 func (r *queryResolver) RolloutMounts(ctx context.Context, id string, currentPage *int, pageSize *int) (*model.RolloutMountPage, error) {
-	p, err := core.PrincipalFrom(ctx)
+	list := func(ctx context.Context, p core.Principal, pg core.Page) ([]core.RolloutTarget, core.Pagination, error) {
+		return r.RolloutService.RolloutMounts(ctx, p, id, pg)
+	}
+	out, pagination, err := pageAsCaller(ctx, currentPage, pageSize, list, toRolloutTarget)
 	if err != nil {
 		return nil, err
 	}
-	pg, err := page(currentPage, pageSize, 20)
-	if err != nil {
-		return nil, err
-	}
-	targets, pagination, err := r.RolloutService.RolloutMounts(ctx, p, id, pg)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]model.RolloutTarget, len(targets))
-	for i, t := range targets {
-		out[i] = toRolloutTarget(t)
-	}
-	return &model.RolloutMountPage{Mounts: out, Pagination: toPagination(pagination)}, nil
+	return &model.RolloutMountPage{Mounts: out, Pagination: pagination}, nil
 }
