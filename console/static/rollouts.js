@@ -250,10 +250,19 @@ export function rolloutForm() {
   const filter = h("input", { id: "rollout-filter", name: "filter", maxlength: 2000, placeholder: 'presence = "ONLINE"', autocomplete: "off", spellcheck: "false" });
   const status = statusBox("rollout-form-status");
   const title = h("h2", { id: "rollout-form-title" }, "Start a rollout");
+  const submit = h("button", { class: "primary", type: "submit" }, "Start rollout…");
+  // What the fleet's mounts of the model run that is newer than the
+  // revision: the rollout would take them back to an older one.
+  const downgrade = h("p", { class: "warning", id: "rollout-downgrade", role: "note", hidden: true });
+  let newer = null;
+  let opened = null;
   const form = h("form", { id: "rollout-form", class: "card", "aria-labelledby": "rollout-form-title", hidden: true, onsubmit: async (e) => {
     e.preventDefault();
+    if (submit.disabled) return;
     const m = model.value.trim(), rev = revision.value.trim(), f = filter.value.trim();
-    if (!confirm(`Start rolling out ${rev} to the ${m} mounts${f ? ` that “${f}” selects` : ""}? Each phase is offered the install when a phone next passes its mounts.`)) return;
+    const back = newer && m === opened.modelNumber && rev === opened.softwareRevision ? ` ${downgrade.textContent}` : "";
+    if (!confirm(`Start rolling out ${rev} to the ${m} mounts${f ? ` that “${f}” selects` : ""}? Each phase is offered the install when a phone next passes its mounts.${back}`)) return;
+    submit.disabled = true;
     try {
       const r = (await gql(`mutation($in: RolloutInput!) { createRollout(input: $in) { ${ROLLOUT_FIELDS} } }`, { in: {
         modelNumber: m, softwareRevision: rev, filter: f || undefined,
@@ -264,21 +273,33 @@ export function rolloutForm() {
       status.setAttribute("role", "status");
     } catch (err) {
       status.say(errorText(err), true);
+    } finally {
+      submit.disabled = false;
     }
   } }, title,
-  h("p", { class: "muted" }, "Its mounts are the associated ones of the model, with a device key, that the filter selects now and that run another revision. They are ranked by a stable hash of their uid and split into the phases; a phase opens when every mount of the ones before it is decided."),
+  h("p", { class: "muted" }, "Its mounts are the associated ones of the model, with a device key, that the filter selects now and that run another revision, older or newer: a rollout may take mounts back to an older revision. They are ranked by a stable hash of their uid and split into the phases; a phase opens when every mount of the ones before it is decided."),
+  downgrade,
   h("div", { class: "toolbar" }, field("Model", model), field("Revision", revision), field("Phases (cumulative %)", phasesIn),
     field("Failure threshold (%)", threshold), field("Minimum sample", minSample), field("Health window", healthWindow)),
   h("p", { class: "muted", id: "rollout-phases-help" }, "Phases: ascending percentages of the mounts, the last 100, e.g. 1, 10, 50, 100. The rollout pauses itself when more than the threshold of at least the minimum sample of decided mounts failed."),
   h("p", { class: "muted", id: "rollout-window-help" }, "Health window: how long after its install a mount has to sign a report on the new revision (a Go duration: 30m, 1h, 24h; at most 168h)."),
   h("div", { class: "toolbar" }, Object.assign(field("Filter (optional)", filter), { className: "field wide" }),
     h("label", { class: "check", for: "rollout-idle" }, idle, " Only while locked with the helmet present"),
-    h("button", { class: "primary", type: "submit" }, "Start rollout…")), status);
-  form.open = (v) => {
+    submit), status);
+  // open(v, ahead): the form for version v, its fields as at first when
+  // it was open for another; ahead (if known) is {count, highest}: how
+  // many of the fleet's mounts of the model run a newer revision.
+  form.open = (v, ahead = null) => {
+    if (opened && (opened.modelNumber !== v.modelNumber || opened.softwareRevision !== v.softwareRevision)) form.reset();
+    opened = v;
     model.value = v.modelNumber;
     revision.value = v.softwareRevision;
     title.textContent = `Start a rollout of ${v.softwareRevision} for ${v.modelNumber}`;
+    newer = ahead?.count ? ahead : null;
+    downgrade.hidden = !newer;
+    downgrade.textContent = newer ? `${plural(newer.count, "mount")} of ${v.modelNumber} run a newer revision (up to ${newer.highest}): the rollout would take ${newer.count === 1 ? "it" : "them"} back to ${v.softwareRevision}.` : "";
     status.replaceChildren();
+    status.className = "form-status";
     form.hidden = false;
     form.scrollIntoView({ block: "nearest" });
     phasesIn.focus();
