@@ -23,7 +23,8 @@ import (
 // resumes it, sees it pause itself live when a mount of the open phase
 // refuses the install (ROLLOUT_PAUSED over accountEvents; the page's timer
 // is switched off, so only the event can show it), finds it on the
-// rollouts page and cancels it. MOUNTD_SCREENSHOTS=docs writes
+// rollouts page and cancels it. The form warns of a downgrade and starts
+// afresh for another version; a rollout not found says so, with a retry. MOUNTD_SCREENSHOTS=docs writes
 // docs/console-rollouts.png.
 func TestConsoleRolloutsInBrowser(t *testing.T) {
 	chromium := testenv.Chromium(t)
@@ -103,13 +104,14 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 	}
 	ro := got[0]
 
-	// Its page. The timer that reads it again is switched off from here:
-	// what changes without an action of the page comes from its events.
-	b.eval(`window.setInterval = () => 0`)
+	// Its page. The timer that reads it again is switched off from here
+	// (the console's hook window.__mountdRefreshMs): what changes without
+	// an action of the page comes from its events.
+	b.eval(`window.__mountdRefreshMs = 0`)
 	b.step("open the rollout", chromedp.Click(chromedp.CSS(`#rollout-created`)))
 	details := `document.getElementById('rollout-details')`
 	count := func(state string) string {
-		return `document.querySelector('#rollout-counts .job-status[data-status=` + state + `] .job-count')?.textContent`
+		return `document.querySelector('#rollout-counts .progress-status[data-status=` + state + `] .progress-count')?.textContent`
 	}
 	phase := func(i int) string {
 		return fmt.Sprintf(`document.querySelector('#rollout-phases li[data-phase="%d"]')`, i)
@@ -199,5 +201,16 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 	b.waitJS("the start buttons", `document.querySelector('`+startButton+`') !== null`, 10*time.Second)
 	b.eval(`document.querySelector('` + startButton + `').click()`)
 	b.waitJS("the rollout form fits", `!document.getElementById('rollout-form').hidden && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+
+	// A rollout that is not there, or a link with a malformed escape: the
+	// page says so, with a retry, instead of loading for ever.
+	for _, hash := range []string{"#/rollouts/no-such-rollout", "#/rollouts/%E0%A4%A"} {
+		b.eval(`location.hash = '` + hash + `'`)
+		b.waitJS("not found: "+hash, `document.getElementById('rollout-title')?.textContent === 'Rollout not found' && document.getElementById('rollout-retry') !== null && `+
+			`document.getElementById('rollout-error').getAttribute('role') === 'alert'`, 10*time.Second)
+	}
+	b.step("try again", chromedp.Click(chromedp.CSS(`#rollout-retry`)))
+	b.waitJS("still not found", `document.getElementById('rollout-title')?.textContent === 'Rollout not found' && document.getElementById('rollout-retry') !== null`, 10*time.Second)
+	b.checkA11y("a rollout not found")
 	b.checkOrigin(in.base)
 }
