@@ -141,6 +141,11 @@ func TestCostModel(t *testing.T) {
 		{"200 pages of 1,000 events' cursors", aliased(200, `events(limit: 1000) { next }`), false},
 		{"10 pages of 1,000 events' ids (the states are read whether asked or not)", aliased(10, `events(limit: 1000) { events { id } }`), false},
 		{"20 pages of 100 mounts' tags", aliased(20, `mounts(pageSize: 100) { mounts { nfcTags { uid name mountUids } } }`), false},
+		{"a page of 100 of a rollout's mounts with the rollout", `{ rollout(id: "R") { id modelNumber softwareRevision filter phases failureThreshold minSample healthWindow requireIdle state pausedReason openPhase targets
+			counts { pending eligible installing healthy failed } createdAt endedAt }
+			rolloutMounts(id: "R", pageSize: 100) { mounts { uid state phase commandId installingSince reason } pagination { currentPage totalPages totalItems } } }`, true},
+		{"a page of 100 rollouts and 100 of a rollout's mounts", `{ rollouts(pageSize: 100) { rollouts { id phases counts { pending eligible installing healthy failed } } }
+			rolloutMounts(id: "R", pageSize: 100) { mounts { uid state phase commandId installingSince reason } } }`, true},
 	} {
 		c := cost(t, tc.query)
 		if (c <= limit) != tc.pass {

@@ -132,7 +132,7 @@ func TestConsoleAccessibility(t *testing.T) {
 		{"the firmware", "#/firmware", `document.querySelector('#firmware tbody tr td')?.textContent === 'HL-2'`},
 		{"the association", "#/associate", `document.querySelector('input[name=uid]') !== null`},
 		{"the alarms", "#/alarms", `document.querySelector('#alarms tr[data-id]') !== null && document.getElementById('connection').dataset.state === 'live'`},
-		{"the jobs", "#/jobs", `document.querySelector('#jobs tr[data-id] .job-progress') !== null`},
+		{"the jobs", "#/jobs", `document.querySelector('#jobs tr[data-id] .progress') !== null`},
 		{"a job's page", "#/jobs/" + job.ID, `document.querySelector('#job-mounts tbody tr[data-uid]') !== null && document.getElementById('job-details') !== null`},
 		{"the rollouts", "#/rollouts", `document.querySelector('#rollouts tr[data-id] .rollout-progress') !== null`},
 		{"a rollout's page", "#/rollouts/" + rollout.ID, `document.querySelector('#rollout-phases li') !== null && document.querySelector('#rollout-mounts tbody tr') !== null`},

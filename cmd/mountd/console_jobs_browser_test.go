@@ -80,11 +80,13 @@ func TestConsoleJobsInBrowser(t *testing.T) {
 	b.step("create the second", chromedp.Click(chromedp.CSS(`#job-form button[type=submit]`)))
 	b.waitJS("the second created", `document.getElementById('job-created')?.textContent === 'Release every helmet'`, 10*time.Second)
 
-	// The jobs page, live.
+	// The jobs page, live; its counts read again every second (the
+	// console's hook window.__mountdRefreshMs).
+	b.eval(`window.__mountdRefreshMs = 1000`)
 	b.step("open the jobs", chromedp.Click(chromedp.CSS(`#nav a[data-view=jobs]`)), chromedp.WaitVisible(chromedp.CSS(`#jobs`)))
 	row := `document.querySelector('#jobs tr[data-id="` + quiet.ID + `"]')`
 	count := func(status string) string {
-		return row + `?.querySelector('.job-status[data-status=` + status + `] .job-count')?.textContent`
+		return row + `?.querySelector('.progress-status[data-status=` + status + `] .progress-count')?.textContent`
 	}
 	b.waitJS("both listed, ACTIVE, pending", `document.querySelectorAll('#jobs tbody tr[data-id]').length === 2 && `+row+`?.dataset.state === 'ACTIVE' && `+count("pending")+` === '2 of 2'`, 10*time.Second)
 	b.waitJS("the jobs page is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
@@ -112,7 +114,7 @@ func TestConsoleJobsInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitJS("one executed, its bar half full", count("executed")+` === '1 of 2' && `+
-		row+`.querySelector('.job-status[data-status=executed] .job-fill').style.width === '50%' && `+row+`.querySelector('.job-status[data-status=refused] .job-fill').style.width === '0%'`, 20*time.Second)
+		row+`.querySelector('.progress-status[data-status=executed] .progress-fill').style.width === '50%' && `+row+`.querySelector('.progress-status[data-status=refused] .progress-fill').style.width === '0%'`, 20*time.Second)
 	b.screenshot(screenshotDir(t), "console-jobs.png")
 	// MNT-0004 refuses for good: the job completes, shown at once.
 	refused := pending("MNT-0004")
@@ -140,6 +142,12 @@ func TestConsoleJobsInBrowser(t *testing.T) {
 	}
 	if states["Release every helmet"] != "CANCELED" || states["Quiet alarms on low batteries"] != "COMPLETED" {
 		t.Fatalf("the jobs' states: %v", states)
+	}
+	// A job that is not there, or a link with a malformed escape: the page
+	// says so, with a retry, instead of loading for ever.
+	for _, hash := range []string{"#/jobs/no-such-job", "#/jobs/%E0%A4%A"} {
+		b.eval(`location.hash = '` + hash + `'`)
+		b.waitJS("not found: "+hash, `document.getElementById('job-title')?.textContent === 'Job not found' && document.getElementById('job-retry') !== null`, 10*time.Second)
 	}
 	b.checkOrigin(in.base)
 }

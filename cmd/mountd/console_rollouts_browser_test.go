@@ -23,7 +23,8 @@ import (
 // resumes it, sees it pause itself live when a mount of the open phase
 // refuses the install (ROLLOUT_PAUSED over accountEvents; the page's timer
 // is switched off, so only the event can show it), finds it on the
-// rollouts page and cancels it. MOUNTD_SCREENSHOTS=docs writes
+// rollouts page and cancels it. The form warns of a downgrade and starts
+// afresh for another version; a rollout not found says so, with a retry. MOUNTD_SCREENSHOTS=docs writes
 // docs/console-rollouts.png.
 func TestConsoleRolloutsInBrowser(t *testing.T) {
 	chromium := testenv.Chromium(t)
@@ -31,6 +32,7 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 	a := newFleet(in, "Demo Fleet")
 	api := client.New(in.base, client.StaticToken(a.token))
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	in.publish(t, "HL-2", "1.3.0", 1<<20, "--available-since", past)
 	in.publish(t, "HL-2", "1.4.0", 1<<20, "--available-since", past)
 	in.publish(t, "HL-2", "1.5.0", 1<<20, "--available-since", past)
 	devices := map[string]*device{}
@@ -61,7 +63,24 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 	b.step("open the firmware", chromedp.Click(chromedp.CSS(`#nav a[data-view=firmware]`)))
 	startButton := `#firmware tr[data-model="HL-2"][data-revision="1.5.0"] button.start-rollout`
 	b.waitJS("the catalogue with its buttons", `document.querySelector('`+startButton+`') !== null && document.getElementById('rollout-form').hidden`, 10*time.Second)
+	// 1.3.0 is older than what the fleet runs: the form warns of the
+	// downgrade, and so does its confirmation.
+	older := `#firmware tr[data-model="HL-2"][data-revision="1.3.0"] button.start-rollout`
+	b.step("open the form for 1.3.0", chromedp.Click(chromedp.CSS(older)), chromedp.WaitVisible(chromedp.CSS(`#rollout-form`)))
+	b.waitJS("the downgrade said", `!document.getElementById('rollout-downgrade').hidden && `+
+		`document.getElementById('rollout-downgrade').textContent === '6 mounts of HL-2 run a newer revision (up to 1.4.0): the rollout would take them back to 1.3.0.'`, 5*time.Second)
+	b.eval(`window.confirm = (text) => { window.__confirmed = text; return false }`)
+	b.step("submit it, declined", chromedp.Click(chromedp.CSS(`#rollout-form button[type=submit]`)))
+	if text := b.evalString(`window.__confirmed`); !strings.Contains(text, "Start rolling out 1.3.0 to the HL-2 mounts") || !strings.Contains(text, "back to 1.3.0") {
+		t.Fatalf("the confirmation says %q", text)
+	}
+	b.eval(`window.confirm = (text) => { window.__confirmed = text; return true }`)
+	b.eval(`document.getElementById('rollout-phases-input').value = '7'`)
+	b.eval(`document.getElementById('rollout-form-status').say('left over', true)`)
+	// Opened for another version, the form starts afresh.
 	b.step("start a rollout of 1.5.0", chromedp.Click(chromedp.CSS(startButton)), chromedp.WaitVisible(chromedp.CSS(`#rollout-form`)))
+	b.waitJS("the form as at first", `document.getElementById('rollout-phases-input').value === '1, 10, 50, 100' && document.getElementById('rollout-downgrade').hidden && `+
+		`document.getElementById('rollout-form-status').textContent === ''`, 5*time.Second)
 	b.waitJS("the form filled in", `document.getElementById('rollout-model').value === 'HL-2' && document.getElementById('rollout-revision').value === '1.5.0' && `+
 		`document.activeElement === document.getElementById('rollout-phases-input') && document.getElementById('rollout-form-title').textContent.includes('1.5.0')`, 5*time.Second)
 	b.eval(`document.getElementById('rollout-phases-input').value = ''`)
@@ -85,13 +104,14 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 	}
 	ro := got[0]
 
-	// Its page. The timer that reads it again is switched off from here:
-	// what changes without an action of the page comes from its events.
-	b.eval(`window.setInterval = () => 0`)
+	// Its page. The timer that reads it again is switched off from here
+	// (the console's hook window.__mountdRefreshMs): what changes without
+	// an action of the page comes from its events.
+	b.eval(`window.__mountdRefreshMs = 0`)
 	b.step("open the rollout", chromedp.Click(chromedp.CSS(`#rollout-created`)))
 	details := `document.getElementById('rollout-details')`
 	count := func(state string) string {
-		return `document.querySelector('#rollout-counts .job-status[data-status=` + state + `] .job-count')?.textContent`
+		return `document.querySelector('#rollout-counts .progress-status[data-status=` + state + `] .progress-count')?.textContent`
 	}
 	phase := func(i int) string {
 		return fmt.Sprintf(`document.querySelector('#rollout-phases li[data-phase="%d"]')`, i)
@@ -181,5 +201,16 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 	b.waitJS("the start buttons", `document.querySelector('`+startButton+`') !== null`, 10*time.Second)
 	b.eval(`document.querySelector('` + startButton + `').click()`)
 	b.waitJS("the rollout form fits", `!document.getElementById('rollout-form').hidden && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+
+	// A rollout that is not there, or a link with a malformed escape: the
+	// page says so, with a retry, instead of loading for ever.
+	for _, hash := range []string{"#/rollouts/no-such-rollout", "#/rollouts/%E0%A4%A"} {
+		b.eval(`location.hash = '` + hash + `'`)
+		b.waitJS("not found: "+hash, `document.getElementById('rollout-title')?.textContent === 'Rollout not found' && document.getElementById('rollout-retry') !== null && `+
+			`document.getElementById('rollout-error').getAttribute('role') === 'alert'`, 10*time.Second)
+	}
+	b.step("try again", chromedp.Click(chromedp.CSS(`#rollout-retry`)))
+	b.waitJS("still not found", `document.getElementById('rollout-title')?.textContent === 'Rollout not found' && document.getElementById('rollout-retry') !== null`, 10*time.Second)
+	b.checkA11y("a rollout not found")
 	b.checkOrigin(in.base)
 }

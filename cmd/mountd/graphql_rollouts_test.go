@@ -65,9 +65,11 @@ func (f fleet) rolloutTargets(t *testing.T, id string) map[string]gqlRolloutTarg
 // rollout of a published revision targets the model's associated mounts
 // with a device key, split into phases; it is paused, resumed and
 // cancelled, each refused in the wrong state; its events reach
-// accountEvents (replayed after a cursor, then live), never mountEvents
-// nor the events query; its INSTALL_FIRMWARE carries rolloutId. Another
-// account's rollout is ROLLOUT_NOT_FOUND, a maintainer is refused, an
+// accountEvents (replayed after a cursor, then live; a maintainer's too,
+// never another account's; a rider is refused), never mountEvents nor the
+// events query; its INSTALL_FIRMWARE carries rolloutId. Another
+// account's rollout is ROLLOUT_NOT_FOUND, a maintainer is refused (create,
+// pause, resume, cancel), an
 // unpublished revision is VALIDATION_FAILED on softwareRevision and a
 // second rollout of the model CONFLICT.
 func TestGraphQLRollouts(t *testing.T) {
@@ -91,6 +93,12 @@ func TestGraphQLRollouts(t *testing.T) {
 	other := uniqueUID("RL")
 	a.associate(t, other, map[string]any{"modelNumber": "RL-2", "devicePublicKey": newDevice(other).publicKey()})
 	a.confirm(t, other)
+	// B has a mount of the model too, for a rollout of its own at the end.
+	bMount := uniqueUID("RL")
+	b.associate(t, bMount, map[string]any{"modelNumber": "RL-1", "devicePublicKey": newDevice(bMount).publicKey()})
+	b.confirm(t, bMount)
+	rider := fleet{in: in, creds: a.creds, token: in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:"+uids[0])}
+	bFrom := field[string](t, b.gql(t, `{ eventCursor }`, nil), "eventCursor")
 
 	from := field[struct{ Next string }](t, a.gql(t, `{ events(limit: 1000) { next } }`, nil), "events").Next
 	create := `mutation($in: RolloutInput!) { createRollout(input: $in) { ` + gqlRolloutFields + ` } }`
@@ -188,6 +196,13 @@ func TestGraphQLRollouts(t *testing.T) {
 		t.Fatalf("a maintainer's install by hand: %+v", r.Errors)
 	}
 
+	// A maintainer may not pause, resume or cancel it.
+	for _, m := range []string{"pauseRollout", "resumeRollout", "cancelRollout"} {
+		if r := maintainer.gql(t, `mutation($id: ID!) { `+m+`(id: $id) { id } }`, map[string]any{"id": ro.ID}); r.code() != "FORBIDDEN" {
+			t.Errorf("a maintainer's %s: %+v", m, r.Errors)
+		}
+	}
+
 	// Pause, resume, cancel, each refused in the wrong state.
 	change := func(mutation string) (gqlRollout, string) {
 		t.Helper()
@@ -217,6 +232,21 @@ func TestGraphQLRollouts(t *testing.T) {
 		e.Rollout.PausedReason == nil || *e.Rollout.PausedReason != "MANUAL" {
 		t.Fatalf("the pause %+v", e)
 	}
+	// A maintainer (restricted without mounts) follows them too; a rider
+	// (restricted to mounts) is refused, the socket staying open.
+	maint := in.wsReady(t, maintainer.token)
+	maint.Subscribe("acc", accountSub, map[string]any{"after": from})
+	if e := nextData[gqlRolloutEvent](t, maint, "acc", "accountEvents"); e.Type != "ROLLOUT_PHASE_OPENED" || e.Rollout == nil || e.Rollout.ID != ro.ID {
+		t.Fatalf("a maintainer's %+v", e)
+	}
+	if e := nextData[gqlRolloutEvent](t, maint, "acc", "accountEvents"); e.Type != "ROLLOUT_PAUSED" || e.Rollout == nil || e.Rollout.ID != ro.ID {
+		t.Fatalf("a maintainer's %+v", e)
+	}
+	riding := in.wsReady(t, rider.token)
+	riding.Subscribe("acc", accountSub, nil)
+	if m := riding.Expect("error"); len(m.Errors()) != 1 || m.Errors()[0].Code() != "FORBIDDEN" {
+		t.Fatalf("a rider: %s", m)
+	}
 	if got, code := change("resumeRollout"); code != "" || got.State != "RUNNING" || got.PausedReason != nil {
 		t.Fatalf("resumed %+v %s", got, code)
 	}
@@ -241,6 +271,15 @@ func TestGraphQLRollouts(t *testing.T) {
 		if e.Type == "ROLLOUT_PHASE_OPENED" && e.Rollout.ID == next.ID {
 			break
 		}
+	}
+
+	// B's accountEvents, from before A's first rollout, never carried A's:
+	// the first event B gets is that of a rollout of its own.
+	bSub := in.wsReady(t, b.token)
+	bSub.Subscribe("acc", accountSub, map[string]any{"after": bFrom})
+	mine := field[gqlRollout](t, b.gql(t, create, map[string]any{"in": in1}), "createRollout")
+	if e := nextData[gqlRolloutEvent](t, bSub, "acc", "accountEvents"); e.Rollout == nil || e.Rollout.ID != mine.ID || e.Rollout.ID == ro.ID || e.Rollout.ID == next.ID {
+		t.Fatalf("B's first event %+v, want its rollout %s", e, mine.ID)
 	}
 
 	// mountEvents and the events query never carry the rollout's events.

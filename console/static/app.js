@@ -680,7 +680,7 @@ function route() {
   // Focus moves to the new page, as a page load would move it.
   main.focus({ preventScroll: true });
   let m, v;
-  if ((m = path.match(/^#\/mounts\/(.+)$/))) v = mountView(decodeURIComponent(m[1]));
+  if ((m = path.match(/^#\/mounts\/(.+)$/))) v = mountView(decodePart(m[1]));
   else if (path === "#/fleet") v = fleetView(query);
   else if (path === "#/events") v = eventsView(query);
   else if (path === "#/webhooks" && isOwner()) v = webhooksView(query);
@@ -690,12 +690,22 @@ function route() {
   else if (path === "#/alarms" && canReadAlarms()) v = alarmsView(query);
   else if (path === "#/alarm-rules" && isOwner()) v = alarmRulesView();
   else if (path === "#/jobs" && isOwner()) v = jobsView();
-  else if ((m = path.match(/^#\/jobs\/(.+)$/)) && isOwner()) v = jobView(decodeURIComponent(m[1]));
+  else if ((m = path.match(/^#\/jobs\/(.+)$/)) && isOwner()) v = jobView(decodePart(m[1]));
   else if (path === "#/rollouts" && isOwner()) v = rolloutsView();
-  else if ((m = path.match(/^#\/rollouts\/(.+)$/)) && isOwner()) v = rolloutView(decodeURIComponent(m[1]));
+  else if ((m = path.match(/^#\/rollouts\/(.+)$/)) && isOwner()) v = rolloutView(decodePart(m[1]));
   else v = overviewView();
   current = typeof v === "function" ? { stop: v } : v;
   current.path = path;
+}
+
+// decodePart: a part of the route as written, when its % escapes are
+// malformed (decodeURIComponent throws): the page then says not found.
+function decodePart(s) {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
 }
 
 function associateView() {

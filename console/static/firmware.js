@@ -53,7 +53,7 @@ export function firmwareView() {
       h("td", {}, fmtDate(v.availableSince)),
       h("td", {}, latest.get(v.modelNumber) === v ? h("span", { class: "pill ASSOCIATED" }, "latest") : "", v.deprecated ? " deprecated" : "", v.mandatory ? " mandatory" : ""),
       h("td", { class: "num" }, `${(v.size / 1048576).toFixed(1)} MiB`),
-      owner ? h("td", {}, startable(v) ? h("button", { type: "button", class: "start-rollout", "aria-controls": "rollout-form", onclick: () => startForm.open(v) },
+      owner ? h("td", {}, startable(v) ? h("button", { type: "button", class: "start-rollout", "aria-controls": "rollout-form", onclick: () => startForm.open(v, ahead(fleet.items, v)) },
         "Start rollout…", h("span", { class: "sr-only" }, ` of ${v.softwareRevision} for ${v.modelNumber}`)) : "") : "")));
     if (!all.length) body.append(h("tr", {}, h("td", { colspan: columns.length, class: "empty" }, "No firmware published.")));
   })().catch(showError);
@@ -97,6 +97,18 @@ export function firmwareView() {
       : `The first ${fleet.items.length} of ${fleet.totalItems} mounts read (${FLEET_PAGES} pages of 100), ${counted} of them counted: the counts are a sample of a fleet this large.`;
   }
   return () => {};
+}
+
+// ahead: how many of the fleet's associated mounts of v's model (as read)
+// run a revision newer than v's, and the highest of them.
+function ahead(mounts, v) {
+  let count = 0, highest = null;
+  for (const m of mounts) {
+    if (m.associationState === "INACTIVE" || m.modelNumber !== v.modelNumber || !m.softwareRevision || cmpSemver(m.softwareRevision, v.softwareRevision) <= 0) continue;
+    count++;
+    if (!highest || cmpSemver(m.softwareRevision, highest) > 0) highest = m.softwareRevision;
+  }
+  return { count, highest };
 }
 
 function cmpSemver(a, b) {

@@ -3,8 +3,9 @@
 // per status, live: JOB_COMPLETED arrives over accountEvents, and the
 // counts of ACTIVE jobs are read again every so often (a phone's progress
 // at each mount is not an account event). A job's page lists its mounts.
-import { gql, live } from "./api.js";
-import { h, main, isOwner, fmtDate, showError, setConnection, errorText, statusBox, field } from "./ui.js";
+import { gql } from "./api.js";
+import { progress, pager, listPage, pagedQuery, follow, refreshEvery } from "./lists.js";
+import { h, main, isOwner, fmtDate, errorText, statusBox, field } from "./ui.js";
 import { COMMANDS } from "./mount.js";
 
 export const JOB_FIELDS = "id code params filter description state createdAt expiresAt targets counts { pending issued executed refused unconfirmed }";
@@ -17,92 +18,33 @@ const jobLink = (j) => "#/jobs/" + encodeURIComponent(j.id);
 const jobTitle = (j) => j.description || j.code;
 const statePill = (s) => h("span", { class: "pill job-state " + s }, s.toLowerCase());
 
-// progress: a bar per status, each its share of the targets, with the
-// count in words beside it (the bars are only a picture of the words).
-// statuses are the keys of counts (a rollout's differ from a job's).
-export function progress(j, statuses = STATUSES) {
-  return h("div", { class: "job-progress", "data-job": j.id }, statuses.map((s) => {
-    const n = j.counts[s];
-    // Through the style object: the console's CSP refuses style attributes.
-    const fill = h("span", { class: "job-fill " + s });
-    fill.style.width = (j.targets ? (100 * n) / j.targets : 0) + "%";
-    return h("div", { class: "job-status", "data-status": s },
-      h("span", { class: "job-status-label" }, s),
-      h("span", { class: "job-bar", "aria-hidden": "true" }, fill),
-      h("span", { class: "job-count num" }, `${n} of ${j.targets}`));
-  }));
-}
-
-// pager: previous and next for a paged list; go(page) loads a page.
-export function pager(id, label, go) {
-  const info = h("span", { class: "muted", "aria-live": "polite" });
-  const prev = h("button", { type: "button", "data-action": "prev", onclick: () => go(-1) }, "Previous");
-  const next = h("button", { type: "button", "data-action": "next", onclick: () => go(1) }, "Next");
-  const el = h("nav", { class: "toolbar pager", id, "aria-label": label }, prev, info, next);
-  el.show = (p) => {
-    info.textContent = p.totalItems ? `page ${p.currentPage} of ${p.totalPages} · ${p.totalItems} in all` : "";
-    prev.disabled = p.currentPage <= 1;
-    next.disabled = p.currentPage >= p.totalPages;
-  };
-  return el;
-}
-
-// completions follows JOB_COMPLETED events; onJob gets each event's job.
-function completions(onJob, onResync) {
-  return live({
-    query: `subscription($after: ID) { accountEvents(after: $after, types: [JOB_COMPLETED]) { id type occurredAt job { ${JOB_FIELDS} } } }`,
-    onEvent: (ev) => ev.job && onJob(ev.job), onResync, onState: setConnection,
-  });
-}
+// The account events a job's pages follow.
+const JOB_EVENTS = `subscription($after: ID) { accountEvents(after: $after, types: [JOB_COMPLETED]) { id type occurredAt job { ${JOB_FIELDS} } } }`;
 
 // jobsView: the account's jobs, newest first, a page at a time.
 export function jobsView() {
-  let currentPage = 1;
-  const tbody = h("tbody");
-  const empty = h("p", { class: "empty", hidden: true }, "No jobs yet. Filter the fleet, then create a job for the mounts it shows.");
-  const pages = pager("jobs-pager", "Pages of jobs", (d) => { currentPage += d; load().catch(showError); });
-  const rows = new Map();
   const row = (j) => h("tr", { "data-id": j.id, "data-state": j.state },
     h("td", { class: "wrap" }, h("a", { href: jobLink(j) }, jobTitle(j))),
     h("td", {}, j.code), h("td", {}, statePill(j.state)), h("td", { class: "num" }, j.targets),
-    h("td", {}, progress(j)), h("td", {}, fmtDate(j.createdAt)), h("td", {}, fmtDate(j.expiresAt)));
-  const show = (j) => {
-    const tr = rows.get(j.id);
-    if (!tr) return;
-    const next = row(j);
-    tr.replaceWith(next);
-    rows.set(j.id, next);
-  };
-  async function load() {
-    const d = (await gql(`query($p: Int!, $n: Int!) { jobs(currentPage: $p, pageSize: $n) { jobs { ${JOB_FIELDS} } pagination { currentPage totalPages totalItems } } }`,
-      { p: currentPage, n: PAGE_SIZE })).jobs;
-    rows.clear();
-    tbody.replaceChildren(...d.jobs.map((j) => {
-      const tr = row(j);
-      rows.set(j.id, tr);
-      return tr;
-    }));
-    empty.hidden = d.jobs.length > 0;
-    pages.show(d.pagination);
-  }
+    h("td", {}, progress(j, STATUSES)), h("td", {}, fmtDate(j.createdAt)), h("td", {}, fmtDate(j.expiresAt)));
+  // While a job shown is ACTIVE its counts move: the page is read again.
+  // A completed job's row is shown as its event says.
+  const list = listPage({
+    name: "jobs", label: "jobs", pageSize: PAGE_SIZE, row, refreshMs: REFRESH_MS,
+    fetch: pagedQuery(`query($p: Int!, $n: Int!) { jobs(currentPage: $p, pageSize: $n) { jobs { ${JOB_FIELDS} } pagination { currentPage totalPages totalItems } } }`, "jobs", "jobs"),
+    emptyText: "No jobs yet. Filter the fleet, then create a job for the mounts it shows.",
+    active: (tr) => tr.dataset.state === "ACTIVE",
+    events: JOB_EVENTS, onEvent: (ev, l) => ev.job && l.replace(ev.job),
+  });
   main.replaceChildren(h("section", { class: "card", "aria-labelledby": "jobs-title" },
     h("div", { class: "title" }, h("h1", { id: "jobs-title" }, "Jobs"),
       h("a", { class: "button", href: "#/fleet", id: "jobs-fleet-link" }, "Filter the fleet to create one")),
     h("p", { class: "muted" }, "Each job waits at its mounts for a phone to pass; the bars count its mounts by status."),
+    list.status,
     h("div", { class: "scroll" }, h("table", { id: "jobs" }, h("caption", { class: "sr-only" }, "Jobs"),
-      h("thead", {}, h("tr", {}, ["Job", "Command", "State", "Mounts", "Progress", "Created", "Expires"].map((t) => h("th", { scope: "col" }, t)))), tbody)),
-    empty, pages));
-  const started = load();
-  started.catch(showError);
-  // While a job shown is ACTIVE its counts move: read the page again.
-  const timer = setInterval(() => {
-    if ([...rows.values()].some((tr) => tr.dataset.state === "ACTIVE")) load().catch(() => {});
-  }, REFRESH_MS);
-  const sub = completions(show, load);
-  return () => {
-    clearInterval(timer);
-    sub.stop();
-  };
+      h("thead", {}, h("tr", {}, ["Job", "Command", "State", "Mounts", "Progress", "Created", "Expires"].map((t) => h("th", { scope: "col" }, t)))), list.tbody)),
+    list.empty, list.pages));
+  return list.stop;
 }
 
 // jobView: one job, its progress, its mounts a page at a time, and Cancel
@@ -110,26 +52,35 @@ export function jobsView() {
 export function jobView(id) {
   let job = null;
   let currentPage = 1;
+  let jobSeq = 0, mountsSeq = 0;
   const head = h("div", { id: "job-head" }, h("p", { class: "muted" }, "Loading…"));
   const status = statusBox("job-status");
+  const reloadStatus = statusBox("job-reload-status");
   const tbody = h("tbody");
-  const pages = pager("job-mounts-pager", "Pages of the job's mounts", (d) => { currentPage += d; loadMounts().catch(showError); });
+  const pages = pager("job-mounts-pager", "Pages of the job's mounts", (d) => { currentPage += d; loadMounts().catch(failed); });
   const cancel = h("button", { type: "button", class: "danger", id: "job-cancel", hidden: true, onclick: async () => {
     if (!confirm(`Cancel the job “${jobTitle(job)}”? Its mounts that have not run it yet will not be offered it any more.`)) return;
     cancel.disabled = true;
+    jobSeq++;
     try {
       showJob((await gql(`mutation($id: ID!) { cancelJob(id: $id) { ${JOB_FIELDS} } }`, { id })).cancelJob);
       status.say("The job is cancelled.");
-      await loadMounts();
     } catch (err) {
       status.say(errorText(err), true);
-    } finally {
       cancel.disabled = false;
+      return;
+    }
+    cancel.disabled = false;
+    try {
+      await loadMounts();
+    } catch (err) {
+      status.say(`The job is cancelled. Its mounts could not be read again: ${errorText(err)}`, true);
     }
   } }, "Cancel job");
   const title = h("h1", { id: "job-title" }, "Job");
   function showJob(j) {
     job = j;
+    mountsPart.hidden = false;
     title.textContent = jobTitle(j);
     const params = Object.entries(j.params || {}).map(([k, v]) => `${k}=${v}`).join(", ");
     head.replaceChildren(h("dl", { class: "command-parts", id: "job-details", "data-state": j.state },
@@ -138,31 +89,55 @@ export function jobView(id) {
       h("dt", {}, "Filter"), h("dd", {}, j.filter ? h("code", {}, j.filter) : "every mount"),
       h("dt", {}, "Mounts"), h("dd", {}, j.targets),
       h("dt", {}, "Created"), h("dd", {}, fmtDate(j.createdAt)),
-      h("dt", {}, "Expires"), h("dd", {}, fmtDate(j.expiresAt))), progress(j));
+      h("dt", {}, "Expires"), h("dd", {}, fmtDate(j.expiresAt))), progress(j, STATUSES));
     cancel.hidden = !isOwner() || j.state !== "ACTIVE";
   }
+  // A reply to an older request is dropped.
   async function loadJob() {
-    showJob((await gql(`query($id: ID!) { job(id: $id) { ${JOB_FIELDS} } }`, { id })).job);
+    const n = ++jobSeq;
+    const j = (await gql(`query($id: ID!) { job(id: $id) { ${JOB_FIELDS} } }`, { id })).job;
+    if (n === jobSeq) showJob(j);
   }
   async function loadMounts() {
+    const n = ++mountsSeq;
     const d = (await gql(`query($id: ID!, $p: Int!, $n: Int!) { jobMounts(id: $id, currentPage: $p, pageSize: $n) { mounts { uid status commandId } pagination { currentPage totalPages totalItems } } }`,
       { id, p: currentPage, n: PAGE_SIZE })).jobMounts;
+    if (n !== mountsSeq) return;
     tbody.replaceChildren(...d.mounts.map((m) => h("tr", { "data-uid": m.uid, "data-status": m.status },
       h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(m.uid) }, m.uid)),
       h("td", {}, h("span", { class: "status " + m.status }, m.status.toLowerCase())),
       h("td", {}, m.commandId ? h("code", {}, m.commandId) : "—"))));
     pages.show(d.pagination);
   }
+  const mountsPart = h("section", { class: "card", id: "job-mounts-part", "aria-labelledby": "job-mounts-title" }, h("h2", { id: "job-mounts-title" }, "Mounts"),
+      h("div", { class: "scroll" }, h("table", { id: "job-mounts" }, h("caption", { class: "sr-only" }, "The job's mounts"),
+        h("thead", {}, h("tr", {}, ["Mount", "Status", "Command"].map((t) => h("th", { scope: "col" }, t)))), tbody)), pages);
   main.replaceChildren(h("p", {}, h("a", { href: "#/jobs" }, "← Jobs")),
-    h("section", { class: "card", id: "job", "aria-labelledby": "job-title" }, h("div", { class: "title" }, title, cancel), head, status),
-    h("section", { class: "card", "aria-labelledby": "job-mounts-title" }, h("h2", { id: "job-mounts-title" }, "Mounts"),
-      h("div", { class: "scroll" }, h("table", { id: "job-mounts" }, h("thead", {}, h("tr", {}, ["Mount", "Status", "Command"].map((t) => h("th", { scope: "col" }, t)))), tbody)), pages));
-  const reload = () => Promise.all([loadJob(), loadMounts()]);
-  reload().catch(showError);
-  const timer = setInterval(() => { if (job?.state === "ACTIVE") reload().catch(() => {}); }, REFRESH_MS);
-  const sub = completions((j) => { if (j.id === id) reload().catch(showError); }, reload);
+    h("section", { class: "card", id: "job", "aria-labelledby": "job-title" }, h("div", { class: "title" }, title, cancel), head, status, reloadStatus), mountsPart);
+  const reload = async () => {
+    await Promise.all([loadJob(), loadMounts()]);
+    if (reloadStatus.textContent) reloadStatus.say("");
+  };
+  // What could not be read: before anything is shown, in the head with a
+  // retry; later, in the status line under it.
+  function failed(err) {
+    if (job) return reloadStatus.say(`The job could not be read again: ${errorText(err)}`, true);
+    const missing = err?.code === "JOB_NOT_FOUND";
+    title.textContent = missing ? "Job not found" : "Job";
+    mountsPart.hidden = true;
+    head.replaceChildren(h("p", { class: "error", role: "alert" }, missing ? "No such job in this account." : `The job could not be read: ${errorText(err)}`),
+      h("button", { type: "button", id: "job-retry", onclick: start }, "Try again"));
+  }
+  let sub = null;
+  function start() {
+    sub?.stop();
+    head.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+    sub = follow({ query: JOB_EVENTS, onEvent: (ev) => { if (ev.job?.id === id) reload().catch(failed); }, load: reload, onFail: failed });
+  }
+  start();
+  const stopTimer = refreshEvery(() => { if (job?.state === "ACTIVE") reload().catch(failed); }, REFRESH_MS);
   return () => {
-    clearInterval(timer);
+    stopTimer();
     sub.stop();
   };
 }

@@ -7,9 +7,9 @@
 // accountEvents, and the counts of a rollout under way are read again every
 // so often (an install at a mount is not an account event). The firmware
 // page starts rollouts (rolloutForm).
-import { gql, loadThenLive } from "./api.js";
-import { h, main, isOwner, fmtDate, showError, setConnection, errorText, statusBox, field } from "./ui.js";
-import { progress, pager } from "./jobs.js";
+import { gql } from "./api.js";
+import { h, main, isOwner, fmtDate, errorText, statusBox, field } from "./ui.js";
+import { progress, pager, listPage, pagedQuery, follow, refreshEvery } from "./lists.js";
 
 export const ROLLOUT_FIELDS = "id modelNumber softwareRevision filter phases failureThreshold minSample healthWindow requireIdle state pausedReason openPhase targets counts { pending eligible installing healthy failed } createdAt endedAt";
 const TARGET_STATES = ["pending", "eligible", "installing", "healthy", "failed"];
@@ -68,65 +68,42 @@ function phaseStatus(r, i) {
   return r.state === "CANCELED" ? "never opened" : "waiting";
 }
 
-// rolloutEvents follows the ROLLOUT_* events from the head read before
-// load; onRollout gets each event's rollout.
-function rolloutEvents(onRollout, load) {
-  let sub = null;
-  const started = loadThenLive({
-    query: `subscription($after: ID) { accountEvents(after: $after, types: [ROLLOUT_PHASE_OPENED, ROLLOUT_PAUSED, ROLLOUT_COMPLETED]) { id type occurredAt rollout { ${ROLLOUT_FIELDS} } } }`,
-    onEvent: (ev) => ev.rollout && ROLLOUT_EVENTS.includes(ev.type) && onRollout(ev.rollout, ev.type),
-    onResync: load, onState: setConnection,
-  }).then((s) => { sub = s; }, showError);
-  return { stop: () => started.then(() => sub?.stop()) };
-}
+// The account events the rollouts' pages follow.
+const ROLLOUT_SUBSCRIPTION = `subscription($after: ID) { accountEvents(after: $after, types: [ROLLOUT_PHASE_OPENED, ROLLOUT_PAUSED, ROLLOUT_COMPLETED]) { id type occurredAt rollout { ${ROLLOUT_FIELDS} } } }`;
+const rolloutOf = (ev) => (ev.rollout && ROLLOUT_EVENTS.includes(ev.type) ? ev.rollout : null);
 
 // rolloutsView: the account's rollouts, newest first, a page at a time.
 export function rolloutsView() {
-  let currentPage = 1;
-  const tbody = h("tbody");
-  const empty = h("p", { class: "empty", hidden: true }, "No rollouts yet. Start one from the firmware page, for a version of the catalogue.");
-  const pages = pager("rollouts-pager", "Pages of rollouts", (d) => { currentPage += d; load().catch(showError); });
-  const rows = new Map();
   const row = (r) => h("tr", { "data-id": r.id, "data-state": r.state },
     h("td", {}, h("a", { href: rolloutLink(r) }, rolloutTitle(r))),
     h("td", {}, statePill(r)),
     h("td", {}, `${r.openPhase + 1} of ${r.phases.length}`),
     h("td", { class: "num" }, r.targets),
     h("td", {}, bar(r)), h("td", {}, fmtDate(r.createdAt)));
-  // An event's rollout is as it was when the event happened, which may be
-  // older than what the page loaded: the page is read again, for a
+  // While a rollout shown is under way its counts move: the page is read
+  // again. An event's rollout is as it was when the event happened, which
+  // may be older than what the page loaded: the page is read again, for a
   // rollout it shows, or a new one (its first phase opened) on the first.
-  const show = (r) => {
-    if (rows.has(r.id) || currentPage === 1) load().catch(() => {});
-  };
-  async function load() {
-    const d = (await gql(`query($p: Int!, $n: Int!) { rollouts(currentPage: $p, pageSize: $n) { rollouts { ${ROLLOUT_FIELDS} } pagination { currentPage totalPages totalItems } } }`,
-      { p: currentPage, n: PAGE_SIZE })).rollouts;
-    rows.clear();
-    tbody.replaceChildren(...d.rollouts.map((r) => {
-      const tr = row(r);
-      rows.set(r.id, tr);
-      return tr;
-    }));
-    empty.hidden = d.rollouts.length > 0;
-    pages.show(d.pagination);
-  }
+  const list = listPage({
+    name: "rollouts", label: "rollouts", pageSize: PAGE_SIZE, row, refreshMs: REFRESH_MS,
+    fetch: pagedQuery(`query($p: Int!, $n: Int!) { rollouts(currentPage: $p, pageSize: $n) { rollouts { ${ROLLOUT_FIELDS} } pagination { currentPage totalPages totalItems } } }`, "rollouts", "rollouts"),
+    emptyText: "No rollouts yet. Start one from the firmware page, for a version of the catalogue.",
+    active: (tr) => tr.dataset.state === "RUNNING" || tr.dataset.state === "PAUSED",
+    events: ROLLOUT_SUBSCRIPTION,
+    onEvent: (ev, l) => {
+      const r = rolloutOf(ev);
+      if (r && (l.rows.has(r.id) || l.currentPage() === 1)) l.load().catch(l.failed);
+    },
+  });
   main.replaceChildren(h("section", { class: "card", "aria-labelledby": "rollouts-title" },
     h("div", { class: "title" }, h("h1", { id: "rollouts-title" }, "Rollouts"),
       h("a", { class: "button", href: "#/firmware", id: "rollouts-firmware-link" }, "Start one from the firmware page")),
     h("p", { class: "muted" }, "Each rollout offers a firmware revision to the mounts of a model, phase by phase; a target is decided by the reports its mount signs after the install."),
+    list.status,
     h("div", { class: "scroll" }, h("table", { id: "rollouts" }, h("caption", { class: "sr-only" }, "Rollouts"),
-      h("thead", {}, h("tr", {}, ["Rollout", "State", "Phase", "Mounts", "Progress", "Created"].map((t) => h("th", { scope: "col" }, t)))), tbody)),
-    empty, pages));
-  // While a rollout shown is under way its counts move: read the page again.
-  const timer = setInterval(() => {
-    if ([...rows.values()].some((tr) => tr.dataset.state === "RUNNING" || tr.dataset.state === "PAUSED")) load().catch(() => {});
-  }, REFRESH_MS);
-  const sub = rolloutEvents(show, load);
-  return () => {
-    clearInterval(timer);
-    sub.stop();
-  };
+      h("thead", {}, h("tr", {}, ["Rollout", "State", "Phase", "Mounts", "Progress", "Created"].map((t) => h("th", { scope: "col" }, t)))), list.tbody)),
+    list.empty, list.pages));
+  return list.stop;
 }
 
 // rolloutView: one rollout, its phases, its counts, its mounts a page at a
@@ -135,43 +112,77 @@ export function rolloutsView() {
 export function rolloutView(id) {
   let rollout = null;
   let currentPage = 1;
+  // busy: a change of this page is in flight; what is read meanwhile is
+  // not shown (the change's answer is). A reply to a request older than
+  // the latest (or than a change) is dropped.
+  let busy = false;
+  let rolloutSeq = 0, mountsSeq = 0;
   const head = h("div", { id: "rollout-head" }, h("p", { class: "muted" }, "Loading…"));
   const phases = h("ol", { id: "rollout-phases", class: "phases" });
   const counts = h("div", { id: "rollout-counts" });
   const status = statusBox("rollout-status");
+  const reloadStatus = statusBox("rollout-reload-status");
   const tbody = h("tbody");
-  const pages = pager("rollout-mounts-pager", "Pages of the rollout's mounts", (d) => { currentPage += d; loadMounts().catch(showError); });
+  const pages = pager("rollout-mounts-pager", "Pages of the rollout's mounts", (d) => { currentPage += d; loadMounts().catch(failed); });
   const title = h("h1", { id: "rollout-title" }, "Rollout");
-  // Each action: its button, the state it applies in, its mutation, what
-  // it says when done, and the question it asks first.
+  // Each action: its button, the state it applies in (said to those who
+  // find it disabled), its mutation, what it says when done, and the
+  // question it asks first.
   const actions = [
-    ["pause", "Pause", (r) => r.state === "RUNNING", `mutation($id: ID!) { change: pauseRollout(id: $id) { ${ROLLOUT_FIELDS} } }`,
+    ["pause", "Pause", (r) => r.state === "RUNNING", "Pause applies to a running rollout.", `mutation($id: ID!) { change: pauseRollout(id: $id) { ${ROLLOUT_FIELDS} } }`,
       "The rollout is paused: nothing is offered until it is resumed.", null],
-    ["resume", "Resume", (r) => r.state === "PAUSED", `mutation($id: ID!) { change: resumeRollout(id: $id) { ${ROLLOUT_FIELDS} } }`,
+    ["resume", "Resume", (r) => r.state === "PAUSED", "Resume applies to a paused rollout.", `mutation($id: ID!) { change: resumeRollout(id: $id) { ${ROLLOUT_FIELDS} } }`,
       "The rollout is resumed: the failure threshold counts afresh.", null],
-    ["cancel", "Cancel rollout", underWay, `mutation($id: ID!) { change: cancelRollout(id: $id) { ${ROLLOUT_FIELDS} } }`, "The rollout is cancelled.",
+    ["cancel", "Cancel rollout", underWay, "Cancel applies to a running or paused rollout.", `mutation($id: ID!) { change: cancelRollout(id: $id) { ${ROLLOUT_FIELDS} } }`, "The rollout is cancelled.",
       (r) => `Cancel the rollout of ${r.softwareRevision} to the ${r.modelNumber} mounts? No mount will be offered it any more; those that installed it keep it.`],
   ];
-  const buttons = actions.map(([name, label, allowed, mutation, done, ask]) => {
-    const b = h("button", { type: "button", id: "rollout-" + name, class: name === "cancel" ? "danger" : undefined, disabled: true, onclick: async () => {
-      if (ask && !confirm(ask(rollout))) return;
-      for (const x of buttons) x.disabled = true;
+  const hints = [];
+  const buttons = actions.map(([name, label, allowed, hint, mutation, done, ask]) => {
+    hints.push(h("span", { id: `rollout-${name}-hint`, class: "sr-only" }, hint));
+    const b = h("button", { type: "button", id: "rollout-" + name, class: name === "cancel" ? "danger" : undefined, disabled: true, "aria-describedby": `rollout-${name}-hint`, onclick: async () => {
+      if (busy || !rollout || (ask && !confirm(ask(rollout)))) return;
+      busy = true;
+      rolloutSeq++;
+      showButtons();
+      let changed = null;
       try {
-        showRollout((await gql(mutation, { id })).change);
-        status.say(done);
+        changed = (await gql(mutation, { id })).change;
+      } catch (err) {
+        // The rollout may have changed meanwhile (a CONFLICT after it
+        // paused itself): read it again, the old one only if that fails.
+        busy = false;
+        try {
+          await loadRollout();
+        } catch {
+          showRollout(rollout);
+        }
+        status.say(errorText(err), true);
+        return;
+      }
+      busy = false;
+      showRollout(changed);
+      status.say(done);
+      try {
         await loadMounts();
       } catch (err) {
-        status.say(errorText(err), true);
-        showRollout(rollout);
+        status.say(`${done} Its mounts could not be read again: ${errorText(err)}`, true);
       }
     } }, label);
     b.allowed = allowed;
     return b;
   });
-  const toolbar = h("div", { class: "toolbar", role: "group", "aria-label": "Rollout actions", hidden: !isOwner() }, buttons);
+  const toolbar = h("div", { class: "toolbar", role: "group", "aria-label": "Rollout actions", hidden: !isOwner() }, buttons, hints);
+  const showButtons = () => {
+    for (const b of buttons) b.disabled = busy || !rollout || !b.allowed(rollout);
+  };
 
+  // The parts under the head: hidden while there is no rollout to show.
+  const showParts = (on) => {
+    for (const el of parts) el.hidden = !on;
+  };
   function showRollout(r) {
     rollout = r;
+    showParts(true);
     title.textContent = rolloutTitle(r);
     head.replaceChildren(h("dl", { class: "command-parts", id: "rollout-details", "data-state": r.state, "data-open-phase": r.openPhase },
       h("dt", {}, "State"), h("dd", {}, statePill(r)),
@@ -192,14 +203,18 @@ export function rolloutView(id) {
         h("span", { class: "phase-status" }, st));
     }));
     counts.replaceChildren(progress(r, TARGET_STATES));
-    for (const b of buttons) b.disabled = !b.allowed(r);
+    showButtons();
   }
   async function loadRollout() {
-    showRollout((await gql(`query($id: ID!) { rollout(id: $id) { ${ROLLOUT_FIELDS} } }`, { id })).rollout);
+    const n = ++rolloutSeq;
+    const r = (await gql(`query($id: ID!) { rollout(id: $id) { ${ROLLOUT_FIELDS} } }`, { id })).rollout;
+    if (n === rolloutSeq && !busy) showRollout(r);
   }
   async function loadMounts() {
+    const n = ++mountsSeq;
     const d = (await gql(`query($id: ID!, $p: Int!, $n: Int!) { rolloutMounts(id: $id, currentPage: $p, pageSize: $n) { mounts { uid state phase commandId installingSince reason } pagination { currentPage totalPages totalItems } } }`,
       { id, p: currentPage, n: PAGE_SIZE })).rolloutMounts;
+    if (n !== mountsSeq) return;
     tbody.replaceChildren(...d.mounts.map((m) => h("tr", { "data-uid": m.uid, "data-state": m.state },
       h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(m.uid) }, m.uid)),
       h("td", {}, m.phase + 1),
@@ -210,28 +225,51 @@ export function rolloutView(id) {
     if (!d.mounts.length) tbody.append(h("tr", {}, h("td", { colspan: 6, class: "empty" }, "No mounts: none of the model was selected.")));
     pages.show(d.pagination);
   }
-  main.replaceChildren(h("p", {}, h("a", { href: "#/rollouts" }, "← Rollouts")),
-    h("section", { class: "card", id: "rollout", "aria-labelledby": "rollout-title" }, h("div", { class: "title" }, title, toolbar), head, status),
+  const parts = [
     h("section", { class: "card", "aria-labelledby": "rollout-progress-title" }, h("h2", { id: "rollout-progress-title" }, "Progress"),
       h("p", { class: "muted" }, "A phase opens when every mount of the phases before it is decided: healthy once it signed a report on the new revision within the health window, failed on a refusal, a rollback or no such report."),
       h("div", { class: "rollout-columns" }, h("div", {}, h("h3", {}, "Phases"), phases), h("div", {}, h("h3", {}, "Mounts by state"), counts))),
     h("section", { class: "card", "aria-labelledby": "rollout-mounts-title" }, h("h2", { id: "rollout-mounts-title" }, "Mounts"),
-      h("div", { class: "scroll" }, h("table", { id: "rollout-mounts" }, h("thead", {}, h("tr", {}, ["Mount", "Phase", "State", "Installing since", "Command", "Reason"].map((t) => h("th", { scope: "col" }, t)))), tbody)), pages));
-  const reload = () => Promise.all([loadRollout(), loadMounts()]);
-  const timer = setInterval(() => { if (rollout && underWay(rollout)) reload().catch(() => {}); }, REFRESH_MS);
+      h("div", { class: "scroll" }, h("table", { id: "rollout-mounts" }, h("caption", { class: "sr-only" }, "The rollout's mounts, with their phase and state"),
+        h("thead", {}, h("tr", {}, ["Mount", "Phase", "State", "Installing since", "Command", "Reason"].map((t) => h("th", { scope: "col" }, t)))), tbody)), pages)];
+  main.replaceChildren(h("p", {}, h("a", { href: "#/rollouts" }, "← Rollouts")),
+    h("section", { class: "card", id: "rollout", "aria-labelledby": "rollout-title" }, h("div", { class: "title" }, title, toolbar), head, status, reloadStatus), ...parts);
+  const reload = async () => {
+    await Promise.all([loadRollout(), loadMounts()]);
+    if (reloadStatus.textContent) reloadStatus.say("");
+  };
+  // What could not be read: before the rollout is shown, in the head with
+  // a retry; later, in the status line under it.
+  function failed(err) {
+    if (rollout) return reloadStatus.say(`The rollout could not be read again: ${errorText(err)}`, true);
+    const missing = err?.code === "ROLLOUT_NOT_FOUND";
+    title.textContent = missing ? "Rollout not found" : "Rollout";
+    showParts(false);
+    head.replaceChildren(h("p", { class: "error", role: "alert", id: "rollout-error" }, missing ? "No such rollout in this account." : `The rollout could not be read: ${errorText(err)}`),
+      h("button", { type: "button", id: "rollout-retry", onclick: start }, "Try again"));
+  }
   // An event's rollout is as it was when the event happened, which may be
   // older than what the page loaded: read it again instead.
   // What happened by itself is said too (a pause from this page says its own).
-  const sub = rolloutEvents((r, type) => {
-    if (r.id !== id) return;
-    if (type === "ROLLOUT_PAUSED" && r.pausedReason === "FAILURE_THRESHOLD") {
+  const onEvent = (ev) => {
+    const r = rolloutOf(ev);
+    if (!r || r.id !== id) return;
+    if (ev.type === "ROLLOUT_PAUSED" && r.pausedReason === "FAILURE_THRESHOLD") {
       status.say(`The rollout paused itself: more than ${r.failureThreshold}% of its decided mounts failed. Nothing is offered until it is resumed.`, true);
-    } else if (type === "ROLLOUT_PHASE_OPENED") status.say(`Phase ${r.openPhase + 1} opened: its mounts are offered the install.`);
-    else if (type === "ROLLOUT_COMPLETED") status.say("The rollout is complete: every mount is decided.");
-    reload().catch(showError);
-  }, reload);
+    } else if (ev.type === "ROLLOUT_PHASE_OPENED") status.say(`Phase ${r.openPhase + 1} opened: its mounts are offered the install.`);
+    else if (ev.type === "ROLLOUT_COMPLETED") status.say("The rollout is complete: every mount is decided.");
+    reload().catch(failed);
+  };
+  let sub = null;
+  function start() {
+    sub?.stop();
+    head.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+    sub = follow({ query: ROLLOUT_SUBSCRIPTION, onEvent, load: reload, onFail: failed });
+  }
+  start();
+  const stopTimer = refreshEvery(() => { if (rollout && underWay(rollout)) reload().catch(failed); }, REFRESH_MS);
   return () => {
-    clearInterval(timer);
+    stopTimer();
     sub.stop();
   };
 }
@@ -250,10 +288,19 @@ export function rolloutForm() {
   const filter = h("input", { id: "rollout-filter", name: "filter", maxlength: 2000, placeholder: 'presence = "ONLINE"', autocomplete: "off", spellcheck: "false" });
   const status = statusBox("rollout-form-status");
   const title = h("h2", { id: "rollout-form-title" }, "Start a rollout");
+  const submit = h("button", { class: "primary", type: "submit" }, "Start rollout…");
+  // What the fleet's mounts of the model run that is newer than the
+  // revision: the rollout would take them back to an older one.
+  const downgrade = h("p", { class: "warning", id: "rollout-downgrade", role: "note", hidden: true });
+  let newer = null;
+  let opened = null;
   const form = h("form", { id: "rollout-form", class: "card", "aria-labelledby": "rollout-form-title", hidden: true, onsubmit: async (e) => {
     e.preventDefault();
+    if (submit.disabled) return;
     const m = model.value.trim(), rev = revision.value.trim(), f = filter.value.trim();
-    if (!confirm(`Start rolling out ${rev} to the ${m} mounts${f ? ` that “${f}” selects` : ""}? Each phase is offered the install when a phone next passes its mounts.`)) return;
+    const back = newer && m === opened.modelNumber && rev === opened.softwareRevision ? ` ${downgrade.textContent}` : "";
+    if (!confirm(`Start rolling out ${rev} to the ${m} mounts${f ? ` that “${f}” selects` : ""}? Each phase is offered the install when a phone next passes its mounts.${back}`)) return;
+    submit.disabled = true;
     try {
       const r = (await gql(`mutation($in: RolloutInput!) { createRollout(input: $in) { ${ROLLOUT_FIELDS} } }`, { in: {
         modelNumber: m, softwareRevision: rev, filter: f || undefined,
@@ -264,21 +311,33 @@ export function rolloutForm() {
       status.setAttribute("role", "status");
     } catch (err) {
       status.say(errorText(err), true);
+    } finally {
+      submit.disabled = false;
     }
   } }, title,
-  h("p", { class: "muted" }, "Its mounts are the associated ones of the model, with a device key, that the filter selects now and that run another revision. They are ranked by a stable hash of their uid and split into the phases; a phase opens when every mount of the ones before it is decided."),
+  h("p", { class: "muted" }, "Its mounts are the associated ones of the model, with a device key, that the filter selects now and that run another revision, older or newer: a rollout may take mounts back to an older revision. They are ranked by a stable hash of their uid and split into the phases; a phase opens when every mount of the ones before it is decided."),
+  downgrade,
   h("div", { class: "toolbar" }, field("Model", model), field("Revision", revision), field("Phases (cumulative %)", phasesIn),
     field("Failure threshold (%)", threshold), field("Minimum sample", minSample), field("Health window", healthWindow)),
   h("p", { class: "muted", id: "rollout-phases-help" }, "Phases: ascending percentages of the mounts, the last 100, e.g. 1, 10, 50, 100. The rollout pauses itself when more than the threshold of at least the minimum sample of decided mounts failed."),
   h("p", { class: "muted", id: "rollout-window-help" }, "Health window: how long after its install a mount has to sign a report on the new revision (a Go duration: 30m, 1h, 24h; at most 168h)."),
   h("div", { class: "toolbar" }, Object.assign(field("Filter (optional)", filter), { className: "field wide" }),
     h("label", { class: "check", for: "rollout-idle" }, idle, " Only while locked with the helmet present"),
-    h("button", { class: "primary", type: "submit" }, "Start rollout…")), status);
-  form.open = (v) => {
+    submit), status);
+  // open(v, ahead): the form for version v, its fields as at first when
+  // it was open for another; ahead (if known) is {count, highest}: how
+  // many of the fleet's mounts of the model run a newer revision.
+  form.open = (v, ahead = null) => {
+    if (opened && (opened.modelNumber !== v.modelNumber || opened.softwareRevision !== v.softwareRevision)) form.reset();
+    opened = v;
     model.value = v.modelNumber;
     revision.value = v.softwareRevision;
     title.textContent = `Start a rollout of ${v.softwareRevision} for ${v.modelNumber}`;
+    newer = ahead?.count ? ahead : null;
+    downgrade.hidden = !newer;
+    downgrade.textContent = newer ? `${plural(newer.count, "mount")} of ${v.modelNumber} run a newer revision (up to ${newer.highest}): the rollout would take ${newer.count === 1 ? "it" : "them"} back to ${v.softwareRevision}.` : "";
     status.replaceChildren();
+    status.className = "form-status";
     form.hidden = false;
     form.scrollIntoView({ block: "nearest" });
     phasesIn.focus();
