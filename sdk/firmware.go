@@ -279,79 +279,126 @@ func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image 
 	}
 	msgs, stop := d.watch()
 	defer stop()
-	raw, err := fl.ReadFirmware(ctx)
+	// status reads where the mount stands: the authority on the offset.
+	status := func() (protocol.FirmwareStatus, error) {
+		raw, err := fl.ReadFirmware(ctx)
+		if err != nil {
+			return protocol.FirmwareStatus{}, lost(err)
+		}
+		var st protocol.FirmwareStatus
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return st, fmt.Errorf("sdk: firmware status: %w", err)
+		}
+		if st.State != protocol.FirmwareReceiving || st.Nonce != nonce || st.Size != int64(len(image)) {
+			return st, ErrTransferLost
+		}
+		return st, nil
+	}
+	st, err := status()
 	if err != nil {
-		return nil, lost(err)
-	}
-	var st protocol.FirmwareStatus
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return nil, fmt.Errorf("sdk: firmware status: %w", err)
-	}
-	size := int64(len(image))
-	if st.State != protocol.FirmwareReceiving || st.Nonce != nonce || st.Size != size {
-		return nil, ErrTransferLost
+		return nil, err
 	}
 	for len(d.acks) > 0 { // acknowledgements of an earlier link
 		<-d.acks
 	}
+	size := int64(len(image))
 	chunk := int64(protocol.FirmwareChunk(fl.MTU()))
 	offset := st.Offset
-	for offset < size {
-		select {
-		case a := <-d.acks:
-			switch a.Kind {
-			case protocol.AckWrongOffset:
-				offset = min(a.Offset, size)
-				continue
-			case protocol.AckNoTransfer, protocol.AckExpired:
-				return nil, fmt.Errorf("%w: %s", ErrTransferLost, a.Kind)
+	// resumed is the offset last read from the status: a "wrong offset"
+	// at or below it is a late acknowledgement of a frame sent before that
+	// read, and changes nothing. (The mount ignores frames it holds
+	// already, so resending never causes more acknowledgements.)
+	resumed := st.Offset
+	// rewind answers a "wrong offset" (a frame lost on the way): the
+	// status says where to resume.
+	rewind := func(a protocol.FirmwareAck, always bool) error {
+		if !always && a.Offset <= resumed {
+			return nil
+		}
+		st, err := status()
+		if err != nil {
+			return err
+		}
+		resumed = st.Offset
+		if st.Offset < offset {
+			offset = st.Offset
+			if cfg.progress != nil {
+				cfg.progress(offset, size)
 			}
-		default:
 		}
-		end := min(offset+chunk, size)
-		if err := fl.WriteFirmware(ctx, protocol.FirmwareFrame(offset, image[offset:end])); err != nil {
-			return nil, lost(err)
-		}
-		offset = end
-		if cfg.progress != nil {
-			cfg.progress(offset, size)
-		}
+		return nil
 	}
-	// All sent: the mount answers the command's result (its receipt), or
-	// asks for an earlier offset (a frame it did not take).
 	wait := time.NewTimer(c.cfg.ConfirmTimeout)
 	defer wait.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-wait.C:
-			return nil, fmt.Errorf("%w: no receipt after the image", ErrTimeout)
-		case <-d.done:
-			// The result may have come just before the link went (the
-			// mount restarts right after it): it is in msgs already.
-			for {
-				select {
-				case m := <-msgs:
-					if m.Type == protocol.BLEMessageResult && m.Nonce == nonce {
-						return &m, nil
+		for offset < size {
+			select {
+			case a := <-d.acks:
+				switch a.Kind {
+				case protocol.AckWrongOffset:
+					if err := rewind(a, false); err != nil {
+						return nil, err
 					}
 					continue
-				default:
+				case protocol.AckNoTransfer, protocol.AckExpired:
+					return nil, fmt.Errorf("%w: %s", ErrTransferLost, a.Kind)
 				}
-				break
+			default:
 			}
-			return nil, fmt.Errorf("%w: %s disconnected", ErrNotConnected, d.uid)
-		case a := <-d.acks:
-			switch a.Kind {
-			case protocol.AckWrongOffset:
-				return nil, lost(fmt.Errorf("the mount expects offset %d", a.Offset)) // resume afresh
-			case protocol.AckNoTransfer, protocol.AckExpired:
-				return nil, fmt.Errorf("%w: %s", ErrTransferLost, a.Kind)
+			end := min(offset+chunk, size)
+			if err := fl.WriteFirmware(ctx, protocol.FirmwareFrame(offset, image[offset:end])); err != nil {
+				return nil, lost(err)
 			}
-		case m := <-msgs:
-			if m.Type == protocol.BLEMessageResult && m.Nonce == nonce {
-				return &m, nil
+			offset = end
+			if cfg.progress != nil {
+				cfg.progress(offset, size)
+			}
+		}
+		// All sent: the mount answers the command's result (its receipt),
+		// or says a frame was lost ("wrong offset"): the status tells
+		// whether it still waits for bytes, and from where.
+		wait.Reset(c.cfg.ConfirmTimeout)
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-wait.C:
+				return nil, fmt.Errorf("%w: no receipt after the image", ErrTimeout)
+			case <-d.done:
+				// The result may have come just before the link went (the
+				// mount restarts right after it): it is in msgs already.
+				for {
+					select {
+					case m := <-msgs:
+						if m.Type == protocol.BLEMessageResult && m.Nonce == nonce {
+							return &m, nil
+						}
+						continue
+					default:
+					}
+					break
+				}
+				return nil, fmt.Errorf("%w: %s disconnected", ErrNotConnected, d.uid)
+			case a := <-d.acks:
+				switch a.Kind {
+				case protocol.AckWrongOffset:
+					err := rewind(a, true)
+					switch {
+					case errors.Is(err, ErrTransferLost):
+						continue // it ended meanwhile: its result is on the way
+					case err != nil:
+						return nil, err
+					case offset < size:
+						break waiting
+					}
+				case protocol.AckNoTransfer, protocol.AckExpired:
+					return nil, fmt.Errorf("%w: %s", ErrTransferLost, a.Kind)
+				}
+			case m := <-msgs:
+				if m.Type == protocol.BLEMessageResult && m.Nonce == nonce {
+					return &m, nil
+				}
 			}
 		}
 	}

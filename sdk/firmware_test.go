@@ -262,3 +262,64 @@ func TestInstallFirmwareBadImageRefused(t *testing.T) {
 		t.Fatalf("receipts %+v", receipts)
 	}
 }
+
+// lossyRadio loses one firmware frame on its way (the lose-th written)
+// and delivers the firmware acknowledgements late, as a busy radio does.
+type lossyRadio struct {
+	sdk.Radio
+	lose    int64
+	delay   time.Duration
+	written *atomic.Int64
+}
+
+func (r lossyRadio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
+	l, err := r.Radio.Connect(ctx, address)
+	if err != nil {
+		return nil, err
+	}
+	fl := l.(sdk.FirmwareLink)
+	acks := make(chan []byte, 64)
+	go func() {
+		defer close(acks)
+		for v := range fl.FirmwareAcks() {
+			time.Sleep(r.delay)
+			acks <- v
+		}
+	}()
+	return &lossyLink{FirmwareLink: fl, r: r, acks: acks}, nil
+}
+
+type lossyLink struct {
+	sdk.FirmwareLink
+	r    lossyRadio
+	acks chan []byte
+}
+
+func (l *lossyLink) FirmwareAcks() <-chan []byte { return l.acks }
+
+func (l *lossyLink) WriteFirmware(ctx context.Context, frame []byte) error {
+	if l.r.written.Add(1) == l.r.lose {
+		return nil // lost on the air: the mount never sees it
+	}
+	return l.FirmwareLink.WriteFirmware(ctx, frame)
+}
+
+// A frame lost on the way, its "wrong offset" acknowledgements arriving
+// late: the phone resends from the mount's offset once, not on every
+// late acknowledgement (no rewind storm).
+func TestInstallFirmwareLateWrongOffsetAcks(t *testing.T) {
+	chunk := protocol.FirmwareChunk(protocol.BLEDefaultMTU)
+	const frames = 1001
+	f := newFirmwareAPI(t, frames*chunk)
+	var written atomic.Int64
+	c := f.phone(t, "", func(r sdk.Radio) sdk.Radio {
+		return lossyRadio{Radio: r, lose: 50, delay: 3 * time.Millisecond, written: &written}
+	})
+	inst, err := c.InstallFirmware(context.Background(), f.mount.UID(), "2.0.0", sdk.WithRestartWait(10*time.Second))
+	if err != nil || !inst.Result.Accepted || inst.Result.Receipt == nil || inst.Report == nil || inst.Reconnects != 0 {
+		t.Fatalf("InstallFirmware: %+v, %v", inst, err)
+	}
+	if n := written.Load(); n > 2*frames {
+		t.Errorf("%d frames written for %d frames of image", n, frames)
+	}
+}

@@ -110,7 +110,17 @@ func (m *Mount) firmwareFrame(frame []byte) (ack protocol.FirmwareAck, ok bool, 
 		return protocol.FirmwareAck{Kind: protocol.AckNoTransfer}, true, nil, false
 	}
 	offset, data, parsed := protocol.ParseFirmwareFrame(frame)
+	if parsed && offset < x.offset {
+		// Bytes held already (a phone resending after a late
+		// acknowledgement): ignored without a word, so a resend never
+		// causes more resends; a frame overlapping the offset gives its tail.
+		if offset+int64(len(data)) <= x.offset {
+			return protocol.FirmwareAck{}, false, nil, false
+		}
+		data, offset = data[x.offset-offset:], x.offset
+	}
 	if !parsed || offset != x.offset {
+		// A gap ahead: a frame was lost on the way.
 		return protocol.FirmwareAck{Kind: protocol.AckWrongOffset, Offset: x.offset}, true, nil, false
 	}
 	if x.offset+int64(len(data)) > x.size {

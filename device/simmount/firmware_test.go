@@ -134,7 +134,23 @@ func (l fwLink) stream(ctx context.Context, image []byte, from, to int) error {
 	return nil
 }
 
-// lastAck waits for an acknowledgement of kind.
+// nextAck is the next acknowledgement, whatever its kind.
+func (l fwLink) nextAck(t *testing.T) protocol.FirmwareAck {
+	t.Helper()
+	select {
+	case v := <-l.FirmwareAcks():
+		a, ok := protocol.ParseFirmwareAck(v)
+		if !ok {
+			t.Fatalf("acknowledgement %x", v)
+		}
+		return a
+	case <-time.After(10 * time.Second):
+		t.Fatal("no acknowledgement")
+	}
+	return protocol.FirmwareAck{}
+}
+
+// ack waits for an acknowledgement of kind.
 func (l fwLink) ack(t *testing.T, kind protocol.FirmwareAckKind) protocol.FirmwareAck {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
@@ -181,12 +197,25 @@ func TestFirmwareInstallResumesAndRestarts(t *testing.T) {
 	if a := l.ack(t, protocol.AckProgress); a.Offset < protocol.FirmwareAckEvery {
 		t.Fatalf("progress %+v", a)
 	}
-	// A frame at another offset is answered with the mount's.
-	if err := l.WriteFirmware(r.ctx, protocol.FirmwareFrame(9000, img[9000:9010])); err != nil {
-		t.Fatal(err)
+	// A frame the mount holds already (a phone resending after a late
+	// acknowledgement) is ignored without a word; one overlapping the
+	// offset gives its new tail; a frame past a gap is answered with the
+	// mount's offset.
+	frames := [][]byte{
+		protocol.FirmwareFrame(1000, img[1000:1010]),
+		protocol.FirmwareFrame(4996, img[4996:5012]),
+		protocol.FirmwareFrame(9000, img[9000:9010]),
 	}
-	if a := l.ack(t, protocol.AckWrongOffset); a.Offset != 5000 {
-		t.Fatalf("wrong offset answered %+v, want 5000", a)
+	for _, f := range frames {
+		if err := l.WriteFirmware(r.ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := l.nextAck(t); a.Kind != protocol.AckWrongOffset || a.Offset != 5012 {
+		t.Fatalf("after an old frame, an overlapping one and a gap: %+v, want wrong offset 5012 only", a)
+	}
+	if err := l.stream(r.ctx, img, 5012, 5028); err != nil {
+		t.Fatal(err)
 	}
 	// The link drops; a new one reads where to resume, without the command again.
 	if n := r.air.Drop("02:00:00:00:00:01"); n != 1 {
@@ -194,7 +223,7 @@ func TestFirmwareInstallResumesAndRestarts(t *testing.T) {
 	}
 	l = r.connect()
 	st := l.status(t, r.ctx)
-	if st.State != protocol.FirmwareReceiving || st.Offset != 5000 || st.Nonce != cmd.nonce || st.Size != 10_000 || st.Revision != "2.0.0" {
+	if st.State != protocol.FirmwareReceiving || st.Offset != 5028 || st.Nonce != cmd.nonce || st.Size != 10_000 || st.Revision != "2.0.0" {
 		t.Fatalf("status after the drop: %+v", st)
 	}
 	counterBefore := r.m.Status().Counter
