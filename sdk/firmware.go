@@ -281,7 +281,7 @@ func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image 
 	defer stop()
 	// status reads where the mount stands: the authority on the offset.
 	status := func() (protocol.FirmwareStatus, error) {
-		raw, err := fl.ReadFirmware(ctx)
+		raw, err := d.readFirmware(ctx, fl)
 		if err != nil {
 			return protocol.FirmwareStatus{}, lost(err)
 		}
@@ -346,7 +346,7 @@ func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image 
 			default:
 			}
 			end := min(offset+chunk, size)
-			if err := fl.WriteFirmware(ctx, protocol.FirmwareFrame(offset, image[offset:end])); err != nil {
+			if err := d.writeFirmware(ctx, fl, protocol.FirmwareFrame(offset, image[offset:end])); err != nil {
 				return nil, lost(err)
 			}
 			offset = end
