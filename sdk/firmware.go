@@ -93,7 +93,8 @@ func (c *Client) InstallFirmware(ctx context.Context, uid, revision string, opts
 	if err != nil {
 		return Installation{UID: uid, Revision: revision}, err
 	}
-	return c.install(ctx, uid, cmd, opts...)
+	inst, _, err := c.install(ctx, uid, cmd, opts...)
+	return inst, err
 }
 
 // installCommand gets a signed INSTALL_FIRMWARE for revision: /query for
@@ -119,45 +120,48 @@ func (c *Client) installCommand(ctx context.Context, uid, revision string) (prot
 }
 
 // install runs a signed INSTALL_FIRMWARE (InstallFirmware's, or one Sync
-// got from pending-commands) at a connected mount.
-func (c *Client) install(ctx context.Context, uid string, cmd protocol.BLECommand, opts ...InstallOption) (Installation, error) {
+// got from pending-commands) at a connected mount. written tells whether
+// it got as far as writing the command to the mount: an error before
+// (bad parameters, the download, a link without the firmware
+// characteristic) left the mount untouched.
+func (c *Client) install(ctx context.Context, uid string, cmd protocol.BLECommand, opts ...InstallOption) (inst Installation, written bool, err error) {
 	cfg := installConfig{restartWait: c.cfg.RestartWait}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	p, ok := protocol.ParsePayload(cmd.Payload)
 	if !ok || cmd.Code != string(protocol.CmdInstallFirmware) {
-		return Installation{UID: uid}, fmt.Errorf("sdk: not an INSTALL_FIRMWARE command")
+		return Installation{UID: uid}, false, fmt.Errorf("sdk: not an INSTALL_FIRMWARE command")
 	}
 	revision, sum := p.Params["revision"], p.Params["sha256"]
 	size, err := strconv.ParseInt(p.Params["size"], 10, 64)
 	out := Installation{UID: uid, Revision: revision, Size: size}
 	if err != nil || size <= 0 || size > protocol.FirmwareMaxSize || !protocol.ValidCommandParam(protocol.CmdInstallFirmware, "sha256", sum) {
-		return out, fmt.Errorf("sdk: INSTALL_FIRMWARE with bad parameters (size %q)", p.Params["size"])
+		return out, false, fmt.Errorf("sdk: INSTALL_FIRMWARE with bad parameters (size %q)", p.Params["size"])
 	}
 	d, err := c.connected(uid)
 	if err != nil {
-		return out, err
+		return out, false, err
 	}
 	image, err := c.download(ctx, d.info.ModelNumber, revision, size, sum)
 	if err != nil {
-		return out, err
+		return out, false, err
 	}
 	if _, ok := d.link.(FirmwareLink); !ok {
-		return out, ErrNoFirmwareLink
+		return out, false, ErrNoFirmwareLink
 	}
 
 	// The command: a refusal is final (its receipt is uploaded); an
 	// acceptance is no receipt yet, the mount waits for the image.
 	dl, err := c.write(ctx, d, cmd, nil)
 	if dl.result == nil {
-		return out, err
+		return out, true, err
 	}
 	if !dl.result.Accepted {
 		out.Result = resultOf(*dl.result)
 		pending, uerr := c.up.carry(context.WithoutCancel(ctx), c.cfg.UploadWait, dl.uploads(uid))
 		out.Pending = pending
-		return out, errors.Join(err, uerr)
+		return out, true, errors.Join(err, uerr)
 	}
 
 	result, last, err := c.stream(ctx, uid, d, p.Nonce, revision, image, cfg, &out)
@@ -186,7 +190,7 @@ func (c *Client) install(ctx context.Context, uid string, cmd protocol.BLEComman
 	if uerr != nil {
 		uerr = fmt.Errorf("sdk: the mount answered, but uploading what it said failed: %w", uerr)
 	}
-	return out, errors.Join(err, uerr)
+	return out, true, errors.Join(err, uerr)
 }
 
 // download fetches the image of revision through a download link, reading

@@ -323,3 +323,28 @@ func TestInstallFirmwareLateWrongOffsetAcks(t *testing.T) {
 		t.Errorf("%d frames written for %d frames of image", n, frames)
 	}
 }
+
+// An INSTALL_FIRMWARE that Sync cannot start (its image does not
+// download right: nothing is written to the mount) is SKIPPED, and the
+// other pending commands still run.
+func TestSyncSkipsAnInstallItCannotStart(t *testing.T) {
+	f := newFirmwareAPI(t, 2500)
+	f.restricted = true
+	f.served = f.image[:100]
+	f.api.offers = []offer{
+		{code: "INSTALL_FIRMWARE", params: f.params(), jobID: "rollout-1"},
+		{code: "SET_RFID_MODE", params: map[string]string{"rfidMode": "LEARN"}, jobID: "job-1"},
+	}
+	c := f.phone(t, "", nil)
+	sum, err := c.Sync(context.Background(), f.mount.UID())
+	if err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if len(sum.Commands) != 2 || sum.Commands[0].Outcome != sdk.SyncSkipped || sum.Commands[0].Reason == "" ||
+		sum.Commands[1].Outcome != sdk.SyncExecuted {
+		t.Fatalf("summary %+v", sum)
+	}
+	if st := f.mount.Status(); st.SoftwareRevision != "1.0.0" || st.Settings.RFIDMode != "LEARN" {
+		t.Fatalf("mount after Sync: %+v", st)
+	}
+}
