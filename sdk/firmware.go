@@ -90,6 +90,9 @@ func (c *Client) InstallFirmware(ctx context.Context, uid, revision string, opts
 		return Installation{UID: uid, Revision: revision}, err
 	}
 	cmd, err := c.installCommand(ctx, uid, revision)
+	if err == nil {
+		err = checkInstallCommand(cmd, uid, revision)
+	}
 	if err != nil {
 		return Installation{UID: uid, Revision: revision}, err
 	}
@@ -119,6 +122,22 @@ func (c *Client) installCommand(ctx context.Context, uid, revision string) (prot
 	return protocol.BLECommand{}, fmt.Errorf("sdk: no INSTALL_FIRMWARE for %s is offered to %s (and the token may not ask for one)", revision, uid)
 }
 
+// checkInstallCommand checks what the server signed before anything is
+// downloaded or written: an INSTALL_FIRMWARE (code and payload) for uid
+// and, when revision is set, for that revision.
+func checkInstallCommand(cmd protocol.BLECommand, uid, revision string) error {
+	p, ok := protocol.ParsePayload(cmd.Payload)
+	switch {
+	case !ok || cmd.Code != string(protocol.CmdInstallFirmware) || p.Code != string(protocol.CmdInstallFirmware):
+		return fmt.Errorf("sdk: the server's command is not an INSTALL_FIRMWARE (code %q)", cmd.Code)
+	case p.MountUID != uid:
+		return fmt.Errorf("sdk: the server's INSTALL_FIRMWARE is for mount %s, not %s", p.MountUID, uid)
+	case revision != "" && p.Params["revision"] != revision:
+		return fmt.Errorf("sdk: the server's INSTALL_FIRMWARE is for revision %s, not %s", p.Params["revision"], revision)
+	}
+	return nil
+}
+
 // install runs a signed INSTALL_FIRMWARE (InstallFirmware's, or one Sync
 // got from pending-commands) at a connected mount. written tells whether
 // it got as far as writing the command to the mount: an error before
@@ -129,10 +148,10 @@ func (c *Client) install(ctx context.Context, uid string, cmd protocol.BLEComman
 	for _, o := range opts {
 		o(&cfg)
 	}
-	p, ok := protocol.ParsePayload(cmd.Payload)
-	if !ok || cmd.Code != string(protocol.CmdInstallFirmware) {
-		return Installation{UID: uid}, false, fmt.Errorf("sdk: not an INSTALL_FIRMWARE command")
+	if err := checkInstallCommand(cmd, uid, ""); err != nil {
+		return Installation{UID: uid}, false, err
 	}
+	p, _ := protocol.ParsePayload(cmd.Payload)
 	revision, sum := p.Params["revision"], p.Params["sha256"]
 	size, err := strconv.ParseInt(p.Params["size"], 10, 64)
 	out := Installation{UID: uid, Revision: revision, Size: size}

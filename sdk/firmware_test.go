@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +28,8 @@ type firmwareAPI struct {
 	image      []byte
 	served     []byte // what the blob answers (image unless corrupted)
 	restricted bool
+	// signUID, signRevision: /query signs for another mount or revision.
+	signUID, signRevision string
 
 	mu        sync.Mutex
 	revisions []string
@@ -57,7 +60,15 @@ func newFirmwareAPI(t *testing.T, size int, offers ...offer) *firmwareAPI {
 			return
 		}
 		f.api.mu.Lock()
-		raw := f.api.sign(offer{code: "INSTALL_FIRMWARE", params: f.params()})
+		uid, params := f.api.uid, f.params()
+		if f.signUID != "" { // a server gone wrong
+			f.api.uid = f.signUID
+		}
+		if f.signRevision != "" {
+			params["revision"] = f.signRevision
+		}
+		raw := f.api.sign(offer{code: "INSTALL_FIRMWARE", params: params})
+		f.api.uid = uid
 		f.api.mu.Unlock()
 		_, _ = w.Write(append(append([]byte("["), raw...), ']'))
 	})
@@ -346,5 +357,32 @@ func TestSyncSkipsAnInstallItCannotStart(t *testing.T) {
 	}
 	if st := f.mount.Status(); st.SoftwareRevision != "1.0.0" || st.Settings.RFIDMode != "LEARN" {
 		t.Fatalf("mount after Sync: %+v", st)
+	}
+}
+
+// A command the server got wrong (for another mount, another revision)
+// is a clear error before anything is downloaded or written.
+func TestInstallFirmwareChecksTheCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		uid, revision string
+		want          string
+	}{
+		{"another mount", "M-9999", "", "mount M-9999"},
+		{"another revision", "", "3.0.0", "revision 3.0.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFirmwareAPI(t, 1000)
+			f.signUID, f.signRevision = tc.uid, tc.revision
+			c := f.phone(t, "", nil)
+			before := f.mount.Status()
+			_, err := c.InstallFirmware(context.Background(), f.mount.UID(), "2.0.0")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("InstallFirmware: %v, want an error naming %q", err, tc.want)
+			}
+			if after := f.mount.Status(); after.Accepted != before.Accepted || after.Refused != before.Refused {
+				t.Fatalf("the mount was written to: %+v", after)
+			}
+		})
 	}
 }
