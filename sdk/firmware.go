@@ -262,6 +262,13 @@ func (c *Client) stream(ctx context.Context, uid string, d *device, nonce, revis
 	before := d.info.SoftwareRevision
 	for {
 		res, err := c.streamOnce(ctx, d, nonce, image, cfg)
+		if errors.Is(err, ErrTransferLost) && before != revision && c.installedMeanwhile(ctx, d, revision) {
+			// It completed unheard (the receipt lost, the restart still to
+			// come or just done): its report will tell, on a fresh link
+			// (this one's info was read before).
+			nd, err := c.reconnect(ctx, uid, d)
+			return nil, nd, err
+		}
 		if res != nil || err == nil || ctx.Err() != nil || !errors.Is(err, ErrNotConnected) {
 			return res, d, err
 		}
@@ -281,6 +288,17 @@ func (c *Client) stream(ctx context.Context, uid string, d *device, nonce, revis
 			cfg.progress(0, size)
 		}
 	}
+}
+
+// installedMeanwhile reads the info characteristic again: a mount that
+// no longer holds the transfer because it finished it tells the new
+// revision there (a link's info may be read just before that).
+func (c *Client) installedMeanwhile(ctx context.Context, d *device, revision string) bool {
+	d.writeMu.Lock()
+	raw, err := d.link.ReadInfo(ctx)
+	d.writeMu.Unlock()
+	var info protocol.BLEInfo
+	return err == nil && json.Unmarshal(raw, &info) == nil && info.SoftwareRevision == revision
 }
 
 // streamOnce is one link's share of a transfer. A lost link is an

@@ -386,3 +386,90 @@ func TestInstallFirmwareChecksTheCommand(t *testing.T) {
 		})
 	}
 }
+
+// racingRadio makes the phone miss the end of the transfer: after the
+// last frame it hears nothing more on that link (the receipt is lost),
+// and its next link's info is read just before the restart applied (the
+// old revision), so that link finds the mount idle.
+type racingRadio struct {
+	sdk.Radio
+	size  int64
+	state *racingState
+}
+
+type racingState struct {
+	mu       sync.Mutex
+	links    int
+	firstRaw []byte
+	ended    atomic.Bool
+}
+
+func (r racingRadio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
+	l, err := r.Radio.Connect(ctx, address)
+	if err != nil {
+		return nil, err
+	}
+	r.state.mu.Lock()
+	r.state.links++
+	n := r.state.links
+	r.state.mu.Unlock()
+	rl := &racingLink{FirmwareLink: l.(sdk.FirmwareLink), r: r, n: n, frames: make(chan []byte, 64)}
+	go func() {
+		defer close(rl.frames)
+		for f := range l.Frames() {
+			if n == 1 && r.state.ended.Load() {
+				continue
+			}
+			rl.frames <- f
+		}
+	}()
+	return rl, nil
+}
+
+type racingLink struct {
+	sdk.FirmwareLink
+	r      racingRadio
+	n      int
+	reads  int
+	frames chan []byte
+}
+
+func (l *racingLink) Frames() <-chan []byte { return l.frames }
+
+func (l *racingLink) ReadInfo(ctx context.Context) ([]byte, error) {
+	raw, err := l.FirmwareLink.ReadInfo(ctx)
+	l.r.state.mu.Lock()
+	defer l.r.state.mu.Unlock()
+	l.reads++
+	switch {
+	case l.n == 1 && l.reads == 1:
+		l.r.state.firstRaw = raw
+	case l.n == 2 && l.reads == 1:
+		return l.r.state.firstRaw, err // read before the restart applied
+	}
+	return raw, err
+}
+
+func (l *racingLink) WriteFirmware(ctx context.Context, frame []byte) error {
+	off, data, _ := protocol.ParseFirmwareFrame(frame)
+	if l.n == 1 && off+int64(len(data)) == l.r.size {
+		l.r.state.ended.Store(true)
+	}
+	return l.FirmwareLink.WriteFirmware(ctx, frame)
+}
+
+// The mount finished while the phone heard nothing (no receipt, the next
+// link finds it idle): it is on the new revision, so InstallFirmware
+// waits for its report instead of calling the transfer lost.
+func TestInstallFirmwareFinishedUnheard(t *testing.T) {
+	f := newFirmwareAPI(t, 1000)
+	st := &racingState{}
+	c := f.phone(t, "", func(r sdk.Radio) sdk.Radio { return racingRadio{Radio: r, size: 1000, state: st} })
+	inst, err := c.InstallFirmware(context.Background(), f.mount.UID(), "2.0.0", sdk.WithRestartWait(10*time.Second))
+	if err != nil || inst.Report == nil || inst.Report.SoftwareRevision != "2.0.0" || inst.Result.Receipt != nil {
+		t.Fatalf("InstallFirmware: %+v, %v", inst, err)
+	}
+	if s := f.mount.Status(); s.SoftwareRevision != "2.0.0" || s.Restarts != 1 {
+		t.Fatalf("mount %+v", s)
+	}
+}
