@@ -446,7 +446,8 @@ func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image 
 }
 
 // reconnect waits for the old link to be gone and connects again, trying
-// until ctx ends (at most every 100 ms).
+// (at most every 100 ms) until ctx ends or Config.ReconnectWait passed;
+// each attempt is bounded by Config.ConfirmTimeout.
 func (c *Client) reconnect(ctx context.Context, uid string, old *device) (*device, error) {
 	if old != nil {
 		_ = old.close()
@@ -457,8 +458,13 @@ func (c *Client) reconnect(ctx context.Context, uid string, old *device) (*devic
 		}
 		c.mu.Unlock()
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReconnectWait)
+	defer cancel()
 	for {
-		if _, err := c.Connect(ctx, uid); err == nil {
+		attempt, stop := context.WithTimeout(ctx, c.cfg.ConfirmTimeout)
+		_, err := c.Connect(attempt, uid)
+		stop()
+		if err == nil {
 			if d, err := c.connected(uid); err == nil {
 				return d, nil
 			}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -471,5 +472,53 @@ func TestInstallFirmwareFinishedUnheard(t *testing.T) {
 	}
 	if s := f.mount.Status(); s.SoftwareRevision != "2.0.0" || s.Restarts != 1 {
 		t.Fatalf("mount %+v", s)
+	}
+}
+
+// hangingRadio cuts the link at the after-th firmware frame, then every
+// connection attempt hangs until its context ends (a mount out of range
+// and a radio stack that never gives up by itself).
+type hangingRadio struct {
+	droppingRadio
+	attempts *atomic.Int64
+}
+
+func (r hangingRadio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
+	if r.written.Load() >= r.after {
+		r.attempts.Add(1)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return r.droppingRadio.Connect(ctx, address)
+}
+
+// A reconnect is bounded even when the caller's context has no deadline:
+// each attempt, and all of them (Config.ReconnectWait).
+func TestInstallFirmwareReconnectIsBounded(t *testing.T) {
+	f := newFirmwareAPI(t, 3000)
+	var written, attempts atomic.Int64
+	c, err := sdk.New(sdk.Config{BaseURL: f.api.srv.URL + "/api/v1", Token: riderToken(f.api.srv.URL, f.mount.UID()),
+		Radio:    hangingRadio{droppingRadio{Radio: f.air.Central(), air: f.air, after: 20, written: &written}, &attempts},
+		RetryMin: time.Hour, UploadWait: time.Second, ConfirmTimeout: 100 * time.Millisecond, ReconnectWait: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.InstallFirmware(context.Background(), f.mount.UID(), "2.0.0")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, sdk.ErrNotConnected) {
+			t.Fatalf("InstallFirmware: %v, want ErrNotConnected", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("InstallFirmware still reconnecting")
+	}
+	if n := attempts.Load(); n < 2 {
+		t.Errorf("%d connection attempts, want each bounded (several within the wait)", n)
 	}
 }
