@@ -105,7 +105,7 @@ func (m *Mount) Connected(conn sim.PeripheralConn) {
 		case <-conn.Done():
 			return
 		case frame := <-conn.FirmwareFrames():
-			ack, ok, receipt, restart := m.firmwareFrame(frame)
+			ack, ok, receipt, restart := m.firmwareFrame(frame, p)
 			if ok {
 				p.ack(ack)
 			}
@@ -126,9 +126,19 @@ func (m *Mount) Connected(conn sim.PeripheralConn) {
 			if !done {
 				continue
 			}
-			res, lockChanged, notify := m.handle(raw)
+			res, lockChanged, notify := m.handle(raw, p)
 			p.send(encode(res)) // the result before the states it may cause
 			m.announce(lockChanged, notify)
 		}
+	}
+}
+
+// alive reports whether the link is still up.
+func (p *peer) alive() bool {
+	select {
+	case <-p.conn.Done():
+		return false
+	default:
+		return true
 	}
 }

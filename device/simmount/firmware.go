@@ -29,12 +29,17 @@ type transfer struct {
 	offset   int64
 	hash     hash.Hash
 	expires  time.Time
+	// owner is the link whose command opened or took over the transfer
+	// (nil: none, as through Handle): only its frames count while it
+	// lives; once it is gone, the next link to write a frame adopts it
+	// (a phone resuming on a new link).
+	owner *peer
 }
 
 // installLocked opens (or takes over) a transfer for a verified
-// INSTALL_FIRMWARE; its reason is a refusal, empty when the mount now
-// waits for the image (the result is then no receipt: m.deferred).
-func (m *Mount) installLocked(p protocol.Payload, now time.Time) string {
+// INSTALL_FIRMWARE that came on link from; its reason is a refusal, empty
+// when the mount now waits for the image (the result is then no receipt).
+func (m *Mount) installLocked(p protocol.Payload, now time.Time, from *peer) string {
 	code := protocol.CmdInstallFirmware
 	rev, sum, sizeText := p.Params["revision"], p.Params["sha256"], p.Params["size"]
 	size, err := strconv.ParseInt(sizeText, 10, 64)
@@ -51,12 +56,11 @@ func (m *Mount) installLocked(p protocol.Payload, now time.Time) string {
 		// another phone carries on): the bytes received are kept.
 		// A copy: a command that cannot be saved leaves the old one as it was.
 		taken := *x
-		taken.nonce, taken.revision, taken.expires = p.Nonce, rev, expires
+		taken.nonce, taken.revision, taken.expires, taken.owner = p.Nonce, rev, expires, from
 		m.xfer = &taken
 	} else {
-		m.xfer = &transfer{nonce: p.Nonce, revision: rev, sha256: sum, size: size, hash: sha256.New(), expires: expires}
+		m.xfer = &transfer{nonce: p.Nonce, revision: rev, sha256: sum, size: size, hash: sha256.New(), expires: expires, owner: from}
 	}
-	m.deferred = true
 	return ""
 }
 
@@ -97,7 +101,7 @@ func (m *Mount) Silent() bool { return !m.Advertising() }
 // firmwareFrame takes one write of the firmware characteristic. It
 // returns the acknowledgement to notify (ok false: none), the receipt
 // when the transfer ended, and whether the mount restarts after it.
-func (m *Mount) firmwareFrame(frame []byte) (ack protocol.FirmwareAck, ok bool, receipt *protocol.BLEMessage, restart bool) {
+func (m *Mount) firmwareFrame(frame []byte, from *peer) (ack protocol.FirmwareAck, ok bool, receipt *protocol.BLEMessage, restart bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Now()
@@ -106,9 +110,11 @@ func (m *Mount) firmwareFrame(frame []byte) (ack protocol.FirmwareAck, ok bool, 
 	switch {
 	case expired:
 		return protocol.FirmwareAck{Kind: protocol.AckExpired}, true, nil, false
-	case x == nil:
+	case x == nil, x.owner != nil && x.owner != from && x.owner.alive():
+		// None, or another link's while that link lives.
 		return protocol.FirmwareAck{Kind: protocol.AckNoTransfer}, true, nil, false
 	}
+	x.owner = from
 	offset, data, parsed := protocol.ParseFirmwareFrame(frame)
 	if parsed && offset < x.offset {
 		// Bytes held already (a phone resending after a late

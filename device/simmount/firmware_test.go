@@ -30,7 +30,7 @@ func newFWRig(t *testing.T, failure string) *fwRig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	r := &fwRig{t: t, ctx: ctx, air: sim.NewAir(sim.Config{AdvertisingInterval: 5 * time.Millisecond}),
+	r := &fwRig{t: t, ctx: ctx, air: sim.NewAir(sim.Config{AdvertisingInterval: 5 * time.Millisecond, MaxLinks: 2}),
 		store: simmount.NewMemoryStore(), clock: &clock{t: time.Now()}}
 	r.m = simmount.New(simmount.Config{UID: "M1", MACAddress: "02:00:00:00:00:01", Now: r.clock.Now,
 		Store: r.store, FirmwareFailure: failure})
@@ -395,4 +395,41 @@ func TestFirmwareFailureModes(t *testing.T) {
 			t.Fatal("a silent mount accepted a link")
 		}
 	})
+}
+
+// A transfer belongs to the link whose command opened it: another
+// phone's frames get "no transfer" while that link lives; once it is
+// gone, the next link resumes it.
+func TestFirmwareTransferBelongsToItsLink(t *testing.T) {
+	r := newFWRig(t, "")
+	img, params := image(100)
+	a, b := r.connect(), r.connect()
+	cmd := r.f.signed(protocol.CmdInstallFirmware, params)
+	a.send(t, r.ctx, cmd.build())
+	if res := a.next(t); !res.Accepted {
+		t.Fatalf("INSTALL_FIRMWARE: %+v", res)
+	}
+	if err := b.stream(r.ctx, img, 0, 16); err != nil {
+		t.Fatal(err)
+	}
+	if ack := b.nextAck(t); ack.Kind != protocol.AckNoTransfer {
+		t.Fatalf("another link's frame: %+v, want no transfer", ack)
+	}
+	if err := a.stream(r.ctx, img, 0, 32); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.status(t, r.ctx); st.State != protocol.FirmwareReceiving {
+		t.Fatalf("status %+v", st)
+	}
+	// The link that opened it drops: the other one carries on.
+	a.Close()
+	for range a.msgs {
+	}
+	st := b.status(t, r.ctx)
+	if err := b.stream(r.ctx, img, int(st.Offset), len(img)); err != nil {
+		t.Fatal(err)
+	}
+	if res := b.next(t); res.Nonce != cmd.nonce || res.Outcome != protocol.OutcomeExecuted {
+		t.Fatalf("receipt %+v", res)
+	}
 }

@@ -161,7 +161,6 @@ type Mount struct {
 
 	revision   string    // the software revision it runs
 	xfer       *transfer // the firmware transfer under way, if any
-	deferred   bool      // set by executeLocked: the result is no receipt yet (a transfer opened)
 	silent     bool      // failed silent after an update
 	rollbackTo string    // failing by rollback: the revision it goes back to
 	newReports int       // states signed on the new revision while rollbackTo is set
@@ -524,7 +523,7 @@ func encode(msg protocol.BLEMessage) []byte {
 // and returns its result. Centrals connected get the new states when they
 // changed. mountsim uses it to deliver ASSOCIATE_OWNER without a phone.
 func (m *Mount) Handle(raw []byte) protocol.BLEMessage {
-	res, lockChanged, notify := m.handle(raw)
+	res, lockChanged, notify := m.handle(raw, nil)
 	m.announce(lockChanged, notify)
 	return res
 }
@@ -545,7 +544,10 @@ func (m *Mount) announce(lockChanged, notify bool) {
 // result of a command that passed the signature check (and of an
 // ASSOCIATE_OWNER, which has none to pass) is a receipt: signed, unless
 // Legacy, after the state it changed was saved.
-func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify bool) {
+//
+// from is the link the command came on (nil: Handle); an INSTALL_FIRMWARE
+// ties its transfer to it.
+func (m *Mount) handle(raw []byte, from *peer) (res protocol.BLEMessage, lockChanged, notify bool) {
 	res = protocol.BLEMessage{Type: protocol.BLEMessageResult}
 	var cmd protocol.BLECommand
 	if err := json.Unmarshal(raw, &cmd); err != nil {
@@ -567,9 +569,10 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 	now := m.cfg.Now()
 	before := m.persistedLocked().clone()
 	xferBefore := m.xfer
-	m.deferred = false
-	reason, verified, lockChanged, notify := m.executeLocked(cmd, p, now)
-	deferred := m.deferred && reason == ""
+	reason, verified, lockChanged, notify := m.executeLocked(cmd, p, now, from)
+	// An accepted INSTALL_FIRMWARE opened a transfer: its receipt comes at
+	// the end of it.
+	deferred := verified && reason == "" && protocol.CommandCode(cmd.Code) == protocol.CmdInstallFirmware
 	if verified {
 		// The replay memory and the effect are saved before the result
 		// leaves, with the counter reservation the receipt needs.
@@ -607,7 +610,7 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 // executeLocked runs the checks of docs/ble.md and, when they pass, the
 // command. reason is empty when it ran; verified tells a command that
 // passed the signature check (its result is a receipt).
-func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now time.Time) (reason string, verified, lockChanged, notify bool) {
+func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now time.Time, from *peer) (reason string, verified, lockChanged, notify bool) {
 	if protocol.CommandCode(cmd.Code) == protocol.CmdAssociateOwner {
 		// Unsigned by design: it brings the key everything else is checked with.
 		switch {
@@ -693,7 +696,7 @@ func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now t
 		}
 		m.tags = next
 	case protocol.CmdInstallFirmware:
-		return m.installLocked(p, now), true, false, false
+		return m.installLocked(p, now, from), true, false, false
 	default:
 		return ReasonUnknown, true, false, false
 	}
