@@ -18,6 +18,8 @@ var (
 )
 
 // transfer is a firmware image on its way in (docs/ble.md, "Firmware").
+// It is forgotten protocol.FirmwareIdleTimeout after its command or its
+// last frame.
 // The mount keeps no image: it hashes the bytes as they come, in order, so
 // memory stays bounded whatever the size. A transfer lives in memory only:
 // a mount restarted (power loss) mid-transfer has forgotten it.
@@ -47,7 +49,8 @@ func (m *Mount) installLocked(p protocol.Payload, now time.Time, from *peer) str
 		!protocol.ValidCommandParam(code, "size", sizeText) || err != nil || size > protocol.FirmwareMaxSize {
 		return ReasonBadParameters
 	}
-	expires := p.GeneratedAt.Add(protocol.CommandLifetime)
+	// The nonce is used up now; the transfer lives while frames come.
+	expires := now.Add(protocol.FirmwareIdleTimeout)
 	if x := m.liveTransferLocked(now); x != nil {
 		if x.sha256 != sum || x.size != size {
 			return ReasonBusy
@@ -115,6 +118,7 @@ func (m *Mount) firmwareFrame(frame []byte, from *peer) (ack protocol.FirmwareAc
 		return protocol.FirmwareAck{Kind: protocol.AckNoTransfer}, true, nil, false
 	}
 	x.owner = from
+	x.expires = now.Add(protocol.FirmwareIdleTimeout) // a frame: the link is alive
 	offset, data, parsed := protocol.ParseFirmwareFrame(frame)
 	if parsed && offset < x.offset {
 		// Bytes held already (a phone resending after a late

@@ -335,8 +335,19 @@ func TestFirmwareRefusals(t *testing.T) {
 		if st := l.status(t, r.ctx); st.Offset != 100 || st.Nonce != fresh.nonce {
 			t.Fatalf("status %+v", st)
 		}
-		r.clock.Add(protocol.CommandLifetime + time.Second)
-		if err := l.stream(r.ctx, img, 100, 200); err != nil {
+		// The transfer lives while frames come, past its command's
+		// lifetime: it ends only FirmwareIdleTimeout after the last frame.
+		off := 100
+		for elapsed := time.Duration(0); elapsed <= protocol.CommandLifetime; elapsed += protocol.FirmwareIdleTimeout - time.Second {
+			r.clock.Add(protocol.FirmwareIdleTimeout - time.Second)
+			if err := l.stream(r.ctx, img, off, off+16); err != nil {
+				t.Fatal(err)
+			}
+			off += 16
+			r.waitOffset(l, int64(off))
+		}
+		r.clock.Add(protocol.FirmwareIdleTimeout)
+		if err := l.stream(r.ctx, img, off, off+16); err != nil {
 			t.Fatal(err)
 		}
 		l.ack(t, protocol.AckExpired)
@@ -344,6 +355,22 @@ func TestFirmwareRefusals(t *testing.T) {
 			t.Fatalf("status after expiry %+v", st)
 		}
 	})
+}
+
+// waitOffset waits until the mount took the frames up to offset.
+func (r *fwRig) waitOffset(l fwLink, offset int64) {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := l.status(r.t, r.ctx)
+		if st.Offset == offset {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("status %+v, want offset %d", st, offset)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // install runs a whole install on a fresh link and waits for the restart.
