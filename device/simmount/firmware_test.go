@@ -460,3 +460,30 @@ func TestFirmwareTransferBelongsToItsLink(t *testing.T) {
 		t.Fatalf("receipt %+v", res)
 	}
 }
+
+// The acknowledgements and the messages leave in the order the mount made
+// them: "complete" before the receipt, every time.
+func TestFirmwareCompleteBeforeReceipt(t *testing.T) {
+	for i := range 20 {
+		r := newFWRig(t, "")
+		img, params := image(64)
+		params["revision"] = "2.0." + strconv.Itoa(i+1)
+		l := r.connect()
+		l.send(t, r.ctx, r.f.signed(protocol.CmdInstallFirmware, params).build())
+		l.next(t)
+		if err := l.stream(r.ctx, img, 0, len(img)); err != nil {
+			t.Fatal(err)
+		}
+		if res := l.next(t); res.Outcome != protocol.OutcomeExecuted {
+			t.Fatalf("receipt %+v", res)
+		}
+		select {
+		case v := <-l.FirmwareAcks():
+			if a, _ := protocol.ParseFirmwareAck(v); a.Kind != protocol.AckComplete {
+				t.Fatalf("ack %+v, want complete", a)
+			}
+		default:
+			t.Fatalf("run %d: the receipt came before the complete acknowledgement", i)
+		}
+	}
+}

@@ -509,7 +509,7 @@ func (m *Mount) broadcastStates() {
 	}
 	m.mu.Unlock()
 	for _, p := range peers {
-		p.send(msg)
+		p.send(msg, false)
 	}
 }
 
