@@ -170,11 +170,7 @@ func (m *Mount) finishLocked(x *transfer, reason string, now time.Time) protocol
 		}
 		m.revision = x.revision
 	}
-	reserved := m.reserved
-	if m.deviceKey != nil && m.counter >= m.reserved {
-		reserved = m.counter + counterBlock
-	}
-	if m.saveLocked(reserved) != nil {
+	if m.saveForReceiptLocked() != nil {
 		_ = m.applyLocked(before)
 		m.refused++
 		res.Reason = ReasonStorage
@@ -186,19 +182,7 @@ func (m *Mount) finishLocked(x *transfer, reason string, now time.Time) protocol
 	} else {
 		m.refused++
 	}
-	if m.deviceKey == nil {
-		return res
-	}
-	m.counter++
-	at := protocol.FormatTime(now)
-	atTime, _ := time.Parse(protocol.TimeLayout, at)
-	rc := protocol.Receipt{UID: m.cfg.UID, Nonce: x.nonce, Outcome: protocol.OutcomeExecuted, Reason: reason, Counter: m.counter, At: atTime}
-	if reason != "" {
-		rc.Outcome = protocol.OutcomeRefused
-	}
-	counter := m.counter
-	res.Outcome, res.Counter, res.At = rc.Outcome, &counter, at
-	res.Signature = protocol.Sign(m.deviceKey, protocol.BuildReceiptText(rc))
+	m.signReceiptLocked(&res, now)
 	return res
 }
 

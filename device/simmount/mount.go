@@ -576,11 +576,7 @@ func (m *Mount) handle(raw []byte, from *peer) (res protocol.BLEMessage, lockCha
 	if verified {
 		// The replay memory and the effect are saved before the result
 		// leaves, with the counter reservation the receipt needs.
-		reserved := m.reserved
-		if m.deviceKey != nil && m.counter >= m.reserved {
-			reserved = m.counter + counterBlock
-		}
-		if m.saveLocked(reserved) != nil {
+		if m.saveForReceiptLocked() != nil {
 			_ = m.applyLocked(before)
 			m.xfer = xferBefore
 			reason, verified, lockChanged, notify, deferred = ReasonStorage, false, false, false, false
@@ -592,19 +588,39 @@ func (m *Mount) handle(raw []byte, from *peer) (res protocol.BLEMessage, lockCha
 	} else {
 		m.refused++
 	}
-	if verified && m.deviceKey != nil && !deferred {
-		m.counter++
-		at := protocol.FormatTime(now)
-		atTime, _ := time.Parse(protocol.TimeLayout, at)
-		rc := protocol.Receipt{UID: m.cfg.UID, Nonce: p.Nonce, Outcome: protocol.OutcomeExecuted, Reason: reason, Counter: m.counter, At: atTime}
-		if reason != "" {
-			rc.Outcome = protocol.OutcomeRefused
-		}
-		counter := m.counter
-		res.Outcome, res.Counter, res.At = rc.Outcome, &counter, at
-		res.Signature = protocol.Sign(m.deviceKey, protocol.BuildReceiptText(rc))
+	if verified && !deferred {
+		m.signReceiptLocked(&res, now)
 	}
 	return res, lockChanged, notify
+}
+
+// saveForReceiptLocked saves the state with the counter reservation the
+// receipt about to be signed needs.
+func (m *Mount) saveForReceiptLocked() error {
+	reserved := m.reserved
+	if m.deviceKey != nil && m.counter >= m.reserved {
+		reserved = m.counter + counterBlock
+	}
+	return m.saveLocked(reserved)
+}
+
+// signReceiptLocked makes res (its nonce and reason set, the state saved
+// by saveForReceiptLocked) a signed receipt with the next counter;
+// nothing without a device key (Legacy).
+func (m *Mount) signReceiptLocked(res *protocol.BLEMessage, now time.Time) {
+	if m.deviceKey == nil {
+		return
+	}
+	m.counter++
+	at := protocol.FormatTime(now)
+	atTime, _ := time.Parse(protocol.TimeLayout, at)
+	rc := protocol.Receipt{UID: m.cfg.UID, Nonce: res.Nonce, Outcome: protocol.OutcomeExecuted, Reason: res.Reason, Counter: m.counter, At: atTime}
+	if res.Reason != "" {
+		rc.Outcome = protocol.OutcomeRefused
+	}
+	counter := m.counter
+	res.Outcome, res.Counter, res.At = rc.Outcome, &counter, at
+	res.Signature = protocol.Sign(m.deviceKey, protocol.BuildReceiptText(rc))
 }
 
 // executeLocked runs the checks of docs/ble.md and, when they pass, the
