@@ -103,33 +103,15 @@ func (f *firmwareAPI) params() map[string]string {
 }
 
 // droppingRadio cuts the link (from the air, as a phone out of range)
-// once, at the after-th firmware frame.
-type droppingRadio struct {
-	sdk.Radio
-	air     *sim.Air
-	after   int64
-	written *atomic.Int64
-}
-
-func (r droppingRadio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
-	l, err := r.Radio.Connect(ctx, address)
-	if err != nil {
-		return nil, err
-	}
-	return &droppingLink{FirmwareLink: l.(sdk.FirmwareLink), r: r, address: address}, nil
-}
-
-type droppingLink struct {
-	sdk.FirmwareLink
-	r       droppingRadio
-	address string
-}
-
-func (l *droppingLink) WriteFirmware(ctx context.Context, frame []byte) error {
-	if l.r.written.Add(1) == l.r.after {
-		l.r.air.Drop(l.address)
-	}
-	return l.FirmwareLink.WriteFirmware(ctx, frame)
+// once, at the after-th firmware frame; written counts the frames.
+func droppingRadio(r sdk.Radio, air *sim.Air, after int64, written *atomic.Int64) sdk.Radio {
+	var links atomic.Int64
+	return sim.CuttingRadio{Radio: r, Air: air, Frames: written, After: func() int64 {
+		if links.Add(1) == 1 {
+			return after
+		}
+		return 0
+	}}
 }
 
 func TestInstallFirmwareResumesAfterADroppedLink(t *testing.T) {
@@ -137,7 +119,7 @@ func TestInstallFirmwareResumesAfterADroppedLink(t *testing.T) {
 	pubKey := f.mount.Status().DevicePublicKey
 	var written atomic.Int64
 	c := f.phone(t, "", func(r sdk.Radio) sdk.Radio {
-		return droppingRadio{Radio: r, air: f.air, after: 100, written: &written}
+		return droppingRadio(r, f.air, 100, &written)
 	})
 	var mu sync.Mutex
 	var last, total int64
@@ -479,7 +461,9 @@ func TestInstallFirmwareFinishedUnheard(t *testing.T) {
 // connection attempt hangs until its context ends (a mount out of range
 // and a radio stack that never gives up by itself).
 type hangingRadio struct {
-	droppingRadio
+	sdk.Radio
+	after    int64
+	written  *atomic.Int64
 	attempts *atomic.Int64
 }
 
@@ -489,7 +473,7 @@ func (r hangingRadio) Connect(ctx context.Context, address string) (sdk.BLELink,
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	return r.droppingRadio.Connect(ctx, address)
+	return r.Radio.Connect(ctx, address)
 }
 
 // A reconnect is bounded even when the caller's context has no deadline:
@@ -498,7 +482,7 @@ func TestInstallFirmwareReconnectIsBounded(t *testing.T) {
 	f := newFirmwareAPI(t, 3000)
 	var written, attempts atomic.Int64
 	c, err := sdk.New(sdk.Config{BaseURL: f.api.srv.URL + "/api/v1", Token: riderToken(f.api.srv.URL, f.mount.UID()),
-		Radio:    hangingRadio{droppingRadio{Radio: f.air.Central(), air: f.air, after: 20, written: &written}, &attempts},
+		Radio:    hangingRadio{droppingRadio(f.air.Central(), f.air, 20, &written), 20, &written, &attempts},
 		RetryMin: time.Hour, UploadWait: time.Second, ConfirmTimeout: 100 * time.Millisecond, ReconnectWait: 500 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
