@@ -30,7 +30,7 @@ const installRestartWait = 5 * time.Second
 type phoneCounters struct {
 	passes, synced                   atomic.Int64 // passes; those whose Sync ended without error
 	commands, executed, refused      atomic.Int64 // pending commands run, and how they ended
-	unanswered, skipped, left, queue atomic.Int64 // no answer; not run (code); left for later (bound, lost link); uploads waiting at the end
+	unanswered, skipped, left, queue atomic.Int64 // no answer; not written (an install that could not start); left for later (bound, lost link); uploads waiting at the end
 	busy                             atomic.Int64 // passes that found the mount's link taken by another phone
 	installed, cut, silent           atomic.Int64 // firmware installs executed; links cut midway; mounts silent after one
 }
