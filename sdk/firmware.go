@@ -377,7 +377,14 @@ func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image 
 			case a := <-d.acks:
 				switch a.Kind {
 				case protocol.AckWrongOffset:
-					if err := rewind(a, false); err != nil {
+					err := rewind(a, false)
+					if errors.Is(err, ErrTransferLost) {
+						// Ended meanwhile (frames on the way completed it):
+						// wait for its result on this link.
+						offset = size
+						continue
+					}
+					if err != nil {
 						return nil, err
 					}
 					continue
