@@ -369,6 +369,8 @@ func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image 
 		}
 		return nil
 	}
+	const heldPoll = 100 * time.Millisecond
+	held, heldMax := 0, int(c.cfg.ConfirmTimeout/heldPoll)+1
 	wait := time.NewTimer(c.cfg.ConfirmTimeout)
 	defer wait.Stop()
 	for {
@@ -388,7 +390,31 @@ func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image 
 						return nil, err
 					}
 					continue
-				case protocol.AckNoTransfer, protocol.AckExpired:
+				case protocol.AckNoTransfer:
+					// The mount may not have noticed yet that the link this
+					// transfer belonged to is gone: while the status still
+					// shows it, wait and resume (bounded by ConfirmTimeout).
+					if _, err := status(); err != nil {
+						return nil, err
+					}
+					if held++; held > heldMax {
+						return nil, fmt.Errorf("%w: %s (held by another link)", ErrTransferLost, a.Kind)
+					}
+					select {
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					case <-time.After(heldPoll):
+					}
+					for len(d.acks) > 0 { // answers to frames sent before
+						<-d.acks
+					}
+					st, err := status()
+					if err != nil {
+						return nil, err
+					}
+					offset, resumed = st.Offset, st.Offset
+					continue
+				case protocol.AckExpired:
 					return nil, fmt.Errorf("%w: %s", ErrTransferLost, a.Kind)
 				}
 			default:
