@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 )
 
 // The firmware characteristic (BLEFirmwareUUID, docs/ble.md "Firmware"):
@@ -18,6 +19,10 @@ const (
 	// FirmwareAckEvery is how many bytes the mount receives between two
 	// progress acknowledgements (it also acknowledges the last byte).
 	FirmwareAckEvery = 4096
+	// FirmwareIdleTimeout is how long a transfer lives without a frame:
+	// it is forgotten this long after its command opened it or its last
+	// frame arrived, whatever its size (a new command is needed then).
+	FirmwareIdleTimeout = 2 * time.Minute
 	// firmwareHeader is the offset before a frame's data.
 	firmwareHeader = 4
 )

@@ -21,7 +21,7 @@ type device struct {
 	waiters []chan protocol.BLEMessage
 	last    *protocol.BLEMessage // the latest states message, as notified
 	acks    chan protocol.FirmwareAck
-	writeMu sync.Mutex // one command on the link at a time
+	writeMu sync.Mutex // one request (command, firmware read or frame) on the link at a time
 	once    sync.Once
 	done    chan struct{}
 }
@@ -127,6 +127,22 @@ func (d *device) watch() (<-chan protocol.BLEMessage, func()) {
 			}
 		}
 	}
+}
+
+// readFirmware reads the firmware characteristic, one request on the
+// link at a time like every other action's.
+func (d *device) readFirmware(ctx context.Context, fl FirmwareLink) ([]byte, error) {
+	d.writeMu.Lock()
+	defer d.writeMu.Unlock()
+	return fl.ReadFirmware(ctx)
+}
+
+// writeFirmware writes one firmware frame, one request on the link at a
+// time like every other action's.
+func (d *device) writeFirmware(ctx context.Context, fl FirmwareLink, frame []byte) error {
+	d.writeMu.Lock()
+	defer d.writeMu.Unlock()
+	return fl.WriteFirmware(ctx, frame)
 }
 
 // send writes a message over the link in MTU-sized frames.

@@ -90,10 +90,14 @@ func (c *Client) InstallFirmware(ctx context.Context, uid, revision string, opts
 		return Installation{UID: uid, Revision: revision}, err
 	}
 	cmd, err := c.installCommand(ctx, uid, revision)
+	if err == nil {
+		err = checkInstallCommand(cmd, uid, revision)
+	}
 	if err != nil {
 		return Installation{UID: uid, Revision: revision}, err
 	}
-	return c.install(ctx, uid, cmd, opts...)
+	inst, _, err := c.install(ctx, uid, cmd, opts...)
+	return inst, err
 }
 
 // installCommand gets a signed INSTALL_FIRMWARE for revision: /query for
@@ -118,46 +122,65 @@ func (c *Client) installCommand(ctx context.Context, uid, revision string) (prot
 	return protocol.BLECommand{}, fmt.Errorf("sdk: no INSTALL_FIRMWARE for %s is offered to %s (and the token may not ask for one)", revision, uid)
 }
 
+// checkInstallCommand checks what the server signed before anything is
+// downloaded or written: an INSTALL_FIRMWARE (code and payload) for uid
+// and, when revision is set, for that revision.
+func checkInstallCommand(cmd protocol.BLECommand, uid, revision string) error {
+	p, ok := protocol.ParsePayload(cmd.Payload)
+	switch {
+	case !ok || cmd.Code != string(protocol.CmdInstallFirmware) || p.Code != string(protocol.CmdInstallFirmware):
+		return fmt.Errorf("sdk: the server's command is not an INSTALL_FIRMWARE (code %q)", cmd.Code)
+	case p.MountUID != uid:
+		return fmt.Errorf("sdk: the server's INSTALL_FIRMWARE is for mount %s, not %s", p.MountUID, uid)
+	case revision != "" && p.Params["revision"] != revision:
+		return fmt.Errorf("sdk: the server's INSTALL_FIRMWARE is for revision %s, not %s", p.Params["revision"], revision)
+	}
+	return nil
+}
+
 // install runs a signed INSTALL_FIRMWARE (InstallFirmware's, or one Sync
-// got from pending-commands) at a connected mount.
-func (c *Client) install(ctx context.Context, uid string, cmd protocol.BLECommand, opts ...InstallOption) (Installation, error) {
+// got from pending-commands) at a connected mount. written tells whether
+// it got as far as writing the command to the mount: an error before
+// (bad parameters, the download, a link without the firmware
+// characteristic) left the mount untouched.
+func (c *Client) install(ctx context.Context, uid string, cmd protocol.BLECommand, opts ...InstallOption) (inst Installation, written bool, err error) {
 	cfg := installConfig{restartWait: c.cfg.RestartWait}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	p, ok := protocol.ParsePayload(cmd.Payload)
-	if !ok || cmd.Code != string(protocol.CmdInstallFirmware) {
-		return Installation{UID: uid}, fmt.Errorf("sdk: not an INSTALL_FIRMWARE command")
+	if err := checkInstallCommand(cmd, uid, ""); err != nil {
+		return Installation{UID: uid}, false, err
 	}
+	p, _ := protocol.ParsePayload(cmd.Payload)
 	revision, sum := p.Params["revision"], p.Params["sha256"]
 	size, err := strconv.ParseInt(p.Params["size"], 10, 64)
 	out := Installation{UID: uid, Revision: revision, Size: size}
 	if err != nil || size <= 0 || size > protocol.FirmwareMaxSize || !protocol.ValidCommandParam(protocol.CmdInstallFirmware, "sha256", sum) {
-		return out, fmt.Errorf("sdk: INSTALL_FIRMWARE with bad parameters (size %q)", p.Params["size"])
+		return out, false, fmt.Errorf("sdk: INSTALL_FIRMWARE with bad parameters (size %q)", p.Params["size"])
 	}
 	d, err := c.connected(uid)
 	if err != nil {
-		return out, err
+		return out, false, err
 	}
 	image, err := c.download(ctx, d.info.ModelNumber, revision, size, sum)
 	if err != nil {
-		return out, err
+		return out, false, err
 	}
 	if _, ok := d.link.(FirmwareLink); !ok {
-		return out, ErrNoFirmwareLink
+		return out, false, ErrNoFirmwareLink
 	}
 
 	// The command: a refusal is final (its receipt is uploaded); an
 	// acceptance is no receipt yet, the mount waits for the image.
 	dl, err := c.write(ctx, d, cmd, nil)
 	if dl.result == nil {
-		return out, err
+		return out, true, err
 	}
 	if !dl.result.Accepted {
 		out.Result = resultOf(*dl.result)
 		pending, uerr := c.up.carry(context.WithoutCancel(ctx), c.cfg.UploadWait, dl.uploads(uid))
 		out.Pending = pending
-		return out, errors.Join(err, uerr)
+		return out, true, errors.Join(err, uerr)
 	}
 
 	result, last, err := c.stream(ctx, uid, d, p.Nonce, revision, image, cfg, &out)
@@ -186,7 +209,7 @@ func (c *Client) install(ctx context.Context, uid string, cmd protocol.BLEComman
 	if uerr != nil {
 		uerr = fmt.Errorf("sdk: the mount answered, but uploading what it said failed: %w", uerr)
 	}
-	return out, errors.Join(err, uerr)
+	return out, true, errors.Join(err, uerr)
 }
 
 // download fetches the image of revision through a download link, reading
@@ -239,6 +262,13 @@ func (c *Client) stream(ctx context.Context, uid string, d *device, nonce, revis
 	before := d.info.SoftwareRevision
 	for {
 		res, err := c.streamOnce(ctx, d, nonce, image, cfg)
+		if errors.Is(err, ErrTransferLost) && before != revision && c.installedMeanwhile(ctx, d, revision) {
+			// It completed unheard (the receipt lost, the restart still to
+			// come or just done): its report will tell, on a fresh link
+			// (this one's info was read before).
+			nd, err := c.reconnect(ctx, uid, d)
+			return nil, nd, err
+		}
 		if res != nil || err == nil || ctx.Err() != nil || !errors.Is(err, ErrNotConnected) {
 			return res, d, err
 		}
@@ -260,6 +290,17 @@ func (c *Client) stream(ctx context.Context, uid string, d *device, nonce, revis
 	}
 }
 
+// installedMeanwhile reads the info characteristic again: a mount that
+// no longer holds the transfer because it finished it tells the new
+// revision there (a link's info may be read just before that).
+func (c *Client) installedMeanwhile(ctx context.Context, d *device, revision string) bool {
+	d.writeMu.Lock()
+	raw, err := d.link.ReadInfo(ctx)
+	d.writeMu.Unlock()
+	var info protocol.BLEInfo
+	return err == nil && json.Unmarshal(raw, &info) == nil && info.SoftwareRevision == revision
+}
+
 // streamOnce is one link's share of a transfer. A lost link is an
 // ErrNotConnected.
 func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image []byte, cfg installConfig) (*protocol.BLEMessage, error) {
@@ -279,86 +320,167 @@ func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image 
 	}
 	msgs, stop := d.watch()
 	defer stop()
-	raw, err := fl.ReadFirmware(ctx)
+	// status reads where the mount stands: the authority on the offset.
+	status := func() (protocol.FirmwareStatus, error) {
+		raw, err := d.readFirmware(ctx, fl)
+		if err != nil {
+			return protocol.FirmwareStatus{}, lost(err)
+		}
+		var st protocol.FirmwareStatus
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return st, fmt.Errorf("sdk: firmware status: %w", err)
+		}
+		if st.State != protocol.FirmwareReceiving || st.Nonce != nonce || st.Size != int64(len(image)) {
+			return st, ErrTransferLost
+		}
+		return st, nil
+	}
+	st, err := status()
 	if err != nil {
-		return nil, lost(err)
-	}
-	var st protocol.FirmwareStatus
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return nil, fmt.Errorf("sdk: firmware status: %w", err)
-	}
-	size := int64(len(image))
-	if st.State != protocol.FirmwareReceiving || st.Nonce != nonce || st.Size != size {
-		return nil, ErrTransferLost
+		return nil, err
 	}
 	for len(d.acks) > 0 { // acknowledgements of an earlier link
 		<-d.acks
 	}
+	size := int64(len(image))
 	chunk := int64(protocol.FirmwareChunk(fl.MTU()))
 	offset := st.Offset
-	for offset < size {
-		select {
-		case a := <-d.acks:
-			switch a.Kind {
-			case protocol.AckWrongOffset:
-				offset = min(a.Offset, size)
-				continue
-			case protocol.AckNoTransfer, protocol.AckExpired:
-				return nil, fmt.Errorf("%w: %s", ErrTransferLost, a.Kind)
+	// resumed is the offset last read from the status: a "wrong offset"
+	// at or below it is a late acknowledgement of a frame sent before that
+	// read, and changes nothing. (The mount ignores frames it holds
+	// already, so resending never causes more acknowledgements.)
+	resumed := st.Offset
+	// rewind answers a "wrong offset" (a frame lost on the way): the
+	// status says where to resume.
+	rewind := func(a protocol.FirmwareAck, always bool) error {
+		if !always && a.Offset <= resumed {
+			return nil
+		}
+		st, err := status()
+		if err != nil {
+			return err
+		}
+		resumed = st.Offset
+		if st.Offset < offset {
+			offset = st.Offset
+			if cfg.progress != nil {
+				cfg.progress(offset, size)
 			}
-		default:
 		}
-		end := min(offset+chunk, size)
-		if err := fl.WriteFirmware(ctx, protocol.FirmwareFrame(offset, image[offset:end])); err != nil {
-			return nil, lost(err)
-		}
-		offset = end
-		if cfg.progress != nil {
-			cfg.progress(offset, size)
-		}
+		return nil
 	}
-	// All sent: the mount answers the command's result (its receipt), or
-	// asks for an earlier offset (a frame it did not take).
+	const heldPoll = 100 * time.Millisecond
+	held, heldMax := 0, int(c.cfg.ConfirmTimeout/heldPoll)+1
 	wait := time.NewTimer(c.cfg.ConfirmTimeout)
 	defer wait.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-wait.C:
-			return nil, fmt.Errorf("%w: no receipt after the image", ErrTimeout)
-		case <-d.done:
-			// The result may have come just before the link went (the
-			// mount restarts right after it): it is in msgs already.
-			for {
-				select {
-				case m := <-msgs:
-					if m.Type == protocol.BLEMessageResult && m.Nonce == nonce {
-						return &m, nil
+		for offset < size {
+			select {
+			case a := <-d.acks:
+				switch a.Kind {
+				case protocol.AckWrongOffset:
+					err := rewind(a, false)
+					if errors.Is(err, ErrTransferLost) {
+						// Ended meanwhile (frames on the way completed it):
+						// wait for its result on this link.
+						offset = size
+						continue
+					}
+					if err != nil {
+						return nil, err
 					}
 					continue
-				default:
+				case protocol.AckNoTransfer:
+					// The mount may not have noticed yet that the link this
+					// transfer belonged to is gone: while the status still
+					// shows it, wait and resume (bounded by ConfirmTimeout).
+					if _, err := status(); err != nil {
+						return nil, err
+					}
+					if held++; held > heldMax {
+						return nil, fmt.Errorf("%w: %s (held by another link)", ErrTransferLost, a.Kind)
+					}
+					select {
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					case <-time.After(heldPoll):
+					}
+					for len(d.acks) > 0 { // answers to frames sent before
+						<-d.acks
+					}
+					st, err := status()
+					if err != nil {
+						return nil, err
+					}
+					offset, resumed = st.Offset, st.Offset
+					continue
+				case protocol.AckExpired:
+					return nil, fmt.Errorf("%w: %s", ErrTransferLost, a.Kind)
 				}
-				break
+			default:
 			}
-			return nil, fmt.Errorf("%w: %s disconnected", ErrNotConnected, d.uid)
-		case a := <-d.acks:
-			switch a.Kind {
-			case protocol.AckWrongOffset:
-				return nil, lost(fmt.Errorf("the mount expects offset %d", a.Offset)) // resume afresh
-			case protocol.AckNoTransfer, protocol.AckExpired:
-				return nil, fmt.Errorf("%w: %s", ErrTransferLost, a.Kind)
+			end := min(offset+chunk, size)
+			if err := d.writeFirmware(ctx, fl, protocol.FirmwareFrame(offset, image[offset:end])); err != nil {
+				return nil, lost(err)
 			}
-		case m := <-msgs:
-			if m.Type == protocol.BLEMessageResult && m.Nonce == nonce {
-				return &m, nil
+			offset = end
+			if cfg.progress != nil {
+				cfg.progress(offset, size)
+			}
+		}
+		// All sent: the mount answers the command's result (its receipt),
+		// or says a frame was lost ("wrong offset"): the status tells
+		// whether it still waits for bytes, and from where.
+		wait.Reset(c.cfg.ConfirmTimeout)
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-wait.C:
+				return nil, fmt.Errorf("%w: no receipt after the image", ErrTimeout)
+			case <-d.done:
+				// The result may have come just before the link went (the
+				// mount restarts right after it): it is in msgs already.
+				for {
+					select {
+					case m := <-msgs:
+						if m.Type == protocol.BLEMessageResult && m.Nonce == nonce {
+							return &m, nil
+						}
+						continue
+					default:
+					}
+					break
+				}
+				return nil, fmt.Errorf("%w: %s disconnected", ErrNotConnected, d.uid)
+			case a := <-d.acks:
+				switch a.Kind {
+				case protocol.AckWrongOffset:
+					err := rewind(a, true)
+					switch {
+					case errors.Is(err, ErrTransferLost):
+						continue // it ended meanwhile: its result is on the way
+					case err != nil:
+						return nil, err
+					case offset < size:
+						break waiting
+					}
+				case protocol.AckNoTransfer, protocol.AckExpired:
+					return nil, fmt.Errorf("%w: %s", ErrTransferLost, a.Kind)
+				}
+			case m := <-msgs:
+				if m.Type == protocol.BLEMessageResult && m.Nonce == nonce {
+					return &m, nil
+				}
 			}
 		}
 	}
 }
 
 // reconnect waits for the old link to be gone and connects again, trying
-// until ctx ends (at most every 100 ms).
+// (at most every 100 ms) until ctx ends or Config.ReconnectWait passed;
+// each attempt is bounded by Config.ConfirmTimeout.
 func (c *Client) reconnect(ctx context.Context, uid string, old *device) (*device, error) {
 	if old != nil {
 		_ = old.close()
@@ -369,8 +491,13 @@ func (c *Client) reconnect(ctx context.Context, uid string, old *device) (*devic
 		}
 		c.mu.Unlock()
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReconnectWait)
+	defer cancel()
 	for {
-		if _, err := c.Connect(ctx, uid); err == nil {
+		attempt, stop := context.WithTimeout(ctx, c.cfg.ConfirmTimeout)
+		_, err := c.Connect(attempt, uid)
+		stop()
+		if err == nil {
 			if d, err := c.connected(uid); err == nil {
 				return d, nil
 			}

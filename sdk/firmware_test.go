@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +29,8 @@ type firmwareAPI struct {
 	image      []byte
 	served     []byte // what the blob answers (image unless corrupted)
 	restricted bool
+	// signUID, signRevision: /query signs for another mount or revision.
+	signUID, signRevision string
 
 	mu        sync.Mutex
 	revisions []string
@@ -57,7 +61,15 @@ func newFirmwareAPI(t *testing.T, size int, offers ...offer) *firmwareAPI {
 			return
 		}
 		f.api.mu.Lock()
-		raw := f.api.sign(offer{code: "INSTALL_FIRMWARE", params: f.params()})
+		uid, params := f.api.uid, f.params()
+		if f.signUID != "" { // a server gone wrong
+			f.api.uid = f.signUID
+		}
+		if f.signRevision != "" {
+			params["revision"] = f.signRevision
+		}
+		raw := f.api.sign(offer{code: "INSTALL_FIRMWARE", params: params})
+		f.api.uid = uid
 		f.api.mu.Unlock()
 		_, _ = w.Write(append(append([]byte("["), raw...), ']'))
 	})
@@ -91,33 +103,15 @@ func (f *firmwareAPI) params() map[string]string {
 }
 
 // droppingRadio cuts the link (from the air, as a phone out of range)
-// once, at the after-th firmware frame.
-type droppingRadio struct {
-	sdk.Radio
-	air     *sim.Air
-	after   int64
-	written *atomic.Int64
-}
-
-func (r droppingRadio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
-	l, err := r.Radio.Connect(ctx, address)
-	if err != nil {
-		return nil, err
-	}
-	return &droppingLink{FirmwareLink: l.(sdk.FirmwareLink), r: r, address: address}, nil
-}
-
-type droppingLink struct {
-	sdk.FirmwareLink
-	r       droppingRadio
-	address string
-}
-
-func (l *droppingLink) WriteFirmware(ctx context.Context, frame []byte) error {
-	if l.r.written.Add(1) == l.r.after {
-		l.r.air.Drop(l.address)
-	}
-	return l.FirmwareLink.WriteFirmware(ctx, frame)
+// once, at the after-th firmware frame; written counts the frames.
+func droppingRadio(r sdk.Radio, air *sim.Air, after int64, written *atomic.Int64) sdk.Radio {
+	var links atomic.Int64
+	return sim.CuttingRadio{Radio: r, Air: air, Frames: written, After: func() int64 {
+		if links.Add(1) == 1 {
+			return after
+		}
+		return 0
+	}}
 }
 
 func TestInstallFirmwareResumesAfterADroppedLink(t *testing.T) {
@@ -125,7 +119,7 @@ func TestInstallFirmwareResumesAfterADroppedLink(t *testing.T) {
 	pubKey := f.mount.Status().DevicePublicKey
 	var written atomic.Int64
 	c := f.phone(t, "", func(r sdk.Radio) sdk.Radio {
-		return droppingRadio{Radio: r, air: f.air, after: 100, written: &written}
+		return droppingRadio(r, f.air, 100, &written)
 	})
 	var mu sync.Mutex
 	var last, total int64
@@ -260,5 +254,255 @@ func TestInstallFirmwareBadImageRefused(t *testing.T) {
 	}
 	if receipts, _ := f.api.got(); len(receipts) != 1 || receipts[0].Outcome != protocol.OutcomeRefused || receipts[0].Reason != "bad image" {
 		t.Fatalf("receipts %+v", receipts)
+	}
+}
+
+// lossyRadio loses one firmware frame on its way (the lose-th written)
+// and delivers the firmware acknowledgements late, as a busy radio does.
+type lossyRadio struct {
+	sdk.Radio
+	lose    int64
+	delay   time.Duration
+	written *atomic.Int64
+}
+
+func (r lossyRadio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
+	l, err := r.Radio.Connect(ctx, address)
+	if err != nil {
+		return nil, err
+	}
+	fl := l.(sdk.FirmwareLink)
+	acks := make(chan []byte, 64)
+	go func() {
+		defer close(acks)
+		for v := range fl.FirmwareAcks() {
+			time.Sleep(r.delay)
+			acks <- v
+		}
+	}()
+	return &lossyLink{FirmwareLink: fl, r: r, acks: acks}, nil
+}
+
+type lossyLink struct {
+	sdk.FirmwareLink
+	r    lossyRadio
+	acks chan []byte
+}
+
+func (l *lossyLink) FirmwareAcks() <-chan []byte { return l.acks }
+
+func (l *lossyLink) WriteFirmware(ctx context.Context, frame []byte) error {
+	if l.r.written.Add(1) == l.r.lose {
+		return nil // lost on the air: the mount never sees it
+	}
+	return l.FirmwareLink.WriteFirmware(ctx, frame)
+}
+
+// A frame lost on the way, its "wrong offset" acknowledgements arriving
+// late: the phone resends from the mount's offset once, not on every
+// late acknowledgement (no rewind storm).
+func TestInstallFirmwareLateWrongOffsetAcks(t *testing.T) {
+	chunk := protocol.FirmwareChunk(protocol.BLEDefaultMTU)
+	const frames = 1001
+	f := newFirmwareAPI(t, frames*chunk)
+	var written atomic.Int64
+	c := f.phone(t, "", func(r sdk.Radio) sdk.Radio {
+		return lossyRadio{Radio: r, lose: 50, delay: 3 * time.Millisecond, written: &written}
+	})
+	inst, err := c.InstallFirmware(context.Background(), f.mount.UID(), "2.0.0", sdk.WithRestartWait(10*time.Second))
+	if err != nil || !inst.Result.Accepted || inst.Result.Receipt == nil || inst.Report == nil || inst.Reconnects != 0 {
+		t.Fatalf("InstallFirmware: %+v, %v", inst, err)
+	}
+	if n := written.Load(); n > 2*frames {
+		t.Errorf("%d frames written for %d frames of image", n, frames)
+	}
+}
+
+// An INSTALL_FIRMWARE that Sync cannot start (its image does not
+// download right: nothing is written to the mount) is SKIPPED, and the
+// other pending commands still run.
+func TestSyncSkipsAnInstallItCannotStart(t *testing.T) {
+	f := newFirmwareAPI(t, 2500)
+	f.restricted = true
+	f.served = f.image[:100]
+	f.api.offers = []offer{
+		{code: "INSTALL_FIRMWARE", params: f.params(), jobID: "rollout-1"},
+		{code: "SET_RFID_MODE", params: map[string]string{"rfidMode": "LEARN"}, jobID: "job-1"},
+	}
+	c := f.phone(t, "", nil)
+	sum, err := c.Sync(context.Background(), f.mount.UID())
+	if err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if len(sum.Commands) != 2 || sum.Commands[0].Outcome != sdk.SyncSkipped || sum.Commands[0].Reason == "" ||
+		sum.Commands[1].Outcome != sdk.SyncExecuted {
+		t.Fatalf("summary %+v", sum)
+	}
+	if st := f.mount.Status(); st.SoftwareRevision != "1.0.0" || st.Settings.RFIDMode != "LEARN" {
+		t.Fatalf("mount after Sync: %+v", st)
+	}
+}
+
+// A command the server got wrong (for another mount, another revision)
+// is a clear error before anything is downloaded or written.
+func TestInstallFirmwareChecksTheCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		uid, revision string
+		want          string
+	}{
+		{"another mount", "M-9999", "", "mount M-9999"},
+		{"another revision", "", "3.0.0", "revision 3.0.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFirmwareAPI(t, 1000)
+			f.signUID, f.signRevision = tc.uid, tc.revision
+			c := f.phone(t, "", nil)
+			before := f.mount.Status()
+			_, err := c.InstallFirmware(context.Background(), f.mount.UID(), "2.0.0")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("InstallFirmware: %v, want an error naming %q", err, tc.want)
+			}
+			if after := f.mount.Status(); after.Accepted != before.Accepted || after.Refused != before.Refused {
+				t.Fatalf("the mount was written to: %+v", after)
+			}
+		})
+	}
+}
+
+// racingRadio makes the phone miss the end of the transfer: after the
+// last frame it hears nothing more on that link (the receipt is lost),
+// and its next link's info is read just before the restart applied (the
+// old revision), so that link finds the mount idle.
+type racingRadio struct {
+	sdk.Radio
+	size  int64
+	state *racingState
+}
+
+type racingState struct {
+	mu       sync.Mutex
+	links    int
+	firstRaw []byte
+	ended    atomic.Bool
+}
+
+func (r racingRadio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
+	l, err := r.Radio.Connect(ctx, address)
+	if err != nil {
+		return nil, err
+	}
+	r.state.mu.Lock()
+	r.state.links++
+	n := r.state.links
+	r.state.mu.Unlock()
+	rl := &racingLink{FirmwareLink: l.(sdk.FirmwareLink), r: r, n: n, frames: make(chan []byte, 64)}
+	go func() {
+		defer close(rl.frames)
+		for f := range l.Frames() {
+			if n == 1 && r.state.ended.Load() {
+				continue
+			}
+			rl.frames <- f
+		}
+	}()
+	return rl, nil
+}
+
+type racingLink struct {
+	sdk.FirmwareLink
+	r      racingRadio
+	n      int
+	reads  int
+	frames chan []byte
+}
+
+func (l *racingLink) Frames() <-chan []byte { return l.frames }
+
+func (l *racingLink) ReadInfo(ctx context.Context) ([]byte, error) {
+	raw, err := l.FirmwareLink.ReadInfo(ctx)
+	l.r.state.mu.Lock()
+	defer l.r.state.mu.Unlock()
+	l.reads++
+	switch {
+	case l.n == 1 && l.reads == 1:
+		l.r.state.firstRaw = raw
+	case l.n == 2 && l.reads == 1:
+		return l.r.state.firstRaw, err // read before the restart applied
+	}
+	return raw, err
+}
+
+func (l *racingLink) WriteFirmware(ctx context.Context, frame []byte) error {
+	off, data, _ := protocol.ParseFirmwareFrame(frame)
+	if l.n == 1 && off+int64(len(data)) == l.r.size {
+		l.r.state.ended.Store(true)
+	}
+	return l.FirmwareLink.WriteFirmware(ctx, frame)
+}
+
+// The mount finished while the phone heard nothing (no receipt, the next
+// link finds it idle): it is on the new revision, so InstallFirmware
+// waits for its report instead of calling the transfer lost.
+func TestInstallFirmwareFinishedUnheard(t *testing.T) {
+	f := newFirmwareAPI(t, 1000)
+	st := &racingState{}
+	c := f.phone(t, "", func(r sdk.Radio) sdk.Radio { return racingRadio{Radio: r, size: 1000, state: st} })
+	inst, err := c.InstallFirmware(context.Background(), f.mount.UID(), "2.0.0", sdk.WithRestartWait(10*time.Second))
+	if err != nil || inst.Report == nil || inst.Report.SoftwareRevision != "2.0.0" || inst.Result.Receipt != nil {
+		t.Fatalf("InstallFirmware: %+v, %v", inst, err)
+	}
+	if s := f.mount.Status(); s.SoftwareRevision != "2.0.0" || s.Restarts != 1 {
+		t.Fatalf("mount %+v", s)
+	}
+}
+
+// hangingRadio cuts the link at the after-th firmware frame, then every
+// connection attempt hangs until its context ends (a mount out of range
+// and a radio stack that never gives up by itself).
+type hangingRadio struct {
+	sdk.Radio
+	after    int64
+	written  *atomic.Int64
+	attempts *atomic.Int64
+}
+
+func (r hangingRadio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
+	if r.written.Load() >= r.after {
+		r.attempts.Add(1)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return r.Radio.Connect(ctx, address)
+}
+
+// A reconnect is bounded even when the caller's context has no deadline:
+// each attempt, and all of them (Config.ReconnectWait).
+func TestInstallFirmwareReconnectIsBounded(t *testing.T) {
+	f := newFirmwareAPI(t, 3000)
+	var written, attempts atomic.Int64
+	c, err := sdk.New(sdk.Config{BaseURL: f.api.srv.URL + "/api/v1", Token: riderToken(f.api.srv.URL, f.mount.UID()),
+		Radio:    hangingRadio{droppingRadio(f.air.Central(), f.air, 20, &written), 20, &written, &attempts},
+		RetryMin: time.Hour, UploadWait: time.Second, ConfirmTimeout: 100 * time.Millisecond, ReconnectWait: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.InstallFirmware(context.Background(), f.mount.UID(), "2.0.0")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, sdk.ErrNotConnected) {
+			t.Fatalf("InstallFirmware: %v, want ErrNotConnected", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("InstallFirmware still reconnecting")
+	}
+	if n := attempts.Load(); n < 2 {
+		t.Errorf("%d connection attempts, want each bounded (several within the wait)", n)
 	}
 }

@@ -46,6 +46,11 @@ type Config struct {
 	// revision after a firmware install (InstallFirmware, Sync; default
 	// 30 s); WithRestartWait overrides it for one install.
 	RestartWait time.Duration
+	// ReconnectWait bounds one reconnection during a firmware install
+	// (after a lost link, after the restart), whatever the caller's
+	// context; each connection attempt within it is bounded by
+	// ConfirmTimeout (default 30 s).
+	ReconnectWait time.Duration
 
 	// QueueDir is the directory of the upload queue: what the mount said
 	// (signed states, receipts) that could not reach the API waits there,
@@ -125,6 +130,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.RestartWait <= 0 {
 		cfg.RestartWait = 30 * time.Second
+	}
+	if cfg.ReconnectWait <= 0 {
+		cfg.ReconnectWait = 30 * time.Second
 	}
 	if cfg.QueueMaxItems <= 0 {
 		cfg.QueueMaxItems = 1000

@@ -30,8 +30,10 @@ const (
 	// SyncNoAnswer: written, but no answer came (the link was lost or the
 	// mount was silent); the API will call it UNCONFIRMED.
 	SyncNoAnswer SyncOutcome = "NO_ANSWER"
-	// SyncSkipped: Sync did not run this command (no longer produced:
-	// INSTALL_FIRMWARE runs through InstallFirmware's path).
+	// SyncSkipped: Sync did not write this command to the mount: an
+	// INSTALL_FIRMWARE it could not start (bad parameters, the image's
+	// download failed or did not match, a link without the firmware
+	// characteristic); Reason says why. The other commands still run.
 	SyncSkipped SyncOutcome = "SKIPPED"
 )
 
@@ -41,7 +43,7 @@ type SyncedCommand struct {
 	JobID   string      `json:"jobId"` // the job it was signed for; empty if none
 	Code    string      `json:"code"`
 	Outcome SyncOutcome `json:"outcome"`
-	Reason  string      `json:"reason,omitempty"` // the mount's, for REFUSED
+	Reason  string      `json:"reason,omitempty"` // the mount's, for REFUSED; Sync's, for SKIPPED
 }
 
 // SyncSummary is what one Sync did at a mount.
@@ -120,15 +122,24 @@ func (c *Client) Sync(ctx context.Context, uid string) (SyncSummary, error) {
 		if pc.Code == string(protocol.CmdInstallFirmware) {
 			// The image streams, the mount restarts; install uploads its
 			// receipt and report itself.
-			inst, ierr := c.install(ctx, uid, pc.BLECommand)
+			inst, written, ierr := c.install(ctx, uid, pc.BLECommand)
 			installPending += inst.Pending
+			if !written {
+				// Nothing reached the mount (a bad command, the image's
+				// download, a link without firmware): the others still run.
+				sc.Outcome, sc.Reason = SyncSkipped, ierr.Error()
+				sum.Commands = append(sum.Commands, sc)
+				continue
+			}
 			var refused *RefusedError
 			switch {
-			case inst.Result.Accepted || (ierr == nil && inst.Report != nil):
+			case inst.Result.Accepted: // the receipt at the end of the transfer
 				sc.Outcome = SyncExecuted
 			case inst.Result.Reason != "":
 				sc.Outcome, sc.Reason = SyncRefused, inst.Result.Reason
 			default:
+				// No receipt (the link dropped as the mount finished): its
+				// report, if any, tells the API; Sync claims nothing.
 				sc.Outcome = SyncNoAnswer
 			}
 			sum.Commands = append(sum.Commands, sc)

@@ -17,52 +17,6 @@ import (
 	"github.com/mountd/mountd/sdk"
 )
 
-// cuttingRadio is a phone whose link to a mount is cut midway through a
-// firmware transfer now and then (--drop-link-rate): each link that
-// carries firmware is cut, with probability rate, after a random number
-// of frames (1 to 200), from the air's side, as a rider walking away.
-type cuttingRadio struct {
-	sdk.Radio
-	air  *sim.Air
-	rate float64
-	mu   sync.Mutex
-	rng  *rand.Rand
-	cut  *atomic.Int64
-}
-
-func (r *cuttingRadio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
-	l, err := r.Radio.Connect(ctx, address)
-	if err != nil {
-		return nil, err
-	}
-	fl, ok := l.(sdk.FirmwareLink)
-	if !ok {
-		return l, nil
-	}
-	r.mu.Lock()
-	after := int64(-1)
-	if r.rng.Float64() < r.rate {
-		after = 1 + r.rng.Int64N(200)
-	}
-	r.mu.Unlock()
-	return &cuttingLink{FirmwareLink: fl, r: r, address: address, after: after}, nil
-}
-
-type cuttingLink struct {
-	sdk.FirmwareLink
-	r       *cuttingRadio
-	address string
-	after   int64 // -1: never
-	written atomic.Int64
-}
-
-func (l *cuttingLink) WriteFirmware(ctx context.Context, frame []byte) error {
-	if l.written.Add(1) == l.after && l.r.air.Drop(l.address) > 0 {
-		l.r.cut.Add(1)
-	}
-	return l.FirmwareLink.WriteFirmware(ctx, frame)
-}
-
 // passTimeout bounds one pass: connecting, the Sync (at most
 // sdk.MaxSyncCommands commands) and its uploads. A phone walks on after it.
 const passTimeout = 2 * time.Minute
@@ -76,7 +30,7 @@ const installRestartWait = 5 * time.Second
 type phoneCounters struct {
 	passes, synced                   atomic.Int64 // passes; those whose Sync ended without error
 	commands, executed, refused      atomic.Int64 // pending commands run, and how they ended
-	unanswered, skipped, left, queue atomic.Int64 // no answer; not run (code); left for later (bound, lost link); uploads waiting at the end
+	unanswered, skipped, left, queue atomic.Int64 // no answer; not written (an install that could not start); left for later (bound, lost link); uploads waiting at the end
 	busy                             atomic.Int64 // passes that found the mount's link taken by another phone
 	installed, cut, silent           atomic.Int64 // firmware installs executed; links cut midway; mounts silent after one
 }
@@ -120,8 +74,20 @@ func (f *fleet) runPhones(ctx context.Context, air *sim.Air) error {
 		phones[i] = &phone{n: i + 1, rng: rand.New(rand.NewPCG(seed, uint64(i))), radio: air.Central(),
 			dir: filepath.Join(root, fmt.Sprintf("phone-%03d", i+1))}
 		if f.cfg.DropLinkRate > 0 {
-			phones[i].radio = &cuttingRadio{Radio: phones[i].radio, air: air, rate: f.cfg.DropLinkRate,
-				rng: rand.New(rand.NewPCG(seed, uint64(i)+1<<32)), cut: &f.phones.cut}
+			// Each link that carries firmware is cut, with probability
+			// rate, after a random number of frames (1 to 200).
+			rng, rate := rand.New(rand.NewPCG(seed, uint64(i)+1<<32)), f.cfg.DropLinkRate
+			var mu sync.Mutex
+			phones[i].radio = sim.CuttingRadio{Radio: phones[i].radio, Air: air,
+				After: func() int64 {
+					mu.Lock()
+					defer mu.Unlock()
+					if rng.Float64() < rate {
+						return 1 + rng.Int64N(200)
+					}
+					return -1
+				},
+				Cut: func() { f.phones.cut.Add(1) }}
 		}
 		if err := os.MkdirAll(phones[i].dir, 0o700); err != nil {
 			return err

@@ -1,76 +1,129 @@
 package simmount
 
 import (
+	"sync"
+
 	"github.com/mountd/mountd/device/sim"
 	"github.com/mountd/mountd/protocol"
 )
 
 var _ sim.Peripheral = (*Mount)(nil)
 
-// outbox bounds the messages waiting for one central. A central that reads
-// nothing for that long loses the oldest news, not the mount's attention.
-const outbox = 32
+// outbox bounds the news waiting for one central (states notifications,
+// progress acknowledgements): a central that reads nothing for that long
+// loses the oldest news, not the mount's attention. Results (receipts),
+// the final acknowledgements and the hang-up are never dropped; a central
+// that lets keptMax of them pile up unread is cut off.
+const (
+	outbox  = 32
+	keptMax = 4 * outbox
+)
 
-// peer is one connected central. Messages leave through one goroutine, so
-// the frames of two messages never interleave and the mount never waits on
-// a slow phone.
+// item is one thing queued for a central, in the order the mount made it.
+type item struct {
+	firmware bool   // a notification of the firmware characteristic (else the state characteristic's message)
+	data     []byte // nil on the state characteristic: hang up
+	keep     bool   // never dropped: a result, a final acknowledgement, the hang-up
+}
+
+// peer is one connected central. What it is sent leaves through one
+// goroutine in one ordered queue (a "complete" acknowledgement before the
+// receipt that follows it, the receipt before the hang-up), so the frames
+// of two messages never interleave and the mount never waits on a slow
+// phone.
 type peer struct {
 	conn sim.PeripheralConn
-	out  chan []byte // state characteristic messages; nil: hang up once what came before left
-	acks chan []byte // firmware characteristic notifications
+
+	mu    sync.Mutex
+	queue []item
+	ready chan struct{} // signalled when the queue grew
 }
 
-// hangUp drops the link once the messages queued before it left (the
-// mount restarting after its receipt).
-func (p *peer) hangUp() { p.send(nil) }
+func newPeer(conn sim.PeripheralConn) *peer {
+	return &peer{conn: conn, ready: make(chan struct{}, 1)}
+}
 
-// ack queues a firmware acknowledgement; when the queue is full the
-// oldest gives way (the phone reads the offset to resume anyway).
+// hangUp drops the link once what was queued before it left (the mount
+// restarting after its receipt).
+func (p *peer) hangUp() { p.push(item{keep: true}) }
+
+// ack queues a firmware acknowledgement: progress and wrong offset are
+// news (the phone reads the status anyway); the others are kept.
 func (p *peer) ack(a protocol.FirmwareAck) {
-	v := a.Encode()
-	for {
-		select {
-		case p.acks <- v:
-			return
-		default:
+	keep := a.Kind != protocol.AckProgress && a.Kind != protocol.AckWrongOffset
+	p.push(item{firmware: true, data: a.Encode(), keep: keep})
+}
+
+// send queues a message of the state characteristic: a result is kept,
+// states are news.
+func (p *peer) send(msg []byte, keep bool) { p.push(item{data: msg, keep: keep}) }
+
+func (p *peer) push(it item) {
+	p.mu.Lock()
+	if !it.keep && p.news() >= outbox {
+		for i, q := range p.queue { // the oldest news gives way
+			if !q.keep {
+				p.queue = append(p.queue[:i], p.queue[i+1:]...)
+				break
+			}
 		}
-		select {
-		case <-p.acks:
-		default:
-		}
+	}
+	p.queue = append(p.queue, it)
+	cut := len(p.queue) > keptMax+outbox
+	p.mu.Unlock()
+	if cut {
+		p.conn.Close() // it reads nothing: flow control would stall it anyway
+		return
+	}
+	select {
+	case p.ready <- struct{}{}:
+	default:
 	}
 }
 
-// send queues a message; when the queue is full the oldest gives way.
-func (p *peer) send(msg []byte) {
-	for {
-		select {
-		case p.out <- msg:
-			return
-		default:
-		}
-		select {
-		case <-p.out:
-		default:
+// news counts the droppable items queued; p.mu held.
+func (p *peer) news() int {
+	n := 0
+	for _, q := range p.queue {
+		if !q.keep {
+			n++
 		}
 	}
+	return n
+}
+
+func (p *peer) pop() (item, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		return item{}, false
+	}
+	it := p.queue[0]
+	p.queue = p.queue[1:]
+	return it, true
 }
 
 func (p *peer) write() {
 	for {
-		select {
-		case <-p.conn.Done():
+		it, ok := p.pop()
+		if !ok {
+			select {
+			case <-p.conn.Done():
+				return
+			case <-p.ready:
+			}
+			continue
+		}
+		switch {
+		case it.firmware:
+			if p.conn.NotifyFirmware(it.data) != nil {
+				return
+			}
+		case it.data == nil:
+			p.conn.Close()
 			return
-		case v := <-p.acks:
-			if p.conn.NotifyFirmware(v) != nil {
-				return
-			}
-		case msg := <-p.out:
-			if msg == nil {
-				p.conn.Close()
-				return
-			}
-			for _, f := range protocol.SplitFrames(msg, p.conn.MTU()) {
+		default:
+			for _, f := range protocol.SplitFrames(it.data, p.conn.MTU()) {
 				if p.conn.Notify(f) != nil {
 					return
 				}
@@ -82,7 +135,7 @@ func (p *peer) write() {
 // Connected implements sim.Peripheral: the mount notifies its states once
 // the central is there, then answers every command written.
 func (m *Mount) Connected(conn sim.PeripheralConn) {
-	p := &peer{conn: conn, out: make(chan []byte, outbox), acks: make(chan []byte, outbox)}
+	p := newPeer(conn)
 	m.mu.Lock()
 	if m.silent {
 		m.mu.Unlock()
@@ -90,7 +143,7 @@ func (m *Mount) Connected(conn sim.PeripheralConn) {
 		return
 	}
 	m.peers[p] = struct{}{}
-	p.send(encode(m.statesMessageLocked()))
+	p.send(encode(m.statesMessageLocked()), false)
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
@@ -105,12 +158,12 @@ func (m *Mount) Connected(conn sim.PeripheralConn) {
 		case <-conn.Done():
 			return
 		case frame := <-conn.FirmwareFrames():
-			ack, ok, receipt, restart := m.firmwareFrame(frame)
+			ack, ok, receipt, restart := m.firmwareFrame(frame, p)
 			if ok {
 				p.ack(ack)
 			}
 			if receipt != nil {
-				p.send(encode(*receipt))
+				p.send(encode(*receipt), true)
 			}
 			if restart {
 				m.restart()
@@ -120,15 +173,25 @@ func (m *Mount) Connected(conn sim.PeripheralConn) {
 			raw, done, err := r.Add(frame)
 			if err != nil {
 				m.countRefused()
-				p.send(encode(protocol.BLEMessage{Type: protocol.BLEMessageResult, Reason: ReasonBadFrame}))
+				p.send(encode(protocol.BLEMessage{Type: protocol.BLEMessageResult, Reason: ReasonBadFrame}), true)
 				continue
 			}
 			if !done {
 				continue
 			}
-			res, lockChanged, notify := m.handle(raw)
-			p.send(encode(res)) // the result before the states it may cause
+			res, lockChanged, notify := m.handle(raw, p)
+			p.send(encode(res), true) // the result before the states it may cause
 			m.announce(lockChanged, notify)
 		}
+	}
+}
+
+// alive reports whether the link is still up.
+func (p *peer) alive() bool {
+	select {
+	case <-p.conn.Done():
+		return false
+	default:
+		return true
 	}
 }

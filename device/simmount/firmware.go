@@ -18,6 +18,8 @@ var (
 )
 
 // transfer is a firmware image on its way in (docs/ble.md, "Firmware").
+// It is forgotten protocol.FirmwareIdleTimeout after its command or its
+// last frame.
 // The mount keeps no image: it hashes the bytes as they come, in order, so
 // memory stays bounded whatever the size. A transfer lives in memory only:
 // a mount restarted (power loss) mid-transfer has forgotten it.
@@ -29,12 +31,17 @@ type transfer struct {
 	offset   int64
 	hash     hash.Hash
 	expires  time.Time
+	// owner is the link whose command opened or took over the transfer
+	// (nil: none, as through Handle): only its frames count while it
+	// lives; once it is gone, the next link to write a frame adopts it
+	// (a phone resuming on a new link).
+	owner *peer
 }
 
 // installLocked opens (or takes over) a transfer for a verified
-// INSTALL_FIRMWARE; its reason is a refusal, empty when the mount now
-// waits for the image (the result is then no receipt: m.deferred).
-func (m *Mount) installLocked(p protocol.Payload, now time.Time) string {
+// INSTALL_FIRMWARE that came on link from; its reason is a refusal, empty
+// when the mount now waits for the image (the result is then no receipt).
+func (m *Mount) installLocked(p protocol.Payload, now time.Time, from *peer) string {
 	code := protocol.CmdInstallFirmware
 	rev, sum, sizeText := p.Params["revision"], p.Params["sha256"], p.Params["size"]
 	size, err := strconv.ParseInt(sizeText, 10, 64)
@@ -42,7 +49,8 @@ func (m *Mount) installLocked(p protocol.Payload, now time.Time) string {
 		!protocol.ValidCommandParam(code, "size", sizeText) || err != nil || size > protocol.FirmwareMaxSize {
 		return ReasonBadParameters
 	}
-	expires := p.GeneratedAt.Add(protocol.CommandLifetime)
+	// The nonce is used up now; the transfer lives while frames come.
+	expires := now.Add(protocol.FirmwareIdleTimeout)
 	if x := m.liveTransferLocked(now); x != nil {
 		if x.sha256 != sum || x.size != size {
 			return ReasonBusy
@@ -51,12 +59,11 @@ func (m *Mount) installLocked(p protocol.Payload, now time.Time) string {
 		// another phone carries on): the bytes received are kept.
 		// A copy: a command that cannot be saved leaves the old one as it was.
 		taken := *x
-		taken.nonce, taken.revision, taken.expires = p.Nonce, rev, expires
+		taken.nonce, taken.revision, taken.expires, taken.owner = p.Nonce, rev, expires, from
 		m.xfer = &taken
 	} else {
-		m.xfer = &transfer{nonce: p.Nonce, revision: rev, sha256: sum, size: size, hash: sha256.New(), expires: expires}
+		m.xfer = &transfer{nonce: p.Nonce, revision: rev, sha256: sum, size: size, hash: sha256.New(), expires: expires, owner: from}
 	}
-	m.deferred = true
 	return ""
 }
 
@@ -97,7 +104,7 @@ func (m *Mount) Silent() bool { return !m.Advertising() }
 // firmwareFrame takes one write of the firmware characteristic. It
 // returns the acknowledgement to notify (ok false: none), the receipt
 // when the transfer ended, and whether the mount restarts after it.
-func (m *Mount) firmwareFrame(frame []byte) (ack protocol.FirmwareAck, ok bool, receipt *protocol.BLEMessage, restart bool) {
+func (m *Mount) firmwareFrame(frame []byte, from *peer) (ack protocol.FirmwareAck, ok bool, receipt *protocol.BLEMessage, restart bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Now()
@@ -106,11 +113,24 @@ func (m *Mount) firmwareFrame(frame []byte) (ack protocol.FirmwareAck, ok bool, 
 	switch {
 	case expired:
 		return protocol.FirmwareAck{Kind: protocol.AckExpired}, true, nil, false
-	case x == nil:
+	case x == nil, x.owner != nil && x.owner != from && x.owner.alive():
+		// None, or another link's while that link lives.
 		return protocol.FirmwareAck{Kind: protocol.AckNoTransfer}, true, nil, false
 	}
+	x.owner = from
+	x.expires = now.Add(protocol.FirmwareIdleTimeout) // a frame: the link is alive
 	offset, data, parsed := protocol.ParseFirmwareFrame(frame)
+	if parsed && offset < x.offset {
+		// Bytes held already (a phone resending after a late
+		// acknowledgement): ignored without a word, so a resend never
+		// causes more resends; a frame overlapping the offset gives its tail.
+		if offset+int64(len(data)) <= x.offset {
+			return protocol.FirmwareAck{}, false, nil, false
+		}
+		data, offset = data[x.offset-offset:], x.offset
+	}
 	if !parsed || offset != x.offset {
+		// A gap ahead: a frame was lost on the way.
 		return protocol.FirmwareAck{Kind: protocol.AckWrongOffset, Offset: x.offset}, true, nil, false
 	}
 	if x.offset+int64(len(data)) > x.size {
@@ -150,11 +170,7 @@ func (m *Mount) finishLocked(x *transfer, reason string, now time.Time) protocol
 		}
 		m.revision = x.revision
 	}
-	reserved := m.reserved
-	if m.deviceKey != nil && m.counter >= m.reserved {
-		reserved = m.counter + counterBlock
-	}
-	if m.saveLocked(reserved) != nil {
+	if m.saveForReceiptLocked() != nil {
 		_ = m.applyLocked(before)
 		m.refused++
 		res.Reason = ReasonStorage
@@ -166,19 +182,7 @@ func (m *Mount) finishLocked(x *transfer, reason string, now time.Time) protocol
 	} else {
 		m.refused++
 	}
-	if m.deviceKey == nil {
-		return res
-	}
-	m.counter++
-	at := protocol.FormatTime(now)
-	atTime, _ := time.Parse(protocol.TimeLayout, at)
-	rc := protocol.Receipt{UID: m.cfg.UID, Nonce: x.nonce, Outcome: protocol.OutcomeExecuted, Reason: reason, Counter: m.counter, At: atTime}
-	if reason != "" {
-		rc.Outcome = protocol.OutcomeRefused
-	}
-	counter := m.counter
-	res.Outcome, res.Counter, res.At = rc.Outcome, &counter, at
-	res.Signature = protocol.Sign(m.deviceKey, protocol.BuildReceiptText(rc))
+	m.signReceiptLocked(&res, now)
 	return res
 }
 

@@ -30,7 +30,7 @@ func newFWRig(t *testing.T, failure string) *fwRig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	r := &fwRig{t: t, ctx: ctx, air: sim.NewAir(sim.Config{AdvertisingInterval: 5 * time.Millisecond}),
+	r := &fwRig{t: t, ctx: ctx, air: sim.NewAir(sim.Config{AdvertisingInterval: 5 * time.Millisecond, MaxLinks: 2}),
 		store: simmount.NewMemoryStore(), clock: &clock{t: time.Now()}}
 	r.m = simmount.New(simmount.Config{UID: "M1", MACAddress: "02:00:00:00:00:01", Now: r.clock.Now,
 		Store: r.store, FirmwareFailure: failure})
@@ -134,7 +134,23 @@ func (l fwLink) stream(ctx context.Context, image []byte, from, to int) error {
 	return nil
 }
 
-// lastAck waits for an acknowledgement of kind.
+// nextAck is the next acknowledgement, whatever its kind.
+func (l fwLink) nextAck(t *testing.T) protocol.FirmwareAck {
+	t.Helper()
+	select {
+	case v := <-l.FirmwareAcks():
+		a, ok := protocol.ParseFirmwareAck(v)
+		if !ok {
+			t.Fatalf("acknowledgement %x", v)
+		}
+		return a
+	case <-time.After(10 * time.Second):
+		t.Fatal("no acknowledgement")
+	}
+	return protocol.FirmwareAck{}
+}
+
+// ack waits for an acknowledgement of kind.
 func (l fwLink) ack(t *testing.T, kind protocol.FirmwareAckKind) protocol.FirmwareAck {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
@@ -181,12 +197,25 @@ func TestFirmwareInstallResumesAndRestarts(t *testing.T) {
 	if a := l.ack(t, protocol.AckProgress); a.Offset < protocol.FirmwareAckEvery {
 		t.Fatalf("progress %+v", a)
 	}
-	// A frame at another offset is answered with the mount's.
-	if err := l.WriteFirmware(r.ctx, protocol.FirmwareFrame(9000, img[9000:9010])); err != nil {
-		t.Fatal(err)
+	// A frame the mount holds already (a phone resending after a late
+	// acknowledgement) is ignored without a word; one overlapping the
+	// offset gives its new tail; a frame past a gap is answered with the
+	// mount's offset.
+	frames := [][]byte{
+		protocol.FirmwareFrame(1000, img[1000:1010]),
+		protocol.FirmwareFrame(4996, img[4996:5012]),
+		protocol.FirmwareFrame(9000, img[9000:9010]),
 	}
-	if a := l.ack(t, protocol.AckWrongOffset); a.Offset != 5000 {
-		t.Fatalf("wrong offset answered %+v, want 5000", a)
+	for _, f := range frames {
+		if err := l.WriteFirmware(r.ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := l.nextAck(t); a.Kind != protocol.AckWrongOffset || a.Offset != 5012 {
+		t.Fatalf("after an old frame, an overlapping one and a gap: %+v, want wrong offset 5012 only", a)
+	}
+	if err := l.stream(r.ctx, img, 5012, 5028); err != nil {
+		t.Fatal(err)
 	}
 	// The link drops; a new one reads where to resume, without the command again.
 	if n := r.air.Drop("02:00:00:00:00:01"); n != 1 {
@@ -194,7 +223,7 @@ func TestFirmwareInstallResumesAndRestarts(t *testing.T) {
 	}
 	l = r.connect()
 	st := l.status(t, r.ctx)
-	if st.State != protocol.FirmwareReceiving || st.Offset != 5000 || st.Nonce != cmd.nonce || st.Size != 10_000 || st.Revision != "2.0.0" {
+	if st.State != protocol.FirmwareReceiving || st.Offset != 5028 || st.Nonce != cmd.nonce || st.Size != 10_000 || st.Revision != "2.0.0" {
 		t.Fatalf("status after the drop: %+v", st)
 	}
 	counterBefore := r.m.Status().Counter
@@ -306,8 +335,19 @@ func TestFirmwareRefusals(t *testing.T) {
 		if st := l.status(t, r.ctx); st.Offset != 100 || st.Nonce != fresh.nonce {
 			t.Fatalf("status %+v", st)
 		}
-		r.clock.Add(protocol.CommandLifetime + time.Second)
-		if err := l.stream(r.ctx, img, 100, 200); err != nil {
+		// The transfer lives while frames come, past its command's
+		// lifetime: it ends only FirmwareIdleTimeout after the last frame.
+		off := 100
+		for elapsed := time.Duration(0); elapsed <= protocol.CommandLifetime; elapsed += protocol.FirmwareIdleTimeout - time.Second {
+			r.clock.Add(protocol.FirmwareIdleTimeout - time.Second)
+			if err := l.stream(r.ctx, img, off, off+16); err != nil {
+				t.Fatal(err)
+			}
+			off += 16
+			r.waitOffset(l, int64(off))
+		}
+		r.clock.Add(protocol.FirmwareIdleTimeout)
+		if err := l.stream(r.ctx, img, off, off+16); err != nil {
 			t.Fatal(err)
 		}
 		l.ack(t, protocol.AckExpired)
@@ -315,6 +355,22 @@ func TestFirmwareRefusals(t *testing.T) {
 			t.Fatalf("status after expiry %+v", st)
 		}
 	})
+}
+
+// waitOffset waits until the mount took the frames up to offset.
+func (r *fwRig) waitOffset(l fwLink, offset int64) {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := l.status(r.t, r.ctx)
+		if st.Offset == offset {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("status %+v, want offset %d", st, offset)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // install runs a whole install on a fresh link and waits for the restart.
@@ -366,4 +422,68 @@ func TestFirmwareFailureModes(t *testing.T) {
 			t.Fatal("a silent mount accepted a link")
 		}
 	})
+}
+
+// A transfer belongs to the link whose command opened it: another
+// phone's frames get "no transfer" while that link lives; once it is
+// gone, the next link resumes it.
+func TestFirmwareTransferBelongsToItsLink(t *testing.T) {
+	r := newFWRig(t, "")
+	img, params := image(100)
+	a, b := r.connect(), r.connect()
+	cmd := r.f.signed(protocol.CmdInstallFirmware, params)
+	a.send(t, r.ctx, cmd.build())
+	if res := a.next(t); !res.Accepted {
+		t.Fatalf("INSTALL_FIRMWARE: %+v", res)
+	}
+	if err := b.stream(r.ctx, img, 0, 16); err != nil {
+		t.Fatal(err)
+	}
+	if ack := b.nextAck(t); ack.Kind != protocol.AckNoTransfer {
+		t.Fatalf("another link's frame: %+v, want no transfer", ack)
+	}
+	if err := a.stream(r.ctx, img, 0, 32); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.status(t, r.ctx); st.State != protocol.FirmwareReceiving {
+		t.Fatalf("status %+v", st)
+	}
+	// The link that opened it drops: the other one carries on.
+	a.Close()
+	for range a.msgs {
+	}
+	st := b.status(t, r.ctx)
+	if err := b.stream(r.ctx, img, int(st.Offset), len(img)); err != nil {
+		t.Fatal(err)
+	}
+	if res := b.next(t); res.Nonce != cmd.nonce || res.Outcome != protocol.OutcomeExecuted {
+		t.Fatalf("receipt %+v", res)
+	}
+}
+
+// The acknowledgements and the messages leave in the order the mount made
+// them: "complete" before the receipt, every time.
+func TestFirmwareCompleteBeforeReceipt(t *testing.T) {
+	for i := range 20 {
+		r := newFWRig(t, "")
+		img, params := image(64)
+		params["revision"] = "2.0." + strconv.Itoa(i+1)
+		l := r.connect()
+		l.send(t, r.ctx, r.f.signed(protocol.CmdInstallFirmware, params).build())
+		l.next(t)
+		if err := l.stream(r.ctx, img, 0, len(img)); err != nil {
+			t.Fatal(err)
+		}
+		if res := l.next(t); res.Outcome != protocol.OutcomeExecuted {
+			t.Fatalf("receipt %+v", res)
+		}
+		select {
+		case v := <-l.FirmwareAcks():
+			if a, _ := protocol.ParseFirmwareAck(v); a.Kind != protocol.AckComplete {
+				t.Fatalf("ack %+v, want complete", a)
+			}
+		default:
+			t.Fatalf("run %d: the receipt came before the complete acknowledgement", i)
+		}
+	}
 }

@@ -161,7 +161,6 @@ type Mount struct {
 
 	revision   string    // the software revision it runs
 	xfer       *transfer // the firmware transfer under way, if any
-	deferred   bool      // set by executeLocked: the result is no receipt yet (a transfer opened)
 	silent     bool      // failed silent after an update
 	rollbackTo string    // failing by rollback: the revision it goes back to
 	newReports int       // states signed on the new revision while rollbackTo is set
@@ -510,7 +509,7 @@ func (m *Mount) broadcastStates() {
 	}
 	m.mu.Unlock()
 	for _, p := range peers {
-		p.send(msg)
+		p.send(msg, false)
 	}
 }
 
@@ -524,7 +523,7 @@ func encode(msg protocol.BLEMessage) []byte {
 // and returns its result. Centrals connected get the new states when they
 // changed. mountsim uses it to deliver ASSOCIATE_OWNER without a phone.
 func (m *Mount) Handle(raw []byte) protocol.BLEMessage {
-	res, lockChanged, notify := m.handle(raw)
+	res, lockChanged, notify := m.handle(raw, nil)
 	m.announce(lockChanged, notify)
 	return res
 }
@@ -545,7 +544,10 @@ func (m *Mount) announce(lockChanged, notify bool) {
 // result of a command that passed the signature check (and of an
 // ASSOCIATE_OWNER, which has none to pass) is a receipt: signed, unless
 // Legacy, after the state it changed was saved.
-func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify bool) {
+//
+// from is the link the command came on (nil: Handle); an INSTALL_FIRMWARE
+// ties its transfer to it.
+func (m *Mount) handle(raw []byte, from *peer) (res protocol.BLEMessage, lockChanged, notify bool) {
 	res = protocol.BLEMessage{Type: protocol.BLEMessageResult}
 	var cmd protocol.BLECommand
 	if err := json.Unmarshal(raw, &cmd); err != nil {
@@ -567,17 +569,14 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 	now := m.cfg.Now()
 	before := m.persistedLocked().clone()
 	xferBefore := m.xfer
-	m.deferred = false
-	reason, verified, lockChanged, notify := m.executeLocked(cmd, p, now)
-	deferred := m.deferred && reason == ""
+	reason, verified, lockChanged, notify := m.executeLocked(cmd, p, now, from)
+	// An accepted INSTALL_FIRMWARE opened a transfer: its receipt comes at
+	// the end of it.
+	deferred := verified && reason == "" && protocol.CommandCode(cmd.Code) == protocol.CmdInstallFirmware
 	if verified {
 		// The replay memory and the effect are saved before the result
 		// leaves, with the counter reservation the receipt needs.
-		reserved := m.reserved
-		if m.deviceKey != nil && m.counter >= m.reserved {
-			reserved = m.counter + counterBlock
-		}
-		if m.saveLocked(reserved) != nil {
+		if m.saveForReceiptLocked() != nil {
 			_ = m.applyLocked(before)
 			m.xfer = xferBefore
 			reason, verified, lockChanged, notify, deferred = ReasonStorage, false, false, false, false
@@ -589,25 +588,45 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 	} else {
 		m.refused++
 	}
-	if verified && m.deviceKey != nil && !deferred {
-		m.counter++
-		at := protocol.FormatTime(now)
-		atTime, _ := time.Parse(protocol.TimeLayout, at)
-		rc := protocol.Receipt{UID: m.cfg.UID, Nonce: p.Nonce, Outcome: protocol.OutcomeExecuted, Reason: reason, Counter: m.counter, At: atTime}
-		if reason != "" {
-			rc.Outcome = protocol.OutcomeRefused
-		}
-		counter := m.counter
-		res.Outcome, res.Counter, res.At = rc.Outcome, &counter, at
-		res.Signature = protocol.Sign(m.deviceKey, protocol.BuildReceiptText(rc))
+	if verified && !deferred {
+		m.signReceiptLocked(&res, now)
 	}
 	return res, lockChanged, notify
+}
+
+// saveForReceiptLocked saves the state with the counter reservation the
+// receipt about to be signed needs.
+func (m *Mount) saveForReceiptLocked() error {
+	reserved := m.reserved
+	if m.deviceKey != nil && m.counter >= m.reserved {
+		reserved = m.counter + counterBlock
+	}
+	return m.saveLocked(reserved)
+}
+
+// signReceiptLocked makes res (its nonce and reason set, the state saved
+// by saveForReceiptLocked) a signed receipt with the next counter;
+// nothing without a device key (Legacy).
+func (m *Mount) signReceiptLocked(res *protocol.BLEMessage, now time.Time) {
+	if m.deviceKey == nil {
+		return
+	}
+	m.counter++
+	at := protocol.FormatTime(now)
+	atTime, _ := time.Parse(protocol.TimeLayout, at)
+	rc := protocol.Receipt{UID: m.cfg.UID, Nonce: res.Nonce, Outcome: protocol.OutcomeExecuted, Reason: res.Reason, Counter: m.counter, At: atTime}
+	if res.Reason != "" {
+		rc.Outcome = protocol.OutcomeRefused
+	}
+	counter := m.counter
+	res.Outcome, res.Counter, res.At = rc.Outcome, &counter, at
+	res.Signature = protocol.Sign(m.deviceKey, protocol.BuildReceiptText(rc))
 }
 
 // executeLocked runs the checks of docs/ble.md and, when they pass, the
 // command. reason is empty when it ran; verified tells a command that
 // passed the signature check (its result is a receipt).
-func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now time.Time) (reason string, verified, lockChanged, notify bool) {
+func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now time.Time, from *peer) (reason string, verified, lockChanged, notify bool) {
 	if protocol.CommandCode(cmd.Code) == protocol.CmdAssociateOwner {
 		// Unsigned by design: it brings the key everything else is checked with.
 		switch {
@@ -693,7 +712,7 @@ func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now t
 		}
 		m.tags = next
 	case protocol.CmdInstallFirmware:
-		return m.installLocked(p, now), true, false, false
+		return m.installLocked(p, now, from), true, false, false
 	default:
 		return ReasonUnknown, true, false, false
 	}
