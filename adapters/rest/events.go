@@ -11,7 +11,7 @@ import (
 )
 
 // EventJSON is an event of the log (docs/api.md, "Event log"). An
-// account-level event (JOB_COMPLETED) has uid and mount null.
+// account-level event (JOB_COMPLETED, ROLLOUT_*) has uid and mount null.
 type EventJSON struct {
 	ID         string      `json:"id"`
 	Type       string      `json:"type"`
@@ -26,6 +26,8 @@ type EventJSON struct {
 	Alarm *AlarmJSON `json:"alarm,omitempty"`
 	// Job is the job a JOB_* event is about.
 	Job *JobJSON `json:"job,omitempty"`
+	// Rollout is the rollout a ROLLOUT_* event is about.
+	Rollout *RolloutJSON `json:"rollout,omitempty"`
 }
 
 // eventJSON renders e; withIssuer shows the command's issuedBy, which a
@@ -53,6 +55,10 @@ func eventJSON(cursors *core.CursorCodec, e core.Event, withIssuer bool) EventJS
 	if e.Job != nil {
 		j := jobJSON(*e.Job)
 		out.Job = &j
+	}
+	if e.Rollout != nil {
+		ro := rolloutJSON(*e.Rollout)
+		out.Rollout = &ro
 	}
 	return out
 }

@@ -49,13 +49,24 @@ func (s *Server) listFirmware(w http.ResponseWriter, r *http.Request, p core.Pri
 }
 
 func (s *Server) checkUpdate(w http.ResponseWriter, r *http.Request, p core.Principal) {
-	q := newQuery(r, "modelNumber", "softwareRevision")
-	model, rev := q.str("modelNumber"), q.str("softwareRevision")
+	q := newQuery(r, "modelNumber", "softwareRevision", "mountUid")
+	model, rev, uid := q.str("modelNumber"), q.str("softwareRevision"), q.str("mountUid")
 	if err := q.err(); err != nil {
 		writeError(w, r, s.Logger, err)
 		return
 	}
-	res, err := s.Firmware.CheckUpdate(r.Context(), p, deref(model), rev)
+	var res core.UpdateCheck
+	var err error
+	if uid == nil {
+		res, err = s.Firmware.CheckUpdate(r.Context(), p, deref(model), rev)
+	} else {
+		// The mount is read with the token's rights: one it cannot see
+		// is MOUNT_NOT_FOUND, whatever the rollouts say.
+		var m core.Mount
+		if m, err = s.Mounts.Mount(r.Context(), p, *uid); err == nil {
+			res, err = s.Firmware.CheckMountUpdate(r.Context(), p, deref(model), rev, m)
+		}
+	}
 	if err != nil {
 		writeError(w, r, s.Logger, err)
 		return

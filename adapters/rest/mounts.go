@@ -79,11 +79,14 @@ type CommandJSON struct {
 	// JobID is the job the command was signed for (pending-commands);
 	// absent for a command asked for directly.
 	JobID string `json:"jobId,omitempty"`
+	// RolloutID is the rollout an INSTALL_FIRMWARE was signed for
+	// (pending-commands); absent for a command asked for directly.
+	RolloutID string `json:"rolloutId,omitempty"`
 }
 
 func commandJSON(c core.Command, withIssuer bool) CommandJSON {
 	out := CommandJSON{ID: c.ID, Code: string(c.Code), Data: c.Data, GeneratedAt: Time(c.GeneratedAt), Payload: c.Payload,
-		Status: string(c.Status), Verified: c.Verified, JobID: c.JobID}
+		Status: string(c.Status), Verified: c.Verified, JobID: c.JobID, RolloutID: c.RolloutID}
 	if out.Status == "" {
 		out.Status = string(core.CommandIssued)
 	}

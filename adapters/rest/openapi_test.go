@@ -304,6 +304,24 @@ var (
 		"createdAt": "2026-11-22T01:40:13.123Z", "expiresAt": "2026-11-29T01:40:13.123Z", "targets": 3,
 		"counts": map[string]any{"pending": 0, "issued": 0, "executed": 2, "refused": 1, "unconfirmed": 0},
 	}
+	sampleRollout = map[string]any{
+		"id": "ro_1", "modelNumber": "HM-1", "softwareRevision": "1.3.0", "filter": "", "phases": []int{1, 10, 50, 100},
+		"failureThreshold": 5, "minSample": 10, "healthWindow": "1h0m0s", "requireIdle": true, "state": "RUNNING",
+		"pausedReason": nil, "openPhase": 1, "targets": 40,
+		"counts":    map[string]any{"pending": 20, "eligible": 3, "installing": 1, "healthy": 15, "failed": 1},
+		"createdAt": "2026-11-22T01:40:13.123Z", "endedAt": nil,
+	}
+	sampleRolloutTarget = map[string]any{"uid": "M1", "state": "INSTALLING", "phase": 0, "commandId": nonce,
+		"installingSince": "2026-11-22T01:41:00.000Z", "reason": nil}
+	sampleInstall = map[string]any{
+		"id": nonce, "status": "ISSUED", "statusAt": "2026-11-22T01:40:13.123Z", "reason": nil, "verified": false,
+		"code": "INSTALL_FIRMWARE",
+		"data": map[string]any{"revision": "1.3.0", "sha256": strings.Repeat("ab", 32), "size": "524288",
+			"expiresAt": "2026-11-22T01:45:13.123Z"},
+		"generatedAt": "2026-11-22T01:40:13.123Z",
+		"payload":     "1795311613123;INSTALL_FIRMWARE;M1;revision=1.3.0,sha256=" + strings.Repeat("ab", 32) + ",size=524288;" + nonce,
+		"signedToken": signature,
+	}
 	blobPath = "/api/v1/firmware/blobs/firmware/HM-1/1.3.0-a1b2c3.bin?expires=1795312513&signature=" + strings.Repeat("9f", 32)
 )
 
@@ -437,6 +455,26 @@ func TestOpenAPIValidatorAcceptsDocumentedResponses(t *testing.T) {
 		{"up to date", "GET", "/api/v1/firmware/check-update?modelNumber=HM-1&softwareRevision=1.3.0", 200, ct, `{"code":"UP_TO_DATE"}`},
 		{"update available", "GET", "/api/v1/firmware/check-update?modelNumber=HM-1", 200, ct,
 			js(map[string]any{"code": "UPDATE_AVAILABLE", "version": sampleFirmware})},
+		{"rollout created", "POST", "/api/v1/rollouts", 201, ct, js(with(sampleRollout, "openPhase", 0))},
+		{"rollout list", "GET", "/api/v1/rollouts", 200, ct, js(map[string]any{"rollouts": []any{sampleRollout}, "pagination": samplePagination})},
+		{"rollout", "GET", "/api/v1/rollouts/ro_1", 200, ct, js(with(sampleRollout, "filter", `name = "x"`))},
+		{"rollout mounts", "GET", "/api/v1/rollouts/ro_1/mounts", 200, ct, js(map[string]any{"mounts": []any{sampleRolloutTarget,
+			map[string]any{"uid": "M2", "state": "PENDING", "phase": 2, "commandId": nil, "installingSince": nil, "reason": nil},
+			with(sampleRolloutTarget, "state", "FAILED", "reason", "refused: bad image")}, "pagination": samplePagination})},
+		{"rollout paused", "POST", "/api/v1/rollouts/ro_1/pause", 200, ct, js(with(sampleRollout, "state", "PAUSED", "pausedReason", "MANUAL"))},
+		{"rollout resumed", "POST", "/api/v1/rollouts/ro_1/resume", 200, ct, js(sampleRollout)},
+		{"rollout canceled", "POST", "/api/v1/rollouts/ro_1/cancel", 200, ct, js(with(sampleRollout, "state", "CANCELED", "endedAt", "2026-11-23T00:00:00.000Z"))},
+		{"rollout in the wrong state", "POST", "/api/v1/rollouts/ro_1/resume", 409, pct, problem(409, "CONFLICT")},
+		{"no such rollout", "GET", "/api/v1/rollouts/ro_9", 404, pct, problem(404, "ROLLOUT_NOT_FOUND")},
+		{"rollout event", "GET", "/api/v1/events", 200, ct, js(map[string]any{"events": []any{map[string]any{
+			"id": strings.Repeat("e", 32), "type": "ROLLOUT_PAUSED", "uid": nil, "occurredAt": "2026-11-22T01:50:13.123Z", "mount": nil,
+			"rollout": with(sampleRollout, "state", "PAUSED", "pausedReason", "FAILURE_THRESHOLD")}}, "next": strings.Repeat("e", 32)})},
+		{"install firmware query", "GET", "/api/v1/mounts/M1/query?code=INSTALL_FIRMWARE&revision=1.3.0", 200, ct, js([]any{sampleInstall})},
+		{"install firmware pending", "GET", "/api/v1/mounts/M1/pending-commands", 200, ct, js(map[string]any{"commands": []any{
+			with(sampleInstall, "rolloutId", "ro_1")}})},
+		{"mount's update", "GET", "/api/v1/firmware/check-update?modelNumber=HM-1&mountUid=M1", 200, ct,
+			js(map[string]any{"code": "UPDATE_AVAILABLE", "version": sampleFirmware})},
+		{"no such mount for an update", "GET", "/api/v1/firmware/check-update?modelNumber=HM-1&mountUid=M9", 404, pct, problem(404, "MOUNT_NOT_FOUND")},
 		{"mandatory update", "GET", "/api/v1/firmware/check-update?modelNumber=HM-1&softwareRevision=1.0.0", 200, ct,
 			js(map[string]any{"code": "MANDATORY_UPDATE", "version": sampleFirmware})},
 		{"no firmware", "GET", "/api/v1/firmware/check-update?modelNumber=XX", 404, pct, problem(404, "FIRMWARE_NOT_FOUND")},
@@ -544,6 +582,15 @@ func TestOpenAPIValidatorRejectsWrongResponses(t *testing.T) {
 		{"pending commands as an array", "GET", "/api/v1/mounts/M1/pending-commands", 200, ct, js([]any{sampleRelease})},
 		{"pending command with its issuer", "GET", "/api/v1/mounts/M1/pending-commands", 200, ct, js(map[string]any{"commands": []any{
 			with(sampleRelease, "issuedBy", "client-1", "jobId", "job_1")}})},
+		{"rollout without counts", "GET", "/api/v1/rollouts/ro_1", 200, ct, js(with(sampleRollout, "counts", del))},
+		{"rollout with an unknown state", "GET", "/api/v1/rollouts/ro_1", 200, ct, js(with(sampleRollout, "state", "ACTIVE"))},
+		{"rollout with an unknown paused reason", "GET", "/api/v1/rollouts/ro_1", 200, ct, js(with(sampleRollout, "pausedReason", "BORED"))},
+		{"rollout without endedAt", "GET", "/api/v1/rollouts/ro_1", 200, ct, js(with(sampleRollout, "endedAt", del))},
+		{"rollout with job counts", "GET", "/api/v1/rollouts/ro_1", 200, ct, js(with(sampleRollout, "counts", sampleJob["counts"]))},
+		{"rollout target with a job status", "GET", "/api/v1/rollouts/ro_1/mounts", 200, ct, js(map[string]any{"mounts": []any{
+			with(sampleRolloutTarget, "state", "EXECUTED")}, "pagination": samplePagination})},
+		{"rollout list as jobs", "GET", "/api/v1/rollouts", 200, ct, js(map[string]any{"jobs": []any{sampleRollout}, "pagination": samplePagination})},
+		{"rollout answered with a job's 404", "GET", "/api/v1/rollouts/ro_9", 404, pct, problem(404, "JOB_NOT_FOUND")},
 		{"cancel answered 410", "POST", "/api/v1/jobs/job_1/cancel", 410, pct, problem(410, "ASSOCIATION_EXPIRED")},
 		{"undocumented API route", "GET", "/api/v1/gadgets", 200, ct, `[]`},
 		{"undocumented method", "PUT", "/api/v1/mounts/M1", 200, ct, `[]`},

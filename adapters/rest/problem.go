@@ -37,6 +37,7 @@ var statusByCode = map[core.Code]int{
 	core.CodeAlarmRuleNotFound:     http.StatusNotFound,
 	core.CodeAlarmNotFound:         http.StatusNotFound,
 	core.CodeJobNotFound:           http.StatusNotFound,
+	core.CodeRolloutNotFound:       http.StatusNotFound,
 	core.CodePayloadTooLarge:       http.StatusRequestEntityTooLarge,
 	core.CodeUnsupportedMedia:      http.StatusUnsupportedMediaType,
 	core.CodeRateLimited:           http.StatusTooManyRequests,
