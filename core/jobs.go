@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -493,15 +494,15 @@ func (s *MountService) PendingCommands(ctx context.Context, p Principal, uid str
 	if m.State != StateAssociated {
 		return nil, Errorf(CodeMountNotAssociated, "mount %q is not associated", uid)
 	}
-	if s.jobs == nil {
-		return []Command{}, nil
-	}
 	now := s.clock()
+	out := []Command{}
+	if s.jobs == nil {
+		return s.rolloutCommands(ctx, p, m, now, out)
+	}
 	jobs, err := s.jobs.PendingJobs(ctx, uid, p.AccountID, now, MaxActiveJobsPerAccount)
 	if err != nil {
 		return nil, err
 	}
-	out := []Command{}
 	var tags *string
 	for _, j := range jobs {
 		params := maps.Clone(j.Params)
@@ -520,7 +521,48 @@ func (s *MountService) PendingCommands(ctx context.Context, p Principal, uid str
 			}
 			params["tagUids"] = *tags
 		}
-		cmd, err := s.issueFor(ctx, p, m, j.Code, params, now, j.ID)
+		cmd, err := s.issueFor(ctx, p, m, j.Code, params, now, j.ID, "")
+		if ErrorCode(err) == CodeConflict {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cmd)
+	}
+	return s.rolloutCommands(ctx, p, m, now, out)
+}
+
+// rolloutCommands appends to out a freshly signed INSTALL_FIRMWARE for
+// each rollout that offers one to mount m now: with requireIdle, only
+// while its latest values say locked with the helmet present. A rollout
+// paused or moved on between the read and the issue is left out.
+func (s *MountService) rolloutCommands(ctx context.Context, p Principal, m Mount, now time.Time, out []Command) ([]Command, error) {
+	if s.rollouts == nil {
+		return out, nil
+	}
+	offers, err := s.rollouts.RolloutOffers(ctx, m.UID, p.AccountID)
+	if err != nil || len(offers) == 0 {
+		return out, err
+	}
+	var idle *bool
+	for _, o := range offers {
+		if o.Rollout.RequireIdle {
+			if idle == nil {
+				entries, err := s.states.LatestStates(ctx, m.UID, p.AccountID)
+				if err != nil {
+					return nil, err
+				}
+				ok := MountIdle(entries)
+				idle = &ok
+			}
+			if !*idle {
+				continue
+			}
+		}
+		params := map[string]string{"revision": o.Rollout.SoftwareRevision, "sha256": o.Rollout.SHA256,
+			"size": strconv.FormatInt(o.Rollout.Size, 10)}
+		cmd, err := s.issueFor(ctx, p, m, CmdInstallFirmware, params, now, "", o.Rollout.ID)
 		if ErrorCode(err) == CodeConflict {
 			continue
 		}
@@ -530,4 +572,19 @@ func (s *MountService) PendingCommands(ctx context.Context, p Principal, uid str
 		out = append(out, cmd)
 	}
 	return out, nil
+}
+
+// MountIdle reports whether latest values say the mount is locked with
+// the helmet present (a rollout's requireIdle).
+func MountIdle(latest []StateEntry) bool {
+	locked, helmet := false, false
+	for _, e := range latest {
+		switch e.Code {
+		case StateMountLocked:
+			locked = e.Value == "1"
+		case StateHelmetMounted:
+			helmet = e.Value == "1"
+		}
+	}
+	return locked && helmet
 }

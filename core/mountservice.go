@@ -512,6 +512,7 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	// states for a mount with a device key; owners and maintainers may.
 	rider := sig == nil && p.LimitedToMounts()
 	var check ReportCheck
+	var rolloutEvents []*Event
 	if sig != nil || rider {
 		// The signed path (and a rider's) reads the mount first: the key
 		// decides before the transaction, where verifying once costs no
@@ -529,6 +530,9 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 				return ReportResult{}, err
 			}
 			check.SoftwareRevision = sig.SoftwareRevision
+			// A verified report decides the mount's rollout target.
+			counter := sig.Counter
+			check.Counter, check.RolloutEvents = &counter, &rolloutEvents
 		}
 		// The key may change between the read and the insert (a new
 		// association): the transaction's row decides again.
@@ -618,6 +622,9 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	}
 	if s.alarms != nil {
 		s.alarms.announce(ctx, watched)
+	}
+	for _, e := range rolloutEvents {
+		wake(ctx, s.waker, s.logger, e)
 	}
 	return res, nil
 }
@@ -737,19 +744,19 @@ func (s *MountService) RotateKey(ctx context.Context, uid string) (Mount, error)
 
 // issue builds, signs and records one command.
 func (s *MountService) issue(ctx context.Context, p Principal, m Mount, code CommandCode, params map[string]string, now time.Time) (Command, error) {
-	return s.issueFor(ctx, p, m, code, params, now, "")
+	return s.issueFor(ctx, p, m, code, params, now, "", "")
 }
 
 // issueFor is issue for job jobID ("" for none): the store moves the
 // job's target with the insert, or answers CONFLICT when the job no longer
 // takes commands.
 func (s *MountService) issueFor(ctx context.Context, p Principal, m Mount, code CommandCode, params map[string]string, now time.Time,
-	jobID string) (Command, error) {
+	jobID, rolloutID string) (Command, error) {
 	cmd, ev, err := s.newCommand(ctx, p, m.UID, m.Key, code, params, now)
 	if err != nil {
 		return Command{}, err
 	}
-	cmd.JobID = jobID
+	cmd.JobID, cmd.RolloutID = jobID, rolloutID
 	if err := s.commands.InsertCommand(ctx, cmd, ev); err != nil {
 		return Command{}, err
 	}

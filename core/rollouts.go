@@ -1,8 +1,13 @@
 package core
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -221,7 +226,29 @@ type RolloutStore interface {
 // phases[i]% cumulatively. It returns each uid's phase index, in uids'
 // order.
 func AssignRolloutPhases(uids []string, phases []int) []int {
-	panic("not built yet")
+	n := len(uids)
+	type ranked struct {
+		i    int
+		hash uint64
+	}
+	order := make([]ranked, n)
+	for i, uid := range uids {
+		h := sha256.Sum256([]byte(uid))
+		order[i] = ranked{i, binary.BigEndian.Uint64(h[:8])}
+	}
+	slices.SortFunc(order, func(a, b ranked) int {
+		return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(uids[a.i], uids[b.i]))
+	})
+	out := make([]int, n)
+	phase := 0
+	for rank, o := range order {
+		// Phase i holds the ranks below ceil(phases[i] × n / 100).
+		for phase < len(phases)-1 && rank >= (phases[phase]*n+99)/100 {
+			phase++
+		}
+		out[o.i] = phase
+	}
+	return out
 }
 
 // RefuseRolloutTarget is the rule for a REFUSED receipt of the target's
@@ -229,7 +256,11 @@ func AssignRolloutPhases(uids []string, phases []int) []int {
 // allows (the command is offered again, freshly signed). It returns the
 // target as it then stands and whether it changed.
 func RefuseRolloutTarget(t RolloutTarget, reason string, now time.Time) (RolloutTarget, bool) {
-	panic("not built yet")
+	if t.State.Finished() || t.State == TargetStatePending || JobReasonRetried(reason) {
+		return t, false
+	}
+	t.State, t.Reason, t.UpdatedAt = TargetStateFailed, "refused: "+reason, now
+	return t, true
 }
 
 // ObserveRolloutReport is the rule for a verified report with counter on
@@ -237,18 +268,74 @@ func RefuseRolloutTarget(t RolloutTarget, reason string, now time.Time) (Rollout
 // NewRevisionCounter; on another revision with a counter above
 // NewRevisionCounter it is a rollback: FAILED at once.
 func ObserveRolloutReport(r Rollout, t RolloutTarget, revision string, counter uint64, now time.Time) (RolloutTarget, bool) {
-	panic("not built yet")
+	if t.State != TargetStateInstalling || revision == "" {
+		return t, false
+	}
+	if revision == r.SoftwareRevision {
+		if t.NewRevisionCounter != nil && *t.NewRevisionCounter >= counter {
+			return t, false
+		}
+		c := counter
+		t.NewRevisionCounter, t.UpdatedAt = &c, now
+		return t, true
+	}
+	if t.NewRevisionCounter == nil || counter <= *t.NewRevisionCounter {
+		return t, false
+	}
+	t.State, t.Reason, t.UpdatedAt = TargetStateFailed, "rollback", now
+	return t, true
 }
 
 // DecideAtWindowEnd decides an INSTALLING target whose health window
 // ended: HEALTHY with a verified report on the new revision, else FAILED.
 func DecideAtWindowEnd(r Rollout, t RolloutTarget, now time.Time) RolloutTarget {
-	panic("not built yet")
+	if t.State != TargetStateInstalling {
+		return t
+	}
+	if t.NewRevisionCounter != nil {
+		t.State, t.Reason = TargetStateHealthy, ""
+	} else {
+		t.State, t.Reason = TargetStateFailed, "no report on the new revision"
+	}
+	t.UpdatedAt = now
+	return t
+}
+
+func (c *RolloutCounts) slot(s RolloutTargetState) *int {
+	switch s {
+	case TargetStateEligible:
+		return &c.Eligible
+	case TargetStateInstalling:
+		return &c.Installing
+	case TargetStateHealthy:
+		return &c.Healthy
+	case TargetStateFailed:
+		return &c.Failed
+	}
+	return &c.Pending
 }
 
 // ApplyRolloutTarget moves r's counts (and sample) from t to next.
 func ApplyRolloutTarget(r *Rollout, t, next RolloutTarget) {
-	panic("not built yet")
+	if t.State == next.State {
+		return
+	}
+	*r.Counts.slot(t.State)--
+	*r.Counts.slot(next.State)++
+	if next.State.Finished() && !t.State.Finished() {
+		if next.State == TargetStateHealthy {
+			r.SampleHealthy++
+		} else {
+			r.SampleFailed++
+		}
+	}
+}
+
+// OverThreshold reports whether r's sample holds at least MinSample
+// decided targets of which more than FailureThreshold percent FAILED.
+func (r Rollout) OverThreshold() bool {
+	n := r.SampleHealthy + r.SampleFailed
+	return n > 0 && n >= r.MinSample && r.SampleFailed*100 > r.FailureThreshold*n
 }
 
 // AdvanceRollout applies the gates to a RUNNING rollout after its counts
@@ -260,14 +347,81 @@ func ApplyRolloutTarget(r *Rollout, t, next RolloutTarget) {
 // returns the events of what it did. The store calls it again after
 // opening a phase that turned nothing ELIGIBLE.
 func AdvanceRollout(r *Rollout, now time.Time) (open int, events []*Event) {
-	panic("not built yet")
+	if r.State != RolloutRunning {
+		return -1, nil
+	}
+	if r.OverThreshold() {
+		r.State, r.PausedReason = RolloutPaused, PausedFailureThreshold
+		return -1, []*Event{RolloutEvent(EventRolloutPaused, *r, now)}
+	}
+	if r.Counts.Eligible+r.Counts.Installing > 0 {
+		return -1, nil
+	}
+	if r.OpenPhase+1 < len(r.Phases) {
+		r.OpenPhase++
+		return r.OpenPhase, []*Event{RolloutEvent(EventRolloutPhaseOpened, *r, now)}
+	}
+	r.State, r.EndedAt, r.PausedReason = RolloutCompleted, now, ""
+	return -1, []*Event{RolloutEvent(EventRolloutCompleted, *r, now)}
+}
+
+// AdvanceRolloutWith runs AdvanceRollout until it stops, opening each
+// phase it asks for with openPhase (which turns the phase's PENDING
+// targets ELIGIBLE and returns how many it turned): the stores call it
+// under the rollout's lock. The ROLLOUT_PHASE_OPENED event shows the
+// rollout with the phase's targets ELIGIBLE.
+func AdvanceRolloutWith(r *Rollout, now time.Time, openPhase func(phase int) (int, error)) ([]*Event, error) {
+	var out []*Event
+	for range len(r.Phases) + 2 {
+		open, events := AdvanceRollout(r, now)
+		if open < 0 {
+			return append(out, events...), nil
+		}
+		n, err := openPhase(open)
+		if err != nil {
+			return nil, err
+		}
+		r.Counts.Pending -= n
+		r.Counts.Eligible += n
+		for _, e := range events {
+			rc := *r
+			e.Rollout = &rc
+		}
+		out = append(out, events...)
+		if n > 0 {
+			return out, nil
+		}
+	}
+	return out, nil
 }
 
 // ChangeRolloutState returns the change ChangeRollout applies for action
 // (AuditRolloutPause, AuditRolloutResume, AuditRolloutCancel): CONFLICT in
 // the wrong state. Resuming clears the sample.
 func ChangeRolloutState(action AuditAction, now time.Time) func(*Rollout) ([]*Event, error) {
-	panic("not built yet")
+	return func(r *Rollout) ([]*Event, error) {
+		switch action {
+		case AuditRolloutPause:
+			if r.State != RolloutRunning {
+				return nil, Errorf(CodeConflict, "rollout %q is %s; only a RUNNING rollout can be paused", r.ID, r.State)
+			}
+			r.State, r.PausedReason = RolloutPaused, PausedManual
+			return []*Event{RolloutEvent(EventRolloutPaused, *r, now)}, nil
+		case AuditRolloutResume:
+			if r.State != RolloutPaused {
+				return nil, Errorf(CodeConflict, "rollout %q is %s; only a PAUSED rollout can be resumed", r.ID, r.State)
+			}
+			r.State, r.PausedReason, r.SampleHealthy, r.SampleFailed = RolloutRunning, "", 0, 0
+			return nil, nil
+		case AuditRolloutCancel:
+			if r.State != RolloutRunning && r.State != RolloutPaused {
+				return nil, Errorf(CodeConflict, "rollout %q is %s; only a RUNNING or PAUSED rollout can be canceled", r.ID, r.State)
+			}
+			r.State, r.PausedReason, r.EndedAt = RolloutCanceled, "", now
+			return nil, nil
+		}
+		return nil, Errorf(CodeInternal, "no rollout change for %q", action)
+	}
 }
 
 // RolloutEvent is an account-level event about r.
@@ -311,47 +465,211 @@ func (s *RolloutService) SetClock(now func() time.Time) { s.now = now }
 
 func (s *RolloutService) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
 
+// authorizeOwner lets only the account's owner manage rollouts.
+func (s *RolloutService) authorizeOwner(p Principal) error {
+	if !p.Complete {
+		return p.Authorize(ActionManageRollouts)
+	}
+	if p.Role != RoleOwner {
+		return Errorf(CodeForbidden, "only the account's owner manages rollouts")
+	}
+	return nil
+}
+
+// validPhases checks phases: 1 to MaxRolloutPhases ascending integers in
+// 1..100, the last 100.
+func validPhases(v *Validation, phases []int) {
+	if len(phases) == 0 || len(phases) > MaxRolloutPhases {
+		v.Add("phases", "must hold 1 to %d percentages", MaxRolloutPhases)
+		return
+	}
+	for i, p := range phases {
+		switch {
+		case p < 1 || p > 100:
+			v.Add("phases", "must hold percentages from 1 to 100 (phases[%d] is %d)", i, p)
+			return
+		case i > 0 && p <= phases[i-1]:
+			v.Add("phases", "must be ascending")
+			return
+		}
+	}
+	if phases[len(phases)-1] != 100 {
+		v.Add("phases", "must end with 100")
+	}
+}
+
 // CreateRollout handles POST /rollouts.
 func (s *RolloutService) CreateRollout(ctx context.Context, p Principal, in RolloutInput) (Rollout, error) {
-	return Rollout{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+	if err := s.authorizeOwner(p); err != nil {
+		return Rollout{}, err
+	}
+	now := s.clock()
+	var v Validation
+	r := Rollout{ID: "ro_" + randomHex(12), AccountID: p.AccountID, ModelNumber: in.ModelNumber,
+		SoftwareRevision: in.SoftwareRevision, Phases: slices.Clone(DefaultRolloutPhases),
+		FailureThreshold: DefaultRolloutFailureThreshold, MinSample: DefaultRolloutMinSample,
+		HealthWindow: DefaultRolloutHealthWindow, RequireIdle: true, State: RolloutRunning,
+		CreatedAt: now, CreatedBy: p.Actor().ID}
+	checkText(&v, "modelNumber", &r.ModelNumber, 64)
+	if r.ModelNumber == "" {
+		v.Add("modelNumber", "is required")
+	}
+	checkText(&v, "softwareRevision", &r.SoftwareRevision, 64)
+	if r.SoftwareRevision == "" {
+		v.Add("softwareRevision", "is required")
+	} else if r.ModelNumber != "" {
+		versions, err := s.firmware.ModelFirmware(ctx, r.ModelNumber, now)
+		if err != nil {
+			return Rollout{}, err
+		}
+		i := slices.IndexFunc(versions, func(f FirmwareVersion) bool { return f.SoftwareRevision == r.SoftwareRevision })
+		switch {
+		case i < 0:
+			v.Add("softwareRevision", "is not a published revision of model %q", r.ModelNumber)
+		case versions[i].Deprecated:
+			v.Add("softwareRevision", "is deprecated for model %q", r.ModelNumber)
+		default:
+			r.SHA256, r.Size = versions[i].SHA256, versions[i].Size
+		}
+	}
+	if in.Phases != nil {
+		validPhases(&v, in.Phases)
+		r.Phases = slices.Clone(in.Phases)
+	}
+	if in.FailureThreshold != nil {
+		if *in.FailureThreshold < 0 || *in.FailureThreshold > 100 {
+			v.Add("failureThreshold", "must be a percentage from 0 to 100")
+		}
+		r.FailureThreshold = *in.FailureThreshold
+	}
+	if in.MinSample != nil {
+		if *in.MinSample < 1 || *in.MinSample > MaxRolloutTargets {
+			v.Add("minSample", "must be from 1 to %d", MaxRolloutTargets)
+		}
+		r.MinSample = *in.MinSample
+	}
+	if in.HealthWindow != nil {
+		d, err := time.ParseDuration(strings.TrimSpace(*in.HealthWindow))
+		switch {
+		case err != nil:
+			v.Add("healthWindow", "must be a duration such as \"1h\" or \"30m\"")
+		case d <= 0:
+			v.Add("healthWindow", "must be positive")
+		case d > MaxRolloutHealthWindow:
+			v.Add("healthWindow", "must be at most %s", MaxRolloutHealthWindow)
+		default:
+			r.HealthWindow = d
+		}
+	}
+	if in.RequireIdle != nil {
+		r.RequireIdle = *in.RequireIdle
+	}
+	f := MountFilter{}
+	if in.Filter != nil {
+		r.Filter, f.Expression = *in.Filter, *in.Filter
+		if err := addFields(&v, ParseMountFilter(s.filters, &f, s.offlineAfter, now), func(f string) string { return f }); err != nil {
+			return Rollout{}, err
+		}
+	}
+	if err := v.Err(); err != nil {
+		return Rollout{}, err
+	}
+	details := map[string]any{"modelNumber": r.ModelNumber, "softwareRevision": r.SoftwareRevision,
+		"filter": r.Filter, "phases": r.Phases, "failureThreshold": r.FailureThreshold, "minSample": r.MinSample,
+		"healthWindow": r.HealthWindow.String(), "requireIdle": r.RequireIdle}
+	actx := byPrincipal(ctx, p, now, AuditRolloutCreate, AuditTarget("rollout", r.ID), details)
+	created, events, err := s.store.CreateRollout(actx, r, f, now)
+	if err != nil {
+		return Rollout{}, err
+	}
+	s.wakeAll(ctx, events)
+	return created, nil
+}
+
+func (s *RolloutService) wakeAll(ctx context.Context, events []*Event) {
+	for _, e := range events {
+		wake(ctx, s.waker, s.logger, e)
+	}
 }
 
 // ListRollouts handles GET /rollouts: newest first.
 func (s *RolloutService) ListRollouts(ctx context.Context, p Principal, page Page) ([]Rollout, Pagination, error) {
-	return nil, Pagination{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+	if err := s.authorizeOwner(p); err != nil {
+		return nil, Pagination{}, err
+	}
+	list, total, err := s.store.ListRollouts(ctx, p.AccountID, page)
+	if err != nil {
+		return nil, Pagination{}, err
+	}
+	return list, NewPagination(page, total), nil
 }
 
 // Rollout handles GET /rollouts/{id}.
 func (s *RolloutService) Rollout(ctx context.Context, p Principal, id string) (Rollout, error) {
-	return Rollout{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+	if err := s.authorizeOwner(p); err != nil {
+		return Rollout{}, err
+	}
+	return s.store.Rollout(ctx, p.AccountID, id)
 }
 
 // RolloutMounts handles GET /rollouts/{id}/mounts: the targets by uid.
 func (s *RolloutService) RolloutMounts(ctx context.Context, p Principal, id string, page Page) ([]RolloutTarget, Pagination, error) {
-	return nil, Pagination{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+	if err := s.authorizeOwner(p); err != nil {
+		return nil, Pagination{}, err
+	}
+	targets, total, err := s.store.RolloutTargets(ctx, p.AccountID, id, page)
+	if err != nil {
+		return nil, Pagination{}, err
+	}
+	return targets, NewPagination(page, total), nil
+}
+
+func (s *RolloutService) change(ctx context.Context, p Principal, id string, action AuditAction) (Rollout, error) {
+	if err := s.authorizeOwner(p); err != nil {
+		return Rollout{}, err
+	}
+	now := s.clock()
+	actx := byPrincipal(ctx, p, now, action, AuditTarget("rollout", id), map[string]any{})
+	r, events, err := s.store.ChangeRollout(actx, p.AccountID, id, now, ChangeRolloutState(action, now))
+	if err != nil {
+		return Rollout{}, err
+	}
+	s.wakeAll(ctx, events)
+	return r, nil
 }
 
 // PauseRollout handles POST /rollouts/{id}/pause: CONFLICT unless RUNNING.
 func (s *RolloutService) PauseRollout(ctx context.Context, p Principal, id string) (Rollout, error) {
-	return Rollout{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+	return s.change(ctx, p, id, AuditRolloutPause)
 }
 
 // ResumeRollout handles POST /rollouts/{id}/resume: CONFLICT unless
 // PAUSED.
 func (s *RolloutService) ResumeRollout(ctx context.Context, p Principal, id string) (Rollout, error) {
-	return Rollout{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+	return s.change(ctx, p, id, AuditRolloutResume)
 }
 
 // CancelRollout handles POST /rollouts/{id}/cancel: CONFLICT unless
 // RUNNING or PAUSED.
 func (s *RolloutService) CancelRollout(ctx context.Context, p Principal, id string) (Rollout, error) {
-	return Rollout{}, Errorf(CodeUnavailable, "rollouts are not built yet")
+	return s.change(ctx, p, id, AuditRolloutCancel)
 }
 
 // SweepRollouts decides the targets whose health window ended, and the
 // gates that follow; safe on every replica at once.
 func (s *RolloutService) SweepRollouts(ctx context.Context) (int, error) {
-	return 0, nil
+	total := 0
+	for {
+		events, err := s.store.DecideRolloutTargets(ctx, s.clock(), sweepBatch)
+		if err != nil {
+			return total, err
+		}
+		s.wakeAll(ctx, events)
+		total += len(events)
+		if len(events) == 0 || ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
 }
 
 // Run sweeps every RolloutSweepEvery until ctx ends.

@@ -37,6 +37,9 @@ type commandRow struct {
 	ReceiptCounter sql.NullInt64 `bun:"receipt_counter"`
 	// JobID is the job the command was signed for, NULL for none.
 	JobID sql.NullString `bun:"job_id"`
+	// RolloutID is the rollout an INSTALL_FIRMWARE was signed for, NULL
+	// for none.
+	RolloutID sql.NullString `bun:"rollout_id"`
 }
 
 func toCommandRow(c core.Command) (*commandRow, error) {
@@ -52,7 +55,8 @@ func toCommandRow(c core.Command) (*commandRow, error) {
 		SignedToken: sql.NullString{String: c.SignedToken, Valid: c.SignedToken != ""},
 		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy,
 		Status: string(status), StatusAt: optMillis(c.StatusAt), Reason: c.Reason, Verified: c.Verified,
-		ExpiresAt: optMillis(c.ExpiresAt), JobID: sql.NullString{String: c.JobID, Valid: c.JobID != ""}}, nil
+		ExpiresAt: optMillis(c.ExpiresAt), JobID: sql.NullString{String: c.JobID, Valid: c.JobID != ""},
+		RolloutID: sql.NullString{String: c.RolloutID, Valid: c.RolloutID != ""}}, nil
 }
 
 func (r *commandRow) toCommand() (core.Command, error) {
@@ -63,7 +67,8 @@ func (r *commandRow) toCommand() (core.Command, error) {
 	return core.Command{ID: r.ID, MountUID: r.MountUID, AccountID: r.AccountID, Code: core.CommandCode(r.Code),
 		Data: data, GeneratedAt: fromMillis(r.GeneratedAt), Payload: r.Payload, SignedToken: r.SignedToken.String,
 		IssuedBy: r.IssuedBy, ExpiresAt: fromMillis(r.ExpiresAt), Status: core.CommandStatus(r.Status),
-		StatusAt: fromMillis(r.StatusAt), Reason: r.Reason, Verified: r.Verified, JobID: r.JobID.String}, nil
+		StatusAt: fromMillis(r.StatusAt), Reason: r.Reason, Verified: r.Verified, JobID: r.JobID.String,
+		RolloutID: r.RolloutID.String}, nil
 }
 
 // InsertCommand implements core.CommandStore.
@@ -72,7 +77,7 @@ func (s *Store) InsertCommand(ctx context.Context, c core.Command, e *core.Event
 	if err != nil {
 		return err
 	}
-	if e == nil && c.JobID == "" {
+	if e == nil && c.JobID == "" && c.RolloutID == "" {
 		err = s.write(ctx, func() error {
 			_, err := s.db.NewInsert().Model(row).Exec(ctx)
 			return err
@@ -85,8 +90,23 @@ func (s *Store) InsertCommand(ctx context.Context, c core.Command, e *core.Event
 				return err
 			}
 		}
+		var (
+			rollout *core.Rollout
+			target  *core.RolloutTarget
+		)
+		if c.RolloutID != "" {
+			var err error
+			if rollout, target, err = s.checkRolloutCommand(ctx, tx, c); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
 			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", c.MountUID))
+		}
+		if rollout != nil {
+			if err := s.installRolloutTarget(ctx, tx, rollout, *target, c); err != nil {
+				return err
+			}
 		}
 		if c.JobID != "" {
 			// An issued command never completes its job: no event.
@@ -179,6 +199,15 @@ func (s *Store) DecideCommand(ctx context.Context, d core.CommandDecision, e *co
 			}
 			if je != nil && d.JobEvents != nil {
 				*d.JobEvents = append(*d.JobEvents, je)
+			}
+		}
+		if c.RolloutID != "" && c.Status == core.CommandRefused {
+			re, err := s.refuseRolloutTarget(ctx, tx, c, d.At)
+			if err != nil {
+				return err
+			}
+			if d.JobEvents != nil {
+				*d.JobEvents = append(*d.JobEvents, re...)
 			}
 		}
 		if e == nil {

@@ -55,6 +55,8 @@ type Store struct {
 	}
 	// maxJobTargets, when not 0, replaces core.MaxJobTargets (tests).
 	maxJobTargets int
+	// maxRolloutTargets, when not 0, replaces core.MaxRolloutTargets (tests).
+	maxRolloutTargets int
 }
 
 // queryCounter counts every statement sent to the database, so operators

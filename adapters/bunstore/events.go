@@ -40,6 +40,7 @@ type eventBody struct {
 	Command *eventCommand `json:"command,omitempty"`
 	Alarm   *eventAlarm   `json:"alarm,omitempty"`
 	Job     *eventJob     `json:"job,omitempty"`
+	Rollout *eventRollout `json:"rollout,omitempty"`
 }
 
 // eventAlarm is an alarm as an ALARM_* event carries it, instants as Unix
@@ -101,6 +102,7 @@ type eventCommand struct {
 	Reason      string         `json:"reason,omitempty"`
 	Verified    bool           `json:"verified"`
 	JobID       string         `json:"jobId,omitempty"`
+	RolloutID   string         `json:"rolloutId,omitempty"`
 }
 
 func toEventCommand(c *core.Command) *eventCommand {
@@ -110,7 +112,7 @@ func toEventCommand(c *core.Command) *eventCommand {
 	return &eventCommand{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: string(c.Code), Data: c.Data,
 		GeneratedAt: millis(c.GeneratedAt), Payload: c.Payload, SignedToken: c.SignedToken, IssuedBy: c.IssuedBy,
 		ExpiresAt: millis(c.ExpiresAt), Status: string(c.Status), StatusAt: millis(c.StatusAt), Reason: c.Reason, Verified: c.Verified,
-		JobID: c.JobID}
+		JobID: c.JobID, RolloutID: c.RolloutID}
 }
 
 func fromEventCommand(c *eventCommand) *core.Command {
@@ -120,7 +122,7 @@ func fromEventCommand(c *eventCommand) *core.Command {
 	return &core.Command{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: core.CommandCode(c.Code), Data: c.Data,
 		GeneratedAt: fromMillis(c.GeneratedAt), Payload: c.Payload, SignedToken: c.SignedToken, IssuedBy: c.IssuedBy,
 		ExpiresAt: fromMillis(c.ExpiresAt), Status: core.CommandStatus(c.Status), StatusAt: fromMillis(c.StatusAt),
-		Reason: c.Reason, Verified: c.Verified, JobID: c.JobID}
+		Reason: c.Reason, Verified: c.Verified, JobID: c.JobID, RolloutID: c.RolloutID}
 }
 
 type eventMount struct {
@@ -286,7 +288,7 @@ func (r eventRow) toEvent() (core.Event, error) {
 	}
 	e := core.Event{ID: core.Cursor{Tx: txid, Seq: r.ID}, Type: core.EventType(r.Type), UID: r.MountUID,
 		AccountID: r.AccountID, Mount: m, States: fromEventStates(b.States), Command: fromEventCommand(b.Command),
-		Alarm: fromEventAlarm(b.Alarm), Job: fromEventJob(b.Job), OccurredAt: fromMillis(r.OccurredAt)}
+		Alarm: fromEventAlarm(b.Alarm), Job: fromEventJob(b.Job), Rollout: fromEventRollout(b.Rollout), OccurredAt: fromMillis(r.OccurredAt)}
 	if b.Mount.UID == "" {
 		e.Mount = core.Mount{}
 	}

@@ -412,7 +412,7 @@ func (s *Store) appendAccountEvent(ctx context.Context, tx bun.IDB, e *core.Even
 	if e == nil {
 		return nil
 	}
-	body, err := json.Marshal(eventBody{Job: toEventJob(e.Job)})
+	body, err := json.Marshal(eventBody{Job: toEventJob(e.Job), Rollout: toEventRollout(e.Rollout)})
 	if err != nil {
 		return err
 	}

@@ -151,6 +151,17 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 		if err := store(ctx, tx); err != nil {
 			return err
 		}
+		if r.Counter != nil && r.SoftwareRevision != "" {
+			// A verified report decides the mount's rollout target, under
+			// the rollout's lock, after the mount's.
+			events, err := s.observeRolloutReport(ctx, tx, uid, accountID, r.SoftwareRevision, *r.Counter, receivedAt)
+			if err != nil {
+				return err
+			}
+			if r.RolloutEvents != nil {
+				*r.RolloutEvents = events
+			}
+		}
 		if r.Watch == nil {
 			return nil
 		}

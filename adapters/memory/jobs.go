@@ -278,6 +278,10 @@ func (s *Store) appendAccountLocked(e *core.Event) {
 		j := cloneJob(*e.Job)
 		stored.Job = &j
 	}
+	if e.Rollout != nil {
+		r := cloneRollout(*e.Rollout)
+		stored.Rollout = &r
+	}
 	s.events = append(s.events, stored)
 }
 

@@ -53,6 +53,7 @@ type Store struct {
 	auditSeq        int64
 	al              alarmState
 	jb              jobState
+	ro              rolloutState
 }
 
 type stateKey struct {
@@ -550,6 +551,12 @@ func (s *Store) InsertReport(_ context.Context, uid, accountID string, entries [
 			*r.WatchEvents = events
 		}
 	}
+	if r.Counter != nil && r.SoftwareRevision != "" {
+		events := s.observeRolloutReportLocked(uid, accountID, r.SoftwareRevision, *r.Counter, entries[0].ReceivedAt)
+		if r.RolloutEvents != nil {
+			*r.RolloutEvents = append(*r.RolloutEvents, events...)
+		}
+	}
 	return *m, accepted, nil
 }
 
@@ -594,9 +601,17 @@ func (s *Store) InsertCommand(_ context.Context, c core.Command, e *core.Event) 
 			return err
 		}
 	}
+	if c.RolloutID != "" {
+		if err := s.checkRolloutCommandLocked(c); err != nil {
+			return err
+		}
+	}
 	s.insertClaimCommandLocked(&c)
 	if c.JobID != "" {
 		s.moveJobTargetLocked(c, c.GeneratedAt)
+	}
+	if c.RolloutID != "" {
+		s.installRolloutTargetLocked(c)
 	}
 	s.appendLocked(e, *m)
 	return nil
@@ -660,6 +675,11 @@ func (s *Store) DecideCommand(_ context.Context, d core.CommandDecision, e *core
 	if c.JobID != "" {
 		if je := s.moveJobTargetLocked(c.Command, d.At); je != nil && d.JobEvents != nil {
 			*d.JobEvents = append(*d.JobEvents, je)
+		}
+	}
+	if c.RolloutID != "" && c.Status == core.CommandRefused {
+		if re := s.refuseRolloutTargetLocked(c.Command, d.At); len(re) > 0 && d.JobEvents != nil {
+			*d.JobEvents = append(*d.JobEvents, re...)
 		}
 	}
 	if m, ok := s.mounts[d.UID]; ok && e != nil {

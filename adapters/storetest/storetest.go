@@ -34,6 +34,7 @@ type Store interface {
 	core.AuditLog
 	core.AlarmStore
 	core.JobStore
+	core.RolloutStore
 	// WebhookBodyStats says how many webhook bodies the store holds and
 	// their total length: the suite's view of what deliveries cost.
 	WebhookBodyStats(ctx context.Context) (count int, size int64, err error)
@@ -90,6 +91,11 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"JobCancel", jobCancel},
 		{"PendingJobs", pendingJobs},
 		{"RacingJobReceipts", racingJobReceipts},
+		{"RolloutCreation", rolloutCreation},
+		{"RolloutProgress", rolloutProgress},
+		{"RolloutChanges", rolloutChanges},
+		{"RacingRolloutSweeps", racingRolloutSweeps},
+		{"RacingRolloutCreations", racingRolloutCreations},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
