@@ -92,7 +92,7 @@ func ValidateCommandQuery(code string, params CommandParams) (CommandCode, Comma
 		return "", nil, v.Err()
 	}
 	if !ok {
-		v.Add("code", "must be one of RELEASE_HELMET, CONFIGURE_ALARM, SET_RFID_MODE, ADD_NFC_TAG, REMOVE_NFC_TAG, SYNC_NFC_TAGS")
+		v.Add("code", "must be one of RELEASE_HELMET, CONFIGURE_ALARM, SET_RFID_MODE, ADD_NFC_TAG, REMOVE_NFC_TAG, SYNC_NFC_TAGS, INSTALL_FIRMWARE")
 		return "", nil, v.Err()
 	}
 	out := CommandParams{}

@@ -82,6 +82,9 @@ func NewFirmwareService(store FirmwareStore, blobs BlobStore, ttl DownloadTTL, r
 	return &FirmwareService{store: store, rollouts: rollouts, blobs: blobs, ttl: ttl, logger: logger, now: time.Now}
 }
 
+// SetClock replaces the service's clock (tests).
+func (s *FirmwareService) SetClock(now func() time.Time) { s.now = now }
+
 // Publish is `mountd firmware publish`: the binary is written to the blob
 // store first and the catalogue row after it; a failed insert removes the
 // blob again, so a failed publish leaves neither row nor orphan file.
@@ -208,41 +211,111 @@ func (s *FirmwareService) CheckUpdate(ctx context.Context, p Principal, model st
 	if err != nil {
 		return UpdateCheck{}, err
 	}
-	all, latest, err := s.candidates(ctx, model)
+	all, _, err := s.candidates(ctx, model)
 	if err != nil {
 		return UpdateCheck{}, err
 	}
+	return verdict(all, current), nil
+}
+
+// verdict applies the rules of check-update to the visible versions all
+// of a model for a mount on current (nil: unknown).
+func verdict(all []FirmwareVersion, current *semver.Version) UpdateCheck {
+	var latest *FirmwareVersion
+	var latestVer *semver.Version
+	for i := range all {
+		v, err := semver.NewVersion(all[i].SoftwareRevision)
+		if err != nil || all[i].Deprecated {
+			continue
+		}
+		if latestVer == nil || v.GreaterThan(latestVer) {
+			latest, latestVer = &all[i], v
+		}
+	}
 	if latest == nil {
 		// Every version is deprecated: nothing to move to.
-		return UpdateCheck{Code: UpdateUpToDate}, nil
+		return UpdateCheck{Code: UpdateUpToDate}
 	}
-	latestVer := semver.MustParse(latest.SoftwareRevision)
 	if current != nil && !current.LessThan(latestVer) {
-		return UpdateCheck{Code: UpdateUpToDate}, nil
+		return UpdateCheck{Code: UpdateUpToDate}
 	}
-	code := UpdateAvailable
+	return UpdateCheck{Code: updateCode(all, current, latestVer), Version: latest}
+}
+
+// updateCode is MANDATORY_UPDATE when current is deprecated or a mandatory
+// version above it, up to target, exists; UPDATE_AVAILABLE otherwise.
+func updateCode(all []FirmwareVersion, current, target *semver.Version) string {
 	for _, v := range all {
 		ver, err := semver.NewVersion(v.SoftwareRevision)
 		if err != nil {
 			continue
 		}
 		currentDeprecated := current != nil && v.Deprecated && ver.Equal(current)
-		mandatoryAbove := !v.Deprecated && v.Mandatory && (current == nil || ver.GreaterThan(current))
+		mandatoryAbove := !v.Deprecated && v.Mandatory && (current == nil || ver.GreaterThan(current)) && !ver.GreaterThan(target)
 		if currentDeprecated || mandatoryAbove {
-			code = UpdateMandatory
+			return UpdateMandatory
 		}
 	}
-	return UpdateCheck{Code: code, Version: latest}, nil
+	return UpdateAvailable
 }
 
 // CheckMountUpdate handles GET /firmware/check-update?mountUid=: m is the
 // mount, read with the principal's rights. A mount that a RUNNING rollout
 // of its account offers the update to (ELIGIBLE or INSTALLING) gets the
-// rollout's version; while a RUNNING or PAUSED rollout exists for the
-// model, any other mount of the account gets the answer it would get if
-// the catalogue held nothing from the rollout's revision up.
+// rollout's version (UP_TO_DATE when rev is at or above it); while a
+// RUNNING or PAUSED rollout exists for the model, any other mount of the
+// account gets the answer it would get if the catalogue held nothing from
+// the rollout's revision up (UP_TO_DATE when that leaves no candidate).
 func (s *FirmwareService) CheckMountUpdate(ctx context.Context, p Principal, model string, rev *string, m Mount) (UpdateCheck, error) {
-	return s.CheckUpdate(ctx, p, model, rev)
+	if err := p.Authorize(ActionReadFirmware); err != nil {
+		return UpdateCheck{}, err
+	}
+	if err := validateModel(model); err != nil {
+		return UpdateCheck{}, err
+	}
+	current, err := parseRevision(rev)
+	if err != nil {
+		return UpdateCheck{}, err
+	}
+	all, _, err := s.candidates(ctx, model)
+	if err != nil {
+		return UpdateCheck{}, err
+	}
+	if s.rollouts == nil {
+		return verdict(all, current), nil
+	}
+	r, t, ok, err := s.rollouts.RolloutFor(ctx, p.AccountID, model, m.UID)
+	if err != nil {
+		return UpdateCheck{}, err
+	}
+	if !ok {
+		return verdict(all, current), nil
+	}
+	target, err := semver.NewVersion(r.SoftwareRevision)
+	if err != nil {
+		return UpdateCheck{}, err
+	}
+	offered := r.State == RolloutRunning && t != nil &&
+		(t.State == TargetStateEligible || t.State == TargetStateInstalling)
+	if offered {
+		for i := range all {
+			v, err := semver.NewVersion(all[i].SoftwareRevision)
+			if err != nil || !v.Equal(target) {
+				continue
+			}
+			if current != nil && !current.LessThan(target) {
+				return UpdateCheck{Code: UpdateUpToDate}, nil
+			}
+			return UpdateCheck{Code: updateCode(all, current, target), Version: &all[i]}, nil
+		}
+	}
+	below := make([]FirmwareVersion, 0, len(all))
+	for _, fw := range all {
+		if v, err := semver.NewVersion(fw.SoftwareRevision); err == nil && v.LessThan(target) {
+			below = append(below, fw)
+		}
+	}
+	return verdict(below, current), nil
 }
 
 // Download handles GET /firmware/download.

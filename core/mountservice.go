@@ -683,6 +683,9 @@ func (s *MountService) StateHistory(ctx context.Context, p Principal, uid string
 
 // QueryCommand handles GET /mounts/{uid}/query: one fresh signed command.
 func (s *MountService) QueryCommand(ctx context.Context, p Principal, uid, code string, params CommandParams) ([]Command, error) {
+	if code == string(CmdInstallFirmware) {
+		return s.queryInstallFirmware(ctx, p, uid, params)
+	}
 	m, err := s.owned(ctx, p, ActionQueryCommand, uid)
 	if err != nil {
 		return nil, err

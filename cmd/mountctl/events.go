@@ -179,6 +179,8 @@ func describeEvent(raw json.RawMessage) string {
 		Command *commandView `json:"command"`
 		// Job is an account-level event's (JOB_COMPLETED; no uid).
 		Job *jobView `json:"job"`
+		// Rollout is a ROLLOUT_* event's (no uid either).
+		Rollout *rolloutView `json:"rollout"`
 	}
 	if json.Unmarshal(raw, &ev) != nil {
 		return string(raw)
@@ -196,6 +198,14 @@ func describeEvent(raw json.RawMessage) string {
 	}
 	if j := ev.Job; j != nil {
 		line += fmt.Sprintf("job %s %s %s %s", j.ID, j.State, j.Code, j.Counts.text())
+	}
+	if r := ev.Rollout; r != nil {
+		state := r.State
+		if r.PausedReason != nil {
+			state += " " + *r.PausedReason
+		}
+		line += fmt.Sprintf("rollout %s %s %s %s phase %d of %d %s", r.ID, state, r.ModelNumber, r.SoftwareRevision,
+			r.OpenPhase+1, len(r.Phases), r.Counts.text())
 	}
 	return line
 }

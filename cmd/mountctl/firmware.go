@@ -49,11 +49,15 @@ func firmwareCommand(s *settings, out *printer) *cli.Command {
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "model", Usage: "model number", Required: true},
 				&cli.StringFlag{Name: "revision", Usage: "the installed software revision (default: none, so the latest is offered)"},
+				&cli.StringFlag{Name: "mount", Usage: "the mount asking, by uid: rollouts decide what it is offered"},
 			},
 			Action: func(ctx context.Context, cmd *cli.Command) error {
 				q := url.Values{"modelNumber": {cmd.String("model")}}
 				if r := cmd.String("revision"); r != "" {
 					q.Set("softwareRevision", r)
+				}
+				if m := cmd.String("mount"); m != "" {
+					q.Set("mountUid", m)
 				}
 				var res struct {
 					Code    string           `json:"code"`

@@ -89,6 +89,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 			alarmsCommand(s, out),
 			alarmRulesCommand(s, out),
 			jobsCommand(s, out),
+			rolloutsCommand(s, out),
 		},
 	}
 }

@@ -119,7 +119,7 @@ func TestAuditEveryChange(t *testing.T) {
 			const password = "a long password for ana"
 			hookURL := "http://127.0.0.1:9/hook?token=receiver-secret"
 			secrets = append(secrets, "receiver-secret", password)
-			var hookAPI, hookGQL, ruleID, alarmID, jobID string
+			var hookAPI, hookGQL, ruleID, alarmID, jobID, rolloutID string
 			var person fleet
 
 			type change struct {
@@ -243,6 +243,19 @@ func TestAuditEveryChange(t *testing.T) {
 						t.Fatal(r.Errors)
 					}
 				}},
+				{"api", "rollout.create", "", func(t *testing.T) {
+					in.publish(t, "HM-R", "1.1.0", 64)
+					a.associate(t, "AU-8", map[string]any{"modelNumber": "HM-R", "devicePublicKey": newDevice("AU-8").publicKey()})
+					a.confirm(t, "AU-8")
+					res, raw := a.call(http.MethodPost, "/api/v1/rollouts", map[string]any{"modelNumber": "HM-R", "softwareRevision": "1.1.0"})
+					if res.StatusCode != http.StatusCreated {
+						t.Fatalf("create rollout: %d %s", res.StatusCode, raw)
+					}
+					rolloutID = decode[rolloutView](t, raw).ID
+				}},
+				{"api", "rollout.pause", "", func(t *testing.T) { a.ok(t, http.MethodPost, "/api/v1/rollouts/"+rolloutID+"/pause", nil) }},
+				{"api", "rollout.resume", "", func(t *testing.T) { a.ok(t, http.MethodPost, "/api/v1/rollouts/"+rolloutID+"/resume", nil) }},
+				{"api", "rollout.cancel", "", func(t *testing.T) { a.ok(t, http.MethodPost, "/api/v1/rollouts/"+rolloutID+"/cancel", nil) }},
 				cliChange("firmware.publish", "firmware:HM-A@1.0.0", func(t *testing.T) { in.publish(t, "HM-A", "1.0.0", 64) }),
 				cliChange("firmware.deprecate", "firmware:HM-A@1.0.0", func(t *testing.T) {
 					in.runCLI("firmware", "deprecate", "--model", "HM-A", "--revision", "1.0.0")
@@ -265,6 +278,8 @@ func TestAuditEveryChange(t *testing.T) {
 					target = "alarm:" + alarmID
 				case strings.HasPrefix(c.action, "job."):
 					target = "job:" + jobID
+				case strings.HasPrefix(c.action, "rollout."):
+					target = "rollout:" + rolloutID
 				}
 				if installation[c.action] {
 					e, log, ok := eventually(t, func() []auditView { return in.auditCLI(t, "").Entries }, is(c.action, target))
