@@ -203,8 +203,8 @@ type RolloutStore interface {
 	// DecideRolloutTargets decides up to limit INSTALLING targets whose
 	// health window ended at or before now (DecideAtWindowEnd) and then
 	// the gates of their rollouts (AdvanceRollout), each rollout under
-	// its lock, and returns the events appended.
-	DecideRolloutTargets(ctx context.Context, now time.Time, limit int) ([]*Event, error)
+	// its lock, and returns how many it decided and the events appended.
+	DecideRolloutTargets(ctx context.Context, now time.Time, limit int) (int, []*Event, error)
 }
 
 // The moves a command and a report make, which the stores apply in their
@@ -656,17 +656,18 @@ func (s *RolloutService) CancelRollout(ctx context.Context, p Principal, id stri
 }
 
 // SweepRollouts decides the targets whose health window ended, and the
-// gates that follow; safe on every replica at once.
+// gates that follow, and returns how many targets it decided; safe on
+// every replica at once.
 func (s *RolloutService) SweepRollouts(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		events, err := s.store.DecideRolloutTargets(ctx, s.clock(), sweepBatch)
+		n, events, err := s.store.DecideRolloutTargets(ctx, s.clock(), sweepBatch)
 		if err != nil {
 			return total, err
 		}
 		s.wakeAll(ctx, events)
-		total += len(events)
-		if len(events) == 0 || ctx.Err() != nil {
+		total += n
+		if n < sweepBatch || ctx.Err() != nil {
 			return total, ctx.Err()
 		}
 	}

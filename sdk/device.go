@@ -19,6 +19,8 @@ type device struct {
 
 	mu      sync.Mutex
 	waiters []chan protocol.BLEMessage
+	last    *protocol.BLEMessage // the latest states message, as notified
+	acks    chan protocol.FirmwareAck
 	writeMu sync.Mutex // one command on the link at a time
 	once    sync.Once
 	done    chan struct{}
@@ -29,7 +31,11 @@ func newDevice(uid string, info protocol.BLEInfo, link BLELink, onClose func()) 
 	// stream, so it never misses the report a mount makes right after
 	// connecting.
 	hasStates := func(e DeviceEvent) bool { return e.States != nil }
-	d := &device{uid: uid, info: info, link: link, events: newBroadcaster(hasStates), done: make(chan struct{})}
+	d := &device{uid: uid, info: info, link: link, events: newBroadcaster(hasStates), done: make(chan struct{}),
+		acks: make(chan protocol.FirmwareAck, 64)}
+	if fl, ok := link.(FirmwareLink); ok {
+		go d.readAcks(fl)
+	}
 	go d.read(onClose)
 	return d
 }
@@ -54,6 +60,9 @@ func (d *device) read(onClose func()) {
 		switch msg.Type {
 		case protocol.BLEMessageStates:
 			ev.States = msg.States
+			d.mu.Lock()
+			d.last = &msg
+			d.mu.Unlock()
 		case protocol.BLEMessageResult:
 			r := resultOf(msg)
 			ev.Result = &r
@@ -70,6 +79,36 @@ func (d *device) read(onClose func()) {
 		}
 		d.mu.Unlock()
 	}
+}
+
+// readAcks keeps the firmware characteristic's latest acknowledgements
+// for an install; the oldest give way when nobody reads them.
+func (d *device) readAcks(fl FirmwareLink) {
+	for v := range fl.FirmwareAcks() {
+		a, ok := protocol.ParseFirmwareAck(v)
+		if !ok {
+			continue
+		}
+		for {
+			select {
+			case d.acks <- a:
+			default:
+				select {
+				case <-d.acks:
+				default:
+				}
+				continue
+			}
+			break
+		}
+	}
+}
+
+// lastStates is the latest states message the mount notified, nil if none.
+func (d *device) lastStates() *protocol.BLEMessage {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last
 }
 
 // watch returns the mount's messages from now on until stop is called.

@@ -28,3 +28,17 @@ type BLELink interface {
 	// Close disconnects.
 	Close() error
 }
+
+// FirmwareLink is a BLELink that also reaches the firmware characteristic
+// (docs/ble.md, "Firmware"); both radio adapters' links implement it.
+type FirmwareLink interface {
+	BLELink
+	// ReadFirmware reads the firmware characteristic: a
+	// protocol.FirmwareStatus as JSON.
+	ReadFirmware(ctx context.Context) ([]byte, error)
+	// WriteFirmware writes one frame (protocol.FirmwareFrame) with response.
+	WriteFirmware(ctx context.Context, frame []byte) error
+	// FirmwareAcks delivers the firmware characteristic's notifications
+	// (protocol.FirmwareAck, 5 bytes each) until the link closes.
+	FirmwareAcks() <-chan []byte
+}

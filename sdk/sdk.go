@@ -259,13 +259,17 @@ func (c *Client) Connect(ctx context.Context, uid string) (protocol.BLEInfo, err
 		c.engine.publish(ErrorEvent{UID: uid, Err: err, At: time.Now()})
 		return protocol.BLEInfo{}, err
 	}
-	d = newDevice(uid, info, link, func() {
+	var nd *device
+	c.mu.Lock() // onClose reads nd under c.mu: it waits for the assignment
+	nd = newDevice(uid, info, link, func() {
 		c.mu.Lock()
-		delete(c.devices, uid)
+		if c.devices[uid] == nd {
+			delete(c.devices, uid)
+		}
 		c.mu.Unlock()
 		c.engine.publish(Disconnected{UID: uid, At: time.Now()})
 	})
-	c.mu.Lock()
+	d = nd
 	c.devices[uid] = d
 	c.mu.Unlock()
 	c.engine.publish(Connected{UID: uid, Info: info, At: time.Now()})

@@ -30,8 +30,8 @@ const (
 	// SyncNoAnswer: written, but no answer came (the link was lost or the
 	// mount was silent); the API will call it UNCONFIRMED.
 	SyncNoAnswer SyncOutcome = "NO_ANSWER"
-	// SyncSkipped: Sync does not run this code (INSTALL_FIRMWARE streams an
-	// image: InstallFirmware's business).
+	// SyncSkipped: Sync did not run this command (no longer produced:
+	// INSTALL_FIRMWARE runs through InstallFirmware's path).
 	SyncSkipped SyncOutcome = "SKIPPED"
 )
 
@@ -111,14 +111,34 @@ func (c *Client) Sync(ctx context.Context, uid string) (SyncSummary, error) {
 	cmds := page.Commands[:min(len(page.Commands), MaxSyncCommands)]
 	var uploads []Upload
 	var stop error
+	installPending := 0
 	for _, pc := range cmds {
 		sc := SyncedCommand{ID: pc.ID, JobID: pc.JobID, Code: pc.Code}
 		if p, ok := protocol.ParsePayload(pc.Payload); ok && sc.ID == "" {
 			sc.ID = p.Nonce
 		}
 		if pc.Code == string(protocol.CmdInstallFirmware) {
-			sc.Outcome = SyncSkipped
+			// The image streams, the mount restarts; install uploads its
+			// receipt and report itself.
+			inst, ierr := c.install(ctx, uid, pc.BLECommand)
+			installPending += inst.Pending
+			var refused *RefusedError
+			switch {
+			case inst.Result.Accepted || (ierr == nil && inst.Report != nil):
+				sc.Outcome = SyncExecuted
+			case inst.Result.Reason != "":
+				sc.Outcome, sc.Reason = SyncRefused, inst.Result.Reason
+			default:
+				sc.Outcome = SyncNoAnswer
+			}
 			sum.Commands = append(sum.Commands, sc)
+			if ierr != nil && !errors.As(ierr, &refused) {
+				stop = ierr
+				break
+			}
+			if nd, err := c.connected(uid); err == nil {
+				d = nd // the mount restarted: a new link
+			}
 			continue
 		}
 		dl, werr := c.write(ctx, d, pc.BLECommand, confirmations[pc.Code])
@@ -144,7 +164,7 @@ func (c *Client) Sync(ctx context.Context, uid string) (SyncSummary, error) {
 	// Uploads run on a context of their own: a Sync cut short (ctx) still
 	// queues what the mount said.
 	pending, uerr := c.up.carry(context.WithoutCancel(ctx), c.cfg.UploadWait, uploads)
-	sum.Pending = pending
+	sum.Pending = pending + installPending
 	if uerr != nil {
 		uerr = fmt.Errorf("sdk: the mount answered, but uploading what it said failed: %w", uerr)
 	}

@@ -23,3 +23,19 @@ func TestStoreContract(t *testing.T) {
 		})
 	}
 }
+
+// TestRolloutContract runs the rollouts' cases of the contract suite on
+// SQLite and on PostgreSQL, each case on a fresh, migrated database.
+func TestRolloutContract(t *testing.T) {
+	for name, newURL := range testenv.Databases(t) {
+		t.Run(name, func(t *testing.T) {
+			storetest.RunRollouts(t, func(t *testing.T) storetest.Store {
+				store := MustOpen(t, newURL(t))
+				if _, err := store.Migrate(context.Background()); err != nil {
+					t.Fatalf("migrate: %v", err)
+				}
+				return store
+			})
+		})
+	}
+}

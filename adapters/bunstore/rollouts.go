@@ -459,12 +459,12 @@ func (s *Store) RolloutFor(ctx context.Context, accountID, model, uid string) (c
 // two sweepers never wait on each other in a cycle) and its targets read
 // again under the lock: of two sweepers at once, the second decides none
 // of the first's.
-func (s *Store) DecideRolloutTargets(ctx context.Context, now time.Time, limit int) ([]*core.Event, error) {
+func (s *Store) DecideRolloutTargets(ctx context.Context, now time.Time, limit int) (int, []*core.Event, error) {
 	var due []rolloutTargetRow
 	if err := s.db.NewSelect().Model(&due).Column("rollout_id", "mount_uid").
 		Where("state = 'INSTALLING' AND decide_at IS NOT NULL AND decide_at <= ?", millis(now)).
 		Order("decide_at", "rollout_id", "mount_uid").Limit(limit).Scan(ctx); err != nil || len(due) == 0 {
-		return nil, err
+		return 0, nil, err
 	}
 	byRollout := map[string][]string{}
 	for _, d := range due {
@@ -476,8 +476,9 @@ func (s *Store) DecideRolloutTargets(ctx context.Context, now time.Time, limit i
 	}
 	slices.Sort(ids)
 	var events []*core.Event
+	decided := 0
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		events = events[:0]
+		events, decided = events[:0], 0
 		for _, id := range ids {
 			r, err := s.lockRollout(ctx, tx, id)
 			if err != nil {
@@ -501,6 +502,7 @@ func (s *Store) DecideRolloutTargets(ctx context.Context, now time.Time, limit i
 					return err
 				}
 				moved = true
+				decided++
 			}
 			if !moved {
 				continue
@@ -522,9 +524,9 @@ func (s *Store) DecideRolloutTargets(ctx context.Context, now time.Time, limit i
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	return events, nil
+	return decided, events, nil
 }
 
 // checkRolloutCommand tells whether c may be issued for its rollout: the

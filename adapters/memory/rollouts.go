@@ -238,7 +238,7 @@ func (s *Store) RolloutFor(_ context.Context, accountID, model, uid string) (cor
 }
 
 // DecideRolloutTargets implements core.RolloutStore.
-func (s *Store) DecideRolloutTargets(_ context.Context, now time.Time, limit int) ([]*core.Event, error) {
+func (s *Store) DecideRolloutTargets(_ context.Context, now time.Time, limit int) (int, []*core.Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now = ms(now)
@@ -280,7 +280,7 @@ func (s *Store) DecideRolloutTargets(_ context.Context, now time.Time, limit int
 	for _, e := range out {
 		s.appendAccountLocked(e)
 	}
-	return out, nil
+	return len(all), out, nil
 }
 
 // checkRolloutCommandLocked is the database's check of a rollout command

@@ -10,3 +10,8 @@ import (
 func TestStoreContract(t *testing.T) {
 	storetest.Run(t, func(*testing.T) storetest.Store { return memory.NewStore() })
 }
+
+// TestRolloutContract runs the rollouts' cases of the contract suite.
+func TestRolloutContract(t *testing.T) {
+	storetest.RunRollouts(t, func(*testing.T) storetest.Store { return memory.NewStore() })
+}

@@ -19,6 +19,24 @@ import (
 // rollout's lock, so that each target is decided once and the counts stay
 // exact.
 
+// RunRollouts runs the rollouts' cases of the suite (TestRolloutContract
+// in the stores' packages); newStore gives each case a fresh, empty store.
+func RunRollouts(t *testing.T, newStore func(t *testing.T) Store) {
+	for _, c := range []struct {
+		name string
+		fn   func(t *testing.T, store Store)
+	}{
+		{"RolloutCreation", rolloutCreation},
+		{"RolloutProgress", rolloutProgress},
+		{"RolloutChanges", rolloutChanges},
+		{"RacingRolloutSweeps", racingRolloutSweeps},
+		{"RacingRolloutCreations", racingRolloutCreations},
+		{"RacingRolloutMoves", racingRolloutMoves},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
+	}
+}
+
 // rolloutTargetLimiter is a store whose bound of targets a test can lower.
 type rolloutTargetLimiter interface{ LimitRolloutTargets(n int) }
 
@@ -321,19 +339,19 @@ func rolloutProgress(t *testing.T, store Store) {
 	if tg := rolloutTargets(t, store, "acc_a", "ro_p")[first]; tg.NewRevisionCounter == nil || *tg.NewRevisionCounter != 5 {
 		t.Fatalf("target after the report %+v", tg)
 	}
-	if ev, err := store.DecideRolloutTargets(ctx, t0.Add(time.Minute-time.Millisecond), 100); err != nil || len(ev) != 0 {
-		t.Fatalf("decided early: %+v, %v", ev, err)
+	if n, ev, err := store.DecideRolloutTargets(ctx, t0.Add(time.Minute-time.Millisecond), 100); err != nil || n != 0 || len(ev) != 0 {
+		t.Fatalf("decided early: %d, %+v, %v", n, ev, err)
 	}
-	ev, err := store.DecideRolloutTargets(ctx, t0.Add(time.Minute), 100)
-	if err != nil || len(ev) != 1 || ev[0].Type != core.EventRolloutPhaseOpened || ev[0].Rollout.OpenPhase != 1 ||
+	n, ev, err := store.DecideRolloutTargets(ctx, t0.Add(time.Minute), 100)
+	if err != nil || n != 1 || len(ev) != 1 || ev[0].Type != core.EventRolloutPhaseOpened || ev[0].Rollout.OpenPhase != 1 ||
 		ev[0].Rollout.Counts != (core.RolloutCounts{Healthy: 1, Eligible: 3}) {
 		t.Fatalf("window end: %+v, %v", ev, err)
 	}
 	if tg := rolloutTargets(t, store, "acc_a", "ro_p")[first]; tg.State != core.TargetStateHealthy {
 		t.Fatalf("target %+v", tg)
 	}
-	if ev, err := store.DecideRolloutTargets(ctx, t0.Add(time.Hour), 100); err != nil || len(ev) != 0 {
-		t.Fatalf("decided again: %+v, %v", ev, err)
+	if n, ev, err := store.DecideRolloutTargets(ctx, t0.Add(time.Hour), 100); err != nil || n != 0 || len(ev) != 0 {
+		t.Fatalf("decided again: %d, %+v, %v", n, ev, err)
 	}
 	// Rollback: the new revision, then the old with a higher counter.
 	t2 := t0.Add(2 * time.Minute)
@@ -368,8 +386,8 @@ func rolloutProgress(t *testing.T, store Store) {
 	}
 	// The last target: no report on the new revision, FAILED at the end;
 	// the rollout completes.
-	ev, err = store.DecideRolloutTargets(ctx, t2.Add(time.Minute), 100)
-	if err != nil || len(ev) != 1 || ev[0].Type != core.EventRolloutCompleted {
+	n, ev, err = store.DecideRolloutTargets(ctx, t2.Add(time.Minute), 100)
+	if err != nil || n != 1 || len(ev) != 1 || ev[0].Type != core.EventRolloutCompleted {
 		t.Fatalf("completion: %+v, %v", ev, err)
 	}
 	if tg := rolloutTargets(t, store, "acc_a", "ro_p")[c]; tg.State != core.TargetStateFailed || tg.Reason != "no report on the new revision" {
@@ -435,8 +453,8 @@ func rolloutChanges(t *testing.T, store Store) {
 		t.Fatalf("install while paused: %v", err)
 	}
 	verifiedReport(t, store, "RC2", "acc_a", "2.0.0", 2, t0)
-	if _, err := store.DecideRolloutTargets(ctx, t0.Add(time.Minute), 100); err != nil {
-		t.Fatal(err)
+	if n, _, err := store.DecideRolloutTargets(ctx, t0.Add(time.Minute), 100); err != nil || n != 2 {
+		t.Fatalf("decided %d while paused, %v; want 2", n, err)
 	}
 	r, _ := store.Rollout(ctx, "acc_a", "ro_c")
 	if r.State != core.RolloutPaused || r.Counts != (core.RolloutCounts{Healthy: 1, Failed: 2}) {
@@ -473,8 +491,8 @@ func rolloutChanges(t *testing.T, store Store) {
 	if err != nil || cr.State != core.RolloutCanceled || !cr.EndedAt.Equal(t0) || cr.PausedReason != "" {
 		t.Fatalf("cancel: %+v, %v", cr, err)
 	}
-	if ev, err := store.DecideRolloutTargets(ctx, t0.Add(time.Hour), 100); err != nil || len(ev) != 0 {
-		t.Fatalf("a canceled rollout decided: %+v, %v", ev, err)
+	if n, ev, err := store.DecideRolloutTargets(ctx, t0.Add(time.Hour), 100); err != nil || n != 0 || len(ev) != 0 {
+		t.Fatalf("a canceled rollout decided: %d, %+v, %v", n, ev, err)
 	}
 	if tg := rolloutTargets(t, store, "acc_a", "ro_d")["RC1"]; tg.State != core.TargetStateInstalling {
 		t.Fatalf("canceled target %+v", tg)
@@ -512,18 +530,20 @@ func racingRolloutSweeps(t *testing.T, store Store) {
 		wg        sync.WaitGroup
 		mu        sync.Mutex
 		completed int
+		decided   int
 	)
 	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ev, err := store.DecideRolloutTargets(ctx, t0.Add(time.Minute), 100)
+			n, ev, err := store.DecideRolloutTargets(ctx, t0.Add(time.Minute), 100)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			mu.Lock()
 			completed += len(ev)
+			decided += n
 			mu.Unlock()
 		}()
 	}
@@ -532,6 +552,9 @@ func racingRolloutSweeps(t *testing.T, store Store) {
 	if err != nil || r.State != core.RolloutCompleted || r.Counts != (core.RolloutCounts{Healthy: n / 2, Failed: n / 2}) ||
 		r.SampleHealthy != n/2 || r.SampleFailed != n/2 {
 		t.Fatalf("rollout after racing sweeps = %+v, %v", r, err)
+	}
+	if decided != n {
+		t.Fatalf("%d decisions reported; want %d", decided, n)
 	}
 	if types, _ := rolloutEventTypes(t, store, "acc_a"); completed != 1 || len(types) != 2 {
 		t.Fatalf("%d events returned, %v logged; want one ROLLOUT_COMPLETED", completed, types)
@@ -573,5 +596,62 @@ func racingRolloutCreations(t *testing.T, store Store) {
 	}
 	if list, total, err := store.ListRollouts(ctx, "acc_a", core.Page{CurrentPage: 1, PageSize: 10}); err != nil || total != 1 || len(list) != 1 {
 		t.Fatalf("ListRollouts = %+v, %v", list, err)
+	}
+}
+
+// racingRolloutMoves: installs fetched, verified reports and refusals of
+// one rollout's mounts at once: each move takes the rollout's lock, so
+// none fails and the counts stay exact.
+func racingRolloutMoves(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a")
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	const n = 12
+	ro := newRollout("ro_m", "acc_a", []int{100}, t0)
+	ro.FailureThreshold = 100
+	for i := range n {
+		deviceMount(t, store, fmt.Sprintf("RM%02d", i), "acc_a", "RX", "1.0.0", false, t0)
+	}
+	if _, _, err := store.CreateRollout(ctx, ro, core.MountFilter{}, t0); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			uid := fmt.Sprintf("RM%02d", i)
+			if err := store.InsertCommand(ctx, installCommand(uid, "acc_a", "ro_m", i, t0), nil); err != nil {
+				t.Error(err)
+				return
+			}
+			for c := uint64(1); c <= 3; c++ {
+				var events []*core.Event
+				entry := core.StateEntry{Code: core.StateBatteryLevel, Value: fmt.Sprint(c), OccurredAt: t0.Add(-time.Duration(c) * time.Second),
+					ReceivedAt: t0, Verified: true}
+				if _, _, err := store.InsertReport(ctx, uid, "acc_a", []core.StateEntry{entry},
+					core.ReportCheck{SoftwareRevision: "2.0.0", Counter: &c, RolloutEvents: &events}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if i%3 == 0 {
+				d := core.CommandDecision{UID: uid, AccountID: "acc_a", ID: nonceOf(i), Status: core.CommandRefused, Reason: "bad image",
+					Counter: 9, Verified: true, At: t0, JobEvents: &[]*core.Event{}}
+				if _, _, err := store.DecideCommand(ctx, d, nil); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r, err := store.Rollout(ctx, "acc_a", "ro_m")
+	if err != nil || r.Counts != (core.RolloutCounts{Installing: n - n/3, Failed: n / 3}) {
+		t.Fatalf("rollout after racing moves = %+v, %v", r, err)
+	}
+	for uid, tg := range rolloutTargets(t, store, "acc_a", "ro_m") {
+		if tg.State == core.TargetStateInstalling && (tg.NewRevisionCounter == nil || *tg.NewRevisionCounter != 3) {
+			t.Fatalf("%s: %+v", uid, tg)
+		}
 	}
 }

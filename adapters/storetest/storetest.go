@@ -91,11 +91,6 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"JobCancel", jobCancel},
 		{"PendingJobs", pendingJobs},
 		{"RacingJobReceipts", racingJobReceipts},
-		{"RolloutCreation", rolloutCreation},
-		{"RolloutProgress", rolloutProgress},
-		{"RolloutChanges", rolloutChanges},
-		{"RacingRolloutSweeps", racingRolloutSweeps},
-		{"RacingRolloutCreations", racingRolloutCreations},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}

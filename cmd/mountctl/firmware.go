@@ -11,14 +11,17 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/mountd/mountd/sdk"
 )
 
 func firmwareCommand(s *settings, out *printer) *cli.Command {
 	return &cli.Command{
 		Name:  "firmware",
-		Usage: "firmware of the catalogue: list, check, download",
+		Usage: "firmware of the catalogue: list, check, download; install over BLE",
 		Commands: []*cli.Command{{
 			Name:  "list",
 			Usage: "list the catalogue's versions (deprecated ones too)",
@@ -111,7 +114,7 @@ func firmwareCommand(s *settings, out *printer) *cli.Command {
 						d.Version.ModelNumber, d.Version.SoftwareRevision, d.Version.Size, d.Version.SHA256, path)
 				})
 			},
-		}},
+		}, firmwareInstallCommand(s, out)},
 	}
 }
 
@@ -186,4 +189,67 @@ func (v firmwareVersion) line() string {
 		line += "  deprecated"
 	}
 	return line
+}
+
+// firmwareInstallCommand installs a revision on a mount nearby over BLE
+// with the SDK's InstallFirmware: the signed INSTALL_FIRMWARE, the image
+// streamed (resumed after a lost link), the receipt and the report on the
+// new revision uploaded.
+func firmwareInstallCommand(s *settings, out *printer) *cli.Command {
+	return &cli.Command{
+		Name:      "install",
+		Usage:     "install a software revision on a mount over BLE (an owner token; a rider's gets the command from pending-commands)",
+		ArgsUsage: "UID",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "revision", Usage: "software revision to install", Required: true},
+			&cli.DurationFlag{Name: "restart-wait", Value: 30 * time.Second, Usage: "how long to wait for the mount to come back on the new revision"},
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() != 1 {
+				return fmt.Errorf("give one mount uid")
+			}
+			uid := cmd.Args().First()
+			// The image streams at BLE speed: the overall limit is at
+			// least the wait for the restart and a few minutes more.
+			ctx, cancel := context.WithTimeout(ctx, max(s.Timeout, cmd.Duration("restart-wait")+5*time.Minute))
+			defer cancel()
+			client, closeClient, err := s.sdkClient()
+			if err != nil {
+				return err
+			}
+			defer closeClient()
+			var bar *progress
+			inst, err := client.InstallFirmware(ctx, uid, cmd.String("revision"), sdk.WithRestartWait(cmd.Duration("restart-wait")),
+				sdk.WithProgress(func(sent, total int64) {
+					if bar == nil {
+						bar = newProgress(total)
+						if bar == nil {
+							bar = &progress{w: io.Discard, size: total, now: time.Now}
+						}
+						bar.label = "installing"
+					}
+					bar.Set(sent)
+				}))
+			bar.Finish()
+			if err != nil {
+				return err
+			}
+			return out.print(inst, func(w io.Writer) {
+				fmt.Fprintf(w, "%s: %s installed (%d bytes", uid, inst.Revision, inst.Size)
+				if inst.Reconnects > 0 {
+					fmt.Fprintf(w, ", resumed after %d lost links", inst.Reconnects)
+				}
+				fmt.Fprintln(w, ")")
+				if inst.Result.Receipt != nil {
+					fmt.Fprintf(w, "  receipt %s, counter %d\n", inst.Result.Receipt.Outcome, inst.Result.Receipt.Counter)
+				}
+				if inst.Report != nil {
+					fmt.Fprintf(w, "  reported on %s\n", inst.Report.SoftwareRevision)
+				}
+				if inst.Pending > 0 {
+					fmt.Fprintf(w, "  %d uploads wait in the queue\n", inst.Pending)
+				}
+			})
+		},
+	}
 }

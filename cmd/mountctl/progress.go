@@ -22,6 +22,7 @@ type progress struct {
 	done  int64
 	bar   *progressbar.ProgressBar
 	rows  func() int64
+	label string // what the bar says; default "downloading"
 }
 
 // newProgress is a download's progress of size bytes on stderr, nil when
@@ -61,7 +62,26 @@ func (p *progress) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// Set moves the count to n (an install that resumes may go back).
+func (p *progress) Set(n int64) {
+	if p.start.IsZero() {
+		p.start = p.now()
+	}
+	p.done = n
+	if p.bar == nil && p.now().Sub(p.start) > time.Second {
+		p.bar = progressbar.NewOptions64(p.size, progressbar.OptionSetWriter(p.w), progressbar.OptionShowBytes(true),
+			progressbar.OptionSetDescription(p.describe()), progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionOnCompletion(func() { _, _ = io.WriteString(p.w, "\n") }))
+	}
+	if p.bar != nil {
+		_ = p.bar.Set64(n)
+	}
+}
+
 func (p *progress) describe() string {
+	if p.label != "" {
+		return p.label
+	}
 	if p.rows == nil {
 		return "downloading"
 	}

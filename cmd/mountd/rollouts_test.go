@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Rollouts over the API (docs/api.md, "Rollouts"), on both backends.
@@ -93,7 +94,9 @@ func (in *instance) checkUpdate(t *testing.T, token string, q url.Values) string
 func TestRolloutsEndToEnd(t *testing.T) {
 	for name, newConfig := range backends(t) {
 		t.Run(name, func(t *testing.T) {
-			in := start(t, newConfig(t))
+			cfg := newConfig(t)
+			cfg.WebhookAllowPrivate = true // the receivers listen on loopback
+			in := start(t, cfg)
 			a, b := newFleet(in, "A"), newFleet(in, "B")
 			model, otherModel := uniqueUID("HM"), uniqueUID("HX")
 			old, _ := in.publish(t, model, "1.0.0", 64)
@@ -151,6 +154,19 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			}
 			if list := decode[struct{ Rollouts []rolloutView }](t, a.ok(t, http.MethodGet, "/api/v1/rollouts", nil)); len(list.Rollouts) != 0 {
 				t.Fatalf("refused bodies created rollouts: %+v", list.Rollouts)
+			}
+
+			// Webhooks: the account's whole stream, and one mount's.
+			all, scoped := newReceiver(t), newReceiver(t)
+			for _, c := range []struct {
+				r    *receiver
+				body map[string]any
+			}{{all, map[string]any{"url": all.URL}}, {scoped, map[string]any{"url": scoped.URL, "mountUids": []string{uids[0]}}}} {
+				res, raw := a.call(http.MethodPost, "/api/v1/webhooks", c.body)
+				if res.StatusCode != http.StatusCreated {
+					t.Fatalf("create webhook: %d %s", res.StatusCode, raw)
+				}
+				c.r.setSecret(decode[webhookView](t, raw).Secret)
 			}
 
 			res, raw := a.call(http.MethodPost, "/api/v1/rollouts", map[string]any{"modelNumber": model, "softwareRevision": "1.1.0",
@@ -314,6 +330,9 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			}) {
 				t.Fatalf("ROLLOUT_PHASE_OPENED in the log: %+v", evs)
 			}
+			all.waitFor(t, "ROLLOUT_PHASE_OPENED delivered", func(c []webhookCall) bool {
+				return slices.Contains(types(c), "ROLLOUT_PHASE_OPENED ")
+			})
 			for _, e := range in.rolloutEvents(t, b.token, "types=ROLLOUT_PHASE_OPENED") {
 				if e.Rollout != nil && e.Rollout.ID == ro.ID {
 					t.Fatalf("another account reads %+v", e)
@@ -377,6 +396,17 @@ func TestRolloutsEndToEnd(t *testing.T) {
 				if strings.HasPrefix(e.Type, "ROLLOUT_") {
 					t.Fatalf("a rider reads %+v", e)
 				}
+			}
+			all.waitFor(t, "ROLLOUT_PAUSED delivered", func(c []webhookCall) bool {
+				return slices.Contains(types(c), "ROLLOUT_PAUSED ")
+			})
+			// The scoped webhook gets its mount's events, never the rollout's.
+			a.report(t, uids[0], entry("BATTERY_LEVEL", "50", time.Now()))
+			scopedCalls := scoped.waitFor(t, "the mount's report delivered", func(c []webhookCall) bool {
+				return slices.Contains(types(c), "STATES_REPORTED "+uids[0])
+			})
+			if slices.ContainsFunc(scopedCalls, func(c webhookCall) bool { return strings.HasPrefix(c.Type, "ROLLOUT_") }) {
+				t.Fatal("a webhook with mountUids received a rollout event")
 			}
 			// Still one per model while PAUSED.
 			res, raw = a.call(http.MethodPost, "/api/v1/rollouts", map[string]any{"modelNumber": model, "softwareRevision": "1.2.0"})

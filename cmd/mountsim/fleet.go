@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +52,22 @@ type Config struct {
 	Phones                                    int           // phones passing mounts and running their pending commands
 	PassEvery                                 time.Duration // mean time between two passes of a phone
 	Seed                                      uint64        // the phones' choices; 0: random
+	// FirmwareFailureRate is the share of mounts (0 to 1, chosen from Seed
+	// by uid) that fail after an installed update, as FirmwareFailure says.
+	FirmwareFailureRate float64
+	FirmwareFailure     string  // simmount.FailRollback (default) or simmount.FailSilent
+	DropLinkRate        float64 // share of a phone's firmware links cut midway
+}
+
+// failsAfterUpdate says whether the mount uid is among the rate share that
+// fails after an update: SHA-256 of the seed and the uid, so the same seed
+// picks the same mounts.
+func failsAfterUpdate(seed uint64, uid string, rate float64) bool {
+	if rate <= 0 {
+		return false
+	}
+	sum := sha256.Sum256(append(binary.BigEndian.AppendUint64(nil, seed), uid...))
+	return float64(binary.BigEndian.Uint64(sum[:8])>>11)/float64(1<<53) < rate
 }
 
 // maxRiderMounts bounds the mount: items of the one rider token --forge
@@ -89,17 +107,25 @@ type Summary struct {
 	// found the mount's link taken; the pending commands run and how they
 	// ended; commands left for a later pass (the Sync bound, a lost link);
 	// uploads still queued on the phones at the end.
-	Passes             int64   `json:"passes"`
-	PassesSynced       int64   `json:"passesSynced"`
-	PassesBusy         int64   `json:"passesBusy"`
-	JobCommands        int64   `json:"jobCommands"`
-	JobExecuted        int64   `json:"jobExecuted"`
-	JobRefused         int64   `json:"jobRefused"`
-	JobUnanswered      int64   `json:"jobUnanswered"`
-	JobSkipped         int64   `json:"jobSkipped"`
-	JobLeft            int64   `json:"jobLeft"`
-	PhoneUploadsQueued int64   `json:"phoneUploadsQueued"`
-	Seconds            float64 `json:"seconds"`
+	Passes             int64 `json:"passes"`
+	PassesSynced       int64 `json:"passesSynced"`
+	PassesBusy         int64 `json:"passesBusy"`
+	JobCommands        int64 `json:"jobCommands"`
+	JobExecuted        int64 `json:"jobExecuted"`
+	JobRefused         int64 `json:"jobRefused"`
+	JobUnanswered      int64 `json:"jobUnanswered"`
+	JobSkipped         int64 `json:"jobSkipped"`
+	JobLeft            int64 `json:"jobLeft"`
+	PhoneUploadsQueued int64 `json:"phoneUploadsQueued"`
+	// Firmware: mounts set to fail after an update (--firmware-failure-rate),
+	// installs the phones ran to the end (receipt EXECUTED), links cut
+	// midway (--drop-link-rate), installs after which the mount did not
+	// report on the new revision (it went silent, or had rolled back).
+	FirmwareFailing   int     `json:"firmwareFailing"`
+	FirmwareInstalled int64   `json:"firmwareInstalled"`
+	FirmwareLinksCut  int64   `json:"firmwareLinksCut"`
+	FirmwareSilent    int64   `json:"firmwareNoReport"`
+	Seconds           float64 `json:"seconds"`
 }
 
 // identity is the deterministic name of the i-th mount (from 1): uid,
@@ -143,6 +169,7 @@ type fleet struct {
 	kindsMu                                         sync.Mutex
 	kinds                                           map[string]int64
 	phones                                          phoneCounters
+	failing                                         int // mounts that fail after an update
 }
 
 func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<- string) error {
@@ -160,6 +187,16 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	}
 	if cfg.Phones > 0 && cfg.PassEvery <= 0 {
 		return errors.New("--pass-every must be positive")
+	}
+	if cfg.FirmwareFailureRate < 0 || cfg.FirmwareFailureRate > 1 || cfg.DropLinkRate < 0 || cfg.DropLinkRate > 1 {
+		return errors.New("--firmware-failure-rate and --drop-link-rate must be from 0 to 1")
+	}
+	switch cfg.FirmwareFailure {
+	case "":
+		cfg.FirmwareFailure = simmount.FailRollback
+	case simmount.FailRollback, simmount.FailSilent:
+	default:
+		return fmt.Errorf("--firmware-failure must be %s or %s", simmount.FailRollback, simmount.FailSilent)
 	}
 	var store simmount.Store
 	if cfg.StateDir != "" {
@@ -201,8 +238,14 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	for i := 1; i <= cfg.Mounts; i++ {
 		uid, serial, mac := identity(cfg.Prefix, i)
 		u := &unit{changed: make(chan struct{}, 1), legacy: i > cfg.Mounts-cfg.Legacy}
+		failure := ""
+		if failsAfterUpdate(cfg.Seed, uid, cfg.FirmwareFailureRate) {
+			failure = cfg.FirmwareFailure
+			f.failing++
+		}
 		m, err := simmount.Open(simmount.Config{
-			UID: uid, SerialNumber: serial, MACAddress: mac, ModelNumber: cfg.Model,
+			FirmwareFailure: failure,
+			UID:             uid, SerialNumber: serial, MACAddress: mac, ModelNumber: cfg.Model,
 			FirmwareRevision: cfg.FirmwareRevision, SoftwareRevision: cfg.SoftwareRevision,
 			Battery: 60 + float64(i%41), BatteryDrain: drain, Legacy: u.legacy, Store: store,
 			OnChange: func(m *simmount.Mount) { f.onChange(ctx, u) },
@@ -288,6 +331,10 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 		fmt.Fprintf(stdout, "  phones %d: passes %d (synced %d, mount busy %d), job commands run %d: executed %d, refused %d, unanswered %d, skipped %d; left for later %d; uploads queued %d\n",
 			cfg.Phones, sum.Passes, sum.PassesSynced, sum.PassesBusy, sum.JobCommands, sum.JobExecuted, sum.JobRefused, sum.JobUnanswered, sum.JobSkipped, sum.JobLeft, sum.PhoneUploadsQueued)
 	}
+	if cfg.Phones > 0 || cfg.FirmwareFailureRate > 0 {
+		fmt.Fprintf(stdout, "  firmware: mounts failing after an update %d (%s), installs %d, links cut %d, no report on the new revision %d\n",
+			sum.FirmwareFailing, cfg.FirmwareFailure, sum.FirmwareInstalled, sum.FirmwareLinksCut, sum.FirmwareSilent)
+	}
 	if cfg.Forge {
 		fmt.Fprintf(stdout, "  forged reports %d, refused %d, accepted %d\n", sum.ForgedReports, sum.ForgedRefused, sum.ForgedAccepted)
 	}
@@ -349,6 +396,9 @@ func (f *fleet) report(ctx context.Context, u *unit) {
 		return // never associated: nobody to report to
 	case u.refusedKey != nil && bytes.Equal(key, u.refusedKey) && time.Now().Before(u.retryAt):
 		return // refused for this association; wait for a new one or the back-off
+	}
+	if u.m.Silent() {
+		return // failed silent after an update: it says nothing more
 	}
 	// The mount's states message, relayed unchanged: signed unless legacy.
 	msg := u.m.Report()
@@ -569,7 +619,9 @@ func (f *fleet) summary(d time.Duration) Summary {
 		JobCommands: f.phones.commands.Load(), JobExecuted: f.phones.executed.Load(), JobRefused: f.phones.refused.Load(),
 		JobUnanswered: f.phones.unanswered.Load(), JobSkipped: f.phones.skipped.Load(), JobLeft: f.phones.left.Load(),
 		PhoneUploadsQueued: f.phones.queue.Load(),
-		Seconds:            d.Seconds(),
+		FirmwareFailing:    f.failing, FirmwareInstalled: f.phones.installed.Load(),
+		FirmwareLinksCut: f.phones.cut.Load(), FirmwareSilent: f.phones.silent.Load(),
+		Seconds: d.Seconds(),
 	}
 	f.kindsMu.Lock()
 	if len(f.kinds) > 0 {

@@ -48,6 +48,7 @@ type fakeAPI struct {
 	jobOf    map[string]string         // nonce → job
 	finished map[string]string         // job|uid → outcome that finished it
 	outcomes map[string]map[string]int // job → outcome → receipts taken
+	image    []byte                    // the firmware blob downloads answer
 }
 
 // fakeJob is a job over the whole fleet, as pending-commands offers it.
@@ -65,6 +66,7 @@ type fakeToken struct {
 
 type fakeReport struct {
 	uid      string
+	revision string // the signed softwareRevision
 	states   map[string]string
 	verified bool
 }
@@ -87,6 +89,15 @@ func newFakeAPI(t *testing.T, expiresIn time.Duration) (*fakeAPI, *httptest.Serv
 	mux.HandleFunc("POST /api/v1/mounts/{uid}/confirm-association", f.auth("owner", f.confirm))
 	mux.HandleFunc("POST /api/v1/mounts/{uid}/states", f.auth("restricted", f.states))
 	mux.HandleFunc("POST /api/v1/mounts/{uid}/commands/receipts", f.auth("restricted", f.uploadReceipts))
+	mux.HandleFunc("GET /api/v1/firmware/download", f.auth("restricted", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"downloadLink":"/api/v1/firmware/blobs/img","expiresAt":%q}`, protocol.FormatTime(time.Now().Add(time.Minute)))
+	}))
+	mux.HandleFunc("GET /api/v1/firmware/blobs/img", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		img := f.image
+		f.mu.Unlock()
+		_, _ = w.Write(img)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("unexpected %s %s", r.Method, r.URL)
 		http.NotFound(w, r)
@@ -245,7 +256,7 @@ func (f *fakeAPI) states(w http.ResponseWriter, r *http.Request) {
 		f.refuse(w, 400, "INVALID_SIGNATURE")
 		return
 	}
-	rep := fakeReport{uid: uid, states: map[string]string{}, verified: body.Signature != ""}
+	rep := fakeReport{uid: uid, revision: body.SoftwareRevision, states: map[string]string{}, verified: body.Signature != ""}
 	if rep.verified {
 		if f.counters[uid] == nil {
 			f.counters[uid] = map[uint64]bool{}

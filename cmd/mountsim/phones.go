@@ -13,8 +13,55 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/device/sim"
+	"github.com/mountd/mountd/protocol"
 	"github.com/mountd/mountd/sdk"
 )
+
+// cuttingRadio is a phone whose link to a mount is cut midway through a
+// firmware transfer now and then (--drop-link-rate): each link that
+// carries firmware is cut, with probability rate, after a random number
+// of frames (1 to 200), from the air's side, as a rider walking away.
+type cuttingRadio struct {
+	sdk.Radio
+	air  *sim.Air
+	rate float64
+	mu   sync.Mutex
+	rng  *rand.Rand
+	cut  *atomic.Int64
+}
+
+func (r *cuttingRadio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
+	l, err := r.Radio.Connect(ctx, address)
+	if err != nil {
+		return nil, err
+	}
+	fl, ok := l.(sdk.FirmwareLink)
+	if !ok {
+		return l, nil
+	}
+	r.mu.Lock()
+	after := int64(-1)
+	if r.rng.Float64() < r.rate {
+		after = 1 + r.rng.Int64N(200)
+	}
+	r.mu.Unlock()
+	return &cuttingLink{FirmwareLink: fl, r: r, address: address, after: after}, nil
+}
+
+type cuttingLink struct {
+	sdk.FirmwareLink
+	r       *cuttingRadio
+	address string
+	after   int64 // -1: never
+	written atomic.Int64
+}
+
+func (l *cuttingLink) WriteFirmware(ctx context.Context, frame []byte) error {
+	if l.written.Add(1) == l.after && l.r.air.Drop(l.address) > 0 {
+		l.r.cut.Add(1)
+	}
+	return l.FirmwareLink.WriteFirmware(ctx, frame)
+}
 
 // passTimeout bounds one pass: connecting, the Sync (at most
 // sdk.MaxSyncCommands commands) and its uploads. A phone walks on after it.
@@ -26,6 +73,7 @@ type phoneCounters struct {
 	commands, executed, refused      atomic.Int64 // pending commands run, and how they ended
 	unanswered, skipped, left, queue atomic.Int64 // no answer; not run (code); left for later (bound, lost link); uploads waiting at the end
 	busy                             atomic.Int64 // passes that found the mount's link taken by another phone
+	installed, cut, silent           atomic.Int64 // firmware installs executed; links cut midway; mounts silent after one
 }
 
 // phone is one rider's phone walking past mounts: an SDK client on the air
@@ -33,7 +81,7 @@ type phoneCounters struct {
 type phone struct {
 	n     int
 	rng   *rand.Rand
-	radio *sim.Central
+	radio sdk.Radio
 	dir   string
 	c     *sdk.Client
 	token string
@@ -66,6 +114,10 @@ func (f *fleet) runPhones(ctx context.Context, air *sim.Air) error {
 	for i := range phones {
 		phones[i] = &phone{n: i + 1, rng: rand.New(rand.NewPCG(seed, uint64(i))), radio: air.Central(),
 			dir: filepath.Join(root, fmt.Sprintf("phone-%03d", i+1))}
+		if f.cfg.DropLinkRate > 0 {
+			phones[i].radio = &cuttingRadio{Radio: phones[i].radio, air: air, rate: f.cfg.DropLinkRate,
+				rng: rand.New(rand.NewPCG(seed, uint64(i)+1<<32)), cut: &f.phones.cut}
+		}
 		if err := os.MkdirAll(phones[i].dir, 0o700); err != nil {
 			return err
 		}
@@ -142,9 +194,24 @@ func (f *fleet) pass(ctx context.Context, p *phone, u *unit) {
 	f.phones.unanswered.Add(int64(sum.Count(sdk.SyncNoAnswer)))
 	f.phones.skipped.Add(int64(sum.Count(sdk.SyncSkipped)))
 	f.phones.left.Add(int64(sum.Offered - len(sum.Commands)))
+	installed := false
+	for _, c := range sum.Commands {
+		if c.Code == string(protocol.CmdInstallFirmware) && c.Outcome == sdk.SyncExecuted {
+			f.phones.installed.Add(1)
+			installed = true
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return // stopping
+		}
+		if installed {
+			// The mount executed the install but did not report on the new
+			// revision afterwards (it went silent, or rolled back first):
+			// what a rollout must notice, not a simulator error.
+			f.phones.silent.Add(1)
+			f.log.Debug("no report on the new revision after an install", "uid", uid, "err", err)
+			return
 		}
 		f.fail(uid, "sync", err)
 		return

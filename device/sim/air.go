@@ -29,6 +29,8 @@ var (
 	ErrClosed = errors.New("sim: link closed")
 	// ErrTooLong: a frame larger than one ATT PDU of the link's MTU.
 	ErrTooLong = errors.New("sim: frame longer than MTU-3")
+	// ErrNoFirmware: the peripheral has no firmware characteristic.
+	ErrNoFirmware = errors.New("sim: no firmware characteristic")
 )
 
 // Peripheral is the firmware side of a simulated device.
@@ -45,6 +47,28 @@ type Peripheral interface {
 	Connected(conn PeripheralConn)
 }
 
+// FirmwarePeripheral is a Peripheral with the firmware characteristic
+// (docs/ble.md, "Firmware"): reads of it return FirmwareStatus().
+type FirmwarePeripheral interface {
+	Peripheral
+	// FirmwareStatus is the value of the firmware characteristic (at most
+	// 512 bytes).
+	FirmwareStatus() []byte
+}
+
+// QuietPeripheral is a Peripheral that may stop advertising (a mount
+// that failed after an update): while Advertising is false it is not
+// heard and cannot be connected to (ErrNotFound).
+type QuietPeripheral interface {
+	Peripheral
+	Advertising() bool
+}
+
+func advertises(p Peripheral) bool {
+	q, ok := p.(QuietPeripheral)
+	return !ok || q.Advertising()
+}
+
 // PeripheralConn is one link as the peripheral sees it.
 type PeripheralConn interface {
 	// Frames delivers what the central writes to the command
@@ -59,6 +83,12 @@ type PeripheralConn interface {
 	MTU() int
 	// Done is closed when the link ends.
 	Done() <-chan struct{}
+	// FirmwareFrames delivers what the central writes to the firmware
+	// characteristic, one frame each. Never closed: watch Done.
+	FirmwareFrames() <-chan []byte
+	// NotifyFirmware sends one notification on the firmware
+	// characteristic; as Notify.
+	NotifyFirmware(value []byte) error
 	// Close drops the link from the peripheral's side.
 	Close() error
 }
@@ -161,7 +191,7 @@ func (a *Air) advertising() []*device {
 	defer a.mu.Unlock()
 	out := make([]*device, 0, len(a.devices))
 	for _, d := range a.devices {
-		if len(d.links) < a.cfg.MaxLinks {
+		if len(d.links) < a.cfg.MaxLinks && advertises(d.p) {
 			out = append(out, d)
 		}
 	}
@@ -246,7 +276,7 @@ func (a *Air) connect(ctx context.Context, address string) (*link, error) {
 	}
 	a.mu.Lock()
 	d := a.devices[address]
-	if d == nil {
+	if d == nil || !advertises(d.p) {
 		a.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, address)
 	}
@@ -258,6 +288,8 @@ func (a *Air) connect(ctx context.Context, address string) (*link, error) {
 		air: a, dev: d, mtu: a.cfg.MTU,
 		toPeripheral: make(chan []byte),
 		toCentral:    make(chan []byte, a.cfg.NotifyBuffer),
+		fwIn:         make(chan []byte),
+		fwOut:        make(chan []byte, a.cfg.NotifyBuffer),
 		done:         make(chan struct{}),
 	}
 	d.links[l] = struct{}{}
@@ -288,6 +320,8 @@ type link struct {
 	mtu          int
 	toPeripheral chan []byte // unbuffered: a write returns once the firmware took it
 	toCentral    chan []byte
+	fwIn         chan []byte // firmware characteristic writes, unbuffered as toPeripheral
+	fwOut        chan []byte // firmware characteristic notifications
 
 	// notifyMu guards closing toCentral against a Notify in flight.
 	notifyMu  sync.RWMutex
@@ -305,6 +339,7 @@ func (l *link) close() {
 		l.notifyMu.Lock()
 		l.closed = true
 		close(l.toCentral)
+		close(l.fwOut)
 		l.notifyMu.Unlock()
 	})
 }
@@ -336,6 +371,10 @@ func (l *link) readInfo(ctx context.Context) ([]byte, error) {
 }
 
 func (l *link) write(ctx context.Context, frame []byte) error {
+	return l.writeTo(ctx, l.toPeripheral, frame)
+}
+
+func (l *link) writeTo(ctx context.Context, ch chan []byte, frame []byte) error {
 	if err := l.checkFrame(frame); err != nil {
 		return err
 	}
@@ -343,7 +382,7 @@ func (l *link) write(ctx context.Context, frame []byte) error {
 		return err
 	}
 	select {
-	case l.toPeripheral <- append([]byte(nil), frame...):
+	case ch <- append([]byte(nil), frame...):
 		return nil
 	case <-l.done:
 		return ErrClosed
@@ -353,6 +392,10 @@ func (l *link) write(ctx context.Context, frame []byte) error {
 }
 
 func (l *link) notify(frame []byte) error {
+	return l.notifyOn(false, frame)
+}
+
+func (l *link) notifyOn(firmware bool, frame []byte) error {
 	if err := l.checkFrame(frame); err != nil {
 		return err
 	}
@@ -364,15 +407,49 @@ func (l *link) notify(frame []byte) error {
 	if l.closed {
 		return ErrClosed
 	}
+	ch := l.toCentral
+	if firmware {
+		ch = l.fwOut
+	}
 	select {
-	case l.toCentral <- append([]byte(nil), frame...):
+	case ch <- append([]byte(nil), frame...):
 		return nil
 	case <-l.done:
 		return ErrClosed
 	}
 }
 
+// readFirmware reads the firmware characteristic; a peripheral without
+// one fails as a missing characteristic would.
+func (l *link) readFirmware(ctx context.Context) ([]byte, error) {
+	if err := l.air.pause(ctx); err != nil {
+		return nil, err
+	}
+	select {
+	case <-l.done:
+		return nil, ErrClosed
+	default:
+	}
+	fp, ok := l.dev.p.(FirmwarePeripheral)
+	if !ok {
+		return nil, ErrNoFirmware
+	}
+	v := fp.FirmwareStatus()
+	if len(v) > protocol.BLEMaxAttrValue {
+		v = v[:protocol.BLEMaxAttrValue]
+	}
+	return append([]byte(nil), v...), nil
+}
+
 type centralLink struct{ l *link }
+
+var _ sdk.FirmwareLink = centralLink{}
+
+func (c centralLink) ReadFirmware(ctx context.Context) ([]byte, error) { return c.l.readFirmware(ctx) }
+func (c centralLink) WriteFirmware(ctx context.Context, frame []byte) error {
+	return c.l.writeTo(ctx, c.l.fwIn, frame)
+}
+func (c centralLink) FirmwareAcks() <-chan []byte { return c.l.fwOut }
 
 func (c centralLink) ReadInfo(ctx context.Context) ([]byte, error) { return c.l.readInfo(ctx) }
 func (c centralLink) WriteFrame(ctx context.Context, frame []byte) error {
@@ -389,3 +466,26 @@ func (p peripheralConn) Notify(frame []byte) error { return p.l.notify(frame) }
 func (p peripheralConn) MTU() int                  { return p.l.mtu }
 func (p peripheralConn) Done() <-chan struct{}     { return p.l.done }
 func (p peripheralConn) Close() error              { p.l.close(); return nil }
+func (p peripheralConn) FirmwareFrames() <-chan []byte {
+	return p.l.fwIn
+}
+func (p peripheralConn) NotifyFirmware(value []byte) error { return p.l.notifyOn(true, value) }
+
+// Drop cuts every link of the device at address, as a phone walking out
+// of range does (the device stays on the air and advertises again). It
+// returns how many links it cut.
+func (a *Air) Drop(address string) int {
+	a.mu.Lock()
+	d := a.devices[address]
+	var links []*link
+	if d != nil {
+		for l := range d.links {
+			links = append(links, l)
+		}
+	}
+	a.mu.Unlock()
+	for _, l := range links {
+		l.close()
+	}
+	return len(links)
+}

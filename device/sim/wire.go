@@ -38,10 +38,15 @@ const (
 	msgWritten   = 'k' // air: write response
 	msgNotify    = 'n' // air: notified frame
 	msgError     = 'e' // air: request failed; payload error code byte + text
+
+	msgReadFirmware   = 'R' // central: read the firmware characteristic; answered msgFirmware or msgError
+	msgWriteFirmware  = 'W' // central: write a firmware frame with response; answered msgWritten or msgError
+	msgFirmware       = 'I' // air: the firmware characteristic's value
+	msgNotifyFirmware = 'N' // air: notification of the firmware characteristic
 )
 
 // Error codes on the wire, so a remote central gets the same sentinels.
-var wireErrors = []error{nil, ErrNotFound, ErrBusy, ErrClosed, ErrTooLong}
+var wireErrors = []error{nil, ErrNotFound, ErrBusy, ErrClosed, ErrTooLong, ErrNoFirmware}
 
 func errorPayload(err error) []byte {
 	code := byte(0)
@@ -206,6 +211,14 @@ func serveConn(ctx context.Context, air *Air, conn net.Conn) {
 			}
 			cancel()
 		}()
+		go func() {
+			for f := range l.fwOut {
+				if send(msgNotifyFirmware, f) != nil {
+					break
+				}
+			}
+			cancel()
+		}()
 		for {
 			typ, payload, err := readMsg(r)
 			if err != nil {
@@ -222,8 +235,22 @@ func serveConn(ctx context.Context, air *Air, conn net.Conn) {
 				if err != nil {
 					return
 				}
-			case msgWrite:
-				if err := l.write(ctx, payload); err != nil {
+			case msgReadFirmware:
+				v, err := l.readFirmware(ctx)
+				if err != nil {
+					err = send(msgError, errorPayload(err))
+				} else {
+					err = send(msgFirmware, v)
+				}
+				if err != nil {
+					return
+				}
+			case msgWrite, msgWriteFirmware:
+				ch := l.toPeripheral
+				if typ == msgWriteFirmware {
+					ch = l.fwIn
+				}
+				if err := l.writeTo(ctx, ch, payload); err != nil {
 					err = send(msgError, errorPayload(err))
 				} else {
 					err = send(msgWritten, nil)
@@ -346,6 +373,7 @@ func (rm *Remote) Connect(ctx context.Context, address string) (sdk.BLELink, err
 		conn:    conn,
 		mtu:     int(binary.BigEndian.Uint16(payload)),
 		frames:  make(chan []byte, 256),
+		fwAcks:  make(chan []byte, 256),
 		replies: make(chan reply, 1),
 		done:    make(chan struct{}),
 		closing: make(chan struct{}),
@@ -366,6 +394,7 @@ type remoteLink struct {
 	conn    net.Conn
 	mtu     int
 	frames  chan []byte
+	fwAcks  chan []byte
 	replies chan reply
 	done    chan struct{} // closed when the socket is gone
 	closing chan struct{} // closed by Close
@@ -375,6 +404,7 @@ type remoteLink struct {
 
 func (l *remoteLink) read(r *bufio.Reader) {
 	defer close(l.frames)
+	defer close(l.fwAcks)
 	defer close(l.done)
 	defer l.conn.Close()
 	for {
@@ -382,9 +412,13 @@ func (l *remoteLink) read(r *bufio.Reader) {
 		if err != nil {
 			return
 		}
-		if typ == msgNotify {
+		if typ == msgNotify || typ == msgNotifyFirmware {
+			ch := l.frames
+			if typ == msgNotifyFirmware {
+				ch = l.fwAcks
+			}
 			select {
-			case l.frames <- payload:
+			case ch <- payload:
 			case <-l.closing: // nobody reads any more: drop until the air hangs up
 			}
 			continue
@@ -437,6 +471,22 @@ func (l *remoteLink) WriteFrame(ctx context.Context, frame []byte) error {
 	_, err := l.request(ctx, msgWrite, frame, msgWritten)
 	return err
 }
+
+func (l *remoteLink) ReadFirmware(ctx context.Context) ([]byte, error) {
+	return l.request(ctx, msgReadFirmware, nil, msgFirmware)
+}
+
+func (l *remoteLink) WriteFirmware(ctx context.Context, frame []byte) error {
+	if err := checkFrame(frame, l.mtu); err != nil {
+		return err
+	}
+	_, err := l.request(ctx, msgWriteFirmware, frame, msgWritten)
+	return err
+}
+
+func (l *remoteLink) FirmwareAcks() <-chan []byte { return l.fwAcks }
+
+var _ sdk.FirmwareLink = (*remoteLink)(nil)
 
 func (l *remoteLink) Frames() <-chan []byte { return l.frames }
 func (l *remoteLink) MTU() int              { return l.mtu }

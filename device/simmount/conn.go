@@ -16,7 +16,29 @@ const outbox = 32
 // a slow phone.
 type peer struct {
 	conn sim.PeripheralConn
-	out  chan []byte
+	out  chan []byte // state characteristic messages; nil: hang up once what came before left
+	acks chan []byte // firmware characteristic notifications
+}
+
+// hangUp drops the link once the messages queued before it left (the
+// mount restarting after its receipt).
+func (p *peer) hangUp() { p.send(nil) }
+
+// ack queues a firmware acknowledgement; when the queue is full the
+// oldest gives way (the phone reads the offset to resume anyway).
+func (p *peer) ack(a protocol.FirmwareAck) {
+	v := a.Encode()
+	for {
+		select {
+		case p.acks <- v:
+			return
+		default:
+		}
+		select {
+		case <-p.acks:
+		default:
+		}
+	}
 }
 
 // send queues a message; when the queue is full the oldest gives way.
@@ -39,7 +61,15 @@ func (p *peer) write() {
 		select {
 		case <-p.conn.Done():
 			return
+		case v := <-p.acks:
+			if p.conn.NotifyFirmware(v) != nil {
+				return
+			}
 		case msg := <-p.out:
+			if msg == nil {
+				p.conn.Close()
+				return
+			}
 			for _, f := range protocol.SplitFrames(msg, p.conn.MTU()) {
 				if p.conn.Notify(f) != nil {
 					return
@@ -52,8 +82,13 @@ func (p *peer) write() {
 // Connected implements sim.Peripheral: the mount notifies its states once
 // the central is there, then answers every command written.
 func (m *Mount) Connected(conn sim.PeripheralConn) {
-	p := &peer{conn: conn, out: make(chan []byte, outbox)}
+	p := &peer{conn: conn, out: make(chan []byte, outbox), acks: make(chan []byte, outbox)}
 	m.mu.Lock()
+	if m.silent {
+		m.mu.Unlock()
+		conn.Close()
+		return
+	}
 	m.peers[p] = struct{}{}
 	p.send(encode(m.statesMessageLocked()))
 	m.mu.Unlock()
@@ -69,6 +104,18 @@ func (m *Mount) Connected(conn sim.PeripheralConn) {
 		select {
 		case <-conn.Done():
 			return
+		case frame := <-conn.FirmwareFrames():
+			ack, ok, receipt, restart := m.firmwareFrame(frame)
+			if ok {
+				p.ack(ack)
+			}
+			if receipt != nil {
+				p.send(encode(*receipt))
+			}
+			if restart {
+				m.restart()
+				return
+			}
 		case frame := <-conn.Frames():
 			raw, done, err := r.Add(frame)
 			if err != nil {

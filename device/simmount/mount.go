@@ -38,6 +38,22 @@ const (
 	// (its replay memory, its effect, a counter): nothing happened, and
 	// the result is unsigned.
 	ReasonStorage = "storage failure"
+	// ReasonBusy: an INSTALL_FIRMWARE for another image while a transfer
+	// is under way.
+	ReasonBusy = "busy"
+	// ReasonBadImage: the image received does not match the size or the
+	// SHA-256 of the INSTALL_FIRMWARE.
+	ReasonBadImage = "bad image"
+)
+
+// Failure modes after an update (Config.FirmwareFailure).
+const (
+	// FailSilent: after the restart the mount reports nothing more: it
+	// neither advertises nor answers.
+	FailSilent = "silent"
+	// FailRollback: the mount reports once on the new revision, then rolls
+	// back to the old one at its next report.
+	FailRollback = "rollback"
 )
 
 // maxNonces bounds the replay memory. A mount sees far fewer commands in
@@ -74,6 +90,10 @@ type Config struct {
 	// mount saves before anything that depends on it leaves).
 	Store Store
 
+	// FirmwareFailure is how the mount fails after an installed update
+	// (docs/ble.md, "Firmware"): "" none, FailSilent or FailRollback.
+	FirmwareFailure string
+
 	// Now is the mount's clock (default time.Now); tests move it.
 	Now func() time.Time
 	// Seed makes the temperature drift repeatable (default: from UID).
@@ -94,18 +114,21 @@ type Settings struct {
 
 // Status is a snapshot of the mount, for tests and tools.
 type Status struct {
-	Locked          bool
-	HelmetMounted   bool
-	Battery         float64
-	Temperature     float64
-	OwnerKey        ed25519.PublicKey // nil until associated
-	AccountID       string
-	Settings        Settings
-	Accepted        int // commands accepted since boot
-	Refused         int
-	DevicePublicKey string // hex; empty for Legacy
-	Counter         uint64 // the last counter signed with
-	StoreErrors     int    // saves that failed since boot
+	Locked           bool
+	HelmetMounted    bool
+	Battery          float64
+	Temperature      float64
+	OwnerKey         ed25519.PublicKey // nil until associated
+	AccountID        string
+	Settings         Settings
+	Accepted         int // commands accepted since boot
+	Refused          int
+	DevicePublicKey  string // hex; empty for Legacy
+	SoftwareRevision string // the revision it runs
+	Restarts         int    // restarts after an update since boot
+	Silent           bool   // failed silent after an update
+	Counter          uint64 // the last counter signed with
+	StoreErrors      int    // saves that failed since boot
 }
 
 // Mount is one simulated mount. Safe for concurrent use.
@@ -135,6 +158,14 @@ type Mount struct {
 	refused     int
 	storeErrors int
 	peers       map[*peer]struct{}
+
+	revision   string    // the software revision it runs
+	xfer       *transfer // the firmware transfer under way, if any
+	deferred   bool      // set by executeLocked: the result is no receipt yet (a transfer opened)
+	silent     bool      // failed silent after an update
+	rollbackTo string    // failing by rollback: the revision it goes back to
+	newReports int       // states signed on the new revision while rollbackTo is set
+	restarts   int
 }
 
 // New boots a mount (Open) whose Store cannot fail to load, such as the
@@ -185,10 +216,11 @@ func Open(cfg Config) (*Mount, error) {
 		cfg: cfg, bootAt: now,
 		locked: true, helmet: true, lockAt: now, helmetAt: now,
 		temp: cfg.Temperature, tempAt: now,
-		rng:    rand.New(rand.NewPCG(cfg.Seed, 0x6d6e7464)),
-		tags:   map[string]bool{},
-		nonces: map[string]int64{},
-		peers:  map[*peer]struct{}{},
+		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x6d6e7464)),
+		tags:     map[string]bool{},
+		nonces:   map[string]int64{},
+		peers:    map[*peer]struct{}{},
+		revision: cfg.SoftwareRevision,
 	}
 	st, found, err := cfg.Store.Load(cfg.UID)
 	if err != nil {
@@ -231,6 +263,7 @@ func (m *Mount) persistedLocked() State {
 		AccountID: m.accountID, Settings: m.settings,
 		Locked: m.locked, HelmetMounted: m.helmet, LockAt: m.lockAt, HelmetAt: m.helmetAt,
 		Nonces: m.nonces, Floor: m.floor,
+		SoftwareRevision: m.revision, Silent: m.silent, RollbackTo: m.rollbackTo, NewReports: m.newReports,
 	}
 	if m.owner != nil {
 		s.OwnerKey = hex.EncodeToString(m.owner)
@@ -262,6 +295,10 @@ func (m *Mount) applyLocked(s State) error {
 		m.nonces = map[string]int64{}
 	}
 	m.floor = s.Floor
+	if s.SoftwareRevision != "" {
+		m.revision = s.SoftwareRevision
+	}
+	m.silent, m.rollbackTo, m.newReports = s.Silent, s.RollbackTo, s.NewReports
 	return nil
 }
 
@@ -296,9 +333,12 @@ func (m *Mount) UID() string { return m.cfg.UID }
 
 // BLEInfo is the identity the info characteristic holds.
 func (m *Mount) BLEInfo() protocol.BLEInfo {
+	m.mu.Lock()
+	revision := m.revision
+	m.mu.Unlock()
 	return protocol.BLEInfo{
 		UID: m.cfg.UID, SerialNumber: m.cfg.SerialNumber, MACAddress: m.cfg.MACAddress,
-		FirmwareRevision: m.cfg.FirmwareRevision, SoftwareRevision: m.cfg.SoftwareRevision,
+		FirmwareRevision: m.cfg.FirmwareRevision, SoftwareRevision: revision,
 		ModelNumber: m.cfg.ModelNumber, DevicePublicKey: m.devicePublicKey(),
 	}
 }
@@ -336,18 +376,27 @@ func (m *Mount) statesMessageLocked() protocol.BLEMessage {
 	if m.deviceKey == nil {
 		return msg
 	}
+	if m.rollbackTo != "" {
+		// Failing by rollback: one report on the new revision, then back.
+		if m.newReports >= 1 {
+			m.revision, m.rollbackTo, m.newReports = m.rollbackTo, "", 0
+		} else {
+			m.newReports++
+		}
+		_ = m.saveLocked(m.reserved) // best effort, as the firmware that rolls back
+	}
 	counter, ok := m.nextCounterLocked()
 	if !ok {
 		return msg
 	}
-	r := protocol.Report{UID: m.cfg.UID, Counter: counter, SoftwareRevision: m.cfg.SoftwareRevision}
+	r := protocol.Report{UID: m.cfg.UID, Counter: counter, SoftwareRevision: m.revision}
 	for _, e := range msg.States {
 		// The text covers the instant as the message states it (ms), so
 		// the server, parsing occurredAt, rebuilds the same text.
 		at, _ := time.Parse(protocol.TimeLayout, e.OccurredAt)
 		r.Entries = append(r.Entries, protocol.ReportEntry{Code: protocol.StateCode(e.Code), Value: e.Value, OccurredAt: at})
 	}
-	msg.Counter, msg.SoftwareRevision = &counter, m.cfg.SoftwareRevision
+	msg.Counter, msg.SoftwareRevision = &counter, m.revision
 	msg.Signature = protocol.Sign(m.deviceKey, protocol.BuildReportText(r))
 	return msg
 }
@@ -408,6 +457,7 @@ func (m *Mount) Status() Status {
 		OwnerKey: slices.Clone(m.owner), AccountID: m.accountID,
 		Settings: m.settings, Accepted: m.accepted, Refused: m.refused,
 		DevicePublicKey: m.devicePublicKey(), Counter: m.counter, StoreErrors: m.storeErrors,
+		SoftwareRevision: m.revision, Restarts: m.restarts, Silent: m.silent,
 	}
 	s.Settings.Tags = m.tagListLocked()
 	return s
@@ -516,7 +566,10 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 	defer m.mu.Unlock()
 	now := m.cfg.Now()
 	before := m.persistedLocked().clone()
+	xferBefore := m.xfer
+	m.deferred = false
 	reason, verified, lockChanged, notify := m.executeLocked(cmd, p, now)
+	deferred := m.deferred && reason == ""
 	if verified {
 		// The replay memory and the effect are saved before the result
 		// leaves, with the counter reservation the receipt needs.
@@ -526,7 +579,8 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 		}
 		if m.saveLocked(reserved) != nil {
 			_ = m.applyLocked(before)
-			reason, verified, lockChanged, notify = ReasonStorage, false, false, false
+			m.xfer = xferBefore
+			reason, verified, lockChanged, notify, deferred = ReasonStorage, false, false, false, false
 		}
 	}
 	res.Reason, res.Accepted = reason, reason == ""
@@ -535,7 +589,7 @@ func (m *Mount) handle(raw []byte) (res protocol.BLEMessage, lockChanged, notify
 	} else {
 		m.refused++
 	}
-	if verified && m.deviceKey != nil {
+	if verified && m.deviceKey != nil && !deferred {
 		m.counter++
 		at := protocol.FormatTime(now)
 		atTime, _ := time.Parse(protocol.TimeLayout, at)
@@ -638,6 +692,8 @@ func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now t
 			next[protocol.NormalizeTagUID(tag)] = true
 		}
 		m.tags = next
+	case protocol.CmdInstallFirmware:
+		return m.installLocked(p, now), true, false, false
 	default:
 		return ReasonUnknown, true, false, false
 	}

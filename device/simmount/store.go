@@ -34,6 +34,15 @@ type State struct {
 	HelmetAt      time.Time        `json:"helmetAt"`
 	Nonces        map[string]int64 `json:"nonces"` // accepted nonce → payload time (Unix ms)
 	Floor         int64            `json:"floor"`  // commands generated at or before this (Unix ms) are refused
+
+	// SoftwareRevision is the revision an installed update brought; empty:
+	// the configured one.
+	SoftwareRevision string `json:"softwareRevision,omitempty"`
+	// Silent, RollbackTo and NewReports keep a failing update's course
+	// (Config.FirmwareFailure) across restarts.
+	Silent     bool   `json:"silent,omitempty"`
+	RollbackTo string `json:"rollbackTo,omitempty"`
+	NewReports int    `json:"newReports,omitempty"`
 }
 
 func (s State) clone() State {

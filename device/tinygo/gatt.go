@@ -1,8 +1,8 @@
 // Package tinygo is the real BLE radio: sdk.Radio and sdk.BLELink over
 // tinygo.org/x/bluetooth, which on Linux drives BlueZ through D-Bus (no
 // cgo). It follows docs/ble.md exactly as the simulated radio does: scan
-// filtered on the mount service, connect, discover the three
-// characteristics, read info, write command frames with response, take
+// filtered on the mount service, connect, discover the
+// characteristics (the firmware one when the mount has it), read info, write command frames with response, take
 // state frames as notifications.
 package tinygo
 
@@ -20,6 +20,8 @@ var (
 	infoUUID    = mustUUID(protocol.BLEInfoUUID)
 	commandUUID = mustUUID(protocol.BLECommandUUID)
 	stateUUID   = mustUUID(protocol.BLEStateUUID)
+	// firmwareUUID is discovered on its own: older firmware lacks it.
+	firmwareUUID = mustUUID(protocol.BLEFirmwareUUID)
 )
 
 func mustUUID(s string) bluetooth.UUID {

@@ -11,16 +11,17 @@ import (
 // mount and discovery finds nothing.
 func TestUUIDs(t *testing.T) {
 	for want, got := range map[string]interface{ String() string }{
-		protocol.BLEServiceUUID: serviceUUID,
-		protocol.BLEInfoUUID:    infoUUID,
-		protocol.BLECommandUUID: commandUUID,
-		protocol.BLEStateUUID:   stateUUID,
+		protocol.BLEServiceUUID:  serviceUUID,
+		protocol.BLEInfoUUID:     infoUUID,
+		protocol.BLECommandUUID:  commandUUID,
+		protocol.BLEStateUUID:    stateUUID,
+		protocol.BLEFirmwareUUID: firmwareUUID,
 	} {
 		if !strings.EqualFold(got.String(), want) {
 			t.Errorf("parsed %s, prints %s", want, got)
 		}
 	}
-	if serviceUUID == infoUUID || infoUUID == commandUUID || commandUUID == stateUUID {
+	if serviceUUID == infoUUID || infoUUID == commandUUID || commandUUID == stateUUID || stateUUID == firmwareUUID {
 		t.Fatal("UUIDs collide")
 	}
 	if serviceUUID.Is16Bit() || serviceUUID.Is32Bit() {

@@ -159,13 +159,21 @@ func discover(dev bluetooth.Device) (*link, error) {
 		return nil, fmt.Errorf("mount characteristics: %w", err)
 	}
 	l := &link{dev: dev, info: chars[0], command: chars[1], state: chars[2],
-		mtu: protocol.BLEDefaultMTU, frames: make(chan []byte, 256), done: make(chan struct{})}
+		mtu: protocol.BLEDefaultMTU, frames: make(chan []byte, 256), acks: make(chan []byte, 256), done: make(chan struct{})}
 	// BlueZ negotiates the MTU on connection; the characteristic reports it.
 	if mtu, err := l.state.GetMTU(); err == nil && mtu >= protocol.BLEDefaultMTU {
 		l.mtu = int(mtu)
 	}
 	if err := l.state.EnableNotifications(l.deliver); err != nil {
 		return nil, fmt.Errorf("enable notifications: %w", err)
+	}
+	// The firmware characteristic (docs/ble.md, "Firmware"): optional, as
+	// older firmware has none; its acknowledgements are notified.
+	if fw, err := services[0].DiscoverCharacteristics([]bluetooth.UUID{firmwareUUID}); err == nil && len(fw) == 1 {
+		l.firmware, l.hasFirmware = fw[0], true
+		if err := l.firmware.EnableNotifications(l.deliverAck); err != nil {
+			return nil, fmt.Errorf("enable firmware notifications: %w", err)
+		}
 	}
 	return l, nil
 }
@@ -174,9 +182,12 @@ func discover(dev bluetooth.Device) (*link, error) {
 type link struct {
 	dev                  bluetooth.Device
 	info, command, state bluetooth.DeviceCharacteristic
+	firmware             bluetooth.DeviceCharacteristic
+	hasFirmware          bool
 	mtu                  int
 
 	frames   chan []byte
+	acks     chan []byte // firmware characteristic notifications
 	done     chan struct{}
 	notifyMu sync.RWMutex // guards closing frames against deliver
 	closed   bool
@@ -195,6 +206,55 @@ func (l *link) deliver(value []byte) {
 	case <-l.done:
 	}
 }
+
+// deliverAck takes one firmware acknowledgement from BlueZ.
+func (l *link) deliverAck(value []byte) {
+	l.notifyMu.RLock()
+	defer l.notifyMu.RUnlock()
+	if l.closed {
+		return
+	}
+	select {
+	case l.acks <- append([]byte(nil), value...):
+	case <-l.done:
+	}
+}
+
+// ErrNoFirmware is returned by the firmware calls on a mount without the
+// firmware characteristic (older firmware).
+var ErrNoFirmware = errors.New("tinygo: the mount has no firmware characteristic")
+
+var _ sdk.FirmwareLink = (*link)(nil)
+
+func (l *link) ReadFirmware(ctx context.Context) ([]byte, error) {
+	if !l.hasFirmware {
+		return nil, ErrNoFirmware
+	}
+	if l.isClosed() {
+		return nil, ErrClosed
+	}
+	return await(ctx, func() ([]byte, error) {
+		buf := make([]byte, protocol.BLEMaxAttrValue)
+		n, err := l.firmware.Read(buf)
+		return buf[:min(n, len(buf))], err
+	}, nil)
+}
+
+func (l *link) WriteFirmware(ctx context.Context, frame []byte) error {
+	if !l.hasFirmware {
+		return ErrNoFirmware
+	}
+	if !protocol.FrameFits(frame, l.mtu) {
+		return fmt.Errorf("tinygo: firmware frame of %d bytes at MTU %d", len(frame), l.mtu)
+	}
+	if l.isClosed() {
+		return ErrClosed
+	}
+	_, err := await(ctx, func() (int, error) { return l.firmware.Write(frame) }, nil)
+	return err
+}
+
+func (l *link) FirmwareAcks() <-chan []byte { return l.acks }
 
 // watch notices the mount going away: BlueZ tells the library's connect
 // handler only about disconnections asked for here, so it polls.
@@ -256,10 +316,14 @@ func (l *link) Close() error {
 	l.once.Do(func() {
 		close(l.done)
 		_ = l.state.EnableNotifications(nil)
+		if l.hasFirmware {
+			_ = l.firmware.EnableNotifications(nil)
+		}
 		err = l.dev.Disconnect()
 		l.notifyMu.Lock()
 		l.closed = true
 		close(l.frames)
+		close(l.acks)
 		l.notifyMu.Unlock()
 	})
 	return err
