@@ -344,9 +344,9 @@ func (r *rolloutRig) checkHealthy(targets map[string]simTargetView) {
 		if tg.State != "HEALTHY" {
 			continue
 		}
-		m := decode[mountView](r.t, r.a.ok(r.t, http.MethodGet, "/api/v1/mounts/"+uid, nil))
-		if m.SoftwareRevision != r.to {
-			r.t.Errorf("HEALTHY %s is on %q", uid, m.SoftwareRevision)
+		m := decode[[]mountView](r.t, r.a.ok(r.t, http.MethodGet, "/api/v1/mounts/"+uid, nil))
+		if len(m) != 1 || m[0].SoftwareRevision != r.to {
+			r.t.Errorf("HEALTHY %s: %+v", uid, m)
 		}
 		if tg.InstallingSince == nil {
 			r.t.Errorf("HEALTHY %s never installed: %+v", uid, tg)

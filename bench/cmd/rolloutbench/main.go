@@ -553,13 +553,13 @@ func checkTarget(ctx context.Context, api *client.Client, t targetView, opened m
 	if t.State != "HEALTHY" {
 		return outside, installs, false, nil
 	}
-	var m struct {
+	var m []struct { // GET /mounts/{uid} answers a list of one
 		SoftwareRevision string `json:"softwareRevision"`
 	}
 	if err := api.Do(ctx, http.MethodGet, "/mounts/"+t.UID, nil, &m); err != nil {
 		return false, 0, false, err
 	}
-	if m.SoftwareRevision != toRevision || t.InstallingSince == nil {
+	if len(m) != 1 || m[0].SoftwareRevision != toRevision || t.InstallingSince == nil {
 		return outside, installs, true, nil
 	}
 	var st struct {
