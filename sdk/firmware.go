@@ -51,7 +51,7 @@ func WithProgress(f InstallProgress) InstallOption {
 }
 
 // WithRestartWait bounds the wait for the mount to come back on the new
-// revision after its receipt (default 30 s).
+// revision after its receipt (default Config.RestartWait).
 func WithRestartWait(d time.Duration) InstallOption {
 	return func(c *installConfig) { c.restartWait = d }
 }
@@ -121,7 +121,7 @@ func (c *Client) installCommand(ctx context.Context, uid, revision string) (prot
 // install runs a signed INSTALL_FIRMWARE (InstallFirmware's, or one Sync
 // got from pending-commands) at a connected mount.
 func (c *Client) install(ctx context.Context, uid string, cmd protocol.BLECommand, opts ...InstallOption) (Installation, error) {
-	cfg := installConfig{restartWait: 30 * time.Second}
+	cfg := installConfig{restartWait: c.cfg.RestartWait}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -160,7 +160,7 @@ func (c *Client) install(ctx context.Context, uid string, cmd protocol.BLEComman
 		return out, errors.Join(err, uerr)
 	}
 
-	result, err := c.stream(ctx, uid, d, p.Nonce, revision, image, cfg, &out)
+	result, last, err := c.stream(ctx, uid, d, p.Nonce, revision, image, cfg, &out)
 	var uploads []Upload
 	if result != nil {
 		out.Result = resultOf(*result)
@@ -171,7 +171,11 @@ func (c *Client) install(ctx context.Context, uid string, cmd protocol.BLEComman
 	}
 	if err == nil {
 		var report *protocol.BLEMessage
-		report, err = c.awaitRevision(ctx, uid, revision, cfg.restartWait)
+		restarting := last
+		if result == nil {
+			restarting = nil // it restarted while the link was down: last is its new link
+		}
+		report, err = c.awaitRevision(ctx, uid, revision, restarting, cfg.restartWait)
 		if report != nil {
 			out.Report = reportOf(*report)
 			uploads = append(uploads, Upload{UID: uid, States: out.Report})
@@ -227,26 +231,28 @@ func (c *Client) download(ctx context.Context, model, revision string, size int6
 }
 
 // stream sends image from the mount's offset on, reconnecting when the
-// link drops, until the mount's result for nonce.
+// link drops, until the mount's result for nonce. It returns the device
+// (link) it ended on.
 func (c *Client) stream(ctx context.Context, uid string, d *device, nonce, revision string, image []byte,
-	cfg installConfig, out *Installation) (*protocol.BLEMessage, error) {
+	cfg installConfig, out *Installation) (*protocol.BLEMessage, *device, error) {
 	size := int64(len(image))
+	before := d.info.SoftwareRevision
 	for {
 		res, err := c.streamOnce(ctx, d, nonce, image, cfg)
 		if res != nil || err == nil || ctx.Err() != nil || !errors.Is(err, ErrNotConnected) {
-			return res, err
+			return res, d, err
 		}
 		if out.Reconnects >= MaxInstallReconnects {
-			return nil, err
+			return nil, d, err
 		}
 		out.Reconnects++
 		if d, err = c.reconnect(ctx, uid, d); err != nil {
-			return nil, err
+			return nil, d, err
 		}
-		if d.info.SoftwareRevision == revision {
+		if d.info.SoftwareRevision == revision && before != revision {
 			// It completed and restarted while the link was down: its
 			// receipt is lost with it, its report will tell.
-			return nil, nil
+			return nil, d, nil
 		}
 		if cfg.progress != nil {
 			cfg.progress(0, size)
@@ -381,16 +387,17 @@ func (c *Client) reconnect(ctx context.Context, uid string, old *device) (*devic
 
 // awaitRevision waits, within wait, for the mount to come back after its
 // restart and to notify states on revision; it returns that message.
-func (c *Client) awaitRevision(ctx context.Context, uid, revision string, wait time.Duration) (*protocol.BLEMessage, error) {
+// restarting is the link the receipt came on, which the restart drops;
+// nil when the mount is back already.
+func (c *Client) awaitRevision(ctx context.Context, uid, revision string, restarting *device, wait time.Duration) (*protocol.BLEMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	var old *device
-	if d, err := c.connected(uid); err == nil {
-		if d.info.SoftwareRevision == revision {
-			old = nil // already back on it (the restart happened while reconnecting)
-		} else {
-			old = d
-			<-d.done // the restart drops the link
+	old := restarting
+	if old != nil {
+		select {
+		case <-old.done: // the restart drops the link
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: the mount did not restart after its receipt", ErrTimeout)
 		}
 	}
 	for {

@@ -218,3 +218,47 @@ func TestSyncInstallsFirmware(t *testing.T) {
 		t.Fatalf("InstallFirmware through pending-commands: %+v, %v", inst, err)
 	}
 }
+
+// corruptingLink flips a byte of the first firmware frame, as a broken
+// radio would: the mount's SHA-256 check catches it.
+type corruptingRadio struct{ sdk.Radio }
+
+func (r corruptingRadio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
+	l, err := r.Radio.Connect(ctx, address)
+	if err != nil {
+		return nil, err
+	}
+	return &corruptingLink{FirmwareLink: l.(sdk.FirmwareLink)}, nil
+}
+
+type corruptingLink struct {
+	sdk.FirmwareLink
+	done bool
+}
+
+func (l *corruptingLink) WriteFirmware(ctx context.Context, frame []byte) error {
+	if !l.done {
+		l.done = true
+		frame = append([]byte(nil), frame...)
+		frame[len(frame)-1] ^= 0xff
+	}
+	return l.FirmwareLink.WriteFirmware(ctx, frame)
+}
+
+// The mount refuses an image damaged on the way: a *RefusedError with
+// reason "bad image", its signed receipt uploaded, the revision unchanged.
+func TestInstallFirmwareBadImageRefused(t *testing.T) {
+	f := newFirmwareAPI(t, 1000)
+	c := f.phone(t, "", func(r sdk.Radio) sdk.Radio { return corruptingRadio{r} })
+	inst, err := c.InstallFirmware(context.Background(), f.mount.UID(), "2.0.0")
+	var refused *sdk.RefusedError
+	if !errors.As(err, &refused) || refused.Reason != "bad image" || inst.Result.Receipt == nil {
+		t.Fatalf("InstallFirmware: %+v, %v", inst, err)
+	}
+	if st := f.mount.Status(); st.SoftwareRevision != "1.0.0" || st.Restarts != 0 {
+		t.Fatalf("mount %+v", st)
+	}
+	if receipts, _ := f.api.got(); len(receipts) != 1 || receipts[0].Outcome != protocol.OutcomeRefused || receipts[0].Reason != "bad image" {
+		t.Fatalf("receipts %+v", receipts)
+	}
+}

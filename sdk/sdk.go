@@ -42,6 +42,10 @@ type Config struct {
 	// ConfirmTimeout bounds the wait for a mount to confirm a command
 	// (default 10 s).
 	ConfirmTimeout time.Duration
+	// RestartWait bounds the wait for a mount to come back on the new
+	// revision after a firmware install (InstallFirmware, Sync; default
+	// 30 s); WithRestartWait overrides it for one install.
+	RestartWait time.Duration
 
 	// QueueDir is the directory of the upload queue: what the mount said
 	// (signed states, receipts) that could not reach the API waits there,
@@ -118,6 +122,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.ConfirmTimeout <= 0 {
 		cfg.ConfirmTimeout = 10 * time.Second
+	}
+	if cfg.RestartWait <= 0 {
+		cfg.RestartWait = 30 * time.Second
 	}
 	if cfg.QueueMaxItems <= 0 {
 		cfg.QueueMaxItems = 1000

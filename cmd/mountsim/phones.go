@@ -67,6 +67,11 @@ func (l *cuttingLink) WriteFirmware(ctx context.Context, frame []byte) error {
 // sdk.MaxSyncCommands commands) and its uploads. A phone walks on after it.
 const passTimeout = 2 * time.Minute
 
+// installRestartWait bounds a phone's wait for a mount to come back after
+// a firmware install: a simulated mount restarts at once, and one failing
+// silent never comes back, so the phone walks on sooner than an app would.
+const installRestartWait = 5 * time.Second
+
 // phoneCounters are what the phones did, for the summary.
 type phoneCounters struct {
 	passes, synced                   atomic.Int64 // passes; those whose Sync ended without error
@@ -239,7 +244,7 @@ func (f *fleet) phoneClient(p *phone) error {
 		p.c = nil
 	}
 	c, err := sdk.New(sdk.Config{BaseURL: strings.TrimRight(f.cfg.API, "/") + "/api/v1", Token: tok, Radio: p.radio, QueueDir: p.dir,
-		HTTPClient: f.api.http, Logger: f.log})
+		HTTPClient: f.api.http, Logger: f.log, RestartWait: installRestartWait})
 	if err != nil {
 		return err
 	}
