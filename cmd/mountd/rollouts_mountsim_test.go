@@ -77,6 +77,7 @@ type rolloutSimSummary struct {
 	ErrorsByKind map[string]int64 `json:"errorsByKind"`
 	Passes       int64            `json:"passes"`
 	Raw          json.RawMessage  `json:"-"`
+	Log          string           `json:"-"` // mountsim's warnings
 }
 
 // rolloutRig is one backend's mountd, an account, the firmware catalogue
@@ -155,7 +156,7 @@ func (s *rolloutSim) stop() rolloutSimSummary {
 	if err := json.Unmarshal(s.out.Bytes(), &sum); err != nil {
 		s.t.Fatalf("mountsim summary %q: %v\n%s", s.out.String(), err, s.errs.String())
 	}
-	sum.Raw = bytes.TrimSpace(s.out.Bytes())
+	sum.Raw, sum.Log = bytes.TrimSpace(s.out.Bytes()), s.errs.String()
 	return sum
 }
 
@@ -416,7 +417,7 @@ func TestRolloutOverMountsimClean(t *testing.T) {
 			r.checkOffers(ro.ID, targets, phaseOpened(t, events))
 			r.checkHealthy(targets)
 			if sum := sim.stop(); sum.Errors != 0 {
-				t.Fatalf("mountsim: %s", sum.Raw)
+				t.Fatalf("mountsim: %s\n%s", sum.Raw, sum.Log)
 			}
 		})
 	}
@@ -477,7 +478,7 @@ func TestRolloutOverMountsimBadThenResumed(t *testing.T) {
 				r.checkHealthy(targets)
 				failedAtPause := ro.Counts.Failed
 				if sum := sim.stop(); sum.Errors != 0 {
-					t.Fatalf("mountsim: %s", sum.Raw)
+					t.Fatalf("mountsim: %s\n%s", sum.Raw, sum.Log)
 				}
 				sim = r.sim("--seed", "21")
 
@@ -510,7 +511,7 @@ func TestRolloutOverMountsimBadThenResumed(t *testing.T) {
 				r.checkOffers(ro.ID, targets, phaseOpened(t, events))
 				r.checkHealthy(targets)
 				if sum := sim.stop(); sum.Errors != 0 {
-					t.Fatalf("mountsim after the restart: %s", sum.Raw)
+					t.Fatalf("mountsim after the restart: %s\n%s", sum.Raw, sum.Log)
 				}
 			})
 		}

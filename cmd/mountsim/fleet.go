@@ -104,7 +104,7 @@ type Summary struct {
 	ForgedRefused  int64 `json:"forgedRefused"`
 	ForgedAccepted int64 `json:"forgedAccepted"`
 	// --phones: passes made, those whose Sync ended well, and those that
-	// found the mount's link taken; the pending commands run and how they
+	// found the mount's link taken (or did not hear it: failed silent); the pending commands run and how they
 	// ended; commands left for a later pass (the Sync bound, a lost link);
 	// uploads still queued on the phones at the end.
 	Passes             int64 `json:"passes"`

@@ -184,8 +184,11 @@ func (f *fleet) pass(ctx context.Context, p *phone, u *unit) {
 	defer cancel()
 	uid := u.m.UID()
 	if _, err := p.c.Connect(ctx, uid); err != nil {
-		if errors.Is(err, sim.ErrBusy) || errors.Is(err, sdk.ErrNotFound) {
-			f.phones.busy.Add(1) // another phone holds the mount's one link: it walks on
+		if errors.Is(err, sim.ErrBusy) || errors.Is(err, sdk.ErrNotFound) || errors.Is(err, sim.ErrNotFound) {
+			// Another phone holds the mount's one link, or the mount is not
+			// heard (it failed silent after an update; the phone's scan had
+			// seen it before): the phone walks on.
+			f.phones.busy.Add(1)
 			return
 		}
 		f.fail(uid, "connect", err)
