@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -76,6 +75,10 @@ type rolloutSimSummary struct {
 	Errors       int64            `json:"errors"`
 	ErrorsByKind map[string]int64 `json:"errorsByKind"`
 	Passes       int64            `json:"passes"`
+	Installed    int64            `json:"firmwareInstalled"`
+	LinksCut     int64            `json:"firmwareLinksCut"`
+	Resumed      int64            `json:"firmwareResumed"`
+	StartedOver  int64            `json:"firmwareStartedOver"`
 	Raw          json.RawMessage  `json:"-"`
 	Log          string           `json:"-"` // mountsim's warnings
 }
@@ -518,5 +521,39 @@ func TestRolloutOverMountsimBadThenResumed(t *testing.T) {
 	}
 }
 
-// silence unused until the link-drop test lands.
-var _ = filepath.Join
+// TestRolloutOverMountsimLinkDrops: phones lose their link to the mount
+// midway through half of the firmware transfers (mountsim
+// --drop-link-rate); the SDK reconnects and the transfer goes on from the
+// offset the mount holds, never from 0; every target ends HEALTHY.
+func TestRolloutOverMountsimLinkDrops(t *testing.T) {
+	t.Parallel()
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := newRolloutRig(t, mk(t), 20)
+			sim := r.sim("--associate", "--seed", "22", "--drop-link-rate", "0.5")
+			r.waitReporting()
+			ro := r.create(map[string]any{"phases": []int{100}, "failureThreshold": 0, "minSample": 1,
+				"healthWindow": "5s", "requireIdle": false})
+			ro = r.waitRollout(ro.ID, "the rollout COMPLETED", func(ro simRolloutView) bool {
+				if ro.State != "RUNNING" && ro.State != "COMPLETED" {
+					t.Fatalf("rollout %+v", ro)
+				}
+				return ro.State == "COMPLETED"
+			})
+			if ro.Counts.Healthy != r.mounts {
+				t.Fatalf("completed rollout %+v", ro)
+			}
+			targets := r.targets(ro.ID)
+			r.checkOffers(ro.ID, targets, phaseOpened(t, r.events(ro.ID)))
+			r.checkHealthy(targets)
+			sum := sim.stop()
+			if sum.LinksCut == 0 || sum.Resumed == 0 || sum.StartedOver != 0 || sum.Installed < int64(r.mounts) {
+				t.Fatalf("mountsim: links cut %d, transfers resumed %d, started over %d, installs %d\n%s\n%s",
+					sum.LinksCut, sum.Resumed, sum.StartedOver, sum.Installed, sum.Raw, sum.Log)
+			}
+			t.Logf("links cut %d, transfers resumed from their offset %d, installs %d; mountsim errors %v",
+				sum.LinksCut, sum.Resumed, sum.Installed, sum.ErrorsByKind)
+		})
+	}
+}

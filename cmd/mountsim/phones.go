@@ -23,11 +23,48 @@ import (
 // of frames (1 to 200), from the air's side, as a rider walking away.
 type cuttingRadio struct {
 	sdk.Radio
-	air  *sim.Air
-	rate float64
-	mu   sync.Mutex
-	rng  *rand.Rand
-	cut  *atomic.Int64
+	air     *sim.Air
+	rate    float64
+	mu      sync.Mutex
+	rng     *rand.Rand
+	cut     *atomic.Int64
+	resumes *resumeWatch
+}
+
+// resumeWatch tells, for the summary, how transfers went on after a cut:
+// the first frame a later link (any phone's) writes to that mount starts
+// at an offset above 0 (resumed where the mount stood) or at 0 (started
+// over).
+type resumeWatch struct {
+	mu                 sync.Mutex
+	cutAt              map[string]int64 // address → offset of the frame the cut stopped, when above 0
+	resumed, restarted atomic.Int64
+}
+
+func (w *resumeWatch) cutBefore(address string, offset int64) {
+	if offset <= 0 {
+		return // nothing had gone over: no resumption to tell
+	}
+	w.mu.Lock()
+	if w.cutAt == nil {
+		w.cutAt = map[string]int64{}
+	}
+	w.cutAt[address] = offset
+	w.mu.Unlock()
+}
+
+func (w *resumeWatch) firstFrame(address string, offset int64) {
+	w.mu.Lock()
+	_, cut := w.cutAt[address]
+	delete(w.cutAt, address)
+	w.mu.Unlock()
+	switch {
+	case !cut:
+	case offset > 0:
+		w.resumed.Add(1)
+	default:
+		w.restarted.Add(1)
+	}
 }
 
 func (r *cuttingRadio) Connect(ctx context.Context, address string) (sdk.BLELink, error) {
@@ -57,8 +94,14 @@ type cuttingLink struct {
 }
 
 func (l *cuttingLink) WriteFirmware(ctx context.Context, frame []byte) error {
-	if l.written.Add(1) == l.after && l.r.air.Drop(l.address) > 0 {
+	offset, _, _ := protocol.ParseFirmwareFrame(frame)
+	n := l.written.Add(1)
+	if n == 1 {
+		l.r.resumes.firstFrame(l.address, offset)
+	}
+	if n == l.after && l.r.air.Drop(l.address) > 0 {
 		l.r.cut.Add(1)
+		l.r.resumes.cutBefore(l.address, offset)
 	}
 	return l.FirmwareLink.WriteFirmware(ctx, frame)
 }
@@ -79,6 +122,7 @@ type phoneCounters struct {
 	unanswered, skipped, left, queue atomic.Int64 // no answer; not run (code); left for later (bound, lost link); uploads waiting at the end
 	busy                             atomic.Int64 // passes that found the mount's link taken by another phone
 	installed, cut, silent           atomic.Int64 // firmware installs executed; links cut midway; mounts silent after one
+	resumes                          resumeWatch  // transfers after a cut: resumed or started over
 }
 
 // phone is one rider's phone walking past mounts: an SDK client on the air
@@ -121,7 +165,7 @@ func (f *fleet) runPhones(ctx context.Context, air *sim.Air) error {
 			dir: filepath.Join(root, fmt.Sprintf("phone-%03d", i+1))}
 		if f.cfg.DropLinkRate > 0 {
 			phones[i].radio = &cuttingRadio{Radio: phones[i].radio, air: air, rate: f.cfg.DropLinkRate,
-				rng: rand.New(rand.NewPCG(seed, uint64(i)+1<<32)), cut: &f.phones.cut}
+				rng: rand.New(rand.NewPCG(seed, uint64(i)+1<<32)), cut: &f.phones.cut, resumes: &f.phones.resumes}
 		}
 		if err := os.MkdirAll(phones[i].dir, 0o700); err != nil {
 			return err
