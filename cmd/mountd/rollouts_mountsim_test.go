@@ -263,6 +263,20 @@ func (r *rolloutRig) events(id string) []simRolloutEvent {
 	}
 }
 
+// eventsEnding polls the rollout's events until the last one is last:
+// on PostgreSQL an event shows in the log only once every older
+// transaction of the cluster ended, so it may follow the state it tells.
+func (r *rolloutRig) eventsEnding(id, last string) []simRolloutEvent {
+	r.t.Helper()
+	var events []simRolloutEvent
+	waitForStep(r.t, "the rollout's events up to "+last, func() bool {
+		events = r.events(id)
+		got := eventTypeList(events)
+		return len(got) > 0 && got[len(got)-1] == last
+	})
+	return events
+}
+
 // installs lists the INSTALL_FIRMWARE commands ever signed for uid.
 func (r *rolloutRig) installs(uid string) []simCommand {
 	r.t.Helper()
@@ -403,7 +417,7 @@ func TestRolloutOverMountsimClean(t *testing.T) {
 				ro.OpenPhase != 2 || ro.EndedAt == nil {
 				t.Fatalf("completed rollout %+v", ro)
 			}
-			events := r.events(ro.ID)
+			events := r.eventsEnding(ro.ID, "ROLLOUT_COMPLETED(2)")
 			want := []string{"ROLLOUT_PHASE_OPENED(0)", "ROLLOUT_PHASE_OPENED(1)", "ROLLOUT_PHASE_OPENED(2)", "ROLLOUT_COMPLETED(2)"}
 			if got := eventTypeList(events); !slices.Equal(got, want) {
 				t.Fatalf("events %v, want %v", got, want)
@@ -434,90 +448,92 @@ func TestRolloutOverMountsimClean(t *testing.T) {
 // resumes it, and it opens its next phases and completes.
 func TestRolloutOverMountsimBadThenResumed(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{"rollback", "silent"} {
-		for name, mk := range backends(t) {
-			t.Run(mode+"/"+name, func(t *testing.T) {
-				t.Parallel()
-				r := newRolloutRig(t, mk(t), 30)
-				sim := r.sim("--associate", "--seed", "20", "--firmware-failure-rate", "0.5", "--firmware-failure", mode)
-				r.waitReporting()
-				ro := r.create(map[string]any{"phases": []int{10, 50, 100}, "failureThreshold": 20, "minSample": 3,
-					"healthWindow": "5s", "requireIdle": false})
-				ro = r.waitRollout(ro.ID, "the rollout PAUSED", func(ro simRolloutView) bool {
-					if ro.State != "RUNNING" && ro.State != "PAUSED" {
-						t.Fatalf("rollout %+v", ro)
-					}
-					return ro.State == "PAUSED"
-				})
-				if ro.PausedReason == nil || *ro.PausedReason != "FAILURE_THRESHOLD" || ro.OpenPhase >= len(ro.Phases)-1 || ro.Counts.Failed == 0 {
-					t.Fatalf("paused rollout %+v", ro)
+	// Each backend with one way of failing (the way is the simulated
+	// mount's; the gates are the store's): both backends, both ways, in
+	// the time of two runs.
+	modes := map[string]string{"embedded": "rollback", "postgres+redis": "silent"}
+	for name, mk := range backends(t) {
+		mode := modes[name]
+		t.Run(name+"/"+mode, func(t *testing.T) {
+			t.Parallel()
+			r := newRolloutRig(t, mk(t), 30)
+			sim := r.sim("--associate", "--seed", "20", "--firmware-failure-rate", "0.5", "--firmware-failure", mode)
+			r.waitReporting()
+			ro := r.create(map[string]any{"phases": []int{10, 50, 100}, "failureThreshold": 20, "minSample": 3,
+				"healthWindow": "5s", "requireIdle": false})
+			ro = r.waitRollout(ro.ID, "the rollout PAUSED", func(ro simRolloutView) bool {
+				if ro.State != "RUNNING" && ro.State != "PAUSED" {
+					t.Fatalf("rollout %+v", ro)
 				}
-				paused := ro
-				// While paused, nothing is offered: the targets still
-				// ELIGIBLE are not given the install.
-				for uid, tg := range r.targets(ro.ID) {
-					if tg.State != "ELIGIBLE" {
-						continue
-					}
-					for _, c := range r.in.pending(t, r.a.token, uid) {
-						if c.Code == "INSTALL_FIRMWARE" {
-							t.Fatalf("paused rollout offered %s the install", uid)
-						}
-					}
-					break
-				}
-				// The installs under way are decided at their window's end,
-				// paused or not; then the failures stop.
-				ro = r.waitRollout(ro.ID, "no target INSTALLING", func(ro simRolloutView) bool { return ro.Counts.Installing == 0 })
-				if ro.State != "PAUSED" || ro.OpenPhase != paused.OpenPhase {
-					t.Fatalf("paused rollout moved: %+v", ro)
-				}
-				events := r.events(ro.ID)
-				if got := eventTypeList(events); len(got) != ro.OpenPhase+2 || got[len(got)-1] != fmt.Sprintf("ROLLOUT_PAUSED(%d)", ro.OpenPhase) {
-					t.Fatalf("events before the resume: %v", got)
-				}
-				targets := r.targets(ro.ID)
-				r.checkOffers(ro.ID, targets, phaseOpened(t, events))
-				r.checkHealthy(targets)
-				failedAtPause := ro.Counts.Failed
-				if sum := sim.stop(); sum.Errors != 0 {
-					t.Fatalf("mountsim: %s\n%s", sum.Raw, sum.Log)
-				}
-				sim = r.sim("--seed", "21")
-
-				if ro = r.action(ro.ID, "resume"); ro.State != "RUNNING" || ro.PausedReason != nil {
-					t.Fatalf("resumed rollout %+v", ro)
-				}
-				ro = r.waitRollout(ro.ID, "the resumed rollout COMPLETED", func(ro simRolloutView) bool {
-					if ro.State != "RUNNING" && ro.State != "COMPLETED" {
-						t.Fatalf("rollout %+v", ro)
-					}
-					return ro.State == "COMPLETED"
-				})
-				if ro.Counts.Failed != failedAtPause || ro.Counts.Healthy+ro.Counts.Failed != r.mounts || ro.OpenPhase != 2 {
-					t.Fatalf("completed rollout %+v (failed at the pause: %d)", ro, failedAtPause)
-				}
-				events = r.events(ro.ID)
-				got := eventTypeList(events)
-				if got[len(got)-1] != "ROLLOUT_COMPLETED(2)" || !slices.Contains(got, "ROLLOUT_PHASE_OPENED(2)") {
-					t.Fatalf("events %v", got)
-				}
-				targets = r.targets(ro.ID)
-				for uid, tg := range targets {
-					if tg.State == "FAILED" && (tg.Reason == nil || *tg.Reason == "") {
-						t.Errorf("FAILED %s without a reason", uid)
-					}
-					if mode == "rollback" && tg.State == "FAILED" && *tg.Reason != "rollback" {
-						t.Errorf("FAILED %s: %q", uid, *tg.Reason)
-					}
-				}
-				r.checkOffers(ro.ID, targets, phaseOpened(t, events))
-				r.checkHealthy(targets)
-				if sum := sim.stop(); sum.Errors != 0 {
-					t.Fatalf("mountsim after the restart: %s\n%s", sum.Raw, sum.Log)
-				}
+				return ro.State == "PAUSED"
 			})
-		}
+			if ro.PausedReason == nil || *ro.PausedReason != "FAILURE_THRESHOLD" || ro.OpenPhase >= len(ro.Phases)-1 || ro.Counts.Failed == 0 {
+				t.Fatalf("paused rollout %+v", ro)
+			}
+			paused := ro
+			// While paused, nothing is offered: the targets still
+			// ELIGIBLE are not given the install.
+			for uid, tg := range r.targets(ro.ID) {
+				if tg.State != "ELIGIBLE" {
+					continue
+				}
+				for _, c := range r.in.pending(t, r.a.token, uid) {
+					if c.Code == "INSTALL_FIRMWARE" {
+						t.Fatalf("paused rollout offered %s the install", uid)
+					}
+				}
+				break
+			}
+			// The installs under way are decided at their window's end,
+			// paused or not; then the failures stop.
+			ro = r.waitRollout(ro.ID, "no target INSTALLING", func(ro simRolloutView) bool { return ro.Counts.Installing == 0 })
+			if ro.State != "PAUSED" || ro.OpenPhase != paused.OpenPhase {
+				t.Fatalf("paused rollout moved: %+v", ro)
+			}
+			events := r.eventsEnding(ro.ID, fmt.Sprintf("ROLLOUT_PAUSED(%d)", ro.OpenPhase))
+			if got := eventTypeList(events); len(got) != ro.OpenPhase+2 {
+				t.Fatalf("events before the resume: %v", got)
+			}
+			targets := r.targets(ro.ID)
+			r.checkOffers(ro.ID, targets, phaseOpened(t, events))
+			r.checkHealthy(targets)
+			failedAtPause := ro.Counts.Failed
+			if sum := sim.stop(); sum.Errors != 0 {
+				t.Fatalf("mountsim: %s\n%s", sum.Raw, sum.Log)
+			}
+			sim = r.sim("--seed", "21")
+
+			if ro = r.action(ro.ID, "resume"); ro.State != "RUNNING" || ro.PausedReason != nil {
+				t.Fatalf("resumed rollout %+v", ro)
+			}
+			ro = r.waitRollout(ro.ID, "the resumed rollout COMPLETED", func(ro simRolloutView) bool {
+				if ro.State != "RUNNING" && ro.State != "COMPLETED" {
+					t.Fatalf("rollout %+v", ro)
+				}
+				return ro.State == "COMPLETED"
+			})
+			if ro.Counts.Failed != failedAtPause || ro.Counts.Healthy+ro.Counts.Failed != r.mounts || ro.OpenPhase != 2 {
+				t.Fatalf("completed rollout %+v (failed at the pause: %d)", ro, failedAtPause)
+			}
+			events = r.eventsEnding(ro.ID, "ROLLOUT_COMPLETED(2)")
+			if got := eventTypeList(events); !slices.Contains(got, "ROLLOUT_PHASE_OPENED(2)") {
+				t.Fatalf("events %v", eventTypeList(events))
+			}
+			targets = r.targets(ro.ID)
+			for uid, tg := range targets {
+				if tg.State == "FAILED" && (tg.Reason == nil || *tg.Reason == "") {
+					t.Errorf("FAILED %s without a reason", uid)
+				}
+				if mode == "rollback" && tg.State == "FAILED" && *tg.Reason != "rollback" {
+					t.Errorf("FAILED %s: %q", uid, *tg.Reason)
+				}
+			}
+			r.checkOffers(ro.ID, targets, phaseOpened(t, events))
+			r.checkHealthy(targets)
+			if sum := sim.stop(); sum.Errors != 0 {
+				t.Fatalf("mountsim after the restart: %s\n%s", sum.Raw, sum.Log)
+			}
+		})
 	}
 }
 
@@ -545,7 +561,7 @@ func TestRolloutOverMountsimLinkDrops(t *testing.T) {
 				t.Fatalf("completed rollout %+v", ro)
 			}
 			targets := r.targets(ro.ID)
-			r.checkOffers(ro.ID, targets, phaseOpened(t, r.events(ro.ID)))
+			r.checkOffers(ro.ID, targets, phaseOpened(t, r.eventsEnding(ro.ID, "ROLLOUT_COMPLETED(0)")))
 			r.checkHealthy(targets)
 			sum := sim.stop()
 			if sum.LinksCut == 0 || sum.Resumed == 0 || sum.StartedOver != 0 || sum.Installed < int64(r.mounts) {
