@@ -111,6 +111,12 @@ type phaseRow struct {
 	OpenedAfter float64 `json:"openedAfterSeconds"` // after the rollout's creation
 	Seconds     float64 `json:"seconds"`
 	EndedBy     string  `json:"endedBy"` // the next ROLLOUT_PHASE_OPENED, ROLLOUT_COMPLETED, ROLLOUT_PAUSED, or "" (the run ended)
+	// Expected is what the pass rate alone allows for a phase that ends
+	// with its last target decided: its k targets are first passed after
+	// (N/λ)·H(k) on average (λ passes a second over N mounts, each pass a
+	// random mount: the largest of k exponential times), then the health
+	// window, then half a sweep interval on average.
+	Expected float64 `json:"expectedSeconds"`
 }
 
 // runReport is one rollout.
@@ -136,6 +142,7 @@ type runReport struct {
 	Installs        int             `json:"installCommands"` // INSTALL_FIRMWARE signed over the fleet
 	FailedReasons   map[string]int  `json:"failedReasons"`
 	LoadAvg1        float64         `json:"loadAverage1"`
+	PassesPerSecond float64         `json:"passesPerSecond"` // mountsim's phones, over its whole run
 	Mountsim        json.RawMessage `json:"mountsim,omitempty"`
 }
 
@@ -405,8 +412,15 @@ func runOne(ctx context.Context, cfg config, api *client.Client, clientID, secre
 	simCancel()
 	<-simDone
 	rr.Mountsim = bytes.TrimSpace(simOut.Bytes())
+	var simSum struct {
+		Passes  float64 `json:"passes"`
+		Seconds float64 `json:"seconds"`
+	}
+	if json.Unmarshal(rr.Mountsim, &simSum) == nil && simSum.Seconds > 0 {
+		rr.PassesPerSecond = simSum.Passes / simSum.Seconds
+	}
 
-	if err := audit(ctx, api, &rr, ro, created); err != nil {
+	if err := audit(ctx, api, &rr, ro, created, cfg.HealthWindow); err != nil {
 		return rr, err
 	}
 	return rr, nil
@@ -415,7 +429,7 @@ func runOne(ctx context.Context, cfg config, api *client.Client, clientID, secre
 // audit checks the rollout from outside once it stopped moving: the
 // events' phase times, each target's INSTALL_FIRMWARE commands against
 // its phase's opening, and each HEALTHY target's proof.
-func audit(ctx context.Context, api *client.Client, rr *runReport, ro rolloutView, created time.Time) error {
+func audit(ctx context.Context, api *client.Client, rr *runReport, ro rolloutView, created time.Time, cfgHealthWindow string) error {
 	// The events, for the phases' opening times.
 	var events []eventView
 	q := url.Values{"limit": {"1000"}, "types": {"ROLLOUT_PHASE_OPENED,ROLLOUT_PAUSED,ROLLOUT_COMPLETED"}}
@@ -470,11 +484,19 @@ func audit(ctx context.Context, api *client.Client, rr *runReport, ro rolloutVie
 			break
 		}
 	}
+	window, _ := time.ParseDuration(cfgHealthWindow)
 	for i := range rr.Phases {
 		for _, t := range targets {
 			if t.Phase == rr.Phases[i].Phase {
 				rr.Phases[i].Targets++
 			}
+		}
+		if rr.PassesPerSecond > 0 {
+			h := 0.0
+			for k := 1; k <= rr.Phases[i].Targets; k++ {
+				h += 1 / float64(k)
+			}
+			rr.Phases[i].Expected = float64(len(targets))/rr.PassesPerSecond*h + window.Seconds() + core.RolloutSweepEvery.Seconds()/2
 		}
 	}
 
@@ -590,9 +612,14 @@ func printRun(out io.Writer, cfg config, r runReport) {
 	}
 	fmt.Fprintf(out, "  counts: healthy %d failed %d installing %d eligible %d pending %d (of %d); failed reasons %v\n",
 		r.Counts.Healthy, r.Counts.Failed, r.Counts.Installing, r.Counts.Eligible, r.Counts.Pending, r.Targets, r.FailedReasons)
-	fmt.Fprintf(out, "  %8s %8s %8s %14s %10s  %s\n", "phase", "percent", "targets", "opened after s", "seconds", "ended by")
+	fmt.Fprintf(out, "  phones' passes: %.1f a second\n", r.PassesPerSecond)
+	fmt.Fprintf(out, "  %8s %8s %8s %14s %10s %10s %7s  %s\n", "phase", "percent", "targets", "opened after s", "seconds", "expected s", "ratio", "ended by")
 	for _, p := range r.Phases {
-		fmt.Fprintf(out, "  %8d %8d %8d %14.1f %10.1f  %s\n", p.Phase, p.Percent, p.Targets, p.OpenedAfter, p.Seconds, p.EndedBy)
+		ratio := 0.0
+		if p.Expected > 0 {
+			ratio = p.Seconds / p.Expected
+		}
+		fmt.Fprintf(out, "  %8d %8d %8d %14.1f %10.1f %10.1f %7.2f  %s\n", p.Phase, p.Percent, p.Targets, p.OpenedAfter, p.Seconds, p.Expected, ratio, p.EndedBy)
 	}
 	fmt.Fprintf(out, "  offered outside their open phase: %d; targets of unopened phases %d, offered %d; HEALTHY without proof: %d; INSTALL_FIRMWARE signed %d\n",
 		r.OfferedOutside, r.UnopenedTargets, r.UnopenedOffered, r.HealthyUnproven, r.Installs)
