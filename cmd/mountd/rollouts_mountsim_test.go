@@ -124,15 +124,15 @@ type rolloutSim struct {
 	stopped   bool
 }
 
-// sim starts mountsim over the rig's fleet with 4 phones passing a mount
-// every 100 ms each, and extra flags (--associate the first time, the
-// failure flags).
+// sim starts mountsim over the rig's fleet, each mount reporting every
+// 2 s, with 2 phones passing a mount every 100 ms each, and extra flags
+// (--associate the first time, the failure flags).
 func (r *rolloutRig) sim(extra ...string) *rolloutSim {
 	t := r.t
 	t.Helper()
 	args := append([]string{"--mounts", strconv.Itoa(r.mounts), "--prefix", r.prefix, "--model", r.model,
 		"--software-revision", r.from, "--air", "", "--api", r.in.base, "--state-dir", r.stateDir,
-		"--report-interval", "1s", "--battery-drain", "0", "--phones", "4", "--pass-every", "100ms",
+		"--report-interval", "2s", "--battery-drain", "0", "--phones", "2", "--pass-every", "100ms",
 		"--json", "--log-level", "warn"}, extra...)
 	s := &rolloutSim{t: t, cmd: exec.Command(r.bin, args...)}
 	s.cmd.Env = append(os.Environ(), "MOUNTSIM_CLIENT_ID="+r.a.creds.ClientID, "MOUNTSIM_CLIENT_SECRET="+r.a.creds.ClientSecret)
