@@ -73,4 +73,7 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 if [ -n "${pass_pid:-}" ]; then tool_flags+=(--pid "$MOUNTD_PID"); fi
-"$BENCH_DIR/$tool" --base "$BASE" --database-url "$MOUNTD_TEST_DATABASE_URL" "${tool_flags[@]}" "$@"
+# The tool may run mountd's admin commands on the same data (rolloutbench:
+# firmware publish): it gets mountd's data directory, key and database.
+MOUNTD_DATA_DIR="$DATA" MOUNTD_MASTER_KEY="$(printf 'ab%.0s' $(seq 32))" MOUNTD_DATABASE_URL="$MOUNTD_TEST_DATABASE_URL" \
+  "$BENCH_DIR/$tool" --base "$BASE" --database-url "$MOUNTD_TEST_DATABASE_URL" "${tool_flags[@]}" "$@"

@@ -546,6 +546,13 @@ func (s *MountService) rolloutCommands(ctx context.Context, p Principal, m Mount
 	}
 	var idle *bool
 	for _, o := range offers {
+		known, err := s.installOutcomeKnown(ctx, p, m, o.Target)
+		if err != nil {
+			return nil, err
+		}
+		if known {
+			continue
+		}
 		if o.Rollout.RequireIdle {
 			if idle == nil {
 				entries, err := s.states.LatestStates(ctx, m.UID, p.AccountID)
@@ -571,6 +578,28 @@ func (s *MountService) rolloutCommands(ctx context.Context, p Principal, m Mount
 		out = append(out, cmd)
 	}
 	return out, nil
+}
+
+// installOutcomeKnown says whether an INSTALLING target's install has an
+// outcome already, so that it is not offered again: the mount proved the
+// new revision (a verified report on it), or its latest command was
+// EXECUTED. Offering it again would make the mount take the whole image
+// once more at every pass until its health window ends.
+func (s *MountService) installOutcomeKnown(ctx context.Context, p Principal, m Mount, t RolloutTarget) (bool, error) {
+	if t.State != TargetStateInstalling {
+		return false, nil
+	}
+	if t.NewRevisionCounter != nil {
+		return true, nil
+	}
+	if t.CommandID == "" {
+		return false, nil
+	}
+	cmds, err := s.commands.CommandsByID(ctx, m.UID, p.AccountID, []string{t.CommandID})
+	if err != nil {
+		return false, err
+	}
+	return len(cmds) == 1 && cmds[0].Status == CommandExecuted, nil
 }
 
 // MountIdle reports whether latest values say the mount is locked with

@@ -104,7 +104,7 @@ type Summary struct {
 	ForgedRefused  int64 `json:"forgedRefused"`
 	ForgedAccepted int64 `json:"forgedAccepted"`
 	// --phones: passes made, those whose Sync ended well, and those that
-	// found the mount's link taken; the pending commands run and how they
+	// found the mount's link taken (or did not hear it: failed silent); the pending commands run and how they
 	// ended; commands left for a later pass (the Sync bound, a lost link);
 	// uploads still queued on the phones at the end.
 	Passes             int64 `json:"passes"`
@@ -121,10 +121,15 @@ type Summary struct {
 	// installs the phones ran to the end (receipt EXECUTED), links cut
 	// midway (--drop-link-rate), installs after which the mount did not
 	// report on the new revision (it went silent, or had rolled back).
-	FirmwareFailing   int     `json:"firmwareFailing"`
-	FirmwareInstalled int64   `json:"firmwareInstalled"`
-	FirmwareLinksCut  int64   `json:"firmwareLinksCut"`
-	FirmwareSilent    int64   `json:"firmwareNoReport"`
+	FirmwareFailing   int   `json:"firmwareFailing"`
+	FirmwareInstalled int64 `json:"firmwareInstalled"`
+	FirmwareLinksCut  int64 `json:"firmwareLinksCut"`
+	FirmwareSilent    int64 `json:"firmwareNoReport"`
+	// After a cut that stopped a transfer past its first byte, the next
+	// link to that mount (any phone's) resumed from the mount's offset
+	// (above 0) or started over from 0 (a lost transfer: must stay rare).
+	FirmwareResumed   int64   `json:"firmwareResumed"`
+	FirmwareRestarted int64   `json:"firmwareStartedOver"`
 	Seconds           float64 `json:"seconds"`
 }
 
@@ -332,8 +337,8 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 			cfg.Phones, sum.Passes, sum.PassesSynced, sum.PassesBusy, sum.JobCommands, sum.JobExecuted, sum.JobRefused, sum.JobUnanswered, sum.JobSkipped, sum.JobLeft, sum.PhoneUploadsQueued)
 	}
 	if cfg.Phones > 0 || cfg.FirmwareFailureRate > 0 {
-		fmt.Fprintf(stdout, "  firmware: mounts failing after an update %d (%s), installs %d, links cut %d, no report on the new revision %d\n",
-			sum.FirmwareFailing, cfg.FirmwareFailure, sum.FirmwareInstalled, sum.FirmwareLinksCut, sum.FirmwareSilent)
+		fmt.Fprintf(stdout, "  firmware: mounts failing after an update %d (%s), installs %d, links cut %d (then resumed %d, started over %d), no report on the new revision %d\n",
+			sum.FirmwareFailing, cfg.FirmwareFailure, sum.FirmwareInstalled, sum.FirmwareLinksCut, sum.FirmwareResumed, sum.FirmwareRestarted, sum.FirmwareSilent)
 	}
 	if cfg.Forge {
 		fmt.Fprintf(stdout, "  forged reports %d, refused %d, accepted %d\n", sum.ForgedReports, sum.ForgedRefused, sum.ForgedAccepted)
@@ -621,6 +626,7 @@ func (f *fleet) summary(d time.Duration) Summary {
 		PhoneUploadsQueued: f.phones.queue.Load(),
 		FirmwareFailing:    f.failing, FirmwareInstalled: f.phones.installed.Load(),
 		FirmwareLinksCut: f.phones.cut.Load(), FirmwareSilent: f.phones.silent.Load(),
+		FirmwareResumed: f.phones.resumes.resumed.Load(), FirmwareRestarted: f.phones.resumes.restarted.Load(),
 		Seconds: d.Seconds(),
 	}
 	f.kindsMu.Lock()

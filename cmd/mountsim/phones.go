@@ -17,6 +17,42 @@ import (
 	"github.com/mountd/mountd/sdk"
 )
 
+// resumeWatch tells, for the summary, how transfers went on after a cut:
+// the first frame a later link (any phone's) writes to that mount starts
+// at an offset above 0 (resumed where the mount stood) or at 0 (started
+// over).
+type resumeWatch struct {
+	mu                 sync.Mutex
+	cutAt              map[string]int64 // address → offset of the frame the cut stopped, when above 0
+	resumed, restarted atomic.Int64
+}
+
+func (w *resumeWatch) cutBefore(address string, offset int64) {
+	if offset <= 0 {
+		return // nothing had gone over: no resumption to tell
+	}
+	w.mu.Lock()
+	if w.cutAt == nil {
+		w.cutAt = map[string]int64{}
+	}
+	w.cutAt[address] = offset
+	w.mu.Unlock()
+}
+
+func (w *resumeWatch) firstFrame(address string, offset int64) {
+	w.mu.Lock()
+	_, cut := w.cutAt[address]
+	delete(w.cutAt, address)
+	w.mu.Unlock()
+	switch {
+	case !cut:
+	case offset > 0:
+		w.resumed.Add(1)
+	default:
+		w.restarted.Add(1)
+	}
+}
+
 // passTimeout bounds one pass: connecting, the Sync (at most
 // sdk.MaxSyncCommands commands) and its uploads. A phone walks on after it.
 const passTimeout = 2 * time.Minute
@@ -33,6 +69,7 @@ type phoneCounters struct {
 	unanswered, skipped, left, queue atomic.Int64 // no answer; not written (an install that could not start); left for later (bound, lost link); uploads waiting at the end
 	busy                             atomic.Int64 // passes that found the mount's link taken by another phone
 	installed, cut, silent           atomic.Int64 // firmware installs executed; links cut midway; mounts silent after one
+	resumes                          resumeWatch  // transfers after a cut: resumed or started over
 }
 
 // phone is one rider's phone walking past mounts: an SDK client on the air
@@ -87,7 +124,11 @@ func (f *fleet) runPhones(ctx context.Context, air *sim.Air) error {
 					}
 					return -1
 				},
-				Cut: func() { f.phones.cut.Add(1) }}
+				Cut: func(address string, offset int64) {
+					f.phones.cut.Add(1)
+					f.phones.resumes.cutBefore(address, offset)
+				},
+				FirstFrame: f.phones.resumes.firstFrame}
 		}
 		if err := os.MkdirAll(phones[i].dir, 0o700); err != nil {
 			return err
@@ -150,8 +191,11 @@ func (f *fleet) pass(ctx context.Context, p *phone, u *unit) {
 	defer cancel()
 	uid := u.m.UID()
 	if _, err := p.c.Connect(ctx, uid); err != nil {
-		if errors.Is(err, sim.ErrBusy) || errors.Is(err, sdk.ErrNotFound) {
-			f.phones.busy.Add(1) // another phone holds the mount's one link: it walks on
+		if errors.Is(err, sim.ErrBusy) || errors.Is(err, sdk.ErrNotFound) || errors.Is(err, sim.ErrNotFound) {
+			// Another phone holds the mount's one link, or the mount is not
+			// heard (it failed silent after an update; the phone's scan had
+			// seen it before): the phone walks on.
+			f.phones.busy.Add(1)
 			return
 		}
 		f.fail(uid, "connect", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/mountd/mountd/protocol"
 	"github.com/mountd/mountd/sdk"
 )
 
@@ -17,8 +18,12 @@ type CuttingRadio struct {
 	// After is asked once per link: the firmware frame at which to cut it
 	// (counted from 1 on that link); 0 or less: never.
 	After func() int64
-	// Cut, when set, is called for each link cut.
-	Cut func()
+	// Cut, when set, is called for each link cut, with the offset of the
+	// frame the cut stopped.
+	Cut func(address string, offset int64)
+	// FirstFrame, when set, is called with the offset of each link's first
+	// firmware frame: after a cut, above 0 when the transfer resumed.
+	FirstFrame func(address string, offset int64)
 	// Frames, when set, counts the firmware frames written on all links.
 	Frames *atomic.Int64
 }
@@ -48,8 +53,13 @@ func (l *cuttingLink) WriteFirmware(ctx context.Context, frame []byte) error {
 	if l.r.Frames != nil {
 		l.r.Frames.Add(1)
 	}
-	if l.written.Add(1) == l.after && l.r.Air.Drop(l.address) > 0 && l.r.Cut != nil {
-		l.r.Cut()
+	offset, _, _ := protocol.ParseFirmwareFrame(frame)
+	n := l.written.Add(1)
+	if n == 1 && l.r.FirstFrame != nil {
+		l.r.FirstFrame(l.address, offset)
+	}
+	if n == l.after && l.r.Air.Drop(l.address) > 0 && l.r.Cut != nil {
+		l.r.Cut(l.address, offset)
 	}
 	return l.FirmwareLink.WriteFirmware(ctx, frame)
 }
