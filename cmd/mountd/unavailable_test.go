@@ -118,13 +118,18 @@ func TestDatabaseDown(t *testing.T) {
 }
 
 // TestFloodAuditExportsWebhookTest: 1,000 requests at once to the audit
-// log, both exports and a webhook's test delivery answer each 200 or 429
+// log, both exports, a webhook's test delivery, jobs and rollouts answer each 200 or 429
 // (the export slots, the test delivery's pace, the account's rate), never a
 // 5xx; afterwards the export slots are free again.
 func TestFloodAuditExportsWebhookTest(t *testing.T) {
 	in := start(t, testConfig(t.TempDir(), ""))
 	a := newFleet(in, "A")
 	a.associated(t, "FL1")
+	// A mount a rollout can target: its model has a newer revision.
+	in.publish(t, "FLM", "1.0.0", 16)
+	in.publish(t, "FLM", "1.1.0", 16)
+	a.associate(t, "FL2", map[string]any{"modelNumber": "FLM", "softwareRevision": "1.0.0", "devicePublicKey": newDevice("FL2").publicKey()})
+	a.confirm(t, "FL2")
 	res, raw := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://receiver.example/hook"})
 	if res.StatusCode != http.StatusCreated {
 		t.Fatalf("create webhook: %d %s", res.StatusCode, raw)
@@ -136,7 +141,9 @@ func TestFloodAuditExportsWebhookTest(t *testing.T) {
 		"POST /api/v1/webhooks/" + hook.ID + "/test", "GET /api/v1/alarms?state=ACTIVE", "GET /api/v1/alarm-rules",
 		"POST /api/v1/alarm-rules", "GET /api/v1/mounts/FL1/commands?pageSize=100",
 		"POST /api/v1/jobs", "GET /api/v1/mounts/FL1/pending-commands", "GET /api/v1/jobs?pageSize=100",
-		"GET /api/v1/mounts?filter=" + url.QueryEscape(`batteryLevel < 20 OR NOT (presence = "OFFLINE" AND modelNumber != "HM-1")`)}
+		"GET /api/v1/mounts?filter=" + url.QueryEscape(`batteryLevel < 20 OR NOT (presence = "OFFLINE" AND modelNumber != "HM-1")`),
+		"POST /api/v1/rollouts", "GET /api/v1/rollouts?pageSize=100", "GET /api/v1/firmware/check-update?modelNumber=FLM&mountUid=FL2",
+		"GET /api/v1/mounts/FL2/pending-commands"}
 	var (
 		mu       sync.Mutex
 		statuses = map[string]int{}
@@ -152,6 +159,8 @@ func TestFloodAuditExportsWebhookTest(t *testing.T) {
 					"conditions": []any{map[string]any{"code": "BATTERY_LEVEL", "op": "<", "value": "20"}}}
 			case method == http.MethodPost && target == "/api/v1/jobs":
 				body = map[string]any{"code": "RELEASE_HELMET", "mountUids": []string{"FL1"}, "description": fmt.Sprint("job ", i)}
+			case method == http.MethodPost && target == "/api/v1/rollouts":
+				body = map[string]any{"modelNumber": "FLM", "softwareRevision": "1.1.0", "requireIdle": false}
 			}
 			res, raw := a.call(method, target, body)
 			mu.Lock()
@@ -161,7 +170,7 @@ func TestFloodAuditExportsWebhookTest(t *testing.T) {
 			// account, 409 past its 50 active jobs.
 			if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated && res.StatusCode != http.StatusTooManyRequests &&
 				!(res.StatusCode == http.StatusBadRequest && target == "/api/v1/alarm-rules" && method == http.MethodPost) &&
-				!(res.StatusCode == http.StatusConflict && target == "/api/v1/jobs" && method == http.MethodPost) {
+				!(res.StatusCode == http.StatusConflict && (target == "/api/v1/jobs" || target == "/api/v1/rollouts") && method == http.MethodPost) {
 				t.Errorf("%s %s: %d %.200s", method, target, res.StatusCode, raw)
 			}
 		})
@@ -185,6 +194,15 @@ func TestFloodAuditExportsWebhookTest(t *testing.T) {
 	}
 	if err := json.Unmarshal(a.ok(t, http.MethodGet, "/api/v1/jobs", nil), &jobs); err != nil || jobs.Pagination.TotalItems != core.MaxActiveJobsPerAccount {
 		t.Fatalf("jobs after the flood: %+v %v", jobs, err)
+	}
+	// One running rollout per model: of the parallel creations one won.
+	var rollouts struct {
+		Pagination struct {
+			TotalItems int `json:"totalItems"`
+		} `json:"pagination"`
+	}
+	if err := json.Unmarshal(a.ok(t, http.MethodGet, "/api/v1/rollouts", nil), &rollouts); err != nil || rollouts.Pagination.TotalItems != 1 {
+		t.Fatalf("rollouts after the flood: %+v %v", rollouts, err)
 	}
 	// The slots are released when each export ends: a new one is served
 	// once the account's rate allows it again.
