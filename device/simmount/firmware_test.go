@@ -217,6 +217,13 @@ func TestFirmwareInstallResumesAndRestarts(t *testing.T) {
 	if err := l.stream(r.ctx, img, 5012, 5028); err != nil {
 		t.Fatal(err)
 	}
+	// The frames are taken in the mount's own time: the drop comes once
+	// the mount holds them (the test is of the resume, not of the race).
+	for deadline := time.Now().Add(5 * time.Second); l.status(t, r.ctx).Offset != 5028; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the mount never took the frames up to 5028")
+		}
+	}
 	// The link drops; a new one reads where to resume, without the command again.
 	if n := r.air.Drop("02:00:00:00:00:01"); n != 1 {
 		t.Fatalf("dropped %d links", n)
