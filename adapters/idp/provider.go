@@ -81,23 +81,10 @@ type Provider struct {
 	devices   *devices // the login page's device cookies
 }
 
-// zitadel's endpoint options write into the package-level
-// op.DefaultEndpoints, which every provider shares and reads while it
-// serves: a provider built while another serves (servers started side by
-// side, as parallel tests do) would race it. The paths are the same for
-// every provider, so they are set there once, before the first provider,
-// and no provider writes them afterwards.
-var setEndpoints sync.Once
-
-func useOurEndpoints() {
-	setEndpoints.Do(func() {
-		op.DefaultEndpoints.Token = op.NewEndpoint(pathToken)
-		op.DefaultEndpoints.Authorization = op.NewEndpoint(pathAuthorize)
-		op.DefaultEndpoints.JwksURI = op.NewEndpoint(pathKeys)
-		op.DefaultEndpoints.Introspection = op.NewEndpoint(pathIntrospect)
-		op.DefaultEndpoints.Userinfo = op.NewEndpoint(pathUserinfo)
-	})
-}
+// newProviderMu serialises op.NewProvider: its endpoint options write into
+// the package-level op.DefaultEndpoints, which would otherwise race when
+// several providers are built at once (as in parallel tests).
+var newProviderMu sync.Mutex
 
 // New builds the provider. It fails on configuration that would yield tokens
 // nobody can verify: a missing key or issuer, or no project id for the
@@ -146,10 +133,16 @@ func New(cfg Config, accounts *core.AccountService, key SigningKey, logger *slog
 		},
 		SupportedClaims: []string{"iss", "sub", "aud", "exp", "iat", "nbf", "jti", "client_id", claimScope, claimAccountID, claimUsername},
 	}
-	useOurEndpoints()
+	newProviderMu.Lock()
 	o, err := op.NewProvider(opCfg, store, op.StaticIssuer(cfg.Issuer),
 		op.WithAllowInsecure(), // the issuer is plain http on localhost in development
+		op.WithCustomTokenEndpoint(op.NewEndpoint(pathToken)),
+		op.WithCustomAuthEndpoint(op.NewEndpoint(pathAuthorize)),
+		op.WithCustomKeysEndpoint(op.NewEndpoint(pathKeys)),
+		op.WithCustomIntrospectionEndpoint(op.NewEndpoint(pathIntrospect)),
+		op.WithCustomUserinfoEndpoint(op.NewEndpoint(pathUserinfo)),
 	)
+	newProviderMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("idp: %w", err)
 	}
