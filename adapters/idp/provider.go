@@ -81,9 +81,11 @@ type Provider struct {
 	devices   *devices // the login page's device cookies
 }
 
-// newProviderMu serialises op.NewProvider: its endpoint options write into
-// the package-level op.DefaultEndpoints, which would otherwise race when
-// several providers are built at once (as in parallel tests).
+// newProviderMu serialises op.NewProvider and the discovery document it
+// gives: its endpoint options write into the package-level
+// op.DefaultEndpoints, and the document reads them, which would otherwise
+// race when several providers are built at once (as in parallel tests).
+// Nothing reads them after construction.
 var newProviderMu sync.Mutex
 
 // New builds the provider. It fails on configuration that would yield tokens
@@ -142,8 +144,8 @@ func New(cfg Config, accounts *core.AccountService, key SigningKey, logger *slog
 		op.WithCustomIntrospectionEndpoint(op.NewEndpoint(pathIntrospect)),
 		op.WithCustomUserinfoEndpoint(op.NewEndpoint(pathUserinfo)),
 	)
-	newProviderMu.Unlock()
 	if err != nil {
+		newProviderMu.Unlock()
 		return nil, fmt.Errorf("idp: %w", err)
 	}
 
@@ -157,7 +159,9 @@ func New(cfg Config, accounts *core.AccountService, key SigningKey, logger *slog
 		pub:     &key.Key.PublicKey,
 		devices: newDevices(cfg.CryptoKey),
 	}
-	if p.discovery, err = p.discoveryDocument(); err != nil {
+	p.discovery, err = p.discoveryDocument()
+	newProviderMu.Unlock()
+	if err != nil {
 		return nil, fmt.Errorf("idp: discovery document: %w", err)
 	}
 
