@@ -303,8 +303,21 @@ func (c *Client) installedMeanwhile(ctx context.Context, d *device, revision str
 
 // streamOnce is one link's share of a transfer. A lost link is an
 // ErrNotConnected.
-func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image []byte, cfg installConfig) (*protocol.BLEMessage, error) {
+func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image []byte, cfg installConfig) (res *protocol.BLEMessage, err error) {
 	fl := d.link.(FirmwareLink)
+	msgs, stop := d.watch()
+	defer stop()
+	defer func() {
+		// The mount restarts right after its result: the link may go while
+		// the SDK still writes the last frame or reads the status, with the
+		// result already read from it (it is in msgs once d.done is closed).
+		if res == nil && errors.Is(err, ErrNotConnected) {
+			<-d.done
+			if m := resultIn(msgs, nonce); m != nil {
+				res, err = m, nil
+			}
+		}
+	}()
 	lost := func(err error) error {
 		select {
 		case <-d.done:
@@ -318,8 +331,6 @@ func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image 
 		<-d.done
 		return fmt.Errorf("%w: %s: %v", ErrNotConnected, d.uid, err)
 	}
-	msgs, stop := d.watch()
-	defer stop()
 	// status reads where the mount stands: the authority on the offset.
 	status := func() (protocol.FirmwareStatus, error) {
 		raw, err := d.readFirmware(ctx, fl)
@@ -439,20 +450,7 @@ func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image 
 				return nil, ctx.Err()
 			case <-wait.C:
 				return nil, fmt.Errorf("%w: no receipt after the image", ErrTimeout)
-			case <-d.done:
-				// The result may have come just before the link went (the
-				// mount restarts right after it): it is in msgs already.
-				for {
-					select {
-					case m := <-msgs:
-						if m.Type == protocol.BLEMessageResult && m.Nonce == nonce {
-							return &m, nil
-						}
-						continue
-					default:
-					}
-					break
-				}
+			case <-d.done: // the deferred check finds a result that came just before
 				return nil, fmt.Errorf("%w: %s disconnected", ErrNotConnected, d.uid)
 			case a := <-d.acks:
 				switch a.Kind {
@@ -474,6 +472,20 @@ func (c *Client) streamOnce(ctx context.Context, d *device, nonce string, image 
 					return &m, nil
 				}
 			}
+		}
+	}
+}
+
+// resultIn takes what msgs holds and returns the result for nonce, if any.
+func resultIn(msgs <-chan protocol.BLEMessage, nonce string) *protocol.BLEMessage {
+	for {
+		select {
+		case m := <-msgs:
+			if m.Type == protocol.BLEMessageResult && m.Nonce == nonce {
+				return &m
+			}
+		default:
+			return nil
 		}
 	}
 }

@@ -181,13 +181,13 @@ func (f *fleet) pickMount(p *phone) *unit {
 }
 
 // pass connects to the mount, runs Sync and walks on.
-func (f *fleet) pass(ctx context.Context, p *phone, u *unit) {
+func (f *fleet) pass(run context.Context, p *phone, u *unit) {
 	if err := f.phoneClient(p); err != nil {
 		f.fail(u.m.UID(), "pass", err)
 		return
 	}
 	f.phones.passes.Add(1)
-	ctx, cancel := context.WithTimeout(ctx, passTimeout)
+	ctx, cancel := context.WithTimeout(run, passTimeout)
 	defer cancel()
 	uid := u.m.UID()
 	if _, err := p.c.Connect(ctx, uid); err != nil {
@@ -197,6 +197,9 @@ func (f *fleet) pass(ctx context.Context, p *phone, u *unit) {
 			// seen it before): the phone walks on.
 			f.phones.busy.Add(1)
 			return
+		}
+		if run.Err() != nil {
+			return // the run ended mid-pass: no failure of the mount's
 		}
 		f.fail(uid, "connect", err)
 		return

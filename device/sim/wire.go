@@ -202,21 +202,22 @@ func serveConn(ctx context.Context, air *Air, conn net.Conn) {
 		if send(msgConnected, binary.BigEndian.AppendUint16(nil, uint16(l.mtu))) != nil {
 			return
 		}
-		// Notifications flow on their own; the link ending closes the socket.
-		go func() {
-			for f := range l.toCentral {
-				if send(msgNotify, f) != nil {
+		// Notifications flow on their own; the link ending closes the socket
+		// once both characteristics forwarded what they held (a mount
+		// notifies its result and then restarts: closing on the first one
+		// to end lost the result).
+		var forwarding sync.WaitGroup
+		forward := func(ch <-chan []byte, typ byte) {
+			for f := range ch {
+				if send(typ, f) != nil {
 					break
 				}
 			}
-			cancel()
-		}()
+		}
+		forwarding.Go(func() { forward(l.toCentral, msgNotify) })
+		forwarding.Go(func() { forward(l.fwOut, msgNotifyFirmware) })
 		go func() {
-			for f := range l.fwOut {
-				if send(msgNotifyFirmware, f) != nil {
-					break
-				}
-			}
+			forwarding.Wait()
 			cancel()
 		}()
 		for {
