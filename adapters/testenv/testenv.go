@@ -9,9 +9,13 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,19 +37,22 @@ func randomSuffix() string {
 }
 
 // PostgresURL creates a fresh database on the test server and returns its
-// URL; the database is dropped when the test ends.
+// URL; the database is dropped when the test ends. After
+// UsePostgresTemplate it is a copy of the prepared template.
 func PostgresURL(tb testing.TB) string {
 	tb.Helper()
 	admin := os.Getenv("MOUNTD_TEST_DATABASE_URL")
 	if admin == "" {
 		missing(tb, "MOUNTD_TEST_DATABASE_URL")
 	}
+	create := "CREATE DATABASE "
+	if tpl, err := postgresTemplate(admin); err != nil {
+		tb.Fatalf("template database: %v", err)
+	} else if tpl != "" {
+		create = "CREATE DATABASE %s TEMPLATE " + tpl
+	}
 	name := "mountd_test_" + randomSuffix()
-	db := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(admin)))
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+	if err := createDatabase(admin, name, create); err != nil {
 		tb.Fatalf("create test database: %v", err)
 	}
 	tb.Cleanup(func() {
@@ -53,12 +60,95 @@ func PostgresURL(tb testing.TB) string {
 		defer db.Close()
 		_, _ = db.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
 	})
+	return databaseURL(tb, admin, name)
+}
+
+// createDatabase runs create ("CREATE DATABASE ", or a format with %s for
+// the name) for name. A copy of a template waits for the template's last
+// session to end (PostgreSQL refuses while one is connected).
+func createDatabase(admin, name, create string) error {
+	stmt := create + name
+	if strings.Contains(create, "%s") {
+		stmt = fmt.Sprintf(create, name)
+	}
+	db := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(admin)))
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		_, err := db.ExecContext(ctx, stmt)
+		var pgErr pgdriver.Error
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Field('C') != "55006" || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func databaseURL(tb testing.TB, admin, name string) string {
+	tb.Helper()
 	u, err := url.Parse(admin)
 	if err != nil {
 		tb.Fatalf("parse MOUNTD_TEST_DATABASE_URL: %v", err)
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+var (
+	templateMu      sync.Mutex
+	templatePrepare func(ctx context.Context, databaseURL string) error
+	templateName    string
+	templateErr     error
+)
+
+// UsePostgresTemplate makes PostgresURL hand out copies of one database
+// that prepare (say, the migrations) sets up the first time one is asked
+// for: copying a database costs a fraction of migrating one. TestMain
+// calls it and, after the tests, the function it returns, which drops the
+// template.
+func UsePostgresTemplate(prepare func(ctx context.Context, databaseURL string) error) (drop func()) {
+	templateMu.Lock()
+	templatePrepare = prepare
+	templateMu.Unlock()
+	return func() {
+		templateMu.Lock()
+		defer templateMu.Unlock()
+		admin := os.Getenv("MOUNTD_TEST_DATABASE_URL")
+		if templateName == "" || admin == "" {
+			return
+		}
+		db := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(admin)))
+		defer db.Close()
+		_, _ = db.Exec("DROP DATABASE IF EXISTS " + templateName + " WITH (FORCE)")
+	}
+}
+
+// postgresTemplate is the template's name, prepared on first use; "" when
+// no template is used.
+func postgresTemplate(admin string) (string, error) {
+	templateMu.Lock()
+	defer templateMu.Unlock()
+	if templatePrepare == nil || templateName != "" || templateErr != nil {
+		return templateName, templateErr
+	}
+	name := "mountd_template_" + randomSuffix()
+	if templateErr = createDatabase(admin, name, "CREATE DATABASE "); templateErr != nil {
+		return "", templateErr
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		templateErr = err
+		return "", err
+	}
+	u.Path = "/" + name
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if templateErr = templatePrepare(ctx, u.String()); templateErr != nil {
+		return "", templateErr
+	}
+	templateName = name
+	return name, nil
 }
 
 // SQLiteURL returns the URL of a fresh SQLite file in the test's temp dir.

@@ -18,6 +18,7 @@ import (
 // and announces MOUNT_OFFLINE, each exactly once and within the 30 s
 // bound, and the presence rule's alarm once.
 func TestAlarmsWhenAReplicaDies(t *testing.T) {
+	t.Parallel() // it waits for the dead replica's lease: other waits overlap
 	dbURL := testenv.PostgresURL(t)
 	redisURL, _ := testenv.RedisURL(t)
 	addrA, addrB := freeAddr(t), freeAddr(t)

@@ -445,8 +445,10 @@ func TestPresenceOverREST(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the sweep")
 	}
+	t.Parallel() // it waits for the sweep: other waits overlap
 	for name, newConfig := range backends(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			cfg := newConfig(t)
 			cfg.OfflineAfter = 2 * time.Second
 			in := start(t, cfg)

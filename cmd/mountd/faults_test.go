@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -29,36 +28,6 @@ import (
 
 // The fault tests run mountd as real processes (built from this package)
 // on the test PostgreSQL and on a Redis of their own, and kill them.
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// mountdBinary builds mountd once per test run.
-func mountdBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds binaries")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mountd-faults-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "mountd")
-		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
-}
 
 // proc is a mountd process.
 type proc struct {

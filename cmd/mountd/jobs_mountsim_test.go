@@ -174,7 +174,7 @@ func TestJobOverPassingPhones(t *testing.T) {
 			}
 			byHand := decode[jobView](t, raw)
 			rider := in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:HB-0001")
-			ctl := exec.Command(toolBinary(t, "mountctl"), "--json", "sync", "HB-0001")
+			ctl := exec.Command(programBinary(t, "mountctl"), "--json", "sync", "HB-0001")
 			ctl.Env = append(os.Environ(), "MOUNTCTL_API="+in.base, "MOUNTCTL_BLE=sim://"+airB, "MOUNTCTL_TOKEN="+rider)
 			out, err := ctl.CombinedOutput()
 			if err != nil {

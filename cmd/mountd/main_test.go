@@ -57,6 +57,7 @@ func testConfig(dataDir, databaseURL string) Config {
 // start runs serve in-process and waits until it answers.
 func start(t testing.TB, cfg Config) *instance {
 	t.Helper()
+	seedSQLite(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)

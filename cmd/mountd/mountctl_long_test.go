@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,47 +15,6 @@ import (
 	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/client"
 )
-
-var (
-	toolsMu    sync.Mutex
-	toolBuilds = map[string]func() (string, error){}
-)
-
-// mountctlBinary builds mountctl once per test run.
-func mountctlBinary(t *testing.T) string { return toolBinary(t, "mountctl") }
-
-// mountsimBinary builds mountsim once per test run.
-func mountsimBinary(t *testing.T) string { return toolBinary(t, "mountsim") }
-
-// toolBinary builds ../name (a program beside mountd) once per test run.
-func toolBinary(t *testing.T, name string) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds binaries")
-	}
-	toolsMu.Lock()
-	build, ok := toolBuilds[name]
-	if !ok {
-		build = sync.OnceValues(func() (string, error) {
-			dir, err := os.MkdirTemp("", name+"-")
-			if err != nil {
-				return "", err
-			}
-			bin := filepath.Join(dir, name)
-			if out, err := exec.Command("go", "build", "-o", bin, "../"+name).CombinedOutput(); err != nil {
-				return "", fmt.Errorf("build: %v\n%s", err, out)
-			}
-			return bin, nil
-		})
-		toolBuilds[name] = build
-	}
-	toolsMu.Unlock()
-	bin, err := build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
 
 // battery reads the BATTERY_LEVEL values of mountctl's --json lines, in
 // the order printed.
@@ -84,7 +42,9 @@ func battery(out string) []string {
 // with SIGTERM, another started on the same address and database): they
 // print every report made before, during and after, once each, in order.
 func TestMountctlOutlivesTokensAndRestarts(t *testing.T) {
+	t.Parallel() // it waits for tokens to expire: other waits overlap
 	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
 		addr := freeAddr(t)
 		data := t.TempDir()
 		outlive(t, addr, []string{"MOUNTD_DATABASE_URL=sqlite://" + filepath.Join(data, "mountd.db"), "MOUNTD_DATA_DIR=" + data,
@@ -92,6 +52,7 @@ func TestMountctlOutlivesTokensAndRestarts(t *testing.T) {
 			"MOUNTD_IDP_NAME=mountd", "MOUNTD_LOG_LEVEL=warn", "MOUNTD_TOKEN_TTL=4s"})
 	})
 	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
 		addr := freeAddr(t)
 		redisURL, prefix := testenv.RedisURL(t)
 		outlive(t, addr, replicaEnv(t, testenv.PostgresURL(t), redisURL, "http://"+addr, "MOUNTD_TOKEN_TTL=4s",

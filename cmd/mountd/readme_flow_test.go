@@ -21,14 +21,7 @@ import (
 // rider token, of a download over a file and of mountctl without
 // credentials, events resuming, and mountsim's summary.
 func TestReadmeOperatorFlow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds binaries")
-	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "../mountctl", "../mountsim")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	mountctlBin, mountsimBin := mountctlBinary(t), mountsimBinary(t)
 	in := start(t, testConfig(t.TempDir(), ""))
 	acc := in.createAccount("Demo Fleet")
 	air := freeAddr(t)
@@ -36,7 +29,7 @@ func TestReadmeOperatorFlow(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Secrets in the environment, as the README passes them (not in argv).
-	sim := exec.CommandContext(ctx, filepath.Join(bin, "mountsim"), "--mounts", "3", "--air", air, "--api", in.base, "--report-interval", "1h")
+	sim := exec.CommandContext(ctx, mountsimBin, "--mounts", "3", "--air", air, "--api", in.base, "--report-interval", "1h")
 	sim.Env = append(os.Environ(), "MOUNTSIM_CLIENT_ID="+acc.ClientID, "MOUNTSIM_CLIENT_SECRET="+acc.ClientSecret)
 	var simOut bytes.Buffer
 	sim.Stdout, sim.Stderr = &simOut, &simOut
@@ -50,7 +43,7 @@ func TestReadmeOperatorFlow(t *testing.T) {
 		"MOUNTCTL_CLIENT_ID="+acc.ClientID, "MOUNTCTL_CLIENT_SECRET="+acc.ClientSecret)
 	mountctl := func(token string, args ...string) (string, error) {
 		t.Helper()
-		cmd := exec.Command(filepath.Join(bin, "mountctl"), args...)
+		cmd := exec.Command(mountctlBin, args...)
 		cmd.Env = append(env, "MOUNTCTL_TOKEN="+token)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -65,7 +58,7 @@ func TestReadmeOperatorFlow(t *testing.T) {
 	}
 
 	// Without credentials, token says in one line what is missing.
-	bare := exec.Command(filepath.Join(bin, "mountctl"), "--api", in.base, "token")
+	bare := exec.Command(mountctlBin, "--api", in.base, "token")
 	bare.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	if out, err := bare.CombinedOutput(); err == nil || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 ||
 		!strings.Contains(string(out), "MOUNTCTL_CLIENT_ID") || !strings.Contains(string(out), "MOUNTCTL_CLIENT_SECRET") {

@@ -25,7 +25,7 @@ import (
 // command it had accepted before; a receipt uploaded after its command
 // turned UNCONFIRMED moves it on.
 func TestTruthFromTheMountEndToEnd(t *testing.T) {
-	simBin, ctlBin := mountsimBinary(t), toolBinary(t, "mountctl")
+	simBin, ctlBin := mountsimBinary(t), mountctlBinary(t)
 	for name, mk := range backends(t) {
 		t.Run(name, func(t *testing.T) {
 			cfg := mk(t)

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/mountd/mountd/adapters/bunstore"
+	"github.com/mountd/mountd/adapters/testenv"
+)
+
+// The end-to-end tests run the real programs. They are built once per
+// test run, by one `go build` that TestMain starts in the background: on a
+// cold build cache that build takes minutes of CPU, which then overlap
+// the first tests instead of stopping the first test that needs a
+// program.
+
+var (
+	programsOnce sync.Once
+	programsDir  string
+	programsErr  error
+	programsDone = make(chan struct{})
+)
+
+// buildPrograms builds mountd, mountctl and mountsim into a temporary
+// directory, once.
+func buildPrograms() {
+	programsOnce.Do(func() {
+		go func() {
+			defer close(programsDone)
+			if programsDir, programsErr = os.MkdirTemp("", "mountd-programs-"); programsErr != nil {
+				return
+			}
+			out, err := exec.Command("go", "build", "-o", programsDir+string(filepath.Separator), ".", "../mountctl", "../mountsim").CombinedOutput()
+			if err != nil {
+				programsErr = fmt.Errorf("build: %v\n%s", err, out)
+			}
+		}()
+	})
+}
+
+// mountdBinary is mountd built from this package.
+func mountdBinary(t *testing.T) string { return programBinary(t, "mountd") }
+
+// mountctlBinary is mountctl, the program beside mountd.
+func mountctlBinary(t *testing.T) string { return programBinary(t, "mountctl") }
+
+// mountsimBinary is mountsim, the program beside mountd.
+func mountsimBinary(t *testing.T) string { return programBinary(t, "mountsim") }
+
+// programBinary waits for the programs' build and returns name's path.
+func programBinary(t *testing.T, name string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds binaries")
+	}
+	buildPrograms()
+	<-programsDone
+	if programsErr != nil {
+		t.Fatal(programsErr)
+	}
+	return filepath.Join(programsDir, name)
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if !testing.Short() {
+		buildPrograms()
+	}
+	dropTemplate := testenv.UsePostgresTemplate(func(ctx context.Context, databaseURL string) error {
+		store, closeStore, err := bunstore.Open(ctx, databaseURL)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		_, err = store.Migrate(ctx)
+		return err
+	})
+	code := m.Run()
+	dropTemplate()
+	for _, dir := range templates {
+		os.RemoveAll(dir)
+	}
+	if programsDir != "" {
+		<-programsDone
+		os.RemoveAll(programsDir)
+	}
+	os.Exit(code)
+}
