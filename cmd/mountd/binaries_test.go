@@ -28,9 +28,15 @@ var (
 )
 
 // buildPrograms builds mountd, mountctl and mountsim into a temporary
-// directory, once.
+// directory, once; MOUNTD_TEST_PROGRAMS names a directory where they are
+// built already (make test builds them once for its test processes).
 func buildPrograms() {
 	programsOnce.Do(func() {
+		if dir := os.Getenv("MOUNTD_TEST_PROGRAMS"); dir != "" {
+			programsDir = dir
+			close(programsDone)
+			return
+		}
 		go func() {
 			defer close(programsDone)
 			if programsDir, programsErr = os.MkdirTemp("", "mountd-programs-"); programsErr != nil {
@@ -86,7 +92,7 @@ func TestMain(m *testing.M) {
 	for _, dir := range templates {
 		os.RemoveAll(dir)
 	}
-	if programsDir != "" {
+	if programsDir != "" && os.Getenv("MOUNTD_TEST_PROGRAMS") == "" {
 		<-programsDone
 		os.RemoveAll(programsDir)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,9 +11,14 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/uptrace/bun/driver/pgdriver"
+
+	"github.com/mountd/mountd/adapters/testenv"
 )
 
 // Rollouts end to end (docs/api.md, "Rollouts"): mountd serving on both
@@ -541,4 +547,59 @@ func TestRolloutOverMountsimBadThenResumed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRolloutThroughFaults: while a rollout's first phase installs, Redis
+// is killed (and started again two seconds later) and PostgreSQL
+// terminates every connection of the service three times. The rollout
+// still completes: each phase opened once, one ROLLOUT_COMPLETED, every
+// target HEALTHY on a verified report (its decisions are transactions
+// the sweep retries; its events go through the log, not Redis).
+func TestRolloutThroughFaults(t *testing.T) {
+	t.Parallel()
+	redisAddr := freeAddr(t)
+	redis := startRedis(t, redisAddr)
+	dbURL := testenv.PostgresURL(t)
+	cfg := testConfig(t.TempDir(), dbURL)
+	cfg.RedisURL = "redis://" + redisAddr + "/0"
+	r := newRolloutRig(t, cfg, 10)
+	sim := r.sim("--associate", "--seed", "23")
+	r.waitReporting()
+	ro := r.create(map[string]any{"phases": []int{50, 100}, "failureThreshold": 50, "minSample": 1,
+		"healthWindow": "3s", "requireIdle": false})
+	r.waitRollout(ro.ID, "a first install under way", func(ro simRolloutView) bool { return ro.Counts.Installing+ro.Counts.Healthy > 0 })
+
+	redis.kill()
+	admin := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(os.Getenv("MOUNTD_TEST_DATABASE_URL"))))
+	defer admin.Close()
+	dbName := dbURL[strings.LastIndex(dbURL, "/")+1:]
+	for range 3 {
+		if _, err := admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, dbName); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	startRedis(t, redisAddr)
+
+	ro = r.waitRollout(ro.ID, "the rollout COMPLETED after the faults", func(ro simRolloutView) bool {
+		if ro.State != "RUNNING" && ro.State != "COMPLETED" {
+			t.Fatalf("rollout %+v", ro)
+		}
+		return ro.State == "COMPLETED"
+	})
+	if ro.Counts.Healthy != r.mounts || ro.OpenPhase != 1 {
+		t.Fatalf("completed rollout %+v", ro)
+	}
+	events := r.eventsEnding(ro.ID, "ROLLOUT_COMPLETED(1)")
+	want := []string{"ROLLOUT_PHASE_OPENED(0)", "ROLLOUT_PHASE_OPENED(1)", "ROLLOUT_COMPLETED(1)"}
+	if got := eventTypeList(events); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	targets := r.targets(ro.ID)
+	r.checkOffers(ro.ID, targets, phaseOpened(t, events))
+	r.checkHealthy(targets)
+	// The phones saw the faults (503s they retried); what counts is above.
+	sum := sim.stop()
+	t.Logf("mountsim errors during the faults: %v", sum.ErrorsByKind)
 }

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs every test of the module with -race, as `go test -race ./...` would,
+# in less time on a small machine: mountd's own end-to-end tests
+# (cmd/mountd) take most of the run, one test after another, using about
+# one core; they run as two processes side by side, each with every other
+# test of the list, while the other packages run with `go test`. Each
+# process still runs its tests one at a time, so a test sees no other test
+# of its process (goroutine counts, metrics).
+# Run it through scripts/test-services.sh (make test does).
+# Usage: scripts/test-all.sh [go]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${1:-go}
+SHARDS=2
+tmp=$(mktemp -d /tmp/mountd-test-all-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+# The programs the end-to-end tests run, built once for every shard, and
+# mountd's test binary.
+"$GO" build -o "$tmp/programs/" ./cmd/mountd ./cmd/mountctl ./cmd/mountsim &
+build=$!
+"$GO" test -race -c -o "$tmp/mountd.test" ./cmd/mountd
+wait "$build"
+export MOUNTD_TEST_PROGRAMS="$tmp/programs"
+
+mapfile -t tests < <(cd cmd/mountd && "$tmp/mountd.test" -test.list '.*' | grep '^Test')
+
+shard() { # $1: the shard's number
+  local names=() i
+  for i in "${!tests[@]}"; do
+    if (( i % SHARDS == $1 )); then names+=("${tests[$i]}"); fi
+  done
+  local re
+  re="^($(IFS='|'; echo "${names[*]}"))\$"
+  local began=$SECONDS rc=0
+  (cd cmd/mountd && "$tmp/mountd.test" -test.run "$re" -test.count=1 -test.timeout=20m) >"$tmp/shard$1.log" 2>&1 || rc=$?
+  if [ $rc -eq 0 ]; then
+    echo "ok  	github.com/mountd/mountd/cmd/mountd (shard $1 of $SHARDS, ${#names[@]} tests)	$((SECONDS - began))s"
+  else
+    cat "$tmp/shard$1.log"
+    echo "FAIL	github.com/mountd/mountd/cmd/mountd (shard $1 of $SHARDS, ${#names[@]} tests)	$((SECONDS - began))s"
+  fi
+  return $rc
+}
+
+pids=()
+for ((s = 0; s < SHARDS; s++)); do
+  shard "$s" &
+  pids+=($!)
+done
+rc=0
+mapfile -t pkgs < <("$GO" list ./... | grep -v '/cmd/mountd$')
+"$GO" test -race -count=1 -timeout 20m "${pkgs[@]}" || rc=$?
+for p in "${pids[@]}"; do
+  wait "$p" || rc=$?
+done
+exit $rc
