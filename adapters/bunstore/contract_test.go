@@ -9,9 +9,9 @@ import (
 )
 
 // TestStoreContract runs the storage ports' contract suite on SQLite and
-// on PostgreSQL, each case on a fresh, migrated database.
+// on PostgreSQL, each case on a fresh copy of a migrated database.
 func TestStoreContract(t *testing.T) {
-	for name, newURL := range testenv.Databases(t) {
+	for name, newURL := range testenv.MigratedDatabases(t) {
 		t.Run(name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) storetest.Store {
 				store := MustOpen(t, newURL(t))
@@ -27,7 +27,7 @@ func TestStoreContract(t *testing.T) {
 // TestRolloutContract runs the rollouts' cases of the contract suite on
 // SQLite and on PostgreSQL, each case on a fresh, migrated database.
 func TestRolloutContract(t *testing.T) {
-	for name, newURL := range testenv.Databases(t) {
+	for name, newURL := range testenv.MigratedDatabases(t) {
 		t.Run(name, func(t *testing.T) {
 			storetest.RunRollouts(t, func(t *testing.T) storetest.Store {
 				store := MustOpen(t, newURL(t))

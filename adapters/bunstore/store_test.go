@@ -12,7 +12,7 @@ import (
 
 // forEachDatabase runs fn against a migrated store on SQLite and on PostgreSQL.
 func forEachDatabase(t *testing.T, fn func(t *testing.T, url string, store *bunstore.Store)) {
-	for name, newURL := range testenv.Databases(t) {
+	for name, newURL := range testenv.MigratedDatabases(t) {
 		t.Run(name, func(t *testing.T) {
 			url := newURL(t)
 			store := MustOpen(t, url)

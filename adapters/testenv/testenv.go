@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -36,19 +37,32 @@ func randomSuffix() string {
 	return hex.EncodeToString(b)
 }
 
-// PostgresURL creates a fresh database on the test server and returns its
-// URL; the database is dropped when the test ends. After
-// UsePostgresTemplate it is a copy of the prepared template.
+// PostgresURL creates a fresh, empty database on the test server and
+// returns its URL; the database is dropped when the test ends.
 func PostgresURL(tb testing.TB) string {
+	tb.Helper()
+	return postgresURL(tb, false)
+}
+
+// MigratedPostgresURL is PostgresURL for a copy of the database that the
+// function given to UseTemplates prepared (once per test process).
+func MigratedPostgresURL(tb testing.TB) string {
+	tb.Helper()
+	return postgresURL(tb, true)
+}
+
+func postgresURL(tb testing.TB, migrated bool) string {
 	tb.Helper()
 	admin := os.Getenv("MOUNTD_TEST_DATABASE_URL")
 	if admin == "" {
 		missing(tb, "MOUNTD_TEST_DATABASE_URL")
 	}
 	create := "CREATE DATABASE "
-	if tpl, err := postgresTemplate(admin); err != nil {
-		tb.Fatalf("template database: %v", err)
-	} else if tpl != "" {
+	if migrated {
+		tpl, err := postgresTemplate(admin)
+		if err != nil {
+			tb.Fatalf("template database: %v", err)
+		}
 		create = "CREATE DATABASE %s TEMPLATE " + tpl
 	}
 	name := "mountd_test_" + randomSuffix()
@@ -98,22 +112,28 @@ func databaseURL(tb testing.TB, admin, name string) string {
 var (
 	templateMu      sync.Mutex
 	templatePrepare func(ctx context.Context, databaseURL string) error
-	templateName    string
+	templateName    string // the PostgreSQL template database
 	templateErr     error
+	sqliteTemplate  string // the SQLite template file
+	sqliteErr       error
 )
 
-// UsePostgresTemplate makes PostgresURL hand out copies of one database
-// that prepare (say, the migrations) sets up the first time one is asked
-// for: copying a database costs a fraction of migrating one. TestMain
-// calls it and, after the tests, the function it returns, which drops the
-// template.
-func UsePostgresTemplate(prepare func(ctx context.Context, databaseURL string) error) (drop func()) {
+// UseTemplates makes the Migrated* functions hand out copies of one
+// database per backend that prepare (the migrations) sets up the first
+// time one is asked for: copying a database costs a fraction of
+// migrating one (SQLite under -race migrates in about a second). TestMain
+// calls it and, after the tests, the function it returns, which removes
+// the templates.
+func UseTemplates(prepare func(ctx context.Context, databaseURL string) error) (drop func()) {
 	templateMu.Lock()
 	templatePrepare = prepare
 	templateMu.Unlock()
 	return func() {
 		templateMu.Lock()
 		defer templateMu.Unlock()
+		if sqliteTemplate != "" {
+			os.RemoveAll(filepath.Dir(sqliteTemplate))
+		}
 		admin := os.Getenv("MOUNTD_TEST_DATABASE_URL")
 		if templateName == "" || admin == "" {
 			return
@@ -124,13 +144,83 @@ func UsePostgresTemplate(prepare func(ctx context.Context, databaseURL string) e
 	}
 }
 
+// SQLiteTemplate is the path of the SQLite database that the function
+// given to UseTemplates prepared, prepared on first use. Copy the file;
+// it has no write-ahead log beside it.
+func SQLiteTemplate() (string, error) {
+	templateMu.Lock()
+	defer templateMu.Unlock()
+	if sqliteTemplate != "" || sqliteErr != nil {
+		return sqliteTemplate, sqliteErr
+	}
+	if templatePrepare == nil {
+		return "", errors.New("testenv: no template: TestMain calls UseTemplates")
+	}
+	dir, err := os.MkdirTemp("", "mountd-template-")
+	if err != nil {
+		sqliteErr = err
+		return "", err
+	}
+	path := filepath.Join(dir, "mountd.db")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if sqliteErr = templatePrepare(ctx, "sqlite://"+path); sqliteErr != nil {
+		return "", sqliteErr
+	}
+	// prepare closed its connections: the last one folded the write-ahead
+	// log into the file. Make sure.
+	if _, err := os.Stat(path + "-wal"); err == nil {
+		sqliteErr = fmt.Errorf("testenv: %s-wal left after prepare: close every connection", path)
+		return "", sqliteErr
+	}
+	sqliteTemplate = path
+	return path, nil
+}
+
+// MigratedSQLiteURL returns the URL of a copy of the SQLite template in
+// the test's temp dir.
+func MigratedSQLiteURL(tb testing.TB) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "mountd.db")
+	if err := CopySQLiteTemplate(path); err != nil {
+		tb.Fatalf("template database: %v", err)
+	}
+	return "sqlite://" + path
+}
+
+// CopySQLiteTemplate copies the SQLite template to path, a file that does
+// not exist yet.
+func CopySQLiteTemplate(path string) error {
+	src, err := SQLiteTemplate()
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	return errors.Join(err, out.Close())
+}
+
 // postgresTemplate is the template's name, prepared on first use; "" when
 // no template is used.
 func postgresTemplate(admin string) (string, error) {
 	templateMu.Lock()
 	defer templateMu.Unlock()
-	if templatePrepare == nil || templateName != "" || templateErr != nil {
+	if templateName != "" || templateErr != nil {
 		return templateName, templateErr
+	}
+	if templatePrepare == nil {
+		return "", errors.New("testenv: no template: TestMain calls UseTemplates")
 	}
 	name := "mountd_template_" + randomSuffix()
 	if templateErr = createDatabase(admin, name, "CREATE DATABASE "); templateErr != nil {
@@ -168,12 +258,22 @@ func RedisURL(tb testing.TB) (redisURL, prefix string) {
 }
 
 // Databases lists the database URLs a store test runs against: SQLite
-// always, PostgreSQL through the test server.
+// always, PostgreSQL through the test server. Each is a fresh, empty
+// database.
 func Databases(tb testing.TB) map[string]func(testing.TB) string {
 	tb.Helper()
 	return map[string]func(testing.TB) string{
 		"sqlite":   SQLiteURL,
 		"postgres": PostgresURL,
+	}
+}
+
+// MigratedDatabases is Databases for copies of the templates (UseTemplates).
+func MigratedDatabases(tb testing.TB) map[string]func(testing.TB) string {
+	tb.Helper()
+	return map[string]func(testing.TB) string{
+		"sqlite":   MigratedSQLiteURL,
+		"postgres": MigratedPostgresURL,
 	}
 }
 

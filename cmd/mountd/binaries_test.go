@@ -78,7 +78,7 @@ func TestMain(m *testing.M) {
 	if !testing.Short() {
 		buildPrograms()
 	}
-	dropTemplate := testenv.UsePostgresTemplate(func(ctx context.Context, databaseURL string) error {
+	dropTemplates := testenv.UseTemplates(func(ctx context.Context, databaseURL string) error {
 		store, closeStore, err := bunstore.Open(ctx, databaseURL)
 		if err != nil {
 			return err
@@ -88,10 +88,7 @@ func TestMain(m *testing.M) {
 		return err
 	})
 	code := m.Run()
-	dropTemplate()
-	for _, dir := range templates {
-		os.RemoveAll(dir)
-	}
+	dropTemplates()
 	if programsDir != "" && os.Getenv("MOUNTD_TEST_PROGRAMS") == "" {
 		<-programsDone
 		os.RemoveAll(programsDir)

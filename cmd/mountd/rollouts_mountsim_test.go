@@ -559,7 +559,7 @@ func TestRolloutThroughFaults(t *testing.T) {
 	t.Parallel()
 	redisAddr := freeAddr(t)
 	redis := startRedis(t, redisAddr)
-	dbURL := testenv.PostgresURL(t)
+	dbURL := testenv.MigratedPostgresURL(t)
 	cfg := testConfig(t.TempDir(), dbURL)
 	cfg.RedisURL = "redis://" + redisAddr + "/0"
 	r := newRolloutRig(t, cfg, 10)

@@ -159,13 +159,17 @@ export function jobForm(expr, targets) {
   // The default expiry, as the server's: seven days from now, local time.
   const local = (d) => new Date(d.getTime() - d.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
   expires.value = local(new Date(Date.now() + 7 * 86400_000));
+  // Disabled while a job is being created: a second click would create a second job.
+  const submit = h("button", { class: "primary", type: "submit" }, "Create job…");
   const form = h("form", { id: "job-form", class: "card", "aria-labelledby": "job-form-title", hidden: true, onsubmit: async (e) => {
     e.preventDefault();
+    if (submit.disabled) return;
     const values = {};
     for (const c of params.querySelectorAll("input, select")) values[c.name] = c.value.trim();
     const n = targets();
     const f = expr();
     if (!confirm(`Create a ${codeSel.value} job for ${n} mount${n === 1 ? "" : "s"}? They are the associated mounts the filter “${f}” selects now; each runs the command when a phone next passes it.`)) return;
+    submit.disabled = true;
     try {
       const j = (await gql(`mutation($in: CreateJobInput!) { createJob(input: $in) { ${JOB_FIELDS} } }`, { in: {
         code: codeSel.value, params: values, filter: f, description: description.value.trim() || undefined,
@@ -175,10 +179,12 @@ export function jobForm(expr, targets) {
       status.setAttribute("role", "status");
     } catch (err) {
       status.say(errorText(err), true);
+    } finally {
+      submit.disabled = false;
     }
   } }, h("h2", { id: "job-form-title" }, "Create a job for these mounts"),
   h("p", { class: "muted" }, "The job's mounts are the associated ones the filter expression selects when it is created; the other filters of this page do not narrow it."),
   h("div", { class: "toolbar" }, field("Command", codeSel), params, field("Description", description), field("Expires", expires),
-    h("button", { class: "primary", type: "submit" }, "Create job…")), status);
+    submit), status);
   return form;
 }
