@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun/driver/pgdriver"
+
+	"github.com/mountd/mountd/adapters/bunstore"
 )
 
 func missing(tb testing.TB, what string) {
@@ -69,11 +71,7 @@ func postgresURL(tb testing.TB, migrated bool) string {
 	if err := createDatabase(admin, name, create); err != nil {
 		tb.Fatalf("create test database: %v", err)
 	}
-	tb.Cleanup(func() {
-		db := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(admin)))
-		defer db.Close()
-		_, _ = db.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
-	})
+	tb.Cleanup(func() { dropDatabase(admin, name) })
 	return databaseURL(tb, admin, name)
 }
 
@@ -97,6 +95,12 @@ func createDatabase(admin, name, create string) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func dropDatabase(admin, name string) {
+	db := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(admin)))
+	defer db.Close()
+	_, _ = db.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
 }
 
 func databaseURL(tb testing.TB, admin, name string) string {
@@ -134,14 +138,23 @@ func UseTemplates(prepare func(ctx context.Context, databaseURL string) error) (
 		if sqliteTemplate != "" {
 			os.RemoveAll(filepath.Dir(sqliteTemplate))
 		}
-		admin := os.Getenv("MOUNTD_TEST_DATABASE_URL")
-		if templateName == "" || admin == "" {
-			return
+		if admin := os.Getenv("MOUNTD_TEST_DATABASE_URL"); templateName != "" && admin != "" {
+			dropDatabase(admin, templateName)
 		}
-		db := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(admin)))
-		defer db.Close()
-		_, _ = db.Exec("DROP DATABASE IF EXISTS " + templateName + " WITH (FORCE)")
 	}
+}
+
+// UseMigratedTemplates is UseTemplates with the store's migrations.
+func UseMigratedTemplates() (drop func()) {
+	return UseTemplates(func(ctx context.Context, databaseURL string) error {
+		store, closeStore, err := bunstore.Open(ctx, databaseURL)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		_, err = store.Migrate(ctx)
+		return err
+	})
 }
 
 // SQLiteTemplate is the path of the SQLite database that the function
@@ -211,8 +224,8 @@ func CopySQLiteTemplate(path string) error {
 	return errors.Join(err, out.Close())
 }
 
-// postgresTemplate is the template's name, prepared on first use; "" when
-// no template is used.
+// postgresTemplate is the template database's name, prepared on first
+// use.
 func postgresTemplate(admin string) (string, error) {
 	templateMu.Lock()
 	defer templateMu.Unlock()

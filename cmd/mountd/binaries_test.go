@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mountd/mountd/adapters/bunstore"
 	"github.com/mountd/mountd/adapters/testenv"
 )
 
@@ -78,15 +76,7 @@ func TestMain(m *testing.M) {
 	if !testing.Short() {
 		buildPrograms()
 	}
-	dropTemplates := testenv.UseTemplates(func(ctx context.Context, databaseURL string) error {
-		store, closeStore, err := bunstore.Open(ctx, databaseURL)
-		if err != nil {
-			return err
-		}
-		defer closeStore()
-		_, err = store.Migrate(ctx)
-		return err
-	})
+	dropTemplates := testenv.UseMigratedTemplates()
 	code := m.Run()
 	dropTemplates()
 	if programsDir != "" && os.Getenv("MOUNTD_TEST_PROGRAMS") == "" {
