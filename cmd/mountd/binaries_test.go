@@ -78,6 +78,7 @@ func TestMain(m *testing.M) {
 	}
 	dropTemplates := testenv.UseMigratedTemplates()
 	code := m.Run()
+	chromiumStop()
 	dropTemplates()
 	if programsDir != "" && os.Getenv("MOUNTD_TEST_PROGRAMS") == "" {
 		<-programsDone

@@ -48,15 +48,7 @@ type browserSession struct {
 
 func newBrowserSession(t testing.TB, chromium string) *browserSession {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 860))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 120*time.Second)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	ctx := newBrowserTab(t, chromium, 120*time.Second)
 	b := &browserSession{t: t, ctx: ctx}
 	if err := chromedp.Listen(ctx, func(ev any) {
 		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
@@ -72,6 +64,49 @@ func newBrowserSession(t testing.TB, chromium string) *browserSession {
 		return err
 	}))
 	return b
+}
+
+// One headless Chromium serves every browser test of the process (a
+// launch costs seconds of CPU); each session gets a browser context of
+// its own, with its own cookies and storage, as a fresh profile had.
+var (
+	chromiumOnce sync.Once
+	chromiumCtx  context.Context
+	chromiumErr  error
+	chromiumStop = func() {}
+)
+
+// newBrowserTab opens a tab in a new browser context of the shared
+// Chromium, closed (with its context) when the test ends or after limit.
+func newBrowserTab(t testing.TB, chromium string, limit time.Duration) context.Context {
+	t.Helper()
+	chromiumOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mountd-chromium-")
+		if err != nil {
+			chromiumErr = err
+			return
+		}
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+			chromedp.UserDataDir(dir), chromedp.WindowSize(1280, 860))
+		allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		browser, cancel := chromedp.NewContext(allocCtx)
+		chromiumStop = func() { cancel(); cancelAlloc(); os.RemoveAll(dir) }
+		if err := chromedp.Do(browser); err != nil {
+			chromiumErr = fmt.Errorf("start Chromium: %w", err)
+			return
+		}
+		chromiumCtx = browser
+	})
+	if chromiumErr != nil {
+		t.Fatal(chromiumErr)
+	}
+	ctx, cancel := chromedp.NewContext(chromiumCtx, chromedp.WithNewBrowserContext())
+	ctx, cancelTimeout := context.WithTimeout(ctx, limit)
+	t.Cleanup(func() { cancelTimeout(); cancel() })
+	return ctx
 }
 
 // step runs actions, failing the test with a screenshot when they fail.
