@@ -9,7 +9,7 @@ import (
 )
 
 // TestStoreContract runs the storage ports' contract suite on SQLite and
-// on PostgreSQL, each case on a fresh copy of a migrated database.
+// on PostgreSQL, each case on a fresh, migrated database.
 func TestStoreContract(t *testing.T) {
 	for name, newURL := range testenv.MigratedDatabases(t) {
 		t.Run(name, func(t *testing.T) {

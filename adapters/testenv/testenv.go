@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,61 +39,32 @@ func randomSuffix() string {
 }
 
 // PostgresURL creates a fresh, empty database on the test server and
-// returns its URL; the database is dropped when the test ends.
+// returns its URL; the database is dropped when the test ends. (There is
+// no migrated template for PostgreSQL: it migrates fast, and copying a
+// template holds the cluster's snapshot horizon back for the copy's
+// duration, which hides every other test's newer events from the event
+// log meanwhile.)
 func PostgresURL(tb testing.TB) string {
-	tb.Helper()
-	return postgresURL(tb, false)
-}
-
-// MigratedPostgresURL is PostgresURL for a copy of the database that the
-// function given to UseTemplates prepared (once per test process).
-func MigratedPostgresURL(tb testing.TB) string {
-	tb.Helper()
-	return postgresURL(tb, true)
-}
-
-func postgresURL(tb testing.TB, migrated bool) string {
 	tb.Helper()
 	admin := os.Getenv("MOUNTD_TEST_DATABASE_URL")
 	if admin == "" {
 		missing(tb, "MOUNTD_TEST_DATABASE_URL")
 	}
-	create := "CREATE DATABASE "
-	if migrated {
-		tpl, err := postgresTemplate(admin)
-		if err != nil {
-			tb.Fatalf("template database: %v", err)
-		}
-		create = "CREATE DATABASE %s TEMPLATE " + tpl
-	}
 	name := "mountd_test_" + randomSuffix()
-	if err := createDatabase(admin, name, create); err != nil {
+	if err := createDatabase(admin, name); err != nil {
 		tb.Fatalf("create test database: %v", err)
 	}
 	tb.Cleanup(func() { dropDatabase(admin, name) })
 	return databaseURL(tb, admin, name)
 }
 
-// createDatabase runs create ("CREATE DATABASE ", or a format with %s for
-// the name) for name. A copy of a template waits for the template's last
-// session to end (PostgreSQL refuses while one is connected).
-func createDatabase(admin, name, create string) error {
-	stmt := create + name
-	if strings.Contains(create, "%s") {
-		stmt = fmt.Sprintf(create, name)
-	}
+func createDatabase(admin, name string) error {
 	db := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(admin)))
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for {
-		_, err := db.ExecContext(ctx, stmt)
-		var pgErr pgdriver.Error
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Field('C') != "55006" || ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	_, err := db.ExecContext(ctx, "CREATE DATABASE "+name)
+	return err
 }
 
 func dropDatabase(admin, name string) {
@@ -116,18 +86,15 @@ func databaseURL(tb testing.TB, admin, name string) string {
 var (
 	templateMu      sync.Mutex
 	templatePrepare func(ctx context.Context, databaseURL string) error
-	templateName    string // the PostgreSQL template database
-	templateErr     error
 	sqliteTemplate  string // the SQLite template file
 	sqliteErr       error
 )
 
-// UseTemplates makes the Migrated* functions hand out copies of one
-// database per backend that prepare (the migrations) sets up the first
-// time one is asked for: copying a database costs a fraction of
-// migrating one (SQLite under -race migrates in about a second). TestMain
-// calls it and, after the tests, the function it returns, which removes
-// the templates.
+// UseTemplates makes MigratedSQLiteURL hand out copies of one SQLite
+// database that prepare (the migrations) sets up the first time one is
+// asked for: SQLite under -race migrates in about a second, a copy takes
+// milliseconds. TestMain calls it and, after the tests, the function it
+// returns, which removes the template.
 func UseTemplates(prepare func(ctx context.Context, databaseURL string) error) (drop func()) {
 	templateMu.Lock()
 	templatePrepare = prepare
@@ -137,9 +104,6 @@ func UseTemplates(prepare func(ctx context.Context, databaseURL string) error) (
 		defer templateMu.Unlock()
 		if sqliteTemplate != "" {
 			os.RemoveAll(filepath.Dir(sqliteTemplate))
-		}
-		if admin := os.Getenv("MOUNTD_TEST_DATABASE_URL"); templateName != "" && admin != "" {
-			dropDatabase(admin, templateName)
 		}
 	}
 }
@@ -224,36 +188,6 @@ func CopySQLiteTemplate(path string) error {
 	return errors.Join(err, out.Close())
 }
 
-// postgresTemplate is the template database's name, prepared on first
-// use.
-func postgresTemplate(admin string) (string, error) {
-	templateMu.Lock()
-	defer templateMu.Unlock()
-	if templateName != "" || templateErr != nil {
-		return templateName, templateErr
-	}
-	if templatePrepare == nil {
-		return "", errors.New("testenv: no template: TestMain calls UseTemplates")
-	}
-	name := "mountd_template_" + randomSuffix()
-	if templateErr = createDatabase(admin, name, "CREATE DATABASE "); templateErr != nil {
-		return "", templateErr
-	}
-	u, err := url.Parse(admin)
-	if err != nil {
-		templateErr = err
-		return "", err
-	}
-	u.Path = "/" + name
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if templateErr = templatePrepare(ctx, u.String()); templateErr != nil {
-		return "", templateErr
-	}
-	templateName = name
-	return name, nil
-}
-
 // SQLiteURL returns the URL of a fresh SQLite file in the test's temp dir.
 func SQLiteURL(tb testing.TB) string {
 	tb.Helper()
@@ -281,12 +215,14 @@ func Databases(tb testing.TB) map[string]func(testing.TB) string {
 	}
 }
 
-// MigratedDatabases is Databases for copies of the templates (UseTemplates).
+// MigratedDatabases is Databases with SQLite as a copy of the migrated
+// template (UseTemplates); PostgreSQL's database is still empty: migrate
+// it.
 func MigratedDatabases(tb testing.TB) map[string]func(testing.TB) string {
 	tb.Helper()
 	return map[string]func(testing.TB) string{
 		"sqlite":   MigratedSQLiteURL,
-		"postgres": MigratedPostgresURL,
+		"postgres": PostgresURL,
 	}
 }
 

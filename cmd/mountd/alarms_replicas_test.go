@@ -19,7 +19,7 @@ import (
 // bound, and the presence rule's alarm once.
 func TestAlarmsWhenAReplicaDies(t *testing.T) {
 	t.Parallel() // it waits for the dead replica's lease: other waits overlap
-	dbURL := testenv.MigratedPostgresURL(t)
+	dbURL := testenv.PostgresURL(t)
 	redisURL, _ := testenv.RedisURL(t)
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	env := replicaEnv(t, dbURL, redisURL, "http://"+addrA, "MOUNTD_OFFLINE_AFTER=3s")

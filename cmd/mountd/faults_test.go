@@ -295,7 +295,7 @@ func TestFaultRedisKilled(t *testing.T) {
 	redisAddr := freeAddr(t)
 	redis := startRedis(t, redisAddr)
 	addr := freeAddr(t)
-	p := startProc(t, addr, replicaEnv(t, testenv.MigratedPostgresURL(t), "redis://"+redisAddr+"/0", "http://"+addr))
+	p := startProc(t, addr, replicaEnv(t, testenv.PostgresURL(t), "redis://"+redisAddr+"/0", "http://"+addr))
 	api, _ := p.ownerClient(t, "Fleet")
 	uid := "FR-1"
 	associate(t, api, uid)
@@ -340,7 +340,7 @@ func TestFaultRedisKilled(t *testing.T) {
 // acknowledged event still reaches a subscriber of the other replica and a
 // webhook endpoint.
 func TestFaultReplicaKilled(t *testing.T) {
-	dbURL := testenv.MigratedPostgresURL(t)
+	dbURL := testenv.PostgresURL(t)
 	redisURL, _ := testenv.RedisURL(t)
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	env := replicaEnv(t, dbURL, redisURL, "http://"+addrA, "MOUNTD_WEBHOOK_ALLOW_PRIVATE=true", "MOUNTD_WEBHOOK_RETRY_DELAYS=100ms,200ms,500ms,1s")
@@ -394,7 +394,7 @@ func TestFaultReplicaKilled(t *testing.T) {
 // connection of the service under load. Requests fail cleanly (503 with
 // Retry-After, never 500) and the service recovers without a restart.
 func TestFaultDatabaseConnectionsTerminated(t *testing.T) {
-	dbURL := testenv.MigratedPostgresURL(t)
+	dbURL := testenv.PostgresURL(t)
 	redisURL, _ := testenv.RedisURL(t)
 	addr := freeAddr(t)
 	p := startProc(t, addr, replicaEnv(t, dbURL, redisURL, "http://"+addr))
@@ -461,7 +461,7 @@ func TestFaultDatabaseConnectionsTerminated(t *testing.T) {
 // webhook attempt that is pending (a retry not yet due, or one being made
 // when the process stops) is still pending for the next start.
 func TestFaultSigterm(t *testing.T) {
-	dbURL := testenv.MigratedPostgresURL(t)
+	dbURL := testenv.PostgresURL(t)
 	redisURL, _ := testenv.RedisURL(t)
 	addr := freeAddr(t)
 	env := replicaEnv(t, dbURL, redisURL, "http://"+addr, "MOUNTD_WEBHOOK_ALLOW_PRIVATE=true", "MOUNTD_WEBHOOK_RETRY_DELAYS=1h")
@@ -551,7 +551,7 @@ func TestFaultJobsWithRedisAndReceiverDown(t *testing.T) {
 	redisAddr := freeAddr(t)
 	redis := startRedis(t, redisAddr)
 	addr := freeAddr(t)
-	p := startProc(t, addr, replicaEnv(t, testenv.MigratedPostgresURL(t), "redis://"+redisAddr+"/0", "http://"+addr,
+	p := startProc(t, addr, replicaEnv(t, testenv.PostgresURL(t), "redis://"+redisAddr+"/0", "http://"+addr,
 		"MOUNTD_WEBHOOK_ALLOW_PRIVATE=true", "MOUNTD_WEBHOOK_RETRY_DELAYS=100ms,200ms,500ms,1s"))
 	api, _ := p.ownerClient(t, "Fleet")
 	uid := "FJ-1"

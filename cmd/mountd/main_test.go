@@ -37,7 +37,7 @@ func backends(t testing.TB) map[string]func(t testing.TB) Config {
 			return testConfig(dir, "")
 		},
 		"postgres+redis": func(t testing.TB) Config {
-			cfg := testConfig(t.TempDir(), testenv.MigratedPostgresURL(t))
+			cfg := testConfig(t.TempDir(), testenv.PostgresURL(t))
 			cfg.RedisURL, cfg.RedisPrefix = testenv.RedisURL(t)
 			return cfg
 		},

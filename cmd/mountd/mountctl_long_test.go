@@ -55,7 +55,7 @@ func TestMountctlOutlivesTokensAndRestarts(t *testing.T) {
 		t.Parallel()
 		addr := freeAddr(t)
 		redisURL, prefix := testenv.RedisURL(t)
-		outlive(t, addr, replicaEnv(t, testenv.MigratedPostgresURL(t), redisURL, "http://"+addr, "MOUNTD_TOKEN_TTL=4s",
+		outlive(t, addr, replicaEnv(t, testenv.PostgresURL(t), redisURL, "http://"+addr, "MOUNTD_TOKEN_TTL=4s",
 			"MOUNTD_REDIS_PREFIX="+prefix)) // the last of a name wins
 	})
 }

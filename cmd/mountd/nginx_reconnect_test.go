@@ -39,7 +39,7 @@ import (
 // kept connection to a replica restarted since, is not it).
 func TestNginxMountctlReconnects(t *testing.T) {
 	bin := mountctlBinary(t)
-	dbURL := testenv.MigratedPostgresURL(t)
+	dbURL := testenv.PostgresURL(t)
 	redisURL, prefix := testenv.RedisURL(t)
 	certFile, keyFile, pool := selfSigned(t, t.TempDir())
 	addrs := []string{freeAddr(t), freeAddr(t)}

@@ -148,7 +148,7 @@ http {
 // through the other replica, the body limit at the proxy, and the plain
 // HTTP redirect.
 func TestNginxDeployment(t *testing.T) {
-	dbURL := testenv.MigratedPostgresURL(t)
+	dbURL := testenv.PostgresURL(t)
 	redisURL, _ := testenv.RedisURL(t)
 	certFile, keyFile, pool := selfSigned(t, t.TempDir())
 	addrs := []string{freeAddr(t), freeAddr(t)}

@@ -14,7 +14,7 @@ import (
 // master key and public URL (so the issuer, and the identity key kept in the
 // database, are the same and a token from one is valid on the other).
 func TestReplicas(t *testing.T) {
-	dbURL := testenv.MigratedPostgresURL(t)
+	dbURL := testenv.PostgresURL(t)
 	redisURL, redisPrefix := testenv.RedisURL(t)
 	replica := func(window time.Duration) Config {
 		cfg := testConfig(t.TempDir(), dbURL)

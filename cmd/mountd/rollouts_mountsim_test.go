@@ -559,7 +559,7 @@ func TestRolloutThroughFaults(t *testing.T) {
 	t.Parallel()
 	redisAddr := freeAddr(t)
 	redis := startRedis(t, redisAddr)
-	dbURL := testenv.MigratedPostgresURL(t)
+	dbURL := testenv.PostgresURL(t)
 	cfg := testConfig(t.TempDir(), dbURL)
 	cfg.RedisURL = "redis://" + redisAddr + "/0"
 	r := newRolloutRig(t, cfg, 10)

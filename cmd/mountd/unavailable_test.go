@@ -67,7 +67,7 @@ func (p *cuttableProxy) cut() {
 // UNAVAILABLE with Retry-After, GraphQL codes the error UNAVAILABLE, and
 // the token endpoint answers 503 temporarily_unavailable, never a 500.
 func TestDatabaseDown(t *testing.T) {
-	u, err := url.Parse(testenv.MigratedPostgresURL(t))
+	u, err := url.Parse(testenv.PostgresURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
