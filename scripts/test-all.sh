@@ -25,6 +25,15 @@ export MOUNTD_TEST_PROGRAMS="$tmp/programs"
 
 mapfile -t tests < <(cd cmd/mountd && "$tmp/mountd.test" -test.list '.*' | grep '^Test')
 
+# Each test process gets a PostgreSQL cluster of its own when the test
+# script started several (TEST_SERVICES_PG_CLUSTERS): visibility in the
+# event log waits for every older transaction of the cluster, and three
+# busy processes on one cluster made reads after writes miss.
+read -ra pg_urls <<<"${MOUNTD_TEST_DATABASE_URLS:-${MOUNTD_TEST_DATABASE_URL:-}}"
+pg_url() { # $1: the process's number
+  if (( ${#pg_urls[@]} > 0 )); then echo "${pg_urls[$(( $1 % ${#pg_urls[@]} ))]}"; else echo ""; fi
+}
+
 shard() { # $1: the shard's number
   local names=() i
   for i in "${!tests[@]}"; do
@@ -33,7 +42,8 @@ shard() { # $1: the shard's number
   local re
   re="^($(IFS='|'; echo "${names[*]}"))\$"
   local began=$SECONDS rc=0
-  (cd cmd/mountd && "$tmp/mountd.test" -test.run "$re" -test.count=1 -test.timeout=20m) >"$tmp/shard$1.log" 2>&1 || rc=$?
+  (cd cmd/mountd && MOUNTD_TEST_DATABASE_URL=$(pg_url $(($1 + 1))) "$tmp/mountd.test" -test.run "$re" -test.count=1 -test.timeout=20m) \
+    >"$tmp/shard$1.log" 2>&1 || rc=$?
   if [ $rc -eq 0 ]; then
     echo "ok  	github.com/mountd/mountd/cmd/mountd (shard $1 of $SHARDS, ${#names[@]} tests)	$((SECONDS - began))s"
   else
@@ -50,7 +60,7 @@ for ((s = 0; s < SHARDS; s++)); do
 done
 rc=0
 mapfile -t pkgs < <("$GO" list ./... | grep -v '/cmd/mountd$')
-"$GO" test -race -count=1 -timeout 20m "${pkgs[@]}" || rc=$?
+MOUNTD_TEST_DATABASE_URL=$(pg_url 0) "$GO" test -race -count=1 -timeout 20m "${pkgs[@]}" || rc=$?
 for p in "${pids[@]}"; do
   wait "$p" || rc=$?
 done

@@ -94,19 +94,39 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 REDIS_PID=""
+PG_DATAS=()
 cleanup() {
-  local rc=$?
-  "${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$PG_DATA" -m immediate stop >/dev/null 2>&1 || true
+  local rc=$? d
+  for d in "${PG_DATAS[@]}"; do
+    "${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$d" -m immediate stop >/dev/null 2>&1 || true
+  done
   [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null || true
   rm -rf "$TMP"
   exit $rc
 }
 trap cleanup EXIT INT TERM
 
+# start_pg DATA PORT: a PostgreSQL cluster in DATA on PORT.
+start_pg() {
+  PG_DATAS+=("$1")
+  "${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$1" -l "$1.log" -w -t 60 \
+    -o "-h 127.0.0.1 -p $2 -k $PG_SOCK -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 ${TEST_SERVICES_PG_OPTIONS:-}" \
+    start >/dev/null || { cat "$1.log" >&2; exit 1; }
+}
 "${as_pg[@]}" "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust --no-sync >/dev/null
-"${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$TMP/pg.log" -w -t 60 \
-  -o "-h 127.0.0.1 -p $PG_PORT -k $PG_SOCK -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 ${TEST_SERVICES_PG_OPTIONS:-}" \
-  start >/dev/null || { cat "$TMP/pg.log" >&2; exit 1; }
+# TEST_SERVICES_PG_CLUSTERS more clusters, copies of the first (before it
+# starts), listed in MOUNTD_TEST_DATABASE_URLS: an event becomes visible
+# only when every older transaction of its cluster ended, so test processes
+# running side by side each get a cluster of their own (scripts/test-all.sh).
+PG_URLS=()
+for ((i = 1; i < ${TEST_SERVICES_PG_CLUSTERS:-1}; i++)); do
+  "${as_pg[@]}" cp -a "$PG_DATA" "$PG_DATA$i"
+  port=$(free_port)
+  while [ "$port" = "$PG_PORT" ] || [ "$port" = "$REDIS_PORT" ]; do port=$(free_port); done
+  start_pg "$PG_DATA$i" "$port"
+  PG_URLS+=("postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable")
+done
+start_pg "$PG_DATA" "$PG_PORT"
 
 redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \
   --dir "$TMP" --logfile "$TMP/redis.log" &
@@ -127,6 +147,8 @@ else
 fi
 
 export MOUNTD_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+MOUNTD_TEST_DATABASE_URLS="$MOUNTD_TEST_DATABASE_URL ${PG_URLS[*]}"
+export MOUNTD_TEST_DATABASE_URLS
 export MOUNTD_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 # Headless Chromium for the browser tests (GraphiQL).
 MOUNTD_TEST_CHROMIUM=$(find_chromium)
