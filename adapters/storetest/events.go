@@ -249,6 +249,14 @@ func eventAccountHorizons(t *testing.T, store Store) {
 	b1 := claim("hz_b", "HB1", now.Add(-3*time.Hour))
 	a1 := claim("hz_a", "HA1", now.Add(-2*time.Hour))
 	a2 := claim("hz_a", "HA2", now)
+	// On PostgreSQL events show (and are pruned) once every older
+	// transaction of the cluster ended: wait for the three.
+	for deadline := time.Now().Add(30 * time.Second); len(readAll(t, store, core.EventQuery{AccountID: "hz_a"}))+
+		len(readAll(t, store, core.EventQuery{AccountID: "hz_b"})) < 3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the claims' events are not readable after 30 s")
+		}
+	}
 	for {
 		n, err := store.PruneEvents(ctx, now.Add(-time.Hour), 100)
 		if err != nil {

@@ -215,6 +215,9 @@ func TestJobsEndToEnd(t *testing.T) {
 			}
 
 			// JOB_COMPLETED: account-level, in the owner's and maintainer's log.
+			// On PostgreSQL an event shows in the log once every older
+			// transaction of the cluster ended: wait for it to settle.
+			waitForStep(t, "JOB_COMPLETED in the log", func() bool { return len(in.jobEvents(t, a.token, "types=JOB_COMPLETED")) > 0 })
 			for _, token := range []string{a.token, maintainer} {
 				evs := in.jobEvents(t, token, "types=JOB_COMPLETED")
 				if len(evs) != 1 || evs[0].UID != nil || evs[0].Mount != nil || evs[0].Job == nil || evs[0].Job.ID != job.ID ||
