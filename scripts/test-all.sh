@@ -2,8 +2,8 @@
 # Runs every test of the module with -race, as `go test -race ./...` would,
 # in less time on a small machine: mountd's own end-to-end tests
 # (cmd/mountd) take most of the run, one test after another, using about
-# one core; they run as SHARDS processes side by side, each with every
-# SHARDS-th test of the list, while the other packages run with `go test`. Each
+# one core; they run as two processes side by side, each with every other
+# test of the list, while the other packages run with `go test`. Each
 # process still runs its tests one at a time, so a test sees no other test
 # of its process (goroutine counts, metrics).
 # Run it through scripts/test-services.sh (make test does).
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${1:-go}
-SHARDS=3
+SHARDS=2
 tmp=$(mktemp -d /tmp/mountd-test-all-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
