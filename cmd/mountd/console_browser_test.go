@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/mountd/mountd/adapters/testenv"
@@ -44,6 +45,7 @@ type browserSession struct {
 	ctx      context.Context
 	mu       sync.Mutex
 	requests []string
+	console  []string // the page's console messages and uncaught exceptions, for a failure's report
 }
 
 func newBrowserSession(t testing.TB, chromium string) *browserSession {
@@ -51,10 +53,23 @@ func newBrowserSession(t testing.TB, chromium string) *browserSession {
 	ctx := newBrowserTab(t, chromium, 120*time.Second)
 	b := &browserSession{t: t, ctx: ctx}
 	if err := chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
-			b.mu.Lock()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
 			b.requests = append(b.requests, e.Request.URL)
-			b.mu.Unlock()
+		case *runtime.EventConsoleAPICalled:
+			var args []string
+			for _, a := range e.Args {
+				args = append(args, strings.Trim(string(a.Value), `"`)+a.Description)
+			}
+			b.console = append(b.console, string(e.Type)+": "+strings.Join(args, " "))
+		case *runtime.EventExceptionThrown:
+			text := e.ExceptionDetails.Text
+			if x := e.ExceptionDetails.Exception; x != nil {
+				text += " " + x.Description
+			}
+			b.console = append(b.console, "exception: "+text)
 		}
 	}); err != nil {
 		t.Fatalf("start Chromium: %v", err)
@@ -119,7 +134,13 @@ func (b *browserSession) step(what string, actions ...chromedp.Action[chromedp.V
 		if png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot()); err == nil {
 			_ = os.WriteFile(shot, png, 0o644)
 		}
-		b.t.Fatalf("%s: %v (screenshot in %s)", what, err, shot)
+		// What the page showed and said: CI keeps the log, not the screenshot.
+		text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`location.href + "\n" + (document.querySelector("main")?.innerText ?? "").slice(0, 3000)`))
+		b.mu.Lock()
+		said := strings.Join(b.console[max(0, len(b.console)-20):], "\n")
+		requests := strings.Join(b.requests[max(0, len(b.requests)-10):], "\n")
+		b.mu.Unlock()
+		b.t.Fatalf("%s: %v (screenshot in %s)\nthe page:\n%s\nits console:\n%s\nits last requests:\n%s", what, err, shot, text, said, requests)
 	}
 }
 

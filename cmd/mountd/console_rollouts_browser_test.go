@@ -182,6 +182,9 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 	// Cancelled from its page.
 	b.eval(row + `.querySelector('a').click()`)
 	b.waitJS("the rollout's page again", details+`?.dataset.state === 'PAUSED' && `+buttons(false, true, true), 10*time.Second)
+	// As before the pause: acted on once the page follows its events, so
+	// that the click does not meet the subscription's start.
+	b.waitJS("the rollout's page is live again", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	b.step("cancel it", chromedp.Click(chromedp.CSS(`#rollout-cancel`)))
 	b.waitJS("cancelled", details+`.dataset.state === 'CANCELED' && `+buttons(false, false, false)+` && document.getElementById('rollout-status').textContent === 'The rollout is cancelled.' && `+
 		phase(0)+`.dataset.status === 'stopped' && `+phase(1)+`.dataset.status === 'never opened' && `+details+`.textContent.includes('Ended')`, 10*time.Second)
