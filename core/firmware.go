@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -126,13 +127,41 @@ func (s *FirmwareService) Publish(ctx context.Context, model, revision string, a
 	return fw, nil
 }
 
-// Deprecate is `mountd firmware deprecate`.
-func (s *FirmwareService) Deprecate(ctx context.Context, model, revision string) (FirmwareVersion, error) {
+// Deprecate is `mountd firmware deprecate`. A deprecated version is one
+// the operator no longer trusts: every RUNNING rollout of it, in any
+// account, is paused (MANUAL, ROLLOUT_PAUSED, audited as rollout.pause by
+// the operator in the rollout's account), so no further mount is offered
+// it, and cannot be resumed. The pauses follow the deprecation's own
+// transaction: should one fail, deprecating again pauses what is left.
+// It returns the rollouts it paused.
+func (s *FirmwareService) Deprecate(ctx context.Context, model, revision string) (FirmwareVersion, []Rollout, error) {
 	if v, err := semver.StrictNewVersion(revision); err == nil {
 		revision = v.String()
 	}
 	actx := byOperator(ctx, "", s.now(), AuditFirmwareDeprecate, firmwareTarget(model, revision), nil)
-	return s.store.DeprecateFirmware(actx, model, revision)
+	fw, err := s.store.DeprecateFirmware(actx, model, revision)
+	if err != nil {
+		return FirmwareVersion{}, nil, err
+	}
+	running, err := s.rollouts.RunningRolloutsOf(ctx, model, revision)
+	if err != nil {
+		return FirmwareVersion{}, nil, err
+	}
+	paused := []Rollout{}
+	for _, r := range running {
+		now := s.now()
+		actx := byOperator(ctx, r.AccountID, now, AuditRolloutPause, AuditTarget("rollout", r.ID),
+			map[string]any{"reason": "firmware deprecated"})
+		changed, _, err := s.rollouts.ChangeRollout(actx, r.AccountID, r.ID, now, ChangeRolloutState(AuditRolloutPause, now))
+		if ErrorCode(err) == CodeConflict {
+			continue // paused, cancelled or completed meanwhile
+		}
+		if err != nil {
+			return FirmwareVersion{}, paused, fmt.Errorf("pause rollout %s of the deprecated version: %w", r.ID, err)
+		}
+		paused = append(paused, changed)
+	}
+	return fw, paused, nil
 }
 
 // firmwareTarget names a version in the audit log.
@@ -266,7 +295,8 @@ func updateCode(all []FirmwareVersion, current, target *semver.Version) string {
 // PAUSED. While a RUNNING or PAUSED rollout exists for the model, any
 // other mount of the account gets the answer it would get if the
 // catalogue held nothing from the rollout's revision up (UP_TO_DATE when
-// that leaves no candidate).
+// that leaves no candidate). A deprecated rollout version is named to no
+// target: they get that answer too.
 func (s *FirmwareService) CheckMountUpdate(ctx context.Context, p Principal, model string, rev *string, m Mount) (UpdateCheck, error) {
 	all, current, err := s.opening(ctx, p, model, rev)
 	if err != nil {
@@ -291,7 +321,8 @@ func (s *FirmwareService) CheckMountUpdate(ctx context.Context, p Principal, mod
 	if offered {
 		for i := range all {
 			v, err := semver.NewVersion(all[i].SoftwareRevision)
-			if err != nil || !v.Equal(target) {
+			// A version deprecated since the rollout began is offered no more.
+			if err != nil || !v.Equal(target) || all[i].Deprecated {
 				continue
 			}
 			if current != nil && current.Equal(target) {

@@ -191,6 +191,9 @@ type RolloutStore interface {
 	Rollout(ctx context.Context, accountID, id string) (Rollout, error)
 	// ListRollouts lists accountID's rollouts, newest first.
 	ListRollouts(ctx context.Context, accountID string, p Page) ([]Rollout, int, error)
+	// RunningRolloutsOf returns the RUNNING rollouts of every account that
+	// roll out model's revision (at most one per account and model).
+	RunningRolloutsOf(ctx context.Context, model, revision string) ([]Rollout, error)
 	// RolloutTargets lists a rollout's targets by uid; ROLLOUT_NOT_FOUND
 	// unless accountID's.
 	RolloutTargets(ctx context.Context, accountID, id string, p Page) ([]RolloutTarget, int, error)
@@ -709,7 +712,23 @@ func (s *RolloutService) PauseRollout(ctx context.Context, p Principal, id strin
 
 // ResumeRollout handles POST /rollouts/{id}/resume: CONFLICT unless
 // PAUSED.
+// A rollout of a version deprecated since it started: CONFLICT (the
+// operator withdrew it; a rollout of another version takes over).
 func (s *RolloutService) ResumeRollout(ctx context.Context, p Principal, id string) (Rollout, error) {
+	if err := s.authorizeOwner(p); err != nil {
+		return Rollout{}, err
+	}
+	r, err := s.store.Rollout(ctx, p.AccountID, id)
+	if err != nil {
+		return Rollout{}, err
+	}
+	versions, err := s.firmware.ModelFirmware(ctx, r.ModelNumber, s.clock())
+	if err != nil {
+		return Rollout{}, err
+	}
+	if i := slices.IndexFunc(versions, func(f FirmwareVersion) bool { return f.SoftwareRevision == r.SoftwareRevision }); i >= 0 && versions[i].Deprecated {
+		return Rollout{}, Errorf(CodeConflict, "firmware %s %s is deprecated; rollout %q cannot be resumed: start a rollout of another version", r.ModelNumber, r.SoftwareRevision, id)
+	}
 	return s.change(ctx, p, id, AuditRolloutResume)
 }
 

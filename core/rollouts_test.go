@@ -986,3 +986,67 @@ func TestRolloutThresholdAndResume(t *testing.T) {
 		t.Fatalf("events %v", evs)
 	}
 }
+
+// TestDeprecatingPausesRollouts: deprecating a version pauses every
+// RUNNING rollout of it, in every account, as the operator's MANUAL pause
+// (event and audit entry in the rollout's account); nothing more is
+// offered, a resume is a CONFLICT, and other versions' rollouts run on.
+func TestDeprecatingPausesRollouts(t *testing.T) {
+	f := newRolloutFixture(t)
+	ctx := context.Background()
+	firmware := core.NewFirmwareService(f.store, nil, core.DownloadTTL(time.Minute), f.store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	firmware.SetClock(f.clock.Now)
+	f.mount(t, f.owner, "M1", "MX", "1.0.0", false)
+	f.mount(t, f.owner, "M2", "MY", "1.0.0", false)
+	f.mount(t, f.other, "N1", "MX", "1.0.0", false)
+	mine := f.create(t, core.RolloutInput{Phases: []int{100}, RequireIdle: ptr(false)})
+	otherModel := f.create(t, core.RolloutInput{ModelNumber: "MY", SoftwareRevision: "2.0.0", Phases: []int{100}, RequireIdle: ptr(false)})
+	theirs, err := f.rollouts.CreateRollout(ctx, f.other, core.RolloutInput{ModelNumber: "MX", SoftwareRevision: "2.0.0", Phases: []int{100}, RequireIdle: ptr(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.installs(t, "M1"); len(got) != 1 {
+		t.Fatalf("before: offers %+v", got)
+	}
+
+	fw, paused, err := firmware.Deprecate(ctx, "MX", "2.0.0")
+	if err != nil || !fw.Deprecated {
+		t.Fatalf("Deprecate: %+v, %v", fw, err)
+	}
+	var ids []string
+	for _, r := range paused {
+		if r.State != core.RolloutPaused || r.PausedReason != core.PausedManual {
+			t.Fatalf("paused %+v", r)
+		}
+		ids = append(ids, r.ID)
+	}
+	if want := []string{mine.ID, theirs.ID}; !slices.Equal(ids, slices.Sorted(slices.Values(want))) {
+		t.Fatalf("paused %v, want %v", ids, want)
+	}
+	if got := f.get(t, otherModel.ID); got.State != core.RolloutRunning {
+		t.Fatalf("another model's rollout %+v", got)
+	}
+	if got := f.installs(t, "M1"); len(got) != 0 {
+		t.Fatalf("a deprecated version offered: %+v", got)
+	}
+	if got := f.installs(t, "M2"); len(got) != 1 {
+		t.Fatalf("another model's offers %+v", got)
+	}
+	if got := f.rolloutEvents(t); !slices.Contains(got, core.EventRolloutPaused) {
+		t.Fatalf("events %v", got)
+	}
+	entries, err := f.store.ReadAudit(ctx, core.AuditQuery{AccountID: f.other.AccountID, Action: string(core.AuditRolloutPause), Limit: 10})
+	if err != nil || len(entries) != 1 || entries[0].Target != "rollout:"+theirs.ID || entries[0].Details["reason"] != "firmware deprecated" {
+		t.Fatalf("the other account's audit: %+v, %v", entries, err)
+	}
+	if _, err := f.rollouts.ResumeRollout(ctx, f.owner, mine.ID); core.ErrorCode(err) != core.CodeConflict || !strings.Contains(err.Error(), "deprecated") {
+		t.Fatalf("resume a deprecated version's rollout: %v", err)
+	}
+	if c, err := f.rollouts.CancelRollout(ctx, f.owner, mine.ID); err != nil || c.State != core.RolloutCanceled {
+		t.Fatalf("cancel: %+v, %v", c, err)
+	}
+	// Again: nothing left to pause, and no error.
+	if _, paused, err := firmware.Deprecate(ctx, "MX", "2.0.0"); err != nil || len(paused) != 0 {
+		t.Fatalf("deprecate again: %+v, %v", paused, err)
+	}
+}

@@ -355,6 +355,16 @@ func (s *Store) ListRollouts(ctx context.Context, accountID string, p core.Page)
 	return out, total, err
 }
 
+// RunningRolloutsOf implements core.RolloutStore.
+func (s *Store) RunningRolloutsOf(ctx context.Context, model, revision string) ([]core.Rollout, error) {
+	var rows []rolloutRow
+	if err := s.db.NewSelect().Model(&rows).Where("state = 'RUNNING' AND model_number = ? AND software_revision = ?", model, revision).
+		Order("id").Scan(ctx); err != nil {
+		return nil, err
+	}
+	return toRollouts(rows)
+}
+
 // RolloutTargets implements core.RolloutStore.
 func (s *Store) RolloutTargets(ctx context.Context, accountID, id string, p core.Page) ([]core.RolloutTarget, int, error) {
 	if _, err := s.Rollout(ctx, accountID, id); err != nil {

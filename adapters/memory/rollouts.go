@@ -167,6 +167,20 @@ func (s *Store) ListRollouts(_ context.Context, accountID string, p core.Page) (
 	return page(all, p), len(all), nil
 }
 
+// RunningRolloutsOf implements core.RolloutStore.
+func (s *Store) RunningRolloutsOf(_ context.Context, model, revision string) ([]core.Rollout, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []core.Rollout{}
+	for _, r := range s.ro.rollouts {
+		if r.State == core.RolloutRunning && r.ModelNumber == model && r.SoftwareRevision == revision {
+			out = append(out, cloneRollout(*r))
+		}
+	}
+	slices.SortFunc(out, func(a, b core.Rollout) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
 // RolloutTargets implements core.RolloutStore.
 func (s *Store) RolloutTargets(_ context.Context, accountID, id string, p core.Page) ([]core.RolloutTarget, int, error) {
 	s.mu.Lock()

@@ -29,6 +29,7 @@ func RunRollouts(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RolloutCreation", rolloutCreation},
 		{"RolloutProgress", rolloutProgress},
 		{"RolloutChanges", rolloutChanges},
+		{"RunningRolloutsOf", runningRolloutsOf},
 		{"RolloutLateReports", rolloutLateReports},
 		{"RolloutMountLeaves", rolloutMountLeaves},
 		{"RacingRolloutSweeps", racingRolloutSweeps},
@@ -544,6 +545,48 @@ func rolloutMountLeaves(t *testing.T, store Store) {
 // pauses; a paused rollout offers nothing and takes no command but still
 // decides; a resume opens the next phase when the open ones are decided;
 // a canceled rollout's targets are not decided.
+// runningRolloutsOf: the RUNNING rollouts of a model's revision, across
+// accounts, by id; not a paused one, nor another revision's or model's.
+func runningRolloutsOf(t *testing.T, store Store) {
+	ctx := context.Background()
+	makeAccounts(t, store, "acc_a", "acc_b", "acc_c")
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	for _, m := range []struct{ uid, account, model string }{{"RR1", "acc_a", "RX"}, {"RR2", "acc_b", "RX"}, {"RR3", "acc_c", "RX"}, {"RR4", "acc_a", "RY"}} {
+		deviceMount(t, store, m.uid, m.account, m.model, "1.0.0", false, t0)
+	}
+	for _, r := range []struct{ id, account, model, revision string }{
+		{"ro_rb", "acc_b", "RX", "2.0.0"}, {"ro_ra", "acc_a", "RX", "2.0.0"}, {"ro_rc", "acc_c", "RX", "2.0.0"}, {"ro_ry", "acc_a", "RY", "2.0.0"},
+	} {
+		ro := newRollout(r.id, r.account, []int{100}, t0)
+		ro.ModelNumber, ro.SoftwareRevision = r.model, r.revision
+		if _, _, err := store.CreateRollout(ctx, ro, core.MountFilter{}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	actx := core.WithAudit(ctx, core.AuditEntry{At: t0, AccountID: "acc_c", Actor: core.Actor{Type: core.ActorClient, ID: "cli"},
+		Action: core.AuditRolloutPause, Target: "rollout:ro_rc", Details: map[string]any{}})
+	if _, _, err := store.ChangeRollout(actx, "acc_c", "ro_rc", t0, core.ChangeRolloutState(core.AuditRolloutPause, t0)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.RunningRolloutsOf(ctx, "RX", "2.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range got {
+		if r.ModelNumber != "RX" || r.SoftwareRevision != "2.0.0" || r.State != core.RolloutRunning {
+			t.Fatalf("rollout %+v", r)
+		}
+		ids = append(ids, r.ID)
+	}
+	if !slices.Equal(ids, []string{"ro_ra", "ro_rb"}) {
+		t.Fatalf("running rollouts of RX 2.0.0: %v", ids)
+	}
+	if got, err := store.RunningRolloutsOf(ctx, "RX", "3.0.0"); err != nil || len(got) != 0 {
+		t.Fatalf("another revision: %+v, %v", got, err)
+	}
+}
+
 func rolloutChanges(t *testing.T, store Store) {
 	ctx := context.Background()
 	makeAccounts(t, store, "acc_a")

@@ -142,7 +142,11 @@ func newCommandWithInput(stdin io.Reader, stdout, stderr io.Writer) *cli.Command
 								return err
 							}
 							defer cleanup()
-							v, err := fw.Deprecate(ctx, cmd.String("model"), cmd.String("revision"))
+							v, paused, err := fw.Deprecate(ctx, cmd.String("model"), cmd.String("revision"))
+							for _, r := range paused {
+								// Beside --json's document, not in it.
+								fmt.Fprintf(stderr, "paused rollout %s of account %s: a deprecated version is offered to no further mount\n", r.ID, r.AccountID)
+							}
 							if err != nil {
 								return cliError(err)
 							}

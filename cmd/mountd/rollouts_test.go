@@ -444,8 +444,33 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			if res.StatusCode != http.StatusCreated {
 				t.Fatalf("a new rollout after the cancel: %d %s", res.StatusCode, raw)
 			}
-			if next := decode[rolloutView](t, raw); next.Targets != 1 || next.Filter != `uid = "`+uids[0]+`"` {
+			next := decode[rolloutView](t, raw)
+			if next.Targets != 1 || next.Filter != `uid = "`+uids[0]+`"` {
 				t.Fatalf("a filtered rollout %+v", next)
+			}
+			// Deprecating its version pauses it for good: nothing offered,
+			// no resume; the operator's pause is in the account's audit log.
+			_, said, err := in.tryCLI("firmware", "deprecate", "--model", model, "--revision", "1.2.0")
+			if err != nil || !strings.Contains(said, "paused rollout "+next.ID+" of account "+a.creds.AccountID) {
+				t.Fatalf("deprecate: %v, %q", err, said)
+			}
+			if got := decode[rolloutView](t, a.ok(t, http.MethodGet, "/api/v1/rollouts/"+next.ID, nil)); got.State != "PAUSED" || got.PausedReason == nil || *got.PausedReason != "MANUAL" {
+				t.Fatalf("a rollout of a deprecated version %+v", got)
+			}
+			res, raw = a.call(http.MethodPost, "/api/v1/rollouts/"+next.ID+"/resume", nil)
+			wantProblem(t, res, raw, 409, "CONFLICT")
+			if !strings.Contains(string(raw), "deprecated") {
+				t.Fatalf("resume a deprecated version's rollout: %s", raw)
+			}
+			if got := in.pending(t, maintainer, uids[0]); len(got) != 0 {
+				t.Fatalf("a deprecated version offered %+v", got)
+			}
+			if got := in.checkUpdate(t, a.token, q(uids[0], "1.0.0")); got != "UPDATE_AVAILABLE 1.1.0" {
+				t.Errorf("check-update names a deprecated version to its target: %s", got)
+			}
+			audit := a.auditREST(t, url.Values{"action": {"rollout.pause"}, "target": {"rollout:" + next.ID}})
+			if len(audit.Entries) != 1 || audit.Entries[0].Details["reason"] != "firmware deprecated" || audit.Entries[0].Actor.Type != "cli" {
+				t.Fatalf("the pause's audit entry %+v", audit.Entries)
 			}
 		})
 	}
