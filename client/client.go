@@ -90,6 +90,10 @@ func (c *Client) Renews() bool {
 	return ok
 }
 
+// TokenSource is the client's source of access tokens, to share with
+// another client of the same principal (the SDK's).
+func (c *Client) TokenSource() oauth2.TokenSource { return c.tokens.src }
+
 // Token returns a current access token of the client's source.
 func (c *Client) Token() (string, error) { return c.tokens.token() }
 

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/oauth2"
+
 	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/protocol"
 )
@@ -19,9 +21,8 @@ import (
 // apiClient talks to the mountd API (through the shared client) and to its
 // identity provider with the token.
 type apiClient struct {
-	api   *client.Client
-	token string
-	http  *http.Client
+	api  *client.Client
+	http *http.Client
 
 	mu       sync.Mutex
 	userinfo string // found through discovery, once
@@ -30,9 +31,18 @@ type apiClient struct {
 // APIError is an API answer other than success, from its problem document.
 type APIError = client.Error
 
-func newAPIClient(base, token string, hc *http.Client) *apiClient {
+func newAPIClient(base string, tokens oauth2.TokenSource, hc *http.Client) *apiClient {
 	root := strings.TrimSuffix(strings.TrimRight(base, "/"), "/api/v1")
-	return &apiClient{api: client.New(root, client.StaticToken(token), client.Options{HTTPClient: hc}), token: token, http: hc}
+	return &apiClient{api: client.New(root, tokens, client.Options{HTTPClient: hc}), http: hc}
+}
+
+// token is the source's access token now.
+func (a *apiClient) token() (string, error) {
+	tok, err := a.api.Token()
+	if err != nil {
+		return "", fmt.Errorf("sdk: no access token: %w", err)
+	}
+	return tok, nil
 }
 
 func (a *apiClient) do(ctx context.Context, method, path string, body, out any) error {
@@ -65,7 +75,11 @@ func tokenClaims(token string) (iss string, scope []string, exp time.Time, err e
 // userinfo endpoint, found through discovery) and checks that its scope
 // reaches uid. It runs before anything is written over BLE.
 func (a *apiClient) validate(ctx context.Context, uid string) error {
-	iss, scope, exp, err := tokenClaims(a.token)
+	token, err := a.token()
+	if err != nil {
+		return err
+	}
+	iss, scope, exp, err := tokenClaims(token)
 	if err != nil {
 		return err
 	}
@@ -80,7 +94,7 @@ func (a *apiClient) validate(ctx context.Context, uid string) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := a.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("sdk: identity provider unreachable: %w", err)
@@ -180,7 +194,11 @@ func (a *apiClient) command(ctx context.Context, uid, code string, params map[st
 // restricted token with mount items only for those (ErrMountNotAllowed).
 // A token whose claims cannot be read is left to the API to judge.
 func (a *apiClient) reaches(uid string) error {
-	_, scope, exp, err := tokenClaims(a.token)
+	token, err := a.token()
+	if err != nil {
+		return err // nothing can go until the source gives one
+	}
+	_, scope, exp, err := tokenClaims(token)
 	if err != nil {
 		return nil
 	}

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/oauth2"
+
 	"github.com/mountd/mountd/protocol"
 	"github.com/mountd/mountd/sdk"
 )
@@ -138,6 +140,9 @@ type fakeAPI struct {
 	got     []string // "r<counter>" and "s<counter>", in order of arrival
 	fail503 map[int]bool
 	posts   int
+	// valid, when set, is the one token uploads are taken with; any
+	// other gets 401.
+	valid string
 }
 
 func newFakeAPI(t *testing.T, m *signingMount) *fakeAPI {
@@ -159,7 +164,7 @@ func newFakeAPI(t *testing.T, m *signingMount) *fakeAPI {
 	})
 	mux.HandleFunc("POST /api/v1/mounts/{uid}/states", func(w http.ResponseWriter, r *http.Request) {
 		var body protocol.SignedStates
-		if a.refuse(w) || !a.decode(w, r, &body) {
+		if a.unauthorized(w, r) || a.refuse(w) || !a.decode(w, r, &body) {
 			return
 		}
 		rep := protocol.Report{UID: r.PathValue("uid"), Counter: *body.Counter, SoftwareRevision: body.SoftwareRevision}
@@ -171,7 +176,7 @@ func newFakeAPI(t *testing.T, m *signingMount) *fakeAPI {
 	})
 	mux.HandleFunc("POST /api/v1/mounts/{uid}/commands/receipts", func(w http.ResponseWriter, r *http.Request) {
 		var body struct{ Receipts []protocol.UploadReceipt }
-		if a.refuse(w) || !a.decode(w, r, &body) {
+		if a.unauthorized(w, r) || a.refuse(w) || !a.decode(w, r, &body) {
 			return
 		}
 		if len(body.Receipts) != 1 {
@@ -187,6 +192,17 @@ func newFakeAPI(t *testing.T, m *signingMount) *fakeAPI {
 	a.srv = httptest.NewServer(mux)
 	t.Cleanup(a.srv.Close)
 	return a
+}
+
+// unauthorized answers 401 to an upload without the valid token.
+func (a *fakeAPI) unauthorized(w http.ResponseWriter, r *http.Request) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.valid == "" || r.Header.Get("Access-Key") == a.valid {
+		return false
+	}
+	http.Error(w, `{"status":401,"code":"UNAUTHENTICATED"}`, http.StatusUnauthorized)
+	return true
 }
 
 // refuse answers 503 to the posts the test scripted so.
@@ -468,5 +484,75 @@ func TestRefusedUploadIsDroppedAndSaid(t *testing.T) {
 	defer api.mu.Unlock()
 	if api.posts != posts+2 || len(api.got) != 2 {
 		t.Fatalf("after the refusals the API was sent %d more uploads and took %v; want 2, the new ones", api.posts-posts, api.got)
+	}
+}
+
+// switchingToken is a token source whose token the test replaces, as an
+// app's source renews it.
+type switchingToken struct {
+	mu    sync.Mutex
+	token string
+	calls int
+}
+
+func (s *switchingToken) Token() (*oauth2.Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	return &oauth2.Token{AccessToken: s.token}, nil
+}
+
+func (s *switchingToken) set(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.token = token
+}
+
+// With a TokenSource, a Client outlives its token: uploads the API refuses
+// with 401 wait in the queue, and go with the source's next token.
+func TestTokenSourceOutlivesATokenWithItsQueue(t *testing.T) {
+	const uid = "M-0003"
+	mount := newSigningMount(uid)
+	api := newFakeAPI(t, mount)
+	first := riderToken(api.srv.URL, uid)
+	second := strings.TrimSuffix(first, "sig") + "renewed"
+	api.valid = first
+	src := &switchingToken{token: first}
+	if _, err := sdk.New(sdk.Config{BaseURL: api.srv.URL + "/api/v1", Token: first, TokenSource: src, Radio: mount}); err == nil {
+		t.Fatal("New took both Token and TokenSource")
+	}
+	c, err := sdk.New(sdk.Config{BaseURL: api.srv.URL + "/api/v1", TokenSource: src, Radio: mount,
+		QueueDir: t.TempDir(), RetryMin: time.Hour, UploadWait: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Connect(context.Background(), uid); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.ReleaseHelmet(context.Background(), uid); err != nil || out.Pending != 0 {
+		t.Fatalf("with the first token: %+v, %v", out, err)
+	}
+	// The API takes only the renewed token from here; the source still
+	// gives the first: the uploads wait.
+	api.mu.Lock()
+	api.valid = second
+	api.mu.Unlock()
+	out, err := c.ReleaseHelmet(context.Background(), uid)
+	if err != nil || out.Pending != 2 || !out.Result.Accepted {
+		t.Fatalf("with a refused token: %+v, %v; want the receipt and report pending", out, err)
+	}
+	if q := c.Queued(); q.Items != 2 {
+		t.Fatalf("queued %+v, want 2", q)
+	}
+	src.set(second)
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush with the renewed token: %v", err)
+	}
+	if q := c.Queued(); q.Items != 0 {
+		t.Fatalf("queued after the renewal %+v", q)
+	}
+	if got := api.received(); len(got) != 4 {
+		t.Fatalf("the API took %v; want 4 uploads", got)
 	}
 }

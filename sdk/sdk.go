@@ -25,6 +25,9 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/oauth2"
+
+	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/protocol"
 )
 
@@ -35,6 +38,14 @@ type Config struct {
 	// Token is a scoped access token, typically role:restricted with one
 	// mount:<uid> item, obtained by the operator's server.
 	Token string
+	// TokenSource, instead of Token, gives the access token of each call:
+	// for an app that keeps its Client longer than a token lives (a
+	// phone's shift). A renewed token applies from the next call, uploads
+	// waiting in the queue included; a source with a Forget method (such
+	// as the client package's Credentials) is asked again once when the
+	// API refuses its token. The source is called often: it should keep
+	// its token until shortly before it expires (oauth2.ReuseTokenSource).
+	TokenSource oauth2.TokenSource
 	// Radio is the BLE adapter: real BLE or the simulated radio.
 	Radio Radio
 	// HTTPClient defaults to a client with a 15 s timeout.
@@ -119,8 +130,11 @@ func (e *RefusedError) Error() string {
 // New returns a Client. With a QueueDir, it opens the queue and starts
 // uploading what an earlier run left there.
 func New(cfg Config) (*Client, error) {
-	if cfg.BaseURL == "" || cfg.Token == "" || cfg.Radio == nil {
-		return nil, errors.New("sdk: BaseURL, Token and Radio are required")
+	if cfg.BaseURL == "" || (cfg.Token == "") == (cfg.TokenSource == nil) || cfg.Radio == nil {
+		return nil, errors.New("sdk: BaseURL, Radio and one of Token and TokenSource are required")
+	}
+	if cfg.TokenSource == nil {
+		cfg.TokenSource = client.StaticToken(cfg.Token)
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 15 * time.Second}
@@ -155,7 +169,7 @@ func New(cfg Config) (*Client, error) {
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	c := &Client{
 		cfg:     cfg,
-		api:     newAPIClient(cfg.BaseURL, cfg.Token, cfg.HTTPClient),
+		api:     newAPIClient(cfg.BaseURL, cfg.TokenSource, cfg.HTTPClient),
 		engine:  newBroadcaster[EngineEvent](nil),
 		seen:    map[string]protocol.BLEDevice{},
 		devices: map[string]*device{},

@@ -446,15 +446,16 @@ func (s *settings) sdkClient() (*sdk.Client, func(), error) {
 	if err := s.requireToken(); err != nil {
 		return nil, nil, err
 	}
-	token, err := s.api().Token()
-	if err != nil {
+	api := s.api()
+	// A token now: a source that cannot give one fails here, before the radio opens.
+	if _, err := api.Token(); err != nil {
 		return nil, nil, err
 	}
 	radio, closeRadio, err := openRadio(s.BLE)
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := sdk.New(sdk.Config{BaseURL: s.apiBase(), Token: token, Radio: radio, QueueDir: s.QueueDir})
+	client, err := sdk.New(sdk.Config{BaseURL: s.apiBase(), TokenSource: api.TokenSource(), Radio: radio, QueueDir: s.QueueDir})
 	if err != nil {
 		closeRadio()
 		return nil, nil, err

@@ -80,7 +80,6 @@ type phone struct {
 	radio sdk.Radio
 	dir   string
 	c     *sdk.Client
-	token string
 }
 
 // runPhones runs cfg.Phones phones until ctx ends. Each passes a mount
@@ -241,26 +240,18 @@ func (f *fleet) pass(run context.Context, p *phone, u *unit) {
 	}
 }
 
-// phoneClient makes (or remakes, when the token was renewed) the phone's
-// SDK client: the SDK holds one token, and mountsim's maintainer token
-// lasts an hour. The queue directory stays, so nothing waiting is lost.
+// phoneClient makes the phone's SDK client once, on the maintainer
+// token's source: the SDK takes each call's token from it, so the client
+// outlives the tokens (an hour each) and its queue with it.
 func (f *fleet) phoneClient(p *phone) error {
-	tok, err := f.api.maintainer.Token()
-	if err != nil {
-		return err
-	}
-	if p.c != nil && tok == p.token {
+	if p.c != nil {
 		return nil
 	}
-	if p.c != nil {
-		_ = p.c.Close()
-		p.c = nil
-	}
-	c, err := sdk.New(sdk.Config{BaseURL: strings.TrimRight(f.cfg.API, "/") + "/api/v1", Token: tok, Radio: p.radio, QueueDir: p.dir,
-		HTTPClient: f.api.http, Logger: f.log, RestartWait: installRestartWait})
+	c, err := sdk.New(sdk.Config{BaseURL: strings.TrimRight(f.cfg.API, "/") + "/api/v1", TokenSource: f.api.maintainer.TokenSource(),
+		Radio: p.radio, QueueDir: p.dir, HTTPClient: f.api.http, Logger: f.log, RestartWait: installRestartWait})
 	if err != nil {
 		return err
 	}
-	p.c, p.token = c, tok
+	p.c = c
 	return nil
 }
