@@ -1,15 +1,12 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
-
-	"github.com/mountd/mountd/adapters/testenv"
 )
 
 // The end-to-end tests run the real programs. They are built once per
@@ -69,20 +66,4 @@ func programBinary(t *testing.T, name string) string {
 		t.Fatal(programsErr)
 	}
 	return filepath.Join(programsDir, name)
-}
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if !testing.Short() {
-		buildPrograms()
-	}
-	dropTemplates := testenv.UseMigratedTemplates()
-	code := m.Run()
-	chromiumStop()
-	dropTemplates()
-	if programsDir != "" && os.Getenv("MOUNTD_TEST_PROGRAMS") == "" {
-		<-programsDone
-		os.RemoveAll(programsDir)
-	}
-	os.Exit(code)
 }

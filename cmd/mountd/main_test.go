@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"flag"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,25 @@ import (
 )
 
 const audItem = "urn:mountd:iam:org:project:id:mountd:aud"
+
+// TestMain builds the programs the end-to-end tests run (in the
+// background, unless MOUNTD_TEST_PROGRAMS names them), starts servers from
+// a migrated SQLite file, and stops the shared Chromium at the end.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if !testing.Short() {
+		buildPrograms()
+	}
+	dropTemplates := testenv.UseMigratedTemplates()
+	code := m.Run()
+	chromiumStop()
+	dropTemplates()
+	if programsDir != "" && os.Getenv("MOUNTD_TEST_PROGRAMS") == "" {
+		<-programsDone
+		os.RemoveAll(programsDir)
+	}
+	os.Exit(code)
+}
 
 // instance is a running mountd on 127.0.0.1:0.
 type instance struct {

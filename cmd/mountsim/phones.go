@@ -219,8 +219,8 @@ func (f *fleet) pass(run context.Context, p *phone, u *unit) {
 		}
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return // stopping
+		if run.Err() != nil {
+			return // the run ended mid-pass, as for a connect above; a pass that outlasted passTimeout is a failure
 		}
 		if installed {
 			// The mount executed the install but did not report on the new
