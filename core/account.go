@@ -189,6 +189,44 @@ func (r *reservations) reserve(ctx context.Context, keys []failureKey, unknown b
 	return 0
 }
 
+// reserveWaiting is reserve for the first keys, except that a caller
+// finding a limit full tries again, for as long as the tarpit would have
+// held its refusal or the hash gate its turn: attempts still in flight hold places too, and
+// they free them when they succeed. Servers starting together (a farm
+// behind one address) send more correct secrets at once than the limit;
+// each then gets in once an earlier one is through, instead of a 429.
+// Only failures that stay keep a caller out. Beyond the tarpit's callers,
+// a full limit refuses at once. It reports whether it waited.
+func (r *reservations) reserveWaiting(ctx context.Context, keys []failureKey) (time.Duration, bool) {
+	wait := r.reserve(ctx, keys, false)
+	if wait == 0 {
+		return 0, false
+	}
+	select {
+	case tarpit <- struct{}{}:
+	default:
+		return wait, false
+	}
+	defer func() { <-tarpit }()
+	deadline := time.Now().Add(max(tarpitDelay, hashGate.wait))
+	for delay := 10 * time.Millisecond; wait > 0; delay = min(2*delay, 200*time.Millisecond) {
+		r.refund(ctx) // what a partial reservation counted
+		left := time.Until(deadline)
+		if left <= 0 {
+			return wait, true
+		}
+		t := time.NewTimer(min(delay, left))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return wait, true
+		}
+		wait = r.reserve(ctx, keys, false)
+	}
+	return 0, true
+}
+
 // refund takes back every attempt counted: the check did not fail.
 func (r *reservations) refund(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
@@ -199,7 +237,8 @@ func (r *reservations) refund(ctx context.Context) {
 }
 
 // checkSecret is every credential check. The attempt is counted under each
-// key before any hashing (a caller over a limit gets RATE_LIMITED), so that
+// key before any hashing (a caller over a limit gets RATE_LIMITED, after
+// waiting a while for attempts in flight to free their places), so that
 // parallel attempts cannot all pass; lookup (which returns the stored hash,
 // CodeNotFound when there is none) and the hash run in a slot of the
 // process-wide gate, the lookup too so that callers turned away cost no
@@ -212,13 +251,15 @@ func checkSecret(ctx context.Context, failures FailureLimiter, keys []failureKey
 		return false, busy()
 	}
 	held := &reservations{failures: failures}
-	refuse := func(wait time.Duration) error {
+	refuse := func(wait time.Duration, waited bool) error {
 		held.refund(ctx)
-		slowDown(ctx, wait)
+		if !waited {
+			slowDown(ctx, wait)
+		}
 		return &Error{Code: CodeRateLimited, RetryAfter: wait, Message: limited}
 	}
-	if wait := held.reserve(ctx, keys, false); wait > 0 {
-		return false, refuse(wait)
+	if wait, waited := held.reserveWaiting(ctx, keys); wait > 0 {
+		return false, refuse(wait, waited)
 	}
 	var (
 		ok       bool
@@ -248,7 +289,7 @@ func checkSecret(ctx context.Context, failures FailureLimiter, keys []failureKey
 		held.refund(ctx)
 		return false, storeErr
 	case wait > 0:
-		return false, refuse(wait)
+		return false, refuse(wait, false)
 	case ok:
 		held.refund(ctx)
 	}

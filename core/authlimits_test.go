@@ -310,3 +310,48 @@ func TestParallelFailuresAreCountedBeforeTheHash(t *testing.T) {
 		t.Fatalf("60 parallel wrong passwords: %v, want %d tries", codes, core.SignInFailures.Limit)
 	}
 }
+
+// TestParallelCorrectSecretsBeyondTheLimit: more correct secrets at once
+// than the failure limit (a farm of servers starting together behind one
+// address) all get in: a place held by an attempt in flight frees when it
+// succeeds, and a caller finding the limit full waits for one. Wrong
+// secrets still get exactly the limit of tries, after that wait.
+func TestParallelCorrectSecretsBeyondTheLimit(t *testing.T) {
+	t.Cleanup(core.SetTarpitDelay(time.Minute)) // the wait's bound: longer than any burst here takes
+	t.Cleanup(core.SetHashGate(core.NewHashGate(2, 1024, time.Minute)))
+	ctx := context.Background()
+	accounts := core.NewAccountService(memory.NewStore(), memory.NewFailureLimiter())
+	acc, err := accounts.Create(ctx, "Fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 3 * core.ClientFailuresPerSource.Limit
+	burst := func(secret string) map[core.Code]int {
+		var (
+			mu    sync.Mutex
+			codes = map[core.Code]int{}
+			wg    sync.WaitGroup
+		)
+		for range n {
+			wg.Go(func() {
+				_, err := accounts.Authenticate(ctx, acc.ClientID, secret, "10.0.0.1")
+				code := core.Code("ok")
+				if err != nil {
+					code = core.ErrorCode(err)
+				}
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return codes
+	}
+	if codes := burst(acc.ClientSecret); codes["ok"] != n {
+		t.Fatalf("%d parallel correct secrets: %v, want every one in", n, codes)
+	}
+	t.Cleanup(core.SetTarpitDelay(50 * time.Millisecond))
+	if codes := burst("wrong"); codes[core.CodeUnauthenticated] != core.ClientFailuresPerSource.Limit || codes[core.CodeRateLimited] != n-core.ClientFailuresPerSource.Limit {
+		t.Fatalf("%d parallel wrong secrets: %v, want %d tries", n, codes, core.ClientFailuresPerSource.Limit)
+	}
+}
