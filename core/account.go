@@ -189,9 +189,14 @@ func (r *reservations) reserve(ctx context.Context, keys []failureKey, unknown b
 	return 0
 }
 
+// placeWait is how long a credential check that finds a failure limit
+// full waits for a place (reserveWaiting): as long as the hash gate lets
+// a check wait for its turn.
+var placeWait = 2 * time.Second
+
 // reserveWaiting is reserve for the first keys, except that a caller
-// finding a limit full tries again, for as long as the tarpit would have
-// held its refusal or the hash gate its turn: attempts still in flight hold places too, and
+// finding a limit full tries again for placeWait, which a refused caller
+// spends in the tarpit anyway: attempts still in flight hold places too, and
 // they free them when they succeed. Servers starting together (a farm
 // behind one address) send more correct secrets at once than the limit;
 // each then gets in once an earlier one is through, instead of a 429.
@@ -208,7 +213,7 @@ func (r *reservations) reserveWaiting(ctx context.Context, keys []failureKey) (t
 		return wait, false
 	}
 	defer func() { <-tarpit }()
-	deadline := time.Now().Add(max(tarpitDelay, hashGate.wait))
+	deadline := time.Now().Add(placeWait)
 	for delay := 10 * time.Millisecond; wait > 0; delay = min(2*delay, 200*time.Millisecond) {
 		r.refund(ctx) // what a partial reservation counted
 		left := time.Until(deadline)

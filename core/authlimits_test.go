@@ -278,23 +278,6 @@ func TestParallelFailuresAreCountedBeforeTheHash(t *testing.T) {
 	if _, err := users.Create(ctx, core.NewUser{AccountID: acc.AccountID, Username: "alice", Role: core.RoleOwner, Password: "correct horse battery"}); err != nil {
 		t.Fatal(err)
 	}
-	burst := func(n int, try func() error) map[core.Code]int {
-		var (
-			mu    sync.Mutex
-			codes = map[core.Code]int{}
-			wg    sync.WaitGroup
-		)
-		for range n {
-			wg.Go(func() {
-				code := core.ErrorCode(try())
-				mu.Lock()
-				codes[code]++
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		return codes
-	}
 	codes := burst(40, func() error {
 		_, err := accounts.Authenticate(ctx, acc.ClientID, "wrong", "10.0.0.1")
 		return err
@@ -317,7 +300,8 @@ func TestParallelFailuresAreCountedBeforeTheHash(t *testing.T) {
 // succeeds, and a caller finding the limit full waits for one. Wrong
 // secrets still get exactly the limit of tries, after that wait.
 func TestParallelCorrectSecretsBeyondTheLimit(t *testing.T) {
-	t.Cleanup(core.SetTarpitDelay(time.Minute)) // the wait's bound: longer than any burst here takes
+	t.Cleanup(core.SetTarpitDelay(0))
+	t.Cleanup(core.SetPlaceWait(30 * time.Second)) // longer than any burst here takes
 	t.Cleanup(core.SetHashGate(core.NewHashGate(2, 1024, time.Minute)))
 	ctx := context.Background()
 	accounts := core.NewAccountService(memory.NewStore(), memory.NewFailureLimiter())
@@ -326,32 +310,41 @@ func TestParallelCorrectSecretsBeyondTheLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 3 * core.ClientFailuresPerSource.Limit
-	burst := func(secret string) map[core.Code]int {
-		var (
-			mu    sync.Mutex
-			codes = map[core.Code]int{}
-			wg    sync.WaitGroup
-		)
-		for range n {
-			wg.Go(func() {
-				_, err := accounts.Authenticate(ctx, acc.ClientID, secret, "10.0.0.1")
-				code := core.Code("ok")
-				if err != nil {
-					code = core.ErrorCode(err)
-				}
-				mu.Lock()
-				codes[code]++
-				mu.Unlock()
-			})
+	try := func(secret string) func() error {
+		return func() error {
+			_, err := accounts.Authenticate(ctx, acc.ClientID, secret, "10.0.0.1")
+			return err
 		}
-		wg.Wait()
-		return codes
 	}
-	if codes := burst(acc.ClientSecret); codes["ok"] != n {
+	if codes := burst(n, try(acc.ClientSecret)); codes["ok"] != n {
 		t.Fatalf("%d parallel correct secrets: %v, want every one in", n, codes)
 	}
-	t.Cleanup(core.SetTarpitDelay(50 * time.Millisecond))
-	if codes := burst("wrong"); codes[core.CodeUnauthenticated] != core.ClientFailuresPerSource.Limit || codes[core.CodeRateLimited] != n-core.ClientFailuresPerSource.Limit {
+	// Failures stay: the wait for a place ends in a refusal.
+	t.Cleanup(core.SetPlaceWait(50 * time.Millisecond))
+	if codes := burst(n, try("wrong")); codes[core.CodeUnauthenticated] != core.ClientFailuresPerSource.Limit || codes[core.CodeRateLimited] != n-core.ClientFailuresPerSource.Limit {
 		t.Fatalf("%d parallel wrong secrets: %v, want %d tries", n, codes, core.ClientFailuresPerSource.Limit)
 	}
+}
+
+// burst runs try n times at once and counts the outcomes by error code
+// ("ok" for none).
+func burst(n int, try func() error) map[core.Code]int {
+	var (
+		mu    sync.Mutex
+		codes = map[core.Code]int{}
+		wg    sync.WaitGroup
+	)
+	for range n {
+		wg.Go(func() {
+			code := core.Code("ok")
+			if err := try(); err != nil {
+				code = core.ErrorCode(err)
+			}
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return codes
 }

@@ -2,11 +2,20 @@ package core
 
 import "time"
 
-// SetTarpitDelay shortens the tarpit for the duration of a test.
+// SetTarpitDelay shortens the tarpit, and the wait for a place under a
+// full failure limit with it, for the duration of a test.
 func SetTarpitDelay(d time.Duration) (restore func()) {
-	old := tarpitDelay
-	tarpitDelay = d
-	return func() { tarpitDelay = old }
+	oldDelay, oldWait := tarpitDelay, placeWait
+	tarpitDelay, placeWait = d, d
+	return func() { tarpitDelay, placeWait = oldDelay, oldWait }
+}
+
+// SetPlaceWait sets how long a credential check waits for a place under
+// a full failure limit.
+func SetPlaceWait(d time.Duration) (restore func()) {
+	old := placeWait
+	placeWait = d
+	return func() { placeWait = old }
 }
 
 // SetRetentionClock makes r read its time from now.
