@@ -126,6 +126,14 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 		`document.querySelectorAll('#rollout-mounts tbody tr[data-uid]').length === 6 && `+buttons(true, false, true), 10*time.Second)
 	b.waitJS("the rollout's page is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	b.checkA11y("a rollout's page")
+	// The page does not move when its connection changes (the badge
+	// rewrapped the bar once, and a click on Cancel at that moment missed).
+	if tops := b.evalString(`(() => { const c = document.getElementById('connection'), was = [c.hidden, c.textContent, c.className]; const tops = [];
+		for (const [hidden, text, cls] of [[false, 'live', 'live'], [false, 'connecting…', 'connecting'], [false, 'reconnecting…', 'down'], [true, '', '']]) {
+			c.hidden = hidden; c.textContent = text; c.className = 'connection ' + cls; tops.push(document.getElementById('rollout-cancel').getBoundingClientRect().top) }
+		[c.hidden, c.textContent, c.className] = was; return String(new Set(tops).size) })()`); tops != "1" {
+		t.Fatalf("the page moves with the connection's badge: %s positions of Cancel", tops)
+	}
 
 	// Pause and resume.
 	b.step("pause it", chromedp.Click(chromedp.CSS(`#rollout-pause`)))
