@@ -3395,7 +3395,7 @@ extend type Mutation {
   createRollout(input: RolloutInput!): Rollout!
   "Pause a RUNNING rollout (owners only); CONFLICT otherwise."
   pauseRollout(id: ID!): Rollout!
-  "Resume a PAUSED rollout (owners only): the failure threshold counts afresh; CONFLICT otherwise."
+  "Resume a PAUSED rollout (owners only): the failure threshold counts afresh; CONFLICT otherwise, and when its version was deprecated since it started."
   resumeRollout(id: ID!): Rollout!
   "Cancel a RUNNING or PAUSED rollout (owners only); CONFLICT otherwise."
   cancelRollout(id: ID!): Rollout!
