@@ -5,12 +5,12 @@ import (
 	"crypto/subtle"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
-	"github.com/zitadel/oidc/v3/pkg/op"
 
 	"github.com/mountd/mountd/core"
 )
@@ -173,7 +173,7 @@ func (p *Provider) serveLogin(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Path: pathLogin, MaxAge: -1})
 	p.devices.set(w, p.secureCookies(r), user.Username)
 	p.log.InfoContext(ctx, "person signed in", "user_id", user.ID, "account_id", user.AccountID)
-	http.Redirect(w, r, op.AuthCallbackURL(p.op)(op.ContextWithIssuer(ctx, p.cfg.Issuer), id), http.StatusFound)
+	http.Redirect(w, r, p.callbackURL+url.QueryEscape(id), http.StatusFound)
 }
 
 // waitText says a wait in whole minutes (or seconds below one).

@@ -77,15 +77,19 @@ type Provider struct {
 	verifier  *op.AccessTokenVerifier
 	pub       *rsa.PublicKey
 	discovery []byte
-	handler   http.Handler
-	devices   *devices // the login page's device cookies
+	// callbackURL is where a completed sign-in goes back to zitadel's
+	// authorize flow, waiting for the sign-in's id.
+	callbackURL string
+	handler     http.Handler
+	devices     *devices // the login page's device cookies
 }
 
 // newProviderMu serialises op.NewProvider and the discovery document it
 // gives: its endpoint options write into the package-level
 // op.DefaultEndpoints, and the document reads them, which would otherwise
 // race when several providers are built at once (as in parallel tests).
-// Nothing reads them after construction.
+// Nothing reads them after construction: what the provider needs of
+// them later (the discovery document, the callback URL) is read here.
 var newProviderMu sync.Mutex
 
 // New builds the provider. It fails on configuration that would yield tokens
@@ -160,6 +164,9 @@ func New(cfg Config, accounts *core.AccountService, key SigningKey, logger *slog
 		devices: newDevices(cfg.CryptoKey),
 	}
 	p.discovery, err = p.discoveryDocument()
+	// Read here, under the lock, for the same reason: op.AuthCallbackURL
+	// reads the shared endpoints each time it is called.
+	p.callbackURL = op.AuthCallbackURL(o)(op.ContextWithIssuer(context.Background(), cfg.Issuer), "")
 	newProviderMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("idp: discovery document: %w", err)
