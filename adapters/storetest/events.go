@@ -32,6 +32,29 @@ func readAll(t *testing.T, store Store, q core.EventQuery) []core.Event {
 	return events
 }
 
+// WaitForEvents waits until the event log shows at least n events that q
+// selects (its Limit aside). On
+// PostgreSQL an event shows once every older transaction of the cluster
+// has ended, which on a busy cluster (other tests' stores beside this
+// one) takes a moment after its own commit: a test that reads the log
+// right after writing it waits here first.
+func WaitForEvents(t testing.TB, store core.EventLog, q core.EventQuery, n int) {
+	t.Helper()
+	q.Limit = n
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		events, _, err := store.ReadEvents(context.Background(), q)
+		if err != nil {
+			t.Fatalf("ReadEvents: %v", err)
+		}
+		if len(events) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events readable after 30 s", len(events), n)
+		}
+	}
+}
+
 // eventLog: each change given an event appends it in its own transaction,
 // only when the change happens, completed with its position and the mount
 // as the change left it; reads select, page and bound as the port says.
@@ -249,14 +272,7 @@ func eventAccountHorizons(t *testing.T, store Store) {
 	b1 := claim("hz_b", "HB1", now.Add(-3*time.Hour))
 	a1 := claim("hz_a", "HA1", now.Add(-2*time.Hour))
 	a2 := claim("hz_a", "HA2", now)
-	// On PostgreSQL events show (and are pruned) once every older
-	// transaction of the cluster ended: wait for the three.
-	for deadline := time.Now().Add(30 * time.Second); len(readAll(t, store, core.EventQuery{AccountID: "hz_a"}))+
-		len(readAll(t, store, core.EventQuery{AccountID: "hz_b"})) < 3; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the claims' events are not readable after 30 s")
-		}
-	}
+	WaitForEvents(t, store, core.EventQuery{}, 3) // they are pruned only once readable
 	for {
 		n, err := store.PruneEvents(ctx, now.Add(-time.Hour), 100)
 		if err != nil {
