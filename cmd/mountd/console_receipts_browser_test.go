@@ -63,6 +63,9 @@ func TestConsoleCommandStatus(t *testing.T) {
 	b.step("the fleet", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
 	fleetRow := `document.querySelector('#fleet tr[data-uid="` + uid + `"]')`
 	b.waitJS("the fleet's badges", `!!(`+fleetRow+` && !`+fleetRow+`.querySelector('.c-batteryLevel.unverified') && `+fleetRow+`.querySelector('.c-mountLocked.unverified'))`, 10*time.Second)
+	// A dot in the narrow cell, whose value is not cut; the counts say what it means.
+	b.waitJS("the fleet's dots, said", `(() => { const c = `+fleetRow+`.querySelector('.c-mountLocked'); return c.scrollWidth <= c.clientWidth && `+
+		`document.getElementById('count-unverified-fleet')?.textContent === '1 with values the mount did not sign' })()`, 10*time.Second)
 	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	reportStates(t, api, uid, 40, false, time.Now())
 	b.waitJS("an unsigned report marks the battery again", `!!(`+fleetRow+`.querySelector('.c-batteryLevel').textContent === '40%' && `+
