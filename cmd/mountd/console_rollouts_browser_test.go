@@ -126,13 +126,17 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 		`document.querySelectorAll('#rollout-mounts tbody tr[data-uid]').length === 6 && `+buttons(true, false, true), 10*time.Second)
 	b.waitJS("the rollout's page is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	b.checkA11y("a rollout's page")
-	// The page does not move when its connection changes (the badge
-	// rewrapped the bar once, and a click on Cancel at that moment missed).
-	if tops := b.evalString(`(() => { const c = document.getElementById('connection'), was = [c.hidden, c.textContent, c.className]; const tops = [];
+	// The page does not move when its connection changes, or the count of
+	// alarms arrives (the connection's badge rewrapped the bar once, and a
+	// click on Cancel at that moment missed).
+	if tops := b.evalString(`(() => { const c = document.getElementById('connection'), a = document.getElementById('alarm-count');
+		const was = [c.hidden, c.textContent, c.className, a.hidden, a.textContent, a.className]; const tops = [];
 		for (const [hidden, text, cls] of [[false, 'live', 'live'], [false, 'connecting…', 'connecting'], [false, 'reconnecting…', 'down'], [true, '', '']]) {
 			c.hidden = hidden; c.textContent = text; c.className = 'connection ' + cls; tops.push(document.getElementById('rollout-cancel').getBoundingClientRect().top) }
-		[c.hidden, c.textContent, c.className] = was; return String(new Set(tops).size) })()`); tops != "1" {
-		t.Fatalf("the page moves with the connection's badge: %s positions of Cancel", tops)
+		for (const [hidden, text, cls] of [[true, '', ''], [false, '999 active alarms', 'attention'], [false, '1 active alarm', '']]) {
+			a.hidden = hidden; a.textContent = text; a.className = 'alarm-count ' + cls; tops.push(document.getElementById('rollout-cancel').getBoundingClientRect().top) }
+		[c.hidden, c.textContent, c.className, a.hidden, a.textContent, a.className] = was; return String(new Set(tops).size) })()`); tops != "1" {
+		t.Fatalf("the page moves with the connection's or the alarms' badge: %s positions of Cancel", tops)
 	}
 
 	// Pause and resume.

@@ -745,6 +745,7 @@ async function start() {
   document.getElementById("nav").hidden = false;
   for (const a of document.querySelectorAll("#nav [data-owner]")) a.hidden = !isOwner();
   for (const a of document.querySelectorAll("#nav [data-alarms]")) a.hidden = !canReadAlarms();
+  document.getElementById("alarm-slot").hidden = !canReadAlarms();
   alarmBadge();
   document.getElementById("who").textContent = `${session.me.name} · ${session.me.role}`;
   const out = document.getElementById("signout");
