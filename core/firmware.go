@@ -140,8 +140,8 @@ func (s *FirmwareService) Deprecate(ctx context.Context, model, revision string)
 	}
 	actx := byOperator(ctx, "", s.now(), AuditFirmwareDeprecate, firmwareTarget(model, revision), nil)
 	fw, err := s.store.DeprecateFirmware(actx, model, revision)
-	if err != nil {
-		return FirmwareVersion{}, nil, err
+	if err != nil || s.rollouts == nil {
+		return fw, nil, err
 	}
 	running, err := s.rollouts.RunningRolloutsOf(ctx, model, revision)
 	if err != nil {
