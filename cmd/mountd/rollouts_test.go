@@ -468,9 +468,12 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			if got := in.checkUpdate(t, a.token, q(uids[0], "1.0.0")); got != "UPDATE_AVAILABLE 1.1.0" {
 				t.Errorf("check-update names a deprecated version to its target: %s", got)
 			}
-			audit := a.auditREST(t, url.Values{"action": {"rollout.pause"}, "target": {"rollout:" + next.ID}})
-			if len(audit.Entries) != 1 || audit.Entries[0].Details["reason"] != "firmware deprecated" || audit.Entries[0].Actor.Type != "cli" {
-				t.Fatalf("the pause's audit entry %+v", audit.Entries)
+			// The log shows an entry once older transactions ended: waited for.
+			pause, log, ok := eventually(t, func() []auditView {
+				return a.auditREST(t, url.Values{"action": {"rollout.pause"}, "target": {"rollout:" + next.ID}}).Entries
+			}, is("rollout.pause", "rollout:"+next.ID))
+			if !ok || len(log) != 1 || pause.Details["reason"] != "firmware deprecated" || pause.Actor.Type != "cli" {
+				t.Fatalf("the pause's audit entry %+v", log)
 			}
 		})
 	}
