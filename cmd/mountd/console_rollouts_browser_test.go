@@ -229,3 +229,41 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 	b.checkA11y("a rollout not found")
 	b.checkOrigin(in.base)
 }
+
+// TestConsoleRolloutOfADeprecatedVersion: once the operator deprecates a
+// rollout's version (which pauses it), its page says so and offers no
+// Resume (the server would refuse it), only Cancel.
+func TestConsoleRolloutOfADeprecatedVersion(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	in := start(t, testConfig(t.TempDir(), ""))
+	a := newFleet(in, "Demo Fleet")
+	api := client.New(in.base, client.StaticToken(a.token))
+	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	in.publish(t, "HL-2", "1.4.0", 1<<10, "--available-since", past)
+	in.publish(t, "HL-2", "1.5.0", 1<<10, "--available-since", past)
+	for i := range 2 {
+		uid := fmt.Sprintf("MNT-%04d", i+1)
+		associateWith(t, api, map[string]any{"uid": uid, "modelNumber": "HL-2", "softwareRevision": "1.4.0", "devicePublicKey": newDevice(uid).publicKey()})
+	}
+	var ro gqlRollout
+	if err := api.Do(context.Background(), http.MethodPost, "/rollouts", map[string]any{"modelNumber": "HL-2", "softwareRevision": "1.5.0", "phases": []int{100}}, &ro); err != nil || ro.ID == "" {
+		t.Fatalf("create the rollout: %+v, %v", ro, err)
+	}
+	if _, said, err := in.tryCLI("firmware", "deprecate", "--model", "HL-2", "--revision", "1.5.0"); err != nil || !strings.Contains(said, ro.ID) {
+		t.Fatalf("deprecate: %v, %q", err, said)
+	}
+	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
+
+	b := newBrowserSession(t, chromium)
+	b.signIn(in.base, "ann")
+	b.eval(`window.confirm = () => true`)
+	b.step("open the rollout", chromedp.Navigate(in.base+"/console/#/rollouts/"+ro.ID))
+	details := `document.getElementById('rollout-details')`
+	b.waitJS("paused, said deprecated, no resume", details+`?.dataset.state === 'PAUSED' && `+
+		`document.getElementById('rollout-deprecated')?.textContent.startsWith('Version 1.5.0 is deprecated') && `+
+		`document.getElementById('rollout-pause').disabled && document.getElementById('rollout-resume').disabled && !document.getElementById('rollout-cancel').disabled`, 10*time.Second)
+	b.waitJS("live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
+	b.checkA11y("a rollout of a deprecated version")
+	b.step("cancel it", chromedp.Click(chromedp.CSS(`#rollout-cancel`)))
+	b.waitJS("cancelled, the note gone", details+`?.dataset.state === 'CANCELED' && document.getElementById('rollout-deprecated') === null`, 10*time.Second)
+}

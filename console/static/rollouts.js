@@ -117,6 +117,9 @@ export function rolloutView(id) {
   // the latest (or than a change) is dropped.
   let busy = false;
   let rolloutSeq = 0, mountsSeq = 0;
+  // deprecated: the rollout's version was deprecated since it started;
+  // the server refuses to resume it, so the page does not offer to.
+  let deprecated = false;
   const head = h("div", { id: "rollout-head" }, h("p", { class: "muted" }, "Loading…"));
   const phases = h("ol", { id: "rollout-phases", class: "phases" });
   const counts = h("div", { id: "rollout-counts" });
@@ -131,7 +134,7 @@ export function rolloutView(id) {
   const actions = [
     ["pause", "Pause", (r) => r.state === "RUNNING", "Pause applies to a running rollout.", `mutation($id: ID!) { change: pauseRollout(id: $id) { ${ROLLOUT_FIELDS} } }`,
       "The rollout is paused: nothing is offered until it is resumed.", null],
-    ["resume", "Resume", (r) => r.state === "PAUSED", "Resume applies to a paused rollout.", `mutation($id: ID!) { change: resumeRollout(id: $id) { ${ROLLOUT_FIELDS} } }`,
+    ["resume", "Resume", (r) => r.state === "PAUSED" && !deprecated, "Resume applies to a paused rollout whose version is not deprecated.", `mutation($id: ID!) { change: resumeRollout(id: $id) { ${ROLLOUT_FIELDS} } }`,
       "The rollout is resumed: the failure threshold counts afresh.", null],
     ["cancel", "Cancel rollout", underWay, "Cancel applies to a running or paused rollout.", `mutation($id: ID!) { change: cancelRollout(id: $id) { ${ROLLOUT_FIELDS} } }`, "The rollout is cancelled.",
       (r) => `Cancel the rollout of ${r.softwareRevision} to the ${r.modelNumber} mounts? No mount will be offered it any more; those that installed it keep it.`],
@@ -194,7 +197,9 @@ export function rolloutView(id) {
       h("dt", {}, "Health window"), h("dd", {}, fmtDuration(r.healthWindow)),
       h("dt", {}, "Install"), h("dd", {}, r.requireIdle ? "only while locked with the helmet present" : "whenever a phone passes"),
       h("dt", {}, "Created"), h("dd", {}, fmtDate(r.createdAt)),
-      r.endedAt ? [h("dt", {}, "Ended"), h("dd", {}, fmtDate(r.endedAt))] : []));
+      r.endedAt ? [h("dt", {}, "Ended"), h("dd", {}, fmtDate(r.endedAt))] : []),
+      ...(deprecated && underWay(r) ? [h("p", { class: "error", id: "rollout-deprecated" },
+        `Version ${r.softwareRevision} is deprecated: this rollout offers it to no mount and cannot be resumed. Cancel it, and start a rollout of another version.`)] : []));
     const sizes = phaseSizes(r);
     phases.replaceChildren(...r.phases.map((p, i) => {
       const st = phaseStatus(r, i);
@@ -208,7 +213,13 @@ export function rolloutView(id) {
   async function loadRollout() {
     const n = ++rolloutSeq;
     const r = (await gql(`query($id: ID!) { rollout(id: $id) { ${ROLLOUT_FIELDS} } }`, { id })).rollout;
-    if (n === rolloutSeq && !busy) showRollout(r);
+    // Whether its version is deprecated matters while it is under way (a
+    // model has a page of versions at most, here).
+    const versions = underWay(r) ? (await gql(`query($m: String!) { firmwareVersions(modelNumber: $m, pageSize: 100) { versions { softwareRevision deprecated } } }`,
+      { m: r.modelNumber })).firmwareVersions.versions : [];
+    if (n !== rolloutSeq || busy) return;
+    deprecated = versions.some((v) => v.softwareRevision === r.softwareRevision && v.deprecated);
+    showRollout(r);
   }
   async function loadMounts() {
     const n = ++mountsSeq;
