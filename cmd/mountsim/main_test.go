@@ -47,6 +47,10 @@ type fakeAPI struct {
 	jobs     []fakeJob                 // offered to every mount until finished there
 	jobOf    map[string]string         // nonce → job
 	finished map[string]string         // job|uid → outcome that finished it
+	// proved holds uid|revision of the verified reports: as mountd does,
+	// an install whose mount proved the new revision is not offered again
+	// (its receipt may have been lost with a dropped link).
+	proved map[string]bool
 	outcomes map[string]map[string]int // job → outcome → receipts taken
 	image    []byte                    // the firmware blob downloads answer
 }
@@ -69,13 +73,14 @@ type fakeReport struct {
 	revision string // the signed softwareRevision
 	states   map[string]string
 	verified bool
+	counter  uint64 // the mount's counter, when verified: the order it said things in
 }
 
 func newFakeAPI(t *testing.T, expiresIn time.Duration) (*fakeAPI, *httptest.Server) {
 	f := &fakeAPI{t: t, expiresIn: expiresIn, tokens: map[string]fakeToken{}, issued: map[string]int{},
 		keys: map[string]ed25519.PrivateKey{}, devices: map[string]string{}, confirmed: map[string]bool{}, entries: map[string]bool{},
 		nonces: map[string]string{}, receipts: map[string]bool{}, counters: map[string]map[uint64]bool{}, refusals: map[string]int{},
-		reports: make(chan fakeReport, 10000), jobOf: map[string]string{}, finished: map[string]string{}, outcomes: map[string]map[string]int{}}
+		reports: make(chan fakeReport, 10000), jobOf: map[string]string{}, finished: map[string]string{}, outcomes: map[string]map[string]int{}, proved: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"userinfo_endpoint":%q}`, f.base+"/oidc/v1/userinfo")
@@ -257,6 +262,9 @@ func (f *fakeAPI) states(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep := fakeReport{uid: uid, revision: body.SoftwareRevision, states: map[string]string{}, verified: body.Signature != ""}
+	if rep.verified && body.Counter != nil {
+		rep.counter = *body.Counter
+	}
 	if rep.verified {
 		if f.counters[uid] == nil {
 			f.counters[uid] = map[uint64]bool{}
@@ -265,6 +273,7 @@ func (f *fakeAPI) states(w http.ResponseWriter, r *http.Request) {
 			f.t.Errorf("%s: counter %d signed twice", uid, *body.Counter)
 		}
 		f.counters[uid][*body.Counter] = true
+		f.proved[uid+"|"+body.SoftwareRevision] = true
 	}
 	accepted, dups := 0, 0
 	for _, s := range body.States {
@@ -335,10 +344,15 @@ func (f *fakeAPI) uploadReceipts(w http.ResponseWriter, r *http.Request) {
 			f.receipts[rc.Nonce] = true
 			accepted++
 			if job := f.jobOf[rc.Nonce]; job != "" {
-				if f.finished[job+"|"+uid] != "" {
-					f.t.Errorf("job %s at %s: a second receipt (%s) after %s", job, uid, rc.Outcome, f.finished[job+"|"+uid])
+				// An install is offered again while its outcome is unknown,
+				// as mountd does: a phone whose link dropped mid-transfer
+				// leaves the mount to another phone, and both may install.
+				// Any other job runs once at a mount.
+				if prev := f.finished[job+"|"+uid]; prev == "" {
+					f.finished[job+"|"+uid] = rc.Outcome
+				} else if f.codeOf(job) != string(protocol.CmdInstallFirmware) {
+					f.t.Errorf("job %s at %s: a second receipt (%s) after %s", job, uid, rc.Outcome, prev)
 				}
-				f.finished[job+"|"+uid] = rc.Outcome
 				if f.outcomes[job] == nil {
 					f.outcomes[job] = map[string]int{}
 				}
@@ -351,6 +365,16 @@ func (f *fakeAPI) uploadReceipts(w http.ResponseWriter, r *http.Request) {
 
 // pending answers a mount's pending commands: one freshly signed command
 // for every job not yet finished there.
+// codeOf is a job's command code.
+func (f *fakeAPI) codeOf(job string) string {
+	for _, j := range f.jobs {
+		if j.id == job {
+			return j.code
+		}
+	}
+	return ""
+}
+
 func (f *fakeAPI) pending(w http.ResponseWriter, r *http.Request) {
 	uid := r.PathValue("uid")
 	f.mu.Lock()
@@ -362,7 +386,7 @@ func (f *fakeAPI) pending(w http.ResponseWriter, r *http.Request) {
 	}
 	cmds := []map[string]any{}
 	for _, j := range f.jobs {
-		if f.finished[j.id+"|"+uid] != "" {
+		if f.finished[j.id+"|"+uid] != "" || j.code == string(protocol.CmdInstallFirmware) && f.proved[uid+"|"+j.params["revision"]] {
 			continue
 		}
 		now, nonce := time.Now(), protocol.NewNonce()
