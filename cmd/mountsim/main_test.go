@@ -43,14 +43,14 @@ type fakeAPI struct {
 	refusals  map[string]int             // "403 SIGNATURE_REQUIRED", ... → count
 	reports   chan fakeReport
 
-	base     string                    // the server's address: the tokens' issuer
-	jobs     []fakeJob                 // offered to every mount until finished there
-	jobOf    map[string]string         // nonce → job
-	finished map[string]string         // job|uid → outcome that finished it
+	base     string            // the server's address: the tokens' issuer
+	jobs     []fakeJob         // offered to every mount until finished there
+	jobOf    map[string]string // nonce → job
+	finished map[string]string // job|uid → outcome that finished it
 	// proved holds uid|revision of the verified reports: as mountd does,
 	// an install whose mount proved the new revision is not offered again
 	// (its receipt may have been lost with a dropped link).
-	proved map[string]bool
+	proved   map[string]bool
 	outcomes map[string]map[string]int // job → outcome → receipts taken
 	image    []byte                    // the firmware blob downloads answer
 }
