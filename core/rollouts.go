@@ -585,18 +585,16 @@ func (s *RolloutService) CreateRollout(ctx context.Context, p Principal, in Roll
 	if r.SoftwareRevision == "" {
 		v.Add("softwareRevision", "is required")
 	} else if r.ModelNumber != "" {
-		versions, err := s.firmware.ModelFirmware(ctx, r.ModelNumber, now)
-		if err != nil {
-			return Rollout{}, err
-		}
-		i := slices.IndexFunc(versions, func(f FirmwareVersion) bool { return f.SoftwareRevision == r.SoftwareRevision })
+		fw, err := s.catalogVersion(ctx, r.ModelNumber, r.SoftwareRevision, now)
 		switch {
-		case i < 0:
+		case err != nil:
+			return Rollout{}, err
+		case fw == nil:
 			v.Add("softwareRevision", "is not a published revision of model %q", r.ModelNumber)
-		case versions[i].Deprecated:
+		case fw.Deprecated:
 			v.Add("softwareRevision", "is deprecated for model %q", r.ModelNumber)
 		default:
-			r.SHA256, r.Size = versions[i].SHA256, versions[i].Size
+			r.SHA256, r.Size = fw.SHA256, fw.Size
 		}
 	}
 	if in.Phases != nil {
@@ -722,14 +720,27 @@ func (s *RolloutService) ResumeRollout(ctx context.Context, p Principal, id stri
 	if err != nil {
 		return Rollout{}, err
 	}
-	versions, err := s.firmware.ModelFirmware(ctx, r.ModelNumber, s.clock())
+	fw, err := s.catalogVersion(ctx, r.ModelNumber, r.SoftwareRevision, s.clock())
 	if err != nil {
 		return Rollout{}, err
 	}
-	if i := slices.IndexFunc(versions, func(f FirmwareVersion) bool { return f.SoftwareRevision == r.SoftwareRevision }); i >= 0 && versions[i].Deprecated {
+	if fw != nil && fw.Deprecated {
 		return Rollout{}, Errorf(CodeConflict, "firmware %s %s is deprecated; rollout %q cannot be resumed: start a rollout of another version", r.ModelNumber, r.SoftwareRevision, id)
 	}
 	return s.change(ctx, p, id, AuditRolloutResume)
+}
+
+// catalogVersion is model's visible version of revision in the
+// catalogue, deprecated or not; nil when there is none.
+func (s *RolloutService) catalogVersion(ctx context.Context, model, revision string, now time.Time) (*FirmwareVersion, error) {
+	versions, err := s.firmware.ModelFirmware(ctx, model, now)
+	if err != nil {
+		return nil, err
+	}
+	if i := slices.IndexFunc(versions, func(f FirmwareVersion) bool { return f.SoftwareRevision == revision }); i >= 0 {
+		return &versions[i], nil
+	}
+	return nil, nil
 }
 
 // CancelRollout handles POST /rollouts/{id}/cancel: CONFLICT unless
