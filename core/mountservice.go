@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"math"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
