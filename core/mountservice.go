@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -553,6 +554,10 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	if err == nil && sig != nil {
 		var v Validation
 		checkText(&v, "softwareRevision", &sig.SoftwareRevision, 64)
+		if sig.Counter > math.MaxInt64 {
+			// Stores keep counters as int64, as for receipts.
+			v.Add("counter", "must be at most %d", int64(math.MaxInt64))
+		}
 		err = v.Err()
 	}
 	if err != nil {

@@ -53,7 +53,7 @@ type StateEntry struct {
 }
 
 // LatestStates are a mount's computed fields: the value of the latest entry
-// per code, nil when none was reported.
+// per code (Newer: a verified entry first), nil when none was reported.
 type LatestStates struct {
 	MountLocked    *bool
 	HelmetMounted  *bool
@@ -197,8 +197,8 @@ func ValidateStates(in []StateInput, now time.Time) ([]StateEntry, error) {
 	return out, nil
 }
 
-// LatestPerCode keeps, of entries, the latest per code (ties broken by the
-// larger value text so that every replica picks the same one).
+// LatestPerCode keeps, of entries, the latest per code by Newer (ties
+// broken by the larger value text so that every replica picks the same one).
 func LatestPerCode(entries []StateEntry) []StateEntry {
 	best := map[StateCode]StateEntry{}
 	for _, e := range entries {
@@ -215,8 +215,18 @@ func LatestPerCode(entries []StateEntry) []StateEntry {
 	return out
 }
 
-// Newer reports whether a supersedes b as the latest entry of its code.
+// Newer reports whether a supersedes b as the latest entry of its code: a
+// verified entry outranks an unverified one whatever their instants (§16 as
+// amended: once the association has a verified entry of a code, its
+// unverified entries count no more; a mount without a device key has none,
+// so there the latest entry wins), then the later occurredAt, then the
+// larger value text. Every holder of latest values (the stores' latest
+// rows, the state cache, the report's merge) keeps them by this rule, so
+// the computed fields, alarms, the fleet filter and requireIdle agree.
 func Newer(a, b StateEntry) bool {
+	if a.Verified != b.Verified {
+		return a.Verified
+	}
 	if !a.OccurredAt.Equal(b.OccurredAt) {
 		return a.OccurredAt.After(b.OccurredAt)
 	}

@@ -52,7 +52,7 @@ func (s *Store) ingestSQL() string {
 			ON CONFLICT DO NOTHING
 			RETURNING code, occurred_at, value
 		)
-		SELECT m.*, l.latest_codes, l.latest_at, l.latest_values, i.new_codes, i.new_at, i.new_values
+		SELECT m.*, l.latest_codes, l.latest_at, l.latest_values, l.latest_verified, i.new_codes, i.new_at, i.new_values
 		FROM m
 		CROSS JOIN LATERAL (SELECT array_agg(code ORDER BY code) AS latest_codes, array_agg(occurred_at ORDER BY code) AS latest_at,
 				array_agg(value ORDER BY code) AS latest_values, array_agg(verified ORDER BY code) AS latest_verified
@@ -165,10 +165,8 @@ func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID st
 	}
 	before := make([]core.StateEntry, len(row.LatestCodes))
 	for i := range row.LatestCodes {
-		before[i] = core.StateEntry{Code: core.StateCode(row.LatestCodes[i]), Value: row.LatestVals[i], OccurredAt: fromMillis(row.LatestAt[i])}
-		if i < len(row.LatestVer) {
-			before[i].Verified = row.LatestVer[i]
-		}
+		before[i] = core.StateEntry{Code: core.StateCode(row.LatestCodes[i]), Value: row.LatestVals[i], OccurredAt: fromMillis(row.LatestAt[i]),
+			Verified: row.LatestVer[i]}
 	}
 	accepted := make([]core.StateEntry, len(row.NewCodes))
 	for i := range row.NewCodes {

@@ -44,6 +44,10 @@ type mountRow struct {
 	// LastSeenAt and OfflineAnnounced are presence (§17).
 	LastSeenAt       sql.NullInt64 `bun:"last_seen_at"`
 	OfflineAnnounced bool          `bun:"offline_announced"`
+	// RevisionCounter and RevisionKey are the counter and device key of
+	// the verified report that softwareRevision follows (§16 as amended).
+	RevisionCounter sql.NullInt64  `bun:"revision_counter"`
+	RevisionKey     sql.NullString `bun:"revision_key"`
 }
 
 func (r *mountRow) toMount() core.Mount {
@@ -167,6 +171,16 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 					}
 					return s.recordAudit(ctx, tx)
 				}
+			}
+			// Taking an INACTIVE mount starts a new association, whose
+			// latest values have no verified entry yet: those of the
+			// account's former associations no longer outrank its
+			// unverified ones (core.Newer; §16 as amended).
+			if _, err := tx.NewRaw(`UPDATE mount_latest_states SET verified = FALSE
+				WHERE mount_uid = ? AND account_id = ? AND verified
+					AND EXISTS (SELECT 1 FROM mounts WHERE uid = ? AND association_state = 'INACTIVE')`,
+				c.UID, c.AccountID, c.UID).Exec(ctx); err != nil {
+				return err
 			}
 			// Taking an INACTIVE mount starts a new association: the former
 			// owner's name goes, the device's own fields stay.

@@ -205,8 +205,8 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 	return mount.toMount(), accepted, nil
 }
 
-// upsertLatestSQL moves the latest value per code forward only; latest
-// holds at most one entry per code.
+// upsertLatestSQL moves the latest value per code forward only, by
+// core.Newer; latest holds at most one entry per code.
 func upsertLatestSQL(uid, accountID string, latest []core.StateEntry) (string, []any) {
 	var sb strings.Builder
 	args := make([]any, 0, len(latest)*6)
@@ -218,11 +218,15 @@ func upsertLatestSQL(uid, accountID string, latest []core.StateEntry) (string, [
 		sb.WriteString("(?, ?, ?, ?, ?, ?)")
 		args = append(args, uid, accountID, string(entry.Code), millis(entry.OccurredAt), entry.Value, entry.Verified)
 	}
-	// Ties on the instant go to the greater value in byte order, as in
-	// core.Newer (the value columns compare bytes on both databases).
+	// core.Newer: a verified entry outranks an unverified one; between two
+	// of a kind the later wins, ties on the instant going to the greater
+	// value in byte order (the value columns compare bytes on both
+	// databases).
 	sb.WriteString(` ON CONFLICT (mount_uid, account_id, code) DO UPDATE SET occurred_at = excluded.occurred_at, value = excluded.value, verified = excluded.verified
-			WHERE excluded.occurred_at > mount_latest_states.occurred_at
-			   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value > mount_latest_states.value)`)
+			WHERE (excluded.verified AND NOT mount_latest_states.verified)
+			   OR (excluded.verified = mount_latest_states.verified
+				AND (excluded.occurred_at > mount_latest_states.occurred_at
+				   OR (excluded.occurred_at = mount_latest_states.occurred_at AND excluded.value > mount_latest_states.value)))`)
 	return sb.String(), args
 }
 
@@ -317,22 +321,36 @@ func mergeLatest(stored, reported []core.StateEntry) []core.StateEntry {
 }
 
 // applyReportCheck runs a report's check on the mount row its transaction
-// read and moves the mount to the signed software revision.
+// read and, for a verified report, moves the mount to its signed software
+// revision when its counter is the highest the mount's device key signed a
+// revision with (§16 as amended): one conditional update, so replicas
+// storing reports at once agree, and a replayed or late older report
+// changes nothing.
 func (s *Store) applyReportCheck(ctx context.Context, tx bun.Tx, r core.ReportCheck, mount *mountRow, now time.Time) error {
 	if r.Check != nil {
 		if err := r.Check(mount.toMount()); err != nil {
 			return err
 		}
 	}
-	if r.SoftwareRevision == "" || r.SoftwareRevision == mount.SoftwareRevision {
+	if r.SoftwareRevision == "" || r.Counter == nil {
 		return nil
 	}
-	_, err := tx.NewRaw(`UPDATE mounts SET software_revision = ?, updated_at = ? WHERE uid = ?`,
-		r.SoftwareRevision, millis(now), mount.UID).Exec(ctx)
-	if err != nil {
+	counter := int64(*r.Counter) // core bounds a report's counter to int64
+	if mount.RevisionCounter.Valid && mount.RevisionKey == mount.DevicePublicKey && mount.RevisionCounter.Int64 >= counter {
+		return nil // as read in this transaction: not the highest, no write
+	}
+	var rows []mountRow
+	err := tx.NewRaw(`UPDATE mounts SET software_revision = ?, revision_counter = ?, revision_key = device_public_key,
+			updated_at = CASE WHEN software_revision = ? THEN updated_at ELSE ? END
+		WHERE uid = ? AND device_public_key IS NOT NULL
+			AND (revision_counter IS NULL OR revision_key IS NULL OR revision_key <> device_public_key OR revision_counter < ?)
+		RETURNING software_revision, updated_at, revision_counter, revision_key`,
+		r.SoftwareRevision, counter, r.SoftwareRevision, millis(now), mount.UID, counter).Scan(ctx, &rows)
+	if err != nil || len(rows) == 0 {
 		return err
 	}
-	mount.SoftwareRevision, mount.UpdatedAt = r.SoftwareRevision, millis(now)
+	mount.SoftwareRevision, mount.UpdatedAt = rows[0].SoftwareRevision, rows[0].UpdatedAt
+	mount.RevisionCounter, mount.RevisionKey = rows[0].RevisionCounter, rows[0].RevisionKey
 	return nil
 }
 

@@ -54,6 +54,16 @@ type Store struct {
 	al              alarmState
 	jb              jobState
 	ro              rolloutState
+	// revisions holds, per mount, the verified report its softwareRevision
+	// follows (bunstore's revision_counter and revision_key).
+	revisions map[string]revisionMark
+}
+
+// revisionMark is the counter and device key of the verified report a
+// mount's softwareRevision follows.
+type revisionMark struct {
+	counter uint64
+	key     string
 }
 
 type stateKey struct {
@@ -82,7 +92,8 @@ func NewStore() *Store {
 		mounts: map[string]*core.Mount{}, states: map[stateKey]core.StateEntry{},
 		latest: map[latestKey]map[core.StateCode]core.StateEntry{}, tags: map[tagKey]core.NfcTag{},
 		links: map[linkKey]string{}, firmware: map[[2]string]core.FirmwareVersion{},
-		accountHorizons: map[string]core.Cursor{}, al: alarmState{announced: map[string]bool{}}}
+		accountHorizons: map[string]core.Cursor{}, al: alarmState{announced: map[string]bool{}},
+		revisions: map[string]revisionMark{}}
 }
 
 func mountNotFound(uid string) error {
@@ -221,6 +232,12 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 		// Presence is the association's: the next starts unheard.
 		m.LastSeenAt = time.Time{}
 		delete(s.al.announced, c.UID)
+		// Nor has it verified values: the account's former ones no
+		// longer outrank its unverified ones (core.Newer).
+		for code, e := range s.latest[latestKey{c.UID, c.AccountID}] {
+			e.Verified = false
+			s.latest[latestKey{c.UID, c.AccountID}][code] = e
+		}
 	} else {
 		m.Name = or(f.Name, m.Name)
 	}
@@ -330,6 +347,7 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.
 		return core.Mount{}, mountNotFound(uid)
 	}
 	delete(s.mounts, uid)
+	delete(s.revisions, uid)
 	for k := range s.states {
 		if k.uid == uid {
 			delete(s.states, k)
@@ -518,8 +536,15 @@ func (s *Store) InsertReport(_ context.Context, uid, accountID string, entries [
 			return core.Mount{}, nil, err
 		}
 	}
-	if r.SoftwareRevision != "" && r.SoftwareRevision != m.SoftwareRevision {
-		m.SoftwareRevision, m.UpdatedAt = r.SoftwareRevision, ms(entries[0].ReceivedAt)
+	if r.SoftwareRevision != "" && r.Counter != nil && m.DevicePublicKey != "" {
+		// The revision follows the verified report with the highest
+		// counter of the mount's device key (§16 as amended).
+		if mark, ok := s.revisions[uid]; !ok || mark.key != m.DevicePublicKey || mark.counter < *r.Counter {
+			s.revisions[uid] = revisionMark{counter: *r.Counter, key: m.DevicePublicKey}
+			if r.SoftwareRevision != m.SoftwareRevision {
+				m.SoftwareRevision, m.UpdatedAt = r.SoftwareRevision, ms(entries[0].ReceivedAt)
+			}
+		}
 	}
 	accepted := []core.StateEntry{}
 	for _, entry := range entries {

@@ -95,7 +95,10 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 		for _, code := range core.StateCodes {
 			for i := range 60 {
 				// Few distinct instants, so that ties occur as well.
-				all = append(all, entry(code, fmt.Sprint(rand.IntN(100)), i%20))
+				// Some verified, which outrank the others (core.Newer).
+				e := entry(code, fmt.Sprint(rand.IntN(100)), i%20)
+				e.Verified = rand.IntN(4) == 0
+				all = append(all, e)
 			}
 		}
 		want := core.LatestPerCode(all)
@@ -156,12 +159,23 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 		signed := func(e core.StateEntry) core.StateEntry { e.Verified = true; return e }
 		must(t, c.Fill(ctx, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "50", 10)), entry(core.StateMountLocked, "1", 10)}))
 		expectEntries(t, c, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "50", 10)), entry(core.StateMountLocked, "1", 10)})
-		// The newer entry brings its own flag, either way.
-		offer(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "49", 11), signed(entry(core.StateMountLocked, "0", 11))})
-		expectEntries(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "49", 11), signed(entry(core.StateMountLocked, "0", 11))})
-		// An older signed entry does not replace a newer unsigned one.
+		// A verified entry outranks an unverified one whatever their
+		// instants (§16 as amended): an unsigned entry dated ahead changes
+		// nothing, a signed one older than the unsigned latest replaces it.
+		offer(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "49", 290_000), signed(entry(core.StateMountLocked, "0", 9))})
+		expectEntries(t, c, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "50", 10)), signed(entry(core.StateMountLocked, "0", 9))})
+		// Between two verified entries the later wins, in any order.
 		offer(t, c, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "60", 9))})
-		expectEntries(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "49", 11), signed(entry(core.StateMountLocked, "0", 11))})
+		expectEntries(t, c, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "50", 10)), signed(entry(core.StateMountLocked, "0", 9))})
+		offer(t, c, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "40", 12)), entry(core.StateMountLocked, "1", 500_000)})
+		expectEntries(t, c, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "40", 12)), signed(entry(core.StateMountLocked, "0", 9))})
+		// A code with no verified entry keeps the latest unverified one; a
+		// batch holding both kinds keeps its verified entry.
+		offer(t, c, "m1", []core.StateEntry{entry(core.StateHelmetMounted, "1", 5), entry(core.StateHelmetMounted, "0", 6)})
+		expectEntries(t, c, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "40", 12)), signed(entry(core.StateMountLocked, "0", 9)),
+			entry(core.StateHelmetMounted, "0", 6)})
+		must(t, c.Fill(ctx, "m2", []core.StateEntry{entry(core.StateHelmetMounted, "1", 7), signed(entry(core.StateHelmetMounted, "0", 1))}))
+		expectEntries(t, c, "m2", []core.StateEntry{signed(entry(core.StateHelmetMounted, "0", 1))})
 	})
 
 	t.Run("EmptyFillIsHit", func(t *testing.T) {

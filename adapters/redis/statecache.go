@@ -21,7 +21,7 @@ var _ core.StateCache = (*StateCache)(nil)
 const completeField = "#complete"
 
 // mergeScript merges entries into a mount's hash keeping the newer per code
-// (core.Newer), atomically, so that replicas writing at once can never move
+// (core.Newer: a verified entry first, then the later), atomically, so that replicas writing at once can never move
 // a value backwards.
 //
 // KEYS[1] the hash; ARGV[1] TTL in ms (0: none); ARGV[2] "fill" to mark the
@@ -47,9 +47,18 @@ for i = 3, #ARGV, 4 do
     local cms = sep and tonumber(string.sub(cur, 1, sep - 1))
     if cms then
       local cvalue = string.sub(cur, sep + 1)
+      local cverified = false
       local vsep = string.find(cvalue, '|', 1, true)
-      if vsep then cvalue = string.sub(cvalue, 1, vsep - 1) end
-      newer = ms > cms or (ms == cms and greater(value, cvalue))
+      if vsep then
+        cverified = string.sub(cvalue, vsep + 1) == 'v'
+        cvalue = string.sub(cvalue, 1, vsep - 1)
+      end
+      local verified = flag == 'v'
+      if verified ~= cverified then
+        newer = verified
+      else
+        newer = ms > cms or (ms == cms and greater(value, cvalue))
+      end
     end
   end
   if newer then

@@ -443,7 +443,7 @@ func signedReports(t *testing.T, store Store) {
 		entry(core.StateBatteryLevel, "50", 0, true),
 		entry(core.StateBatteryLevel, "40", time.Minute, true),
 		entry(core.StateMountLocked, "1", time.Minute, true),
-	}, core.ReportCheck{SoftwareRevision: "1.1.0", Check: func(core.Mount) error { return nil }}, ev)
+	}, core.ReportCheck{SoftwareRevision: "1.1.0", Counter: new(uint64(1)), Check: func(core.Mount) error { return nil }}, ev)
 	if err != nil || len(stored) != 2 {
 		t.Fatalf("signed report stored %v, %v; want 2 (one duplicate)", stored, err)
 	}

@@ -75,6 +75,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"UnconfirmCommands", unconfirmCommands},
 		{"ConcurrentSweeps", concurrentSweeps},
 		{"SignedReports", signedReports},
+		{"SignedRevision", signedRevision},
+		{"VerifiedLatest", verifiedLatest},
 		{"AlarmRules", alarmRules},
 		{"PresenceAndAlarms", presenceAndAlarms},
 		{"RacingAlarmSweeps", racingSweeps},

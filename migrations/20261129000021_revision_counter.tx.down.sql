@@ -1,0 +1,3 @@
+ALTER TABLE mounts DROP COLUMN revision_key;
+--bun:split
+ALTER TABLE mounts DROP COLUMN revision_counter;
