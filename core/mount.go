@@ -82,7 +82,9 @@ type MountFields struct {
 	SoftwareRevision *string
 	ModelNumber      *string
 	// DevicePublicKey is what the mount's info characteristic says (§16);
-	// nil keeps the key pinned before.
+	// nil keeps the key pinned before by the owner's own association, and
+	// starts a new association (a claim of an unknown or INACTIVE uid)
+	// without one.
 	DevicePublicKey *string
 }
 
