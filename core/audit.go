@@ -341,10 +341,13 @@ func setFields(details map[string]any, fields map[string]*string) map[string]any
 	return details
 }
 
+// mountFieldDetails are a claim's details: the fields given, the device
+// key among them (in full: the console's fingerprint is its beginning), so
+// that an owner sees which key its association pinned.
 func mountFieldDetails(f MountFields) map[string]any {
 	return setFields(map[string]any{}, map[string]*string{"name": f.Name, "serialNumber": f.SerialNumber,
 		"macAddress": f.MACAddress, "firmwareRevision": f.FirmwareRevision, "softwareRevision": f.SoftwareRevision,
-		"modelNumber": f.ModelNumber})
+		"modelNumber": f.ModelNumber, "devicePublicKey": f.DevicePublicKey})
 }
 
 func mountUpdateDetails(u MountUpdate) map[string]any {

@@ -34,7 +34,8 @@ func TestAuditRules(t *testing.T) {
 		return page.Entries
 	}
 	at := f.clock.Now()
-	if _, err := f.svc.RequestAssociation(ctx, f.a, "AU-1", core.MountFields{}); err != nil {
+	deviceKey := "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c"
+	if _, err := f.svc.RequestAssociation(ctx, f.a, "AU-1", core.MountFields{DevicePublicKey: &deviceKey}); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(time.Second)
@@ -78,6 +79,10 @@ func TestAuditRules(t *testing.T) {
 			e.SourceAddress != "198.51.100.4" || e.AccountID != f.a.AccountID || e.ID == "" {
 			t.Fatalf("entry %d = %+v, want %s by %+v at %v", i, e, w.action, w.actor, w.at)
 		}
+	}
+	// The claim names the device key it pinned (§16 as amended).
+	if got[0].Details["devicePublicKey"] != deviceKey {
+		t.Fatalf("request details %v", got[0].Details)
 	}
 	if got[2].Details["name"] != "Front" {
 		t.Fatalf("update details %v", got[2].Details)

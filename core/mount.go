@@ -41,6 +41,12 @@ type Mount struct {
 	// DevicePublicKey is the mount's own Ed25519 key (64 lowercase hex),
 	// pinned at association; empty for older firmware.
 	DevicePublicKey string
+	// AssociationStartedAt is when the current association began: the
+	// claim of the unknown or INACTIVE uid (a claim of the owner during
+	// its own association keeps it). Commands generated before it belong
+	// to an earlier association (§16). Zero for associations begun before
+	// it was recorded.
+	AssociationStartedAt time.Time
 	// LastSeenAt is the server's time of the last accepted report or
 	// receipt upload of the current association (zero: never); Presence
 	// is computed from it when the mount is read (§17).
@@ -76,7 +82,9 @@ type MountFields struct {
 	SoftwareRevision *string
 	ModelNumber      *string
 	// DevicePublicKey is what the mount's info characteristic says (§16);
-	// nil keeps the key pinned before.
+	// nil keeps the key pinned before by the owner's own association, and
+	// starts a new association (a claim of an unknown or INACTIVE uid)
+	// without one.
 	DevicePublicKey *string
 }
 

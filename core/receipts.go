@@ -122,6 +122,11 @@ func (s *MountService) UploadReceipts(ctx context.Context, p Principal, uid stri
 	}
 	byID := make(map[string]Command, len(found))
 	for _, c := range found {
+		// A command of an earlier association of this account is not
+		// this mount's in its current association (§16).
+		if c.GeneratedAt.Before(m.AssociationStartedAt) {
+			continue
+		}
 		byID[c.ID] = c
 	}
 	for _, r := range in {
@@ -161,8 +166,13 @@ func (s *MountService) UploadReceipts(ctx context.Context, p Principal, uid stri
 			v.Add(field+".reason", "is required for REFUSED")
 		}
 		checkText(&v, field+".reason", &r.Reason, MaxReceiptReasonLength)
-		if r.At.IsZero() {
+		switch {
+		case r.At.IsZero():
 			v.Add(field+".at", "is required")
+		case r.At.After(now.Add(futureTolerance)):
+			// As a report's occurredAt (§16 as amended): a receipt dated
+			// ahead would keep the mount ONLINE.
+			v.Add(field+".at", "must not be more than 5 minutes in the future")
 		}
 		if r.Counter > math.MaxInt64 {
 			v.Add(field+".counter", "must be at most %d", int64(math.MaxInt64))

@@ -531,3 +531,88 @@ func TestDevicePublicKeyValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiptEarlierAssociation: a nonce issued to the mount in an earlier
+// association of the same account (abandoned, or lapsed) is not the
+// mount's in its current one: 404 COMMAND_NOT_FOUND, and nothing moves;
+// the current association's commands, its ASSOCIATE_OWNER included, are
+// taken, also after the owner's own POST /mounts during it (§16).
+func TestReceiptEarlierAssociation(t *testing.T) {
+	ctx := context.Background()
+	f := newTruthFixture(t, time.Minute, time.Hour)
+	exec := protocol.OutcomeExecuted
+	upload := func(uid string, c core.Command) error {
+		_, err := f.svc.UploadReceipts(ctx, f.owner, uid, []core.ReceiptInput{f.receipt(uid, c.ID, exec, "", 1, false)})
+		return err
+	}
+	oldAssoc := f.associate(t, "M1", "")
+	old := f.query(t, "M1")
+	f.clock.Advance(time.Second)
+	if err := f.svc.AbandonMount(ctx, f.owner, "M1"); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Second)
+	assoc := f.associate(t, "M1", "")
+	for _, c := range []core.Command{old, oldAssoc} {
+		if err := upload("M1", c); core.ErrorCode(err) != core.CodeCommandNotFound {
+			t.Fatalf("receipt for %s of the abandoned association: %v, want COMMAND_NOT_FOUND", c.Code, err)
+		}
+		if got := f.command(t, "M1", c.ID); got.Status != core.CommandIssued {
+			t.Fatalf("a refused receipt moved the earlier association's command: %+v", got)
+		}
+	}
+	// The owner's POST /mounts during the association keeps it.
+	f.clock.Advance(time.Second)
+	again, err := f.svc.RequestAssociation(ctx, f.owner, "M1", core.MountFields{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []core.Command{assoc, again[0], f.query(t, "M1")} {
+		if err := upload("M1", c); err != nil {
+			t.Fatalf("receipt for %s of the current association: %v", c.Code, err)
+		}
+	}
+
+	// A lapsed window ends the association too.
+	cmds, err := f.svc.RequestAssociation(ctx, f.owner, "M2", core.MountFields{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lapsed := cmds[0]
+	f.clock.Advance(11 * time.Minute)
+	f.associate(t, "M2", "")
+	if err := upload("M2", lapsed); core.ErrorCode(err) != core.CodeCommandNotFound {
+		t.Fatalf("receipt for a command of the lapsed association: %v, want COMMAND_NOT_FOUND", err)
+	}
+}
+
+// TestReceiptAtAhead: a receipt's at may be at most 5 minutes ahead of the
+// server's clock (§16 as amended); further ahead is 400 naming
+// receipts[i].at, and the mount is not heard.
+func TestReceiptAtAhead(t *testing.T) {
+	ctx := context.Background()
+	f := newTruthFixture(t, time.Minute, time.Hour)
+	f.associate(t, "M1", f.deviceHex)
+	c1, c2 := f.query(t, "M1"), f.query(t, "M1")
+	signed := func(c core.Command, ahead time.Duration) core.ReceiptInput {
+		r := core.ReceiptInput{Nonce: c.ID, Outcome: protocol.OutcomeExecuted, Counter: 1, At: f.clock.Now().Add(ahead)}
+		r.Signature = protocol.Sign(f.device, protocol.BuildReceiptText(protocol.Receipt{UID: "M1", Nonce: c.ID,
+			Outcome: r.Outcome, Counter: 1, At: r.At}))
+		return r
+	}
+	_, err := f.svc.UploadReceipts(ctx, f.owner, "M1", []core.ReceiptInput{signed(c1, 0), signed(c2, 5*time.Minute+time.Millisecond)})
+	var e *core.Error
+	if !asError(err, &e) || e.Code != core.CodeValidation || len(e.Fields) != 1 || e.Fields[0].Field != "receipts[1].at" {
+		t.Fatalf("a receipt dated 5 minutes and 1 ms ahead: %v", err)
+	}
+	if got := f.command(t, "M1", c1.ID); got.Status != core.CommandIssued {
+		t.Fatalf("a refused batch moved a command: %+v", got)
+	}
+	if m, err := f.svc.Mount(ctx, f.owner, "M1"); err != nil || !m.LastSeenAt.IsZero() {
+		t.Fatalf("a refused batch was heard: %+v, %v", m.LastSeenAt, err)
+	}
+	// Exactly 5 minutes ahead is taken.
+	if res, err := f.svc.UploadReceipts(ctx, f.owner, "M1", []core.ReceiptInput{signed(c2, 5*time.Minute)}); err != nil || res.Accepted != 1 {
+		t.Fatalf("a receipt dated 5 minutes ahead: %+v, %v", res, err)
+	}
+}

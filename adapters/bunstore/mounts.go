@@ -48,6 +48,8 @@ type mountRow struct {
 	// the verified report that softwareRevision follows (§16 as amended).
 	RevisionCounter sql.NullInt64  `bun:"revision_counter"`
 	RevisionKey     sql.NullString `bun:"revision_key"`
+	// AssociationStartedAt is NULL for associations begun before it.
+	AssociationStartedAt sql.NullInt64 `bun:"association_started_at"`
 }
 
 func (r *mountRow) toMount() core.Mount {
@@ -59,6 +61,9 @@ func (r *mountRow) toMount() core.Mount {
 	}
 	if r.LastSeenAt.Valid {
 		m.LastSeenAt = fromMillis(r.LastSeenAt.Int64)
+	}
+	if r.AssociationStartedAt.Valid {
+		m.AssociationStartedAt = fromMillis(r.AssociationStartedAt.Int64)
 	}
 	if r.IdleDeadline.Valid {
 		m.IdleDeadline = fromMillis(r.IdleDeadline.Int64)
@@ -107,7 +112,8 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			PublicKey:        sql.NullString{String: hex.EncodeToString(c.Key.PublicKey), Valid: true},
 			SealedPrivateKey: sql.NullString{String: c.Key.SealedPrivateKey, Valid: true},
 			CreatedAt:        millis(c.Now), UpdatedAt: millis(c.Now),
-			DevicePublicKey: sql.NullString{String: deref(f.DevicePublicKey), Valid: f.DevicePublicKey != nil},
+			DevicePublicKey:      sql.NullString{String: deref(f.DevicePublicKey), Valid: f.DevicePublicKey != nil},
+			AssociationStartedAt: sql.NullInt64{Int64: millis(c.Now), Valid: true},
 		}
 		pgInsert := s.postgres && e != nil
 		if pgInsert {
@@ -118,11 +124,12 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			// an earlier mount of this uid.
 			with := `INSERT INTO mounts (uid, name, serial_number,
 					mac_address, firmware_revision, software_revision, model_number, association_state, owner_account_id,
-					idle_deadline, key_id, public_key, sealed_private_key, created_at, updated_at, device_public_key)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO NOTHING RETURNING uid`
+					idle_deadline, key_id, public_key, sealed_private_key, created_at, updated_at, device_public_key,
+					association_started_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO NOTHING RETURNING uid`
 			args := []any{row.UID, row.Name, row.SerialNumber, row.MACAddress, row.FirmwareRevision, row.SoftwareRevision,
 				row.ModelNumber, row.State, row.OwnerID, row.IdleDeadline, row.KeyID, row.PublicKey, row.SealedPrivateKey,
-				row.CreatedAt, row.UpdatedAt, row.DevicePublicKey}
+				row.CreatedAt, row.UpdatedAt, row.DevicePublicKey, row.AssociationStartedAt}
 			if cmd != nil {
 				// After the mount's insert (closed by appendEventGuarded's
 				// parenthesis), from its returned row.
@@ -183,7 +190,11 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 				return err
 			}
 			// Taking an INACTIVE mount starts a new association: the former
-			// owner's name goes, the device's own fields stay.
+			// owner's name goes, the device's own fields stay, but not its
+			// device key: a key lives and dies with the association that
+			// pinned it (§16 as amended), so the new one starts with the
+			// key its claim brings, or none. The owner's claim during its
+			// own association keeps it unless a new one comes.
 			err := tx.NewRaw(`UPDATE mounts SET
 					name = CASE WHEN association_state = 'INACTIVE' THEN COALESCE(?, '') ELSE COALESCE(?, name) END,
 					last_seen_at = CASE WHEN association_state = 'INACTIVE' THEN NULL ELSE last_seen_at END,
@@ -193,7 +204,8 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 					firmware_revision = COALESCE(?, firmware_revision),
 					software_revision = COALESCE(?, software_revision),
 					model_number = COALESCE(?, model_number),
-					device_public_key = COALESCE(?, device_public_key),
+					device_public_key = CASE WHEN association_state = 'INACTIVE' THEN ? ELSE COALESCE(?, device_public_key) END,
+					association_started_at = CASE WHEN association_state = 'INACTIVE' THEN ? ELSE association_started_at END,
 					idle_deadline = CASE WHEN association_state = 'ASSOCIATED' THEN NULL ELSE ? END,
 					associated_at = CASE WHEN association_state = 'ASSOCIATED' THEN associated_at ELSE NULL END,
 					association_state = CASE WHEN association_state = 'ASSOCIATED' THEN 'ASSOCIATED' ELSE 'IDLE' END,
@@ -205,7 +217,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 					AND NOT (association_state = 'IDLE' AND idle_deadline <= ?)
 				RETURNING *`,
 				f.Name, f.Name, f.SerialNumber, f.MACAddress, f.FirmwareRevision, f.SoftwareRevision, f.ModelNumber,
-				f.DevicePublicKey, millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
+				f.DevicePublicKey, f.DevicePublicKey, millis(c.Now), millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
 				millis(c.Now), c.UID, c.AccountID, millis(c.Now)).Scan(ctx, &out)
 			if err == sql.ErrNoRows {
 				return nil

@@ -215,7 +215,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 		m = &core.Mount{UID: c.UID, Name: or(f.Name, ""), SerialNumber: or(f.SerialNumber, ""), MACAddress: or(f.MACAddress, ""),
 			FirmwareRevision: or(f.FirmwareRevision, ""), SoftwareRevision: or(f.SoftwareRevision, ""), ModelNumber: or(f.ModelNumber, ""),
 			State: core.StateIdle, OwnerID: c.AccountID, IdleDeadline: ms(c.Deadline), Key: c.Key, CreatedAt: ms(c.Now), UpdatedAt: ms(c.Now),
-			DevicePublicKey: or(f.DevicePublicKey, "")}
+			DevicePublicKey: or(f.DevicePublicKey, ""), AssociationStartedAt: ms(c.Now)}
 		s.mounts[c.UID] = m
 		s.insertClaimCommandLocked(c.Command)
 		s.appendLocked(e, *m)
@@ -244,8 +244,16 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 	m.SerialNumber, m.MACAddress = or(f.SerialNumber, m.SerialNumber), or(f.MACAddress, m.MACAddress)
 	m.FirmwareRevision, m.SoftwareRevision = or(f.FirmwareRevision, m.FirmwareRevision), or(f.SoftwareRevision, m.SoftwareRevision)
 	m.ModelNumber = or(f.ModelNumber, m.ModelNumber)
-	// The device key is the device's: it stays unless a new one comes.
-	m.DevicePublicKey = or(f.DevicePublicKey, m.DevicePublicKey)
+	// A device key lives and dies with the association that pinned it: a
+	// new association starts with the key its claim brings, or none; the
+	// owner's claim during its own association keeps it unless a new one
+	// comes (§16 as amended).
+	if m.State == core.StateInactive {
+		m.DevicePublicKey = or(f.DevicePublicKey, "")
+		m.AssociationStartedAt = ms(c.Now)
+	} else {
+		m.DevicePublicKey = or(f.DevicePublicKey, m.DevicePublicKey)
+	}
 	if m.State == core.StateAssociated {
 		m.IdleDeadline = time.Time{}
 	} else {

@@ -41,9 +41,13 @@ func unconfirmedEvent(now time.Time) func(core.Command) *core.Event {
 	}
 }
 
-// deviceKeys: a claim pins the device key it brings; a claim without one
-// keeps the key pinned before (it is the device's), also across an
-// abandon and another account's claim; reads and events show it.
+// deviceKeys: a claim pins the device key it brings; the owner's claim
+// without one during its own association keeps the key pinned before. A
+// key lives and dies with its association (§16 as amended): a claim of an
+// INACTIVE uid (abandoned or lapsed, by another account or the same one)
+// starts with the key it brings, or none, never the one pinned before.
+// Reads and events show it. AssociationStartedAt is the claim that began
+// the association, kept by the owner's claims during it.
 func deviceKeys(t *testing.T, store Store) {
 	ctx := context.Background()
 	accounts := core.NewAccountService(store, nil)
@@ -55,7 +59,8 @@ func deviceKeys(t *testing.T, store Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UTC().Truncate(time.Millisecond)
+	start := time.Now().UTC().Truncate(time.Millisecond)
+	now := start
 	key1, key2 := testDeviceKey, "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c"
 	claim := func(accountID string, key *string) core.Mount {
 		t.Helper()
@@ -67,6 +72,15 @@ func deviceKeys(t *testing.T, store Store) {
 		}
 		return m
 	}
+	check := func(name string, m core.Mount, want string, started time.Time) {
+		t.Helper()
+		if m.DevicePublicKey != want || !m.AssociationStartedAt.Equal(started) {
+			t.Fatalf("%s: claim answers key %q started %v, want %q started %v", name, m.DevicePublicKey, m.AssociationStartedAt, want, started)
+		}
+		if m, err := store.Mount(ctx, "DK"); err != nil || m.DevicePublicKey != want || !m.AssociationStartedAt.Equal(started) {
+			t.Fatalf("%s: Mount = %q started %v, %v", name, m.DevicePublicKey, m.AssociationStartedAt, err)
+		}
+	}
 	for _, step := range []struct {
 		name    string
 		account string
@@ -77,34 +91,54 @@ func deviceKeys(t *testing.T, store Store) {
 		{"again without a key", a.AccountID, nil, key1},
 		{"again with another key", a.AccountID, &key2, key2},
 	} {
-		if m := claim(step.account, step.key); m.DevicePublicKey != step.want {
-			t.Fatalf("%s: claim answers key %q, want %q", step.name, m.DevicePublicKey, step.want)
-		}
-		if m, err := store.Mount(ctx, "DK"); err != nil || m.DevicePublicKey != step.want {
-			t.Fatalf("%s: Mount = %q, %v", step.name, m.DevicePublicKey, err)
-		}
+		check(step.name, claim(step.account, step.key), step.want, start)
+		now = now.Add(time.Second)
 	}
+	if _, ok, err := store.ConfirmAssociation(ctx, "DK", a.AccountID, now, nil); err != nil || !ok {
+		t.Fatalf("confirm: %v, %v", ok, err)
+	}
+	now = now.Add(time.Second)
+	check("again while ASSOCIATED, without a key", claim(a.AccountID, nil), key2, start)
 	if list, _, err := store.ListMounts(ctx, a.AccountID, core.MountFilter{}, core.Page{CurrentPage: 1, PageSize: 10}, now); err != nil ||
 		len(list) != 1 || list[0].DevicePublicKey != key2 {
 		t.Fatalf("ListMounts = %+v, %v", list, err)
 	}
-	if m, err := store.MountWithLatest(ctx, "DK"); err != nil || m.DevicePublicKey != key2 {
+	if m, err := store.MountWithLatest(ctx, "DK"); err != nil || m.DevicePublicKey != key2 || !m.AssociationStartedAt.Equal(start) {
 		t.Fatalf("MountWithLatest = %+v, %v", m, err)
 	}
-	events, _, err := store.ReadEvents(ctx, core.EventQuery{AccountID: a.AccountID, Limit: 100})
-	if err != nil || len(events) != 3 || events[2].Mount.DevicePublicKey != key2 || events[0].Mount.DevicePublicKey != key1 {
+	events, _, err := store.ReadEvents(ctx, core.EventQuery{AccountID: a.AccountID, Types: []core.EventType{core.EventAssociationRequested}, Limit: 100})
+	if err != nil || len(events) != 4 || events[2].Mount.DevicePublicKey != key2 || events[0].Mount.DevicePublicKey != key1 {
 		t.Fatalf("events' mounts: %+v, %v", events, err)
 	}
-	// Abandoned and claimed by another account without a key: the
-	// device's key stays.
+	// Abandoned and claimed by another account without a key: the key
+	// pinned by the first association does not pass to it (it could be
+	// one the former owner chose to plant).
 	if _, err := store.AbandonMount(ctx, "DK", a.AccountID, now, nil); err != nil {
 		t.Fatal(err)
 	}
-	if m := claim(b.AccountID, nil); m.DevicePublicKey != key2 {
-		t.Fatalf("another account's claim without a key: %q, want the pinned %q", m.DevicePublicKey, key2)
+	now = now.Add(time.Second)
+	check("another account's claim without a key", claim(b.AccountID, nil), "", now)
+	now = now.Add(time.Second)
+	check("its own claim with a key during its association", claim(b.AccountID, &key1), key1, now.Add(-time.Second))
+	// The same account again after an abandon: a new association, none.
+	if _, err := store.AbandonMount(ctx, "DK", b.AccountID, now, nil); err != nil {
+		t.Fatal(err)
 	}
-	if m := claim(b.AccountID, &key1); m.DevicePublicKey != key1 {
-		t.Fatalf("another account's claim with a key: %q", m.DevicePublicKey)
+	now = now.Add(time.Second)
+	check("the same account after its abandon, without a key", claim(b.AccountID, nil), "", now)
+	// A lapsed window ends the association as well.
+	abandoned := now
+	now = now.Add(time.Second)
+	check("a key brought while IDLE", claim(b.AccountID, &key2), key2, abandoned)
+	if _, ok, err := store.ExpireAssociation(ctx, "DK", now.Add(2*time.Hour), nil); err != nil || !ok {
+		t.Fatalf("expire: %v, %v", ok, err)
+	}
+	now = now.Add(2*time.Hour + time.Second)
+	check("a claim after the window lapsed, without a key", claim(a.AccountID, nil), "", now)
+	// An unknown uid starts with the key it brings.
+	if m, err := store.ClaimMount(ctx, core.Claim{UID: "DK2", AccountID: a.AccountID, Now: now, Deadline: now.Add(time.Hour),
+		Key: testKey(), Fields: core.MountFields{DevicePublicKey: &key1}}, nil); err != nil || m.DevicePublicKey != key1 || !m.AssociationStartedAt.Equal(now) {
+		t.Fatalf("an unknown uid's claim: %+v, %v", m, err)
 	}
 }
 

@@ -63,8 +63,9 @@ func TestConsoleMountPage(t *testing.T) {
 	a := newFleet(in, "Demo Fleet")
 	api := client.New(in.base, client.StaticToken(a.token))
 	const uid = "MNT-0001"
+	deviceKey := newDevice(uid).publicKey()
 	ownerKey := associateWith(t, api, map[string]any{"uid": uid, "name": "Front door", "modelNumber": "HL-2", "serialNumber": "SN-77001",
-		"macAddress": "AA:BB:CC:DD:EE:01", "firmwareRevision": "1.4.0", "softwareRevision": "2.1.3"})
+		"macAddress": "AA:BB:CC:DD:EE:01", "firmwareRevision": "1.4.0", "softwareRevision": "2.1.3", "devicePublicKey": deviceKey})
 	associate(t, api, "MNT-0002")
 	// A day's reports: locked, unlocked, locked; the helmet
 	// present, absent, present (reportStates: present on even batteries).
@@ -79,12 +80,17 @@ func TestConsoleMountPage(t *testing.T) {
 	b.signIn(in.base, "ann")
 	b.step("open the mount", chromedp.Navigate(in.base+"/console/#/mounts/"+uid), chromedp.WaitVisible(chromedp.CSS(`#timeline`)))
 
-	// Identity.
+	// Identity, with the device key's fingerprint (its first 16 hex
+	// characters in groups of four; the whole key on hover).
+	fingerprint := deviceKey[0:4] + " " + deviceKey[4:8] + " " + deviceKey[8:12] + " " + deviceKey[12:16]
 	for field, want := range map[string]string{"serialNumber": "SN-77001", "macAddress": "AA:BB:CC:DD:EE:01", "modelNumber": "HL-2",
-		"firmwareRevision": "1.4.0", "softwareRevision": "2.1.3"} {
+		"firmwareRevision": "1.4.0", "softwareRevision": "2.1.3", "devicePublicKey": fingerprint} {
 		if got := b.text(`#identity [data-field=` + field + `] dd`); got != want {
 			t.Errorf("identity %s = %q, want %q", field, got, want)
 		}
+	}
+	if got := b.evalString(`document.querySelector('#identity [data-field=devicePublicKey] code').title`); got != deviceKey {
+		t.Errorf("the device key's title %q, want %q", got, deviceKey)
 	}
 	if got := b.text(`#mount-title`); got != "Front door MNT-0001" {
 		t.Errorf("title %q", got)
@@ -220,6 +226,9 @@ func TestConsoleMountPage(t *testing.T) {
 	r.signIn(in.base, "rita")
 	r.step("open rita's mount", chromedp.Navigate(in.base+"/console/#/mounts/MNT-0002"), chromedp.WaitVisible(chromedp.CSS(`#command-form`)))
 	r.waitJS("the page has loaded", `document.querySelector('#identity [data-field=serialNumber]') !== null && document.querySelector('#nfc-tags li') !== null`, 10*time.Second)
+	if got := r.text(`#identity [data-field=devicePublicKey] dd`); got != "None pinned (unsigned reports)" {
+		t.Errorf("a mount without a device key shows %q", got)
+	}
 	r.waitJS("no owner actions", `!document.getElementById('rename') && !document.getElementById('nfc-form') && !document.getElementById('nfc-add') &&
 	  !document.getElementById('audit') && !document.getElementById('abandon')`, time.Second)
 	r.eval(`document.getElementById('command-form').requestSubmit()`)

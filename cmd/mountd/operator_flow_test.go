@@ -144,8 +144,9 @@ func TestOperatorFlow(t *testing.T) {
 			if _, err := phone.Deliver(ctx, uid, cmd); !errors.As(err, &refused) || refused.Reason != simmount.ReasonReplayed {
 				t.Fatalf("replayed command: %v", err)
 			}
-			// A stale command (the mount's clock 6 minutes ahead) is refused.
-			skew.Store(int64(6 * time.Minute))
+			// A stale command (the mount's clock 6 minutes behind: its receipt
+			// stays within the server's 5-minute bound ahead) is refused.
+			skew.Store(int64(-6 * time.Minute))
 			if _, err := phone.Deliver(ctx, uid, operator.command(t, uid, "RELEASE_HELMET")); !errors.As(err, &refused) || refused.Reason != simmount.ReasonStale {
 				t.Fatalf("stale command: %v", err)
 			}

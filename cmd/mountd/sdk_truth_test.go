@@ -151,8 +151,10 @@ func TestSDKCarriesTheTruth(t *testing.T) {
 			}
 
 			// A command the mount refuses after its signature verified (its
-			// clock 6 minutes ahead): the signed refusal moves it to REFUSED.
-			skew.Store(int64(6 * time.Minute))
+			// clock 6 minutes behind; one 6 minutes ahead would date its
+			// receipt past the server's 5-minute bound): the signed refusal
+			// moves it to REFUSED.
+			skew.Store(int64(-6 * time.Minute))
 			var refused *sdk.RefusedError
 			out, err = phone.ReleaseHelmet(ctx, uid)
 			if !errors.As(err, &refused) || refused.Reason != simmount.ReasonStale || out.Result.Receipt == nil || out.Pending != 0 {

@@ -23,6 +23,18 @@ const SERIES_PAGES = 10; // at most 1,000 points a series
 const MAX_TAGS = 200; // what one synchronisation takes
 const tagKey = (uid) => uid.replace(/:/g, "").toUpperCase();
 
+// keyFingerprint is how the page shows a device key (docs/api.md, "Device
+// key"): its first 16 hexadecimal characters in groups of four, enough to
+// tell one key from another by eye; the whole key is its title.
+export const keyFingerprint = (key) => key.slice(0, 16).match(/.{4}/g).join(" ");
+
+// deviceKeyItem is the identity's device key: the fingerprint of the key
+// this association pinned, or that none was (reports are then unsigned).
+function deviceKeyItem(key) {
+  return h("div", { "data-field": "devicePublicKey" }, h("dt", { class: "label" }, "Device key"),
+    h("dd", {}, key ? h("code", { title: key }, keyFingerprint(key)) : "None pinned (unsigned reports)"));
+}
+
 export function mountView(uid) {
   const title = h("span", { id: "mount-name" });
   const values = h("div", { class: "grid" });
@@ -51,7 +63,8 @@ export function mountView(uid) {
     const item = (key, label, value) => h("div", { "data-field": key }, h("dt", { class: "label" }, label), h("dd", {}, value || "—"));
     identity.replaceChildren(item("serialNumber", "Serial number", m.serialNumber), item("macAddress", "MAC address", m.macAddress),
       item("modelNumber", "Model", m.modelNumber), item("firmwareRevision", "Firmware revision", m.firmwareRevision),
-      item("softwareRevision", "Software revision", m.softwareRevision), item("associatedAt", "Associated", fmtDate(m.associatedAt)));
+      item("softwareRevision", "Software revision", m.softwareRevision), item("associatedAt", "Associated", fmtDate(m.associatedAt)),
+      deviceKeyItem(m.devicePublicKey));
     actions.replaceChildren();
     if (isOwner() && m.associationState === "IDLE") {
       actions.append(h("button", { class: "primary", onclick: async () => {
@@ -151,7 +164,7 @@ export function mountView(uid) {
   const commandForm = commandCard(uid, () => loadCommands().catch(showError), () => tagsCard.tags);
 
   async function load() {
-    const d = await gql(`query($uid: ID!) { mount(uid: $uid) { ${MOUNT_FIELDS} macAddress associatedAt nfcTags { uid name } } }`, { uid });
+    const d = await gql(`query($uid: ID!) { mount(uid: $uid) { ${MOUNT_FIELDS} macAddress associatedAt devicePublicKey nfcTags { uid name } } }`, { uid });
     showValues(d.mount);
     renameForm?.fill(d.mount.name);
     tagsCard.fill(d.mount.nfcTags);
@@ -174,7 +187,7 @@ export function mountView(uid) {
 
   let sub = null;
   const started = loadThenLive({
-    query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} } alarm { ${ALARM_FIELDS} } } }`,
+    query: `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) { id type uid occurredAt states { code value occurredAt } mount { ${MOUNT_FIELDS} devicePublicKey } alarm { ${ALARM_FIELDS} } } }`,
     variables: { uids: [uid] },
     onEvent: (ev) => {
       showValues(withEvent(mount, ev));

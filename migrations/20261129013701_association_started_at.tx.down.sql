@@ -1,0 +1,1 @@
+ALTER TABLE mounts DROP COLUMN association_started_at;
