@@ -385,10 +385,14 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			if got := in.pending(t, maintainer, eligible[1]); len(got) != 0 {
 				t.Fatalf("a PAUSED rollout offers %+v", got)
 			}
-			// check-update still names a PAUSED rollout's version to its
-			// ELIGIBLE targets; a PENDING one stays capped below it.
-			if got := in.checkUpdate(t, a.token, q(eligible[1], "1.0.0")); got != "UPDATE_AVAILABLE 1.1.0" {
+			// A PAUSED rollout offers nothing through check-update either:
+			// its ELIGIBLE targets are capped below its version, as a
+			// PENDING one (CONTRACT clarifications §19).
+			if got := in.checkUpdate(t, a.token, q(eligible[1], "1.0.0")); got != "UP_TO_DATE" {
 				t.Errorf("check-update of an ELIGIBLE target under a PAUSED rollout: %s", got)
+			}
+			if got := in.checkUpdate(t, eligibleRider, q(eligible[0], "1.0.0")); got != "UP_TO_DATE" {
+				t.Errorf("a rider's check-update of a target under a PAUSED rollout: %s", got)
 			}
 			if got := in.checkUpdate(t, a.token, q(pending[0], "1.0.0")); got != "UP_TO_DATE" {
 				t.Errorf("check-update of a PENDING target under a PAUSED rollout: %s", got)
@@ -423,6 +427,9 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			}
 			if got := in.pending(t, maintainer, eligible[1]); len(got) != 1 || got[0].Code != "INSTALL_FIRMWARE" {
 				t.Fatalf("a resumed rollout offers %+v", got)
+			}
+			if got := in.checkUpdate(t, a.token, q(eligible[1], "1.0.0")); got != "UPDATE_AVAILABLE 1.1.0" {
+				t.Errorf("check-update of an ELIGIBLE target of a resumed rollout: %s", got)
 			}
 			canceled := decode[rolloutView](t, a.ok(t, http.MethodPost, "/api/v1/rollouts/"+ro.ID+"/cancel", nil))
 			if canceled.State != "CANCELED" || canceled.EndedAt == nil || canceled.PausedReason != nil {
