@@ -288,15 +288,16 @@ func updateCode(all []FirmwareVersion, current, target *semver.Version) string {
 
 // CheckMountUpdate handles GET /firmware/check-update?mountUid=: m is the
 // mount, read with the principal's rights. A mount that is an ELIGIBLE or
-// INSTALLING target of a RUNNING or PAUSED rollout of its account gets
-// the rollout's version whenever rev differs from it, older or newer (a
-// rollout may go back to an older revision), and UP_TO_DATE only on it;
-// pending-commands, by contrast, offers nothing while the rollout is
-// PAUSED. While a RUNNING or PAUSED rollout exists for the model, any
-// other mount of the account gets the answer it would get if the
-// catalogue held nothing from the rollout's revision up (UP_TO_DATE when
-// that leaves no candidate). A deprecated rollout version is named to no
-// target: they get that answer too.
+// INSTALLING target of a RUNNING rollout of its account gets the
+// rollout's version whenever rev differs from it, older or newer (a
+// rollout may go back to an older revision), and UP_TO_DATE only on it.
+// While a RUNNING or PAUSED rollout exists for the model, any other mount
+// of the account gets the answer it would get if the catalogue held
+// nothing from the rollout's revision up (UP_TO_DATE when that leaves no
+// candidate): a PAUSED rollout offers nothing, its own targets included,
+// as pending-commands (CONTRACT clarifications §19); a canceled or
+// completed one gates nothing. A deprecated rollout version is named to
+// no target: they get that answer too.
 func (s *FirmwareService) CheckMountUpdate(ctx context.Context, p Principal, model string, rev *string, m Mount) (UpdateCheck, error) {
 	all, current, err := s.opening(ctx, p, model, rev)
 	if err != nil {
@@ -316,7 +317,7 @@ func (s *FirmwareService) CheckMountUpdate(ctx context.Context, p Principal, mod
 	if err != nil {
 		return UpdateCheck{}, err
 	}
-	offered := (r.State == RolloutRunning || r.State == RolloutPaused) && t != nil &&
+	offered := r.State == RolloutRunning && t != nil &&
 		(t.State == TargetStateEligible || t.State == TargetStateInstalling)
 	if offered {
 		for i := range all {

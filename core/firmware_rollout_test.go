@@ -38,11 +38,13 @@ func (f *fakeRolloutFor) RolloutFor(_ context.Context, accountID, model, uid str
 }
 
 // TestCheckMountUpdate answers check-update?mountUid= under rollouts: a
-// target ELIGIBLE or INSTALLING in a RUNNING or PAUSED rollout gets the
-// rollout's version (by the usual codes) unless already on it, even when
-// it is older (a downgrade); every other mount, while a RUNNING or
-// PAUSED rollout exists for the model, gets the answer of a catalogue
-// without the rollout's revision and above.
+// target ELIGIBLE or INSTALLING in a RUNNING rollout gets the rollout's
+// version (by the usual codes) unless already on it, even when it is
+// older (a downgrade); every other mount, while a RUNNING or PAUSED
+// rollout exists for the model, gets the answer of a catalogue without
+// the rollout's revision and above: a PAUSED rollout offers nothing
+// (CONTRACT clarifications §19), its ELIGIBLE and INSTALLING targets
+// included.
 func TestCheckMountUpdate(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
@@ -103,9 +105,10 @@ func TestCheckMountUpdate(t *testing.T) {
 		{"healthy: on the new revision", rollout(core.RolloutRunning, "1.3.0"), owner, "M4", "HM-1", rev("1.3.0"), want{"UP_TO_DATE", ""}},
 		{"failed: capped", rollout(core.RolloutRunning, "1.3.0"), owner, "M5", "HM-1", rev("1.1.0"), want{"MANDATORY_UPDATE", "1.2.0"}},
 		{"not a target: capped", rollout(core.RolloutRunning, "1.3.0"), owner, "M9", "HM-1", rev("1.1.0"), want{"MANDATORY_UPDATE", "1.2.0"}},
-		{"paused: an eligible target still gets the rollout's version", rollout(core.RolloutPaused, "1.3.0"), owner, "M1", "HM-1", rev("1.1.0"),
-			want{"MANDATORY_UPDATE", "1.3.0"}},
-		{"paused: an installing target too", rollout(core.RolloutPaused, "1.3.0"), owner, "M2", "HM-1", rev("1.2.0"), want{"UPDATE_AVAILABLE", "1.3.0"}},
+		{"paused: an eligible target is capped", rollout(core.RolloutPaused, "1.3.0"), owner, "M1", "HM-1", rev("1.1.0"),
+			want{"MANDATORY_UPDATE", "1.2.0"}},
+		{"paused: an eligible target at the cap", rollout(core.RolloutPaused, "1.3.0"), rider, "M1", "HM-1", rev("1.2.0"), want{"UP_TO_DATE", ""}},
+		{"paused: an installing target capped too", rollout(core.RolloutPaused, "1.3.0"), owner, "M2", "HM-1", rev("1.2.0"), want{"UP_TO_DATE", ""}},
 		{"paused: a pending target capped", rollout(core.RolloutPaused, "1.3.0"), owner, "M3", "HM-1", rev("1.1.0"), want{"MANDATORY_UPDATE", "1.2.0"}},
 		{"capped on a deprecated revision: an older candidate", rollout(core.RolloutRunning, "1.2.0"), owner, "M3", "HM-1", rev("1.0.0"),
 			want{"MANDATORY_UPDATE", "1.1.0"}},

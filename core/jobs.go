@@ -2,12 +2,16 @@ package core
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"strings"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 // Jobs (docs/api.md, "Jobs"): one command for many mounts, fixed at
@@ -112,6 +116,12 @@ type JobTarget struct {
 	UpdatedAt time.Time
 }
 
+// PendingJob is a job that waits at a mount, with its target there.
+type PendingJob struct {
+	Job    Job
+	Target JobTarget
+}
+
 // JobInput is a POST /jobs body. Filter (even "", every mount) or
 // MountUIDs selects the targets; not both.
 type JobInput struct {
@@ -136,6 +146,13 @@ const (
 	MaxActiveJobsPerAccount = 50
 	// MaxJobDescriptionLength bounds a description's characters.
 	MaxJobDescriptionLength = 500
+	// MaxPendingCommands bounds the commands one pending-commands call
+	// hands out, jobs' and rollouts' together (CONTRACT §18 as amended).
+	MaxPendingCommands = 10
+	// PendingReuseMargin: a job's or rollout's unanswered command is
+	// handed out again, the same one, while it is at least this far from
+	// its expiresAt; only closer to it (or past it) is a fresh one signed.
+	PendingReuseMargin = 2 * time.Minute
 )
 
 // JobReasonRetried reports whether a refusal leaves its target open: a
@@ -238,8 +255,8 @@ type JobStore interface {
 	ActiveJobs(ctx context.Context, accountID string) (int, error)
 	// PendingJobs lists, oldest first and at most limit, the ACTIVE jobs
 	// of accountID, unexpired at now, that have mount uid as a target that
-	// is not Final.
-	PendingJobs(ctx context.Context, uid, accountID string, now time.Time, limit int) ([]Job, error)
+	// is not Final, each with that target.
+	PendingJobs(ctx context.Context, uid, accountID string, now time.Time, limit int) ([]PendingJob, error)
 	// ExpireJobs completes up to limit ACTIVE jobs whose ExpiresAt is at or
 	// before now with one conditional statement (EndedAt their ExpiresAt),
 	// appending JOB_COMPLETED of each in the same transaction, and returns
@@ -481,10 +498,15 @@ func (s *JobService) Run(ctx context.Context) error {
 	}
 }
 
-// PendingCommands handles GET /mounts/{uid}/pending-commands: a freshly
-// signed command for each ACTIVE job that waits at the mount (at most
-// MaxActiveJobsPerAccount), oldest job first. A job canceled or completed
-// between the read and the issue is left out.
+// PendingCommands handles GET /mounts/{uid}/pending-commands: at most
+// MaxPendingCommands commands, one for each ACTIVE job that waits at the
+// mount, oldest job first, and, last, the install a rollout offers it
+// (which keeps its place among them). A job's or rollout's latest command,
+// unanswered and at least PendingReuseMargin from its expiresAt, is handed
+// out again as it is (no new command, event or audit entry: a phone that
+// fetches again and again writes nothing); otherwise a freshly signed one
+// is issued. A job or rollout that stopped taking commands between the
+// read and the issue is left out.
 func (s *MountService) PendingCommands(ctx context.Context, p Principal, uid string) ([]Command, error) {
 	m, err := s.owned(ctx, p, ActionQueryCommand, uid)
 	if err != nil {
@@ -494,16 +516,31 @@ func (s *MountService) PendingCommands(ctx context.Context, p Principal, uid str
 		return nil, Errorf(CodeMountNotAssociated, "mount %q is not associated", uid)
 	}
 	now := s.clock()
-	out := []Command{}
-	if s.jobs == nil {
-		return s.rolloutCommands(ctx, p, m, now, out)
+	installs, err := s.rolloutCommands(ctx, p, m, now)
+	if err != nil {
+		return nil, err
 	}
-	jobs, err := s.jobs.PendingJobs(ctx, uid, p.AccountID, now, MaxActiveJobsPerAccount)
+	out := []Command{}
+	if s.jobs == nil || len(installs) >= MaxPendingCommands {
+		return append(out, installs...), nil
+	}
+	pending, err := s.jobs.PendingJobs(ctx, uid, p.AccountID, now, MaxPendingCommands-len(installs))
+	if err != nil {
+		return nil, err
+	}
+	latest := make([]string, 0, len(pending))
+	for _, pj := range pending {
+		if pj.Target.Status == TargetIssued && pj.Target.CommandID != "" {
+			latest = append(latest, pj.Target.CommandID)
+		}
+	}
+	open, err := s.commandsByID(ctx, p, uid, latest)
 	if err != nil {
 		return nil, err
 	}
 	var tags *string
-	for _, j := range jobs {
+	for _, pj := range pending {
+		j := pj.Job
 		params := maps.Clone(j.Params)
 		if params == nil {
 			params = map[string]string{}
@@ -520,6 +557,10 @@ func (s *MountService) PendingCommands(ctx context.Context, p Principal, uid str
 			}
 			params["tagUids"] = *tags
 		}
+		if c, ok := HandOutAgain(m, open[pj.Target.CommandID], j.Code, params, now); ok {
+			out = append(out, c)
+			continue
+		}
 		cmd, err := s.issueFor(ctx, p, m, j.Code, params, now, j.ID, "")
 		if ErrorCode(err) == CodeConflict {
 			continue
@@ -529,14 +570,59 @@ func (s *MountService) PendingCommands(ctx context.Context, p Principal, uid str
 		}
 		out = append(out, cmd)
 	}
-	return s.rolloutCommands(ctx, p, m, now, out)
+	return append(out, installs...), nil
 }
 
-// rolloutCommands appends to out a freshly signed INSTALL_FIRMWARE for
-// each rollout that offers one to mount m now: with requireIdle, only
-// while its latest values say locked with the helmet present. A rollout
-// paused or moved on between the read and the issue is left out.
-func (s *MountService) rolloutCommands(ctx context.Context, p Principal, m Mount, now time.Time, out []Command) ([]Command, error) {
+// commandsByID reads the commands of mount uid in p's account named by
+// ids, by id.
+func (s *MountService) commandsByID(ctx context.Context, p Principal, uid string, ids []string) (map[string]*Command, error) {
+	out := make(map[string]*Command, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cmds, err := s.commands.CommandsByID(ctx, uid, p.AccountID, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cmds {
+		out[cmds[i].ID] = &cmds[i]
+	}
+	return out, nil
+}
+
+// HandOutAgain decides whether c, the latest command of a job or rollout
+// at mount m (nil for none), is handed out again at now instead of a
+// freshly signed one (CONTRACT §18 as amended): it is still unanswered
+// (ISSUED), at least PendingReuseMargin from its expiresAt, and says what
+// would be signed now (the same code, mount and params; a SYNC_NFC_TAGS
+// whose tags changed since is not) under the association's current key
+// (a command of an earlier association or key the mount would refuse).
+// It returns c with params set.
+func HandOutAgain(m Mount, c *Command, code CommandCode, params map[string]string, now time.Time) (Command, bool) {
+	if c == nil || c.Status != CommandIssued || c.Code != code || c.MountUID != m.UID ||
+		now.Add(PendingReuseMargin).After(c.ExpiresAt) || c.GeneratedAt.Before(m.AssociatedAt) {
+		return Command{}, false
+	}
+	if protocol.BuildPayload(c.GeneratedAt, string(code), m.UID, params, c.ID) != c.Payload {
+		return Command{}, false
+	}
+	sig, err := hex.DecodeString(c.SignedToken)
+	if err != nil || len(m.Key.PublicKey) != ed25519.PublicKeySize || !ed25519.Verify(m.Key.PublicKey, []byte(c.Payload), sig) {
+		return Command{}, false
+	}
+	out := *c
+	out.Params = params
+	return out, true
+}
+
+// rolloutCommands returns the INSTALL_FIRMWARE each rollout offers mount m
+// now (at most one: one rollout per model): with requireIdle, only while
+// its latest values say locked with the helmet present. The target's
+// latest command is handed out again while HandOutAgain allows, else a
+// freshly signed one is issued. A rollout paused or moved on between the
+// read and the issue is left out.
+func (s *MountService) rolloutCommands(ctx context.Context, p Principal, m Mount, now time.Time) ([]Command, error) {
+	out := []Command{}
 	if s.rollouts == nil {
 		return out, nil
 	}
@@ -568,6 +654,18 @@ func (s *MountService) rolloutCommands(ctx context.Context, p Principal, m Mount
 		}
 		params := InstallFirmwareParams(FirmwareVersion{SoftwareRevision: o.Rollout.SoftwareRevision, SHA256: o.Rollout.SHA256,
 			Size: o.Rollout.Size})
+		var ids []string
+		if o.Target.CommandID != "" {
+			ids = []string{o.Target.CommandID}
+		}
+		latest, err := s.commandsByID(ctx, p, m.UID, ids)
+		if err != nil {
+			return nil, err
+		}
+		if c, ok := HandOutAgain(m, latest[o.Target.CommandID], CmdInstallFirmware, params, now); ok && c.RolloutID == o.Rollout.ID {
+			out = append(out, c)
+			continue
+		}
 		cmd, err := s.issueFor(ctx, p, m, CmdInstallFirmware, params, now, "", o.Rollout.ID)
 		if ErrorCode(err) == CodeConflict {
 			continue

@@ -2,10 +2,13 @@ package core_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/mountd/mountd/adapters/keyring"
 	"github.com/mountd/mountd/adapters/memory"
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/protocol"
 )
 
 func TestAdvanceJobTarget(t *testing.T) {
@@ -160,7 +164,9 @@ type jobFixture struct {
 	rider  core.Principal
 }
 
-func newJobFixture(t *testing.T) *jobFixture {
+// newJobFixture builds the fixture; opts change the MountService's ports
+// and settings (commands live a minute unless one says otherwise).
+func newJobFixture(t *testing.T, opts ...func(*core.MountDeps)) *jobFixture {
 	t.Helper()
 	ctx := context.Background()
 	store := memory.NewStore()
@@ -170,10 +176,14 @@ func newJobFixture(t *testing.T) *jobFixture {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	waker := &wakeLog{}
-	mounts := core.NewMountService(core.MountDeps{Mounts: store, States: store, Commands: store, Tags: store,
+	deps := core.MountDeps{Mounts: store, States: store, Commands: store, Tags: store,
 		Signer: keyring.NewMountSigner(sealer), Cache: memory.NewStateCache(), Scheduler: downScheduler{},
 		Waker: waker, Window: core.AssociationWindow(10 * time.Minute), CommandTTL: core.CommandTTL(time.Minute),
-		Logger: logger, Jobs: store, Filters: fakeFilters{}})
+		Logger: logger, Jobs: store, Filters: fakeFilters{}}
+	for _, o := range opts {
+		o(&deps)
+	}
+	mounts := core.NewMountService(deps)
 	jobs := core.NewJobService(core.JobDeps{Store: store, Filters: fakeFilters{}, Waker: waker,
 		OfflineAfter: core.OfflineAfter(core.DefaultOfflineAfter), Logger: logger})
 	clock := &fakeClock{now: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
@@ -506,7 +516,9 @@ func TestJobExpiryAndBounds(t *testing.T) {
 		t.Fatalf("early sweep = %d, %v", n, err)
 	}
 	f.clock.Advance(time.Hour)
-	if cmds := f.pending(t, f.owner, "M1"); len(cmds) != core.MaxActiveJobsPerAccount-1 {
+	if cmds := f.pending(t, f.owner, "M1"); len(cmds) != core.MaxPendingCommands || slices.ContainsFunc(cmds, func(c core.Command) bool {
+		return c.JobID == j.ID
+	}) {
 		t.Fatalf("an expired job is still offered: %d commands", len(cmds))
 	}
 	if n, err := f.jobs.SweepJobs(ctx); err != nil || n != 1 {
@@ -542,5 +554,188 @@ func TestJobExpiryAndBounds(t *testing.T) {
 	audit, err := f.store.ReadAudit(ctx, core.AuditQuery{AccountID: f.owner.AccountID, Action: string(core.AuditJobCancel), Limit: 10})
 	if err != nil || len(audit) != 1 || audit[0].Target != "job:"+list[0].ID {
 		t.Fatalf("cancel audit = %+v, %v", audit, err)
+	}
+}
+
+// withCommandTTL makes the fixture's commands live ttl.
+func withCommandTTL(ttl time.Duration) func(*core.MountDeps) {
+	return func(d *core.MountDeps) { d.CommandTTL = core.CommandTTL(ttl) }
+}
+
+// countEvents is how many events of type typ the account's log holds.
+func countEvents(t *testing.T, store *memory.Store, accountID string, typ core.EventType) int {
+	t.Helper()
+	events, _, err := store.ReadEvents(context.Background(), core.EventQuery{AccountID: accountID, Types: []core.EventType{typ}, Limit: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(events)
+}
+
+// TestPendingCommandsHandOutAgain: a job's unanswered command is handed
+// out again, the same one (id, nonce, signature), while it is at least 2
+// minutes from its expiresAt: no new command, COMMAND_ISSUED event or
+// audit entry (CONTRACT §18 as amended); closer to it a freshly signed one
+// replaces it; an answered one is not handed out again.
+func TestPendingCommandsHandOutAgain(t *testing.T) {
+	f := newJobFixture(t, withCommandTTL(5*time.Minute))
+	ctx := context.Background()
+	f.associate(t, f.owner, "M1")
+	all := ""
+	release := f.create(t, core.JobInput{Filter: &all})
+	f.clock.Advance(time.Millisecond)
+	tags := f.create(t, core.JobInput{Code: "SYNC_NFC_TAGS", Filter: &all})
+	f.clock.Advance(time.Millisecond)
+	lock := f.create(t, core.JobInput{Filter: &all})
+	issued := func() int { return countEvents(t, f.store, f.owner.AccountID, core.EventCommandIssued) }
+	audited := func() int {
+		_, page, err := f.mounts.CommandAudit(ctx, f.owner, "M1", core.Page{CurrentPage: 1, PageSize: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return page.TotalItems
+	}
+	same := func(a, b []core.Command) bool {
+		return slices.EqualFunc(a, b, func(x, y core.Command) bool {
+			return x.ID == y.ID && x.Payload == y.Payload && x.SignedToken == y.SignedToken && x.JobID == y.JobID &&
+				x.ExpiresAt.Equal(y.ExpiresAt)
+		})
+	}
+	base := audited() // ASSOCIATE_OWNER
+	first := f.pending(t, f.rider, "M1")
+	if len(first) != 3 || first[0].JobID != release.ID || first[1].JobID != tags.ID || first[2].JobID != lock.ID ||
+		issued() != 3 || audited() != base+3 {
+		t.Fatalf("first fetch %+v (%d issued, %d audited)", first, issued(), audited())
+	}
+	// Up to expiresAt - 2m, the same commands, whoever asks.
+	for _, step := range []time.Duration{time.Second, time.Minute, 2*time.Minute - time.Second - 2*time.Millisecond} {
+		f.clock.Advance(step)
+		for _, p := range []core.Principal{f.rider, f.owner} {
+			if again := f.pending(t, p, "M1"); !same(again, first) || issued() != 3 || audited() != base+3 {
+				t.Fatalf("at %s: %+v (%d issued, %d audited)", f.clock.Now(), again, issued(), audited())
+			}
+		}
+	}
+	if got := f.job(t, release.ID); got.Counts != (core.JobCounts{Issued: 1}) {
+		t.Fatalf("counts %+v", got.Counts)
+	}
+	// The first is answered (EXECUTED), the second refused as stale: the
+	// first is no longer offered, the second is signed afresh; the third
+	// is still handed out as it was.
+	f.receipt(t, "M1", first[0], "EXECUTED", "", 1)
+	f.receipt(t, "M1", first[1], "REFUSED", core.ReasonStaleCommand, 2)
+	next := f.pending(t, f.rider, "M1")
+	if len(next) != 2 || next[0].JobID != tags.ID || next[0].ID == first[1].ID || !same(next[1:], first[2:]) || issued() != 4 {
+		t.Fatalf("after the answers %+v (%d issued)", next, issued())
+	}
+	// Less than 2 minutes from its expiresAt: a fresh one.
+	f.clock.Advance(2 * time.Millisecond) // the third's expiresAt - 2m exactly: still the same
+	if again := f.pending(t, f.rider, "M1"); !same(again[1:], first[2:]) {
+		t.Fatalf("at expiresAt - 2m: %+v", again)
+	}
+	f.clock.Advance(time.Millisecond)
+	fresh := f.pending(t, f.rider, "M1")
+	if len(fresh) != 2 || !same(fresh[:1], next[:1]) || fresh[1].ID == first[2].ID || fresh[1].JobID != lock.ID || issued() != 5 {
+		t.Fatalf("near expiry %+v (%d issued)", fresh, issued())
+	}
+	if !fresh[1].ExpiresAt.Equal(f.clock.Now().Add(5 * time.Minute)) {
+		t.Fatalf("fresh command expires %s", fresh[1].ExpiresAt)
+	}
+}
+
+// TestPendingCommandsBound: 50 jobs waiting at a mount: a call hands out
+// 10, oldest job first; calls again hand out the same 10 and sign nothing;
+// as they are answered the next ones come.
+func TestPendingCommandsBound(t *testing.T) {
+	f := newJobFixture(t, withCommandTTL(5*time.Minute))
+	f.associate(t, f.owner, "M1")
+	all := ""
+	var jobs []string
+	for range core.MaxActiveJobsPerAccount {
+		jobs = append(jobs, f.create(t, core.JobInput{Filter: &all}).ID)
+		f.clock.Advance(time.Millisecond)
+	}
+	jobIDs := func(cmds []core.Command) []string {
+		out := []string{}
+		for _, c := range cmds {
+			out = append(out, c.JobID)
+		}
+		return out
+	}
+	first := f.pending(t, f.rider, "M1")
+	if !slices.Equal(jobIDs(first), jobs[:core.MaxPendingCommands]) {
+		t.Fatalf("first call: %v", jobIDs(first))
+	}
+	for range 9 {
+		f.clock.Advance(time.Second)
+		if again := f.pending(t, f.rider, "M1"); len(again) != core.MaxPendingCommands || again[0].ID != first[0].ID || again[9].ID != first[9].ID {
+			t.Fatalf("again: %v", jobIDs(again))
+		}
+	}
+	if n := countEvents(t, f.store, f.owner.AccountID, core.EventCommandIssued); n != core.MaxPendingCommands {
+		t.Fatalf("10 calls signed %d commands", n)
+	}
+	for i, c := range first[:5] {
+		f.receipt(t, "M1", c, "EXECUTED", "", uint64(i+1))
+	}
+	if next := f.pending(t, f.rider, "M1"); !slices.Equal(jobIDs(next), jobs[5:15]) || next[0].ID != first[5].ID {
+		t.Fatalf("after 5 answers: %v", jobIDs(next))
+	}
+}
+
+// TestHandOutAgain: the rule itself, with the key of the mount's
+// association.
+func TestHandOutAgain(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	pub, priv, err := ed25519.GenerateKey(strings.NewReader(strings.Repeat("association key!", 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPub, _, err := ed25519.GenerateKey(strings.NewReader(strings.Repeat("another key, too", 4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := core.Mount{UID: "M1", AssociatedAt: now.Add(-time.Hour), Key: core.MountKey{ID: "k1", PublicKey: pub}}
+	params := map[string]string{"tagUids": "T1+T2"}
+	issued := now.Add(-time.Minute)
+	payload := protocol.BuildPayload(issued, "SYNC_NFC_TAGS", "M1", params, "0123456789abcdef0123456789abcdef")
+	c := core.Command{ID: "0123456789abcdef0123456789abcdef", MountUID: "M1", Code: core.CmdSyncNfcTags, GeneratedAt: issued,
+		Payload: payload, SignedToken: hex.EncodeToString(ed25519.Sign(priv, []byte(payload))), ExpiresAt: issued.Add(5 * time.Minute),
+		Status: core.CommandIssued, JobID: "job_1"}
+	with := func(change func(*core.Command)) *core.Command {
+		x := c
+		change(&x)
+		return &x
+	}
+	for _, tc := range []struct {
+		name   string
+		m      core.Mount
+		c      *core.Command
+		params map[string]string
+		now    time.Time
+		want   bool
+	}{
+		{"unanswered, 4 minutes left", m, &c, params, now, true},
+		{"exactly 2 minutes left", m, &c, params, issued.Add(3 * time.Minute), true},
+		{"less than 2 minutes left", m, &c, params, issued.Add(3*time.Minute + time.Millisecond), false},
+		{"expired", m, &c, params, issued.Add(6 * time.Minute), false},
+		{"none", m, nil, params, now, false},
+		{"executed", m, with(func(x *core.Command) { x.Status = core.CommandExecuted }), params, now, false},
+		{"refused", m, with(func(x *core.Command) { x.Status = core.CommandRefused }), params, now, false},
+		{"unconfirmed", m, with(func(x *core.Command) { x.Status = core.CommandUnconfirmed }), params, now, false},
+		{"the tags changed since", m, &c, map[string]string{"tagUids": "T1"}, now, false},
+		{"another code", m, with(func(x *core.Command) { x.Code = core.CmdReleaseHelmet }), params, now, false},
+		{"another mount", core.Mount{UID: "M2", AssociatedAt: m.AssociatedAt, Key: m.Key}, &c, params, now, false},
+		{"signed by another key", core.Mount{UID: "M1", AssociatedAt: m.AssociatedAt, Key: core.MountKey{ID: "k2", PublicKey: otherPub}},
+			&c, params, now, false},
+		{"of an earlier association", core.Mount{UID: "M1", AssociatedAt: now.Add(-time.Second), Key: m.Key}, &c, params, now, false},
+		{"a broken signature", m, with(func(x *core.Command) { x.SignedToken = "zz" }), params, now, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := core.HandOutAgain(tc.m, tc.c, core.CmdSyncNfcTags, tc.params, tc.now)
+			if ok != tc.want || ok && (got.ID != c.ID || got.SignedToken != c.SignedToken || got.Params["tagUids"] != "T1+T2") {
+				t.Fatalf("HandOutAgain = %+v, %v; want %v", got, ok, tc.want)
+			}
+		})
 	}
 }

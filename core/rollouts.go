@@ -39,9 +39,10 @@ const (
 type RolloutTargetState string
 
 // The target states: PENDING while its phase is not open; ELIGIBLE once it
-// is (INSTALL_FIRMWARE is offered); INSTALLING from the first fetch of the
-// command (the health window counts from then); HEALTHY or FAILED when
-// decided.
+// is (INSTALL_FIRMWARE is offered; a fetched command with no answer leaves
+// it so); INSTALLING from the install's first signed EXECUTED receipt or
+// the first verified report on the new revision (the health window counts
+// from then); HEALTHY or FAILED when decided.
 const (
 	TargetStatePending    RolloutTargetState = "PENDING"
 	TargetStateEligible   RolloutTargetState = "ELIGIBLE"
@@ -109,11 +110,12 @@ type RolloutTarget struct {
 	// Phase is the index in Phases of the target's phase.
 	Phase int
 	State RolloutTargetState
-	// CommandID is the latest INSTALL_FIRMWARE signed for the mount
-	// (empty before any).
+	// CommandID is the latest INSTALL_FIRMWARE signed for the mount, or
+	// the one whose EXECUTED receipt made it INSTALLING (empty before any).
 	CommandID string
-	// InstallingSince is when the command was first fetched: the health
-	// window counts from it.
+	// InstallingSince is when the target became INSTALLING (the server's
+	// time of the install's EXECUTED receipt or of the first verified
+	// report on the new revision): the health window counts from it.
 	InstallingSince time.Time
 	// NewRevisionCounter is the highest counter of a verified report on
 	// the rollout's revision (nil before any); a verified report on
@@ -222,12 +224,13 @@ type RolloutStore interface {
 // own transactions (InsertCommand, DecideCommand, InsertReport) under the
 // rollout's lock:
 //
-//   - Command.RolloutID set: InsertCommand moves the target ELIGIBLE →
-//     INSTALLING (InstallingSince now) or keeps it INSTALLING, and sets
-//     CommandID; CONFLICT, nothing stored, unless the rollout is RUNNING
+//   - Command.RolloutID set: InsertCommand sets the target's CommandID
+//     and leaves its state (a fetch is no outcome: CONTRACT §19 as
+//     amended); CONFLICT, nothing stored, unless the rollout is RUNNING
 //     and the target ELIGIBLE or INSTALLING.
-//   - A rollout command's REFUSED decision: RefuseRolloutTarget, then
-//     AdvanceRollout; events to CommandDecision.AccountEvents.
+//   - A rollout command's EXECUTED or REFUSED decision, under a RUNNING
+//     or PAUSED rollout: DecideRolloutReceipt, then AdvanceRollout;
+//     events to CommandDecision.AccountEvents.
 //   - A verified report (ReportCheck.Counter set) on an ELIGIBLE or
 //     INSTALLING target of a RUNNING or PAUSED rollout: ObserveRolloutReport, then
 //     AdvanceRollout; events to ReportCheck.RolloutEvents.
@@ -281,6 +284,30 @@ func RolloutPhaseSizes(phases []int, n int) []int {
 		below = upTo
 	}
 	return sizes
+}
+
+// DecideRolloutReceipt is the rule for the deciding receipt of one of the
+// rollout's INSTALL_FIRMWARE commands at the target (c as it now stands),
+// whichever of them it names: only a signed one (c.Verified) counts. An
+// EXECUTED install makes an ELIGIBLE target INSTALLING, its health window
+// counting from now, with c as its command; a REFUSED one fails it
+// (RefuseRolloutTarget). It returns the target as it then stands and
+// whether it changed.
+func DecideRolloutReceipt(t RolloutTarget, c Command, now time.Time) (RolloutTarget, bool) {
+	if !c.Verified {
+		return t, false
+	}
+	switch c.Status {
+	case CommandExecuted:
+		if t.State != TargetStateEligible {
+			return t, false
+		}
+		t.State, t.InstallingSince, t.CommandID, t.UpdatedAt = TargetStateInstalling, now, c.ID, now
+		return t, true
+	case CommandRefused:
+		return RefuseRolloutTarget(t, c.Reason, now)
+	}
+	return t, false
 }
 
 // RefuseRolloutTarget is the rule for a REFUSED receipt of the target's

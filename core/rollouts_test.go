@@ -62,6 +62,50 @@ func TestAssignRolloutPhases(t *testing.T) {
 	}
 }
 
+// TestDecideRolloutReceipt: the install's first signed receipt decides an
+// ELIGIBLE target (CONTRACT §19 as amended): EXECUTED makes it INSTALLING
+// from now with that command, REFUSED fails it (but a stale or replayed
+// command); an unsigned receipt, or a target in any other state, moves
+// nothing.
+func TestDecideRolloutReceipt(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	eligible := core.RolloutTarget{UID: "M1", State: core.TargetStateEligible, CommandID: "newer"}
+	installing := core.RolloutTarget{UID: "M1", State: core.TargetStateInstalling, CommandID: "c1", InstallingSince: now.Add(-time.Hour)}
+	cmd := func(status core.CommandStatus, reason string, verified bool) core.Command {
+		return core.Command{ID: "c1", Status: status, Reason: reason, Verified: verified}
+	}
+	for _, c := range []struct {
+		name    string
+		t       core.RolloutTarget
+		c       core.Command
+		changed bool
+		want    core.RolloutTarget
+	}{
+		{"executed: installing from now", eligible, cmd(core.CommandExecuted, "", true), true,
+			core.RolloutTarget{UID: "M1", State: core.TargetStateInstalling, CommandID: "c1", InstallingSince: now, UpdatedAt: now}},
+		{"refused: failed", eligible, cmd(core.CommandRefused, "bad image", true), true,
+			core.RolloutTarget{UID: "M1", State: core.TargetStateFailed, CommandID: "newer", Reason: "refused: bad image", UpdatedAt: now}},
+		{"stale: still eligible", eligible, cmd(core.CommandRefused, core.ReasonStaleCommand, true), false, eligible},
+		{"unsigned executed", eligible, cmd(core.CommandExecuted, "", false), false, eligible},
+		{"unsigned refused", eligible, cmd(core.CommandRefused, "bad image", false), false, eligible},
+		{"executed again: the window stays", installing, cmd(core.CommandExecuted, "", true), false, installing},
+		{"pending", core.RolloutTarget{State: core.TargetStatePending}, cmd(core.CommandExecuted, "", true), false,
+			core.RolloutTarget{State: core.TargetStatePending}},
+		{"healthy", core.RolloutTarget{State: core.TargetStateHealthy}, cmd(core.CommandRefused, "bad image", true), false,
+			core.RolloutTarget{State: core.TargetStateHealthy}},
+		{"still issued", eligible, cmd(core.CommandIssued, "", true), false, eligible},
+		{"unconfirmed", eligible, cmd(core.CommandUnconfirmed, "", true), false, eligible},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, changed := core.DecideRolloutReceipt(c.t, c.c, now)
+			if changed != c.changed || got.State != c.want.State || got.CommandID != c.want.CommandID || got.Reason != c.want.Reason ||
+				!got.InstallingSince.Equal(c.want.InstallingSince) || !got.UpdatedAt.Equal(c.want.UpdatedAt) {
+				t.Fatalf("got %+v, %v; want %+v, %v", got, changed, c.want, c.changed)
+			}
+		})
+	}
+}
+
 func TestRolloutTargetRules(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	r := core.Rollout{SoftwareRevision: "2.0.0"}
@@ -344,7 +388,7 @@ type rolloutFixture struct {
 	counter  map[string]uint64
 }
 
-func newRolloutFixture(t *testing.T) *rolloutFixture {
+func newRolloutFixture(t *testing.T, opts ...func(*core.MountDeps)) *rolloutFixture {
 	t.Helper()
 	ctx := context.Background()
 	store := memory.NewStore()
@@ -354,10 +398,14 @@ func newRolloutFixture(t *testing.T) *rolloutFixture {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	waker := memory.NewWaker()
-	mounts := core.NewMountService(core.MountDeps{Mounts: store, States: store, Commands: store, Tags: store,
+	deps := core.MountDeps{Mounts: store, States: store, Commands: store, Tags: store,
 		Signer: keyring.NewMountSigner(sealer), Cache: memory.NewStateCache(), Scheduler: downScheduler{},
 		Waker: waker, Window: core.AssociationWindow(10 * time.Minute), CommandTTL: core.CommandTTL(time.Minute),
-		Logger: logger, Jobs: store, Rollouts: store, Firmware: store, Filters: fakeFilters{}})
+		Logger: logger, Jobs: store, Rollouts: store, Firmware: store, Filters: fakeFilters{}}
+	for _, o := range opts {
+		o(&deps)
+	}
+	mounts := core.NewMountService(deps)
 	rollouts := core.NewRolloutService(core.RolloutDeps{Store: store, Firmware: store, Filters: fakeFilters{}, Waker: waker,
 		OfflineAfter: core.OfflineAfter(core.DefaultOfflineAfter), Logger: logger})
 	clock := &fakeClock{now: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
@@ -699,10 +747,13 @@ func TestRolloutTargetsAndPhases(t *testing.T) {
 	}
 }
 
-// TestRolloutLifecycle: a mount of the open phase is offered the install,
-// freshly signed, INSTALLING from the first fetch; a verified report on
-// the new revision makes it HEALTHY at the end of the window, which opens
-// the next phase; a mount without one FAILS; then the rollout completes.
+// TestRolloutLifecycle: a mount of the open phase is offered the install;
+// a fetch is no outcome (the target stays ELIGIBLE, offered again); the
+// install's first signed EXECUTED receipt makes it INSTALLING, the window
+// counting from the receipt (CONTRACT §19 as amended); a verified report
+// on the new revision makes it HEALTHY at the end of the window, which
+// opens the next phase; a mount without one FAILS; then the rollout
+// completes.
 func TestRolloutLifecycle(t *testing.T) {
 	f := newRolloutFixture(t)
 	ctx := context.Background()
@@ -722,23 +773,42 @@ func TestRolloutLifecycle(t *testing.T) {
 		cmds[0].Params["sha256"] != strings.Repeat("a", 64) || cmds[0].Params["size"] != "1234" || cmds[0].SignedToken == "" {
 		t.Fatalf("offered %+v", cmds)
 	}
-	since := f.clock.Now()
 	tg := f.targets(t, r.ID)[first]
-	if tg.State != core.TargetStateInstalling || !tg.InstallingSince.Equal(since) || tg.CommandID != cmds[0].ID {
-		t.Fatalf("target %+v", tg)
+	if tg.State != core.TargetStateEligible || !tg.InstallingSince.IsZero() || tg.CommandID != cmds[0].ID {
+		t.Fatalf("fetched target %+v", tg)
 	}
-	// Offered again, freshly signed, while no outcome is known; the
-	// window still counts from the first fetch.
+	if got := f.get(t, r.ID); got.Counts != (core.RolloutCounts{Eligible: 1, Pending: 1}) {
+		t.Fatalf("counts after a fetch %+v", got.Counts)
+	}
+	// Offered again while no outcome is known (this fixture's commands
+	// live a minute, too short to hand out the same one again): a new
+	// command, the target still ELIGIBLE, and hours of fetches with no
+	// answer decide nothing.
 	f.clock.Advance(time.Minute)
 	again := f.installs(t, first)
 	if len(again) != 1 || again[0].ID == cmds[0].ID {
 		t.Fatalf("offered again %+v", again)
 	}
-	if tg := f.targets(t, r.ID)[first]; !tg.InstallingSince.Equal(since) || tg.CommandID != again[0].ID {
+	if tg := f.targets(t, r.ID)[first]; tg.State != core.TargetStateEligible || tg.CommandID != again[0].ID {
 		t.Fatalf("target %+v", tg)
 	}
+	f.clock.Advance(2 * time.Hour)
+	if n, err := f.rollouts.SweepRollouts(ctx); err != nil || n != 0 {
+		t.Fatalf("sweep after a fetch with no answer: %d, %v", n, err)
+	}
+	again = f.installs(t, first)
+	if len(again) != 1 || f.targets(t, r.ID)[first].State != core.TargetStateEligible || f.get(t, r.ID).State != core.RolloutRunning {
+		t.Fatalf("after hours unanswered: %+v %+v", again, f.targets(t, r.ID)[first])
+	}
+	// The install's signed EXECUTED receipt: INSTALLING from now.
+	f.clock.Advance(10 * time.Second)
+	f.execute(t, first, again[0])
+	since := f.clock.Now()
+	if tg := f.targets(t, r.ID)[first]; tg.State != core.TargetStateInstalling || !tg.InstallingSince.Equal(since) || tg.CommandID != again[0].ID {
+		t.Fatalf("executed target %+v", tg)
+	}
 	f.report(t, first, "2.0.0", 0, "1", "1")
-	f.clock.Advance(time.Hour - time.Minute - time.Millisecond)
+	f.clock.Advance(time.Hour - time.Millisecond)
 	if n, err := f.rollouts.SweepRollouts(ctx); err != nil || n != 0 {
 		t.Fatalf("sweep before the window ends: %d, %v", n, err)
 	}
@@ -757,6 +827,7 @@ func TestRolloutLifecycle(t *testing.T) {
 	if len(cmds) != 1 {
 		t.Fatalf("second phase offered %+v", cmds)
 	}
+	f.execute(t, second, cmds[0])
 	// No report on the new revision: FAILED at the window's end.
 	f.report(t, second, "1.0.0", 0, "1", "1")
 	f.clock.Advance(time.Hour)
@@ -794,7 +865,7 @@ func TestRolloutFailsAtOnce(t *testing.T) {
 	// Rollback: the new revision, then the old with a higher counter.
 	f.installs(t, "M1")
 	f.report(t, "M1", "1.0.0", 0, "1", "1") // before the install: no rollback
-	if tg := f.targets(t, r.ID)["M1"]; tg.State != core.TargetStateInstalling {
+	if tg := f.targets(t, r.ID)["M1"]; tg.State != core.TargetStateEligible {
 		t.Fatalf("M1 %+v", tg)
 	}
 	f.report(t, "M1", "2.0.0", 0, "1", "1")
@@ -811,7 +882,7 @@ func TestRolloutFailsAtOnce(t *testing.T) {
 	}
 	f.refuse(t, "M2", cmds[0], core.ReasonReplayedNonce)
 	cmds = f.installs(t, "M2")
-	if tg := f.targets(t, r.ID)["M2"]; len(cmds) != 1 || tg.State != core.TargetStateInstalling {
+	if tg := f.targets(t, r.ID)["M2"]; len(cmds) != 1 || tg.State != core.TargetStateEligible {
 		t.Fatalf("after replayed: %+v", tg)
 	}
 	f.refuse(t, "M2", cmds[0], "bad image")
@@ -849,7 +920,8 @@ func TestRolloutRequireIdle(t *testing.T) {
 			t.Fatalf("locked %q helmet %q: offered %d", c.locked, c.helmet, len(got))
 		}
 	}
-	if tg := f.targets(t, r.ID)["M1"]; tg.State != core.TargetStateInstalling {
+	// Fetched, unanswered: still ELIGIBLE.
+	if tg := f.targets(t, r.ID)["M1"]; tg.State != core.TargetStateEligible || tg.CommandID == "" {
 		t.Fatalf("target %+v", tg)
 	}
 }
@@ -895,9 +967,11 @@ func TestRolloutManualPause(t *testing.T) {
 	if err != nil || res.State != core.RolloutRunning || res.PausedReason != "" {
 		t.Fatalf("resume: %+v, %v", res, err)
 	}
-	if got := f.installs(t, "M2"); len(got) != 1 {
-		t.Fatalf("resumed offers %+v", got)
+	m2 := f.installs(t, "M2")
+	if len(m2) != 1 {
+		t.Fatalf("resumed offers %+v", m2)
 	}
+	f.execute(t, "M2", m2[0])
 	c, err := f.rollouts.CancelRollout(ctx, f.owner, r.ID)
 	if err != nil || c.State != core.RolloutCanceled || c.EndedAt.IsZero() {
 		t.Fatalf("cancel: %+v, %v", c, err)
@@ -951,7 +1025,7 @@ func TestRolloutThresholdAndResume(t *testing.T) {
 		t.Fatalf("paused below the sample %+v", got)
 	}
 	f.installs(t, b)
-	f.installs(t, c)
+	f.execute(t, c, f.installs(t, c)[0])
 	f.report(t, b, "2.0.0", 0, "1", "1")
 	f.clock.Advance(time.Hour)
 	if _, err := f.rollouts.SweepRollouts(ctx); err != nil {

@@ -201,8 +201,8 @@ func (s *Store) DecideCommand(ctx context.Context, d core.CommandDecision, e *co
 				*d.AccountEvents = append(*d.AccountEvents, je)
 			}
 		}
-		if c.RolloutID != "" && c.Status == core.CommandRefused {
-			re, err := s.refuseRolloutTarget(ctx, tx, c, d.At)
+		if c.RolloutID != "" {
+			re, err := s.decideRolloutTarget(ctx, tx, c, d.At)
 			if err != nil {
 				return err
 			}

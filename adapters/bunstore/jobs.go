@@ -262,15 +262,31 @@ func (s *Store) ActiveJobs(ctx context.Context, accountID string) (int, error) {
 }
 
 // PendingJobs implements core.JobStore: the mount's unfinished targets
-// (job_targets_open), then their jobs.
-func (s *Store) PendingJobs(ctx context.Context, uid, accountID string, now time.Time, limit int) ([]core.Job, error) {
-	var rows []jobRow
-	if err := s.db.NewRaw(`SELECT j.* FROM job_targets t JOIN jobs j ON j.id = t.job_id
+// (job_targets_open), then their jobs, with the target.
+func (s *Store) PendingJobs(ctx context.Context, uid, accountID string, now time.Time, limit int) ([]core.PendingJob, error) {
+	var rows []struct {
+		jobRow          `bun:"extend"`
+		TargetStatus    string `bun:"t_status"`
+		TargetCommandID string `bun:"t_command_id"`
+		TargetUpdatedAt int64  `bun:"t_updated_at"`
+	}
+	if err := s.db.NewRaw(`SELECT j.*, t.status AS t_status, t.command_id AS t_command_id, t.updated_at AS t_updated_at
+		FROM job_targets t JOIN jobs j ON j.id = t.job_id
 		WHERE t.mount_uid = ? AND NOT t.final AND j.account_id = ? AND j.state = 'ACTIVE' AND j.expires_at > ?
 		ORDER BY j.created_at, j.id LIMIT ?`, uid, accountID, millis(now), limit).Scan(ctx, &rows); err != nil {
 		return nil, err
 	}
-	return toJobs(rows)
+	out := make([]core.PendingJob, len(rows))
+	for i := range rows {
+		jobs, err := toJobs([]jobRow{rows[i].jobRow})
+		if err != nil {
+			return nil, err
+		}
+		t := jobTargetRow{JobID: rows[i].ID, MountUID: uid, Status: rows[i].TargetStatus, CommandID: rows[i].TargetCommandID,
+			UpdatedAt: rows[i].TargetUpdatedAt}
+		out[i] = core.PendingJob{Job: jobs[0], Target: t.toTarget()}
+	}
+	return out, nil
 }
 
 // ExpireJobs implements core.JobStore: one UPDATE … RETURNING over the

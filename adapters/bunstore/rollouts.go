@@ -577,27 +577,17 @@ func (s *Store) checkRolloutCommand(ctx context.Context, tx bun.Tx, c core.Comma
 	return r, t, nil
 }
 
-// installRolloutTarget moves the target INSTALLING (the health window
-// counts from its first command) with c as its command.
+// installRolloutTarget records c as the target's latest command; the
+// target keeps its state (a fetch is no outcome: core.DecideRolloutReceipt).
 func (s *Store) installRolloutTarget(ctx context.Context, tx bun.Tx, r *core.Rollout, t core.RolloutTarget, c core.Command) error {
-	next := t
-	if next.State == core.TargetStateEligible {
-		next.State, next.InstallingSince = core.TargetStateInstalling, fromMillis(millis(c.GeneratedAt))
-	}
-	next.CommandID, next.UpdatedAt = c.ID, fromMillis(millis(c.GeneratedAt))
-	if next.State == t.State {
-		return s.saveTarget(ctx, tx, *r, next)
-	}
-	core.ApplyRolloutTarget(r, t, next)
-	if err := s.saveTarget(ctx, tx, *r, next); err != nil {
-		return err
-	}
-	return s.saveRollout(ctx, tx, *r)
+	t.CommandID, t.UpdatedAt = c.ID, fromMillis(millis(c.GeneratedAt))
+	return s.saveTarget(ctx, tx, *r, t)
 }
 
-// refuseRolloutTarget applies a REFUSED receipt of rollout command c
-// under the rollout's lock and returns the events appended.
-func (s *Store) refuseRolloutTarget(ctx context.Context, tx bun.Tx, c core.Command, now time.Time) ([]*core.Event, error) {
+// decideRolloutTarget applies the deciding receipt of rollout command c
+// (core.DecideRolloutReceipt) under the rollout's lock and returns the
+// events appended.
+func (s *Store) decideRolloutTarget(ctx context.Context, tx bun.Tx, c core.Command, now time.Time) ([]*core.Event, error) {
 	r, err := s.lockRollout(ctx, tx, c.RolloutID)
 	if err != nil || r == nil || (r.State != core.RolloutRunning && r.State != core.RolloutPaused) {
 		return nil, err
@@ -606,7 +596,7 @@ func (s *Store) refuseRolloutTarget(ctx context.Context, tx bun.Tx, c core.Comma
 	if err != nil || t == nil {
 		return nil, err
 	}
-	next, changed := core.RefuseRolloutTarget(*t, c.Reason, fromMillis(millis(now)))
+	next, changed := core.DecideRolloutReceipt(*t, c, fromMillis(millis(now)))
 	if !changed {
 		return nil, nil
 	}

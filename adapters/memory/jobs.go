@@ -190,18 +190,18 @@ func (s *Store) ActiveJobs(_ context.Context, accountID string) (int, error) {
 }
 
 // PendingJobs implements core.JobStore.
-func (s *Store) PendingJobs(_ context.Context, uid, accountID string, now time.Time, limit int) ([]core.Job, error) {
+func (s *Store) PendingJobs(_ context.Context, uid, accountID string, now time.Time, limit int) ([]core.PendingJob, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := []core.Job{}
+	out := []core.PendingJob{}
 	for id, j := range s.jb.jobs {
 		t, ok := s.jb.targets[id][uid]
 		if ok && !t.Final && j.AccountID == accountID && j.State == core.JobActive && j.ExpiresAt.After(now) {
-			out = append(out, cloneJob(*j))
+			out = append(out, core.PendingJob{Job: cloneJob(*j), Target: *t})
 		}
 	}
-	slices.SortFunc(out, func(a, b core.Job) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	slices.SortFunc(out, func(a, b core.PendingJob) int {
+		return cmp.Or(a.Job.CreatedAt.Compare(b.Job.CreatedAt), cmp.Compare(a.Job.ID, b.Job.ID))
 	})
 	return out[:min(limit, len(out))], nil
 }

@@ -319,23 +319,16 @@ func (s *Store) checkRolloutCommandLocked(c core.Command) error {
 	return nil
 }
 
-// installRolloutTargetLocked moves c's target INSTALLING with c as its
-// command (checked first).
+// installRolloutTargetLocked records c as its target's latest command
+// (checked first); the target keeps its state (a fetch is no outcome).
 func (s *Store) installRolloutTargetLocked(c core.Command) {
-	r := s.ro.rollouts[c.RolloutID]
 	t := s.ro.targets[c.RolloutID][c.MountUID]
-	next := *t
-	if next.State == core.TargetStateEligible {
-		next.State, next.InstallingSince = core.TargetStateInstalling, ms(c.GeneratedAt)
-	}
-	next.CommandID, next.UpdatedAt = c.ID, ms(c.GeneratedAt)
-	core.ApplyRolloutTarget(r, *t, next)
-	*t = next
+	t.CommandID, t.UpdatedAt = c.ID, ms(c.GeneratedAt)
 }
 
-// refuseRolloutTargetLocked applies a REFUSED receipt of rollout command
-// c and returns the events appended.
-func (s *Store) refuseRolloutTargetLocked(c core.Command, now time.Time) []*core.Event {
+// decideRolloutTargetLocked applies the deciding receipt of rollout
+// command c (core.DecideRolloutReceipt) and returns the events appended.
+func (s *Store) decideRolloutTargetLocked(c core.Command, now time.Time) []*core.Event {
 	r, ok := s.ro.rollouts[c.RolloutID]
 	if !ok || !rolloutLive(r) {
 		return nil
@@ -344,7 +337,7 @@ func (s *Store) refuseRolloutTargetLocked(c core.Command, now time.Time) []*core
 	if !ok {
 		return nil
 	}
-	next, changed := core.RefuseRolloutTarget(*t, c.Reason, ms(now))
+	next, changed := core.DecideRolloutReceipt(*t, c, ms(now))
 	if !changed {
 		return nil
 	}

@@ -718,8 +718,8 @@ func (s *Store) DecideCommand(_ context.Context, d core.CommandDecision, e *core
 			*d.AccountEvents = append(*d.AccountEvents, je)
 		}
 	}
-	if c.RolloutID != "" && c.Status == core.CommandRefused {
-		if re := s.refuseRolloutTargetLocked(c.Command, d.At); len(re) > 0 && d.AccountEvents != nil {
+	if c.RolloutID != "" {
+		if re := s.decideRolloutTargetLocked(c.Command, d.At); len(re) > 0 && d.AccountEvents != nil {
 			*d.AccountEvents = append(*d.AccountEvents, re...)
 		}
 	}

@@ -453,7 +453,9 @@ func jobCancel(t *testing.T, store Store) {
 }
 
 // pendingJobs: the ACTIVE, unexpired jobs whose target at the mount is
-// not final, oldest first, at most limit, of the account only.
+// not final, oldest first, at most limit, of the account only, each with
+// its target there (its latest command: what pending-commands may hand
+// out again).
 func pendingJobs(t *testing.T, store Store) {
 	ctx := context.Background()
 	makeAccounts(t, store, "acc_a", "acc_b")
@@ -494,15 +496,33 @@ func pendingJobs(t *testing.T, store Store) {
 		}
 	}
 	now := t0.Add(time.Minute)
-	ids := func(jobs []core.Job) []string {
+	ids := func(jobs []core.PendingJob) []string {
 		out := []string{}
 		for _, j := range jobs {
-			out = append(out, j.ID)
+			out = append(out, j.Job.ID)
 		}
 		return out
 	}
-	if got, err := store.PendingJobs(ctx, "Q1", "acc_a", now, 10); err != nil || !slices.Equal(ids(got), []string{"job_1", "job_2", "job_open"}) {
+	// job_1 got a command at Q1, unanswered: the target says which.
+	if err := store.InsertCommand(ctx, jobCommand("Q1", "acc_a", "job_1", 3, t0), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.PendingJobs(ctx, "Q1", "acc_a", now, 10)
+	if err != nil || !slices.Equal(ids(got), []string{"job_1", "job_2", "job_open"}) {
 		t.Fatalf("PendingJobs(Q1) = %v, %v", ids(got), err)
+	}
+	for i, want := range []core.JobTarget{
+		{JobID: "job_1", UID: "Q1", Status: core.TargetIssued, CommandID: nonceOf(3)},
+		{JobID: "job_2", UID: "Q1", Status: core.TargetPending},
+		{JobID: "job_open", UID: "Q1", Status: core.TargetRefused, CommandID: nonceOf(2)},
+	} {
+		tg := got[i].Target
+		if tg.JobID != want.JobID || tg.UID != want.UID || tg.Status != want.Status || tg.CommandID != want.CommandID || tg.Final {
+			t.Errorf("PendingJobs(Q1)[%d].Target = %+v, want %+v", i, tg, want)
+		}
+		if got[i].Job.AccountID != "acc_a" || got[i].Job.State != core.JobActive || got[i].Job.Code == "" {
+			t.Errorf("PendingJobs(Q1)[%d].Job = %+v", i, got[i].Job)
+		}
 	}
 	if got, err := store.PendingJobs(ctx, "Q1", "acc_a", now, 2); err != nil || !slices.Equal(ids(got), []string{"job_1", "job_2"}) {
 		t.Fatalf("PendingJobs(Q1, 2) = %v, %v", ids(got), err)

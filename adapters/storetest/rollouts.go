@@ -118,7 +118,20 @@ func verifiedReport(t *testing.T, store Store, uid, accountID, revision string, 
 
 func refuseCommand(t *testing.T, store Store, uid, accountID, id, reason string, counter uint64, at time.Time) []*core.Event {
 	t.Helper()
-	d := core.CommandDecision{UID: uid, AccountID: accountID, ID: id, Status: core.CommandRefused, Reason: reason,
+	return decideCommand(t, store, uid, accountID, id, core.CommandRefused, reason, counter, at)
+}
+
+// executeCommand stores a signed EXECUTED receipt of command id at at
+// and returns the account events it appended.
+func executeCommand(t *testing.T, store Store, uid, accountID, id string, counter uint64, at time.Time) []*core.Event {
+	t.Helper()
+	return decideCommand(t, store, uid, accountID, id, core.CommandExecuted, "", counter, at)
+}
+
+func decideCommand(t *testing.T, store Store, uid, accountID, id string, status core.CommandStatus, reason string, counter uint64,
+	at time.Time) []*core.Event {
+	t.Helper()
+	d := core.CommandDecision{UID: uid, AccountID: accountID, ID: id, Status: status, Reason: reason,
 		Counter: counter, Verified: true, At: at, AccountEvents: &[]*core.Event{}}
 	if _, _, err := store.DecideCommand(context.Background(), d, nil); err != nil {
 		t.Fatalf("DecideCommand(%s): %v", id, err)
@@ -266,8 +279,10 @@ func rolloutCreation(t *testing.T, store Store) {
 	}
 }
 
-// rolloutProgress: a command fetched moves its target INSTALLING (the
-// window counting from the first); offers; a verified report on the new
+// rolloutProgress: a command fetched leaves its target ELIGIBLE; the
+// first signed EXECUTED receipt of any of its install commands makes it
+// INSTALLING, the window counting from the receipt (CONTRACT §19 as
+// amended); offers; a verified report on the new
 // revision, then the window's end: HEALTHY, and the next phase opens; a
 // rollback and a refusal fail at once, a stale refusal does not; the
 // rollout completes.
@@ -325,11 +340,31 @@ func rolloutProgress(t *testing.T, store Store) {
 		t.Fatal(err)
 	}
 	tg := rolloutTargets(t, store, "acc_a", "ro_p")[first]
-	if tg.State != core.TargetStateInstalling || !tg.InstallingSince.Equal(t0) || tg.CommandID != nonceOf(2) {
-		t.Fatalf("installing target %+v", tg)
+	if tg.State != core.TargetStateEligible || !tg.InstallingSince.IsZero() || tg.CommandID != nonceOf(2) {
+		t.Fatalf("fetched target %+v", tg)
 	}
 	if cmds, err := store.CommandsByID(ctx, first, "acc_a", []string{nonceOf(2)}); err != nil || len(cmds) != 1 || cmds[0].RolloutID != "ro_p" {
 		t.Fatalf("the command's rollout: %+v, %v", cmds, err)
+	}
+	if r, _ := store.Rollout(ctx, "acc_a", "ro_p"); r.Counts != (core.RolloutCounts{Eligible: 1, Pending: 3}) {
+		t.Fatalf("counts after fetches %+v", r.Counts)
+	}
+	if offers, err := store.RolloutOffers(ctx, first, "acc_a"); err != nil || len(offers) != 1 || offers[0].Target.CommandID != nonceOf(2) {
+		t.Fatalf("RolloutOffers(%s) after fetches = %+v, %v", first, offers, err)
+	}
+	// The first command's EXECUTED receipt, at t1: INSTALLING from then,
+	// with it as the target's command; the second's later receipt moves
+	// nothing.
+	if ev := executeCommand(t, store, first, "acc_a", nonceOf(1), 1, t1); len(ev) != 0 {
+		t.Fatalf("events of an EXECUTED install %+v", ev)
+	}
+	tg = rolloutTargets(t, store, "acc_a", "ro_p")[first]
+	if tg.State != core.TargetStateInstalling || !tg.InstallingSince.Equal(t1) || tg.CommandID != nonceOf(1) {
+		t.Fatalf("installing target %+v", tg)
+	}
+	executeCommand(t, store, first, "acc_a", nonceOf(2), 2, t1.Add(time.Second))
+	if tg := rolloutTargets(t, store, "acc_a", "ro_p")[first]; tg.State != core.TargetStateInstalling || !tg.InstallingSince.Equal(t1) {
+		t.Fatalf("a second EXECUTED install moved %+v", tg)
 	}
 	if r, _ := store.Rollout(ctx, "acc_a", "ro_p"); r.Counts != (core.RolloutCounts{Installing: 1, Pending: 3}) {
 		t.Fatalf("counts %+v", r.Counts)
@@ -342,10 +377,10 @@ func rolloutProgress(t *testing.T, store Store) {
 	if tg := rolloutTargets(t, store, "acc_a", "ro_p")[first]; tg.NewRevisionCounter == nil || *tg.NewRevisionCounter != 5 {
 		t.Fatalf("target after the report %+v", tg)
 	}
-	if n, ev, err := store.DecideRolloutTargets(ctx, t0.Add(time.Minute-time.Millisecond), 100); err != nil || n != 0 || len(ev) != 0 {
+	if n, ev, err := store.DecideRolloutTargets(ctx, t1.Add(time.Minute-time.Millisecond), 100); err != nil || n != 0 || len(ev) != 0 {
 		t.Fatalf("decided early: %d, %+v, %v", n, ev, err)
 	}
-	n, ev, err := store.DecideRolloutTargets(ctx, t0.Add(time.Minute), 100)
+	n, ev, err := store.DecideRolloutTargets(ctx, t1.Add(time.Minute), 100)
 	if err != nil || n != 1 || len(ev) != 1 || ev[0].Type != core.EventRolloutPhaseOpened || ev[0].Rollout.OpenPhase != 1 ||
 		ev[0].Rollout.Counts != (core.RolloutCounts{Healthy: 1, Eligible: 3}) {
 		t.Fatalf("window end: %+v, %v", ev, err)
@@ -370,11 +405,11 @@ func rolloutProgress(t *testing.T, store Store) {
 	if tg := rolloutTargets(t, store, "acc_a", "ro_p")[a]; tg.State != core.TargetStateFailed || tg.Reason != "rollback" {
 		t.Fatalf("rollback %+v", tg)
 	}
-	// A stale refusal leaves it INSTALLING; bad image fails it.
+	// A stale refusal leaves it ELIGIBLE; bad image fails it.
 	if ev := refuseCommand(t, store, b, "acc_a", nonceOf(11), core.ReasonStaleCommand, 7, t2); len(ev) != 0 {
 		t.Fatalf("events of a stale refusal %+v", ev)
 	}
-	if tg := rolloutTargets(t, store, "acc_a", "ro_p")[b]; tg.State != core.TargetStateInstalling {
+	if tg := rolloutTargets(t, store, "acc_a", "ro_p")[b]; tg.State != core.TargetStateEligible {
 		t.Fatalf("stale %+v", tg)
 	}
 	if err := store.InsertCommand(ctx, installCommand(b, "acc_a", "ro_p", 20, t2), nil); err != nil {
@@ -387,8 +422,9 @@ func rolloutProgress(t *testing.T, store Store) {
 	if err := store.InsertCommand(ctx, installCommand(b, "acc_a", "ro_p", 21, t2), nil); core.ErrorCode(err) != core.CodeConflict {
 		t.Fatalf("install on a FAILED target: %v", err)
 	}
-	// The last target: no report on the new revision, FAILED at the end;
-	// the rollout completes.
+	// The last target: executed, no report on the new revision, FAILED
+	// at the end; the rollout completes.
+	executeCommand(t, store, c, "acc_a", nonceOf(12), 9, t2)
 	n, ev, err = store.DecideRolloutTargets(ctx, t2.Add(time.Minute), 100)
 	if err != nil || n != 1 || len(ev) != 1 || ev[0].Type != core.EventRolloutCompleted {
 		t.Fatalf("completion: %+v, %v", ev, err)
@@ -431,6 +467,7 @@ func rolloutLateReports(t *testing.T, store Store) {
 	if err := store.InsertCommand(ctx, installCommand("RL1", "acc_a", "ro_l", 1, t0), nil); err != nil {
 		t.Fatal(err)
 	}
+	executeCommand(t, store, "RL1", "acc_a", nonceOf(1), 1, t0)
 	t1 := t0.Add(time.Second)
 	verifiedReport(t, store, "RL1", "acc_a", "1.0.0", 9, t1)
 	if tg := rolloutTargets(t, store, "acc_a", "ro_l")["RL1"]; tg.State != core.TargetStateInstalling ||
@@ -605,6 +642,9 @@ func rolloutChanges(t *testing.T, store Store) {
 		if err := store.InsertCommand(ctx, installCommand(uid, "acc_a", "ro_c", i, t0), nil); err != nil {
 			t.Fatal(err)
 		}
+		if uid == "RC3" {
+			executeCommand(t, store, uid, "acc_a", nonceOf(i), 1, t0) // INSTALLING, no report
+		}
 	}
 	change := func(action core.AuditAction) (core.Rollout, []*core.Event, error) {
 		actx := core.WithAudit(ctx, core.AuditEntry{At: t0, AccountID: "acc_a", Actor: core.Actor{Type: core.ActorClient, ID: "cli"},
@@ -629,6 +669,9 @@ func rolloutChanges(t *testing.T, store Store) {
 		t.Fatalf("install while paused: %v", err)
 	}
 	verifiedReport(t, store, "RC2", "acc_a", "2.0.0", 2, t0)
+	if tg := rolloutTargets(t, store, "acc_a", "ro_c")["RC2"]; tg.State != core.TargetStateInstalling {
+		t.Fatalf("a verified report on the new revision while paused: %+v", tg)
+	}
 	if n, _, err := store.DecideRolloutTargets(ctx, t0.Add(time.Minute), 100); err != nil || n != 2 {
 		t.Fatalf("decided %d while paused, %v; want 2", n, err)
 	}
@@ -659,6 +702,7 @@ func rolloutChanges(t *testing.T, store Store) {
 	if err := store.InsertCommand(ctx, installCommand("RC1", "acc_a", "ro_d", 30, t0), nil); err != nil {
 		t.Fatal(err)
 	}
+	executeCommand(t, store, "RC1", "acc_a", nonceOf(30), 3, t0)
 	p, ev, err := store.ChangeRollout(ctx, "acc_a", "ro_d", t0, core.ChangeRolloutState(core.AuditRolloutPause, t0))
 	if err != nil || p.State != core.RolloutPaused || p.PausedReason != core.PausedManual || len(ev) != 1 {
 		t.Fatalf("pause: %+v, %+v, %v", p, ev, err)
@@ -698,6 +742,7 @@ func racingRolloutSweeps(t *testing.T, store Store) {
 		if err := store.InsertCommand(ctx, installCommand(uid, "acc_a", "ro_r", i, t0), nil); err != nil {
 			t.Fatal(err)
 		}
+		executeCommand(t, store, uid, "acc_a", nonceOf(i), 1, t0)
 		if i%2 == 0 {
 			verifiedReport(t, store, uid, "acc_a", "2.0.0", 1, t0)
 		}

@@ -176,7 +176,9 @@ func TestGraphQLRollouts(t *testing.T) {
 	if !install {
 		t.Fatalf("no INSTALL_FIRMWARE in the audit: %+v", cmds)
 	}
-	if tg := a.rolloutTargets(t, ro.ID)[eligible[0]]; tg.State != "INSTALLING" || tg.CommandID == nil || tg.InstallingSince == nil {
+	// A fetch is no outcome: the target stays ELIGIBLE, its command
+	// recorded (CONTRACT §19 as amended).
+	if tg := a.rolloutTargets(t, ro.ID)[eligible[0]]; tg.State != "ELIGIBLE" || tg.CommandID == nil || tg.InstallingSince != nil {
 		t.Fatalf("after the fetch %+v", tg)
 	}
 

@@ -106,7 +106,8 @@ func (in *instance) jobEvents(t *testing.T, token, query string) []jobEventView 
 }
 
 // TestJobsEndToEnd: a job over two mounts' uids; a rider's phone fetches
-// the pending command twice (fresh nonces, the target counted once),
+// the pending command twice (the same command handed out again, the
+// target counted once),
 // uploads the mount's signed EXECUTED receipt; the other mount refuses
 // for good; the job COMPLETES and JOB_COMPLETED (uid and mount null)
 // reaches the event log of owners and maintainers and the webhook without
@@ -158,10 +159,12 @@ func TestJobsEndToEnd(t *testing.T) {
 				t.Fatalf("targets %+v", got)
 			}
 
-			// The rider's phone fetches twice: fresh nonces, counted once.
+			// The rider's phone fetches twice: the unanswered command is
+			// handed out again (CONTRACT §18 as amended), counted once.
 			first := in.pending(t, rider, uid1)
 			second := in.pending(t, rider, uid1)
-			if len(first) != 1 || len(second) != 1 || first[0].ID == second[0].ID || first[0].JobID != job.ID ||
+			if len(first) != 1 || len(second) != 1 || first[0].ID != second[0].ID || *first[0].SignedToken != *second[0].SignedToken ||
+				first[0].Payload != second[0].Payload || first[0].JobID != job.ID ||
 				first[0].Code != "RELEASE_HELMET" || first[0].SignedToken == nil || first[0].IssuedBy != nil || first[0].Status != "ISSUED" {
 				t.Fatalf("pending commands %+v then %+v", first, second)
 			}
@@ -171,8 +174,8 @@ func TestJobsEndToEnd(t *testing.T) {
 			if got := a.jobMounts(t, job.ID)[uid1]; got.Status != "ISSUED" || got.CommandID == nil || *got.CommandID != second[0].ID {
 				t.Fatalf("the fetched target %+v, want ISSUED with %s", got, second[0].ID)
 			}
-			// The audit shows the commands with their job.
-			if audit := string(a.ok(t, http.MethodGet, "/api/v1/mounts/"+uid1+"/commands", nil)); strings.Count(audit, `"jobId":"`+job.ID+`"`) != 2 {
+			// The audit shows the command with its job, once.
+			if audit := string(a.ok(t, http.MethodGet, "/api/v1/mounts/"+uid1+"/commands", nil)); strings.Count(audit, `"jobId":"`+job.ID+`"`) != 1 {
 				t.Fatalf("audit %s", audit)
 			}
 			res, raw = in.call(http.MethodGet, "/api/v1/mounts/"+uid2+"/pending-commands", rider, nil)
@@ -331,6 +334,73 @@ func TestJobsEndToEnd(t *testing.T) {
 			}
 			if list := decode[struct{ Jobs []jobView }](t, a.ok(t, http.MethodGet, "/api/v1/jobs?pageSize=100", nil)); len(list.Jobs) != 2 {
 				t.Fatalf("refused bodies created jobs: %d", len(list.Jobs))
+			}
+		})
+	}
+}
+
+// TestPendingCommandsBoundEndToEnd: 50 active jobs wait at a mount; 10
+// rider calls of pending-commands hand out 10 commands each, oldest job
+// first, the same 10 every time: 10 signed commands and 10
+// COMMAND_ISSUED events in all, not 500 (issue 37; CONTRACT §18 as
+// amended). Once some are answered, the next jobs' commands come.
+func TestPendingCommandsBoundEndToEnd(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			a := newFleet(in, "A")
+			uid := uniqueUID("JB")
+			d := newDevice(uid)
+			a.associate(t, uid, map[string]any{"devicePublicKey": d.publicKey()})
+			a.confirm(t, uid)
+			rider := in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:"+uid)
+			var jobs []string
+			for range 50 {
+				jobs = append(jobs, a.createJob(t, map[string]any{"code": "RELEASE_HELMET", "mountUids": []string{uid}}).ID)
+			}
+			jobIDs := func(cmds []pendingView) []string {
+				out := []string{}
+				for _, c := range cmds {
+					out = append(out, c.JobID)
+				}
+				return out
+			}
+			first := in.pending(t, rider, uid)
+			if !slices.Equal(jobIDs(first), jobs[:10]) {
+				t.Fatalf("the first call hands out %v, want the 10 oldest jobs %v", jobIDs(first), jobs[:10])
+			}
+			for i := 1; i < 10; i++ {
+				again := in.pending(t, rider, uid)
+				if len(again) != 10 || !slices.EqualFunc(again, first, func(x, y pendingView) bool {
+					return x.ID == y.ID && *x.SignedToken == *y.SignedToken && x.Payload == y.Payload
+				}) {
+					t.Fatalf("call %d hands out %v", i+1, jobIDs(again))
+				}
+			}
+			issued := func() int {
+				return len(in.jobEvents(t, a.token, "types=COMMAND_ISSUED&mountUid="+uid))
+			}
+			waitForStep(t, "10 COMMAND_ISSUED in the log", func() bool { return issued() >= 10 })
+			time.Sleep(200 * time.Millisecond) // anything more would have committed by now
+			if n := issued(); n != 10 {
+				t.Fatalf("10 calls appended %d COMMAND_ISSUED events; want 10", n)
+			}
+			if audit := string(a.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/commands?pageSize=100", nil)); strings.Count(audit, `"jobId":"`) != 10 {
+				t.Fatalf("the command audit holds %d job commands; want 10", strings.Count(audit, `"jobId":"`))
+			}
+			// Three answered: the next three jobs' commands come, the seven
+			// others are still the same.
+			var rs []any
+			for _, c := range first[:3] {
+				rs = append(rs, d.receipt(c.ID, "EXECUTED", "", time.Now()))
+			}
+			res, raw := in.call(http.MethodPost, "/api/v1/mounts/"+uid+"/commands/receipts", rider, receipts(rs...))
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("receipts: %d %s", res.StatusCode, raw)
+			}
+			next := in.pending(t, rider, uid)
+			if !slices.Equal(jobIDs(next), jobs[3:13]) || next[0].ID != first[3].ID {
+				t.Fatalf("after three answers: %v", jobIDs(next))
 			}
 		})
 	}

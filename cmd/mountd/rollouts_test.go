@@ -304,8 +304,11 @@ func TestRolloutsEndToEnd(t *testing.T) {
 				t.Fatalf("another code's query %+v", cmd)
 			}
 
-			// A phone near an ELIGIBLE target is offered the install; the
-			// first fetch makes it INSTALLING.
+			// A phone near an ELIGIBLE target is offered the install; a
+			// fetch is no outcome: the target stays ELIGIBLE, and a second
+			// fetch hands out the same command (CONTRACT §18, §19 as
+			// amended). The mount's signed EXECUTED receipt makes it
+			// INSTALLING.
 			offered := in.pending(t, maintainer, eligible[0])
 			if len(offered) != 1 || offered[0].Code != "INSTALL_FIRMWARE" || offered[0].SignedToken == nil {
 				t.Fatalf("pending commands of an ELIGIBLE target: %+v", offered)
@@ -313,12 +316,28 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			if got := in.pending(t, maintainer, pending[0]); len(got) != 0 {
 				t.Fatalf("a PENDING target is offered %+v", got)
 			}
-			if got := a.rolloutMounts(t, ro.ID)[eligible[0]]; got.State != "INSTALLING" || got.CommandID == nil ||
-				*got.CommandID != offered[0].ID || got.InstallingSince == nil {
+			if got := a.rolloutMounts(t, ro.ID)[eligible[0]]; got.State != "ELIGIBLE" || got.CommandID == nil ||
+				*got.CommandID != offered[0].ID || got.InstallingSince != nil {
 				t.Fatalf("the fetched target %+v", got)
 			}
-			if got := a.rollout(t, ro.ID).Counts; got != (rolloutCountsView{Pending: 2, Eligible: 1, Installing: 1}) {
+			if got := a.rollout(t, ro.ID).Counts; got != (rolloutCountsView{Pending: 2, Eligible: 2}) {
 				t.Fatalf("counts after a fetch %+v", got)
+			}
+			if again := in.pending(t, maintainer, eligible[0]); len(again) != 1 || again[0].ID != offered[0].ID ||
+				*again[0].SignedToken != *offered[0].SignedToken {
+				t.Fatalf("fetched again: %+v, want %s again", again, offered[0].ID)
+			}
+			res, raw = a.call(http.MethodPost, "/api/v1/mounts/"+eligible[0]+"/commands/receipts",
+				receipts(newDevice(eligible[0]).receipt(offered[0].ID, "EXECUTED", "", time.Now())))
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("the install's receipt: %d %s", res.StatusCode, raw)
+			}
+			if got := a.rolloutMounts(t, ro.ID)[eligible[0]]; got.State != "INSTALLING" || got.CommandID == nil ||
+				*got.CommandID != offered[0].ID || got.InstallingSince == nil {
+				t.Fatalf("the executed target %+v", got)
+			}
+			if got := a.rollout(t, ro.ID).Counts; got != (rolloutCountsView{Pending: 2, Eligible: 1, Installing: 1}) {
+				t.Fatalf("counts after the receipt %+v", got)
 			}
 			if got := in.checkUpdate(t, a.token, q(eligible[0], "1.0.0")); got != "UPDATE_AVAILABLE 1.1.0" {
 				t.Errorf("check-update of an INSTALLING target: %s", got)
@@ -385,10 +404,14 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			if got := in.pending(t, maintainer, eligible[1]); len(got) != 0 {
 				t.Fatalf("a PAUSED rollout offers %+v", got)
 			}
-			// check-update still names a PAUSED rollout's version to its
-			// ELIGIBLE targets; a PENDING one stays capped below it.
-			if got := in.checkUpdate(t, a.token, q(eligible[1], "1.0.0")); got != "UPDATE_AVAILABLE 1.1.0" {
+			// A PAUSED rollout offers nothing through check-update either:
+			// its ELIGIBLE targets are capped below its version, as a
+			// PENDING one (CONTRACT clarifications §19).
+			if got := in.checkUpdate(t, a.token, q(eligible[1], "1.0.0")); got != "UP_TO_DATE" {
 				t.Errorf("check-update of an ELIGIBLE target under a PAUSED rollout: %s", got)
+			}
+			if got := in.checkUpdate(t, eligibleRider, q(eligible[0], "1.0.0")); got != "UP_TO_DATE" {
+				t.Errorf("a rider's check-update of a target under a PAUSED rollout: %s", got)
 			}
 			if got := in.checkUpdate(t, a.token, q(pending[0], "1.0.0")); got != "UP_TO_DATE" {
 				t.Errorf("check-update of a PENDING target under a PAUSED rollout: %s", got)
@@ -423,6 +446,9 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			}
 			if got := in.pending(t, maintainer, eligible[1]); len(got) != 1 || got[0].Code != "INSTALL_FIRMWARE" {
 				t.Fatalf("a resumed rollout offers %+v", got)
+			}
+			if got := in.checkUpdate(t, a.token, q(eligible[1], "1.0.0")); got != "UPDATE_AVAILABLE 1.1.0" {
+				t.Errorf("check-update of an ELIGIBLE target of a resumed rollout: %s", got)
 			}
 			canceled := decode[rolloutView](t, a.ok(t, http.MethodPost, "/api/v1/rollouts/"+ro.ID+"/cancel", nil))
 			if canceled.State != "CANCELED" || canceled.EndedAt == nil || canceled.PausedReason != nil {

@@ -3291,7 +3291,7 @@ enum RolloutPausedReason {
   MANUAL
 }
 
-"Where a rollout stands at one mount: PENDING while its phase is not open, ELIGIBLE once it is (INSTALL_FIRMWARE is offered), INSTALLING from the first fetch of the command, then HEALTHY or FAILED."
+"Where a rollout stands at one mount: PENDING while its phase is not open, ELIGIBLE once it is (INSTALL_FIRMWARE is offered; a fetch alone leaves it ELIGIBLE), INSTALLING from the install's first signed EXECUTED receipt or first verified report on the new revision, then HEALTHY or FAILED."
 enum RolloutTargetState {
   PENDING
   ELIGIBLE
@@ -3322,7 +3322,7 @@ type Rollout {
   failureThreshold: Int!
   "The fewest decided targets the failure threshold looks at."
   minSample: Int!
-  "How long after the first fetch of the install a target is decided, as a Go duration (\"1h\")."
+  "How long after a target becomes INSTALLING it is decided, as a Go duration (\"1h\")."
   healthWindow: String!
   "INSTALL_FIRMWARE is offered only while the mount says locked with the helmet present."
   requireIdle: Boolean!
@@ -3352,7 +3352,7 @@ type RolloutTarget {
   phase: Int!
   "The latest INSTALL_FIRMWARE signed for the mount; null before any."
   commandId: ID
-  "When the install was first fetched: the health window counts from then; null before."
+  "When the target became INSTALLING (the install's EXECUTED receipt or first verified report on the new revision): the health window counts from then; null before."
   installingSince: DateTime
   "Why a target FAILED (\"refused: bad image\", \"rollback\", \"no report on the new revision\"); null otherwise."
   reason: String

@@ -451,7 +451,7 @@ type Rollout struct {
 	FailureThreshold int `json:"failureThreshold"`
 	// The fewest decided targets the failure threshold looks at.
 	MinSample int `json:"minSample"`
-	// How long after the first fetch of the install a target is decided, as a Go duration ("1h").
+	// How long after a target becomes INSTALLING it is decided, as a Go duration ("1h").
 	HealthWindow string `json:"healthWindow"`
 	// INSTALL_FIRMWARE is offered only while the mount says locked with the helmet present.
 	RequireIdle bool         `json:"requireIdle"`
@@ -514,7 +514,7 @@ type RolloutTarget struct {
 	Phase int `json:"phase"`
 	// The latest INSTALL_FIRMWARE signed for the mount; null before any.
 	CommandID *string `json:"commandId,omitempty"`
-	// When the install was first fetched: the health window counts from then; null before.
+	// When the target became INSTALLING (the install's EXECUTED receipt or first verified report on the new revision): the health window counts from then; null before.
 	InstallingSince *DateTime `json:"installingSince,omitempty"`
 	// Why a target FAILED ("refused: bad image", "rollback", "no report on the new revision"); null otherwise.
 	Reason *string `json:"reason,omitempty"`
@@ -1240,7 +1240,7 @@ func (e RolloutState) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Where a rollout stands at one mount: PENDING while its phase is not open, ELIGIBLE once it is (INSTALL_FIRMWARE is offered), INSTALLING from the first fetch of the command, then HEALTHY or FAILED.
+// Where a rollout stands at one mount: PENDING while its phase is not open, ELIGIBLE once it is (INSTALL_FIRMWARE is offered; a fetch alone leaves it ELIGIBLE), INSTALLING from the install's first signed EXECUTED receipt or first verified report on the new revision, then HEALTHY or FAILED.
 type RolloutTargetState string
 
 const (
