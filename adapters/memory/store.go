@@ -54,6 +54,9 @@ type Store struct {
 	al              alarmState
 	jb              jobState
 	ro              rolloutState
+	// handover holds each uid's hand-over keys, oldest first; it outlives
+	// the mount's record.
+	handover map[string][]handoverKey
 }
 
 type stateKey struct {
@@ -206,6 +209,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			State: core.StateIdle, OwnerID: c.AccountID, IdleDeadline: ms(c.Deadline), Key: c.Key, CreatedAt: ms(c.Now), UpdatedAt: ms(c.Now),
 			DevicePublicKey: or(f.DevicePublicKey, "")}
 		s.mounts[c.UID] = m
+		s.keepHandoverKeyLocked(c.UID, c.Key)
 		s.insertClaimCommandLocked(c.Command)
 		s.appendLocked(e, *m)
 		s.auditLocked(ctx)
@@ -236,6 +240,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 	}
 	m.OwnerID, m.ExpiredOwnerID, m.Key, m.UpdatedAt = c.AccountID, "", c.Key, ms(c.Now)
 	s.unlinkLocked(c.UID, c.AccountID)
+	s.keepHandoverKeyLocked(c.UID, c.Key)
 	s.insertClaimCommandLocked(c.Command)
 	s.appendLocked(e, *m)
 	s.leaveRolloutsLocked(e, c.UID, c.AccountID, c.Now)
@@ -276,6 +281,7 @@ func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, n
 		return *m, false, nil
 	}
 	m.State, m.AssociatedAt, m.IdleDeadline, m.UpdatedAt = core.StateAssociated, ms(now), time.Time{}, ms(now)
+	s.confirmHandoverKeyLocked(uid, m.Key.ID)
 	s.appendLocked(e, *m)
 	s.auditLocked(ctx)
 	return *m, true, nil
