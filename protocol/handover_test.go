@@ -3,6 +3,7 @@ package protocol
 import (
 	"crypto/ed25519"
 	"encoding/hex"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,15 @@ func TestHandoverVector(t *testing.T) {
 	}
 	if VerifyHandover(pub, payload+"0", handoverByOwner) {
 		t.Fatal("a hand-over verifies for another payload")
+	}
+	// docs/ble.md prints the same bytes.
+	doc, err := os.ReadFile("../docs/ble.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{handoverPayload, handoverByOwner, handoverByOther, vector2Seed} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("docs/ble.md does not print %s", want)
+		}
 	}
 }
