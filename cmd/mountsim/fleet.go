@@ -30,17 +30,17 @@ import (
 
 // Config is everything the flags set.
 type Config struct {
-	Mounts                                    int
-	Prefix                                    string
-	Air                                       string
-	API, ClientID, ClientSecret               string
-	ProjectID, IDPName                        string
-	ReportInterval                            time.Duration
-	Associate                                 bool
+	Mounts                      int
+	Prefix                      string
+	Air                         string
+	API, ClientID, ClientSecret string
+	ProjectID, IDPName          string
+	ReportInterval              time.Duration
+	Associate                   bool
 	// ResetOwners resets every mount (its physical reset: owner key,
 	// account, tags and settings forgotten) before anything else, so a
 	// state dir kept from another server's run can be associated again.
-	ResetOwners bool
+	ResetOwners                               bool
 	ReturnAfter                               time.Duration
 	Concurrency                               int
 	Duration                                  time.Duration
