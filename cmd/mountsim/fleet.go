@@ -30,17 +30,13 @@ import (
 
 // Config is everything the flags set.
 type Config struct {
-	Mounts                      int
-	Prefix                      string
-	Air                         string
-	API, ClientID, ClientSecret string
-	ProjectID, IDPName          string
-	ReportInterval              time.Duration
-	Associate                   bool
-	// ResetOwners resets every mount (its physical reset: owner key,
-	// account, tags and settings forgotten) before anything else, so a
-	// state dir kept from another server's run can be associated again.
-	ResetOwners                               bool
+	Mounts                                    int
+	Prefix                                    string
+	Air                                       string
+	API, ClientID, ClientSecret               string
+	ProjectID, IDPName                        string
+	ReportInterval                            time.Duration
+	Associate, ResetOwners                    bool // ResetOwners: every mount's physical reset first
 	ReturnAfter                               time.Duration
 	Concurrency                               int
 	Duration                                  time.Duration
