@@ -24,13 +24,11 @@ import (
 
 // Refusal reasons in result messages.
 const (
-	ReasonMalformed    = "malformed"
-	ReasonBadFrame     = "bad frame"
-	ReasonNoOwner      = "no owner key"
-	ReasonBadSignature = "bad signature"
-	// ReasonBadHandover: an ASSOCIATE_OWNER to a mount that holds an
-	// owner key without a data.handover its owner key verifies.
-	ReasonBadHandover   = "bad handover"
+	ReasonMalformed     = "malformed"
+	ReasonBadFrame      = "bad frame"
+	ReasonNoOwner       = "no owner key"
+	ReasonBadSignature  = "bad signature"
+	ReasonBadHandover   = "bad handover" // ASSOCIATE_OWNER to a mount holding an owner key, no hand-over by it
 	ReasonWrongMount    = "wrong mount"
 	ReasonCodeMismatch  = "code mismatch"
 	ReasonStale         = "stale command"
