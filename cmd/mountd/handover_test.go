@@ -8,6 +8,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +25,8 @@ import (
 // mount and confirms, then abandons it; account Z's ASSOCIATE_OWNER reaches
 // the mount but Z never confirms (the window lapses); account X then
 // associates through the SDK and the mount accepts, its hand-over signed by
-// Y's and Z's keys. A stranger's ASSOCIATE_OWNER (its own key, no or a
+// Y's and Z's keys; X associates again through mountctl --deliver (a
+// hand-over by X's key) and the mount takes that key too. A stranger's ASSOCIATE_OWNER (its own key, no or a
 // self-signed hand-over) over the radio is refused and the mount keeps X.
 func TestHandoverOverTheAir(t *testing.T) {
 	for name, newConfig := range backends(t) {
@@ -93,12 +96,25 @@ func TestHandoverOverTheAir(t *testing.T) {
 				t.Fatalf("X's association: %+v %v", a, err)
 			}
 			_ = xPhone.Disconnect(uid)
-			held := owner("X associated", x.creds.AccountID)
+			sdkKey := owner("X associated", x.creds.AccountID).OwnerKey
 			page := decode[struct {
 				Commands []commandView `json:"commands"`
 			}](t, x.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/commands?pageSize=1", nil))
 			if len(page.Commands) != 1 || strings.Count(page.Commands[0].Data["handover"].(string), "+") != 1 {
 				t.Fatalf("X's ASSOCIATE_OWNER: %+v, want a hand-over of two signatures", page.Commands)
+			}
+
+			// X associates again while ASSOCIATED, through mountctl: its
+			// ASSOCIATE_OWNER carries the hand-over by X's key to the mount.
+			ctl := exec.Command(mountctlBinary(t), "mounts", "associate", uid, "--deliver")
+			ctl.Env = append(os.Environ(), "MOUNTCTL_API="+in.base, "MOUNTCTL_BLE=sim://"+ln.Addr().String(),
+				"MOUNTCTL_CLIENT_ID="+x.creds.ClientID, "MOUNTCTL_CLIENT_SECRET="+x.creds.ClientSecret)
+			if out, err := ctl.CombinedOutput(); err != nil {
+				t.Fatalf("mountctl mounts associate --deliver: %v\n%s", err, out)
+			}
+			held := owner("X associated again through mountctl", x.creds.AccountID)
+			if held.OwnerKey.Equal(sdkKey) {
+				t.Fatal("mountctl's ASSOCIATE_OWNER did not replace X's key")
 			}
 
 			// A stranger in radio range tries to install its own key.
