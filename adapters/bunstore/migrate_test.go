@@ -323,7 +323,7 @@ func TestUpgradeKeepsHandoverKeys(t *testing.T) {
 			db := store.DB()
 			old := migrate.NewMigrations()
 			for _, m := range migrations.Migrations.Sorted() {
-				if m.Name < "20261129000021" {
+				if m.Name < "20261129014500" {
 					old.Add(m)
 				}
 			}
