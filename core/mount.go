@@ -64,6 +64,10 @@ func (m Mount) Lapsed(now time.Time) bool {
 	return m.State == StateIdle && !m.IdleDeadline.After(now)
 }
 
+// MaxHandoverKeys bounds HandoverKeys, so the signatures of one hand-over
+// (protocol.MaxHandoverSignatures).
+const MaxHandoverKeys = protocol.MaxHandoverSignatures
+
 // MountKey is an association's Ed25519 key pair; the private half is sealed
 // under the master key and never leaves the signing adapter in the clear.
 type MountKey struct {
@@ -249,12 +253,24 @@ type MountStore interface {
 	// fields given overwrite stored ones and key replaces the key.
 	// MOUNT_ALREADY_OWNED when another account owns it, and when its
 	// IDLE window has lapsed by c.Now (whoever owns it): that association
-	// has to be expired first, with its event.
+	// has to be expired first, with its event. A successful claim keeps
+	// c.Key among the uid's hand-over keys (HandoverKeys) in its
+	// transaction.
 	ClaimMount(ctx context.Context, c Claim, e *Event) (Mount, error)
 	// ConfirmAssociation turns an IDLE mount of accountID whose deadline is
 	// after now into ASSOCIATED; ok is false (and the mount as stored is
-	// returned, or MOUNT_NOT_FOUND) when the row did not qualify.
+	// returned, or MOUNT_NOT_FOUND) when the row did not qualify. In the
+	// same transaction the association's key, if a claim kept it, becomes
+	// the uid's confirmed hand-over key and the keys kept before it go.
 	ConfirmAssociation(ctx context.Context, uid, accountID string, now time.Time, e *Event) (m Mount, ok bool, err error)
+	// HandoverKeys lists the owner keys mount uid may hold, whose
+	// signatures make the next ASSOCIATE_OWNER's hand-over (CONTRACT §6
+	// hand-over, §21): the last confirmed association's key first, then
+	// the keys claimed after it, oldest first; when there are more, the
+	// newest MaxHandoverKeys-1 of those. Keys outlive their association,
+	// its account and the mount's record (abandon, expiry, delete); none
+	// for a uid never claimed.
+	HandoverKeys(ctx context.Context, uid string) ([]MountKey, error)
 	// ExpireAssociation turns uid INACTIVE if it is IDLE with a deadline at
 	// or before now, clearing owner and key; ok says whether it changed.
 	// The event's AccountID is set to the owner that lost the mount.

@@ -128,6 +128,9 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 	if err != nil {
 		return nil, err
 	}
+	if cmd.Data["handover"], err = s.handover(ctx, uid, cmd.Payload); err != nil {
+		return nil, err
+	}
 	claim := Claim{UID: uid, AccountID: p.AccountID, Fields: f, Key: key,
 		Now: now, Deadline: now.Add(time.Duration(s.window)), Command: &cmd}
 	// The claim's audit entry rides with it (not with the expiry below).
@@ -157,6 +160,32 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 		}
 	}
 	return []Command{cmd}, nil
+}
+
+// handover signs an ASSOCIATE_OWNER's payload with every owner key the
+// mount may hold (CONTRACT §6 hand-over, §21): data.handover, the
+// signatures joined by '+', the last confirmed association's first; nil
+// (null) for a uid never claimed. The keys stay sealed in the signer; a
+// key that no longer opens is left out (and logged), so the mount refuses
+// the hand-over rather than the request failing for ever.
+func (s *MountService) handover(ctx context.Context, uid, payload string) (any, error) {
+	keys, err := s.mounts.HandoverKeys(ctx, uid)
+	if err != nil || len(keys) == 0 {
+		return nil, err
+	}
+	sigs := make([]string, 0, len(keys))
+	for _, k := range keys {
+		sig, err := s.signer.Sign(ctx, uid, k, []byte(payload))
+		if err != nil {
+			s.logger.WarnContext(ctx, "hand-over key does not sign", "uid", uid, "keyId", k.ID, "err", err)
+			continue
+		}
+		sigs = append(sigs, hex.EncodeToString(sig))
+	}
+	if len(sigs) == 0 {
+		return nil, nil
+	}
+	return protocol.JoinHandover(sigs), nil
 }
 
 // ConfirmAssociation handles POST /mounts/{uid}/confirm-association.

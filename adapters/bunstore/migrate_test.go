@@ -3,6 +3,7 @@ package bunstore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -306,6 +307,67 @@ func TestUpgradeCommandLifecycle(t *testing.T) {
 			}
 			if got, err := store.Mount(ctx, "M1"); err != nil || got.DevicePublicKey != "" {
 				t.Fatalf("mount %+v %v", got, err)
+			}
+		})
+	}
+}
+
+// TestUpgradeKeepsHandoverKeys: the upgrade keeps the keys of mounts IDLE
+// or ASSOCIATED at the time as hand-over keys (an ASSOCIATED mount's as
+// confirmed), so their next ASSOCIATE_OWNER carries a hand-over.
+func TestUpgradeKeepsHandoverKeys(t *testing.T) {
+	for name, newURL := range testenv.Databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := MustOpen(t, newURL(t))
+			db := store.DB()
+			old := migrate.NewMigrations()
+			for _, m := range migrations.Migrations.Sorted() {
+				if m.Name < "20261129014500" {
+					old.Add(m)
+				}
+			}
+			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
+				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
+			if err := m.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Migrate(ctx); err != nil {
+				t.Fatalf("migrate to the old schema: %v", err)
+			}
+			pub := strings.Repeat("ab", 32)
+			for _, q := range []string{
+				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'A', 1)`,
+				`INSERT INTO mounts (uid, association_state, owner_account_id, associated_at, key_id, public_key, sealed_private_key, created_at, updated_at)
+					VALUES ('M1', 'ASSOCIATED', 'acc_a', 5, 'k1', '` + pub + `', 'sealed-1', 1, 6)`,
+				`INSERT INTO mounts (uid, association_state, owner_account_id, idle_deadline, key_id, public_key, sealed_private_key, created_at, updated_at)
+					VALUES ('M2', 'IDLE', 'acc_a', 9999999999999, 'k2', '` + pub + `', 'sealed-2', 1, 6)`,
+				`INSERT INTO mounts (uid, association_state, created_at, updated_at) VALUES ('M3', 'INACTIVE', 1, 6)`,
+			} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			if _, err := store.Migrate(ctx); err != nil {
+				t.Fatalf("upgrade: %v", err)
+			}
+			for uid, want := range map[string]string{"M1": "k1", "M2": "k2", "M3": ""} {
+				keys, err := store.HandoverKeys(ctx, uid)
+				if err != nil || want == "" && len(keys) != 0 || want != "" && (len(keys) != 1 || keys[0].ID != want || keys[0].SealedPrivateKey != "sealed-"+want[1:]) {
+					t.Fatalf("%s: hand-over keys %+v, %v; want %q", uid, keys, err, want)
+				}
+			}
+			// M1's key counts as confirmed: a claim after it keeps it first.
+			now := time.Now()
+			if _, err := store.AbandonMount(ctx, "M1", "acc_a", now, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.ClaimMount(ctx, core.Claim{UID: "M1", AccountID: "acc_a", Key: core.MountKey{ID: "k9", PublicKey: make([]byte, 32), SealedPrivateKey: "s"},
+				Now: now, Deadline: now.Add(time.Minute)}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if keys, err := store.HandoverKeys(ctx, "M1"); err != nil || len(keys) != 2 || keys[0].ID != "k1" || keys[1].ID != "k9" {
+				t.Fatalf("M1 after a claim: %+v, %v", keys, err)
 			}
 		})
 	}

@@ -139,6 +139,14 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 				args = append(args, cmd.ID, cmd.AccountID, cmd.Code, cmd.Payload, cmd.SignedToken, cmd.Data,
 					cmd.GeneratedAt, cmd.IssuedBy, cmd.Status, cmd.StatusAt, cmd.ExpiresAt)
 			}
+			// The claim's key among the uid's hand-over keys (a uid
+			// deleted before has some), only if the uid was new. The
+			// prune sees the keys before this one: it keeps one more.
+			with += `), claim_key AS (INSERT INTO handover_keys (mount_uid, key_id, public_key, sealed_private_key, account_id, created_at)
+					SELECT uid, ?, ?, ?, ?, ? FROM before_event
+				), claim_key_prune AS (` + pruneHandoverKeys + ` AND EXISTS (SELECT 1 FROM before_event)`
+			args = append(args, row.KeyID, row.PublicKey, row.SealedPrivateKey, c.AccountID, row.CreatedAt,
+				c.UID, c.UID, core.MaxHandoverKeys-1)
 			if a := core.AuditFrom(ctx); a != nil {
 				// The claim's audit entry in the same statement, as its
 				// command: only if the uid was new.
@@ -166,6 +174,9 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 				}
 				if n, _ := res.RowsAffected(); n == 1 {
 					out, claimed = *row, true
+					if err := s.keepHandoverKey(ctx, tx, c); err != nil {
+						return err
+					}
 					if err := s.insertClaimCommand(ctx, tx, cmd); err != nil {
 						return err
 					}
@@ -229,6 +240,9 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			// Links left by another account (none should survive its
 			// abandon or expiry) are never signed into this owner's commands.
 			if err := s.unlinkOtherAccounts(ctx, tx, c.UID, c.AccountID); err != nil {
+				return err
+			}
+			if err := s.keepHandoverKey(ctx, tx, c); err != nil {
 				return err
 			}
 			if err := s.insertClaimCommand(ctx, tx, cmd); err != nil {
@@ -296,6 +310,9 @@ func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, n
 			if err := s.appendEventWith(ctx, tx, e, &out, latestOf(rows), "", nil); err != nil {
 				return err
 			}
+			if err := s.confirmHandoverKey(ctx, tx, uid, out.KeyID.String, now); err != nil {
+				return err
+			}
 			return s.recordAudit(ctx, tx)
 		}
 		err := tx.NewRaw(confirm, millis(now), millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
@@ -303,6 +320,9 @@ func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, n
 			return err
 		}
 		if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+			return err
+		}
+		if err := s.confirmHandoverKey(ctx, tx, uid, out.KeyID.String, now); err != nil {
 			return err
 		}
 		return s.recordAudit(ctx, tx)

@@ -57,6 +57,9 @@ type Store struct {
 	// revisions holds, per mount, the verified report its softwareRevision
 	// follows (bunstore's revision_counter and revision_key).
 	revisions map[string]revisionMark
+	// handover holds each uid's hand-over keys, oldest first; it outlives
+	// the mount's record.
+	handover map[string][]handoverKey
 }
 
 // revisionMark is the counter and device key of the verified report a
@@ -217,6 +220,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			State: core.StateIdle, OwnerID: c.AccountID, IdleDeadline: ms(c.Deadline), Key: c.Key, CreatedAt: ms(c.Now), UpdatedAt: ms(c.Now),
 			DevicePublicKey: or(f.DevicePublicKey, ""), AssociationStartedAt: ms(c.Now)}
 		s.mounts[c.UID] = m
+		s.keepHandoverKeyLocked(c.UID, c.Key)
 		s.insertClaimCommandLocked(c.Command)
 		s.appendLocked(e, *m)
 		s.auditLocked(ctx)
@@ -261,6 +265,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 	}
 	m.OwnerID, m.ExpiredOwnerID, m.Key, m.UpdatedAt = c.AccountID, "", c.Key, ms(c.Now)
 	s.unlinkLocked(c.UID, c.AccountID)
+	s.keepHandoverKeyLocked(c.UID, c.Key)
 	s.insertClaimCommandLocked(c.Command)
 	s.appendLocked(e, *m)
 	s.leaveRolloutsLocked(e, c.UID, c.AccountID, c.Now)
@@ -301,6 +306,7 @@ func (s *Store) ConfirmAssociation(ctx context.Context, uid, accountID string, n
 		return *m, false, nil
 	}
 	m.State, m.AssociatedAt, m.IdleDeadline, m.UpdatedAt = core.StateAssociated, ms(now), time.Time{}, ms(now)
+	s.confirmHandoverKeyLocked(uid, m.Key.ID)
 	s.appendLocked(e, *m)
 	s.auditLocked(ctx)
 	return *m, true, nil

@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"EventLog", eventLog},
 		{"ClaimCommand", claimCommand},
 		{"ClaimLapsed", claimLapsed},
+		{"HandoverKeys", handoverKeys},
 		{"EventRetention", eventRetention},
 		{"EventAccountHorizons", eventAccountHorizons},
 		{"Webhooks", webhooks},

@@ -73,6 +73,10 @@ func errorKind(err error) string {
 	if errors.As(err, &ce) {
 		return strings.TrimSpace(fmt.Sprintf("%d %s", ce.Status, ce.Code))
 	}
+	var refused *associateRefused
+	if errors.As(err, &refused) {
+		return "refused " + refused.reason
+	}
 	if strings.Contains(err.Error(), "identity provider") {
 		return "token"
 	}

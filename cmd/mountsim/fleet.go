@@ -36,7 +36,7 @@ type Config struct {
 	API, ClientID, ClientSecret               string
 	ProjectID, IDPName                        string
 	ReportInterval                            time.Duration
-	Associate                                 bool
+	Associate, ResetOwners                    bool // ResetOwners: every mount's physical reset first
 	ReturnAfter                               time.Duration
 	Concurrency                               int
 	Duration                                  time.Duration
@@ -296,6 +296,13 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	}
 	log.Info("fleet up", "mounts", cfg.Mounts, "legacy", cfg.Legacy, "first", f.units[0].m.UID(), "last", f.units[len(f.units)-1].m.UID(), "air", airAddr)
 
+	if cfg.ResetOwners {
+		for _, u := range f.units {
+			if err := u.m.ResetOwner(); err != nil {
+				return fmt.Errorf("reset %s: %w", u.m.UID(), err)
+			}
+		}
+	}
 	if cfg.Associate {
 		f.associateAll(ctx)
 	}
@@ -514,6 +521,12 @@ func (f *fleet) fail(uid, what string, err error) {
 	f.log.Log(context.Background(), lv, what+" failed", "uid", uid, "err", err)
 }
 
+// associateRefused is a mount's refusal of its ASSOCIATE_OWNER (a mount
+// that holds another server's owner key: "bad handover").
+type associateRefused struct{ reason string }
+
+func (e *associateRefused) Error() string { return "the mount refused ASSOCIATE_OWNER: " + e.reason }
+
 // associateAll associates and confirms every mount with an owner token,
 // giving each mount its ASSOCIATE_OWNER straight away (no phone needed).
 func (f *fleet) associateAll(ctx context.Context) {
@@ -567,7 +580,7 @@ func (f *fleet) associate(ctx context.Context, m *simmount.Mount) error {
 		}
 		res := m.Handle(raw)
 		if !res.Accepted {
-			return fmt.Errorf("the mount refused ASSOCIATE_OWNER: %s", res.Reason)
+			return &associateRefused{reason: res.Reason}
 		}
 		receipts = append(receipts, receiptOf(res)...)
 		delivered = true

@@ -69,6 +69,7 @@ func newCommand(stdout, stderr io.Writer, ready chan<- string) *cli.Command {
 			str("firmware-revision", "MOUNTSIM_FIRMWARE_REVISION", "1.0.0", "firmware revision of the mounts", &cfg.FirmwareRevision),
 			str("software-revision", "MOUNTSIM_SOFTWARE_REVISION", "1.0.0", "software revision of the mounts", &cfg.SoftwareRevision),
 			num("legacy", "MOUNTSIM_LEGACY", 0, "the last N mounts of the fleet run older firmware: no device key, nothing signed", &cfg.Legacy),
+			&cli.BoolFlag{Name: "reset-owners", Usage: "reset every mount first (its physical reset: owner key, account, tags and settings forgotten), so that mounts kept in --state-dir for another server take its ASSOCIATE_OWNER without a hand-over", Sources: cli.EnvVars("MOUNTSIM_RESET_OWNERS"), Destination: &cfg.ResetOwners},
 			str("state-dir", "MOUNTSIM_STATE_DIR", "", "directory keeping each mount's state (device key, counter, owner, replay memory) as <uid>.json across runs; empty: memory only, new device keys every run", &cfg.StateDir),
 			&cli.BoolFlag{Name: "forge", Usage: "after each report of a mount with a device key, a forging phone reports altered states for it (they must be refused); counted in the summary", Sources: cli.EnvVars("MOUNTSIM_FORGE"), Destination: &cfg.Forge},
 			num("phones", "MOUNTSIM_PHONES", 0, "phones passing mounts at random: at each pass the phone connects and runs the mount's pending commands (jobs) with the SDK's Sync, uploading the receipts; needs credentials", &cfg.Phones),

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/device/sim"
+	"github.com/mountd/mountd/device/simmount"
 	"github.com/mountd/mountd/protocol"
 )
 
@@ -681,7 +682,7 @@ func TestStateDir(t *testing.T) {
 		for range api.reports {
 		}
 	}()
-	runOnce := func(extra ...string) Summary {
+	run := func(extra ...string) (Summary, string) {
 		t.Helper()
 		var out, errs bytes.Buffer
 		args := append([]string{"mountsim", "--mounts", "2", "--prefix", "P", "--air", "", "--api", srv.URL,
@@ -694,8 +695,13 @@ func TestStateDir(t *testing.T) {
 		if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
 			t.Fatal(err)
 		}
+		return sum, errs.String()
+	}
+	runOnce := func(extra ...string) Summary {
+		t.Helper()
+		sum, errs := run(extra...)
 		if sum.Errors != 0 || sum.Associated != 2 || sum.SignedReports == 0 || sum.SignedReports != sum.Reports {
-			t.Fatalf("summary %+v\n%s", sum, errs.String())
+			t.Fatalf("summary %+v\n%s", sum, errs)
 		}
 		return sum
 	}
@@ -706,13 +712,20 @@ func TestStateDir(t *testing.T) {
 	api.mu.Unlock()
 	second := runOnce() // no association: the mounts remember their owner
 	api.mu.Lock()
-	defer api.mu.Unlock()
-	if !maps.Equal(keys, api.devices) || len(api.counters["P-0001"]) <= first || second.CommandsAccepted != 0 {
-		t.Fatalf("keys %v then %v; %d then %d counters", keys, api.devices, first, len(api.counters["P-0001"]))
+	devices, counters := maps.Clone(api.devices), len(api.counters["P-0001"])
+	api.mu.Unlock()
+	if !maps.Equal(keys, devices) || counters <= first || second.CommandsAccepted != 0 {
+		t.Fatalf("keys %v then %v; %d then %d counters", keys, devices, first, counters)
 	}
 	if files, _ := os.ReadDir(dir); len(files) != 2 {
 		t.Fatalf("state files %v", files)
 	}
+	// The fake API signs no hand-over (as a server without the mounts' keys):
+	// mounts that hold an owner key refuse its ASSOCIATE_OWNER, until reset.
+	if sum, errs := run("--associate"); sum.Errors != 2 || sum.ErrorsByKind["associate refused "+simmount.ReasonBadHandover] != 2 {
+		t.Fatalf("associated without a hand-over: %+v\n%s", sum, errs)
+	}
+	runOnce("--associate", "--reset-owners")
 }
 
 // Phones passing the mounts run the jobs waiting there: every mount

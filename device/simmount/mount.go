@@ -28,6 +28,7 @@ const (
 	ReasonBadFrame      = "bad frame"
 	ReasonNoOwner       = "no owner key"
 	ReasonBadSignature  = "bad signature"
+	ReasonBadHandover   = "bad handover" // ASSOCIATE_OWNER to a mount holding an owner key, no hand-over by it
 	ReasonWrongMount    = "wrong mount"
 	ReasonCodeMismatch  = "code mismatch"
 	ReasonStale         = "stale command"
@@ -471,6 +472,22 @@ func (m *Mount) tagListLocked() []string {
 	return tags
 }
 
+// ResetOwner is the physical reset (a button inside the housing on real
+// hardware): the mount forgets its owner key, account, NFC tags and
+// settings, and takes the next ASSOCIATE_OWNER without a hand-over. Its
+// device key, counter and replay memory stay.
+func (m *Mount) ResetOwner() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	before := m.persistedLocked().clone()
+	m.owner, m.accountID, m.tags, m.settings = nil, "", map[string]bool{}, Settings{}
+	if err := m.saveLocked(m.reserved); err != nil {
+		_ = m.applyLocked(before)
+		return err
+	}
+	return nil
+}
+
 // ReturnHelmet is a rider putting the helmet back: it is mounted and
 // locked again, and connected centrals are told.
 func (m *Mount) ReturnHelmet() {
@@ -628,7 +645,16 @@ func (m *Mount) signReceiptLocked(res *protocol.BLEMessage, now time.Time) {
 // passed the signature check (its result is a receipt).
 func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now time.Time, from *peer) (reason string, verified, lockChanged, notify bool) {
 	if protocol.CommandCode(cmd.Code) == protocol.CmdAssociateOwner {
-		// Unsigned by design: it brings the key everything else is checked with.
+		// Unsigned by design: it brings the key everything else is checked
+		// with. A mount that holds an owner key takes a new one only from
+		// its owner: the hand-over, signed by the key it holds (CONTRACT §6
+		// hand-over); anyone else's is refused unsigned, as a bad signature.
+		if m.owner != nil {
+			handover, _ := cmd.Data["handover"].(string)
+			if !protocol.VerifyHandover(m.owner, cmd.Payload, handover) {
+				return ReasonBadHandover, false, false, false
+			}
+		}
 		switch {
 		case p.MountUID != m.cfg.UID:
 			return ReasonWrongMount, true, false, false

@@ -75,13 +75,22 @@ func (s spec) build() []byte {
 	return raw
 }
 
-func associate(uid string, pub ed25519.PublicKey, account string, at time.Time) []byte {
+// associate is an ASSOCIATE_OWNER bringing pub, its data.handover signed
+// by the keys by (none: null), joined by '+'.
+func associate(uid string, pub ed25519.PublicKey, account string, at time.Time, by ...ed25519.PrivateKey) []byte {
 	key := hex.EncodeToString(pub)
 	params := map[string]string{"accountId": account, "publicKey": key}
 	cmd := protocol.BLECommand{
 		Code: string(protocol.CmdAssociateOwner), GeneratedAt: protocol.FormatTime(at),
-		Data:    map[string]any{"accountId": account, "publicKey": key, "expiresAt": protocol.FormatTime(at.Add(5 * time.Minute))},
+		Data:    map[string]any{"accountId": account, "publicKey": key, "expiresAt": protocol.FormatTime(at.Add(5 * time.Minute)), "handover": nil},
 		Payload: protocol.BuildPayload(at, string(protocol.CmdAssociateOwner), uid, params, protocol.NewNonce()),
+	}
+	if len(by) > 0 {
+		sigs := make([]string, len(by))
+		for i, k := range by {
+			sigs[i] = protocol.Sign(k, cmd.Payload)
+		}
+		cmd.Data["handover"] = protocol.JoinHandover(sigs)
 	}
 	raw, _ := json.Marshal(cmd)
 	return raw
@@ -184,7 +193,7 @@ func TestCommands(t *testing.T) {
 			f.pub, f.priv = newKey(t)
 			s := f.signed(protocol.CmdReleaseHelmet, nil)
 			s.key = old
-			return [][]byte{associate("M1", f.pub, "acc-1", f.clock.Now()), f.signed(protocol.CmdSetRFIDMode, map[string]string{"rfidMode": "LEARN"}).build(), s.build()}
+			return [][]byte{associate("M1", f.pub, "acc-1", f.clock.Now(), old), f.signed(protocol.CmdSetRFIDMode, map[string]string{"rfidMode": "LEARN"}).build(), s.build()}
 		}, simmount.ReasonBadSignature, func(t *testing.T, s simmount.Status) {
 			if s.Settings.RFIDMode != "LEARN" {
 				t.Fatalf("the new key's command did not apply: %+v", s.Settings)
@@ -258,7 +267,7 @@ func TestCommands(t *testing.T) {
 		{"another account's association drops the tags", true, func(f *fixture) [][]byte {
 			return [][]byte{
 				f.signed(protocol.CmdAddNfcTag, map[string]string{"tagUid": "04A2B3C4"}).build(),
-				associate("M1", f.pub, "acc-2", f.clock.Now()),
+				associate("M1", f.pub, "acc-2", f.clock.Now(), f.priv),
 			}
 		}, "", func(t *testing.T, s simmount.Status) {
 			if len(s.Settings.Tags) != 0 || s.AccountID != "acc-2" {
@@ -440,7 +449,7 @@ func TestOverTheAir(t *testing.T) {
 					}
 				}
 			}
-			send(associate("SIM-0001", pub, "acc-1", time.Now()))
+			send(associate("SIM-0001", pub, "acc-1", time.Now(), priv)) // the second run's hand-over
 			if res := next(); res.Type != "result" || !res.Accepted || res.Code != "ASSOCIATE_OWNER" {
 				t.Fatalf("association: %+v", res)
 			}
@@ -487,4 +496,98 @@ func messages(link sdk.BLELink) <-chan protocol.BLEMessage {
 		}
 	}()
 	return out
+}
+
+// TestHandover: a mount that holds an owner key takes a new one only with
+// a data.handover its key verifies (CONTRACT §6 hand-over); a refusal is
+// unsigned and leaves the owner as it was. A physical reset makes it take
+// any ASSOCIATE_OWNER again.
+func TestHandover(t *testing.T) {
+	newPub, newPriv := newKey(t)
+	_, stranger := newKey(t)
+	_, lapsed := newKey(t)
+	tests := []struct {
+		name   string
+		raw    func(f *fixture) []byte
+		reason string
+	}{
+		{"unsigned", func(f *fixture) []byte { return associate("M1", newPub, "acc-2", f.clock.Now()) }, simmount.ReasonBadHandover},
+		{"signed by a stranger's key", func(f *fixture) []byte {
+			return associate("M1", newPub, "acc-2", f.clock.Now(), stranger)
+		}, simmount.ReasonBadHandover},
+		{"signed by the new key itself", func(f *fixture) []byte {
+			return associate("M1", newPub, "acc-2", f.clock.Now(), newPriv)
+		}, simmount.ReasonBadHandover},
+		{"the owner's signature of another payload", func(f *fixture) []byte {
+			raw := associate("M1", newPub, "acc-2", f.clock.Now(), f.priv)
+			other := associate("M1", newPub, "acc-2", f.clock.Now())
+			var a, b protocol.BLECommand
+			_ = json.Unmarshal(raw, &a)
+			_ = json.Unmarshal(other, &b)
+			b.Data["handover"] = a.Data["handover"]
+			out, _ := json.Marshal(b)
+			return out
+		}, simmount.ReasonBadHandover},
+		{"handover not a string", func(f *fixture) []byte {
+			raw := associate("M1", newPub, "acc-2", f.clock.Now())
+			return []byte(strings.Replace(string(raw), `"handover":null`, `"handover":["`+protocol.Sign(f.priv, "x")+`"]`, 1))
+		}, simmount.ReasonBadHandover},
+		{"signed by the owner's key", func(f *fixture) []byte {
+			return associate("M1", newPub, "acc-2", f.clock.Now(), f.priv)
+		}, ""},
+		{"owner's signature first of two", func(f *fixture) []byte {
+			return associate("M1", newPub, "acc-2", f.clock.Now(), f.priv, lapsed)
+		}, ""},
+		{"owner's signature after a lapsed key's", func(f *fixture) []byte {
+			return associate("M1", newPub, "acc-2", f.clock.Now(), lapsed, stranger, f.priv)
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, true)
+			res := f.m.Handle(tt.raw(f))
+			if res.Accepted != (tt.reason == "") || res.Reason != tt.reason {
+				t.Fatalf("accepted=%v reason=%q, want %q", res.Accepted, res.Reason, tt.reason)
+			}
+			s := f.m.Status()
+			if tt.reason != "" {
+				if res.Signature != "" || res.Outcome != "" || res.Counter != nil {
+					t.Fatalf("a refused hand-over got a receipt: %+v", res)
+				}
+				if !s.OwnerKey.Equal(f.pub) || s.AccountID != "acc-1" {
+					t.Fatalf("the refusal changed the owner: %+v", s)
+				}
+				// The owner's commands still run.
+				if res := f.m.Handle(f.signed(protocol.CmdReleaseHelmet, nil).build()); !res.Accepted {
+					t.Fatalf("the owner's command after the refusal: %+v", res)
+				}
+				return
+			}
+			if res.Signature == "" || res.Outcome != protocol.OutcomeExecuted {
+				t.Fatalf("an accepted hand-over is a receipt: %+v", res)
+			}
+			if !s.OwnerKey.Equal(newPub) || s.AccountID != "acc-2" {
+				t.Fatalf("the hand-over did not replace the owner: %+v", s)
+			}
+			if res := f.m.Handle(f.signed(protocol.CmdReleaseHelmet, nil).build()); res.Reason != simmount.ReasonBadSignature {
+				t.Fatalf("the former owner's command after the hand-over: %+v", res)
+			}
+		})
+	}
+
+	t.Run("after a physical reset", func(t *testing.T) {
+		f := newFixture(t, true)
+		if err := f.m.ResetOwner(); err != nil {
+			t.Fatal(err)
+		}
+		if s := f.m.Status(); s.OwnerKey != nil || s.AccountID != "" {
+			t.Fatalf("after the reset: %+v", s)
+		}
+		if res := f.m.Handle(associate("M1", newPub, "acc-2", f.clock.Now())); !res.Accepted {
+			t.Fatalf("unsigned ASSOCIATE_OWNER after the reset: %+v", res)
+		}
+		if res := f.m.Handle(associate("M1", f.pub, "acc-3", f.clock.Now())); res.Reason != simmount.ReasonBadHandover {
+			t.Fatalf("unsigned ASSOCIATE_OWNER to the new owner: %+v", res)
+		}
+	})
 }
