@@ -154,6 +154,13 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			gqlErr.Extensions = map[string]any{"code": "BAD_REQUEST"}
 			return gqlErr
 		}
+		if deadline := core.DeadlineError(ctx); deadline != nil {
+			// The request's own deadline ended the field's work.
+			logger.WarnContext(ctx, "GraphQL request deadline exceeded", "err", err)
+			gqlErr.Message = core.ErrRequestDeadline.Message
+			gqlErr.Extensions = map[string]any{"code": string(core.CodeUnavailable), "retryAfter": int(core.UnavailableRetry / time.Second)}
+			return gqlErr
+		}
 		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			// The operation ended before the field did (its client left,
 			// its answer grew too large): nobody reads this, and it is no

@@ -75,7 +75,9 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 	var s *Store
 	switch {
 	case strings.HasPrefix(databaseURL, "postgres://"), strings.HasPrefix(databaseURL, "postgresql://"):
-		sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(databaseURL)))
+		// Statements are cancelled on the server when their context ends
+		// (pgcancel.go): a request's deadline stops the database's work too.
+		sqldb := sql.OpenDB(newCancelConnector(pgdriver.NewConnector(pgdriver.WithDSN(databaseURL))))
 		sqldb.SetMaxOpenConns(32)
 		sqldb.SetMaxIdleConns(32)
 		s = &Store{db: bun.NewDB(sqldb, pgdialect.New()), postgres: true}

@@ -54,6 +54,9 @@ type Config struct {
 	TokenTTL       time.Duration
 	DownloadTTL    time.Duration
 	BodyTimeout    time.Duration
+	// RequestTimeout is MOUNTD_REQUEST_TIMEOUT: how long a request may
+	// work before it answers 503 and its statement is cancelled (0: 10s).
+	RequestTimeout time.Duration
 	EventRetention time.Duration
 	// WebhookRetryDelays is MOUNTD_WEBHOOK_RETRY_DELAYS as given.
 	WebhookRetryDelays  string

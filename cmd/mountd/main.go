@@ -293,6 +293,7 @@ func configFlags(cfg *Config) []cli.Flag {
 		str("webhook-retry-delays", "MOUNTD_WEBHOOK_RETRY_DELAYS", "", "waits before each webhook retry, comma-separated (default 5s,30s,2m,10m,30m,1h,2h,4h,8h)", &cfg.WebhookRetryDelays),
 		&cli.BoolFlag{Name: "webhook-allow-private", Usage: "let webhooks reach loopback, private and link-local addresses",
 			Sources: cli.EnvVars("MOUNTD_WEBHOOK_ALLOW_PRIVATE"), Destination: &cfg.WebhookAllowPrivate},
+		dur("request-timeout", "MOUNTD_REQUEST_TIMEOUT", core.DefaultRequestTimeout, "how long a request may work before it answers 503 UNAVAILABLE and its database statement is cancelled (exports, WebSockets and firmware files excepted; long polls get their wait on top)", &cfg.RequestTimeout),
 		dur("body-timeout", "MOUNTD_BODY_TIMEOUT", httpserver.DefaultBodyTimeout, "how long a request body may take to arrive", &cfg.BodyTimeout),
 		str("blob-url", "MOUNTD_BLOB_URL", "", "s3://bucket?endpoint=... for S3-compatible firmware storage; empty: the data dir", &cfg.BlobURL),
 		str("log-level", "MOUNTD_LOG_LEVEL", "info", "debug, info, warn or error", &cfg.LogLevel),

@@ -96,6 +96,7 @@ var firmwareSet = wire.NewSet(
 	provideBlobOpener,
 	provideDownloadTTL,
 	provideBodyTimeout,
+	provideRequestTimeout,
 	core.NewFirmwareService,
 )
 
@@ -343,6 +344,10 @@ func provideRetention(cfg Config, store *bunstore.Store, logger *slog.Logger) *c
 }
 
 func provideDownloadTTL(cfg Config) core.DownloadTTL { return core.DownloadTTL(cfg.DownloadTTL) }
+
+func provideRequestTimeout(cfg Config) httpserver.RequestTimeout {
+	return httpserver.RequestTimeout(cfg.RequestTimeout)
+}
 
 func provideBodyTimeout(cfg Config) httpserver.BodyTimeout {
 	return httpserver.BodyTimeout(cfg.BodyTimeout)

@@ -186,6 +186,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	metrics := httpobs.NewMetrics()
 	v2 := provideCollectors(store, stats, fleet, eventFeed, alarmService, logger)
 	bodyTimeout := provideBodyTimeout(cfg)
+	requestTimeout := provideRequestTimeout(cfg)
 	httpserverDeps := httpserver.Deps{
 		Logger:           logger,
 		API:              server,
@@ -196,6 +197,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Metrics:          metrics,
 		Collectors:       v2,
 		BodyTimeout:      bodyTimeout,
+		RequestTimeout:   requestTimeout,
 	}
 	httpserverServer := httpserver.New(httpserverDeps)
 	retention := provideRetention(cfg, store, logger)
