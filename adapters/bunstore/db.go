@@ -96,10 +96,9 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 		// on the busy timeout instead of failing mid-transaction.
 		dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
 			"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-		sqldb, err := sql.Open(sqliteshim.ShimName, dsn)
-		if err != nil {
-			return nil, nil, fmt.Errorf("open sqlite: %w", err)
-		}
+		// Queries are interrupted when their context ends, also while
+		// their rows are read (sqliteinterrupt.go).
+		sqldb := sql.OpenDB(&interruptConnector{drv: sqliteshim.Driver(), dsn: dsn})
 		sqldb.SetMaxOpenConns(8)
 		s = &Store{db: bun.NewDB(sqldb, sqlitedialect.New()), writer: make(chan struct{}, 1)}
 	default:
