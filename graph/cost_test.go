@@ -160,7 +160,7 @@ func TestCostModel(t *testing.T) {
 		{"10 pages of 1,000 events' ids (the states are read whether asked or not)", aliased(10, `events(limit: 1000) { events { id } }`), false},
 		{"20 pages of 100 mounts' tags", aliased(20, `mounts(pageSize: 100) { mounts { nfcTags { uid name mountUids } } }`), false},
 		{"100 aliases of a page of one mount under a filter of 50 comparisons", aliased(100, `mounts(pageSize: 1, filter: {expression: `+strconvQuote(fiftyComparisons)+`}) { mounts { uid } }`), false},
-		{"a page of mounts under a filter of 50 comparisons", `{ mounts(pageSize: 100, filter: {expression: `+strconvQuote(fiftyComparisons)+`}) { mounts { `+mount+` } } }`, true},
+		{"a page of mounts under a filter of 50 comparisons", `{ mounts(pageSize: 100, filter: {expression: ` + strconvQuote(fiftyComparisons) + `}) { mounts { ` + mount + ` } } }`, true},
 		{"a page of 100 of a rollout's mounts with the rollout", `{ rollout(id: "R") { id modelNumber softwareRevision filter phases failureThreshold minSample healthWindow requireIdle state pausedReason openPhase targets
 			counts { pending eligible installing healthy failed } createdAt endedAt }
 			rolloutMounts(id: "R", pageSize: 100) { mounts { uid state phase commandId installingSince reason } pagination { currentPage totalPages totalItems } } }`, true},

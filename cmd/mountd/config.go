@@ -50,10 +50,10 @@ type Config struct {
 	ReceiptGrace time.Duration
 	// OfflineAfter is MOUNTD_OFFLINE_AFTER: how long after lastSeenAt a
 	// mount turns OFFLINE (0: 15m; at most 168h).
-	OfflineAfter   time.Duration
-	TokenTTL       time.Duration
-	DownloadTTL    time.Duration
-	BodyTimeout    time.Duration
+	OfflineAfter time.Duration
+	TokenTTL     time.Duration
+	DownloadTTL  time.Duration
+	BodyTimeout  time.Duration
 	// RequestTimeout is MOUNTD_REQUEST_TIMEOUT: how long a request may
 	// work before it answers 503 and its statement is cancelled (0: 10s).
 	RequestTimeout time.Duration

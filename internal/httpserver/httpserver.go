@@ -61,7 +61,7 @@ type Deps struct {
 	Console ConsoleHandler
 	Metrics *httpobs.Metrics
 	// Collectors are further metrics to serve (database, cache).
-	Collectors  []prometheus.Collector
+	Collectors     []prometheus.Collector
 	BodyTimeout    BodyTimeout
 	RequestTimeout RequestTimeout
 }
