@@ -196,6 +196,9 @@ func (s *Store) columns(typ reflect.Type, alias string) string {
 	return strings.Join(names, ", ")
 }
 
+// PoolSize is the most connections the store opens at once.
+func (s *Store) PoolSize() int { return s.db.DB.Stats().MaxOpenConnections }
+
 // DB exposes the bun handle to tests and benchmarks in this module.
 func (s *Store) DB() *bun.DB { return s.db }
 
