@@ -35,6 +35,10 @@ func WithRequestDeadline(next http.Handler, timeout time.Duration) http.Handler 
 		}
 		ctx, cancel := core.WithRequestDeadline(r.Context(), d)
 		defer cancel()
-		next.ServeHTTP(w, r.WithContext(ctx))
+		inner := r.WithContext(ctx)
+		next.ServeHTTP(w, inner)
+		// The mux below names the route on the request it was given; the
+		// access log and metrics above read it from theirs.
+		r.Pattern = inner.Pattern
 	})
 }
