@@ -63,7 +63,7 @@ type Config struct {
 	// that reads nothing before it cuts it (0: 30s).
 	MaxExports         int
 	ExportWriteTimeout time.Duration
-	EventRetention time.Duration
+	EventRetention     time.Duration
 	// WebhookRetryDelays is MOUNTD_WEBHOOK_RETRY_DELAYS as given.
 	WebhookRetryDelays  string
 	WebhookAllowPrivate bool
