@@ -31,7 +31,7 @@ func fiftyComparisons() string {
 }
 
 // TestRequestDeadline: a request whose work outlasts MOUNTD_REQUEST_TIMEOUT
-// answers 503 UNAVAILABLE with Retry-After, not a
+// answers 503 UNAVAILABLE with Retry-After (GraphQL: UNAVAILABLE), not a
 // 500 or a silent 499, on both backends. A second replica on the same
 // database, with a deadline too short for any statement, serves the
 // requests of tokens the first issued. (That the statement itself stops in
@@ -52,6 +52,11 @@ func TestRequestDeadline(t *testing.T) {
 			wantProblem(t, res, raw, http.StatusServiceUnavailable, "UNAVAILABLE")
 			if res.Header.Get("Retry-After") == "" {
 				t.Fatal("503 without Retry-After")
+			}
+			r := b.gql(t, `query($f: String!) { mounts(pageSize: 1, filter: {expression: $f}) { mounts { uid } } }`,
+				map[string]any{"f": fiftyComparisons()})
+			if r.code() != "UNAVAILABLE" {
+				t.Fatalf("GraphQL past its deadline: %+v %s", r.Errors, r.Data)
 			}
 			// The first replica, with the default deadline, answers.
 			if res, raw := a.call(http.MethodGet, "/api/v1/mounts?filter="+filter, nil); res.StatusCode != http.StatusOK {
