@@ -120,3 +120,53 @@ func TestDatabaseConnectionLimit(t *testing.T) {
 		t.Fatalf("after the limit is lifted: %d %s", res.StatusCode, raw)
 	}
 }
+
+// TestExpensiveFilterStopsInPostgres: issue 37's filter of ~50 comparisons
+// over 100,000 mounts ran on in PostgreSQL for minutes after mountd had
+// answered. With a request deadline of 300 ms the request answers 503
+// UNAVAILABLE with Retry-After, and within a second of the answer no
+// backend still computes it.
+func TestExpensiveFilterStopsInPostgres(t *testing.T) {
+	cfg := testConfig(t.TempDir(), testenv.PostgresURL(t))
+	cfg.RequestTimeout = 300 * time.Millisecond
+	in := start(t, cfg)
+	a := newFleet(in, "A")
+	a.associate(t, "SEED0", nil)
+	db := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(cfg.DatabaseURL), pgdriver.WithReadTimeout(time.Minute)))
+	defer db.Close()
+	ctx := context.Background()
+	// 100,000 copies of the associated mount, each with a battery level and
+	// a CPU temperature.
+	if _, err := db.ExecContext(ctx, `INSERT INTO mounts SELECT (jsonb_populate_record(m, jsonb_build_object('uid', 'SEED' || i, 'key_id', 'seed-key-' || i))).*
+		FROM mounts AS m, generate_series(1, 100000) AS i WHERE m.uid = 'SEED0'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO mount_latest_states (mount_uid, account_id, code, occurred_at, value, verified)
+		SELECT 'SEED' || i, $1, code, 0, CAST(i % 101 AS TEXT), false
+		FROM generate_series(1, 100000) AS i, (VALUES ('BATTERY_LEVEL'), ('CPU_TEMPERATURE')) AS c(code)`, a.creds.AccountID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	res, raw := a.call(http.MethodGet, "/api/v1/mounts?pageSize=1&filter="+url.QueryEscape(fiftyComparisons()), nil)
+	answered := time.Now()
+	wantProblem(t, res, raw, http.StatusServiceUnavailable, "UNAVAILABLE")
+	if res.Header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+	for {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE state = 'active'
+			AND query LIKE '%mount_latest_states%' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Since(answered) > time.Second {
+			t.Fatalf("%d backend(s) still compute the filter %v after the answer", n, time.Since(answered))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
