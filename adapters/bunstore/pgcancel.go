@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql/driver"
 	"encoding/binary"
+	"errors"
+	"io"
 	"net"
 	"reflect"
 	"sync/atomic"
@@ -105,17 +107,38 @@ type cancelConn struct {
 	cancelled   atomic.Bool
 }
 
-// watch sends a cancel request when ctx ends before the returned stop is
-// called.
-func (cn *cancelConn) watch(ctx context.Context) (stop func()) {
-	if !cn.cancellable || ctx.Done() == nil {
-		return func() {}
+// watch sends a cancel request when ctx ends while the statement runs.
+// The returned finish, called with the statement's result, sends one too
+// when the statement failed on its context or on a read timeout: pgdriver's
+// socket deadline (the context's deadline) may fire a moment before the
+// context's own timer, and the socket is then closed with the backend
+// still at work.
+func (cn *cancelConn) watch(ctx context.Context) (finish func(error)) {
+	if !cn.cancellable {
+		return func(error) {}
 	}
-	unwatch := context.AfterFunc(ctx, func() {
-		cn.cancelled.Store(true)
+	unwatch := func() bool { return true }
+	if ctx.Done() != nil {
+		unwatch = context.AfterFunc(ctx, cn.cancel)
+	}
+	return func(err error) {
+		if unwatch() && err != nil && (ctx.Err() != nil || isTimeout(err)) {
+			go cn.cancel()
+		}
+	}
+}
+
+// cancel asks PostgreSQL once to stop what the connection runs, and keeps
+// the connection from being used again.
+func (cn *cancelConn) cancel() {
+	if cn.cancelled.CompareAndSwap(false, true) {
 		cn.connector.sendCancel(cn.pid, cn.key)
-	})
-	return func() { unwatch() }
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (cn *cancelConn) Prepare(query string) (driver.Stmt, error) {
@@ -123,8 +146,9 @@ func (cn *cancelConn) Prepare(query string) (driver.Stmt, error) {
 }
 
 func (cn *cancelConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	defer cn.watch(ctx)()
+	finish := cn.watch(ctx)
 	st, err := cn.inner.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+	finish(err)
 	if err != nil {
 		return nil, err
 	}
@@ -138,29 +162,35 @@ func (cn *cancelConn) Begin() (driver.Tx, error) {
 }
 
 func (cn *cancelConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	defer cn.watch(ctx)()
-	return cn.inner.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	finish := cn.watch(ctx)
+	tx, err := cn.inner.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	finish(err)
+	return tx, err
 }
 
 func (cn *cancelConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	defer cn.watch(ctx)()
-	return cn.inner.(driver.ExecerContext).ExecContext(ctx, query, args)
+	finish := cn.watch(ctx)
+	res, err := cn.inner.(driver.ExecerContext).ExecContext(ctx, query, args)
+	finish(err)
+	return res, err
 }
 
 func (cn *cancelConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	stop := cn.watch(ctx)
+	finish := cn.watch(ctx)
 	rows, err := cn.inner.(driver.QueryerContext).QueryContext(ctx, query, args)
 	if err != nil {
-		stop()
+		finish(err)
 		return nil, err
 	}
 	// Rows are read after QueryContext returns: keep watching until closed.
-	return &cancelRows{Rows: rows, stop: stop}, nil
+	return &cancelRows{Rows: rows, cn: cn, finish: finish}, nil
 }
 
 func (cn *cancelConn) Ping(ctx context.Context) error {
-	defer cn.watch(ctx)()
-	return cn.inner.(driver.Pinger).Ping(ctx)
+	finish := cn.watch(ctx)
+	err := cn.inner.(driver.Pinger).Ping(ctx)
+	finish(err)
+	return err
 }
 
 func (cn *cancelConn) IsValid() bool {
@@ -192,18 +222,20 @@ type cancelStmt struct {
 }
 
 func (st *cancelStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	defer st.cn.watch(ctx)()
-	return st.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	finish := st.cn.watch(ctx)
+	res, err := st.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	finish(err)
+	return res, err
 }
 
 func (st *cancelStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	stop := st.cn.watch(ctx)
+	finish := st.cn.watch(ctx)
 	rows, err := st.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
 	if err != nil {
-		stop()
+		finish(err)
 		return nil, err
 	}
-	return &cancelRows{Rows: rows, stop: stop}, nil
+	return &cancelRows{Rows: rows, cn: st.cn, finish: finish}, nil
 }
 
 var (
@@ -214,11 +246,25 @@ var (
 // cancelRows keeps its statement's watch until the rows are closed.
 type cancelRows struct {
 	driver.Rows
-	stop func()
+	cn       *cancelConn
+	finish   func(error)
+	finished bool
+}
+
+func (r *cancelRows) Next(dest []driver.Value) error {
+	err := r.Rows.Next(dest)
+	if err != nil && err != io.EOF && isTimeout(err) {
+		// The read timed out on the context's deadline: the backend runs on.
+		go r.cn.cancel()
+	}
+	return err
 }
 
 func (r *cancelRows) Close() error {
 	err := r.Rows.Close()
-	r.stop()
+	if !r.finished {
+		r.finished = true
+		r.finish(err)
+	}
 	return err
 }
