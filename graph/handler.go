@@ -99,6 +99,7 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	if telemetry.Enabled() {
 		srv.Use(newOperationTracing())
 	}
+	srv.AroundOperations(deadlineAnswer)
 	srv.SetErrorPresenter(errorPresenter(r.Logger))
 	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
 		r.Logger.ErrorContext(ctx, "panic in resolver", "panic", v)
@@ -152,6 +153,13 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			logger.InfoContext(ctx, "GraphQL request refused", "reason", reason)
 			gqlErr.Message = reason
 			gqlErr.Extensions = map[string]any{"code": "BAD_REQUEST"}
+			return gqlErr
+		}
+		if deadline := core.DeadlineError(ctx); deadline != nil {
+			// The request's own deadline ended the field's work.
+			logger.WarnContext(ctx, "GraphQL request deadline exceeded", "err", err)
+			gqlErr.Message = core.ErrRequestDeadline.Message
+			gqlErr.Extensions = map[string]any{"code": string(core.CodeUnavailable), "retryAfter": int(core.UnavailableRetry / time.Second)}
 			return gqlErr
 		}
 		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
@@ -307,3 +315,19 @@ func (l socketRateLimit) MutateOperationParameters(ctx context.Context, _ *graph
 }
 
 var _ graphql.OperationParameterMutator = socketRateLimit{}
+
+// deadlineAnswer answers an operation whose request deadline
+// (MOUNTD_REQUEST_TIMEOUT) passed before it ran UNAVAILABLE: gqlgen answers
+// an operation whose context has ended with nothing at all.
+func deadlineAnswer(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	handler := next(ctx)
+	return func(ctx context.Context) *graphql.Response {
+		resp := handler(ctx)
+		if resp == nil && core.DeadlineError(ctx) != nil {
+			err := gqlerror.Errorf("%s", core.ErrRequestDeadline.Message)
+			err.Extensions = map[string]any{"code": string(core.CodeUnavailable), "retryAfter": int(core.UnavailableRetry / time.Second)}
+			return &graphql.Response{Errors: gqlerror.List{err}}
+		}
+		return resp
+	}
+}

@@ -96,6 +96,9 @@ var firmwareSet = wire.NewSet(
 	provideBlobOpener,
 	provideDownloadTTL,
 	provideBodyTimeout,
+	provideRequestTimeout,
+	provideExportLimit,
+	provideExportWriteTimeout,
 	core.NewFirmwareService,
 )
 
@@ -343,6 +346,28 @@ func provideRetention(cfg Config, store *bunstore.Store, logger *slog.Logger) *c
 }
 
 func provideDownloadTTL(cfg Config) core.DownloadTTL { return core.DownloadTTL(cfg.DownloadTTL) }
+
+// provideExportLimit is MOUNTD_MAX_EXPORTS, by default half the pool, and
+// always below it: the other connections serve everything else.
+func provideExportLimit(cfg Config, store *bunstore.Store) core.ExportLimit {
+	pool := store.PoolSize()
+	n := cfg.MaxExports
+	if n <= 0 {
+		n = pool / 2
+	}
+	if pool > 1 {
+		n = min(n, pool-1)
+	}
+	return core.ExportLimit(max(n, 1))
+}
+
+func provideExportWriteTimeout(cfg Config) rest.ExportWriteTimeout {
+	return rest.ExportWriteTimeout(cfg.ExportWriteTimeout)
+}
+
+func provideRequestTimeout(cfg Config) httpserver.RequestTimeout {
+	return httpserver.RequestTimeout(cfg.RequestTimeout)
+}
 
 func provideBodyTimeout(cfg Config) httpserver.BodyTimeout {
 	return httpserver.BodyTimeout(cfg.BodyTimeout)
