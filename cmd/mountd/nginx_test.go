@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/security"
+	"github.com/chromedp/chromedp"
+
 	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/graph/wsproto/wsprototest"
@@ -166,7 +169,8 @@ http {
 // subscription over a WebSocket through the proxy that sees a report made
 // through the other replica, a browser's WebSocket (with an Origin, as the
 // console opens it) through the proxy and one of a foreign origin refused,
-// the body limit at the proxy, and the plain HTTP redirect.
+// the console in Chromium signed in through the proxy with its socket
+// live, the body limit at the proxy, and the plain HTTP redirect.
 func TestNginxDeployment(t *testing.T) {
 	dbURL := testenv.PostgresURL(t)
 	redisURL, _ := testenv.RedisURL(t)
@@ -295,6 +299,20 @@ func TestNginxDeployment(t *testing.T) {
 			t.Fatalf("a WebSocket from %s through nginx: %v; want HTTP 403", origin, err)
 		}
 	}
+
+	// The console itself through nginx: a person signs in at the proxy's
+	// address and the page's socket goes live, every request to that origin.
+	first.adminInput(t, personPassword+"\n", "users", "create", "--account", c.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
+	b := newBrowserSession(t, testenv.Chromium(t))
+	b.step("trust the test certificate", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, security.SetIgnoreCertificateErrors, security.SetIgnoreCertificateErrorsParams{Ignore: true})
+		return err
+	}))
+	b.signIn(base, "ann")
+	b.step("the fleet", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)))
+	b.waitJS("the fleet lists the mount", `document.querySelector('#fleet tr[data-uid="MNT-NGX"]') !== null`, 10*time.Second)
+	b.waitJS("the console's socket is live through nginx", `document.getElementById('connection').dataset.state === 'live'`, 20*time.Second)
+	b.checkOrigin(base)
 
 	// The proxy refuses a body over 1 MiB before it reaches mountd.
 	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/mounts", strings.NewReader(strings.Repeat("x", 2<<20)))
