@@ -30,7 +30,11 @@ type Options struct {
 	Introspection   bool
 	ComplexityLimit int
 	DepthLimit      int
-	// OriginPatterns are the origins allowed to open a WebSocket from a
+	// PublicURL is the address people reach mountd at (MOUNTD_PUBLIC_URL):
+	// a browser page of its origin may open a WebSocket whatever Host a
+	// proxy passes on.
+	PublicURL string
+	// OriginPatterns are further origins allowed to open a WebSocket from a
 	// browser (github.com/coder/websocket patterns); same-origin is always allowed.
 	OriginPatterns []string
 	KeepAlive      time.Duration
@@ -68,7 +72,7 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	}
 	srv.AddTransport(wsproto.Transport{Share: share, Stats: opts.WebSocketStats, Websocket: transport.Websocket{
 		// Cross-origin browser upgrades are refused unless allowed here.
-		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: acceptOptions(opts.OriginPatterns)},
+		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: acceptOptions(opts.PublicURL, opts.OriginPatterns)},
 		InitFunc:       websocketInit(verifier, newSocketCounter(MaxSocketsPerToken), opts.RateLimit),
 		InitTimeout:    3 * time.Second, // then 4408
 		// graphql-ws (legacy) keep-alive, and graphql-transport-ws pings.

@@ -402,8 +402,9 @@ func provideBlobOpener(localBlobs *local.Store) rest.BlobOpener {
 	return localBlobs
 }
 
-func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier, stats *wsproto.Stats, rateLimit *core.APIRateLimit) httpserver.GraphQLHandler {
+func provideGraphQL(cfg Config, r *graph.Resolver, verifier core.TokenVerifier, stats *wsproto.Stats, rateLimit *core.APIRateLimit) httpserver.GraphQLHandler {
 	opts := graph.DefaultOptions
+	opts.PublicURL = cfg.PublicURL
 	opts.WebSocketStats = stats
 	opts.RateLimit = rateLimit
 	return graph.NewHandler(r, verifier, opts)

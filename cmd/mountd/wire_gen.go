@@ -176,7 +176,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		OfflineAfter:    offlineAfter,
 	}
 	stats := provideWebSocketStats()
-	graphQLHandler := provideGraphQL(resolver, tokenVerifier, stats, apiRateLimit)
+	graphQLHandler := provideGraphQL(cfg, resolver, tokenVerifier, stats, apiRateLimit)
 	graphiQLHandler := provideGraphiQL()
 	mountable := provideMountable(provider)
 	consoleHandler, err := provideConsole(cfg)
