@@ -639,8 +639,26 @@ function eventsView(query) {
 
 // ---------- shell ----------
 
+// The header's menu (under 700 px wide): the toggle opens and closes the
+// navigation and the account; a route or Escape closes it.
+const bar = document.getElementById("bar");
+const menuToggle = document.getElementById("menu-toggle");
+function setMenu(open) {
+  bar.classList.toggle("open", open);
+  menuToggle.setAttribute("aria-expanded", String(open));
+}
+menuToggle.onclick = () => setMenu(!bar.classList.contains("open"));
+bar.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && bar.classList.contains("open")) {
+    setMenu(false);
+    menuToggle.focus();
+  }
+});
+
 function welcome(message) {
   document.getElementById("nav").hidden = true;
+  menuToggle.hidden = true;
+  setMenu(false);
   main.replaceChildren(h("section", { class: "welcome" },
     h("h1", {}, "mountd"),
     h("p", {}, "The Mount Management Service: it associates helmet-lock mounts with operator accounts, collects their states, signs the commands a phone delivers to them over Bluetooth, keeps NFC tags in sync and ships firmware."),
@@ -663,6 +681,7 @@ function route() {
   const hash = location.hash || "#/";
   if (hash === routed) return;
   routed = hash;
+  setMenu(false);
   const i = hash.indexOf("?");
   const path = i < 0 ? hash : hash.slice(0, i);
   const query = new URLSearchParams(i < 0 ? "" : hash.slice(i + 1));
@@ -743,11 +762,13 @@ async function start() {
     return welcome(err.code === "UNAUTHENTICATED" ? "" : err.message);
   }
   document.getElementById("nav").hidden = false;
+  menuToggle.hidden = false;
   for (const a of document.querySelectorAll("#nav [data-owner]")) a.hidden = !isOwner();
   for (const a of document.querySelectorAll("#nav [data-alarms]")) a.hidden = !canReadAlarms();
   document.getElementById("alarm-slot").hidden = !canReadAlarms();
   alarmBadge();
-  document.getElementById("who").textContent = `${session.me.name} · ${session.me.role}`;
+  const who = document.getElementById("who");
+  who.textContent = who.title = `${session.me.name} · ${session.me.role}`;
   const out = document.getElementById("signout");
   out.hidden = false;
   out.onclick = auth.signOut;
