@@ -94,7 +94,7 @@ export function alarmTable(id, { withMount = true, empty = "No alarms." } = {}) 
 
   function ackCell(a) {
     if (a.acknowledgedAt) {
-      const by = !a.acknowledgedBy ? "" : a.acknowledgedBy === session.sub ? " by you" : ` by ${a.acknowledgedBy}`;
+      const by = !a.acknowledgedBy ? "" : a.acknowledgedBy === session.sub ? " by you" : ` by ${a.acknowledgedByName || a.acknowledgedBy}`;
       return h("span", { title: fmtDate(a.acknowledgedAt) }, ago(a.acknowledgedAt), by ? h("span", { class: "muted" }, by) : "");
     }
     if (a.state !== "ACTIVE") return h("span", { class: "muted" }, "—");

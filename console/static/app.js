@@ -602,7 +602,7 @@ function eventsView(query) {
   const row = (ev) => h("tr", { "data-type": ev.type, "data-uid": ev.uid, "data-id": ev.id }, h("td", {}, fmtDate(ev.occurredAt)), h("td", {}, ev.type),
     h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(ev.uid) }, ev.uid)),
     h("td", { class: "wrap" }, ev.command ? `${ev.command.code} ${ev.command.status}${ev.command.reason ? ": " + ev.command.reason : ""}`
-      : ev.alarm ? `${ev.alarm.severity} “${ev.alarm.ruleName}”${ev.type === "ALARM_ACKNOWLEDGED" && ev.alarm.acknowledgedBy ? " by " + ev.alarm.acknowledgedBy : ""}`
+      : ev.alarm ? `${ev.alarm.severity} “${ev.alarm.ruleName}”${ev.type === "ALARM_ACKNOWLEDGED" && ev.alarm.acknowledgedBy ? " by " + (ev.alarm.acknowledgedByName || ev.alarm.acknowledgedBy) : ""}`
         : ev.type === "MOUNT_OFFLINE" ? "not heard from: offline" : ev.type === "MOUNT_ONLINE" ? "heard from again: online"
         : (ev.states || []).map((s) => `${s.code}=${s.value}${s.verified === false ? " (unverified)" : ""}`).join(", ")));
   // The types the filter selects (the mount events; account-level ones,
