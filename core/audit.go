@@ -203,12 +203,16 @@ type AuditQuery struct {
 	// actor id, action and target.
 	Actor, Action, Target string
 	Limit                 int
+	// Tail reads the last Limit settled entries q selects instead of the
+	// first ones (After must be nil), still returned oldest first.
+	Tail bool
 }
 
 // AuditLog reads the log the stores record changes in (AuditFrom).
 type AuditLog interface {
 	// ReadAudit returns, oldest first, up to q.Limit entries after q.After
-	// that are settled: no entry can later appear before them.
+	// that are settled: no entry can later appear before them (with
+	// q.Tail, the last q.Limit settled ones).
 	ReadAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
 }
 
@@ -218,6 +222,8 @@ type AuditRequest struct {
 	// Limit is nil for the default page.
 	Limit                 *int
 	Actor, Action, Target *string
+	// Tail, when not nil, asks for the last Tail entries (TailRule).
+	Tail *int
 }
 
 // AuditPage is a page of the audit log and the cursor to read on from.
@@ -290,6 +296,9 @@ func (s *AuditService) query(r AuditRequest) (AuditQuery, error) {
 			return
 		}
 		*dst = *in
+	}
+	if tail := TailRule(&v, r.Tail, r.After != nil, r.Limit != nil, false); tail > 0 {
+		q.Limit, q.Tail = tail, true
 	}
 	filter("actor", r.Actor, &q.Actor)
 	filter("action", r.Action, &q.Action)

@@ -123,6 +123,25 @@ func TestAuditRules(t *testing.T) {
 		t.Fatalf("after the end %+v, %v", end, err)
 	}
 
+	// tail=N: the last N entries, oldest first, next after the last;
+	// filters apply before the count; reading on after next finds nothing.
+	all := read(f.a, core.AuditRequest{})
+	tail, err := audit.Audit(ctx, f.a, core.AuditRequest{Tail: ptr(2)})
+	if err != nil || len(tail.Entries) != 2 || tail.Entries[0].ID != all[len(all)-2].ID || tail.Entries[1].ID != all[len(all)-1].ID ||
+		tail.Next != all[len(all)-1].ID {
+		t.Fatalf("tail=2: %+v, %v; want the last two of %+v", tail, err, all)
+	}
+	if tail, err = audit.Audit(ctx, f.a, core.AuditRequest{Tail: ptr(1), Action: ptr(string(core.AuditMountConfirm))}); err != nil ||
+		len(tail.Entries) != 1 || tail.Entries[0].Action != core.AuditMountConfirm {
+		t.Fatalf("tail=1 of the confirms: %+v, %v", tail, err)
+	}
+	if tail, err = audit.Audit(ctx, f.a, core.AuditRequest{Tail: ptr(1000)}); err != nil || len(tail.Entries) != len(all) {
+		t.Fatalf("tail=1000: %d entries, %v; want %d", len(tail.Entries), err, len(all))
+	}
+	if tail, err = audit.Audit(ctx, f.b, core.AuditRequest{Tail: ptr(1000)}); err != nil || len(tail.Entries) != 0 {
+		t.Fatalf("b's tail: %+v, %v", tail, err)
+	}
+
 	restricted := f.a
 	restricted.Role = core.RoleRestricted
 	if _, err := audit.Audit(ctx, restricted, core.AuditRequest{}); core.ErrorCode(err) != core.CodeForbidden {
@@ -149,6 +168,10 @@ func TestAuditRequestValidation(t *testing.T) {
 		{"empty actor", core.AuditRequest{Actor: ptr("")}, "actor"},
 		{"long target", core.AuditRequest{Target: ptr(strings.Repeat("x", 201))}, "target"},
 		{"control characters", core.AuditRequest{Target: ptr("mount:\x00")}, "target"},
+		{"tail 0", core.AuditRequest{Tail: ptr(0)}, "tail"},
+		{"tail 1001", core.AuditRequest{Tail: ptr(1001)}, "tail"},
+		{"tail with limit", core.AuditRequest{Tail: ptr(3), Limit: ptr(3)}, "tail"},
+		{"tail with after", core.AuditRequest{Tail: ptr(3), After: ptr((*core.CursorCodec)(auditCodec(1)).Encode(core.Cursor{Seq: 1}))}, "tail"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := audit.Audit(context.Background(), f.a, tt.r)

@@ -124,6 +124,9 @@ type EventQuery struct {
 	MountUIDs []string
 	// Limit bounds the events returned; 0 returns none, only the head.
 	Limit int
+	// Tail reads the last Limit settled events q selects instead of the
+	// first ones (After must be nil), still returned in log order.
+	Tail bool
 }
 
 // Selects reports whether e is one of the events q asks for (After and
@@ -141,9 +144,10 @@ func (q EventQuery) Selects(e Event) bool {
 // exists.
 type EventLog interface {
 	// ReadEvents returns, in log order, up to q.Limit events after q.After
-	// that are settled: no event can later appear before them. next is the
-	// cursor to read on from: the last event's when the page is full,
-	// otherwise the settled head of the whole log (never before q.After).
+	// that are settled: no event can later appear before them (with
+	// q.Tail, the last q.Limit settled ones). next is the cursor to read
+	// on from: the last event's when the page is full, otherwise the
+	// settled head of the whole log (never before q.After).
 	// CURSOR_EXPIRED when q.After lies before the retained log: for a
 	// query of one account, when retention deleted an event of that
 	// account after q.After (so that other accounts' events, and how old
@@ -189,6 +193,26 @@ const MaxEventPage = 1000
 
 // DefaultEventPage is what a read returns without a limit.
 const DefaultEventPage = 100
+
+// TailRule checks tail=N of GET /events and GET /audit (docs/api.md): the
+// last N entries (1 to MaxEventPage) visible to the caller, oldest first,
+// with next after the last of them. It is a read of its own: with after,
+// limit or wait it is refused (field tail). It returns N, or 0 when tail
+// is absent or refused.
+func TailRule(v *Validation, tail *int, after, limit, wait bool) int {
+	if tail == nil {
+		return 0
+	}
+	switch {
+	case *tail < 1 || *tail > MaxEventPage:
+		v.Add("tail", "must be between 1 and 1000")
+	case after || limit || wait:
+		v.Add("tail", "reads the last entries and cannot be combined with after, limit or wait")
+	default:
+		return *tail
+	}
+	return 0
+}
 
 // MaxEventWait bounds a long poll of the feed.
 const MaxEventWait = 30 * time.Second

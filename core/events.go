@@ -27,6 +27,9 @@ type EventsRequest struct {
 	MountUID *string
 	// Wait is how long to wait for an event when none follows After.
 	Wait time.Duration
+	// Tail, when not nil, asks for the last Tail events instead of a page
+	// after After (see TailRule).
+	Tail *int
 }
 
 // EventPage is a page of the feed and the cursor to read on from.
@@ -210,8 +213,12 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 	if r.MountUID != nil && !ValidMountUID(*r.MountUID) {
 		v.Add("mountUid", "is not a mount uid")
 	}
+	tail := TailRule(&v, r.Tail, r.After != nil, r.Limit != nil, r.Wait != 0)
 	if err := v.Err(); err != nil {
 		return EventPage{}, err
+	}
+	if tail > 0 {
+		limit = tail
 	}
 	var named []string
 	if r.MountUID != nil {
@@ -223,7 +230,8 @@ func (s *EventService) Events(ctx context.Context, p Principal, r EventsRequest)
 		}
 		named = []string{*r.MountUID}
 	}
-	q := EventQuery{AccountID: p.AccountID, After: r.After, Types: visibleTypes(p, types), MountUIDs: visibleMounts(p, named), Limit: limit}
+	q := EventQuery{AccountID: p.AccountID, After: r.After, Types: visibleTypes(p, types), MountUIDs: visibleMounts(p, named), Limit: limit,
+		Tail: tail > 0}
 	// next is the position of the last event returned, or after: never
 	// the position the read reached, which moves with every account's
 	// events. Without after and without events, it is where this

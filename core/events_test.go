@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -200,6 +201,54 @@ func TestEventsPaging(t *testing.T) {
 	page, err = events.Events(ctx, f.a, core.EventsRequest{After: &end, Wait: 5 * time.Second})
 	if err != nil || len(page.Events) != 1 || page.Events[0].UID != "P2" {
 		t.Fatalf("wait: %+v, %v", page, err)
+	}
+
+	// tail=N: the last N events the caller may see, oldest first, next
+	// after the last of them; filters apply before the count.
+	all, err := events.Events(ctx, f.a, core.EventsRequest{Limit: ptr(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err = events.Events(ctx, f.a, core.EventsRequest{Tail: ptr(2)})
+	if err != nil || len(page.Events) != 2 || page.Events[0].ID != all.Events[len(all.Events)-2].ID ||
+		page.Events[1].ID != all.Events[len(all.Events)-1].ID || page.Next != page.Events[1].ID {
+		t.Fatalf("tail=2: %+v, %v; want the last two of %d, oldest first", page, err, len(all.Events))
+	}
+	page, err = events.Events(ctx, f.a, core.EventsRequest{Tail: ptr(2), Types: []core.EventType{core.EventStatesReported}, MountUID: &uid})
+	if err != nil || len(page.Events) != 2 || page.Events[0].States[0].Value != "10" || page.Events[1].States[0].Value != "30" {
+		t.Fatalf("tail=2 of P1's reports: %+v, %v", page.Events, err)
+	}
+	if page, err = events.Events(ctx, f.a, core.EventsRequest{Tail: ptr(1000)}); err != nil || len(page.Events) != len(all.Events) {
+		t.Fatalf("tail=1000: %d events, %v; want all %d", len(page.Events), err, len(all.Events))
+	}
+	if page, err = events.Events(ctx, rider, core.EventsRequest{Tail: ptr(1000)}); err != nil || len(page.Events) == 0 {
+		t.Fatalf("a rider's tail: %+v, %v", page, err)
+	}
+	for _, e := range page.Events {
+		if e.UID != "P2" {
+			t.Fatalf("a rider's tail shows %s's event", e.UID)
+		}
+	}
+	bs, err := events.Events(ctx, f.b, core.EventsRequest{Tail: ptr(5)})
+	if err != nil || len(bs.Events) != 0 {
+		t.Fatalf("another account's tail: %+v, %v", bs, err)
+	}
+	first := all.Events[0].ID
+	for _, tc := range []struct {
+		name string
+		r    core.EventsRequest
+	}{
+		{"tail 0", core.EventsRequest{Tail: ptr(0)}},
+		{"tail 1001", core.EventsRequest{Tail: ptr(1001)}},
+		{"tail with after", core.EventsRequest{Tail: ptr(5), After: &first}},
+		{"tail with limit", core.EventsRequest{Tail: ptr(5), Limit: ptr(5)}},
+		{"tail with wait", core.EventsRequest{Tail: ptr(5), Wait: time.Second}},
+	} {
+		_, err := events.Events(ctx, f.a, tc.r)
+		var ce *core.Error
+		if !errors.As(err, &ce) || ce.Code != core.CodeValidation || len(ce.Fields) != 1 || ce.Fields[0].Field != "tail" {
+			t.Errorf("%s: %v, want VALIDATION_FAILED on tail", tc.name, err)
+		}
 	}
 
 	for _, tc := range []struct {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -118,11 +119,14 @@ func (s *Store) ReadAudit(ctx context.Context, q core.AuditQuery) ([]core.AuditE
 			args = append(args, f.value)
 		}
 	}
-	sb.WriteString(` ORDER BY tx, id LIMIT ?`)
+	sb.WriteString(logOrder(q.Tail))
 	args = append(args, q.Limit)
 	var rows []auditRow
 	if err := s.db.NewRaw(sb.String(), args...).Scan(ctx, &rows); err != nil {
 		return nil, err
+	}
+	if q.Tail {
+		slices.Reverse(rows)
 	}
 	out := make([]core.AuditEntry, len(rows))
 	for i, r := range rows {

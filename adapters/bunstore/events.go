@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -409,11 +410,14 @@ func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery, h
 		sb.WriteString(` AND mount_uid IN (?)`)
 		args = append(args, bun.In(q.MountUIDs))
 	}
-	sb.WriteString(` ORDER BY tx, id LIMIT ?`)
+	sb.WriteString(logOrder(q.Tail))
 	args = append(args, q.Limit)
 	var rows []eventRow
 	if err := db.NewRaw(sb.String(), args...).Scan(ctx, &rows); err != nil {
 		return nil, core.Cursor{}, err
+	}
+	if q.Tail {
+		slices.Reverse(rows)
 	}
 	events := make([]core.Event, len(rows))
 	for i, r := range rows {
@@ -431,6 +435,16 @@ func (s *Store) readEvents(ctx context.Context, db bun.IDB, q core.EventQuery, h
 		return events, events[len(events)-1].ID, nil
 	}
 	return events, head, nil
+}
+
+// logOrder ends a read of the event or audit log: the first rows in log
+// order, or with tail the last ones (newest first: the caller reverses
+// them).
+func logOrder(tail bool) string {
+	if tail {
+		return ` ORDER BY tx DESC, id DESC LIMIT ?`
+	}
+	return ` ORDER BY tx, id LIMIT ?`
 }
 
 // AccountHorizon implements core.EventLog.

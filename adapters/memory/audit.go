@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/mountd/mountd/core"
@@ -35,7 +36,14 @@ func (s *Store) ReadAudit(_ context.Context, q core.AuditQuery) ([]core.AuditEnt
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []core.AuditEntry{}
-	for _, e := range s.audit {
+	entries := slices.Values(s.audit)
+	if q.Tail {
+		entries = func(yield func(core.AuditEntry) bool) {
+			for i := len(s.audit) - 1; i >= 0 && yield(s.audit[i]); i-- {
+			}
+		}
+	}
+	for e := range entries {
 		if len(out) == q.Limit {
 			break
 		}
@@ -45,6 +53,9 @@ func (s *Store) ReadAudit(_ context.Context, q core.AuditQuery) ([]core.AuditEnt
 			continue
 		}
 		out = append(out, e)
+	}
+	if q.Tail {
+		slices.Reverse(out)
 	}
 	return out, nil
 }

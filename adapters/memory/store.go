@@ -999,6 +999,16 @@ func (s *Store) ReadEvents(_ context.Context, q core.EventQuery) ([]core.Event, 
 	if q.Limit <= 0 {
 		return out, head, nil
 	}
+	if q.Tail {
+		for i := len(s.events) - 1; i >= 0 && len(out) < q.Limit; i-- {
+			if e := s.events[i]; q.Selects(e) {
+				e.States = slices.Clone(e.States)
+				out = append(out, e)
+			}
+		}
+		slices.Reverse(out)
+		return out, head, nil
+	}
 	for _, e := range s.events {
 		if q.After != nil && !q.After.Before(e.ID) || !q.Selects(e) {
 			continue

@@ -35,9 +35,9 @@ func AuditJSON(e core.AuditEntry) AuditEntryJSON {
 }
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, p core.Principal) {
-	q := newQuery(r, "after", "limit", "actor", "action", "target")
+	q := newQuery(r, "after", "limit", "actor", "action", "target", "tail")
 	req := core.AuditRequest{After: q.str("after"), Limit: q.integer("limit"), Actor: q.str("actor"),
-		Action: q.str("action"), Target: q.str("target")}
+		Action: q.str("action"), Target: q.str("target"), Tail: q.integer("tail")}
 	if err := q.err(); err != nil {
 		writeError(w, r, s.Logger, err)
 		return

@@ -66,7 +66,7 @@ func eventJSON(cursors *core.CursorCodec, e core.Event, withIssuer bool) EventJS
 // listEvents answers GET /api/v1/events, waiting up to wait seconds for an
 // event when none follows after.
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p core.Principal) {
-	q := newQuery(r, "after", "limit", "types", "mountUid", "wait")
+	q := newQuery(r, "after", "limit", "types", "mountUid", "wait", "tail")
 	req := core.EventsRequest{MountUID: q.str("mountUid")}
 	if after := q.str("after"); after != nil {
 		c, err := s.Cursors.Decode(*after)
@@ -76,7 +76,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p core.Princ
 		}
 		req.After = &c
 	}
-	req.Limit = q.integer("limit")
+	req.Limit, req.Tail = q.integer("limit"), q.integer("tail")
 	if types := q.str("types"); types != nil {
 		for _, t := range strings.Split(*types, ",") {
 			req.Types = append(req.Types, core.EventType(strings.TrimSpace(t)))

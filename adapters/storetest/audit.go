@@ -270,6 +270,23 @@ func auditLog(t *testing.T, store Store) {
 		t.Fatalf("a page of 2: %+v, %v", page, err)
 	}
 
+	// Tail: the last Limit entries selected, oldest first.
+	tail, err := store.ReadAudit(ctx, core.AuditQuery{AccountID: "acc_a", Limit: 2, Tail: true})
+	if err != nil || len(tail) != 2 || tail[0].Position != all[len(all)-2].Position || tail[1].Position != all[len(all)-1].Position {
+		t.Fatalf("the last 2: %+v, %v", tail, err)
+	}
+	tail, err = store.ReadAudit(ctx, core.AuditQuery{AccountID: "acc_a", Limit: 1, Tail: true, Target: "webhook:wh_1"})
+	if err != nil || len(tail) != 1 || tail[0].Action != core.AuditWebhookDelete {
+		t.Fatalf("the last of webhook:wh_1: %+v, %v", tail, err)
+	}
+	if tail, err = store.ReadAudit(ctx, core.AuditQuery{AccountID: "acc_a", Limit: 1000, Tail: true}); err != nil || len(tail) != len(all) ||
+		tail[0].Position != all[0].Position {
+		t.Fatalf("a tail longer than the log: %d entries, %v", len(tail), err)
+	}
+	if tail, err = store.ReadAudit(ctx, core.AuditQuery{Limit: 1, Tail: true}); err != nil || len(tail) != 1 || tail[0].Action != core.AuditFirmwareDeprecate {
+		t.Fatalf("the installation's last: %+v, %v", tail, err)
+	}
+
 	// Retention removes what was recorded before the cut, in batches.
 	cut := all[3].At
 	removed := 0

@@ -196,6 +196,22 @@ func eventLog(t *testing.T, store Store) {
 	if err != nil || len(page) != 0 || again.Before(next) {
 		t.Fatalf("after the end: %d events, next %v before %v, %v", len(page), again, next, err)
 	}
+	// Tail: the last Limit settled events selected, in log order.
+	tail, _, err := store.ReadEvents(ctx, core.EventQuery{AccountID: "acc_a", Limit: 2, Tail: true})
+	if err != nil || len(tail) != 2 || tail[0].ID != abandon.ID || tail[1].ID != del.ID {
+		t.Fatalf("the last 2: %+v, %v; want the abandon and the delete", tail, err)
+	}
+	tail, _, err = store.ReadEvents(ctx, core.EventQuery{AccountID: "acc_a", Limit: 2, Tail: true, MountUIDs: []string{"E1"},
+		Types: []core.EventType{core.EventStatesReported, core.EventNfcTagsSynced, core.EventAssociationConfirmed}})
+	if err != nil || len(tail) != 2 || tail[0].ID != report.ID || tail[1].ID != sync.ID || len(tail[0].States) != 1 {
+		t.Fatalf("the last 2 selected: %+v, %v; want the report and the sync", tail, err)
+	}
+	if tail, _, err = store.ReadEvents(ctx, core.EventQuery{AccountID: "acc_a", Limit: 100, Tail: true}); err != nil || len(tail) != len(want) || tail[0].ID != claim.ID {
+		t.Fatalf("a tail longer than the log: %d events, %v", len(tail), err)
+	}
+	if tail, _, err = store.ReadEvents(ctx, core.EventQuery{AccountID: "acc_b", Limit: 1, Tail: true}); err != nil || len(tail) != 1 || tail[0].Type != core.EventAssociationExpired {
+		t.Fatalf("acc_b's last: %+v, %v", tail, err)
+	}
 	// A cursor past the log's end was never handed out: refused, so that
 	// no reader (nor an idle feed) waits for positions that never come.
 	for _, far := range []core.Cursor{{Tx: again.Tx, Seq: again.Seq + 1}, {Tx: again.Tx + 1}, {Tx: math.MaxUint64 >> 1, Seq: math.MaxInt64}} {

@@ -393,6 +393,11 @@ func TestAuditEveryChange(t *testing.T) {
 			if len(page.Entries) != 2 || len(rest.Entries) != len(all)-2 || rest.Entries[0].ID != all[2].ID {
 				t.Fatalf("pages of %d and %d of %d", len(page.Entries), len(rest.Entries), len(all))
 			}
+			tail := decode[auditPageView](t, a.ok(t, http.MethodGet, "/api/v1/audit?tail=2", nil))
+			if len(tail.Entries) != 2 || tail.Entries[0].ID != all[len(all)-2].ID || tail.Entries[1].ID != all[len(all)-1].ID ||
+				tail.Next != all[len(all)-1].ID {
+				t.Fatalf("tail=2: %+v, want the last two of %d", tail, len(all))
+			}
 
 			// Rights and bad input.
 			restricted := in.token(a.creds, "openid", "sub", audItem, "role:restricted")
@@ -402,7 +407,8 @@ func TestAuditEveryChange(t *testing.T) {
 				t.Fatalf("restricted GraphQL audit: %+v", r)
 			}
 			for field, query := range map[string]string{"limit": "limit=0", "after": "after=" + strings.Repeat("A", 32),
-				"action": "action=mount.explode", "actor": "actor=", "target": "target=" + strings.Repeat("x", 201)} {
+				"action": "action=mount.explode", "actor": "actor=", "target": "target=" + strings.Repeat("x", 201),
+				"tail": "tail=5&limit=5"} {
 				res, body := a.call(http.MethodGet, "/api/v1/audit?"+query, nil)
 				if p := wantProblem(t, res, body, http.StatusBadRequest, "VALIDATION_FAILED"); len(p.Errors) != 1 || p.Errors[0].Field != field {
 					t.Fatalf("%s: %s", query, body)

@@ -99,12 +99,31 @@ func TestEventFeed(t *testing.T) {
 				t.Fatalf("a rider limited to %s sees %v", e2, got)
 			}
 
+			// tail=N: the last N, oldest first, next after them.
+			tail := a.events(t, url.Values{"tail": {"2"}})
+			if got := eventTypes(tail.Events); !slices.Equal(got, want[3:]) || tail.Next != rest.Next {
+				t.Fatalf("tail=2 = %v next %s, want %v next %s", got, tail.Next, want[3:], rest.Next)
+			}
+			if got := eventTypes(a.events(t, url.Values{"tail": {"1"}, "mountUid": {e1}}).Events); !slices.Equal(got, want[3:4]) {
+				t.Fatalf("tail=1 of %s = %v", e1, got)
+			}
+			if got := eventTypes(rider.events(t, url.Values{"tail": {"1000"}}).Events); !slices.Equal(got, []string{"ASSOCIATION_REQUESTED " + e2, "STATES_REPORTED " + e2}) {
+				t.Fatalf("a rider's tail %v", got)
+			}
+
 			for _, bad := range []url.Values{
 				{"after": {"garbage"}}, {"limit": {"0"}}, {"limit": {"1001"}}, {"wait": {"31"}}, {"wait": {"x"}},
 				{"types": {"EXPLODED"}}, {"mountUid": {"not a uid!"}}, {"colour": {"red"}},
 			} {
 				res, body := a.call(http.MethodGet, "/api/v1/events?"+bad.Encode(), nil)
 				wantProblem(t, res, body, http.StatusBadRequest, "VALIDATION_FAILED")
+			}
+			for _, bad := range []url.Values{{"tail": {"0"}}, {"tail": {"1001"}}, {"tail": {"x"}}, {"tail": {"5"}, "after": {first.Next}},
+				{"tail": {"5"}, "limit": {"5"}}, {"tail": {"5"}, "wait": {"1"}}} {
+				res, body := a.call(http.MethodGet, "/api/v1/events?"+bad.Encode(), nil)
+				if p := wantProblem(t, res, body, http.StatusBadRequest, "VALIDATION_FAILED"); len(p.Errors) != 1 || p.Errors[0].Field != "tail" {
+					t.Fatalf("%s: %s", bad.Encode(), body)
+				}
 			}
 
 			// The long poll answers when an event arrives, or when wait ends
