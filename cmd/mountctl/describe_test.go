@@ -105,3 +105,27 @@ func TestOutage(t *testing.T) {
 		t.Errorf("terminal got %q", got)
 	}
 }
+
+// TestPageFooter: an empty list says so, never "page 1 of 0".
+func TestPageFooter(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		pagination          map[string]int
+		prefix, noun, empty string
+		want                string
+	}{
+		{"a page", map[string]int{"currentPage": 2, "totalPages": 3, "totalItems": 45}, "", "rules", "", "page 2 of 3, 45 rules\n"},
+		{"no rules", map[string]int{"currentPage": 1, "totalPages": 0, "totalItems": 0}, "", "rules", "", "0 rules\n"},
+		{"no deliveries", map[string]int{"currentPage": 1}, "", "deliveries", "no deliveries yet", "no deliveries yet\n"},
+		{"a job's mounts", map[string]int{"currentPage": 1, "totalPages": 1, "totalItems": 2}, "mounts ", "mounts", "", "mounts page 1 of 1, 2 mounts\n"},
+		{"no mounts of a job", map[string]int{}, "mounts ", "mounts", "", "0 mounts\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			pageFooter(&b, tc.pagination, tc.prefix, tc.noun, tc.empty)
+			if b.String() != tc.want {
+				t.Errorf("got %q, want %q", b.String(), tc.want)
+			}
+		})
+	}
+}

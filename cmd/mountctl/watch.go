@@ -30,7 +30,7 @@ func watchCommand(s *settings, out *printer) *cli.Command {
 		Name:      "watch",
 		Usage:     "print a mount's state reports, command receipts and presence (ONLINE, OFFLINE, last seen) live (GraphQL subscription)",
 		ArgsUsage: "UID",
-		Flags:     []cli.Flag{&cli.IntFlag{Name: "count", Usage: "stop after this many events (default: until interrupted)"}},
+		Flags:     []cli.Flag{&cli.IntFlag{Name: "count", Usage: "stop after this many events", DefaultText: "until interrupted"}},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() != 1 {
 				return fmt.Errorf("give one mount uid")

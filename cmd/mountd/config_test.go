@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mountd/mountd/adapters/keyring"
 	"github.com/mountd/mountd/adapters/testenv"
+	"github.com/mountd/mountd/internal/clitest"
 )
 
 // TestCommandSettings: MOUNTD_COMMAND_TTL is positive and at most the
@@ -152,4 +154,12 @@ func TestServeOnPostgresNeedsMasterKey(t *testing.T) {
 			t.Errorf("no generated master key: %v", err)
 		}
 	})
+}
+
+// TestHelpSaysDefaultsOnce: no flag's help says "default" twice (a usage
+// stating its default while cli appends "(default: …)" for the value).
+func TestHelpSaysDefaultsOnce(t *testing.T) {
+	for _, doubled := range clitest.DoubledDefaults(newCommand(io.Discard, io.Discard)) {
+		t.Error(doubled)
+	}
 }
