@@ -105,6 +105,9 @@ func auditCommand(s *settings, out *printer) *cli.Command {
 					continue // more follow at once
 				}
 				if !cmd.Bool("follow") {
+					if first && len(page.Entries) == 0 {
+						fmt.Fprintln(cmd.Root().ErrWriter, "no audit entries")
+					}
 					return nil
 				}
 				t := time.NewTimer(auditPoll)

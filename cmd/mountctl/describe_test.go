@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"syscall"
@@ -127,5 +128,28 @@ func TestPageFooter(t *testing.T) {
 				t.Errorf("got %q, want %q", b.String(), tc.want)
 			}
 		})
+	}
+}
+
+// TestEventsSaysEmpty: an empty event or audit log says so (on stderr, beside
+// --json's stdout), rather than printing nothing.
+func TestEventsSaysEmpty(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"events":[],"entries":[],"next":"c1"}`)
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"events", "--cursor-file", t.TempDir() + "/cursor"}, "no events yet"},
+		{[]string{"audit"}, "no audit entries"},
+	} {
+		var out, errOut bytes.Buffer
+		err := newCommand(&out, &errOut).Run(t.Context(), append([]string{"mountctl", "--api", srv.URL, "--token", "tok"}, tc.args...))
+		if err != nil || out.Len() != 0 || strings.TrimSpace(errOut.String()) != tc.want {
+			t.Errorf("%v on an empty log: %v, stdout %q, stderr %q (want %q)", tc.args, err, out.String(), errOut.String(), tc.want)
+		}
 	}
 }

@@ -113,9 +113,12 @@ func eventsCommand(s *settings, out *printer) *cli.Command {
 				}
 				after = page.Next
 				if len(page.Events) == 0 && !cmd.Bool("follow") {
-					if first && stored != "" {
+					switch {
+					case first && stored != "":
 						// Silence would look like a broken command or an empty log.
 						fmt.Fprintf(cmd.Root().ErrWriter, "no events after %s; --from-start reads from the beginning\n", stored)
+					case first:
+						fmt.Fprintln(cmd.Root().ErrWriter, "no events yet")
 					}
 					return nil
 				}
