@@ -50,6 +50,10 @@ type feedSub struct {
 	// per subscription, and each event was copied into each of them.
 	ch     chan *Event
 	closed bool
+	// wakeOnly marks a long poll's subscriber (await): it only waits for
+	// an event, then reads the log, so a full buffer ends it quietly as an
+	// event would. Only a live stream that falls behind loses events.
+	wakeOnly bool
 }
 
 // NewEventFeed returns a feed over the log; Run starts it.
@@ -192,7 +196,9 @@ func (f *EventFeed) dispatchLocked(e *Event) {
 		select {
 		case s.ch <- e:
 		default:
-			f.logger.Warn("event subscriber too slow, dropping it", "account", e.AccountID, "buffer", FeedBuffer)
+			if !s.wakeOnly {
+				f.logger.Warn("event subscriber too slow, dropping it", "account", e.AccountID, "buffer", cap(s.ch))
+			}
 			f.removeLocked(s)
 		}
 	}
@@ -390,7 +396,7 @@ func (f *EventFeed) stream(ctx context.Context, after *Cursor, q EventQuery, sen
 // ctx's error. It holds one slot of buffer: a burst it cannot take ends
 // the wait as an event would, and the caller reads the log.
 func (f *EventFeed) await(ctx context.Context, after Cursor, q EventQuery) error {
-	sub := &feedSub{accountID: q.AccountID, from: after, ch: make(chan *Event, 1)}
+	sub := &feedSub{accountID: q.AccountID, from: after, ch: make(chan *Event, 1), wakeOnly: true}
 	ok, err := f.attach(ctx, sub)
 	if err != nil || !ok {
 		return err

@@ -55,10 +55,11 @@ const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
 // ParamRule says which values a command parameter takes: one of Values,
-// or text matching Pattern.
+// or text matching Pattern, which Text describes (for help texts).
 type ParamRule struct {
 	Values  []string
 	Pattern *regexp.Regexp
+	Text    string
 }
 
 var (
@@ -71,6 +72,8 @@ var (
 	sizeArg     = regexp.MustCompile(`^[1-9][0-9]{0,9}$`)
 )
 
+const tagUIDText = "a tag uid of 4, 7 or 10 bytes in hexadecimal, colons allowed (04:A1:B2:C3)"
+
 // commandCatalogue lists the parameters of each queryable code; all are
 // required. The server checks a query against it, the mount a command.
 var commandCatalogue = map[CommandCode]map[string]ParamRule{
@@ -81,13 +84,13 @@ var commandCatalogue = map[CommandCode]map[string]ParamRule{
 		"alarmVolume":      {Values: levels},
 	},
 	CmdSetRFIDMode:  {"rfidMode": {Values: []string{"NORMAL", "LEARN", "DISABLED"}}},
-	CmdAddNfcTag:    {"tagUid": {Pattern: tagUIDArg}},
-	CmdRemoveNfcTag: {"tagUid": {Pattern: tagUIDArg}},
+	CmdAddNfcTag:    {"tagUid": {Pattern: tagUIDArg, Text: tagUIDText}},
+	CmdRemoveNfcTag: {"tagUid": {Pattern: tagUIDArg, Text: tagUIDText}},
 	CmdSyncNfcTags:  {},
 	CmdInstallFirmware: {
-		"revision": {Pattern: revisionArg},
-		"sha256":   {Pattern: sha256Arg},
-		"size":     {Pattern: sizeArg},
+		"revision": {Pattern: revisionArg, Text: "a semantic version (1.4.0)"},
+		"sha256":   {Pattern: sha256Arg, Text: "the image's SHA-256, 64 lowercase hex characters"},
+		"size":     {Pattern: sizeArg, Text: "the image's size in bytes"},
 	},
 }
 

@@ -131,7 +131,7 @@ func alarmsCommand(s *settings, out *printer) *cli.Command {
 						for _, a := range page.Alarms {
 							fmt.Fprintln(o, a.line())
 						}
-						fmt.Fprintf(o, "page %d of %d, %d alarms\n", page.Pagination["currentPage"], page.Pagination["totalPages"], page.Pagination["totalItems"])
+						pageFooter(o, page.Pagination, "", "alarms", "")
 					})
 				},
 			},
@@ -228,7 +228,7 @@ func alarmRulesCommand(s *settings, out *printer) *cli.Command {
 						for _, r := range page.Rules {
 							fmt.Fprintln(o, r.line())
 						}
-						fmt.Fprintf(o, "page %d of %d, %d rules\n", page.Pagination["currentPage"], page.Pagination["totalPages"], page.Pagination["totalItems"])
+						pageFooter(o, page.Pagination, "", "rules", "")
 					})
 				},
 			},

@@ -69,6 +69,7 @@ func auditCommand(s *settings, out *printer) *cli.Command {
 			}
 			api := s.api()
 			var b backoff
+			down := newOutage(cmd.Root().ErrWriter)
 			for first := true; ; first = false {
 				if after != "" {
 					q.Set("after", after)
@@ -86,13 +87,14 @@ func auditCommand(s *settings, out *printer) *cli.Command {
 					if first || !cmd.Bool("follow") || !retryable(err, api.Renews()) {
 						return explain(err, api.Renews())
 					}
-					fmt.Fprintf(cmd.Root().ErrWriter, "mountctl: %v; retrying\n", err)
+					down.failed(err)
 					if !b.wait(ctx) {
 						return nil
 					}
 					continue
 				}
 				b.reset()
+				down.recovered("resuming after the last entry printed")
 				for _, raw := range page.Entries {
 					if err := out.print(raw, func(w io.Writer) { fmt.Fprintln(w, describeAudit(raw)) }); err != nil {
 						return err
@@ -103,6 +105,9 @@ func auditCommand(s *settings, out *printer) *cli.Command {
 					continue // more follow at once
 				}
 				if !cmd.Bool("follow") {
+					if first && len(page.Entries) == 0 {
+						fmt.Fprintln(cmd.Root().ErrWriter, "no audit entries")
+					}
 					return nil
 				}
 				t := time.NewTimer(auditPoll)

@@ -178,12 +178,12 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 						for _, m := range page.Mounts {
 							fmt.Fprintln(w, m.line())
 						}
-						fmt.Fprintf(w, "page %d of %d, %d mounts\n", page.Pagination["currentPage"], page.Pagination["totalPages"], page.Pagination["totalItems"])
+						pageFooter(w, page.Pagination, "", "mounts", "")
 					})
 				},
 			},
 			{
-				Name: "get", Usage: "show one mount", ArgsUsage: "UID",
+				Name: "get", Aliases: []string{"show"}, Usage: "show one mount", ArgsUsage: "UID",
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					uid, err := uidArg(cmd)
 					if err != nil {
@@ -216,7 +216,7 @@ func mountsCommand(s *settings, out *printer) *cli.Command {
 						for _, c := range page.Commands {
 							fmt.Fprintln(w, c.line())
 						}
-						fmt.Fprintf(w, "page %d of %d, %d commands\n", page.Pagination["currentPage"], page.Pagination["totalPages"], page.Pagination["totalItems"])
+						pageFooter(w, page.Pagination, "", "commands", "")
 					})
 				},
 			},
@@ -354,7 +354,7 @@ func connectCommand(s *settings, out *printer) *cli.Command {
 		Name:      "connect",
 		Usage:     "connect to a mount over BLE and print its states as they come",
 		ArgsUsage: "UID",
-		Flags:     []cli.Flag{&cli.DurationFlag{Name: "duration", Value: 0, Usage: "stop after this long (default: until interrupted)"}},
+		Flags:     []cli.Flag{&cli.DurationFlag{Name: "duration", Usage: "stop after this long", DefaultText: "until interrupted"}},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() != 1 {
 				return fmt.Errorf("give one mount uid")

@@ -68,6 +68,7 @@ func eventsCommand(s *settings, out *printer) *cli.Command {
 			api := s.api()
 			stored := after
 			var b backoff
+			down := newOutage(cmd.Root().ErrWriter)
 			for first := true; ; first = false {
 				if after != "" {
 					q.Set("after", after)
@@ -92,13 +93,14 @@ func eventsCommand(s *settings, out *printer) *cli.Command {
 					if first || !cmd.Bool("follow") || !retryable(err, api.Renews()) {
 						return explain(err, api.Renews())
 					}
-					fmt.Fprintf(cmd.Root().ErrWriter, "mountctl: %v; retrying\n", err)
+					down.failed(err)
 					if !b.wait(ctx) {
 						return nil
 					}
 					continue
 				}
 				b.reset()
+				down.recovered("resuming after the last event printed")
 				for _, ev := range page.Events {
 					if err := out.print(ev, func(w io.Writer) { fmt.Fprintln(w, describeEvent(ev)) }); err != nil {
 						return err
@@ -111,9 +113,12 @@ func eventsCommand(s *settings, out *printer) *cli.Command {
 				}
 				after = page.Next
 				if len(page.Events) == 0 && !cmd.Bool("follow") {
-					if first && stored != "" {
+					switch {
+					case first && stored != "":
 						// Silence would look like a broken command or an empty log.
 						fmt.Fprintf(cmd.Root().ErrWriter, "no events after %s; --from-start reads from the beginning\n", stored)
+					case first:
+						fmt.Fprintln(cmd.Root().ErrWriter, "no events yet")
 					}
 					return nil
 				}
@@ -181,6 +186,8 @@ func describeEvent(raw json.RawMessage) string {
 		Job *jobView `json:"job"`
 		// Rollout is a ROLLOUT_* event's (no uid either).
 		Rollout *rolloutView `json:"rollout"`
+		// Alarm is an ALARM_* event's.
+		Alarm *alarmView `json:"alarm"`
 	}
 	if json.Unmarshal(raw, &ev) != nil {
 		return string(raw)
@@ -198,6 +205,9 @@ func describeEvent(raw json.RawMessage) string {
 	}
 	if j := ev.Job; j != nil {
 		line += fmt.Sprintf("job %s %s %s %s", j.ID, j.State, j.Code, j.Counts.text())
+	}
+	if a := ev.Alarm; a != nil {
+		line += fmt.Sprintf(" %s %q %s alarm %s", a.Severity, a.RuleName, a.State, a.ID)
 	}
 	if r := ev.Rollout; r != nil {
 		state := r.State

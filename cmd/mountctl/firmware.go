@@ -43,7 +43,7 @@ func firmwareCommand(s *settings, out *printer) *cli.Command {
 					for _, v := range page.Versions {
 						fmt.Fprintln(w, v.line())
 					}
-					fmt.Fprintf(w, "page %d of %d, %d versions\n", page.Pagination["currentPage"], page.Pagination["totalPages"], page.Pagination["totalItems"])
+					pageFooter(w, page.Pagination, "", "versions", "")
 				})
 			},
 		}, {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v3"
+
+	"github.com/mountd/mountd/core"
 )
 
 // jobCounts and jobView are a Job as the API shows it (docs/api.md, "Jobs").
@@ -75,6 +78,38 @@ func (t jobTargetView) line() string {
 	return fmt.Sprintf("%-20s %-11s %s", t.UID, t.Status, cmd)
 }
 
+func jobCodeNames() []string {
+	var names []string
+	for _, c := range core.JobCommandCodes() {
+		names = append(names, string(c))
+	}
+	return names
+}
+
+// jobCommandsHelp lists each command a job sends with its parameters and
+// their values, from core's catalogue (the one the server checks against).
+func jobCommandsHelp() string {
+	var b strings.Builder
+	b.WriteString("The commands a job sends and their parameters (--param NAME=VALUE, each required):\n")
+	for _, code := range core.JobCommandCodes() {
+		rules, _ := core.CommandParamRules(code)
+		names := slices.Sorted(maps.Keys(rules))
+		params := make([]string, len(names))
+		for i, name := range names {
+			if r := rules[name]; r.Values != nil {
+				params[i] = name + "=" + strings.Join(r.Values, "|")
+			} else {
+				params[i] = name + "=<" + r.Text + ">"
+			}
+		}
+		if len(params) == 0 {
+			params = []string{"(no parameters)"}
+		}
+		fmt.Fprintf(&b, "  %-16s %s\n", code, strings.Join(params, " "))
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
 // parseParams reads --param NAME=VALUE flags; a name given twice is an
 // error rather than a silent choice.
 func parseParams(flags []string) (map[string]string, error) {
@@ -124,8 +159,9 @@ func jobsCommand(s *settings, out *printer) *cli.Command {
 		Commands: []*cli.Command{
 			{
 				Name: "create", Usage: "create a job for the mounts --filter selects, or for the --mount uids",
+				Description: jobCommandsHelp(),
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "code", Required: true, Usage: "the command: RELEASE_HELMET, CONFIGURE_ALARM, SET_RFID_MODE, ADD_NFC_TAG, REMOVE_NFC_TAG, SYNC_NFC_TAGS"},
+					&cli.StringFlag{Name: "code", Required: true, Usage: "the command: " + strings.Join(jobCodeNames(), ", ") + " (its parameters below)"},
 					&cli.StringSliceFlag{Name: "param", Usage: "a parameter of the command, NAME=VALUE (alarmMode=ON); repeat for more"},
 					&cli.StringFlag{Name: "filter", Usage: `a fleet filter: batteryLevel < 20 AND presence = "OFFLINE" ("" is every mount)`},
 					&cli.StringSliceFlag{Name: "mount", Usage: "a mount's uid (repeatable), instead of --filter"},
@@ -178,12 +214,12 @@ func jobsCommand(s *settings, out *printer) *cli.Command {
 						for _, j := range page.Jobs {
 							fmt.Fprintln(o, j.line())
 						}
-						fmt.Fprintf(o, "page %d of %d, %d jobs\n", page.Pagination["currentPage"], page.Pagination["totalPages"], page.Pagination["totalItems"])
+						pageFooter(o, page.Pagination, "", "jobs", "")
 					})
 				},
 			},
 			{
-				Name: "show", Usage: "show a job, its counts, and one page of its mounts' statuses", ArgsUsage: "ID", Flags: pageFlags,
+				Name: "show", Aliases: []string{"get"}, Usage: "show a job, its counts, and one page of its mounts' statuses", ArgsUsage: "ID", Flags: pageFlags,
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					id, err := jobID(cmd)
 					if err != nil {
@@ -205,7 +241,7 @@ func jobsCommand(s *settings, out *printer) *cli.Command {
 						for _, t := range page.Mounts {
 							fmt.Fprintln(o, "  "+t.line())
 						}
-						fmt.Fprintf(o, "mounts page %d of %d, %d mounts\n", page.Pagination["currentPage"], page.Pagination["totalPages"], page.Pagination["totalItems"])
+						pageFooter(o, page.Pagination, "mounts ", "mounts", "")
 					})
 				},
 			},

@@ -117,3 +117,17 @@ func (s *settings) requireToken() error {
 }
 
 func (s *settings) apiBase() string { return strings.TrimRight(s.API, "/") + "/api/v1" }
+
+// pageFooter ends a listed page: "page 2 of 3, 45 rules" (prefix names
+// which list when a command prints two), or for an empty list what it is:
+// empty when given ("no deliveries yet"), else "0 rules", never "page 1 of 0".
+func pageFooter(w io.Writer, pagination map[string]int, prefix, noun, empty string) {
+	switch {
+	case pagination["totalItems"] > 0:
+		fmt.Fprintf(w, "%spage %d of %d, %d %s\n", prefix, pagination["currentPage"], pagination["totalPages"], pagination["totalItems"], noun)
+	case empty != "":
+		fmt.Fprintln(w, empty)
+	default:
+		fmt.Fprintf(w, "0 %s\n", noun)
+	}
+}

@@ -4,9 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"os"
+	"syscall"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/core"
@@ -90,4 +96,96 @@ func tokenRefused(err error) error {
 		return closed
 	}
 	return errors.New("the server refused the token (expired, revoked or of another server)")
+}
+
+// outageReason says in words why a connection to the server failed, for
+// the one line an outage prints: the server going away, a replica gone
+// (refused, reset or timed out connections, a proxy's 502–504), a token
+// being renewed or a rate limit, rather than the raw dial error.
+func outageReason(err error) string {
+	var closed *client.CloseError
+	if errors.As(err, &closed) {
+		if closed.Code == 1006 {
+			return "replica gone (the connection dropped)"
+		}
+		return closed.Error()
+	}
+	var refused *client.RefusedError
+	if errors.As(err, &refused) && refused.Code == string(core.CodeRateLimited) {
+		return "over the account's rate limit"
+	}
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) {
+		switch apiErr.Status {
+		case http.StatusTooManyRequests:
+			return "over the account's rate limit"
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return fmt.Sprintf("replica gone (%d from the server or its proxy)", apiErr.Status)
+		case http.StatusUnauthorized:
+			return "the token expired"
+		}
+		return fmt.Sprintf("the server failed (%d)", apiErr.Status)
+	}
+	var dnsErr *net.DNSError
+	switch {
+	case errors.As(err, &dnsErr):
+		return "the server's name does not resolve"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "replica gone (connection refused)"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "replica gone (connection lost)"
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+		return "replica gone (no answer in time)"
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return "replica gone (no answer in time)"
+	}
+	return "replica gone"
+}
+
+// outage prints one line per outage of a long-running command: its first
+// failed attempt says why and that it reconnects; later attempts rewrite
+// that line on a terminal, and in a log file print again only when the
+// reason changes; the first success after it says how many attempts it took.
+type outage struct {
+	w        io.Writer
+	tty      bool
+	attempts int
+	reason   string
+}
+
+func newOutage(w io.Writer) *outage {
+	f, ok := w.(*os.File)
+	return &outage{w: w, tty: ok && term.IsTerminal(int(f.Fd()))}
+}
+
+// failed records a failed attempt.
+func (o *outage) failed(err error) {
+	o.attempts++
+	reason := outageReason(err)
+	switch {
+	case o.tty:
+		fmt.Fprintf(o.w, "\rmountctl: %s, reconnecting (attempt %d)\x1b[K", reason, o.attempts)
+	case o.attempts == 1 || reason != o.reason:
+		fmt.Fprintf(o.w, "mountctl: %s, reconnecting (attempt %d)\n", reason, o.attempts)
+	}
+	o.reason = reason
+}
+
+// recovered ends the outage, if there was one, saying what the command
+// does now.
+func (o *outage) recovered(what string) {
+	if o.attempts == 0 {
+		return
+	}
+	if o.tty {
+		fmt.Fprintln(o.w)
+	}
+	attempts := "1 attempt"
+	if o.attempts > 1 {
+		attempts = fmt.Sprintf("%d attempts", o.attempts)
+	}
+	fmt.Fprintf(o.w, "mountctl: reconnected after %s, %s\n", attempts, what)
+	o.attempts, o.reason = 0, ""
 }

@@ -150,7 +150,7 @@ func printRollout(o io.Writer, r rolloutView, mounts []rolloutTargetView, pagina
 	for _, t := range mounts {
 		fmt.Fprintln(o, "  "+t.line())
 	}
-	fmt.Fprintf(o, "mounts page %d of %d, %d mounts\n", pagination["currentPage"], pagination["totalPages"], pagination["totalItems"])
+	pageFooter(o, pagination, "mounts ", "mounts", "")
 }
 
 func rolloutsCommand(s *settings, out *printer) *cli.Command {
@@ -182,8 +182,8 @@ func rolloutsCommand(s *settings, out *printer) *cli.Command {
 					&cli.StringFlag{Name: "revision", Required: true, Usage: "the revision to install, published for the model (softwareRevision)"},
 					&cli.StringFlag{Name: "filter", Usage: `a fleet filter narrowing the targets: presence = "ONLINE" AND batteryLevel > 50`},
 					&cli.StringFlag{Name: "phases", Usage: "comma-separated cumulative percentages of the targets, the last 100 (default 1,10,50,100)"},
-					&cli.IntFlag{Name: "failure-threshold", Usage: "pause when more than this percentage of the decided targets failed, 0-100 (default 5)"},
-					&cli.IntFlag{Name: "min-sample", Usage: "decided targets needed before the threshold applies (default 10)"},
+					&cli.IntFlag{Name: "failure-threshold", Usage: "pause when more than this percentage of the decided targets failed, 0-100", DefaultText: "the server's, 5"},
+					&cli.IntFlag{Name: "min-sample", Usage: "decided targets needed before the threshold applies", DefaultText: "the server's, 10"},
 					&cli.StringFlag{Name: "health-window", Usage: "how long after the install a mount must report the new revision: 1h, 30m, at most 168h (default 1h)"},
 					&cli.BoolFlag{Name: "require-idle", Usage: "offer the install only while the mount is locked with the helmet present (the server's default: true; --require-idle=false offers it any time)"},
 				},
@@ -232,12 +232,12 @@ func rolloutsCommand(s *settings, out *printer) *cli.Command {
 						for _, r := range page.Rollouts {
 							fmt.Fprintln(o, r.line())
 						}
-						fmt.Fprintf(o, "page %d of %d, %d rollouts\n", page.Pagination["currentPage"], page.Pagination["totalPages"], page.Pagination["totalItems"])
+						pageFooter(o, page.Pagination, "", "rollouts", "")
 					})
 				},
 			},
 			{
-				Name: "show", Usage: "show a rollout: counts per state, each phase's progress, and one page of its mounts", ArgsUsage: "ID", Flags: pageFlags,
+				Name: "show", Aliases: []string{"get"}, Usage: "show a rollout: counts per state, each phase's progress, and one page of its mounts", ArgsUsage: "ID", Flags: pageFlags,
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					id, err := rolloutID(cmd)
 					if err != nil {

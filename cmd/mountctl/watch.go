@@ -14,21 +14,23 @@ import (
 )
 
 // watchQuery follows every event of one mount; watch prints its state
-// reports and its commands' receipts (docs/api.md, "Command lifecycle").
+// reports, its commands' receipts (docs/api.md, "Command lifecycle") and
+// its presence turning OFFLINE and ONLINE, each with when it was last seen.
 const watchQuery = `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) {
   id type uid occurredAt states { code value occurredAt verified }
   command { id code status statusAt reason verified }
-  mount { associationState mountLocked helmetMounted batteryLevel cpuTemperature } } }`
+  mount { associationState mountLocked helmetMounted batteryLevel cpuTemperature presence lastSeenAt name } } }`
 
 // watchedTypes are the events watch prints; it passes over the others.
-var watchedTypes = map[string]bool{"STATES_REPORTED": true, "COMMAND_EXECUTED": true, "COMMAND_REFUSED": true, "COMMAND_UNCONFIRMED": true}
+var watchedTypes = map[string]bool{"STATES_REPORTED": true, "COMMAND_EXECUTED": true, "COMMAND_REFUSED": true, "COMMAND_UNCONFIRMED": true,
+	"MOUNT_OFFLINE": true, "MOUNT_ONLINE": true}
 
 func watchCommand(s *settings, out *printer) *cli.Command {
 	return &cli.Command{
 		Name:      "watch",
-		Usage:     "print a mount's state reports and command receipts live (GraphQL subscription)",
+		Usage:     "print a mount's state reports, command receipts and presence (ONLINE, OFFLINE, last seen) live (GraphQL subscription)",
 		ArgsUsage: "UID",
-		Flags:     []cli.Flag{&cli.IntFlag{Name: "count", Usage: "stop after this many events (default: until interrupted)"}},
+		Flags:     []cli.Flag{&cli.IntFlag{Name: "count", Usage: "stop after this many events", DefaultText: "until interrupted"}},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() != 1 {
 				return fmt.Errorf("give one mount uid")
@@ -39,13 +41,11 @@ func watchCommand(s *settings, out *printer) *cli.Command {
 			uid := cmd.Args().First()
 			ready := func() {
 				// On stderr, so that --json output stays one event per line.
-				fmt.Fprintf(cmd.Root().ErrWriter, "watching mount %s for state reports and receipts (Ctrl-C to stop)\n", uid)
+				fmt.Fprintf(cmd.Root().ErrWriter, "watching mount %s for state reports, receipts and presence (Ctrl-C to stop)\n", uid)
 			}
 			return watch(ctx, s, uid, int(cmd.Int("count")), ready, func(ev json.RawMessage) error {
 				return out.print(ev, func(w io.Writer) { fmt.Fprintln(w, describeStateEvent(ev)) })
-			}, func(format string, args ...any) {
-				fmt.Fprintf(cmd.Root().ErrWriter, "mountctl: "+format+"\n", args...)
-			})
+			}, newOutage(cmd.Root().ErrWriter))
 		},
 	}
 }
@@ -54,8 +54,8 @@ func watchCommand(s *settings, out *printer) *cli.Command {
 // is sent and each for every state report and receipt (count counts those). Once subscribed, it
 // reconnects when the connection ends (a restart, a stopped replica, an
 // expired token it can renew), resuming after the last event it passed to
-// each, so that none is lost or repeated; logf says why it reconnects.
-func watch(ctx context.Context, s *settings, uid string, count int, ready func(), each func(json.RawMessage) error, logf func(string, ...any)) error {
+// each, so that none is lost or repeated; down prints one line per outage.
+func watch(ctx context.Context, s *settings, uid string, count int, ready func(), each func(json.RawMessage) error, down *outage) error {
 	seen := 0
 	errDone := errors.New("done")
 	api := s.api()
@@ -74,7 +74,7 @@ func watch(ctx context.Context, s *settings, uid string, count int, ready func()
 			if !subscribed && ready != nil {
 				ready()
 			} else if subscribed {
-				logf("reconnected, resuming after the last report printed")
+				down.recovered("resuming after the last event printed")
 			}
 			subscribed, refusedRun = true, 0
 			b.reset()
@@ -119,7 +119,7 @@ func watch(ctx context.Context, s *settings, uid string, count int, ready func()
 		if !subscribed || refusedRun > 1 || !retryable(err, api.Renews()) {
 			return explain(err, api.Renews())
 		}
-		logf("%v; reconnecting", err)
+		down.failed(err)
 		if !b.wait(ctx) {
 			return nil
 		}
@@ -127,8 +127,9 @@ func watch(ctx context.Context, s *settings, uid string, count int, ready func()
 }
 
 // describeStateEvent prints a state report as one line (marked
-// "[unverified]" when the mount did not sign it), or a receipt: the
-// command's new status, id, code and reason.
+// "[unverified]" when the mount did not sign it) with the mount's values,
+// presence and last seen; a receipt: the command's new status, id, code
+// and reason; or the mount turning OFFLINE or ONLINE and when it was last seen.
 func describeStateEvent(raw json.RawMessage) string {
 	var ev struct {
 		Type       string `json:"type"`
@@ -146,6 +147,13 @@ func describeStateEvent(raw json.RawMessage) string {
 	}
 	if ev.Command != nil {
 		return fmt.Sprintf("%s %s %s", ev.OccurredAt, ev.UID, ev.Command.line())
+	}
+	if presence, ok := strings.CutPrefix(ev.Type, "MOUNT_"); ok && (presence == "OFFLINE" || presence == "ONLINE") {
+		seen := "never"
+		if ev.Mount.LastSeenAt != nil {
+			seen = *ev.Mount.LastSeenAt
+		}
+		return fmt.Sprintf("%s %s %s, last seen %s", ev.OccurredAt, ev.UID, presence, seen)
 	}
 	parts := make([]string, len(ev.States))
 	unverified := false

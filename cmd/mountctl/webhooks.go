@@ -101,6 +101,7 @@ func webhooksCommand(s *settings, out *printer) *cli.Command {
 						for _, w := range page.Webhooks {
 							fmt.Fprintln(o, w.line())
 						}
+						pageFooter(o, page.Pagination, "", "webhooks", "")
 					})
 				},
 			},
@@ -112,6 +113,7 @@ func webhooksCommand(s *settings, out *printer) *cli.Command {
 					}
 					var page struct {
 						Deliveries []client.Delivery `json:"deliveries"`
+						Pagination map[string]int    `json:"pagination"`
 					}
 					path := "/webhooks/" + url.PathEscape(cmd.Args().First()) + "/deliveries?" + pageQuery(cmd)
 					if err := s.pageCall(ctx, path, &page); err != nil {
@@ -131,6 +133,7 @@ func webhooksCommand(s *settings, out *printer) *cli.Command {
 							}
 							fmt.Fprintln(o, line)
 						}
+						pageFooter(o, page.Pagination, "", "deliveries", "no deliveries yet")
 					})
 				},
 			},

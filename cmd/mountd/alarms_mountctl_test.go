@@ -43,6 +43,16 @@ func TestMountctlAlarms(t *testing.T) {
 	if out := must("mounts", "get", uid); !strings.Contains(out, "UNKNOWN") || !strings.Contains(out, "seen=never") {
 		t.Errorf("mounts get before any report:\n%s", out)
 	}
+	if get, show := must("mounts", "get", uid), must("mounts", "show", uid); show != get {
+		t.Errorf("mounts show printed\n%s\nmounts get\n%s", show, get)
+	}
+	// Empty lists say so.
+	if out := must("alarm-rules", "list"); strings.TrimSpace(out) != "0 rules" {
+		t.Errorf("alarm-rules list without rules:\n%s", out)
+	}
+	if out := must("alarms", "list"); strings.TrimSpace(out) != "0 alarms" {
+		t.Errorf("alarms list without alarms:\n%s", out)
+	}
 
 	var rule client.AlarmRule
 	if err := json.Unmarshal([]byte(must("--json", "alarm-rules", "create", "--name", "Battery low", "--severity", "critical",
@@ -75,6 +85,23 @@ func TestMountctlAlarms(t *testing.T) {
 		}
 	}
 
+	// watch shows the mount's presence and when it was last seen.
+	watchOut, watchErr := &syncBuffer{}, &syncBuffer{}
+	watchCmd := exec.Command(bin, "watch", uid, "--count", "1")
+	watchCmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "MOUNTCTL_API=" + in.base}, creds...)
+	watchCmd.Stdout, watchCmd.Stderr = watchOut, watchErr
+	if err := watchCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	watchDone := make(chan error, 1)
+	go func() { watchDone <- watchCmd.Wait() }()
+	t.Cleanup(func() { _ = watchCmd.Process.Kill() })
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(watchErr.String(), "watching mount"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch did not subscribe: %s", watchErr)
+		}
+	}
+
 	now := time.Now()
 	if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/states", map[string]any{"states": []any{
 		entry("BATTERY_LEVEL", "10", now.Add(-time.Minute)), entry("MOUNT_LOCKED", "1", now.Add(-time.Minute))}}, nil); err != nil {
@@ -82,6 +109,15 @@ func TestMountctlAlarms(t *testing.T) {
 	}
 	if out := must("mounts", "list"); !strings.Contains(out, "ONLINE") || strings.Contains(out, "seen=never") {
 		t.Errorf("mounts list after a report:\n%s", out)
+	}
+	select {
+	case err := <-watchDone:
+		if out := watchOut.String(); err != nil || !strings.Contains(out, "BATTERY_LEVEL=10") || !strings.Contains(out, " ONLINE ") ||
+			!strings.Contains(out, "seen=20") {
+			t.Errorf("watch: %v\n%s\n%s", err, out, watchErr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("watch printed no report in 20s:\n%s\n%s", watchOut, watchErr)
 	}
 	var page struct {
 		Alarms []client.Alarm `json:"alarms"`
@@ -93,6 +129,11 @@ func TestMountctlAlarms(t *testing.T) {
 		t.Fatalf("alarms list --json: %+v", page)
 	}
 	id := page.Alarms[0].ID
+	// The event log's line names the alarm's rule and severity.
+	if out := must("events", "--from-start", "--types", "ALARM_RAISED", "--cursor-file", t.TempDir()+"/cursor"); !strings.Contains(out,
+		`CRITICAL "Battery low" ACTIVE alarm `+id) {
+		t.Errorf("events of ALARM_RAISED:\n%s", out)
+	}
 	if out := must("alarms", "list"); !strings.Contains(out, id) || !strings.Contains(out, `"Battery low"`) ||
 		!strings.Contains(out, "BATTERY_LEVEL=10") || !strings.Contains(out, "ACTIVE") {
 		t.Errorf("alarms list:\n%s", out)
@@ -119,7 +160,7 @@ func TestMountctlAlarms(t *testing.T) {
 	if out, err := run(creds, "alarm-rules", "delete", rule.ID); err == nil || !strings.Contains(out, "ALARM_RULE_NOT_FOUND") {
 		t.Errorf("delete twice: %v\n%s", err, out)
 	}
-	if out := must("alarms", "list", "--state", "ACTIVE"); strings.Contains(out, id) {
+	if out := must("alarms", "list", "--state", "ACTIVE"); strings.Contains(out, id) || strings.TrimSpace(out) != "0 alarms" {
 		t.Errorf("the deleted rule's alarm is still active:\n%s", out)
 	}
 }

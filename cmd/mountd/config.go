@@ -35,13 +35,16 @@ type Config struct {
 	// ConsoleClientID, AccountClaim and ScopeClaim apply with an external
 	// issuer: the console's client there and where its tokens carry the
 	// account and the scope items.
-	ConsoleClientID   string
-	AccountClaim      string
-	ScopeClaim        string
-	ProjectID         string
-	IDPName           string
-	MasterKey         string
-	AssociationWindow time.Duration
+	ConsoleClientID string
+	AccountClaim    string
+	ScopeClaim      string
+	ProjectID       string
+	IDPName         string
+	MasterKey       string
+	// AllowGeneratedMasterKey is serve's --allow-generated-master-key: on
+	// PostgreSQL, start without MasterKey anyway (one replica).
+	AllowGeneratedMasterKey bool
+	AssociationWindow       time.Duration
 	// CommandTTL is MOUNTD_COMMAND_TTL: how long a command can run after
 	// it is issued (0: 5m, at most 5m); ReceiptGrace is
 	// MOUNTD_RECEIPT_GRACE: how long after that its receipts are still
@@ -74,6 +77,11 @@ type Config struct {
 	// dispatcher from starting until it is closed, so that a backlog of
 	// events can be measured apart from how fast it was ingested.
 	holdDeliveries <-chan struct{}
+}
+
+// onPostgres says whether the database is PostgreSQL, which replicas share.
+func (c Config) onPostgres() bool {
+	return strings.HasPrefix(c.DatabaseURL, "postgres")
 }
 
 // resolve fills the defaults that derive from other settings. listenAddr is

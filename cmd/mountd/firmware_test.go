@@ -36,8 +36,17 @@ func (in *instance) publish(t *testing.T, model, revision string, size int, extr
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out := in.runCLI(append([]string{"firmware", "publish", "--model", model, "--revision", revision, "--file", path, "--json"}, extra...)...)
+	out := in.runCLI(append(in.publishArgs("--model", model, "--revision", revision, "--file", path, "--json"), extra...)...)
 	return decode[versionView](t, []byte(out)), data
+}
+
+// publishArgs is `firmware publish` with args, and --local-blobs on
+// PostgreSQL without blob storage: a test's one replica serves its files.
+func (in *instance) publishArgs(args ...string) []string {
+	if in.cfg.BlobURL == "" && in.cfg.onPostgres() {
+		args = append([]string{"--local-blobs"}, args...)
+	}
+	return append([]string{"firmware", "publish"}, args...)
 }
 
 // TestFirmware covers docs/api.md, "Firmware" on both backends.
@@ -232,7 +241,7 @@ func TestPublishRefusals(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "fw.bin")
 			_ = os.WriteFile(path, []byte("x"), 0o600)
 			for _, rev := range []string{"1.0", "v1.0.0", "latest", "1.0.0"} {
-				if _, _, err := in.tryCLI("firmware", "publish", "--model", "HM-1", "--revision", rev, "--file", path); err == nil {
+				if _, _, err := in.tryCLI(in.publishArgs("--model", "HM-1", "--revision", rev, "--file", path)...); err == nil {
 					t.Errorf("publish %s succeeded", rev)
 				}
 			}
@@ -244,11 +253,12 @@ func TestPublishRefusals(t *testing.T) {
 	}
 }
 
-// TestFirmwareOnLocalDiskWarns: publishing to this machine's disk while
-// the catalogue is in PostgreSQL (which other replicas share) says that
-// other replicas cannot serve the file and how to fix it; on the embedded
+// TestFirmwareOnLocalDiskRefused: publishing to this machine's disk while
+// the catalogue is in PostgreSQL (which other replicas share) is refused
+// with what to do (CONTRACT §1 as amended); --local-blobs stores it anyway
+// and warns that other replicas cannot serve the file. On the embedded
 // default, where one process serves everything, it says nothing.
-func TestFirmwareOnLocalDiskWarns(t *testing.T) {
+func TestFirmwareOnLocalDiskRefused(t *testing.T) {
 	for name, newConfig := range backends(t) {
 		t.Run(name, func(t *testing.T) {
 			in := start(t, newConfig(t))
@@ -256,12 +266,23 @@ func TestFirmwareOnLocalDiskWarns(t *testing.T) {
 			if err := os.WriteFile(path, []byte("firmware image"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, stderr, err := in.tryCLI("firmware", "publish", "--model", "HM-9", "--revision", "1.0.0", "--file", path)
+			args := []string{"firmware", "publish", "--model", "HM-9", "--revision", "1.0.0", "--file", path}
+			shared := in.cfg.onPostgres()
+			_, stderr, err := in.tryCLI(args...)
+			if shared {
+				if err == nil || !strings.Contains(err.Error(), "MOUNTD_BLOB_URL") || !strings.Contains(err.Error(), "--local-blobs") {
+					t.Fatalf("publish to the local disk on PostgreSQL: %v (want a refusal naming MOUNTD_BLOB_URL and --local-blobs)", err)
+				}
+				if blobs, _ := filepath.Glob(filepath.Join(in.cfg.DataDir, "blobs", "firmware", "HM-9", "*")); len(blobs) != 0 {
+					t.Errorf("a refused publish stored %v", blobs)
+				}
+				_, stderr, err = in.tryCLI(append(args[:2:2], append([]string{"--local-blobs"}, args[2:]...)...)...)
+			}
 			if err != nil {
 				t.Fatalf("publish: %v\n%s", err, stderr)
 			}
 			warned := strings.Contains(stderr, "MOUNTD_BLOB_URL") && strings.Contains(stderr, "other replicas")
-			if shared := strings.HasPrefix(in.cfg.DatabaseURL, "postgres"); warned != shared {
+			if warned != shared {
 				t.Errorf("on %s, publish warned %v (want %v): %q", name, warned, shared, stderr)
 			}
 		})

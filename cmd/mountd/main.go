@@ -24,6 +24,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/mountd/mountd/adapters/keyring"
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/internal/httpserver"
 	"github.com/mountd/mountd/internal/telemetry"
@@ -63,6 +64,10 @@ func newCommandWithInput(stdin io.Reader, stdout, stderr io.Writer) *cli.Command
 			{
 				Name:  "serve",
 				Usage: "run the HTTP API (REST, GraphQL, embedded identity provider)",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "allow-generated-master-key", Usage: "on PostgreSQL, start without MOUNTD_MASTER_KEY, with a key generated into the data dir (one replica only: the others could not read what it seals)",
+						Destination: &cfg.AllowGeneratedMasterKey},
+				},
 				Action: func(ctx context.Context, _ *cli.Command) error {
 					log := logger()
 					// Libraries that log through slog's default (zitadel's
@@ -97,9 +102,19 @@ func newCommandWithInput(stdin io.Reader, stdout, stderr io.Writer) *cli.Command
 							&cli.StringFlag{Name: "file", Usage: "the firmware binary", Required: true},
 							&cli.StringFlag{Name: "available-since", Usage: "RFC 3339 time from which it is offered (default now)"},
 							&cli.BoolFlag{Name: "mandatory", Usage: "devices below it must update"},
+							&cli.BoolFlag{Name: "local-blobs", Usage: "on PostgreSQL without MOUNTD_BLOB_URL, store the file on this machine's disk anyway (only this machine's replica can serve it)"},
 							&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 						},
 						Action: func(ctx context.Context, cmd *cli.Command) error {
+							if err := cfg.resolve(""); err != nil {
+								return err
+							}
+							if problem := localBlobsProblem(*cfg); problem != "" {
+								if !cmd.Bool("local-blobs") {
+									return errors.New(problem + "; set MOUNTD_BLOB_URL to S3-compatible storage, or pass --local-blobs to store it on this disk anyway (one replica serving downloads)")
+								}
+								logger().Warn(problem + "; set MOUNTD_BLOB_URL to S3-compatible storage")
+							}
 							var since *time.Time
 							if s := cmd.String("available-since"); s != "" {
 								t, err := time.Parse(time.RFC3339Nano, s)
@@ -118,9 +133,6 @@ func newCommandWithInput(stdin io.Reader, stdout, stderr io.Writer) *cli.Command
 								return err
 							}
 							defer cleanup()
-							if warning := localBlobsWarning(*cfg); warning != "" {
-								logger().Warn(warning)
-							}
 							v, err := fw.Publish(ctx, cmd.String("model"), cmd.String("revision"), since, cmd.Bool("mandatory"), f)
 							if err != nil {
 								return cliError(err)
@@ -322,15 +334,35 @@ const MaxHeaderBytes = 64 << 10
 
 // serve runs the server until ctx ends, then shuts down gracefully. When
 // ready is not nil it receives the bound address once requests are served.
-// localBlobsWarning is what to tell an operator whose firmware files go to
+// localBlobsProblem is what to tell an operator whose firmware files go to
 // this machine's disk while the catalogue is in a database that other
 // replicas share: they would offer the files and answer their links 404.
-func localBlobsWarning(cfg Config) string {
-	if cfg.BlobURL != "" || !strings.HasPrefix(cfg.DatabaseURL, "postgres") {
+// serve warns; firmware publish refuses unless --local-blobs (CONTRACT §1).
+func localBlobsProblem(cfg Config) string {
+	if cfg.BlobURL != "" || !cfg.onPostgres() {
 		return ""
 	}
-	return "firmware files are stored on this machine's disk (" + filepath.Join(cfg.DataDir, "blobs") +
-		") while the catalogue is in PostgreSQL: other replicas cannot serve them; set MOUNTD_BLOB_URL to S3-compatible storage"
+	return "firmware files would be stored on this machine's disk (" + filepath.Join(cfg.DataDir, "blobs") +
+		") while the catalogue is in PostgreSQL: other replicas could not serve them"
+}
+
+// generatedKeyProblem refuses to serve on PostgreSQL with a master key
+// generated into the data dir (CONTRACT §1): it is this machine's alone, so
+// another replica could not open what it seals (mount keys, the identity
+// key, webhook secrets). --allow-generated-master-key takes one anyway.
+func generatedKeyProblem(cfg Config) error {
+	if cfg.MasterKey != "" || !cfg.onPostgres() || cfg.AllowGeneratedMasterKey {
+		return nil
+	}
+	path := filepath.Join(cfg.DataDir, keyring.MasterKeyFile)
+	const how = "set MOUNTD_MASTER_KEY (64 hex characters from `openssl rand -hex 32`, the same on every replica and backed up), " +
+		"or pass `mountd serve --allow-generated-master-key` to run one replica with a key kept in the data dir"
+	if _, err := os.Stat(path); err == nil {
+		return fmt.Errorf("no MOUNTD_MASTER_KEY on PostgreSQL: %s holds the key generated on this machine, which other replicas cannot read; "+
+			"set MOUNTD_MASTER_KEY to its contents on every replica, or pass `mountd serve --allow-generated-master-key` to keep using the file", path)
+	}
+	return fmt.Errorf("no MOUNTD_MASTER_KEY on PostgreSQL: a key generated into %s would be this machine's alone and other replicas could not read what it seals; %s",
+		cfg.DataDir, how)
 }
 
 func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- string) error {
@@ -340,6 +372,9 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 	}
 	defer ln.Close()
 	if err := cfg.resolve(ln.Addr().String()); err != nil {
+		return err
+	}
+	if err := generatedKeyProblem(cfg); err != nil {
 		return err
 	}
 	stopTracing, err := telemetry.Setup(ctx, version.String())
@@ -358,8 +393,8 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 		return err
 	}
 	defer cleanup()
-	if warning := localBlobsWarning(cfg); warning != "" {
-		logger.Warn(warning)
+	if problem := localBlobsProblem(cfg); problem != "" {
+		logger.Warn(problem + "; set MOUNTD_BLOB_URL to S3-compatible storage")
 	}
 	workerCtx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	var workers sync.WaitGroup

@@ -32,7 +32,7 @@ var readmeLines = []struct{ start, run, why string }{
 		"the server runs in the background of the session, built already"},
 	{"make test", "", "the tests run this test"},
 	{"make build", "", "the binaries are built into ./bin before the session"},
-	{"./bin/mountsim --mounts 3 &", `./bin/mountsim --mounts 3 >mountsim.log 2>&1 & readme_wait_tcp "$MOUNTSIM_AIR"`,
+	{"./bin/mountsim --mounts 3 --state-dir sim-state &", `./bin/mountsim --mounts 3 --state-dir sim-state >mountsim.log 2>&1 & readme_wait_tcp "$MOUNTSIM_AIR"`,
 		"its radio listens before the next line scans"},
 	{"./bin/mountctl watch SIM-0001 &", `./bin/mountctl watch SIM-0001 >watch.out 2>&1 & readme_wait_file 'watching mount' watch.out`,
 		"subscribed before the release it is to show; its output is checked at the end"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -60,5 +61,54 @@ func TestReadmeForNewUsers(t *testing.T) {
 		if used >= 0 && (made < 0 || made > used) {
 			t.Errorf("the README uses %q before any block makes it (%q)", use.used, use.made)
 		}
+	}
+}
+
+// TestReadmeFilesIgnored: what the README's commands write in the
+// checkout (exports, a downloaded image, mountsim's --state-dir, the
+// account's secret) is in .gitignore, so that following it leaves git
+// status clean; its mountsim keeps its mounts (--state-dir) and its
+// configuration table has every variable the docs send operators to.
+func TestReadmeFilesIgnored(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code strings.Builder
+	for i, block := range strings.Split(string(raw), "```") {
+		if i%2 == 1 {
+			code.WriteString(block)
+		}
+	}
+	gitignore, err := os.ReadFile("../../.gitignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignored := func(name string) bool {
+		for _, line := range strings.Split(string(gitignore), "\n") {
+			pattern := strings.Trim(strings.TrimSpace(line), "/")
+			if pattern == "" || strings.HasPrefix(pattern, "#") {
+				continue
+			}
+			if ok, _ := filepath.Match(pattern, name); ok {
+				return true
+			}
+		}
+		return false
+	}
+	written := regexp.MustCompile(`(?:\s-o|--output|--state-dir|\btee|>)\s*([A-Za-z0-9_.][A-Za-z0-9_.-]*)`).FindAllStringSubmatch(code.String(), -1)
+	if len(written) < 4 {
+		t.Fatalf("found only %v written by the README's commands", written)
+	}
+	for _, w := range written {
+		if name := w[1]; !ignored(name) {
+			t.Errorf("the README's commands write %s (%q), which .gitignore does not keep out of git", name, strings.TrimSpace(w[0]))
+		}
+	}
+	if !regexp.MustCompile(`mountsim [^\n]*--state-dir`).MatchString(code.String()) {
+		t.Error("the README's mountsim keeps no --state-dir: each run makes new device keys for the same uids")
+	}
+	if !strings.Contains(string(raw), "| `MOUNTD_OFFLINE_AFTER` |") {
+		t.Error("the README's configuration table lacks MOUNTD_OFFLINE_AFTER")
 	}
 }

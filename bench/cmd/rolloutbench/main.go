@@ -262,7 +262,8 @@ func publish(ctx context.Context, cfg config, model, revision string) error {
 		return err
 	}
 	f.Close()
-	cmd := exec.CommandContext(ctx, cfg.Mountd, "firmware", "publish", "--model", model, "--revision", revision, "--file", f.Name(),
+	// One server on PostgreSQL: its own disk serves every download.
+	cmd := exec.CommandContext(ctx, cfg.Mountd, "firmware", "publish", "--local-blobs", "--model", model, "--revision", revision, "--file", f.Name(),
 		"--available-since", time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), "--json")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("mountd firmware publish %s %s: %v\n%s", model, revision, err, out)
