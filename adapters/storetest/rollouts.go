@@ -277,6 +277,22 @@ func rolloutCreation(t *testing.T, store Store) {
 	if list, total, err := store.ListRollouts(ctx, "acc_b", core.Page{CurrentPage: 1, PageSize: 10}); err != nil || total != 1 || len(list) != 1 {
 		t.Fatalf("ListRollouts of acc_b = %+v, %v", list, err)
 	}
+	// A mount's rollouts: newest first with its target, paged; only the
+	// caller's account's, whoever else rolled out to the mount.
+	if at, total, err := store.MountRollouts(ctx, "acc_a", "RA2", core.Page{CurrentPage: 1, PageSize: 1}); err != nil || total != 2 || len(at) != 1 ||
+		at[0].Rollout.ID != "ro_f" || at[0].Target.UID != "RA2" || at[0].Target.RolloutID != "ro_f" || at[0].Target.State != core.TargetStateEligible {
+		t.Fatalf("MountRollouts(RA2) page 1 = %+v (%d), %v", at, total, err)
+	}
+	if at, total, err := store.MountRollouts(ctx, "acc_a", "RA2", core.Page{CurrentPage: 2, PageSize: 1}); err != nil || total != 2 || len(at) != 1 ||
+		at[0].Rollout.ID != "ro_1" || at[0].Rollout.State != core.RolloutCanceled || at[0].Target.Phase != want[1] {
+		t.Fatalf("MountRollouts(RA2) page 2 = %+v (%d), %v", at, total, err)
+	}
+	for _, c := range []struct{ account, uid, rollout string }{{"acc_b", "RA2", ""}, {"acc_a", "RB1", ""}, {"acc_b", "RB1", "ro_b"}, {"acc_a", "RA6", ""}} {
+		at, total, err := store.MountRollouts(ctx, c.account, c.uid, core.Page{CurrentPage: 1, PageSize: 10})
+		if err != nil || total != len(at) || (c.rollout == "" && len(at) != 0) || (c.rollout != "" && (len(at) != 1 || at[0].Rollout.ID != c.rollout)) {
+			t.Fatalf("MountRollouts(%s, %s) = %+v, %v", c.account, c.uid, at, err)
+		}
+	}
 }
 
 // rolloutProgress: a command fetched leaves its target ELIGIBLE; the
