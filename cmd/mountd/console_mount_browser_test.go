@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,10 +43,14 @@ func associateWith(t *testing.T, api *client.Client, body map[string]any) ed2551
 }
 
 // screenshotDir is where a test writes its screenshots: docs/ with
-// MOUNTD_SCREENSHOTS=docs (the README's), else a temporary directory.
+// MOUNTD_SCREENSHOTS=docs (the README's), the directory it names when it
+// is an absolute path (to look at them), else a temporary directory.
 func screenshotDir(t *testing.T) string {
-	if os.Getenv("MOUNTD_SCREENSHOTS") == "docs" {
+	switch dir := os.Getenv("MOUNTD_SCREENSHOTS"); {
+	case dir == "docs":
 		return "../../docs"
+	case filepath.IsAbs(dir):
+		return dir
 	}
 	return t.TempDir()
 }
