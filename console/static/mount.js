@@ -39,7 +39,7 @@ export function mountView(uid) {
   const title = h("span", { id: "mount-name" });
   const values = h("div", { class: "grid" });
   const identity = h("dl", { class: "grid identity", id: "identity" });
-  const charts = h("div", { class: "charts" });
+  const charts = h("div", { class: "charts", id: "mount-charts" });
   const commands = h("tbody");
   const actions = h("div", { class: "toolbar" });
   const periodSel = h("select", { id: "period", onchange: () => loadHistory().catch(showError) },
@@ -119,7 +119,7 @@ export function mountView(uid) {
     while (plots.length) plots.pop().destroy();
     const specs = [["Battery", points(battery.states), "%"], ["CPU temperature", points(temp.states), "°C"]];
     const readouts = specs.map(() => h("span", { class: "chart-readout muted" }));
-    const boxes = specs.map(([t], i) => h("div", { class: "card chart" }, h("h3", {}, t, readouts[i])));
+    const boxes = specs.map(([t], i) => h("div", { class: "card chart", "data-chart": t }, h("h3", {}, t, readouts[i])));
     // Lay the boxes out first, so that each plot takes its box's width.
     charts.replaceChildren(...boxes, timeline(bands, from, to, periodSel.selectedOptions[0].textContent));
     specs.forEach(([t, data, unit], i) => {
@@ -135,7 +135,8 @@ export function mountView(uid) {
         const at = u.cursor.idx;
         readout.textContent = at == null ? "" : `${data[1][at]} ${unit} at ${fmtDate(new Date(data[0][at] * 1000).toISOString())}`;
       };
-      plots.push(new uPlot({ width: Math.max(280, box.clientWidth - 34), height: 220, legend: { show: false }, hooks: { setCursor: [showAt] },
+      // The box keeps its plot (box.plot: the browser tests read its axes).
+      plots.push(box.plot = new uPlot({ width: Math.max(280, box.clientWidth - 34), height: 220, legend: { show: false }, hooks: { setCursor: [showAt] },
         // The console's date format here too: the legend's time in full, the axis as HH:MM over MM-DD.
         series: [{ value: (u, v) => (v === null ? "—" : fmtDate(new Date(v * 1000).toISOString())) }, { label: t, stroke: "#2f6fde", width: 2, points: { show: data[0].length < 60 }, value: (u, v) => (v === null ? "—" : v + " " + unit) }],
         axes: [{ space: 60, values: (u, vals) => vals.map((v) => { const d = fmtDate(new Date(v * 1000).toISOString()); return d.slice(11, 16) + "\n" + d.slice(5, 10); }) }, { size: axisSize, values: (u, vals) => vals.map((v) => v + unit) }] }, data, box));
@@ -202,11 +203,11 @@ export function mountView(uid) {
     h("section", { class: "card", "aria-labelledby": "history-title" }, h("div", { class: "toolbar" }, h("h2", { id: "history-title" }, "History"), field("Period", periodSel),
       // The whole history, not only the period shown (owners).
       isOwner() ? exportMenu("export-history", "Export", (f) => `/exports/states?mountUid=${encodeURIComponent(uid)}&format=${f}`, showError) : ""), charts),
-    firmware.el,
     commandForm,
     isOwner() ? h("section", { class: "card", "aria-labelledby": "audit-title" }, h("h2", { id: "audit-title" }, "Command audit"),
       h("p", { class: "muted" }, "The newest 50 commands issued for this mount, and where each stands: ISSUED until the mount's receipt says EXECUTED or REFUSED, UNCONFIRMED when it expired without one."),
       h("div", { class: "scroll" }, h("table", { id: "audit" }, h("thead", {}, h("tr", {}, ["Code", "Issued", "By", "Status", "Since"].map((t) => h("th", { scope: "col" }, t)))), commands))) : "",
+    firmware.el,
     tagsCard.el);
 
   let sub = null;
