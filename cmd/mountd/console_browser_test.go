@@ -323,10 +323,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "rita", "--role", "restricted",
 		"--mount", uids[1], "--password-stdin")
-	shots := t.TempDir()
-	if os.Getenv("MOUNTD_SCREENSHOTS") == "docs" {
-		shots = "../../docs"
-	}
+	shots := screenshotDir(t)
 
 	b := newBrowserSession(t, chromium)
 	b.signIn(in.base, "ann")
