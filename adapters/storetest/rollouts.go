@@ -521,10 +521,11 @@ func rolloutLateReports(t *testing.T, store Store) {
 // abandoned) FAILED "mount left the account" in the mount's transaction,
 // outside the failure sample, and the rollout moves on: the next phase
 // opens, then it completes; the rollout events hang on the mount's event.
-// A refreshed claim by the same account leaves the targets alone.
+// A refreshed claim by the same account leaves the targets alone. Claimed
+// by another account, the mount's rollouts are each account's own.
 func rolloutMountLeaves(t *testing.T, store Store) {
 	ctx := context.Background()
-	makeAccounts(t, store, "acc_a")
+	makeAccounts(t, store, "acc_a", "acc_b")
 	t0 := time.Now().UTC().Truncate(time.Millisecond)
 	uids := []string{"RM1", "RM2", "RM3", "RM4"}
 	for _, uid := range uids {
@@ -591,6 +592,18 @@ func rolloutMountLeaves(t *testing.T, store Store) {
 	types, _ := rolloutEventTypes(t, store, "acc_a")
 	if !slices.Equal(types, []core.EventType{core.EventRolloutPhaseOpened, core.EventRolloutPhaseOpened, core.EventRolloutCompleted}) {
 		t.Fatalf("rollout events %v", types)
+	}
+	// The mount in other hands: each account sees its own rollouts of it.
+	t2 := t1.Add(time.Second)
+	deviceMount(t, store, rest[0], "acc_b", "RX", "1.0.0", false, t2)
+	if _, _, err := store.CreateRollout(ctx, newRollout("ro_mb", "acc_b", []int{100}, t2), core.MountFilter{}, t2); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ account, rollout string }{{"acc_a", "ro_m"}, {"acc_b", "ro_mb"}} {
+		at, total, err := store.MountRollouts(ctx, c.account, rest[0], core.Page{CurrentPage: 1, PageSize: 10})
+		if err != nil || total != 1 || len(at) != 1 || at[0].Rollout.ID != c.rollout || at[0].Target.UID != rest[0] {
+			t.Fatalf("MountRollouts(%s, %s) = %+v (%d), %v", c.account, rest[0], at, total, err)
+		}
 	}
 }
 
