@@ -167,7 +167,9 @@ var DefaultRolloutPhases = []int{1, 10, 50, 100}
 // ActionManageRollouts is owner-only: a rollout puts firmware on the fleet.
 const ActionManageRollouts Action = "rollouts.manage"
 
-// RolloutOffer is an INSTALL_FIRMWARE a rollout offers a mount now.
+// RolloutOffer is a rollout with its target at one mount: the
+// INSTALL_FIRMWARE a rollout offers a mount now (RolloutOffers), or one of
+// the rollouts a mount was a target of (MountRollouts).
 type RolloutOffer struct {
 	Rollout Rollout
 	Target  RolloutTarget
@@ -199,6 +201,11 @@ type RolloutStore interface {
 	// RolloutTargets lists a rollout's targets by uid; ROLLOUT_NOT_FOUND
 	// unless accountID's.
 	RolloutTargets(ctx context.Context, accountID, id string, p Page) ([]RolloutTarget, int, error)
+	// MountRollouts lists the rollouts of accountID that mount uid was a
+	// target of, newest first, each with its target; another account's
+	// rollouts of the same mount (before or after a change of hands) are
+	// never listed. No error for a mount without any.
+	MountRollouts(ctx context.Context, accountID, uid string, p Page) ([]RolloutOffer, int, error)
 	// ChangeRollout applies change to a rollout of accountID under its
 	// lock (pause, resume, cancel: ChangeRolloutState), records the audit
 	// entry in ctx, appends the events change returns and returns them.
@@ -714,6 +721,20 @@ func (s *RolloutService) RolloutMounts(ctx context.Context, p Principal, id stri
 		return nil, Pagination{}, err
 	}
 	return targets, NewPagination(page, total), nil
+}
+
+// MountRollouts answers GraphQL mountRollouts: the caller's rollouts that
+// mount uid was a target of, newest first, with where each stands at it
+// (owners only, as every rollout read).
+func (s *RolloutService) MountRollouts(ctx context.Context, p Principal, uid string, page Page) ([]RolloutOffer, Pagination, error) {
+	if err := s.authorizeOwner(p); err != nil {
+		return nil, Pagination{}, err
+	}
+	list, total, err := s.store.MountRollouts(ctx, p.AccountID, uid, page)
+	if err != nil {
+		return nil, Pagination{}, err
+	}
+	return list, NewPagination(page, total), nil
 }
 
 func (s *RolloutService) change(ctx context.Context, p Principal, id string, action AuditAction) (Rollout, error) {

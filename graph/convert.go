@@ -338,5 +338,11 @@ func toRolloutTarget(t core.RolloutTarget) model.RolloutTarget {
 		state = model.RolloutTargetStatePending
 	}
 	return model.RolloutTarget{UID: t.UID, State: state, Phase: t.Phase, CommandID: optString(t.CommandID),
-		InstallingSince: optDateTime(t.InstallingSince), Reason: optString(t.Reason)}
+		InstallingSince: optDateTime(t.InstallingSince), Reason: optString(t.Reason), UpdatedAt: dateTime(t.UpdatedAt)}
+}
+
+// toMountRollout is a rollout with its target at one mount.
+func toMountRollout(o core.RolloutOffer) model.MountRollout {
+	t := toRolloutTarget(o.Target)
+	return model.MountRollout{Rollout: toRollout(o.Rollout), Target: &t}
 }

@@ -164,6 +164,9 @@ func TestCostModel(t *testing.T) {
 		{"a page of 100 of a rollout's mounts with the rollout", `{ rollout(id: "R") { id modelNumber softwareRevision filter phases failureThreshold minSample healthWindow requireIdle state pausedReason openPhase targets
 			counts { pending eligible installing healthy failed } createdAt endedAt }
 			rolloutMounts(id: "R", pageSize: 100) { mounts { uid state phase commandId installingSince reason } pagination { currentPage totalPages totalItems } } }`, true},
+		{"a page of 100 of a mount's rollouts with every field", `{ mountRollouts(uid: "M", pageSize: 100) { rollouts { rollout { id modelNumber softwareRevision filter phases
+			failureThreshold minSample healthWindow requireIdle state pausedReason openPhase targets counts { pending eligible installing healthy failed } createdAt endedAt }
+			target { uid state phase commandId installingSince reason updatedAt } } pagination { totalItems } } }`, true},
 		{"a page of 100 rollouts and 100 of a rollout's mounts", `{ rollouts(pageSize: 100) { rollouts { id phases counts { pending eligible installing healthy failed } } }
 			rolloutMounts(id: "R", pageSize: 100) { mounts { uid state phase commandId installingSince reason } } }`, true},
 	} {
@@ -171,6 +174,10 @@ func TestCostModel(t *testing.T) {
 		if (c <= limit) != tc.pass {
 			t.Errorf("%s: costs %d against the limit of %d; want it to pass: %v", tc.name, c, limit, tc.pass)
 		}
+	}
+	// A mount's rollouts cost by their page, as every paginated list.
+	if c := cost(t, `{ mountRollouts(uid: "M", pageSize: 100) { rollouts { rollout { id } } } }`); c < 100 {
+		t.Errorf("a page of 100 of a mount's rollouts costs %d", c)
 	}
 	// A page size past the maximum is refused by the resolver; its cost
 	// does not overflow into a pass.

@@ -297,6 +297,9 @@ func complexityRoot() generated.ComplexityRoot {
 	c.Query.RolloutMounts = func(child int, _ string, _ *int, pageSize *int) int {
 		return listCost(pageLength(pageSize, 20), child)
 	}
+	c.Query.MountRollouts = func(child int, _ string, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
 	c.Rollout.Phases = func(child int) int { return listCost(core.MaxRolloutPhases, child) }
 	c.Query.SuggestedAlarmRules = func(child int) int { return listCost(suggestedRulesLength, child) }
 	conditions := func(child int) int { return listCost(core.MaxAlarmConditions, child) }

@@ -57,3 +57,15 @@ func (r *queryResolver) RolloutMounts(ctx context.Context, id string, currentPag
 	}
 	return &model.RolloutMountPage{Mounts: out, Pagination: pagination}, nil
 }
+
+// MountRollouts is the resolver for the mountRollouts field.
+func (r *queryResolver) MountRollouts(ctx context.Context, uid string, currentPage *int, pageSize *int) (*model.MountRolloutPage, error) {
+	list := func(ctx context.Context, p core.Principal, pg core.Page) ([]core.RolloutOffer, core.Pagination, error) {
+		return r.RolloutService.MountRollouts(ctx, p, uid, pg)
+	}
+	out, pagination, err := pageAsCaller(ctx, currentPage, pageSize, list, toMountRollout)
+	if err != nil {
+		return nil, err
+	}
+	return &model.MountRolloutPage{Rollouts: out, Pagination: pagination}, nil
+}

@@ -20,6 +20,7 @@ type fakeRollouts struct {
 	targets  []core.RolloutTarget
 	created  core.RolloutInput
 	page     core.Page
+	uid      string
 }
 
 func (f *fakeRollouts) CreateRollout(_ context.Context, _ core.Principal, in core.RolloutInput) (core.Rollout, error) {
@@ -63,6 +64,17 @@ func (f *fakeRollouts) RolloutMounts(ctx context.Context, p core.Principal, id s
 	return f.targets, core.Pagination{CurrentPage: page.CurrentPage, PageSize: page.PageSize, TotalItems: len(f.targets), TotalPages: 1}, nil
 }
 
+// MountRollouts answers rol_1 with its first target for that target's
+// mount, nothing for another.
+func (f *fakeRollouts) MountRollouts(_ context.Context, _ core.Principal, uid string, page core.Page) ([]core.RolloutOffer, core.Pagination, error) {
+	f.page, f.uid = page, uid
+	out := []core.RolloutOffer{}
+	if uid == f.targets[0].UID {
+		out = append(out, core.RolloutOffer{Rollout: f.rollouts["rol_1"], Target: f.targets[0]})
+	}
+	return out, core.Pagination{CurrentPage: page.CurrentPage, PageSize: page.PageSize, TotalItems: len(out), TotalPages: 1}, nil
+}
+
 // change moves a rollout from one of the states from to to, as
 // ChangeRolloutState would: CONFLICT from any other.
 func (f *fakeRollouts) change(ctx context.Context, p core.Principal, id string, to core.RolloutState, reason string, from ...core.RolloutState) (core.Rollout, error) {
@@ -99,7 +111,8 @@ func rolloutsResolver() (*Resolver, *fakeRollouts, *fakeLog) {
 		Counts:    core.RolloutCounts{Pending: 1, Eligible: 2, Installing: 3, Healthy: 2, Failed: 2},
 		CreatedAt: rolloutsAt, SampleHealthy: 2, SampleFailed: 2}},
 		targets: []core.RolloutTarget{
-			{UID: "M-1", Phase: 0, State: core.TargetStateFailed, CommandID: "cmd1", InstallingSince: rolloutsAt.Add(time.Minute), Reason: "rollback"},
+			{UID: "M-1", Phase: 0, State: core.TargetStateFailed, CommandID: "cmd1", InstallingSince: rolloutsAt.Add(time.Minute), Reason: "rollback",
+				UpdatedAt: rolloutsAt.Add(2 * time.Minute)},
 			{UID: "M-2", Phase: 1, State: core.TargetStatePending}}}
 	paused := ro.rollouts["rol_1"]
 	log := &fakeLog{events: []core.Event{
@@ -167,6 +180,34 @@ func TestRolloutResolvers(t *testing.T) {
 		second["state"] != "PENDING" || second["phase"] != 1.0 || second["commandId"] != nil || second["installingSince"] != nil || second["reason"] != nil ||
 		ro.page.CurrentPage != 2 {
 		t.Fatalf("rolloutMounts %v", mounts)
+	}
+
+	// A mount's rollouts: each with its target, the failure's reason and
+	// when the target last changed; paged and bounded like every list.
+	a = postGraphQL(t, r, jobsOwner, `{ mountRollouts(uid: "M-1", currentPage: 1, pageSize: 5) { rollouts { rollout { id softwareRevision state createdAt }
+		target { uid state phase commandId reason updatedAt } } pagination { totalItems } } }`, nil)
+	if len(a.Errors) > 0 {
+		t.Fatalf("mountRollouts: %+v", a.Errors)
+	}
+	mr := a.Data["mountRollouts"].(map[string]any)["rollouts"].([]any)
+	if len(mr) != 1 || ro.uid != "M-1" || ro.page.PageSize != 5 {
+		t.Fatalf("mountRollouts %v (asked %s, %+v)", mr, ro.uid, ro.page)
+	}
+	rollout, target := mr[0].(map[string]any)["rollout"].(map[string]any), mr[0].(map[string]any)["target"].(map[string]any)
+	if rollout["id"] != "rol_1" || rollout["softwareRevision"] != "2.1.0" || rollout["state"] != "PAUSED" || rollout["createdAt"] != "2026-11-26T12:00:00.000Z" ||
+		target["uid"] != "M-1" || target["state"] != "FAILED" || target["reason"] != "rollback" || target["commandId"] != "cmd1" ||
+		target["updatedAt"] != "2026-11-26T12:02:00.000Z" {
+		t.Fatalf("mountRollouts %v", mr)
+	}
+	if a := postGraphQL(t, r, jobsOwner, `{ mountRollouts(uid: "M-2") { rollouts { rollout { id } } } }`, nil); len(a.Errors) > 0 ||
+		len(a.Data["mountRollouts"].(map[string]any)["rollouts"].([]any)) != 0 || ro.page.PageSize != 20 {
+		t.Fatalf("mountRollouts of M-2: %+v", a)
+	}
+	for _, size := range []int{0, 1001} {
+		if code := errorCode(postGraphQL(t, r, jobsOwner, `query($n: Int) { mountRollouts(uid: "M-1", pageSize: $n) { rollouts { rollout { id } } } }`,
+			map[string]any{"n": size})); code != "VALIDATION_FAILED" {
+			t.Errorf("mountRollouts(pageSize: %d): %s, want VALIDATION_FAILED", size, code)
+		}
 	}
 
 	for _, q := range []string{`{ rollout(id: "rol_other") { id } }`, `{ rolloutMounts(id: "rol_other") { mounts { uid } } }`,

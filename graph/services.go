@@ -98,6 +98,7 @@ type Rollouts interface {
 	ListRollouts(ctx context.Context, p core.Principal, page core.Page) ([]core.Rollout, core.Pagination, error)
 	Rollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
 	RolloutMounts(ctx context.Context, p core.Principal, id string, page core.Page) ([]core.RolloutTarget, core.Pagination, error)
+	MountRollouts(ctx context.Context, p core.Principal, uid string, page core.Page) ([]core.RolloutOffer, core.Pagination, error)
 	PauseRollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
 	ResumeRollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
 	CancelRollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)

@@ -424,6 +424,27 @@ func (s *Store) ChangeRollout(ctx context.Context, accountID, id string, now tim
 // account in one statement, however many canceled rollouts the mount was
 // a target of.
 func (s *Store) RolloutOffers(ctx context.Context, uid, accountID string) ([]core.RolloutOffer, error) {
+	return s.rolloutsAt(ctx, uid, `t.mount_uid = ? AND t.state IN ('ELIGIBLE', 'INSTALLING') AND r.account_id = ? AND r.state = 'RUNNING'
+		ORDER BY t.rollout_id`, uid, accountID)
+}
+
+// MountRollouts implements core.RolloutStore: newest first, through
+// rollout_targets_mount; the account is the rollout's, so a mount that
+// changed hands shows each account its own.
+func (s *Store) MountRollouts(ctx context.Context, accountID, uid string, p core.Page) ([]core.RolloutOffer, int, error) {
+	var total int
+	if err := s.db.NewRaw(`SELECT COUNT(*) FROM rollout_targets t JOIN rollouts r ON r.id = t.rollout_id
+		WHERE t.mount_uid = ? AND r.account_id = ?`, uid, accountID).Scan(ctx, &total); err != nil {
+		return nil, 0, err
+	}
+	out, err := s.rolloutsAt(ctx, uid, `t.mount_uid = ? AND r.account_id = ?
+		ORDER BY r.created_at DESC, r.id DESC LIMIT ? OFFSET ?`, uid, accountID, p.PageSize, p.Offset())
+	return out, total, err
+}
+
+// rolloutsAt reads rollouts with their target at mount uid: where (and
+// its order) follows the join of rollout_targets t and rollouts r.
+func (s *Store) rolloutsAt(ctx context.Context, uid, where string, args ...any) ([]core.RolloutOffer, error) {
 	var rows []struct {
 		rolloutRow       `bun:"extend"`
 		TargetPhase      int           `bun:"t_phase"`
@@ -439,8 +460,7 @@ func (s *Store) RolloutOffers(ctx context.Context, uid, accountID string) ([]cor
 			t.installing_since AS t_installing_since, t.new_revision_counter AS t_new_revision_counter,
 			t.old_revision_counter AS t_old_revision_counter, t.reason AS t_reason, t.updated_at AS t_updated_at
 		FROM rollout_targets t JOIN rollouts r ON r.id = t.rollout_id
-		WHERE t.mount_uid = ? AND t.state IN ('ELIGIBLE', 'INSTALLING') AND r.account_id = ? AND r.state = 'RUNNING'
-		ORDER BY t.rollout_id`, uid, accountID).Scan(ctx, &rows); err != nil {
+		WHERE `+where, args...).Scan(ctx, &rows); err != nil {
 		return nil, err
 	}
 	out := make([]core.RolloutOffer, 0, len(rows))

@@ -237,6 +237,22 @@ func (s *Store) RolloutOffers(_ context.Context, uid, accountID string) ([]core.
 	return out, nil
 }
 
+// MountRollouts implements core.RolloutStore.
+func (s *Store) MountRollouts(_ context.Context, accountID, uid string, p core.Page) ([]core.RolloutOffer, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := []core.RolloutOffer{}
+	for id, r := range s.ro.rollouts {
+		if t, ok := s.ro.targets[id][uid]; ok && r.AccountID == accountID {
+			all = append(all, core.RolloutOffer{Rollout: cloneRollout(*r), Target: cloneTarget(*t)})
+		}
+	}
+	slices.SortFunc(all, func(a, b core.RolloutOffer) int {
+		return cmp.Or(b.Rollout.CreatedAt.Compare(a.Rollout.CreatedAt), cmp.Compare(b.Rollout.ID, a.Rollout.ID))
+	})
+	return page(all, p), len(all), nil
+}
+
 // RolloutFor implements core.RolloutStore.
 func (s *Store) RolloutFor(_ context.Context, accountID, model, uid string) (core.Rollout, *core.RolloutTarget, bool, error) {
 	s.mu.Lock()

@@ -277,6 +277,22 @@ func rolloutCreation(t *testing.T, store Store) {
 	if list, total, err := store.ListRollouts(ctx, "acc_b", core.Page{CurrentPage: 1, PageSize: 10}); err != nil || total != 1 || len(list) != 1 {
 		t.Fatalf("ListRollouts of acc_b = %+v, %v", list, err)
 	}
+	// A mount's rollouts: newest first with its target, paged; only the
+	// caller's account's, whoever else rolled out to the mount.
+	if at, total, err := store.MountRollouts(ctx, "acc_a", "RA2", core.Page{CurrentPage: 1, PageSize: 1}); err != nil || total != 2 || len(at) != 1 ||
+		at[0].Rollout.ID != "ro_f" || at[0].Target.UID != "RA2" || at[0].Target.RolloutID != "ro_f" || at[0].Target.State != core.TargetStateEligible {
+		t.Fatalf("MountRollouts(RA2) page 1 = %+v (%d), %v", at, total, err)
+	}
+	if at, total, err := store.MountRollouts(ctx, "acc_a", "RA2", core.Page{CurrentPage: 2, PageSize: 1}); err != nil || total != 2 || len(at) != 1 ||
+		at[0].Rollout.ID != "ro_1" || at[0].Rollout.State != core.RolloutCanceled || at[0].Target.Phase != want[1] {
+		t.Fatalf("MountRollouts(RA2) page 2 = %+v (%d), %v", at, total, err)
+	}
+	for _, c := range []struct{ account, uid, rollout string }{{"acc_b", "RA2", ""}, {"acc_a", "RB1", ""}, {"acc_b", "RB1", "ro_b"}, {"acc_a", "RA6", ""}} {
+		at, total, err := store.MountRollouts(ctx, c.account, c.uid, core.Page{CurrentPage: 1, PageSize: 10})
+		if err != nil || total != len(at) || (c.rollout == "" && len(at) != 0) || (c.rollout != "" && (len(at) != 1 || at[0].Rollout.ID != c.rollout)) {
+			t.Fatalf("MountRollouts(%s, %s) = %+v, %v", c.account, c.uid, at, err)
+		}
+	}
 }
 
 // rolloutProgress: a command fetched leaves its target ELIGIBLE; the
@@ -505,10 +521,11 @@ func rolloutLateReports(t *testing.T, store Store) {
 // abandoned) FAILED "mount left the account" in the mount's transaction,
 // outside the failure sample, and the rollout moves on: the next phase
 // opens, then it completes; the rollout events hang on the mount's event.
-// A refreshed claim by the same account leaves the targets alone.
+// A refreshed claim by the same account leaves the targets alone. Claimed
+// by another account, the mount's rollouts are each account's own.
 func rolloutMountLeaves(t *testing.T, store Store) {
 	ctx := context.Background()
-	makeAccounts(t, store, "acc_a")
+	makeAccounts(t, store, "acc_a", "acc_b")
 	t0 := time.Now().UTC().Truncate(time.Millisecond)
 	uids := []string{"RM1", "RM2", "RM3", "RM4"}
 	for _, uid := range uids {
@@ -575,6 +592,18 @@ func rolloutMountLeaves(t *testing.T, store Store) {
 	types, _ := rolloutEventTypes(t, store, "acc_a")
 	if !slices.Equal(types, []core.EventType{core.EventRolloutPhaseOpened, core.EventRolloutPhaseOpened, core.EventRolloutCompleted}) {
 		t.Fatalf("rollout events %v", types)
+	}
+	// The mount in other hands: each account sees its own rollouts of it.
+	t2 := t1.Add(time.Second)
+	deviceMount(t, store, rest[0], "acc_b", "RX", "1.0.0", false, t2)
+	if _, _, err := store.CreateRollout(ctx, newRollout("ro_mb", "acc_b", []int{100}, t2), core.MountFilter{}, t2); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ account, rollout string }{{"acc_a", "ro_m"}, {"acc_b", "ro_mb"}} {
+		at, total, err := store.MountRollouts(ctx, c.account, rest[0], core.Page{CurrentPage: 1, PageSize: 10})
+		if err != nil || total != 1 || len(at) != 1 || at[0].Rollout.ID != c.rollout || at[0].Target.UID != rest[0] {
+			t.Fatalf("MountRollouts(%s, %s) = %+v (%d), %v", c.account, rest[0], at, total, err)
+		}
 	}
 }
 

@@ -126,7 +126,7 @@ func TestConsoleAccessibility(t *testing.T) {
 		{"the overview", "#/", `document.querySelector('#count-webhooks .value') !== null && document.querySelector('#count-alarms .value') !== null`},
 		{"the fleet", "#/fleet", `document.querySelectorAll('#fleet tbody tr[data-uid]').length === 3`},
 		{"a mount's page with its alarm", "#/mounts/MNT-0002", `document.querySelector('#mount-alarms tr[data-id]') !== null`},
-		{"a mount's page", "#/mounts/MNT-0001", `document.querySelector('.uplot') !== null && document.body.innerText.includes('ASSOCIATE_OWNER')`},
+		{"a mount's page", "#/mounts/MNT-0001", `document.querySelector('.uplot') !== null && document.body.innerText.includes('ASSOCIATE_OWNER') && document.querySelector('#mount-rollouts tbody tr') !== null`},
 		{"the events", "#/events?type=all", `document.getElementById('connection').dataset.state === 'live'`},
 		{"the webhooks", "#/webhooks", `document.querySelector('#webhooks tr[data-id]') !== null`},
 		{"the firmware", "#/firmware", `document.querySelector('#firmware tbody tr td')?.textContent === 'HL-2'`},

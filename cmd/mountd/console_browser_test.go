@@ -325,10 +325,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "rita", "--role", "restricted",
 		"--mount", uids[1], "--password-stdin")
-	shots := t.TempDir()
-	if os.Getenv("MOUNTD_SCREENSHOTS") == "docs" {
-		shots = "../../docs"
-	}
+	shots := screenshotDir(t)
 
 	b := newBrowserSession(t, chromium)
 	b.signIn(in.base, "ann")
@@ -384,6 +381,32 @@ func TestConsoleInBrowser(t *testing.T) {
 		!strings.Contains(got, "\r\nMNT-0001,Front door,") {
 		t.Fatalf("the fleet's export:\n%s", got)
 	}
+	// One export control, which says which is which: the rows shown (a CSV
+	// made here) or the server's export of the whole filter, which takes
+	// the expression and not the search.
+	if got := b.evalString(`[...document.querySelectorAll('main button, main summary')].filter((el) => /export|csv/i.test(el.textContent) && !el.closest('#export-menu')).map((el) => el.textContent).join('|')`); got != "" {
+		t.Errorf("export controls outside the one menu: %s", got)
+	}
+	b.step("open the export menu", chromedp.Click(chromedp.CSS(`#export-menu summary`)))
+	b.waitJS("the menu says which is which", `document.getElementById('export-rows-title').textContent === 'Rows shown (CSV)' && `+
+		`document.getElementById('export-rows-say').textContent === '1 mount, the columns shown, made in the browser' && `+
+		`document.getElementById('export-fleet-title').textContent === 'Whole filter (server export)' && `+
+		`document.getElementById('export-server-say').textContent === 'The whole fleet, every field; the search and boxes do not apply.'`, 5*time.Second)
+	b.checkA11y("the fleet's export menu")
+	b.step("close the export menu", chromedp.Click(chromedp.CSS(`#export-menu summary`)))
+	b.eval(`{ document.getElementById('expr').value = 'batteryLevel < 10'; document.getElementById('expr-form').requestSubmit() }`)
+	b.waitJS("filtered by the expression", `document.getElementById('search').value === 'front' && document.querySelectorAll('#fleet tbody tr[data-uid]').length === 0`, 10*time.Second)
+	b.step("open the export menu", chromedp.Click(chromedp.CSS(`#export-menu summary`)))
+	b.waitJS("the menu names the expression", `document.getElementById('export-rows-say').textContent.startsWith('0 mounts') && `+
+		`document.getElementById('export-server-say').textContent === 'Every mount “batteryLevel < 10” selects, every field; the search and boxes do not apply.'`, 5*time.Second)
+	if got := b.saved(`document.querySelector('#export-fleet button[data-format=csv]').click()`); !strings.HasPrefix(got, mountsHeader+"\r\n") ||
+		strings.Count(got, "\r\n") != 2 || !strings.Contains(got, "\r\nMNT-0002,") {
+		t.Fatalf("the export of the filter:\n%s", got)
+	}
+	if got := b.evalString(`document.getElementById('export-menu').open + ' ' + document.querySelector('#export-menu + .export-status').textContent`); got != "false saved mounts.csv" {
+		t.Errorf("after the export: %s", got)
+	}
+	b.step("clear the expression", chromedp.Click(chromedp.CSS(`#expr-clear`)))
 	if got := b.evalString(`localStorage.getItem('mountd.console.hiddenColumns')`); got != "[]" {
 		t.Fatalf("hidden columns kept as %q", got)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,10 +43,14 @@ func associateWith(t *testing.T, api *client.Client, body map[string]any) ed2551
 }
 
 // screenshotDir is where a test writes its screenshots: docs/ with
-// MOUNTD_SCREENSHOTS=docs (the README's), else a temporary directory.
+// MOUNTD_SCREENSHOTS=docs (the README's), the directory it names when it
+// is an absolute path (to look at them), else a temporary directory.
 func screenshotDir(t *testing.T) string {
-	if os.Getenv("MOUNTD_SCREENSHOTS") == "docs" {
+	switch dir := os.Getenv("MOUNTD_SCREENSHOTS"); {
+	case dir == "docs":
 		return "../../docs"
+	case filepath.IsAbs(dir):
+		return dir
 	}
 	return t.TempDir()
 }
@@ -71,6 +76,11 @@ func TestConsoleMountPage(t *testing.T) {
 	// present, absent, present (reportStates: present on even batteries).
 	for i, h := range []int{18, 11, 5} {
 		reportStates(t, api, uid, 80+i, i != 1, time.Now().Add(-time.Duration(h)*time.Hour))
+	}
+	// And a temperature between, for fractional labels on its axis.
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/states", map[string]any{"states": []any{map[string]any{"code": "CPU_TEMPERATURE",
+		"value": "41.25", "occurredAt": time.Now().Add(-4 * time.Hour).UTC().Format(time.RFC3339Nano)}}}, nil); err != nil {
+		t.Fatal(err)
 	}
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
 	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "rita", "--role", "restricted",
@@ -110,6 +120,23 @@ func TestConsoleMountPage(t *testing.T) {
 	}
 	if got := b.evalString(`document.querySelector('#timeline [role=img]').getAttribute('aria-describedby')`); got != "timeline-summary" {
 		t.Errorf("the timeline is described by %q", got)
+	}
+	// The charts: every y axis label fits its axis (41.5°C was cut off),
+	// no legend below; the value under the cursor shows beside the title.
+	clipped := `[...document.querySelectorAll('#mount-charts [data-chart]')].map((box) => { const u = box.plot, y = u.axes[1];
+		const ctx = document.createElement('canvas').getContext('2d'); ctx.font = y.font[0];
+		const widest = Math.max(...y._values.map((v) => ctx.measureText(v).width));
+		return widest + y.ticks.size + y.gap > y._size ? box.dataset.chart + ': ' + y._values.join(' ') + ' in ' + y._size + 'px' : '' }).join('')`
+	b.waitJS("the charts drawn", `document.querySelectorAll('#mount-charts [data-chart]').length === 2 && [...document.querySelectorAll('#mount-charts [data-chart]')].every((b) => b.plot?.axes[1]._values?.length)`, 10*time.Second)
+	if got := b.evalString(clipped); got != "" {
+		t.Errorf("clipped y axis labels: %s", got)
+	}
+	if n := b.evalString(`String(document.querySelectorAll('#mount-charts .u-legend').length)`); n != "0" {
+		t.Errorf("%s legends below the charts", n)
+	}
+	b.eval(`{ const box = document.querySelector('#mount-charts [data-chart="CPU temperature"]'); box.plot.setCursor({ left: 5, top: 5 }) }`)
+	if got := b.text(`#mount-charts [data-chart="CPU temperature"] .chart-readout`); !strings.HasPrefix(got, "41 °C at ") {
+		t.Errorf("the value under the cursor: %q", got)
 	}
 	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	// A report (unlocked, helmet absent) draws itself after a moment.

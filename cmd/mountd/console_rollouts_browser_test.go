@@ -24,7 +24,9 @@ import (
 // refuses the install (ROLLOUT_PAUSED over accountEvents; the page's timer
 // is switched off, so only the event can show it), finds it on the
 // rollouts page and cancels it. The form warns of a downgrade and starts
-// afresh for another version; a rollout not found says so, with a retry. MOUNTD_SCREENSHOTS=docs writes
+// afresh for another version; a rollout not found says so, with a retry.
+// A mount's page lists its rollouts: one that rolled back FAILED by the
+// rollback, beside its install's EXECUTED receipt. MOUNTD_SCREENSHOTS=docs writes
 // docs/console-rollouts.png.
 func TestConsoleRolloutsInBrowser(t *testing.T) {
 	chromium := testenv.Chromium(t)
@@ -188,10 +190,49 @@ func TestConsoleRolloutsInBrowser(t *testing.T) {
 	b.screenshot(screenshotDir(t), "console-rollouts.png")
 	b.step("the window as it was", chromedp.EmulateViewport(1280, 860))
 
+	// The mount that executed the install reports the new revision, then
+	// the old one with a higher counter: a rollback. Its page shows its
+	// rollout FAILED by the rollback beside the install's EXECUTED, and the
+	// refusing mount's page the refusal.
+	for _, revision := range []string{"1.5.0", "1.4.0"} {
+		at := time.Now().UTC().Truncate(time.Millisecond)
+		if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+open[0]+"/states",
+			devices[open[0]].signedReport(revision, protocol.ReportEntry{Code: "BATTERY_LEVEL", Value: "77", OccurredAt: at}), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tg := a.rolloutTargets(t, ro.ID)[open[0]]; tg.State != "FAILED" || tg.Reason == nil || *tg.Reason != "rollback" {
+		t.Fatalf("after the rollback %+v", tg)
+	}
+	b.eval(`location.hash = '#/mounts/` + open[0] + `'`)
+	mine := `document.querySelector('#mount-rollouts tr[data-rollout="` + ro.ID + `"]')`
+	installRow := `document.querySelector('#firmware-installs tr[data-id="` + executed + `"]')`
+	auditRow := `document.querySelector('#audit tr[data-id="` + executed + `"]')`
+	b.waitJS("the mount's rollout, failed by the rollback", mine+`?.dataset.state === 'FAILED' && `+mine+`.dataset.reason === 'rollback' && `+
+		mine+`.textContent.includes('1.5.0') && `+mine+`.textContent.includes('failed: rollback') && `+mine+`.textContent.includes('paused') && `+
+		installRow+`?.dataset.status === 'EXECUTED' && `+installRow+`.dataset.outcome === 'FAILED' && `+installRow+`.textContent.includes('1.5.0') && `+
+		installRow+`.textContent.includes('failed: rollback') && `+auditRow+`?.dataset.status === 'EXECUTED' && `+auditRow+`.textContent.includes('rollout: failed: rollback')`, 10*time.Second)
+	b.checkA11y("a mount's page with its rollouts")
+	// Laid out afresh on a phone's screen (the charts take their width once).
+	b.step("a phone's screen", chromedp.EmulateViewport(390, 844), chromedp.Reload())
+	b.waitJS("the mount's rollouts fit", mine+`?.dataset.state === 'FAILED' && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	// The page's hooks again, as the reload dropped them.
+	b.eval(`window.confirm = (text) => { window.__confirmed = text; return true }`)
+	b.eval(`window.__mountdRefreshMs = 0`)
+	b.eval(`document.getElementById('mount-firmware').scrollIntoView()`)
+	b.screenshot(screenshotDir(t), "mount-rollouts-390.png")
+	b.step("the window as it was", chromedp.EmulateViewport(1280, 860))
+	b.eval(`location.hash = '#/mounts/` + open[1] + `'`)
+	refusedRow := `document.querySelector('#mount-rollouts tr[data-rollout="` + ro.ID + `"]')`
+	b.waitJS("the refusing mount's rollout", `document.getElementById('mount-uid')?.textContent === '`+open[1]+`' && `+refusedRow+`?.dataset.state === 'FAILED' && `+
+		refusedRow+`.dataset.reason === 'refused: bad image' && document.querySelector('#firmware-installs tr[data-id="`+refused+`"]')?.dataset.status === 'REFUSED'`, 10*time.Second)
+	b.eval(`document.getElementById('mount-firmware').scrollIntoView()`)
+	b.screenshot(screenshotDir(t), "mount-rollouts-1280.png")
+
 	// The rollouts page.
 	b.step("open the rollouts", chromedp.Click(chromedp.CSS(`#nav a[data-view=rollouts]`)))
 	row := `document.querySelector('#rollouts tr[data-id="` + ro.ID + `"]')`
-	b.waitJS("listed, paused, with its progress", row+`?.dataset.state === 'PAUSED' && `+row+`.querySelector('.rollout-words').textContent === '1 of 6 decided, 1 failed' && `+
+	b.waitJS("listed, paused, with its progress", row+`?.dataset.state === 'PAUSED' && `+row+`.querySelector('.rollout-words').textContent === '2 of 6 decided, 2 failed' && `+
 		row+`.querySelector('.rollout-seg.failed').style.width !== '0%' && `+row+`.textContent.includes('1 of 2') && document.querySelector('#nav a[data-view=rollouts]').getAttribute('aria-current') === 'page'`, 10*time.Second)
 	b.checkA11y("the rollouts page")
 

@@ -67,7 +67,8 @@ func (f fleet) rolloutTargets(t *testing.T, id string) map[string]gqlRolloutTarg
 // cancelled, each refused in the wrong state; its events reach
 // accountEvents (replayed after a cursor, then live; a maintainer's too,
 // never another account's; a rider is refused), never mountEvents nor the
-// events query; its INSTALL_FIRMWARE carries rolloutId. Another
+// events query; its INSTALL_FIRMWARE carries rolloutId; mountRollouts
+// lists a mount's rollouts of the caller's account only. Another
 // account's rollout is ROLLOUT_NOT_FOUND, a maintainer is refused (create,
 // pause, resume, cancel), an
 // unpublished revision is VALIDATION_FAILED on softwareRevision and a
@@ -282,6 +283,40 @@ func TestGraphQLRollouts(t *testing.T) {
 	mine := field[gqlRollout](t, b.gql(t, create, map[string]any{"in": in1}), "createRollout")
 	if e := nextData[gqlRolloutEvent](t, bSub, "acc", "accountEvents"); e.Rollout == nil || e.Rollout.ID != mine.ID || e.Rollout.ID == ro.ID || e.Rollout.ID == next.ID {
 		t.Fatalf("B's first event %+v, want its rollout %s", e, mine.ID)
+	}
+
+	// A mount's rollouts: the account's own, newest first with the target;
+	// never another account's, of the same mount or of its own; owners only.
+	type mountRollout struct {
+		Rollout gqlRollout
+		Target  gqlRolloutTarget
+	}
+	const mountRollouts = `query($uid: ID!, $n: Int) { mountRollouts(uid: $uid, pageSize: $n) { rollouts { rollout { ` + gqlRolloutFields + ` }
+		target { uid state phase commandId installingSince reason } } pagination { totalItems } } }`
+	rolloutsOf := func(f fleet, uid string) []mountRollout {
+		t.Helper()
+		return field[struct{ Rollouts []mountRollout }](t, f.gql(t, mountRollouts, map[string]any{"uid": uid}), "mountRollouts").Rollouts
+	}
+	if got := rolloutsOf(a, eligible[0]); len(got) != 2 || got[0].Rollout.ID != next.ID || got[1].Rollout.ID != ro.ID ||
+		got[1].Rollout.State != "CANCELED" || got[1].Target.UID != eligible[0] || got[1].Target.CommandID == nil || got[1].Target.Phase != 0 {
+		t.Fatalf("A's rollouts of %s: %+v", eligible[0], got)
+	}
+	if got := rolloutsOf(a, bMount); len(got) != 0 {
+		t.Fatalf("A sees B's rollout of B's mount: %+v", got)
+	}
+	if got := rolloutsOf(b, eligible[0]); len(got) != 0 {
+		t.Fatalf("B sees A's rollouts of A's mount: %+v", got)
+	}
+	if got := rolloutsOf(b, bMount); len(got) != 1 || got[0].Rollout.ID != mine.ID || got[0].Target.UID != bMount {
+		t.Fatalf("B's rollouts of its mount: %+v", got)
+	}
+	for name, f := range map[string]fleet{"a maintainer": maintainer, "a rider": rider} {
+		if r := f.gql(t, mountRollouts, map[string]any{"uid": uids[0]}); r.code() != "FORBIDDEN" {
+			t.Errorf("%s's mountRollouts: %+v", name, r.Errors)
+		}
+	}
+	if r := a.gql(t, mountRollouts, map[string]any{"uid": uids[0], "n": 0}); r.code() != "VALIDATION_FAILED" {
+		t.Errorf("mountRollouts(pageSize: 0): %+v", r.Errors)
 	}
 
 	// mountEvents and the events query never carry the rollout's events.

@@ -7,7 +7,7 @@ import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, 
 import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
 import { firmwareView } from "./firmware.js";
-import { download, exportMenu } from "./exports.js";
+import { fleetExport } from "./exports.js";
 import { auditView } from "./audit.js";
 import { alarmsView, alarmRulesView, alarmBadge } from "./alarms.js";
 import { jobsView, jobView, jobForm } from "./jobs.js";
@@ -354,10 +354,9 @@ function fleetView(query) {
         showColumns();
       } }), " " + label))));
   const toolbar = h("div", { class: "toolbar", role: "search" }, search, stateSel, presenceSel, Object.values(boxes), columnsMenu,
-    h("button", { id: "csv", type: "button", onclick: () => download("mounts.csv", "text/csv", csv()) }, "Download CSV"),
-    // The whole fleet from the server, every field (owners): the CSV
-    // button above saves only the rows and columns shown.
-    isOwner() ? exportMenu("export-fleet", "Export", (format) => "/exports/mounts?format=" + format, showError) : "");
+    // One control: the rows shown (CSV made here), or the server's export
+    // of the whole filter (owners).
+    fleetExport({ rows: () => shown.length, csv, expr: () => loaded ?? ui.expr, server: isOwner(), onError: showError }));
 
   // The fleet filter expression, submitted as a whole; the server's
   // refusal shows under the box.

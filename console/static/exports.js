@@ -41,12 +41,12 @@ export async function exportFile(path) {
   }
 }
 
-// exportMenu is a small menu of an export's formats: pick one to save.
-export function exportMenu(id, label, path, onError) {
-  const status = h("span", { class: "export-status", role: "status" });
+// formatButtons offers an export's formats; each saves the server's file
+// and says so in status.
+function formatButtons(path, status, onError) {
   const pick = (format) => async (e) => {
     const menu = e.target.closest("details");
-    menu.open = false;
+    if (menu) menu.open = false;
     status.textContent = "preparing…";
     try {
       status.textContent = "saved " + (await exportFile(path(format)));
@@ -55,9 +55,55 @@ export function exportMenu(id, label, path, onError) {
       onError(err);
     }
   };
+  return [h("button", { type: "button", "data-format": "csv", onclick: pick("csv") }, "CSV"),
+    h("button", { type: "button", "data-format": "ndjson", onclick: pick("ndjson") }, "NDJSON")];
+}
+
+// exportMenu is a small menu of an export's formats: pick one to save.
+export function exportMenu(id, label, path, onError) {
+  const status = h("span", { class: "export-status", role: "status" });
   return h("span", {}, h("details", { class: "menu", id },
     h("summary", {}, label),
-    h("div", { class: "menu-body" },
-      h("button", { type: "button", "data-format": "csv", onclick: pick("csv") }, "CSV"),
-      h("button", { type: "button", "data-format": "ndjson", onclick: pick("ndjson") }, "NDJSON"))), status);
+    h("div", { class: "menu-body" }, formatButtons(path, status, onError))), status);
+}
+
+// fleetExport is the fleet's one export control, saying which is which:
+// the rows shown as the page shows them (search, boxes and columns
+// applied; a CSV made here), or, for owners, the server's export of the
+// whole filter (every field of every mount the filter expression selects;
+// the search and boxes do not apply). rows() counts the rows shown, csv()
+// makes their file, expr() is the expression the fleet was read with.
+export function fleetExport({ rows, csv, expr, server, onError }) {
+  const status = h("span", { class: "export-status", role: "status" });
+  const rowsSay = h("span", { class: "muted", id: "export-rows-say" });
+  const serverSay = h("span", { class: "muted", id: "export-server-say" });
+  const fill = () => {
+    const n = rows();
+    rowsSay.textContent = `${n} mount${n === 1 ? "" : "s"}, the columns shown, made in the browser`;
+    const e = expr();
+    serverSay.textContent = e ? `Every mount “${e}” selects, every field; the search and boxes do not apply.` : "The whole fleet, every field; the search and boxes do not apply.";
+  };
+  const group = (id, title, say, ...controls) => h("div", { class: "export-group", role: "group", id, "aria-labelledby": id + "-title", "aria-describedby": say.id },
+    h("b", { id: id + "-title" }, title), say, h("div", { class: "toolbar" }, ...controls));
+  // Open, the menu stays within the window: at the end of a wide toolbar
+  // it opens leftwards.
+  const place = () => {
+    body.style.left = "";
+    const r = body.getBoundingClientRect();
+    const over = r.right - (document.documentElement.clientWidth - 8);
+    if (over > 0) body.style.left = `${-Math.min(over, r.left - 8)}px`;
+  };
+  const menu = h("details", { class: "menu", id: "export-menu", ontoggle: () => { if (menu.open) { fill(); place(); } } },
+    h("summary", {}, "Export"));
+  const body = h("div", { class: "menu-body" },
+      group("export-rows", "Rows shown (CSV)", rowsSay, h("button", { type: "button", id: "csv", onclick: () => {
+        menu.open = false;
+        download("mounts.csv", "text/csv", csv());
+        status.textContent = "saved mounts.csv (the rows shown)";
+      } }, "CSV of the rows shown")),
+      server ? group("export-fleet", "Whole filter (server export)", serverSay,
+        ...formatButtons((format) => "/exports/mounts?format=" + format + (expr() ? "&filter=" + encodeURIComponent(expr()) : ""), status, onError)) : "");
+  menu.append(body);
+  fill();
+  return h("span", { class: "export" }, menu, status);
 }

@@ -39,7 +39,7 @@ export function mountView(uid) {
   const title = h("span", { id: "mount-name" });
   const values = h("div", { class: "grid" });
   const identity = h("dl", { class: "grid identity", id: "identity" });
-  const charts = h("div", { class: "charts" });
+  const charts = h("div", { class: "charts", id: "mount-charts" });
   const commands = h("tbody");
   const actions = h("div", { class: "toolbar" });
   const periodSel = h("select", { id: "period", onchange: () => loadHistory().catch(showError) },
@@ -118,7 +118,8 @@ export function mountView(uid) {
     if (run !== historyRun) return; // a newer load (another period) has begun
     while (plots.length) plots.pop().destroy();
     const specs = [["Battery", points(battery.states), "%"], ["CPU temperature", points(temp.states), "°C"]];
-    const boxes = specs.map(([t]) => h("div", { class: "card chart" }, h("h3", {}, t)));
+    const readouts = specs.map(() => h("span", { class: "chart-readout muted" }));
+    const boxes = specs.map(([t], i) => h("div", { class: "card chart", "data-chart": t }, h("h3", {}, t, readouts[i])));
     // Lay the boxes out first, so that each plot takes its box's width.
     charts.replaceChildren(...boxes, timeline(bands, from, to, periodSel.selectedOptions[0].textContent));
     specs.forEach(([t, data, unit], i) => {
@@ -127,10 +128,18 @@ export function mountView(uid) {
         box.append(h("p", { class: "muted" }, "No reports in this period."));
         return;
       }
-      plots.push(new uPlot({ width: Math.max(280, box.clientWidth - 34), height: 220,
+      // No legend (it stood empty below the chart until hovered): the
+      // value under the cursor shows beside the chart's title instead.
+      const readout = readouts[i];
+      const showAt = (u) => {
+        const at = u.cursor.idx;
+        readout.textContent = at == null ? "" : `${data[1][at]} ${unit} at ${fmtDate(new Date(data[0][at] * 1000).toISOString())}`;
+      };
+      // The box keeps its plot (box.plot: the browser tests read its axes).
+      plots.push(box.plot = new uPlot({ width: Math.max(280, box.clientWidth - 34), height: 220, legend: { show: false }, hooks: { setCursor: [showAt] },
         // The console's date format here too: the legend's time in full, the axis as HH:MM over MM-DD.
         series: [{ value: (u, v) => (v === null ? "—" : fmtDate(new Date(v * 1000).toISOString())) }, { label: t, stroke: "#2f6fde", width: 2, points: { show: data[0].length < 60 }, value: (u, v) => (v === null ? "—" : v + " " + unit) }],
-        axes: [{ space: 60, values: (u, vals) => vals.map((v) => { const d = fmtDate(new Date(v * 1000).toISOString()); return d.slice(11, 16) + "\n" + d.slice(5, 10); }) }, { values: (u, vals) => vals.map((v) => v + unit) }] }, data, box));
+        axes: [{ space: 60, values: (u, vals) => vals.map((v) => { const d = fmtDate(new Date(v * 1000).toISOString()); return d.slice(11, 16) + "\n" + d.slice(5, 10); }) }, { size: axisSize, values: (u, vals) => vals.map((v) => v + unit) }] }, data, box));
     });
   }
 
@@ -141,34 +150,49 @@ export function mountView(uid) {
     historyTimer ??= setTimeout(() => {
       historyTimer = null;
       loadHistory().catch(showError);
+      firmware.reload().catch(showError);
     }, 2000);
   };
 
   // The audit shows where each command stands: its status (with the
   // mount's reason for a refusal), when it moved there and whether the
   // receipt was signed; a receipt or an expiry refreshes it live.
+  // An install a rollout signed also shows what came of it at the mount:
+  // EXECUTED says the mount took the image, the target's FAILED (a
+  // rollback, no report on the new revision) says it did not keep it.
+  let cmdList = [];
   async function loadCommands() {
     if (!isOwner()) return; // the audit is the owners'
-    const c = await gql(`query($uid: ID!) { mountCommands(uid: $uid, pageSize: 50) { commands { id code generatedAt issuedBy status statusAt reason verified } } }`, { uid });
-    commands.replaceChildren(...c.mountCommands.commands.map((x) => h("tr", { "data-code": x.code, "data-id": x.id, "data-status": x.status },
+    const c = await gql(`query($uid: ID!) { mountCommands(uid: $uid, pageSize: 50) { commands { id code generatedAt issuedBy status statusAt reason verified rolloutId data } } }`, { uid });
+    cmdList = c.mountCommands.commands;
+    showCommands();
+  }
+  function showCommands() {
+    const outcome = (x) => {
+      const t = x.rolloutId && firmware.target(x.rolloutId);
+      return t && t.commandId === x.id && t.state !== "ELIGIBLE" ? h("span", { class: "rollout-outcome" }, " — rollout: ", targetWords(t)) : "";
+    };
+    commands.replaceChildren(...cmdList.map((x) => h("tr", { "data-code": x.code, "data-id": x.id, "data-status": x.status },
       h("td", {}, x.code), h("td", {}, fmtDate(x.generatedAt)), h("td", {}, x.issuedBy || ""),
       h("td", { class: "wrap" }, h("span", { class: "status " + x.status }, x.status), x.reason ? ": " + x.reason : "",
-        x.status === "EXECUTED" || x.status === "REFUSED" ? h("span", { class: "muted" }, x.verified ? " (signed receipt)" : " (unsigned receipt)") : ""),
+        x.status === "EXECUTED" || x.status === "REFUSED" ? h("span", { class: "muted" }, x.verified ? " (signed receipt)" : " (unsigned receipt)") : "", outcome(x)),
       h("td", {}, x.statusAt ? fmtDate(x.statusAt) : "—"))));
-    if (!c.mountCommands.commands.length) commands.append(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No commands yet.")));
+    if (!cmdList.length) commands.append(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No commands yet.")));
+    firmware.showInstalls(cmdList);
   }
 
   const renameForm = isOwner() ? renameCard(uid, (m) => showValues({ ...mount, ...m })) : null;
   const tagsCard = nfcCard(uid);
   const alarms = mountAlarms(uid);
   const commandForm = commandCard(uid, () => loadCommands().catch(showError), () => tagsCard.tags);
+  const firmware = firmwareCard(uid, () => showCommands());
 
   async function load() {
     const d = await gql(`query($uid: ID!) { mount(uid: $uid) { ${MOUNT_FIELDS} macAddress associatedAt devicePublicKey nfcTags { uid name } } }`, { uid });
     showValues(d.mount);
     renameForm?.fill(d.mount.name);
     tagsCard.fill(d.mount.nfcTags);
-    await Promise.all([loadCommands(), loadHistory(), alarms.reload()]);
+    await Promise.all([loadCommands(), loadHistory(), alarms.reload(), firmware.reload()]);
   }
 
   main.replaceChildren(
@@ -183,6 +207,7 @@ export function mountView(uid) {
     isOwner() ? h("section", { class: "card", "aria-labelledby": "audit-title" }, h("h2", { id: "audit-title" }, "Command audit"),
       h("p", { class: "muted" }, "The newest 50 commands issued for this mount, and where each stands: ISSUED until the mount's receipt says EXECUTED or REFUSED, UNCONFIRMED when it expired without one."),
       h("div", { class: "scroll" }, h("table", { id: "audit" }, h("thead", {}, h("tr", {}, ["Code", "Issued", "By", "Status", "Since"].map((t) => h("th", { scope: "col" }, t)))), commands))) : "",
+    firmware.el,
     tagsCard.el);
 
   let sub = null;
@@ -193,7 +218,10 @@ export function mountView(uid) {
       showValues(withEvent(mount, ev));
       if (ev.type === "STATES_REPORTED") historySoon();
       if (ev.alarm) alarms.upsert(ev.alarm);
-      if (ev.type === "COMMAND_ISSUED" || COMMAND_STATUS_EVENTS.includes(ev.type)) loadCommands().catch(showError);
+      if (ev.type === "COMMAND_ISSUED" || COMMAND_STATUS_EVENTS.includes(ev.type)) {
+        loadCommands().catch(showError);
+        firmware.reload().catch(showError); // a receipt moves a rollout's target
+      }
     },
     onResync: load, onState: setConnection,
   }).then((s) => { sub = s; }, showError);
@@ -203,6 +231,79 @@ export function mountView(uid) {
     started.then(() => sub?.stop());
     while (plots.length) plots.pop().destroy();
   };
+}
+
+// axisSize makes a y axis as wide as its longest label ("41.25°C"), so
+// that none is clipped (uPlot's demo axis-autosize).
+function axisSize(u, values, axisIdx, cycleNum) {
+  const axis = u.axes[axisIdx];
+  if (cycleNum > 1) return axis._size; // settled: stop re-measuring
+  const longest = (values ?? []).reduce((a, v) => (v.length > a.length ? v : a), "");
+  let size = axis.ticks.size + axis.gap;
+  if (longest) {
+    u.ctx.font = axis.font[0];
+    size += u.ctx.measureText(longest).width / devicePixelRatio;
+  }
+  return Math.ceil(size) + 2;
+}
+
+// targetWords is where a rollout stands at the mount, in words: its state,
+// and for a FAILED one why ("rollback", "refused: bad image").
+function targetWords(t) {
+  return h("span", {}, h("span", { class: "target-state " + t.state }, t.state.toLowerCase()), t.reason ? h("span", { class: "target-reason" }, ": " + t.reason) : "");
+}
+
+const ROLLOUTS_SHOWN = 20;
+
+// firmwareCard (owners): the rollouts the mount was a target of, newest
+// first, with where each stands at it (mountRollouts), and the firmware
+// installs among the newest commands, each with its outcome: a rollout's
+// target says more than the install's receipt (EXECUTED, then a rollback).
+function firmwareCard(uid, onChange) {
+  const rolloutRows = h("tbody");
+  const installRows = h("tbody");
+  const more = h("p", { class: "muted", id: "mount-rollouts-more" });
+  let targets = new Map();
+  let installs = [];
+  let seq = 0;
+  async function reload() {
+    if (!isOwner()) return; // rollouts are the owners'
+    const n = ++seq;
+    const d = (await gql(`query($uid: ID!, $n: Int!) { mountRollouts(uid: $uid, pageSize: $n) { rollouts { rollout { id softwareRevision state createdAt }
+      target { state phase commandId installingSince reason updatedAt } } pagination { totalItems } } }`, { uid, n: ROLLOUTS_SHOWN })).mountRollouts;
+    if (n !== seq) return;
+    targets = new Map(d.rollouts.map((x) => [x.rollout.id, x.target]));
+    rolloutRows.replaceChildren(...d.rollouts.map(({ rollout: r, target: t }) => h("tr", { "data-rollout": r.id, "data-state": t.state, "data-reason": t.reason || "" },
+      h("td", {}, h("a", { href: "#/rollouts/" + encodeURIComponent(r.id) }, r.softwareRevision)),
+      h("td", { class: "wrap" }, targetWords(t)),
+      h("td", {}, fmtDate(t.updatedAt)),
+      h("td", {}, r.state.toLowerCase()),
+      h("td", {}, fmtDate(r.createdAt)))));
+    if (!d.rollouts.length) rolloutRows.append(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No rollout has targeted this mount.")));
+    more.textContent = d.pagination.totalItems > d.rollouts.length ? `The newest ${d.rollouts.length} of ${d.pagination.totalItems} rollouts.` : "";
+    onChange();
+  }
+  function showInstalls(commands) {
+    installs = commands.filter((c) => c.code === "INSTALL_FIRMWARE");
+    installRows.replaceChildren(...installs.map((c) => {
+      const t = c.rolloutId && targets.get(c.rolloutId);
+      const mine = t && t.commandId === c.id;
+      return h("tr", { "data-id": c.id, "data-status": c.status, "data-outcome": mine ? t.state : "" },
+        h("td", {}, c.data?.revision ?? "—"),
+        h("td", {}, fmtDate(c.generatedAt)),
+        h("td", {}, c.rolloutId ? h("a", { href: "#/rollouts/" + encodeURIComponent(c.rolloutId) }, "rollout") : "by hand"),
+        h("td", { class: "wrap" }, h("span", { class: "status " + c.status }, c.status), c.reason ? ": " + c.reason : ""),
+        h("td", { class: "wrap" }, mine ? targetWords(t) : "—"));
+    }));
+    if (!installs.length) installRows.append(h("tr", {}, h("td", { colspan: 5, class: "empty" }, "No firmware install among the newest 50 commands.")));
+  }
+  const table = (id, caption, cols, body) => h("div", { class: "scroll" }, h("table", { id }, h("caption", {}, caption),
+    h("thead", {}, h("tr", {}, cols.map((t) => h("th", { scope: "col" }, t)))), body));
+  const el = isOwner() ? h("section", { class: "card", id: "mount-firmware", "aria-labelledby": "firmware-title" }, h("h2", { id: "firmware-title" }, "Firmware and rollouts"),
+    h("p", { class: "muted" }, "The rollouts that targeted this mount, newest first, and where each stands here: a rollout decides a mount HEALTHY on a signed report on the new revision, FAILED on a refusal, a rollback or no such report."),
+    table("mount-rollouts", "Rollouts", ["Version", "At this mount", "Since", "Rollout", "Started"], rolloutRows), more,
+    table("firmware-installs", "Firmware installs", ["Revision", "Signed", "For", "Receipt", "Outcome"], installRows)) : "";
+  return { el, reload, showInstalls, target: (id) => targets.get(id) };
 }
 
 // points makes a chart's [xs, ys]: uPlot wants x ascending; equal instants keep one point.

@@ -252,6 +252,16 @@ type ComplexityRoot struct {
 		Pagination func(childComplexity int) int
 	}
 
+	MountRollout struct {
+		Rollout func(childComplexity int) int
+		Target  func(childComplexity int) int
+	}
+
+	MountRolloutPage struct {
+		Pagination func(childComplexity int) int
+		Rollouts   func(childComplexity int) int
+	}
+
 	MountState struct {
 		Code       func(childComplexity int) int
 		OccurredAt func(childComplexity int) int
@@ -340,6 +350,7 @@ type ComplexityRoot struct {
 		Me                  func(childComplexity int) int
 		Mount               func(childComplexity int, uid string) int
 		MountCommands       func(childComplexity int, uid string, currentPage *int, pageSize *int) int
+		MountRollouts       func(childComplexity int, uid string, currentPage *int, pageSize *int) int
 		MountStates         func(childComplexity int, uid string, code *string, from *model.DateTime, to *model.DateTime, currentPage *int, pageSize *int) int
 		Mounts              func(childComplexity int, currentPage *int, pageSize *int, filter *model.MountFilter) int
 		NfcTags             func(childComplexity int, currentPage *int, pageSize *int) int
@@ -406,6 +417,7 @@ type ComplexityRoot struct {
 		Reason          func(childComplexity int) int
 		State           func(childComplexity int) int
 		UID             func(childComplexity int) int
+		UpdatedAt       func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -527,6 +539,7 @@ type QueryResolver interface {
 	Rollouts(ctx context.Context, currentPage *int, pageSize *int) (*model.RolloutPage, error)
 	Rollout(ctx context.Context, id string) (*model.Rollout, error)
 	RolloutMounts(ctx context.Context, id string, currentPage *int, pageSize *int) (*model.RolloutMountPage, error)
+	MountRollouts(ctx context.Context, uid string, currentPage *int, pageSize *int) (*model.MountRolloutPage, error)
 	Webhooks(ctx context.Context, currentPage *int, pageSize *int) (*model.WebhookPage, error)
 	Webhook(ctx context.Context, id string) (*model.Webhook, error)
 	WebhookDeliveries(ctx context.Context, id string, currentPage *int, pageSize *int) (*model.WebhookDeliveryPage, error)
@@ -1397,6 +1410,32 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MountPage.Pagination(childComplexity), true
 
+	case "MountRollout.rollout":
+		if e.ComplexityRoot.MountRollout.Rollout == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountRollout.Rollout(childComplexity), true
+	case "MountRollout.target":
+		if e.ComplexityRoot.MountRollout.Target == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountRollout.Target(childComplexity), true
+
+	case "MountRolloutPage.pagination":
+		if e.ComplexityRoot.MountRolloutPage.Pagination == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountRolloutPage.Pagination(childComplexity), true
+	case "MountRolloutPage.rollouts":
+		if e.ComplexityRoot.MountRolloutPage.Rollouts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountRolloutPage.Rollouts(childComplexity), true
+
 	case "MountState.code":
 		if e.ComplexityRoot.MountState.Code == nil {
 			break
@@ -1996,6 +2035,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.MountCommands(childComplexity, args["uid"].(string), args["currentPage"].(*int), args["pageSize"].(*int)), true
+	case "Query.mountRollouts":
+		if e.ComplexityRoot.Query.MountRollouts == nil {
+			break
+		}
+
+		args, err := ec.field_Query_mountRollouts_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.MountRollouts(childComplexity, args["uid"].(string), args["currentPage"].(*int), args["pageSize"].(*int)), true
 	case "Query.mountStates":
 		if e.ComplexityRoot.Query.MountStates == nil {
 			break
@@ -2318,6 +2368,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RolloutTarget.UID(childComplexity), true
+	case "RolloutTarget.updatedAt":
+		if e.ComplexityRoot.RolloutTarget.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RolloutTarget.UpdatedAt(childComplexity), true
 
 	case "Subscription.accountEvents":
 		if e.ComplexityRoot.Subscription.AccountEvents == nil {
@@ -3356,10 +3412,23 @@ type RolloutTarget {
   installingSince: DateTime
   "Why a target FAILED (\"refused: bad image\", \"rollback\", \"no report on the new revision\"); null otherwise."
   reason: String
+  "When the target last changed state (or its command)."
+  updatedAt: DateTime!
 }
 
 type RolloutMountPage {
   mounts: [RolloutTarget!]!
+  pagination: Pagination!
+}
+
+"A rollout a mount was a target of, and where it stands at the mount."
+type MountRollout {
+  rollout: Rollout!
+  target: RolloutTarget!
+}
+
+type MountRolloutPage {
+  rollouts: [MountRollout!]!
   pagination: Pagination!
 }
 
@@ -3388,6 +3457,8 @@ extend type Query {
   rollout(id: ID!): Rollout!
   "A rollout's targets by uid with their state (GET /rollouts/{id}/mounts)."
   rolloutMounts(id: ID!, currentPage: Int = 1, pageSize: Int = 20): RolloutMountPage!
+  "The account's rollouts that mount uid was a target of, newest first, each with its target (owners only): never another account's, whoever else owned the mount; empty for a mount the account never rolled out to."
+  mountRollouts(uid: ID!, currentPage: Int = 1, pageSize: Int = 20): MountRolloutPage!
 }
 
 extend type Mutation {
@@ -3960,6 +4031,26 @@ func (ec *executionContext) childFields_MountPage(ctx context.Context, field gra
 	return nil, fmt.Errorf("no field named %q was found under type MountPage", field.Name)
 }
 
+func (ec *executionContext) childFields_MountRollout(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "rollout":
+		return ec.fieldContext_MountRollout_rollout(ctx, field)
+	case "target":
+		return ec.fieldContext_MountRollout_target(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MountRollout", field.Name)
+}
+
+func (ec *executionContext) childFields_MountRolloutPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "rollouts":
+		return ec.fieldContext_MountRolloutPage_rollouts(ctx, field)
+	case "pagination":
+		return ec.fieldContext_MountRolloutPage_pagination(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MountRolloutPage", field.Name)
+}
+
 func (ec *executionContext) childFields_MountState(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "code":
@@ -4154,6 +4245,8 @@ func (ec *executionContext) childFields_RolloutTarget(ctx context.Context, field
 		return ec.fieldContext_RolloutTarget_installingSince(ctx, field)
 	case "reason":
 		return ec.fieldContext_RolloutTarget_reason(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_RolloutTarget_updatedAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RolloutTarget", field.Name)
 }
@@ -5179,6 +5272,36 @@ func (ec *executionContext) field_Query_jobs_args(ctx context.Context, rawArgs m
 }
 
 func (ec *executionContext) field_Query_mountCommands_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "uid",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["uid"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "currentPage",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["currentPage"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "pageSize",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["pageSize"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_mountRollouts_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "uid",
@@ -8975,6 +9098,134 @@ func (ec *executionContext) fieldContext_MountPage_pagination(_ context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _MountRollout_rollout(ctx context.Context, field graphql.CollectedField, obj *model.MountRollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountRollout_rollout(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rollout, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Rollout) graphql.Marshaler {
+			return ec.marshalNRollout2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRollout(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MountRollout_rollout(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MountRollout",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Rollout(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MountRollout_target(ctx context.Context, field graphql.CollectedField, obj *model.MountRollout) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountRollout_target(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Target, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.RolloutTarget) graphql.Marshaler {
+			return ec.marshalNRolloutTarget2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutTarget(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MountRollout_target(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MountRollout",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RolloutTarget(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MountRolloutPage_rollouts(ctx context.Context, field graphql.CollectedField, obj *model.MountRolloutPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountRolloutPage_rollouts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rollouts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.MountRollout) graphql.Marshaler {
+			return ec.marshalNMountRollout2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountRolloutᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MountRolloutPage_rollouts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MountRolloutPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MountRollout(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MountRolloutPage_pagination(ctx context.Context, field graphql.CollectedField, obj *model.MountRolloutPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountRolloutPage_pagination(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pagination, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pagination) graphql.Marshaler {
+			return ec.marshalNPagination2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPagination(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MountRolloutPage_pagination(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MountRolloutPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pagination(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _MountState_code(ctx context.Context, field graphql.CollectedField, obj *model.MountState) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11671,6 +11922,50 @@ func (ec *executionContext) fieldContext_Query_rolloutMounts(ctx context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_mountRollouts(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_mountRollouts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().MountRollouts(ctx, fc.Args["uid"].(string), fc.Args["currentPage"].(*int), fc.Args["pageSize"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MountRolloutPage) graphql.Marshaler {
+			return ec.marshalNMountRolloutPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountRolloutPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_mountRollouts(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MountRolloutPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_mountRollouts_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_webhooks(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12727,6 +13022,29 @@ func (ec *executionContext) _RolloutTarget_reason(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_RolloutTarget_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RolloutTarget", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _RolloutTarget_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.RolloutTarget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RolloutTarget_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RolloutTarget_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RolloutTarget", field, false, false, errors.New("field of type DateTime does not have child fields"))
 }
 
 func (ec *executionContext) _Subscription_mountStateChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -17122,6 +17440,92 @@ func (ec *executionContext) _MountPage(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var mountRolloutImplementors = []string{"MountRollout"}
+
+func (ec *executionContext) _MountRollout(ctx context.Context, sel ast.SelectionSet, obj *model.MountRollout) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, mountRolloutImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MountRollout")
+		case "rollout":
+			out.Values[i] = ec._MountRollout_rollout(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "target":
+			out.Values[i] = ec._MountRollout_target(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var mountRolloutPageImplementors = []string{"MountRolloutPage"}
+
+func (ec *executionContext) _MountRolloutPage(ctx context.Context, sel ast.SelectionSet, obj *model.MountRolloutPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, mountRolloutPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MountRolloutPage")
+		case "rollouts":
+			out.Values[i] = ec._MountRolloutPage_rollouts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pagination":
+			out.Values[i] = ec._MountRolloutPage_pagination(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
 var mountStateImplementors = []string{"MountState"}
 
 func (ec *executionContext) _MountState(ctx context.Context, sel ast.SelectionSet, obj *model.MountState) graphql.Marshaler {
@@ -18187,6 +18591,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "mountRollouts":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_mountRollouts(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "webhooks":
 			field := field
 
@@ -18671,6 +19097,11 @@ func (ec *executionContext) _RolloutTarget(ctx context.Context, sel ast.Selectio
 		case "reason":
 			out.Values[i] = ec._RolloutTarget_reason(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "updatedAt":
+			out.Values[i] = ec._RolloutTarget_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -20264,6 +20695,40 @@ func (ec *executionContext) marshalNMountPage2ᚖgithubᚗcomᚋmountdᚋmountd�
 	return ec._MountPage(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNMountRollout2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountRollout(ctx context.Context, sel ast.SelectionSet, v model.MountRollout) graphql.Marshaler {
+	return ec._MountRollout(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNMountRollout2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountRolloutᚄ(ctx context.Context, sel ast.SelectionSet, v []model.MountRollout) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMountRollout2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountRollout(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMountRolloutPage2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountRolloutPage(ctx context.Context, sel ast.SelectionSet, v model.MountRolloutPage) graphql.Marshaler {
+	return ec._MountRolloutPage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNMountRolloutPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountRolloutPage(ctx context.Context, sel ast.SelectionSet, v *model.MountRolloutPage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._MountRolloutPage(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNMountState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountState(ctx context.Context, sel ast.SelectionSet, v model.MountState) graphql.Marshaler {
 	return ec._MountState(ctx, sel, &v)
 }
@@ -20548,6 +21013,16 @@ func (ec *executionContext) marshalNRolloutTarget2ᚕgithubᚗcomᚋmountdᚋmou
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNRolloutTarget2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutTarget(ctx context.Context, sel ast.SelectionSet, v *model.RolloutTarget) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._RolloutTarget(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNRolloutTargetState2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐRolloutTargetState(ctx context.Context, v any) (model.RolloutTargetState, error) {

@@ -339,6 +339,17 @@ type MountPage struct {
 	Pagination *Pagination `json:"pagination"`
 }
 
+// A rollout a mount was a target of, and where it stands at the mount.
+type MountRollout struct {
+	Rollout *Rollout       `json:"rollout"`
+	Target  *RolloutTarget `json:"target"`
+}
+
+type MountRolloutPage struct {
+	Rollouts   []MountRollout `json:"rollouts"`
+	Pagination *Pagination    `json:"pagination"`
+}
+
 type MountState struct {
 	Code       string    `json:"code"`
 	Value      string    `json:"value"`
@@ -518,6 +529,8 @@ type RolloutTarget struct {
 	InstallingSince *DateTime `json:"installingSince,omitempty"`
 	// Why a target FAILED ("refused: bad image", "rollback", "no report on the new revision"); null otherwise.
 	Reason *string `json:"reason,omitempty"`
+	// When the target last changed state (or its command).
+	UpdatedAt DateTime `json:"updatedAt"`
 }
 
 type Subscription struct {

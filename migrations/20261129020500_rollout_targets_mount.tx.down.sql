@@ -1,0 +1,1 @@
+DROP INDEX rollout_targets_mount;
