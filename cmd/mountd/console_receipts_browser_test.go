@@ -17,7 +17,8 @@ import (
 // command's status and moves it live when the mount's receipt arrives
 // (EXECUTED, signed); latest values the mount did not sign are marked
 // "unverified" on the mount page and in the fleet (their text stays the
-// value), which a signed report takes away; the page passes axe-core with
+// value), which a signed report takes away for good (an unsigned one
+// after it changes nothing); the page passes axe-core with
 // them.
 func TestConsoleCommandStatus(t *testing.T) {
 	chromium := testenv.Chromium(t)
@@ -67,7 +68,11 @@ func TestConsoleCommandStatus(t *testing.T) {
 	b.waitJS("the fleet's dots, said", `(() => { const c = `+fleetRow+`.querySelector('.c-mountLocked'); return c.scrollWidth <= c.clientWidth && `+
 		`document.getElementById('count-unverified-fleet')?.textContent === '1 with values the mount did not sign' })()`, 10*time.Second)
 	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
+	// An owner's unsigned report no longer moves a value the mount has
+	// signed (§16 as amended): once its unsigned lock value (never signed)
+	// shows, the battery is still 55 %, without a dot.
+	b.waitJS("the lock cell's text", `!!(window.lockBefore = `+fleetRow+`.querySelector('.c-mountLocked').textContent)`, 5*time.Second)
 	reportStates(t, api, uid, 40, false, time.Now())
-	b.waitJS("an unsigned report marks the battery again", `!!(`+fleetRow+`.querySelector('.c-batteryLevel').textContent === '40%' && `+
-		fleetRow+`.querySelector('.c-batteryLevel.unverified'))`, 10*time.Second)
+	b.waitJS("an unsigned report leaves the signed battery", `!!(`+fleetRow+`.querySelector('.c-mountLocked').textContent !== window.lockBefore && `+
+		fleetRow+`.querySelector('.c-batteryLevel').textContent === '55%' && !`+fleetRow+`.querySelector('.c-batteryLevel.unverified'))`, 10*time.Second)
 }

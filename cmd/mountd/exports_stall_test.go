@@ -22,6 +22,12 @@ import (
 // export's place and database connection.
 func TestStalledExports(t *testing.T) {
 	for name, newConfig := range backends(t) {
+		// The limit and the write timeout sit above the store, so one
+		// backend shows them: PostgreSQL, as streaming 8 MB out of SQLite
+		// under -race (modernc's SQLite is instrumented Go) takes minutes.
+		if name != "postgres+redis" {
+			continue
+		}
 		t.Run(name, func(t *testing.T) {
 			cfg := newConfig(t)
 			cfg.MaxExports, cfg.ExportWriteTimeout = 3, 2*time.Second
