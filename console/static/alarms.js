@@ -5,7 +5,7 @@
 import { gql, live, loadThenLive, APIError } from "./api.js";
 import { h, main, session, isOwner, fmtDate, ago, showError, setConnection, errorText, statusBox, field, canReadAlarms } from "./ui.js";
 
-export const ALARM_FIELDS = "id ruleId ruleName uid severity state raisedAt clearedAt acknowledgedAt acknowledgedBy values";
+export const ALARM_FIELDS = "id ruleId ruleName uid severity state raisedAt clearedAt acknowledgedAt acknowledgedBy acknowledgedByName values";
 const RULE_FIELDS = "id name severity conditions { code op value presence } forSeconds mountUids enabled";
 
 const SEVERITIES = ["CRITICAL", "WARNING", "INFO"];
@@ -91,7 +91,7 @@ export function alarmTable(id, { withMount = true, empty = "No alarms." } = {}) 
   }
 
   function row(a) {
-    const by = !a.acknowledgedBy ? "" : a.acknowledgedBy === session.sub ? " by you" : ` by ${a.acknowledgedBy}`;
+    const by = !a.acknowledgedBy ? "" : a.acknowledgedBy === session.sub ? " by you" : ` by ${a.acknowledgedByName || a.acknowledgedBy}`;
     const ack = a.acknowledgedAt
       ? h("span", { title: fmtDate(a.acknowledgedAt) }, ago(a.acknowledgedAt), by ? h("span", { class: "muted" }, by) : "")
       : h("span", { class: "muted" }, a.state === "ACTIVE" ? "not yet" : "—");

@@ -589,7 +589,7 @@ function eventsView(query) {
   const row = (ev) => h("tr", { "data-type": ev.type, "data-uid": ev.uid }, h("td", {}, fmtDate(ev.occurredAt)), h("td", {}, ev.type),
     h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(ev.uid) }, ev.uid)),
     h("td", {}, ev.command ? `${ev.command.code} ${ev.command.status}${ev.command.reason ? ": " + ev.command.reason : ""}`
-      : ev.alarm ? `${ev.alarm.severity} “${ev.alarm.ruleName}”${ev.type === "ALARM_ACKNOWLEDGED" && ev.alarm.acknowledgedBy ? " by " + ev.alarm.acknowledgedBy : ""}`
+      : ev.alarm ? `${ev.alarm.severity} “${ev.alarm.ruleName}”${ev.type === "ALARM_ACKNOWLEDGED" && ev.alarm.acknowledgedBy ? " by " + (ev.alarm.acknowledgedByName || ev.alarm.acknowledgedBy) : ""}`
         : ev.type === "MOUNT_OFFLINE" ? "not heard from: offline" : ev.type === "MOUNT_ONLINE" ? "heard from again: online"
         : (ev.states || []).map((s) => `${s.code}=${s.value}${s.verified === false ? " (unverified)" : ""}`).join(", ")));
   const visible = (tr) => {
@@ -621,7 +621,7 @@ function eventsView(query) {
     h("div", { class: "toolbar", role: "search" }, typeSel, uidFilter, known),
     h("div", { class: "scroll" }, h("table", { id: "events" }, h("thead", {}, h("tr", {}, ["When", "Type", "Mount", "What"].map((t) => h("th", { scope: "col" }, t)))), tbody))));
   const sub = live({
-    query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value verified } command { code status reason } alarm { ruleName severity acknowledgedBy } } }`,
+    query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value verified } command { code status reason } alarm { ruleName severity acknowledgedBy acknowledgedByName } } }`,
     onEvent: (ev) => {
       const tr = row(ev);
       tr.hidden = !visible(tr);
