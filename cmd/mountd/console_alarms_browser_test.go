@@ -146,6 +146,18 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	if acked == nil || acked.AcknowledgedAt == nil {
 		t.Fatalf("after acknowledging: %+v", alarms("MNT-0002"))
 	}
+	// Acknowledged by the API client: named by the client's name, not its
+	// id (issue 38), live.
+	for _, al := range alarms("MNT-0003") {
+		if al.State == "ACTIVE" {
+			if err := api.Do(context.Background(), http.MethodPost, "/alarms/"+al.ID+"/acknowledge", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	other := `document.querySelector('#alarms tr[data-uid="MNT-0003"]')`
+	b.waitJS("acknowledged by the client, by name", other+`?.querySelector('.ack')?.innerText.includes('by Demo Fleet API client') && !`+
+		other+`.innerText.includes('`+a.creds.ClientID+`')`, 10*time.Second)
 	b.screenshot(screenshotDir(t), "console-alarms.png")
 
 	// Filtered by severity and mount, in the URL.
