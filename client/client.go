@@ -12,7 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +33,9 @@ type Error struct {
 	Code   string       `json:"code"`
 	Detail string       `json:"detail"`
 	Fields []FieldError `json:"errors"`
+	// RetryAfter is the wait the answer's Retry-After header asked for
+	// (zero when it had none).
+	RetryAfter time.Duration `json:"-"`
 }
 
 // FieldError names one invalid input.
@@ -53,6 +59,72 @@ func StatusOf(err error) int {
 		return e.Status
 	}
 	return 0
+}
+
+// Transient says whether err is one that the same request may not meet
+// again: mountd, or the proxy in front of it, could not be reached
+// (no answer, or an answer cut short), or answered that it could not
+// serve it now: 502, 503 and 504 (a replica restarting behind a proxy),
+// 408 and 429. A client that must not lose what it sends keeps it and
+// tries again, after RetryAfterOf(err) when that is set.
+func Transient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	switch StatusOf(err) {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
+		http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return true
+	case 0:
+		var ne net.Error
+		return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+			errors.Is(err, context.DeadlineExceeded)
+	}
+	return false
+}
+
+// RetryAfterOf is the wait asked for by the Retry-After of the answer in
+// err's chain, zero when none.
+func RetryAfterOf(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
+}
+
+// RetryWait is the wait before trying again after err: between half of
+// backoff and all of it (jitter, so that clients refused together do not
+// come back together), or what the answer's Retry-After asked for when
+// that is longer, up to longest.
+func RetryWait(err error, backoff, longest time.Duration) time.Duration {
+	d := backoff/2 + rand.N(backoff/2+1)
+	if asked := RetryAfterOf(err); asked > d {
+		d = min(asked, longest)
+	}
+	return d
+}
+
+// maxRetryAfter bounds the wait a Retry-After may ask for.
+const maxRetryAfter = time.Hour
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date; zero
+// when absent, unreadable or past; at most maxRetryAfter.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		d = time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	}
+	return min(max(d, 0), maxRetryAfter)
 }
 
 // Client calls one mountd. Safe for concurrent use.
@@ -157,6 +229,12 @@ func (t *tokens) token() (string, error) {
 	tok, err := t.src.Token()
 	if err != nil {
 		var re *oauth2.RetrieveError
+		if errors.As(err, &re) && re.Response != nil && Transient(&Error{Status: re.Response.StatusCode}) {
+			// Not a refusal: the token endpoint (behind the same proxy)
+			// could not answer now.
+			return "", &Error{Status: re.Response.StatusCode, Detail: "the identity provider could not answer now",
+				RetryAfter: retryAfter(re.Response.Header, time.Now())}
+		}
 		if errors.As(err, &re) {
 			return "", fmt.Errorf("the identity provider refused: %s %s", re.ErrorCode, re.ErrorDescription)
 		}
@@ -212,7 +290,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 			continue
 		}
 		if res.StatusCode/100 != 2 {
-			return answerError(res.StatusCode, answer)
+			return answerError(res, answer)
 		}
 		if out != nil && len(answer) > 0 {
 			if err := json.Unmarshal(answer, out); err != nil {
@@ -224,12 +302,13 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 }
 
 // answerError is the *Error of an answer that is not a success.
-func answerError(status int, answer []byte) *Error {
-	e := &Error{Status: status}
+func answerError(res *http.Response, answer []byte) *Error {
+	e := &Error{Status: res.StatusCode}
 	if json.Unmarshal(answer, e) != nil || e.Code == "" {
 		e.Detail = strings.TrimSpace(string(answer))
 	}
-	e.Status = status
+	e.Status = res.StatusCode
+	e.RetryAfter = retryAfter(res.Header, time.Now())
 	return e
 }
 
@@ -265,7 +344,7 @@ func (c *Client) Download(ctx context.Context, path string, w io.Writer) (int64,
 			if res.StatusCode == http.StatusUnauthorized && attempt == 0 && c.tokens.refused() {
 				continue
 			}
-			return 0, answerError(res.StatusCode, answer)
+			return 0, answerError(res, answer)
 		}
 		n, err := io.Copy(w, res.Body)
 		res.Body.Close()

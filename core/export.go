@@ -33,6 +33,14 @@ const ActionExport Action = "exports.read"
 // client reads.
 const MaxExportsPerAccount = 2
 
+// ExportLimit is the most exports one replica runs at once, whatever their
+// accounts (MOUNTD_MAX_EXPORTS; by default half the database pool): each
+// holds a database connection for as long as its client reads, and the
+// rest of the pool must serve everything else. Past it an export is
+// refused 503 UNAVAILABLE with Retry-After: the replica is busy, not the
+// caller over its own rate (which is MaxExportsPerAccount's 429).
+type ExportLimit int
+
 // MaxExportDuration bounds one export. A million history entries stream in
 // well under a minute (docs/performance.md); the bound is for a client that
 // reads very slowly, which would otherwise hold a connection and the
@@ -53,19 +61,23 @@ type ExportService struct {
 	filters      FilterParser
 	now          func() time.Time
 
+	limit   int // 0: none
 	mu      sync.Mutex
 	running map[string]int // by account
+	total   int
 }
 
 // NewExportService returns an ExportService over its ports.
-func NewExportService(store ExportStore, mounts MountStore, filters FilterParser, offlineAfter OfflineAfter) *ExportService {
-	return &ExportService{store: store, mounts: mounts, filters: filters, offlineAfter: time.Duration(offlineAfter), now: time.Now, running: map[string]int{}}
+func NewExportService(store ExportStore, mounts MountStore, filters FilterParser, offlineAfter OfflineAfter, limit ExportLimit) *ExportService {
+	return &ExportService{store: store, mounts: mounts, filters: filters, offlineAfter: time.Duration(offlineAfter), now: time.Now,
+		limit: int(limit), running: map[string]int{}}
 }
 
 // ExportMounts streams the caller's fleet to yield (GET /exports/mounts).
 // FORBIDDEN for a restricted token, VALIDATION_FAILED (field filter) for a
 // filter it cannot apply, RATE_LIMITED when the account already runs
-// MaxExportsPerAccount exports; otherwise what the store or yield returns.
+// MaxExportsPerAccount exports, UNAVAILABLE when the replica already runs
+// its ExportLimit; otherwise what the store or yield returns.
 func (s *ExportService) ExportMounts(ctx context.Context, p Principal, filter string, yield func(Mount) error) error {
 	if err := p.Authorize(ActionExport); err != nil {
 		return err
@@ -91,7 +103,7 @@ func (s *ExportService) ExportMounts(ctx context.Context, p Principal, filter st
 // ExportStates streams one mount's history to yield (GET /exports/states).
 // FORBIDDEN for a restricted token, VALIDATION_FAILED (field mountUid) when
 // uid is empty, MOUNT_NOT_FOUND unless the caller's account owns the mount,
-// RATE_LIMITED as ExportMounts.
+// RATE_LIMITED and UNAVAILABLE as ExportMounts.
 func (s *ExportService) ExportStates(ctx context.Context, p Principal, uid string, f StateFilter, yield func(StateEntry) error) error {
 	if err := p.Authorize(ActionExport); err != nil {
 		return err
@@ -127,10 +139,17 @@ func (s *ExportService) acquire(accountID string) (release func(), err error) {
 		e.RetryAfter = exportRetryAfter
 		return nil, e
 	}
+	if s.limit > 0 && s.total >= s.limit {
+		e := Errorf(CodeUnavailable, "this server already runs %d exports; retry shortly", s.limit)
+		e.RetryAfter = exportRetryAfter
+		return nil, e
+	}
 	s.running[accountID]++
+	s.total++
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.total--
 		if s.running[accountID]--; s.running[accountID] == 0 {
 			delete(s.running, accountID)
 		}

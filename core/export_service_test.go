@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestExportSlots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	svc := core.NewExportService(store, store, nil, core.OfflineAfter(core.DefaultOfflineAfter))
+	svc := core.NewExportService(store, store, nil, core.OfflineAfter(core.DefaultOfflineAfter), 0)
 	owner := func(account string) core.Principal {
 		return core.Principal{AccountID: account, Grant: core.Grant{Complete: true, Role: core.RoleOwner}}
 	}
@@ -71,7 +72,7 @@ func TestExportRefusals(t *testing.T) {
 	if _, err := store.ClaimMount(ctx, core.Claim{UID: "LAPSED", AccountID: "acc-a", Now: now.Add(-2 * time.Hour), Deadline: now.Add(-time.Hour)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	svc := core.NewExportService(store, store, nil, core.OfflineAfter(core.DefaultOfflineAfter))
+	svc := core.NewExportService(store, store, nil, core.OfflineAfter(core.DefaultOfflineAfter), 0)
 	owner := core.Principal{AccountID: "acc-a", Grant: core.Grant{Complete: true, Role: core.RoleOwner}}
 	rider := core.Principal{AccountID: "acc-a", Grant: core.Grant{Complete: true, Role: core.RoleRestricted, MountUIDs: []string{"X1"}}}
 	other := core.Principal{AccountID: "acc-b", Grant: core.Grant{Complete: true, Role: core.RoleOwner}}
@@ -98,5 +99,51 @@ func TestExportRefusals(t *testing.T) {
 		if tc.want == "" && tc.err != nil || tc.want != "" && core.ErrorCode(tc.err) != tc.want {
 			t.Errorf("%s: %v, want %q (none: success)", tc.name, tc.err, tc.want)
 		}
+	}
+}
+
+// TestExportReplicaLimit: past the replica's ExportLimit an export of any
+// account is refused 503 UNAVAILABLE with Retry-After (the per-account
+// bound stays 429), and a finished export frees its place.
+func TestExportReplicaLimit(t *testing.T) {
+	ctx := context.Background()
+	store := memory.NewStore()
+	now := time.Now()
+	for _, acc := range []string{"acc-a", "acc-b", "acc-c"} {
+		if _, err := store.ClaimMount(ctx, core.Claim{UID: "M-" + acc, AccountID: acc, Now: now, Deadline: now.Add(time.Hour)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := core.NewExportService(store, store, nil, core.OfflineAfter(core.DefaultOfflineAfter), 3)
+	owner := func(acc string) core.Principal {
+		return core.Principal{AccountID: acc, Grant: core.Grant{Complete: true, Role: core.RoleOwner}}
+	}
+	// Three exports whose clients read nothing: each blocks in yield.
+	hold := make(chan struct{})
+	var running, done sync.WaitGroup
+	for _, acc := range []string{"acc-a", "acc-a", "acc-b"} {
+		running.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			_ = svc.ExportMounts(ctx, owner(acc), "", func(core.Mount) error { running.Done(); <-hold; return nil })
+		}()
+	}
+	running.Wait()
+	export := func(acc string) error {
+		return svc.ExportMounts(ctx, owner(acc), "", func(core.Mount) error { return nil })
+	}
+	err := export("acc-c")
+	var ce *core.Error
+	if !errors.As(err, &ce) || ce.Code != core.CodeUnavailable || ce.RetryAfter <= 0 {
+		t.Fatalf("an export past the replica's limit: %v", err)
+	}
+	if err := export("acc-a"); core.ErrorCode(err) != core.CodeRateLimited {
+		t.Fatalf("a third export of one account: %v", err)
+	}
+	close(hold)
+	done.Wait()
+	if err := export("acc-c"); err != nil {
+		t.Fatalf("once the exports ended: %v", err)
 	}
 }

@@ -250,3 +250,31 @@ func (e *FilterExpr) Nodes() int {
 	}
 	return n
 }
+
+// FilterComparisons counts the comparisons (=, !=, <, <=, >, >=, :) of a
+// filter's text, outside its quoted strings, without parsing it: what a
+// filter costs the database grows with them (each reads the account's
+// latest values of one code), so the GraphQL cost model charges for each.
+// For a valid filter it is exactly its number of comparisons; for any text
+// it is at most its length.
+func FilterComparisons(text string) int {
+	n := 0
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; c {
+		case '"', '\'':
+			for i++; i < len(text) && text[i] != c; i++ {
+				if text[i] == '\\' {
+					i++
+				}
+			}
+		case '<', '>', '!':
+			n++
+			if i+1 < len(text) && text[i+1] == '=' {
+				i++
+			}
+		case '=', ':':
+			n++
+		}
+	}
+	return n
+}

@@ -32,12 +32,14 @@ func IsUnavailable(err error) bool {
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, driver.ErrBadConn):
 		return true
 	}
-	// PostgreSQL's connection exceptions (class 08) and shutdown or start-up
-	// refusals (57P01..57P03), read through the driver's Field method.
+	// PostgreSQL's connection exceptions (class 08), shutdown or start-up
+	// refusals (57P01..57P03) and a server or role at its connection limit
+	// (53300 too_many_connections: "sorry, too many clients already"), read
+	// through the driver's Field method.
 	var pg interface{ Field(byte) string }
 	if errors.As(err, &pg) {
 		code := pg.Field('C')
-		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03"
+		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
 	}
 	// go-redis names these without a typed error.
 	msg := err.Error()

@@ -10,6 +10,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/graph/model"
 )
 
@@ -69,8 +70,11 @@ func (l answerLimit) InterceptField(ctx context.Context, next graphql.Resolver) 
 	if b.stopped.Load() {
 		return graphql.Null, nil
 	}
-	if ctx.Err() != nil { // the client has gone
+	if ctx.Err() != nil { // the client has gone, or the request's deadline
 		b.stop()
+		if err := core.DeadlineError(ctx); err != nil {
+			return nil, err
+		}
 		return graphql.Null, nil
 	}
 	res, err := next(ctx)

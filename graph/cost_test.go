@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,7 +12,11 @@ import (
 
 	"github.com/99designs/gqlgen/complexity"
 	"github.com/vektah/gqlparser/v2"
+
+	"github.com/mountd/mountd/core"
 )
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // knownQueries gathers what real clients send: every query in the
 // console's sources, the documented examples (```graphql blocks and
@@ -124,6 +129,19 @@ func TestCostModel(t *testing.T) {
 		}
 		return b.String() + "}"
 	}
+	// 50 comparisons in 99 nodes, under the filter's bound of 100.
+	var terms []string
+	for i := range 50 {
+		field := "batteryLevel"
+		if i%2 == 1 {
+			field = "cpuTemperature"
+		}
+		terms = append(terms, fmt.Sprintf("NOT %s >= -%d", field, i+1))
+	}
+	fiftyComparisons := strings.Join(terms, " OR ")
+	if n := core.FilterComparisons(fiftyComparisons); n != 50 {
+		t.Fatalf("FilterComparisons counts %d", n)
+	}
 	for _, tc := range []struct {
 		name  string
 		query string
@@ -141,6 +159,8 @@ func TestCostModel(t *testing.T) {
 		{"200 pages of 1,000 events' cursors", aliased(200, `events(limit: 1000) { next }`), false},
 		{"10 pages of 1,000 events' ids (the states are read whether asked or not)", aliased(10, `events(limit: 1000) { events { id } }`), false},
 		{"20 pages of 100 mounts' tags", aliased(20, `mounts(pageSize: 100) { mounts { nfcTags { uid name mountUids } } }`), false},
+		{"100 aliases of a page of one mount under a filter of 50 comparisons", aliased(100, `mounts(pageSize: 1, filter: {expression: `+strconvQuote(fiftyComparisons)+`}) { mounts { uid } }`), false},
+		{"a page of mounts under a filter of 50 comparisons", `{ mounts(pageSize: 100, filter: {expression: ` + strconvQuote(fiftyComparisons) + `}) { mounts { ` + mount + ` } } }`, true},
 		{"a page of 100 of a rollout's mounts with the rollout", `{ rollout(id: "R") { id modelNumber softwareRevision filter phases failureThreshold minSample healthWindow requireIdle state pausedReason openPhase targets
 			counts { pending eligible installing healthy failed } createdAt endedAt }
 			rolloutMounts(id: "R", pageSize: 100) { mounts { uid state phase commandId installingSince reason } pagination { currentPage totalPages totalItems } } }`, true},

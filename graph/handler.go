@@ -30,7 +30,11 @@ type Options struct {
 	Introspection   bool
 	ComplexityLimit int
 	DepthLimit      int
-	// OriginPatterns are the origins allowed to open a WebSocket from a
+	// PublicURL is the address people reach mountd at (MOUNTD_PUBLIC_URL):
+	// a browser page of its origin may open a WebSocket whatever Host a
+	// proxy passes on.
+	PublicURL string
+	// OriginPatterns are further origins allowed to open a WebSocket from a
 	// browser (github.com/coder/websocket patterns); same-origin is always allowed.
 	OriginPatterns []string
 	KeepAlive      time.Duration
@@ -68,7 +72,7 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	}
 	srv.AddTransport(wsproto.Transport{Share: share, Stats: opts.WebSocketStats, Websocket: transport.Websocket{
 		// Cross-origin browser upgrades are refused unless allowed here.
-		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: acceptOptions(opts.OriginPatterns)},
+		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: acceptOptions(opts.PublicURL, opts.OriginPatterns)},
 		InitFunc:       websocketInit(verifier, newSocketCounter(MaxSocketsPerToken), opts.RateLimit),
 		InitTimeout:    3 * time.Second, // then 4408
 		// graphql-ws (legacy) keep-alive, and graphql-transport-ws pings.
@@ -99,6 +103,7 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 	if telemetry.Enabled() {
 		srv.Use(newOperationTracing())
 	}
+	srv.AroundOperations(deadlineAnswer)
 	srv.SetErrorPresenter(errorPresenter(r.Logger))
 	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
 		r.Logger.ErrorContext(ctx, "panic in resolver", "panic", v)
@@ -152,6 +157,13 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			logger.InfoContext(ctx, "GraphQL request refused", "reason", reason)
 			gqlErr.Message = reason
 			gqlErr.Extensions = map[string]any{"code": "BAD_REQUEST"}
+			return gqlErr
+		}
+		if deadline := core.DeadlineError(ctx); deadline != nil {
+			// The request's own deadline ended the field's work.
+			logger.WarnContext(ctx, "GraphQL request deadline exceeded", "err", err)
+			gqlErr.Message = core.ErrRequestDeadline.Message
+			gqlErr.Extensions = map[string]any{"code": string(core.CodeUnavailable), "retryAfter": int(core.UnavailableRetry / time.Second)}
 			return gqlErr
 		}
 		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
@@ -307,3 +319,19 @@ func (l socketRateLimit) MutateOperationParameters(ctx context.Context, _ *graph
 }
 
 var _ graphql.OperationParameterMutator = socketRateLimit{}
+
+// deadlineAnswer answers an operation whose request deadline
+// (MOUNTD_REQUEST_TIMEOUT) passed before it ran UNAVAILABLE: gqlgen answers
+// an operation whose context has ended with nothing at all.
+func deadlineAnswer(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	handler := next(ctx)
+	return func(ctx context.Context) *graphql.Response {
+		resp := handler(ctx)
+		if resp == nil && core.DeadlineError(ctx) != nil {
+			err := gqlerror.Errorf("%s", core.ErrRequestDeadline.Message)
+			err.Extensions = map[string]any{"code": string(core.CodeUnavailable), "retryAfter": int(core.UnavailableRetry / time.Second)}
+			return &graphql.Response{Errors: gqlerror.List{err}}
+		}
+		return resp
+	}
+}

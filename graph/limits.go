@@ -195,6 +195,32 @@ const (
 	maxCost = 1 << 40
 )
 
+// filterComparisonCost is what one comparison of a fleet filter costs: 10
+// for each mount of the largest page, since a filter reads the whole fleet
+// of the account whatever the page asked for. 100 aliases of a filter of 50
+// comparisons (the most its 100 nodes hold) cost 5,000,000, past the limit.
+const filterComparisonCost = 10 * core.MaxPageSize
+
+// filterCost is what a mounts filter's expression costs.
+func filterCost(f *model.MountFilter) int {
+	if f == nil || f.Expression == nil {
+		return 0
+	}
+	// The text is bounded (the resolver refuses more), the count with it.
+	text := *f.Expression
+	if len(text) > core.MaxFilterLength {
+		return maxCost
+	}
+	return core.FilterComparisons(text) * filterComparisonCost
+}
+
+func saturatingAdd(a, b int) int {
+	if a > maxCost-b {
+		return maxCost
+	}
+	return a + b
+}
+
 // listCost is the cost of a list of n items whose selection costs child.
 func listCost(n, child int) int {
 	n = max(n, 1)
@@ -232,8 +258,8 @@ func complexityRoot() generated.ComplexityRoot {
 		}
 		return listCost(n, child)
 	}
-	c.Query.Mounts = func(child int, _ *int, pageSize *int, _ *model.MountFilter) int {
-		return listCost(pageLength(pageSize, 20), child)
+	c.Query.Mounts = func(child int, _ *int, pageSize *int, filter *model.MountFilter) int {
+		return saturatingAdd(listCost(pageLength(pageSize, 20), child), filterCost(filter))
 	}
 	c.Query.MountStates = func(child int, _ string, _ *string, _, _ *model.DateTime, _ *int, pageSize *int) int {
 		return listCost(pageLength(pageSize, 20), child)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -418,5 +420,80 @@ func TestMessagesToUploads(t *testing.T) {
 	unsigned := protocol.BLEMessage{Type: protocol.BLEMessageResult, Code: "RELEASE_HELMET", Reason: "bad signature"}
 	if r := receiptOf(unsigned); r != nil {
 		t.Fatalf("an unsigned result made a receipt: %+v", r)
+	}
+}
+
+// TestQueueOutlastsAProxysGatewayErrors: behind a proxy whose replica
+// restarts, an upload is answered 502, 503 (with Retry-After) and 504
+// before the API takes it. The queue keeps it through all three, waits
+// what Retry-After asks before the next attempt, and delivers it exactly
+// once; nothing is dropped.
+func TestQueueOutlastsAProxysGatewayErrors(t *testing.T) {
+	var mu sync.Mutex
+	var attempts []time.Time
+	taken := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/api/v1/mounts/M-1/states" {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		attempts = append(attempts, time.Now())
+		switch len(attempts) {
+		case 1: // nginx's own page
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = io.WriteString(w, "<html><body><center><h1>502 Bad Gateway</h1></center></body></html>")
+		case 2:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"status":503,"code":"UNAVAILABLE","detail":"busy"}`)
+		case 3:
+			w.WriteHeader(http.StatusGatewayTimeout)
+		default:
+			taken++
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"accepted":1,"duplicates":0}`)
+		}
+	}))
+	defer srv.Close()
+	api := newAPIClient(srv.URL+"/api/v1", client.StaticToken("token"), srv.Client())
+	q, err := openQueue(t.TempDir(), 100, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dropped []Upload
+	u := newUploader(q, api.send, nil, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		func(up Upload, _ error) { dropped = append(dropped, up) }, 10*time.Millisecond, 5*time.Second)
+	defer u.close()
+
+	pending, err := u.carry(context.Background(), 50*time.Millisecond, []Upload{report("M-1", 7)})
+	if pending != 1 || err != nil {
+		t.Fatalf("carry = %d, %v; want 1 pending (kept), no error", pending, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); q.stats().Items > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			mu.Lock()
+			t.Fatalf("still queued after %d attempts", len(attempts))
+		}
+	}
+	// A further round has nothing to send.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := u.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if taken != 1 || len(attempts) != 4 || len(dropped) != 0 {
+		t.Fatalf("taken %d times in %d attempts, dropped %v; want taken once in 4, none dropped", taken, len(attempts), dropped)
+	}
+	if gap := attempts[2].Sub(attempts[1]); gap < time.Second {
+		t.Fatalf("tried again %v after a 503 with Retry-After: 1", gap)
+	}
+	if gap := attempts[1].Sub(attempts[0]); gap > time.Second {
+		t.Fatalf("tried again only %v after a 502: the back-off starts at 10 ms", gap)
 	}
 }

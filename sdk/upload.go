@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -71,8 +70,9 @@ const (
 )
 
 // judge applies the queue's rule to an attempt's error: success and 4xx
-// remove the item; 5xx and network errors keep it. 401 (the token, not the
-// item, is refused), 408 and 429 (the server's load) keep it too.
+// remove the item; 5xx (502, 503 and 504 among them: a proxy whose replica
+// is restarting) and network errors keep it. 401 (the token, not the item,
+// is refused), 408 and 429 (the server's load) keep it too.
 func judge(err error) verdict {
 	if err == nil {
 		return sent
@@ -156,7 +156,8 @@ func (u *uploader) request() uint64 {
 
 // run is the background flusher: a round when asked, and after a round
 // that could not finish, another after a wait that doubles from retryMin up
-// to retryMax (with jitter), until one finishes.
+// to retryMax (with jitter), and is at least what the answer's Retry-After
+// asked for (up to retryMax), until one finishes.
 func (u *uploader) run() {
 	defer close(u.done)
 	var retry *time.Timer
@@ -174,7 +175,7 @@ func (u *uploader) run() {
 		}
 		if err := u.round(); err != nil && u.ctx.Err() == nil {
 			wait = min(max(2*wait, u.retryMin), u.retryMax)
-			d := wait/2 + rand.N(wait/2+1)
+			d := client.RetryWait(err, wait, u.retryMax)
 			u.log.Debug("sdk: uploads wait", "retryIn", d, "err", err)
 			if retry == nil {
 				retry = time.NewTimer(d)

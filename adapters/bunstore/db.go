@@ -75,7 +75,9 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 	var s *Store
 	switch {
 	case strings.HasPrefix(databaseURL, "postgres://"), strings.HasPrefix(databaseURL, "postgresql://"):
-		sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(databaseURL)))
+		// Statements are cancelled on the server when their context ends
+		// (pgcancel.go): a request's deadline stops the database's work too.
+		sqldb := sql.OpenDB(newCancelConnector(pgdriver.NewConnector(pgdriver.WithDSN(databaseURL))))
 		sqldb.SetMaxOpenConns(32)
 		sqldb.SetMaxIdleConns(32)
 		s = &Store{db: bun.NewDB(sqldb, pgdialect.New()), postgres: true}
@@ -94,10 +96,9 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 		// on the busy timeout instead of failing mid-transaction.
 		dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
 			"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-		sqldb, err := sql.Open(sqliteshim.ShimName, dsn)
-		if err != nil {
-			return nil, nil, fmt.Errorf("open sqlite: %w", err)
-		}
+		// Queries are interrupted when their context ends, also while
+		// their rows are read (sqliteinterrupt.go).
+		sqldb := sql.OpenDB(&interruptConnector{drv: sqliteshim.Driver(), dsn: dsn})
 		sqldb.SetMaxOpenConns(8)
 		s = &Store{db: bun.NewDB(sqldb, sqlitedialect.New()), writer: make(chan struct{}, 1)}
 	default:
@@ -194,6 +195,9 @@ func (s *Store) columns(typ reflect.Type, alias string) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// PoolSize is the most connections the store opens at once.
+func (s *Store) PoolSize() int { return s.db.DB.Stats().MaxOpenConnections }
 
 // DB exposes the bun handle to tests and benchmarks in this module.
 func (s *Store) DB() *bun.DB { return s.db }

@@ -179,6 +179,11 @@ func (v *Verifier) verify(ctx context.Context, raw string) (core.Principal, erro
 	}
 	tok, err := tv.Verify(ctx, raw)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Not the token's fault: its request ended (deadline, or a
+			// client that left) while its keys were fetched.
+			return core.Principal{}, fmt.Errorf("verify the access token: %w", ctx.Err())
+		}
 		return core.Principal{}, core.Errorf(core.CodeUnauthenticated, "the access token is invalid or expired")
 	}
 	var (

@@ -19,6 +19,15 @@ type Exports interface {
 	ExportStates(ctx context.Context, p core.Principal, uid string, f core.StateFilter, yield func(core.StateEntry) error) error
 }
 
+// ExportWriteTimeout is how long an export waits for its client to take a
+// chunk (MOUNTD_EXPORT_WRITE_TIMEOUT; zero: DefaultExportWriteTimeout):
+// a client that reads nothing is cut then, and its database connection
+// and export slot freed, rather than held for core.MaxExportDuration.
+type ExportWriteTimeout time.Duration
+
+// DefaultExportWriteTimeout is ExportWriteTimeout's default.
+const DefaultExportWriteTimeout = 30 * time.Second
+
 // The formats of the exports (docs/api.md, "Exports").
 const (
 	formatCSV    = "csv"
@@ -169,6 +178,13 @@ func (e *exportWriter) json(v any) error {
 }
 
 func (e *exportWriter) flush() error {
+	timeout := time.Duration(e.s.ExportWriteTimeout)
+	if timeout <= 0 {
+		timeout = DefaultExportWriteTimeout
+	}
+	// Each chunk gets the timeout anew: a slow reader goes on, one that
+	// reads nothing is cut.
+	_ = e.rc.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := e.w.Write(e.buf); err != nil {
 		e.failed = true
 		return err
@@ -194,6 +210,8 @@ func (e *exportWriter) finish(err error) {
 		}
 		err = e.flush()
 		if err == nil {
+			// The connection may serve another request.
+			_ = e.rc.SetWriteDeadline(time.Time{})
 			return
 		}
 	}

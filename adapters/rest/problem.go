@@ -67,7 +67,12 @@ func ClientGone(r *http.Request, err error) bool {
 func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
 	var ce *core.Error
 	var tooLarge *http.MaxBytesError
-	if ClientGone(r, err) {
+	if deadline := core.DeadlineError(r.Context()); deadline != nil {
+		// The request's own deadline ended its work, whatever error the
+		// interrupted statement gave.
+		logger.WarnContext(r.Context(), "request deadline exceeded", "method", r.Method, "path", r.URL.Path, "err", err)
+		err = deadline
+	} else if ClientGone(r, err) {
 		// Nobody reads the answer; the access log counts it as 499.
 		logger.DebugContext(r.Context(), "client closed request", "method", r.Method, "path", r.URL.Path, "err", err)
 		w.WriteHeader(httpobs.StatusClientClosedRequest)

@@ -45,6 +45,8 @@ type Deps struct {
 	RateLimit *core.APIRateLimit
 	// Cursors makes the event log's positions into cursors and back.
 	Cursors *core.CursorCodec
+	// ExportWriteTimeout cuts an export whose client reads nothing.
+	ExportWriteTimeout ExportWriteTimeout
 }
 
 // Server is the REST API's handler tree.

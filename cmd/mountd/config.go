@@ -50,11 +50,20 @@ type Config struct {
 	ReceiptGrace time.Duration
 	// OfflineAfter is MOUNTD_OFFLINE_AFTER: how long after lastSeenAt a
 	// mount turns OFFLINE (0: 15m; at most 168h).
-	OfflineAfter   time.Duration
-	TokenTTL       time.Duration
-	DownloadTTL    time.Duration
-	BodyTimeout    time.Duration
-	EventRetention time.Duration
+	OfflineAfter time.Duration
+	TokenTTL     time.Duration
+	DownloadTTL  time.Duration
+	BodyTimeout  time.Duration
+	// RequestTimeout is MOUNTD_REQUEST_TIMEOUT: how long a request may
+	// work before it answers 503 and its statement is cancelled (0: 10s).
+	RequestTimeout time.Duration
+	// MaxExports is MOUNTD_MAX_EXPORTS: the exports one replica runs at
+	// once (0: half the database pool); ExportWriteTimeout is
+	// MOUNTD_EXPORT_WRITE_TIMEOUT: how long an export waits for a client
+	// that reads nothing before it cuts it (0: 30s).
+	MaxExports         int
+	ExportWriteTimeout time.Duration
+	EventRetention     time.Duration
 	// WebhookRetryDelays is MOUNTD_WEBHOOK_RETRY_DELAYS as given.
 	WebhookRetryDelays  string
 	WebhookAllowPrivate bool

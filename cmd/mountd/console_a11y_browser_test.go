@@ -137,6 +137,8 @@ func TestConsoleAccessibility(t *testing.T) {
 		{"the rollouts", "#/rollouts", `document.querySelector('#rollouts tr[data-id] .rollout-progress') !== null`},
 		{"a rollout's page", "#/rollouts/" + rollout.ID, `document.querySelector('#rollout-phases li') !== null && document.querySelector('#rollout-mounts tbody tr') !== null`},
 		{"the fleet with a refused expression", "#/fleet?expr=" + url.QueryEscape("batteryLevel <"), `document.getElementById('expr-error').textContent !== ''`},
+		{"the audit log", "#/audit", `document.querySelector('#audit tbody tr td.details') !== null`},
+		{"a mount not found", "#/mounts/NO-SUCH-MOUNT", `document.getElementById('mount-not-found') !== null`},
 		{"the alarm rules", "#/alarm-rules", `document.querySelector('#alarm-rules tr[data-id]') !== null && document.querySelector('#suggested-rules li') !== null && document.querySelector('#rule-conditions li') !== null`},
 	}
 	for _, p := range pages {
@@ -144,6 +146,11 @@ func TestConsoleAccessibility(t *testing.T) {
 		b.waitJS(p.name+" is ready", p.ready, 15*time.Second)
 		b.checkA11y(p.name)
 	}
+	// The events paused.
+	b.step("open the events", chromedp.Navigate(in.base+"/console/#/events"))
+	b.waitJS("the events", `document.querySelector('#events tbody tr') !== null && document.getElementById('connection').dataset.state === 'live'`, 15*time.Second)
+	b.step("pause them", chromedp.Click(chromedp.CSS(`#events-pause`)))
+	b.checkA11y("the events paused")
 	// The webhooks page with its editor and deliveries open.
 	b.step("open the webhooks", chromedp.Navigate(in.base+"/console/#/webhooks"))
 	b.waitJS("the webhook's row", `document.querySelector('#webhooks tr[data-id]') !== null`, 15*time.Second)
@@ -165,4 +172,10 @@ func TestConsoleAccessibility(t *testing.T) {
 		b.eval(`{ const s = [...document.querySelectorAll('#rule-conditions [name=code]')].pop(); s.value = '` + code + `'; s.dispatchEvent(new Event('change')) }`)
 	}
 	b.checkA11y("the rules editor with the suggestions and three conditions")
+	// Last, as it changes the window's size: on a phone, the alarms as cards,
+	// the header's menu open.
+	b.step("a phone's screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(in.base+"/console/#/alarms"))
+	b.waitJS("the alarms on a phone", `document.querySelector('#alarms tr[data-id]') !== null && getComputedStyle(document.getElementById('menu-toggle')).display !== 'none'`, 15*time.Second)
+	b.step("open the menu", chromedp.Click(chromedp.CSS(`#menu-toggle`)), chromedp.WaitVisible(chromedp.CSS(`#nav a[data-view=fleet]`)))
+	b.checkA11y("the alarms on a phone with the header's menu open")
 }

@@ -22,6 +22,12 @@ func reportCPU(t *testing.T, api *client.Client, uid, value string) {
 	}
 }
 
+// ackOnScreen: every Acknowledge button on the alarms page is drawn whole
+// within the window and within the box its table scrolls in.
+const ackOnScreen = `[...document.querySelectorAll('#alarms button[data-action=acknowledge]')].every((b) => {
+  const r = b.getBoundingClientRect(), box = b.closest('.scroll').getBoundingClientRect();
+  return r.width > 0 && r.left >= 0 && r.right <= innerWidth && r.left >= box.left && r.right <= box.right })`
+
 // TestConsoleAlarmsInBrowser: an owner works with presence and alarms in
 // headless Chromium. The account has no rule: the rules editor offers the
 // suggested ones and one click adds one; a rule is written in the form
@@ -29,7 +35,8 @@ func reportCPU(t *testing.T, api *client.Client, uid, value string) {
 // a column and filters by it; an alarm raised by a report appears live on
 // the alarms page and in the header's count, is acknowledged from there
 // (still active), and is listed on its mount's page; a rule is disabled
-// and deleted. A maintainer sees the alarms but no Acknowledge button.
+// and deleted. The Acknowledge button is on the screen at 1280 and 390 px
+// wide. A maintainer sees the alarms but no Acknowledge button.
 // MOUNTD_SCREENSHOTS=docs writes docs/console-alarms.png.
 func TestConsoleAlarmsInBrowser(t *testing.T) {
 	chromium := testenv.Chromium(t)
@@ -146,18 +153,20 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	if acked == nil || acked.AcknowledgedAt == nil {
 		t.Fatalf("after acknowledging: %+v", alarms("MNT-0002"))
 	}
-	// Acknowledged by the API client: named by the client's name, not its
-	// id (issue 38), live.
+	// Another alarm acknowledged by the API client, whose name is long:
+	// on a desktop's screen (1280 px) the Acknowledge button left is on
+	// the screen and the table needs no scrolling.
 	for _, al := range alarms("MNT-0003") {
 		if al.State == "ACTIVE" {
-			if err := api.Do(context.Background(), http.MethodPost, "/alarms/"+al.ID+"/acknowledge", nil, nil); err != nil {
-				t.Fatal(err)
-			}
+			a.gql(t, `mutation($id: ID!) { acknowledgeAlarm(id: $id) { id } }`, map[string]any{"id": al.ID})
 		}
 	}
-	other := `document.querySelector('#alarms tr[data-uid="MNT-0003"]')`
-	b.waitJS("acknowledged by the client, by name", other+`?.querySelector('.ack')?.innerText.includes('by Demo Fleet API client') && !`+
-		other+`.innerText.includes('`+a.creds.ClientID+`')`, 10*time.Second)
+	// It reads the client's name, never its id (issue 38).
+	b.waitJS("acknowledged by the client, by name", `document.querySelector('#alarms tr[data-uid="MNT-0003"] .ack')?.innerText.includes(' by Demo Fleet API client') && `+
+		`!document.querySelector('#alarms tr[data-uid="MNT-0003"]').innerText.includes('`+a.creds.ClientID+`') && `+
+		`document.querySelectorAll('#alarms button[data-action=acknowledge]').length === 1`, 10*time.Second)
+	b.waitJS("the Acknowledge button within the screen at 1280 px", `innerWidth === 1280 && `+ackOnScreen+` && `+
+		`document.getElementById('alarms').parentElement.scrollWidth <= document.getElementById('alarms').parentElement.clientWidth`, 5*time.Second)
 	b.screenshot(screenshotDir(t), "console-alarms.png")
 
 	// Filtered by severity and mount, in the URL.
@@ -190,6 +199,7 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 	// scroll in their own boxes.
 	b.step("a phone's screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(in.base+"/console/#/alarms"), chromedp.WaitVisible(chromedp.CSS(`#alarms`)))
 	b.waitJS("the alarms fit", `document.querySelector('#alarms tr[data-id]') !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	b.waitJS("the Acknowledge button within a phone's screen", `document.querySelectorAll('#alarms button[data-action=acknowledge]').length === 1 && `+ackOnScreen, 5*time.Second)
 	b.step("the rules on a phone", chromedp.Navigate(in.base+"/console/#/alarm-rules"), chromedp.WaitVisible(chromedp.CSS(`#alarm-rules`)))
 	b.waitJS("the rules fit", `document.querySelector('#alarm-rules tr[data-id]') !== null && document.querySelector('#rule-conditions li') !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
 	b.step("back to a desktop's screen", chromedp.EmulateReset())

@@ -14,8 +14,9 @@ import (
 )
 
 // TestConsoleAuditInBrowser: an owner opens the audit page from the
-// navigation in headless Chromium and reads the account's changes a page at
-// a time, filters them by action and by actor (into the URL, so that back
+// navigation in headless Chromium and reads the account's changes newest
+// first (GET /api/v1/audit?tail=100), older ones on request, the details
+// wrapping, filters them by action and by actor (into the URL, so that back
 // returns), and the person's own change names the person; a restricted
 // user has no audit page.
 func TestConsoleAuditInBrowser(t *testing.T) {
@@ -41,12 +42,22 @@ func TestConsoleAuditInBrowser(t *testing.T) {
 	b.signIn(in.base, "ann")
 	rows := `document.querySelectorAll('#audit tbody tr').length`
 	b.step("open the audit page", chromedp.Click(chromedp.CSS(`#nav a[data-view=audit]`)), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
-	b.waitJS("the first page", rows+` === 100 && !document.getElementById('audit-more').hidden && location.hash === '#/audit'`, 10*time.Second)
-	b.waitJS("oldest first", `document.querySelector('#audit tbody tr').dataset.action === 'mount.request-association'`, time.Second)
-	b.step("load more", chromedp.Click(chromedp.CSS(`#audit-more`)))
+	// The newest hundred first (the users created, then the renames).
+	b.waitJS("the newest hundred", rows+` === 100 && !document.getElementById('audit-more').hidden && location.hash === '#/audit'`, 10*time.Second)
+	b.waitJS("newest first", `[...document.querySelectorAll('#audit tbody tr')].slice(0, 3).map((tr) => tr.dataset.action).join() === 'user.create,user.create,mount.update' && `+
+		`document.querySelector('#audit tbody tr').querySelector('.details').textContent.includes('username="rita"') && !document.querySelector('#audit tr[data-action="mount.request-association"]')`, time.Second)
+	// A long entry's details wrap in their column; the table fits its box
+	// at 1280 px, and the page does not scroll sideways on a phone.
+	b.waitJS("the details wrap", `getComputedStyle(document.querySelector('#audit td.details')).whiteSpace === 'normal' && `+
+		`innerWidth === 1280 && document.getElementById('audit').parentElement.scrollWidth <= document.getElementById('audit').parentElement.clientWidth`, time.Second)
+	b.step("load older", chromedp.Click(chromedp.CSS(`#audit-more`)))
 	// The users created and the second of them: the account's own log.
-	b.waitJS("every entry", rows+` === 103 && document.getElementById('audit-more').hidden`, 10*time.Second)
+	b.waitJS("every entry, the oldest last", rows+` === 103 && document.getElementById('audit-more').hidden && `+
+		`document.querySelector('#audit tbody tr:last-child').dataset.action === 'mount.request-association'`, 10*time.Second)
 	b.waitJS("the operator's entries", `[...document.querySelectorAll('#audit tbody tr[data-action="user.create"]')].every((tr) => tr.cells[1].textContent.endsWith('(cli)'))`, time.Second)
+	b.step("a phone's screen", chromedp.EmulateViewport(390, 844))
+	b.waitJS("the audit fits a phone", `document.documentElement.scrollWidth <= 390`, 5*time.Second)
+	b.step("back to a desktop's screen", chromedp.EmulateReset())
 
 	b.eval(`{ const s = document.getElementById('audit-action'); s.value = 'mount.request-association'; s.dispatchEvent(new Event('change')) }`)
 	b.waitJS("filtered by action", `location.hash === '#/audit?action=mount.request-association' && `+rows+` === 1`, 10*time.Second)

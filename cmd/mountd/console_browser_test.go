@@ -261,7 +261,9 @@ func (b *browserSession) screenshot(dir, name string) {
 // and watches the fleet live: a report appears without a reload, reports
 // made while the page's socket is cut appear after it reconnects, nothing
 // is asked of another origin, and a restricted user sees only its mount and
-// no owner actions. MOUNTD_SCREENSHOTS=docs writes the README's screenshots.
+// no owner actions, and of another mount only that it is not found. The
+// header is one line at 1280 px and a menu at 390 px; the events page opens
+// on the log's last events, then live, and pauses. MOUNTD_SCREENSHOTS=docs writes the README's screenshots.
 func TestConsoleInBrowser(t *testing.T) {
 	chromium := testenv.Chromium(t)
 	cfg := testConfig(t.TempDir(), "")
@@ -340,6 +342,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	b.waitJS("one webhook failing", `document.querySelector('#count-webhooks .value')?.textContent === '1'`, 10*time.Second)
 	b.screenshot(shots, "console-overview.png")
+	// The header is one line on a desktop's screen, the account's name in
+	// full, and no menu button.
+	b.waitJS("a one-line header at 1280 px", `innerWidth === 1280 && `+oneLineHeader+` && getComputedStyle(document.getElementById('menu-toggle')).display === 'none' && `+
+		`document.getElementById('who').scrollWidth <= document.getElementById('who').clientWidth`, 5*time.Second)
 	// A count's link opens the fleet filtered, the filter in the URL; back
 	// returns to the overview.
 	b.step("open the low battery count", chromedp.Click(chromedp.CSS(`#count-low`)))
@@ -418,34 +424,64 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the mount's history export:\n%s", got)
 	}
 
-	// The events page hides state reports unless asked for them.
+	// The events page opens with the log's last events, newest first, then
+	// adds live ones on top; state reports are left out unless asked for.
+	eventRows := `[...document.querySelectorAll('#events tbody tr')]`
+	event := func(typ, uid string) string {
+		return `document.querySelector('#events tr[data-type="` + typ + `"][data-uid="` + uid + `"]')`
+	}
+	top := func(typ, uid string) string {
+		return `document.querySelector('#events tbody tr')?.dataset.type === '` + typ + `' && document.querySelector('#events tbody tr').dataset.uid === '` + uid + `'`
+	}
 	b.step("open the events", chromedp.Navigate(in.base+"/console/#/events"), chromedp.WaitVisible(chromedp.CSS(`#events`)))
+	b.waitJS("the history, newest first, without state reports", event("ASSOCIATION_REQUESTED", "MNT-0005")+` !== null && `+top("ASSOCIATION_REQUESTED", "MNT-0005")+` && `+
+		eventRows+`.length <= 50 && `+eventRows+`.findIndex((tr) => tr.dataset.type === 'ASSOCIATION_CONFIRMED' && tr.dataset.uid === 'MNT-0001') > 0 && `+
+		`!document.querySelector('#events tr[data-type="STATES_REPORTED"]')`, 10*time.Second)
 	b.waitJS("the events' socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	reportStates(t, api, uids[1], 55, false, time.Now())
 	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0006"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	event := func(typ string) string { return `document.querySelector('#events tr[data-type="` + typ + `"]')` }
-	b.waitJS("both events arrive", event("STATES_REPORTED")+` && `+event("ASSOCIATION_REQUESTED")+` !== null`, 10*time.Second)
-	b.waitJS("the state report is hidden by default", event("STATES_REPORTED")+`.hidden && !`+event("ASSOCIATION_REQUESTED")+`.hidden`, time.Second)
+	b.waitJS("a live event on top", top("ASSOCIATION_REQUESTED", "MNT-0006")+` && !document.querySelector('#events tr[data-type="STATES_REPORTED"]')`, 10*time.Second)
+	// Paused, new events wait until Resume.
+	b.step("pause", chromedp.Click(chromedp.CSS(`#events-pause`)))
+	b.waitJS("paused", `document.getElementById('events-pause').getAttribute('aria-pressed') === 'true'`, time.Second)
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0007"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("held while paused", `document.getElementById('events-pause').textContent === 'Resume (1 new)'`, 10*time.Second)
+	b.waitJS("nothing added while paused", top("ASSOCIATION_REQUESTED", "MNT-0006")+` && `+event("ASSOCIATION_REQUESTED", "MNT-0007")+` === null`, time.Second)
+	b.step("resume", chromedp.Click(chromedp.CSS(`#events-pause`)))
+	b.waitJS("the held event on top", top("ASSOCIATION_REQUESTED", "MNT-0007")+` && document.getElementById('events-pause').textContent === 'Pause'`, 5*time.Second)
 	b.eval(`{ const s = document.getElementById('event-type'); s.value = 'all'; s.dispatchEvent(new Event('change')) }`)
-	b.waitJS("any type shows it", `location.hash === '#/events?type=all' && !`+event("STATES_REPORTED")+`.hidden`, time.Second)
-	b.eval(`{ const u = document.getElementById('event-mount'); u.value = 'MNT-0006'; u.dispatchEvent(new Event('input')) }`)
-	b.waitJS("filtered by mount", event("STATES_REPORTED")+`.hidden && !`+event("ASSOCIATION_REQUESTED")+`.hidden`, time.Second)
+	b.waitJS("any type loads the state reports too", `location.hash === '#/events?type=all' && `+event("STATES_REPORTED", uids[1])+` !== null && `+eventRows+`.length <= 50 && `+top("ASSOCIATION_REQUESTED", "MNT-0007"), 10*time.Second)
+	b.eval(`{ const u = document.getElementById('event-mount'); u.value = 'MNT-0006'; u.dispatchEvent(new Event('change')) }`)
+	b.waitJS("filtered by mount", `location.hash === '#/events?type=all&mount=MNT-0006' && `+eventRows+`.length === 1 && `+top("ASSOCIATION_REQUESTED", "MNT-0006"), 10*time.Second)
 
 	// By keyboard: a column heading sorts on Enter, into the URL.
 	b.step("the fleet again", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
 	b.waitJS("the fleet's rows", row(uids[0])+` !== null`, 10*time.Second)
 	b.step("sort by battery with the keyboard", chromedp.Focus(chromedp.CSS(`#fleet th.c-batteryLevel`)), chromedp.KeyEvent("\r"))
 	b.waitJS("sorted by battery", `location.hash === '#/fleet?sort=batteryLevel' && document.querySelector('#fleet th.c-batteryLevel').getAttribute('aria-sort') === 'ascending' && `+
-		shownUIDs+` === 'MNT-0004,MNT-0003,MNT-0001,MNT-0002,MNT-0005,MNT-0006'`, 5*time.Second)
+		shownUIDs+` === 'MNT-0004,MNT-0003,MNT-0001,MNT-0002,MNT-0005,MNT-0006,MNT-0007'`, 5*time.Second)
 
 	// On a phone (390 px wide) the page does not scroll sideways: the
 	// navigation wraps and the fleet's table scrolls in its own box.
 	phone := t.TempDir()
 	b.step("a phone's screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(in.base+"/console/#/"), chromedp.WaitVisible(chromedp.CSS(`#overview`)))
 	b.waitJS("the overview fits", `document.getElementById('count-all') !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	// The navigation folds into a menu: closed at first, open on the
+	// button, closed again by the link taken.
+	b.waitJS("the menu button, the navigation folded", `getComputedStyle(document.getElementById('menu-toggle')).display !== 'none' && `+
+		`getComputedStyle(document.getElementById('nav')).display === 'none' && document.getElementById('signout').getClientRects().length === 0 && `+
+		`document.getElementById('bar').getBoundingClientRect().height < 60`, 5*time.Second)
 	b.screenshot(phone, "console-phone-overview.png")
+	b.step("open the menu", chromedp.Click(chromedp.CSS(`#menu-toggle`)))
+	b.waitJS("the menu open", `document.getElementById('menu-toggle').getAttribute('aria-expanded') === 'true' && getComputedStyle(document.getElementById('nav')).display !== 'none' && `+
+		`document.querySelector('#nav a[data-view=fleet]').getBoundingClientRect().right <= 390 && document.getElementById('signout').getClientRects().length > 0 && document.documentElement.scrollWidth <= 390`, 5*time.Second)
+	b.screenshot(phone, "console-phone-menu.png")
+	b.step("a link in the menu", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	b.waitJS("the menu closed", `document.getElementById('menu-toggle').getAttribute('aria-expanded') === 'false' && getComputedStyle(document.getElementById('nav')).display === 'none'`, 5*time.Second)
 	b.step("the fleet on a phone", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
 	b.waitJS("the fleet fits", row(uids[0])+` !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
 	b.screenshot(phone, "console-phone-fleet.png")
@@ -465,6 +501,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	r.waitJS("no owner actions", `!document.getElementById('associate-link') && !document.getElementById('export-fleet') && document.querySelector('#nav [data-owner]').hidden`, time.Second)
 	r.step("open rita's mount", chromedp.Navigate(in.base+"/console/#/mounts/"+uids[1]), chromedp.WaitVisible(chromedp.CSS(`#mount-uid`)))
 	r.waitJS("no abandon button nor export", `!document.getElementById('abandon') && !document.getElementById('export-history')`, time.Second)
+	// A mount that is not hers says so, and never shows an empty page of it.
+	r.eval(`window.__skeleton = false; new MutationObserver(() => { if (document.getElementById('mount-uid') || document.getElementById('identity')) window.__skeleton = true })
+	  .observe(document.getElementById('main'), { childList: true, subtree: true }); location.hash = '#/mounts/` + uids[0] + `'`)
+	r.waitJS("not found, no skeleton", `document.getElementById('mount-not-found') !== null && !document.getElementById('mount-uid') && !document.getElementById('identity') && `+
+		`!document.querySelector('#main form') && !window.__skeleton`, 10*time.Second)
+	time.Sleep(300 * time.Millisecond) // nothing arrives late either
+	r.waitJS("still no skeleton", `!window.__skeleton && document.querySelectorAll('#main .card').length === 1`, time.Second)
 
 	// Signing out ends the sign-in: the page is signed out, and the refresh
 	// token it held no longer works.
@@ -478,6 +521,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	r.checkOrigin(in.base)
 }
+
+// oneLineHeader: the header is one line: every item of it shown sits on
+// the brand's line.
+const oneLineHeader = `(() => {
+  const bar = document.getElementById('bar'), brand = bar.querySelector('.brand').getBoundingClientRect();
+  const mid = (r) => r.top + r.height / 2;
+  return [...bar.querySelectorAll('nav a, .alarm-count, .connection, #who, #signout')].filter((e) => e.getClientRects().length)
+    .every((e) => Math.abs(mid(e.getBoundingClientRect()) - mid(brand)) < 8) && bar.getBoundingClientRect().height < 50;
+})()`
 
 // reportStates posts battery and lock states for uid.
 func reportStates(t *testing.T, api *client.Client, uid string, battery int, locked bool, at time.Time) {

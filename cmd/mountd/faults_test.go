@@ -101,8 +101,15 @@ func (p *proc) kill() {
 // admin runs a mountd admin command with the deployment's settings.
 func (p *proc) admin(t *testing.T, args ...string) string {
 	t.Helper()
+	return p.adminInput(t, "", args...)
+}
+
+// adminInput is admin with input on the command's standard input.
+func (p *proc) adminInput(t *testing.T, input string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(p.bin, args...)
 	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdin = strings.NewReader(input)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("mountd %v: %v\n%s", args, err, out)

@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,8 +22,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/security"
+	"github.com/chromedp/chromedp"
+
 	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/client"
+	"github.com/mountd/mountd/graph/wsproto/wsprototest"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and its key to dir.
@@ -57,14 +62,8 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 // times, and the answer's status.
 func startNginx(t *testing.T, replicas []string, certFile, keyFile string) (base, plain, accessLog string) {
 	t.Helper()
-	bin := testenv.Nginx(t)
-	shipped, err := os.ReadFile("../../deploy/nginx/mountd.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
 	httpAddr, httpsAddr := freeAddr(t), freeAddr(t)
-	conf := string(shipped)
-	for old, repl := range map[string]string{
+	conf := shippedNginx(t, "mountd.conf", map[string]string{
 		"server 127.0.0.1:8081 ":                "server " + replicas[0] + " ",
 		"server 127.0.0.1:8082 ":                "server " + replicas[1] + " ",
 		"listen 80;":                            "listen " + httpAddr + ";",
@@ -74,13 +73,36 @@ func startNginx(t *testing.T, replicas []string, certFile, keyFile string) (base
 		"/etc/ssl/mountd/fullchain.pem":         certFile,
 		"/etc/ssl/mountd/privkey.pem":           keyFile,
 		"return 301 https://$host$request_uri;": "return 301 https://" + httpsAddr + "$request_uri;",
-	} {
-		if !strings.Contains(conf, old) {
-			t.Fatalf("deploy/nginx/mountd.conf no longer has %q", old)
-		}
-		conf = strings.ReplaceAll(conf, old, repl)
+	})
+	dir := runNginx(t, conf, httpsAddr)
+	return "https://" + httpsAddr, "http://" + httpAddr, filepath.Join(dir, "access.log")
+}
+
+// shippedNginx is the configuration deploy/nginx/<name> with each key of
+// repl replaced by its value (each must be there).
+func shippedNginx(t *testing.T, name string, repl map[string]string) string {
+	t.Helper()
+	shipped, err := os.ReadFile(filepath.Join("../../deploy/nginx", name))
+	if err != nil {
+		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	conf := string(shipped)
+	for old, r := range repl {
+		if !strings.Contains(conf, old) {
+			t.Fatalf("deploy/nginx/%s no longer has %q", name, old)
+		}
+		conf = strings.ReplaceAll(conf, old, r)
+	}
+	return conf
+}
+
+// runNginx runs Debian's nginx with conf (an http-level snippet) until the
+// test ends, waits until it listens at addr, and returns its directory
+// (access.log: see startNginx).
+func runNginx(t *testing.T, conf, addr string) (dir string) {
+	t.Helper()
+	bin := testenv.Nginx(t)
+	dir = t.TempDir()
 	site := filepath.Join(dir, "mountd.conf")
 	main := filepath.Join(dir, "nginx.conf")
 	_ = os.WriteFile(site, []byte(conf), 0o644)
@@ -130,9 +152,9 @@ http {
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if c, err := net.Dial("tcp", httpsAddr); err == nil {
+		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return "https://" + httpsAddr, "http://" + httpAddr, filepath.Join(dir, "access.log")
+			return dir
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("nginx did not listen:\n%s", out.String())
@@ -145,8 +167,10 @@ http {
 // mountd processes on PostgreSQL and Redis: the operator flow over HTTPS
 // (token, association, reports, a command, the event feed), a GraphQL
 // subscription over a WebSocket through the proxy that sees a report made
-// through the other replica, the body limit at the proxy, and the plain
-// HTTP redirect.
+// through the other replica, a browser's WebSocket (with an Origin, as the
+// console opens it) through the proxy and one of a foreign origin refused,
+// the console in Chromium signed in through the proxy with its socket
+// live, the body limit at the proxy, and the plain HTTP redirect.
 func TestNginxDeployment(t *testing.T) {
 	dbURL := testenv.PostgresURL(t)
 	redisURL, _ := testenv.RedisURL(t)
@@ -252,6 +276,44 @@ func TestNginxDeployment(t *testing.T) {
 	reportStates(t, api, "MNT-NGX", 70, true, time.Now().Add(10*time.Millisecond))
 	seeReports(1)
 
+	// A browser's socket through the proxy, as the console and GraphiQL
+	// open it: an Origin of the public URL (nginx's address), the
+	// graphql-transport-ws subprotocol, acknowledged, and the events since
+	// the cursor as data. A page of any other origin is refused.
+	tok, err := api.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser, err := wsprototest.Dial(t, base+"/graphql", wsprototest.Options{HTTPClient: hc, Header: http.Header{"Origin": {base}}})
+	if err != nil {
+		t.Fatalf("a WebSocket from the console's origin through nginx: %v", err)
+	}
+	browser.Init(map[string]any{"Access-Key": tok})
+	browser.Subscribe("1", `subscription($after: ID) { mountEvents(after: $after) { type uid } }`, map[string]any{"after": start.Next})
+	if e := nextData[struct{ UID string }](t, browser, "1", "mountEvents"); e.UID != "MNT-NGX" {
+		t.Fatalf("the browser's subscription through nginx: %+v", e)
+	}
+	browser.Complete("1")
+	for _, origin := range []string{"https://evil.example", strings.Replace(base, "https://", "http://", 1)} {
+		if _, err := wsprototest.Dial(t, base+"/graphql", wsprototest.Options{HTTPClient: hc, Header: http.Header{"Origin": {origin}}}); err == nil || !strings.Contains(err.Error(), "HTTP 403") {
+			t.Fatalf("a WebSocket from %s through nginx: %v; want HTTP 403", origin, err)
+		}
+	}
+
+	// The console itself through nginx: a person signs in at the proxy's
+	// address and the page's socket goes live, every request to that origin.
+	first.adminInput(t, personPassword+"\n", "users", "create", "--account", c.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
+	b := newBrowserSession(t, testenv.Chromium(t))
+	b.step("trust the test certificate", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, security.SetIgnoreCertificateErrors, security.SetIgnoreCertificateErrorsParams{Ignore: true})
+		return err
+	}))
+	b.signIn(base, "ann")
+	b.step("the fleet", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)))
+	b.waitJS("the fleet lists the mount", `document.querySelector('#fleet tr[data-uid="MNT-NGX"]') !== null`, 10*time.Second)
+	b.waitJS("the console's socket is live through nginx", `document.getElementById('connection').dataset.state === 'live'`, 20*time.Second)
+	b.checkOrigin(base)
+
 	// The proxy refuses a body over 1 MiB before it reaches mountd.
 	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/mounts", strings.NewReader(strings.Repeat("x", 2<<20)))
 	req.Header.Set("Content-Type", "application/json")
@@ -262,5 +324,86 @@ func TestNginxDeployment(t *testing.T) {
 	if res, err := hc.Get(plain + "/console/"); err != nil || res.StatusCode != http.StatusMovedPermanently ||
 		!strings.HasPrefix(res.Header.Get("Location"), base+"/console/") {
 		t.Fatalf("plain HTTP: %v %v", res, err)
+	}
+}
+
+// TestNginxForwardsHeaders runs both shipped nginx configurations in front
+// of an upstream that records what it is sent: every location passes on
+// the client's Host, its address (X-Forwarded-For) and the scheme
+// (X-Forwarded-Proto), /graphql the WebSocket handshake too. A location
+// that sets a header of its own drops all those of the server block, and
+// mountd then refuses every browser's WebSocket (a foreign Host) and
+// throttles the proxy instead of its clients.
+func TestNginxForwardsHeaders(t *testing.T) {
+	type seen struct{ host, forwardedFor, proto, upgrade, connection string }
+	got := make(chan seen, 16)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- seen{r.Host, r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Proto"),
+			r.Header.Get("Upgrade"), strings.ToLower(r.Header.Get("Connection"))}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer upstream.Close()
+	up := strings.TrimPrefix(upstream.URL, "http://")
+
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	httpsAddr, composeAddr := freeAddr(t), freeAddr(t)
+	runNginx(t, shippedNginx(t, "mountd.conf", map[string]string{
+		"server 127.0.0.1:8081 ":        "server " + up + " ",
+		"server 127.0.0.1:8082 ":        "server " + up + " ",
+		"listen 80;":                    "listen " + freeAddr(t) + ";",
+		"listen 443 ssl http2;":         "listen " + httpsAddr + " ssl;",
+		"listen [::]:80;":               "",
+		"listen [::]:443 ssl http2;":    "",
+		"/etc/ssl/mountd/fullchain.pem": certFile,
+		"/etc/ssl/mountd/privkey.pem":   keyFile,
+	}), httpsAddr)
+	runNginx(t, shippedNginx(t, "compose.conf", map[string]string{
+		"server mountd-1:8080 ": "server " + up + " ",
+		"server mountd-2:8080 ": "server " + up + " ",
+		"listen 80;":            "listen " + composeAddr + ";",
+	}), composeAddr)
+
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for _, proxy := range []struct {
+		name, base, host, proto string
+	}{
+		{"mountd.conf", "https://" + httpsAddr, "127.0.0.1", "https"}, // $host: without the port
+		{"compose.conf", "http://" + composeAddr, composeAddr, "http"},
+	} {
+		for _, tc := range []struct {
+			method, path string
+			upgrade      bool
+		}{
+			{http.MethodGet, "/api/v1/mounts", false},
+			{http.MethodPost, "/graphql", false},
+			{http.MethodGet, "/graphql", true},
+			{http.MethodGet, "/api/v1/events", false},
+			{http.MethodGet, "/console/", false},
+		} {
+			name := fmt.Sprintf("%s %s %s upgrade=%v", proxy.name, tc.method, tc.path, tc.upgrade)
+			req, _ := http.NewRequest(tc.method, proxy.base+tc.path, nil)
+			if tc.upgrade {
+				req.Header.Set("Connection", "Upgrade")
+				req.Header.Set("Upgrade", "websocket")
+			}
+			res, err := hc.Do(req)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			res.Body.Close()
+			var s seen
+			select {
+			case s = <-got:
+			default:
+				t.Fatalf("%s: %s, and nothing reached the upstream", name, res.Status)
+			}
+			want := seen{proxy.host, "127.0.0.1", proxy.proto, "", ""}
+			if tc.upgrade {
+				want.upgrade, want.connection = "websocket", "upgrade"
+			}
+			if s != want {
+				t.Errorf("%s: the upstream saw %+v; want %+v", name, s, want)
+			}
+		}
 	}
 }

@@ -96,6 +96,9 @@ var firmwareSet = wire.NewSet(
 	provideBlobOpener,
 	provideDownloadTTL,
 	provideBodyTimeout,
+	provideRequestTimeout,
+	provideExportLimit,
+	provideExportWriteTimeout,
 	core.NewFirmwareService,
 )
 
@@ -344,6 +347,28 @@ func provideRetention(cfg Config, store *bunstore.Store, logger *slog.Logger) *c
 
 func provideDownloadTTL(cfg Config) core.DownloadTTL { return core.DownloadTTL(cfg.DownloadTTL) }
 
+// provideExportLimit is MOUNTD_MAX_EXPORTS, by default half the pool, and
+// always below it: the other connections serve everything else.
+func provideExportLimit(cfg Config, store *bunstore.Store) core.ExportLimit {
+	pool := store.PoolSize()
+	n := cfg.MaxExports
+	if n <= 0 {
+		n = pool / 2
+	}
+	if pool > 1 {
+		n = min(n, pool-1)
+	}
+	return core.ExportLimit(max(n, 1))
+}
+
+func provideExportWriteTimeout(cfg Config) rest.ExportWriteTimeout {
+	return rest.ExportWriteTimeout(cfg.ExportWriteTimeout)
+}
+
+func provideRequestTimeout(cfg Config) httpserver.RequestTimeout {
+	return httpserver.RequestTimeout(cfg.RequestTimeout)
+}
+
 func provideBodyTimeout(cfg Config) httpserver.BodyTimeout {
 	return httpserver.BodyTimeout(cfg.BodyTimeout)
 }
@@ -377,8 +402,9 @@ func provideBlobOpener(localBlobs *local.Store) rest.BlobOpener {
 	return localBlobs
 }
 
-func provideGraphQL(r *graph.Resolver, verifier core.TokenVerifier, stats *wsproto.Stats, rateLimit *core.APIRateLimit) httpserver.GraphQLHandler {
+func provideGraphQL(cfg Config, r *graph.Resolver, verifier core.TokenVerifier, stats *wsproto.Stats, rateLimit *core.APIRateLimit) httpserver.GraphQLHandler {
 	opts := graph.DefaultOptions
+	opts.PublicURL = cfg.PublicURL
 	opts.WebSocketStats = stats
 	opts.RateLimit = rateLimit
 	return graph.NewHandler(r, verifier, opts)

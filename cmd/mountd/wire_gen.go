@@ -106,7 +106,8 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	webhookDeps := provideWebhookDeps(cfg, store, sealer, fleet, rateLimiter, cursorCodec, logger)
 	webhookService := core.NewWebhookService(webhookDeps)
 	offlineAfter := provideOfflineAfter(cfg)
-	exportService := core.NewExportService(store, store, parser, offlineAfter)
+	exportLimit := provideExportLimit(cfg, store)
+	exportService := core.NewExportService(store, store, parser, offlineAfter, exportLimit)
 	auditCursors := provideAuditCursors(sealer)
 	auditService := core.NewAuditService(store, auditCursors)
 	alarmDeps := core.AlarmDeps{
@@ -137,24 +138,26 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, client)
 	apiRateLimit := provideAPIRateLimit(cfg, rateLimiter, logger)
+	exportWriteTimeout := provideExportWriteTimeout(cfg)
 	deps := rest.Deps{
-		Logger:    logger,
-		Verifier:  tokenVerifier,
-		Accounts:  accountService,
-		Mounts:    mountService,
-		Nfc:       nfcService,
-		Firmware:  firmwareService,
-		Events:    eventService,
-		Webhooks:  webhookService,
-		Exports:   exportService,
-		Audit:     auditService,
-		Alarms:    alarmService,
-		Jobs:      jobService,
-		Rollouts:  rolloutService,
-		Blobs:     blobOpener,
-		Checks:    v,
-		RateLimit: apiRateLimit,
-		Cursors:   cursorCodec,
+		Logger:             logger,
+		Verifier:           tokenVerifier,
+		Accounts:           accountService,
+		Mounts:             mountService,
+		Nfc:                nfcService,
+		Firmware:           firmwareService,
+		Events:             eventService,
+		Webhooks:           webhookService,
+		Exports:            exportService,
+		Audit:              auditService,
+		Alarms:             alarmService,
+		Jobs:               jobService,
+		Rollouts:           rolloutService,
+		Blobs:              blobOpener,
+		Checks:             v,
+		RateLimit:          apiRateLimit,
+		Cursors:            cursorCodec,
+		ExportWriteTimeout: exportWriteTimeout,
 	}
 	server := rest.NewServer(deps)
 	resolver := &graph.Resolver{
@@ -173,7 +176,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		OfflineAfter:    offlineAfter,
 	}
 	stats := provideWebSocketStats()
-	graphQLHandler := provideGraphQL(resolver, tokenVerifier, stats, apiRateLimit)
+	graphQLHandler := provideGraphQL(cfg, resolver, tokenVerifier, stats, apiRateLimit)
 	graphiQLHandler := provideGraphiQL()
 	mountable := provideMountable(provider)
 	consoleHandler, err := provideConsole(cfg)
@@ -186,6 +189,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 	metrics := httpobs.NewMetrics()
 	v2 := provideCollectors(store, stats, fleet, eventFeed, alarmService, logger)
 	bodyTimeout := provideBodyTimeout(cfg)
+	requestTimeout := provideRequestTimeout(cfg)
 	httpserverDeps := httpserver.Deps{
 		Logger:           logger,
 		API:              server,
@@ -196,6 +200,7 @@ func newApp(ctx context.Context, cfg Config, logger *slog.Logger) (*app, func(),
 		Metrics:          metrics,
 		Collectors:       v2,
 		BodyTimeout:      bodyTimeout,
+		RequestTimeout:   requestTimeout,
 	}
 	httpserverServer := httpserver.New(httpserverDeps)
 	retention := provideRetention(cfg, store, logger)

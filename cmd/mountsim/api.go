@@ -83,6 +83,47 @@ func errorKind(err error) string {
 	return "network"
 }
 
+// The waits between two attempts of an upload that met a transient
+// failure: doubling from retryFirst up to retryLongest, or what the
+// answer's Retry-After asks, up to retryAfterLongest.
+const (
+	retryFirst        = 250 * time.Millisecond
+	retryLongest      = 10 * time.Second
+	retryAfterLongest = time.Minute
+)
+
+// keep sends an upload (a mount's states or receipts: the API takes them
+// again as duplicates, so a second attempt is harmless) until the API
+// answers it: a transient failure (client.Transient: no answer, 502, 503,
+// 504 from a proxy whose replica restarts, 408, 429) is tried again after
+// a bounded wait, calling retried each time. Only the run's end stops it:
+// then it returns errNotSent before the first attempt, the last failure
+// after one.
+func (a *apiClient) keep(ctx context.Context, c *client.Client, method, path string, body, out any, retried func()) error {
+	wait := retryFirst
+	var last error
+	for {
+		err := a.call(ctx, c, method, path, body, out)
+		if errors.Is(err, errNotSent) && last != nil {
+			return last
+		}
+		if !client.Transient(err) {
+			return err
+		}
+		last = err
+		d := client.RetryWait(err, wait, retryAfterLongest)
+		wait = min(2*wait, retryLongest)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		retried()
+	}
+}
+
 // call sends an API call (path under /api/v1), at most Concurrency at once.
 func (a *apiClient) call(ctx context.Context, c *client.Client, method, path string, body, out any) error {
 	select {

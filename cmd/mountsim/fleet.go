@@ -96,6 +96,10 @@ type Summary struct {
 	SignedReports    int64            `json:"signedReports"` // reports carrying the mount's signature
 	Receipts         int64            `json:"receipts"`      // receipts uploaded
 	ReceiptsAccepted int64            `json:"receiptsAccepted"`
+	// Attempts made again after no answer or a 502, 503, 504, 408 or 429
+	// (a replica restarting behind a proxy): a report or receipt is kept
+	// and tried again until the API answers it, so these are not errors.
+	UploadsRetried int64 `json:"uploadsRetried"`
 	// --forge: altered or unsigned reports for mounts with a device key,
 	// refused as they must be (403 SIGNATURE_REQUIRED, 400
 	// INVALID_SIGNATURE), or accepted (a hole: must stay 0). Other answers
@@ -170,6 +174,7 @@ type fleet struct {
 	associated, reports, accepted, duplicates, errs atomic.Int64
 	notFound                                        atomic.Int64 // reports answered 404 (paused, not errors)
 	signed, receipts, receiptsAccepted              atomic.Int64
+	retried                                         atomic.Int64 // uploads' attempts after a transient failure
 	forged, forgedRefused, forgedAccepted           atomic.Int64
 	kindsMu                                         sync.Mutex
 	kinds                                           map[string]int64
@@ -338,7 +343,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	}
 	fmt.Fprintf(stdout, "mounts %d, associated %d, reports %d (not associated on the server %d), entries accepted %d, duplicates %d, errors %d, commands accepted %d, refused %d, in %.1fs\n",
 		sum.Mounts, sum.Associated, sum.Reports, sum.NotAssociated, sum.EntriesAccepted, sum.Duplicates, sum.Errors, sum.CommandsAccepted, sum.CommandsRefused, sum.Seconds)
-	fmt.Fprintf(stdout, "  legacy mounts %d, signed reports %d, receipts uploaded %d (accepted %d)\n", sum.Legacy, sum.SignedReports, sum.Receipts, sum.ReceiptsAccepted)
+	fmt.Fprintf(stdout, "  legacy mounts %d, signed reports %d, receipts uploaded %d (accepted %d), uploads retried %d\n", sum.Legacy, sum.SignedReports, sum.Receipts, sum.ReceiptsAccepted, sum.UploadsRetried)
 	if cfg.Phones > 0 {
 		fmt.Fprintf(stdout, "  phones %d: passes %d (synced %d, mount busy %d), job commands run %d: executed %d, refused %d, unanswered %d, skipped %d; left for later %d; uploads queued %d\n",
 			cfg.Phones, sum.Passes, sum.PassesSynced, sum.PassesBusy, sum.JobCommands, sum.JobExecuted, sum.JobRefused, sum.JobUnanswered, sum.JobSkipped, sum.JobLeft, sum.PhoneUploadsQueued)
@@ -401,6 +406,8 @@ func (f *fleet) reportLoop(ctx context.Context, u *unit) {
 // report sends the mount's states, only while it is associated: a mount
 // learns that from the ASSOCIATE_OWNER it receives (from this simulator or
 // a phone), and the API's 404 tells when the account no longer owns it.
+// A report that meets no answer or a 502, 503 or 504 is kept and sent
+// again (apiClient.keep) before the mount's next one.
 func (f *fleet) report(ctx context.Context, u *unit) {
 	key := u.m.Status().OwnerKey
 	switch {
@@ -419,7 +426,7 @@ func (f *fleet) report(ctx context.Context, u *unit) {
 		Accepted   int64 `json:"accepted"`
 		Duplicates int64 `json:"duplicates"`
 	}
-	err := f.api.call(ctx, f.api.maintainer, "POST", "/mounts/"+u.m.UID()+"/states", body, &res)
+	err := f.api.keep(ctx, f.api.maintainer, "POST", "/mounts/"+u.m.UID()+"/states", body, &res, f.retry)
 	if errors.Is(err, errNotSent) {
 		return
 	}
@@ -604,9 +611,13 @@ func receiptOf(res protocol.BLEMessage) []protocol.UploadReceipt {
 	return []protocol.UploadReceipt{{Nonce: res.Nonce, Outcome: res.Outcome, Reason: res.Reason, Counter: *res.Counter, At: res.At, Signature: res.Signature}}
 }
 
+// retry counts an upload's attempt after a transient failure.
+func (f *fleet) retry() { f.retried.Add(1) }
+
 // uploadReceipts hands the mount's receipts to the API, with the token
-// that reports its states. A failure counts as an error ("receipt ...");
-// the association stands.
+// that reports its states, kept through transient failures as reports
+// are. A failure counts as an error ("receipt ..."); the association
+// stands.
 func (f *fleet) uploadReceipts(ctx context.Context, uid string, receipts []protocol.UploadReceipt) {
 	if len(receipts) == 0 {
 		return
@@ -615,7 +626,7 @@ func (f *fleet) uploadReceipts(ctx context.Context, uid string, receipts []proto
 		Accepted   int64 `json:"accepted"`
 		Duplicates int64 `json:"duplicates"`
 	}
-	err := f.api.call(ctx, f.api.maintainer, "POST", "/mounts/"+uid+"/commands/receipts", map[string]any{"receipts": receipts}, &res)
+	err := f.api.keep(ctx, f.api.maintainer, "POST", "/mounts/"+uid+"/commands/receipts", map[string]any{"receipts": receipts}, &res, f.retry)
 	if errors.Is(err, errNotSent) {
 		return
 	}
@@ -632,7 +643,8 @@ func (f *fleet) summary(d time.Duration) Summary {
 		Mounts: len(f.units), Reports: f.reports.Load(), NotAssociated: f.notFound.Load(),
 		EntriesAccepted: f.accepted.Load(), Duplicates: f.duplicates.Load(), Errors: f.errs.Load(),
 		Legacy: f.cfg.Legacy, SignedReports: f.signed.Load(), Receipts: f.receipts.Load(), ReceiptsAccepted: f.receiptsAccepted.Load(),
-		ForgedReports: f.forged.Load(), ForgedRefused: f.forgedRefused.Load(), ForgedAccepted: f.forgedAccepted.Load(),
+		UploadsRetried: f.retried.Load(),
+		ForgedReports:  f.forged.Load(), ForgedRefused: f.forgedRefused.Load(), ForgedAccepted: f.forgedAccepted.Load(),
 		Passes: f.phones.passes.Load(), PassesSynced: f.phones.synced.Load(), PassesBusy: f.phones.busy.Load(),
 		JobCommands: f.phones.commands.Load(), JobExecuted: f.phones.executed.Load(), JobRefused: f.phones.refused.Load(),
 		JobUnanswered: f.phones.unanswered.Load(), JobSkipped: f.phones.skipped.Load(), JobLeft: f.phones.left.Load(),

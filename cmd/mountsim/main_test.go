@@ -54,6 +54,10 @@ type fakeAPI struct {
 	proved   map[string]bool
 	outcomes map[string]map[string]int // job → outcome → receipts taken
 	image    []byte                    // the firmware blob downloads answer
+	// gateway are the statuses a proxy in front answers, in turn, to the
+	// next uploads (states, receipts) without passing them on: a replica
+	// restarting behind nginx.
+	gateway []int
 }
 
 // fakeJob is a job over the whole fleet, as pending-commands offers it.
@@ -108,7 +112,26 @@ func newFakeAPI(t *testing.T, expiresIn time.Duration) (*fakeAPI, *httptest.Serv
 		t.Errorf("unexpected %s %s", r.Method, r.URL)
 		http.NotFound(w, r)
 	})
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/states") || strings.HasSuffix(r.URL.Path, "/commands/receipts")) {
+			f.mu.Lock()
+			var status int
+			if len(f.gateway) > 0 {
+				status, f.gateway = f.gateway[0], f.gateway[1:]
+			}
+			f.mu.Unlock()
+			if status != 0 {
+				if status == http.StatusServiceUnavailable {
+					w.Header().Set("Retry-After", "1")
+				}
+				w.Header().Set("Content-Type", "text/html")
+				w.WriteHeader(status)
+				fmt.Fprintf(w, "<html><body><center><h1>%d</h1></center><hr><center>nginx</center></body></html>", status)
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	f.base = srv.URL
 	return f, srv
@@ -467,6 +490,36 @@ func TestFleetReports(t *testing.T) {
 	}
 	if len(per) != 3 || per["T-0001"] == 0 || per["T-0003"] == 0 {
 		t.Fatalf("reports per mount %v", per)
+	}
+}
+
+// TestUploadsOutlastAProxysGatewayErrors: with a replica restarting behind
+// the proxy, uploads are answered 502, 503 (Retry-After) and 504. Each is
+// kept and sent again until the API takes it: no error, nothing lost.
+func TestUploadsOutlastAProxysGatewayErrors(t *testing.T) {
+	api, srv := newFakeAPI(t, time.Hour)
+	api.gateway = []int{502, 503, 504, 502, 503, 504}
+	var out, errs bytes.Buffer
+	err := newCommand(&out, &errs, nil).Run(context.Background(), []string{"mountsim",
+		"--mounts", "3", "--prefix", "G", "--air", "127.0.0.1:0", "--api", srv.URL,
+		"--client-id", "cid", "--client-secret", "csec", "--report-interval", "150ms",
+		"--associate", "--json", "--duration", "3500ms"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errs.String())
+	}
+	var sum Summary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatalf("summary %q: %v", out.String(), err)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if len(api.gateway) != 0 || sum.UploadsRetried != 6 {
+		t.Fatalf("summary %+v, %d gateway errors left: want all 6 met and retried", sum, len(api.gateway))
+	}
+	// Every report made reached the API (none lost to the proxy), and
+	// every association's receipt.
+	if sum.Errors != 0 || sum.Receipts != 3 || sum.ReceiptsAccepted != 3 || int64(len(api.reports)) != sum.Reports || sum.Reports < 3*4 {
+		t.Fatalf("summary %+v: the API took %d reports\n%s", sum, len(api.reports), errs.String())
 	}
 }
 

@@ -68,15 +68,17 @@ function byUrgency(a, b) {
   return a.raisedAt < b.raisedAt ? 1 : a.raisedAt > b.raisedAt ? -1 : 0;
 }
 
-// alarmTable: a table of alarms with an Acknowledge button for owners;
-// set() replaces its alarms, upsert() takes one that moved.
+// alarmTable: a table of alarms; for owners an active alarm not yet
+// acknowledged has its Acknowledge button in the Acknowledged column, so
+// that the button is where its answer will be and the table is no wider
+// for it. set() replaces its alarms, upsert() takes one that moved. Under
+// 700 px wide each alarm is a card (style.css, table.alarms).
 export function alarmTable(id, { withMount = true, empty = "No alarms." } = {}) {
   const tbody = h("tbody");
   const alarms = new Map();
   const status = statusBox(id + "-status");
   const headings = ["Severity", ...(withMount ? ["Mount"] : []), "Rule", "Raised", "Values when raised", "State", "Acknowledged"];
-  const table = h("table", { id }, h("thead", {}, h("tr", {}, headings.map((t) => h("th", { scope: "col" }, t)),
-    isOwner() ? h("th", { scope: "col" }, h("span", { class: "sr-only" }, "Actions")) : "")), tbody);
+  const table = h("table", { id, class: "alarms" }, h("thead", {}, h("tr", {}, headings.map((t) => h("th", { scope: "col" }, t)))), tbody);
 
   async function acknowledge(a, button) {
     button.disabled = true;
@@ -90,26 +92,30 @@ export function alarmTable(id, { withMount = true, empty = "No alarms." } = {}) 
     }
   }
 
-  function row(a) {
-    const by = !a.acknowledgedBy ? "" : a.acknowledgedBy === session.sub ? " by you" : ` by ${a.acknowledgedByName || a.acknowledgedBy}`;
-    const ack = a.acknowledgedAt
-      ? h("span", { title: fmtDate(a.acknowledgedAt) }, ago(a.acknowledgedAt), by ? h("span", { class: "muted" }, by) : "")
-      : h("span", { class: "muted" }, a.state === "ACTIVE" ? "not yet" : "—");
-    const cells = [
-      h("td", {}, severityPill(a.severity)),
-      withMount ? h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(a.uid) }, a.uid)) : null,
-      h("td", { class: "rule" }, a.ruleName),
-      h("td", { title: fmtDate(a.raisedAt) }, fmtDate(a.raisedAt)),
-      h("td", { class: "wrap" }, valuesText(a.values) || "—"),
-      h("td", {}, h("span", { class: "alarm-state " + a.state }, a.state === "ACTIVE" ? "active" : "cleared"),
-        a.clearedAt ? h("span", { class: "muted", title: fmtDate(a.clearedAt) }, " " + ago(a.clearedAt)) : ""),
-      h("td", { class: "ack" }, ack),
-    ];
-    if (isOwner()) {
-      const button = h("button", { type: "button", "data-action": "acknowledge", "aria-label": `Acknowledge “${a.ruleName}” on ${a.uid}` }, "Acknowledge");
-      button.onclick = () => acknowledge(a, button);
-      cells.push(h("td", {}, a.acknowledgedAt || a.state !== "ACTIVE" ? "" : button));
+  function ackCell(a) {
+    if (a.acknowledgedAt) {
+      const by = !a.acknowledgedBy ? "" : a.acknowledgedBy === session.sub ? " by you" : ` by ${a.acknowledgedByName || a.acknowledgedBy}`;
+      return h("span", { title: fmtDate(a.acknowledgedAt) }, ago(a.acknowledgedAt), by ? h("span", { class: "muted" }, by) : "");
     }
+    if (a.state !== "ACTIVE") return h("span", { class: "muted" }, "—");
+    if (!isOwner()) return h("span", { class: "muted" }, "not yet");
+    const button = h("button", { type: "button", "data-action": "acknowledge", "aria-label": `Acknowledge “${a.ruleName}” on ${a.uid}` }, "Acknowledge");
+    button.onclick = () => acknowledge(a, button);
+    return button;
+  }
+
+  // Each cell carries its heading (data-label), which the cards show.
+  function row(a) {
+    const cells = [
+      h("td", { class: "severity" }, severityPill(a.severity)),
+      withMount ? h("td", { class: "mount" }, h("a", { href: "#/mounts/" + encodeURIComponent(a.uid) }, a.uid)) : null,
+      h("td", { class: "rule" }, a.ruleName),
+      h("td", { "data-label": "Raised", title: fmtDate(a.raisedAt) }, fmtDate(a.raisedAt)),
+      h("td", { class: "wrap values", "data-label": "Values" }, valuesText(a.values) || "—"),
+      h("td", { class: "state", "data-label": "State" }, h("span", { class: "alarm-state " + a.state }, a.state === "ACTIVE" ? "active" : "cleared"),
+        a.clearedAt ? h("span", { class: "muted", title: fmtDate(a.clearedAt) }, " " + ago(a.clearedAt)) : ""),
+      h("td", { class: "ack", "data-label": "Acknowledged" }, ackCell(a)),
+    ];
     return h("tr", { "data-id": a.id, "data-state": a.state, "data-severity": a.severity, "data-uid": a.uid, class: a.state === "ACTIVE" ? "alarm-active " + a.severity : "" }, cells);
   }
 
@@ -120,7 +126,7 @@ export function alarmTable(id, { withMount = true, empty = "No alarms." } = {}) 
     const shown = list.filter((a) => a.state === "ACTIVE" || ++cleared <= CLEARED_SHOWN);
     for (const a of list) if (!shown.includes(a)) alarms.delete(a.id);
     tbody.replaceChildren(...shown.map(row));
-    if (!shown.length) tbody.append(h("tr", {}, h("td", { colspan: headings.length + (isOwner() ? 1 : 0), class: "empty" }, empty)));
+    if (!shown.length) tbody.append(h("tr", {}, h("td", { colspan: headings.length, class: "empty" }, empty)));
   }
 
   function upsert(a) {

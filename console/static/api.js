@@ -36,6 +36,25 @@ export async function gql(query, variables = {}) {
   }
 }
 
+// rest GETs a path of the REST API (under /api/v1, with its query) and
+// answers its JSON; a problem (docs/api.md, "Conventions") throws an
+// APIError with its code, detail and fields.
+export async function rest(path) {
+  for (let attempt = 0; ; attempt++) {
+    const token = await accessToken(attempt > 0);
+    if (!token) {
+      await signIn();
+      throw new APIError("signing in", "UNAUTHENTICATED");
+    }
+    const res = await fetch("/api/v1" + path, { headers: { Authorization: "Bearer " + token, Accept: "application/json" } });
+    if (res.status === 401 && attempt === 0) continue;
+    const body = await res.json().catch(() => null);
+    if (!res.ok) throw new APIError(body?.detail || body?.title || `the server answered ${res.status}`, body?.code ?? "UNAVAILABLE", body?.errors);
+    if (!body) throw new APIError(`the server answered ${res.status}`, "UNAVAILABLE");
+    return body;
+  }
+}
+
 // eventHead is the event log's head now: a view reads it before it loads
 // what it shows, then subscribes from it (live's after).
 async function eventHead() {

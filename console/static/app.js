@@ -2,8 +2,8 @@
 // the firmware catalogue. Views are plain functions that fill <main> and
 // return a stop function; routes are the URL's hash.
 import * as auth from "./auth.js";
-import { gql, live, loadThenLive, APIError } from "./api.js";
-import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, isUnverified, markUnverified, PRESENCES, presencePill, canReadAlarms, withEvent } from "./ui.js";
+import { gql, rest, live, loadThenLive, APIError } from "./api.js";
+import { h, main, session, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, MOUNT_FIELDS, EVENT_TYPES, VALUE_CODES, isUnverified, markUnverified, PRESENCES, presencePill, canReadAlarms, withEvent, field } from "./ui.js";
 import { mountView } from "./mount.js";
 import { webhooksView } from "./webhooks.js";
 import { firmwareView } from "./firmware.js";
@@ -575,72 +575,166 @@ function associateCard(onDone) {
 
 // ---------- events ----------
 
-// eventsView: the live feed, filtered by type and mount (in the URL too,
-// #/events?type=ABANDONED&mount=MNT-1). State reports, most of the feed,
-// are hidden unless asked for.
+// eventsView: the newest events first: it opens with the last 50 events of
+// the log that its filters select (GET /api/v1/events?tail=50), then adds
+// live ones from right after them (nothing between the two is lost or
+// shown twice). Filters (in the URL too, #/events?type=ABANDONED&mount=MNT-1)
+// load again; state reports, most of the log, are left out unless asked
+// for. Pause holds new events (the newest 500) until Resume, so that a row
+// being read does not move.
+const EVENTS_TAIL = 50, EVENTS_KEPT = 500;
 function eventsView(query) {
   const tbody = h("tbody");
-  const typeSel = h("select", { id: "event-type", "aria-label": "Event type" },
+  const typeSel = h("select", { id: "event-type" },
     h("option", { value: "" }, "All but state reports"), h("option", { value: "all" }, "Any type"),
     EVENT_TYPES.map((t) => h("option", { value: t }, t)));
-  const uidFilter = h("input", { type: "search", id: "event-mount", placeholder: "Mount uid", "aria-label": "Mount uid", list: "event-mounts" });
+  const uidFilter = h("input", { type: "search", id: "event-mount", placeholder: "Mount uid", list: "event-mounts", maxlength: 64, autocomplete: "off", spellcheck: "false" });
   const known = h("datalist", { id: "event-mounts" });
+  const pause = h("button", { type: "button", id: "events-pause", "aria-pressed": "false" }, "Pause");
+  const status = h("p", { class: "muted", id: "events-status", role: "status" });
   const seen = new Set();
-  const row = (ev) => h("tr", { "data-type": ev.type, "data-uid": ev.uid }, h("td", {}, fmtDate(ev.occurredAt)), h("td", {}, ev.type),
+  const shown = new Set(); // the ids of the rows, so that no event is shown twice
+  let held = []; // live events that arrived while paused, oldest first
+  let paused = false;
+  let sub = null;
+  let generation = 0; // a reload outdates the history still arriving
+
+  const row = (ev) => h("tr", { "data-type": ev.type, "data-uid": ev.uid, "data-id": ev.id }, h("td", {}, fmtDate(ev.occurredAt)), h("td", {}, ev.type),
     h("td", {}, h("a", { href: "#/mounts/" + encodeURIComponent(ev.uid) }, ev.uid)),
-    h("td", {}, ev.command ? `${ev.command.code} ${ev.command.status}${ev.command.reason ? ": " + ev.command.reason : ""}`
+    h("td", { class: "wrap" }, ev.command ? `${ev.command.code} ${ev.command.status}${ev.command.reason ? ": " + ev.command.reason : ""}`
       : ev.alarm ? `${ev.alarm.severity} “${ev.alarm.ruleName}”${ev.type === "ALARM_ACKNOWLEDGED" && ev.alarm.acknowledgedBy ? " by " + (ev.alarm.acknowledgedByName || ev.alarm.acknowledgedBy) : ""}`
         : ev.type === "MOUNT_OFFLINE" ? "not heard from: offline" : ev.type === "MOUNT_ONLINE" ? "heard from again: online"
         : (ev.states || []).map((s) => `${s.code}=${s.value}${s.verified === false ? " (unverified)" : ""}`).join(", ")));
-  const visible = (tr) => {
-    const t = typeSel.value;
-    if (t === "" ? tr.dataset.type === "STATES_REPORTED" : t !== "all" && tr.dataset.type !== t) return false;
-    const q = uidFilter.value.trim().toLowerCase();
-    return !q || tr.dataset.uid.toLowerCase().includes(q);
+  // The types the filter selects (the mount events; account-level ones,
+  // which the live feed does not carry, are left out of the history too).
+  const types = () => (typeSel.value === "all" ? EVENT_TYPES : typeSel.value ? [typeSel.value] : EVENT_TYPES.filter((t) => t !== "STATES_REPORTED"));
+  const selects = (ev) => types().includes(ev.type) && (!uidFilter.value.trim() || ev.uid === uidFilter.value.trim());
+
+  function add(ev) {
+    if (shown.has(ev.id)) return;
+    shown.add(ev.id);
+    tbody.prepend(row(ev));
+    while (tbody.children.length > EVENTS_KEPT) {
+      shown.delete(tbody.lastChild.dataset.id);
+      tbody.lastChild.remove();
+    }
+    if (ev.uid && !seen.has(ev.uid) && seen.size < 1000) {
+      seen.add(ev.uid);
+      known.append(h("option", { value: ev.uid }));
+    }
+  }
+  function say() {
+    pause.textContent = paused ? (held.length ? `Resume (${held.length} new)` : "Resume") : "Pause";
+    pause.setAttribute("aria-pressed", String(paused));
+    status.textContent = !tbody.children.length ? "No events yet: new ones appear here as they happen."
+      : paused ? `Paused: ${held.length ? held.length + " new event" + (held.length === 1 ? " is" : "s are") + " held until you resume" : "new events are held until you resume"}.`
+        : "Newest first: the last events of the log, then live.";
+  }
+  function onEvent(ev) {
+    if (!selects(ev)) return;
+    if (paused) {
+      held.push(ev);
+      if (held.length > EVENTS_KEPT) held.shift();
+    } else add(ev);
+    say();
+  }
+
+  // history reads the last events the filters select: oldest first, with
+  // the cursor right after them. A mount outside the person's is none.
+  async function loadHistory() {
+    const q = new URLSearchParams({ tail: EVENTS_TAIL, types: types().join(",") });
+    if (uidFilter.value.trim()) q.set("mountUid", uidFilter.value.trim());
+    try {
+      return await rest("/events?" + q);
+    } catch (err) {
+      if (err instanceof APIError && err.code === "MOUNT_NOT_FOUND") return { events: [], next: null };
+      throw err;
+    }
+  }
+  function show(page) {
+    tbody.replaceChildren();
+    shown.clear();
+    for (const ev of page.events) add(ev);
+    say();
+  }
+  // open loads the history, then subscribes from right after it.
+  async function open() {
+    const mine = ++generation;
+    sub?.stop();
+    sub = null;
+    held = [];
+    let page = { events: [], next: null };
+    try {
+      page = await loadHistory();
+    } catch (err) {
+      if (mine === generation) showError(err);
+    }
+    if (mine !== generation) return;
+    show(page);
+    sub = live({
+      query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value verified } command { code status reason } alarm { ruleName severity acknowledgedBy acknowledgedByName } } }`,
+      after: page.next || null, onEvent,
+      // The cursor expired while away: the history again, then live from the head.
+      onResync: async () => { if (mine === generation) show(await loadHistory()); },
+      onState: setConnection,
+    });
+  }
+  pause.onclick = () => {
+    paused = !paused;
+    if (!paused) {
+      for (const ev of held) add(ev);
+      held = [];
+    }
+    say();
   };
-  const refilter = () => { for (const tr of tbody.children) tr.hidden = !visible(tr); };
+
   const read = (q) => {
     typeSel.value = ["all", ...EVENT_TYPES].includes(q.get("type")) ? q.get("type") : "";
     uidFilter.value = (q.get("mount") || "").slice(0, 64);
-    refilter();
+    open();
   };
   const write = (push) => {
     const q = new URLSearchParams();
     if (typeSel.value) q.set("type", typeSel.value);
-    if (uidFilter.value) q.set("mount", uidFilter.value);
+    if (uidFilter.value.trim()) q.set("mount", uidFilter.value.trim());
     const hash = "#/events" + (q.size ? "?" + q : "");
     if (hash === location.hash) return;
     history[push ? "pushState" : "replaceState"](null, "", hash);
     routed = location.hash;
   };
-  typeSel.onchange = () => { write(true); refilter(); };
-  uidFilter.oninput = () => { write(false); refilter(); };
-  read(query);
-  main.replaceChildren(h("section", { class: "card", "aria-labelledby": "events-title" }, h("h1", { id: "events-title" }, "Events"),
-    h("p", { class: "muted" }, "Live, newest first; the last 500 are kept."),
-    h("div", { class: "toolbar", role: "search" }, typeSel, uidFilter, known),
+  typeSel.onchange = () => { write(true); open(); };
+  uidFilter.onchange = () => { write(true); open(); };
+  main.replaceChildren(h("section", { class: "card", "aria-labelledby": "events-title" },
+    h("div", { class: "title" }, h("h1", { id: "events-title" }, "Events"), pause),
+    h("div", { class: "toolbar", role: "search", "aria-label": "Filter the events" }, field("Type", typeSel), field("Mount", uidFilter), known),
+    status,
     h("div", { class: "scroll" }, h("table", { id: "events" }, h("thead", {}, h("tr", {}, ["When", "Type", "Mount", "What"].map((t) => h("th", { scope: "col" }, t)))), tbody))));
-  const sub = live({
-    query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value verified } command { code status reason } alarm { ruleName severity acknowledgedBy acknowledgedByName } } }`,
-    onEvent: (ev) => {
-      const tr = row(ev);
-      tr.hidden = !visible(tr);
-      tbody.prepend(tr);
-      while (tbody.children.length > 500) tbody.lastChild.remove();
-      if (!seen.has(ev.uid) && seen.size < 1000) {
-        seen.add(ev.uid);
-        known.append(h("option", { value: ev.uid }));
-      }
-    },
-    onResync: async () => {}, onState: setConnection,
-  });
-  return { update: read, stop: () => sub.stop() };
+  read(query);
+  return { update: read, stop: () => { generation++; sub?.stop(); } };
 }
 
 // ---------- shell ----------
 
+// The header's menu (under 700 px wide): the toggle opens and closes the
+// navigation and the account; a route or Escape closes it.
+const bar = document.getElementById("bar");
+const menuToggle = document.getElementById("menu-toggle");
+function setMenu(open) {
+  bar.classList.toggle("open", open);
+  menuToggle.setAttribute("aria-expanded", String(open));
+}
+menuToggle.onclick = () => setMenu(!bar.classList.contains("open"));
+bar.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && bar.classList.contains("open")) {
+    setMenu(false);
+    menuToggle.focus();
+  }
+});
+
 function welcome(message) {
   document.getElementById("nav").hidden = true;
+  menuToggle.hidden = true;
+  setMenu(false);
   main.replaceChildren(h("section", { class: "welcome" },
     h("h1", {}, "mountd"),
     h("p", {}, "The Mount Management Service: it associates helmet-lock mounts with operator accounts, collects their states, signs the commands a phone delivers to them over Bluetooth, keeps NFC tags in sync and ships firmware."),
@@ -663,6 +757,7 @@ function route() {
   const hash = location.hash || "#/";
   if (hash === routed) return;
   routed = hash;
+  setMenu(false);
   const i = hash.indexOf("?");
   const path = i < 0 ? hash : hash.slice(0, i);
   const query = new URLSearchParams(i < 0 ? "" : hash.slice(i + 1));
@@ -684,7 +779,7 @@ function route() {
   // Focus moves to the new page, as a page load would move it.
   main.focus({ preventScroll: true });
   let m, v;
-  if ((m = path.match(/^#\/mounts\/(.+)$/))) v = mountView(decodePart(m[1]));
+  if ((m = path.match(/^#\/mounts\/(.+)$/))) v = mountPage(decodePart(m[1]));
   else if (path === "#/fleet") v = fleetView(query);
   else if (path === "#/events") v = eventsView(query);
   else if (path === "#/webhooks" && isOwner()) v = webhooksView(query);
@@ -710,6 +805,29 @@ function decodePart(s) {
   } catch {
     return s;
   }
+}
+
+// mountPage shows a mount's page once the server has said the mount is
+// one the person may see; for any other (another account's, one outside a
+// restricted user's mounts, none at all) it says so, and shows no empty
+// page of it: no title, no cards, no command form.
+function mountPage(uid) {
+  let stopView = null, stopped = false;
+  main.replaceChildren(h("p", { class: "muted", role: "status" }, "Loading…"));
+  gql(`query($uid: ID!) { mount(uid: $uid) { uid } }`, { uid }).then(() => {
+    if (!stopped) stopView = mountView(uid);
+  }, (err) => {
+    if (stopped) return;
+    if (!(err instanceof APIError) || err.code !== "MOUNT_NOT_FOUND") return showError(err);
+    main.replaceChildren(h("p", {}, h("a", { href: "#/fleet" }, "← Fleet")),
+      h("section", { class: "card", id: "mount-not-found", "aria-labelledby": "mount-not-found-title" },
+        h("h1", { id: "mount-not-found-title" }, "Mount not found"),
+        h("p", {}, `There is no mount “${uid}” among the mounts you may see: it does not exist, or it belongs to another account, or to mounts not given to you.`)));
+  });
+  return () => {
+    stopped = true;
+    stopView?.();
+  };
 }
 
 function associateView() {
@@ -743,11 +861,13 @@ async function start() {
     return welcome(err.code === "UNAUTHENTICATED" ? "" : err.message);
   }
   document.getElementById("nav").hidden = false;
+  menuToggle.hidden = false;
   for (const a of document.querySelectorAll("#nav [data-owner]")) a.hidden = !isOwner();
   for (const a of document.querySelectorAll("#nav [data-alarms]")) a.hidden = !canReadAlarms();
   document.getElementById("alarm-slot").hidden = !canReadAlarms();
   alarmBadge();
-  document.getElementById("who").textContent = `${session.me.name} · ${session.me.role}`;
+  const who = document.getElementById("who");
+  who.textContent = who.title = `${session.me.name} · ${session.me.role}`;
   const out = document.getElementById("signout");
   out.hidden = false;
   out.onclick = auth.signOut;

@@ -44,6 +44,10 @@ type BodyTimeout time.Duration
 // DefaultBodyTimeout lets the largest body (1 MiB) arrive at 35 KB/s.
 const DefaultBodyTimeout = 30 * time.Second
 
+// RequestTimeout bounds each request's work (MOUNTD_REQUEST_TIMEOUT; zero:
+// core.DefaultRequestTimeout), see rest.WithRequestDeadline.
+type RequestTimeout time.Duration
+
 // Deps is what the listener serves.
 type Deps struct {
 	Logger *slog.Logger
@@ -57,8 +61,9 @@ type Deps struct {
 	Console ConsoleHandler
 	Metrics *httpobs.Metrics
 	// Collectors are further metrics to serve (database, cache).
-	Collectors  []prometheus.Collector
-	BodyTimeout BodyTimeout
+	Collectors     []prometheus.Collector
+	BodyTimeout    BodyTimeout
+	RequestTimeout RequestTimeout
 }
 
 // Server is the listener's handler tree.
@@ -94,7 +99,7 @@ func New(d Deps) *Server {
 		timeout = DefaultBodyTimeout
 	}
 	h := httpobs.Observe(rest.RejectUnknownMethods(mux, d.Logger,
-		withBodyDeadline(mux, timeout)), d.Logger, d.Metrics, d.API.InternalError)
+		withBodyDeadline(rest.WithRequestDeadline(mux, time.Duration(d.RequestTimeout)), timeout)), d.Logger, d.Metrics, d.API.InternalError)
 	if telemetry.Enabled() {
 		// A span per request, continuing the caller's trace (traceparent),
 		// named by its route once the mux has found it ("GET /api/v1/mounts/{uid}").

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 	"github.com/uptrace/bun/driver/pgdriver"
 
 	"github.com/mountd/mountd/adapters/bunstore"
@@ -88,6 +90,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return errors.New("--database-url must be PostgreSQL (the baseline is its COPY)")
 	}
 	db := store.DB()
+	// COPY needs pgdriver's own connection; the store's are wrapped to
+	// cancel statements on the server (adapters/bunstore/pgcancel.go).
+	copyDB := bun.NewDB(sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(cfg.DatabaseURL+sep+"read_timeout=600s"))), pgdialect.New())
+	defer copyDB.Close()
 	accounts := core.NewAccountService(store, nil)
 	acc, err := accounts.Create(ctx, "exportbench")
 	if err != nil {
@@ -146,7 +152,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			if _, _, err := get(ctx, httpc, cfg.Base+e.path+sep+"format="+format, e.token); err != nil {
 				return err
 			}
-			if _, err := copyTime(ctx, db, e.copySQL); err != nil {
+			if _, err := copyTime(ctx, copyDB, e.copySQL); err != nil {
 				return err
 			}
 			resetPeak(cfg.Pid)
@@ -172,7 +178,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 				if r.Rows != e.rows {
 					return fmt.Errorf("%s %s: %d rows, want %d", e.name, format, r.Rows, e.rows)
 				}
-				c, err := copyTime(ctx, db, e.copySQL)
+				c, err := copyTime(ctx, copyDB, e.copySQL)
 				if err != nil {
 					return err
 				}

@@ -79,11 +79,14 @@ type Options struct {
 	// Subprotocol defaults to graphql-transport-ws; "-" asks for none.
 	Subprotocol string
 	Header      http.Header
+	// HTTPClient makes the handshake (nil: http.DefaultClient), e.g. one
+	// that trusts a test certificate for an https:// url.
+	HTTPClient *http.Client
 	// NoAutoPong leaves server pings unanswered.
 	NoAutoPong bool
 }
 
-// Dial opens a WebSocket to url (http:// or ws://); the socket is closed
+// Dial opens a WebSocket to url (http(s):// or ws(s)://); the socket is closed
 // when the test ends.
 func Dial(tb testing.TB, url string, opts Options) (*Client, error) {
 	tb.Helper()
@@ -92,7 +95,7 @@ func Dial(tb testing.TB, url string, opts Options) (*Client, error) {
 	if proto == "" {
 		proto = "graphql-transport-ws"
 	}
-	dialOpts := &websocket.DialOptions{HTTPHeader: opts.Header}
+	dialOpts := &websocket.DialOptions{HTTPHeader: opts.Header, HTTPClient: opts.HTTPClient}
 	if proto != "-" {
 		dialOpts.Subprotocols = []string{proto}
 	}
