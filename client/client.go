@@ -404,17 +404,19 @@ type AlarmRule struct {
 
 // Alarm is an alarm as the API shows it.
 type Alarm struct {
-	ID             string            `json:"id"`
-	RuleID         string            `json:"ruleId"`
-	RuleName       string            `json:"ruleName"`
-	UID            string            `json:"uid"`
-	Severity       string            `json:"severity"`
-	State          string            `json:"state"`
-	RaisedAt       string            `json:"raisedAt"`
-	ClearedAt      *string           `json:"clearedAt"`
-	AcknowledgedAt *string           `json:"acknowledgedAt"`
-	AcknowledgedBy *string           `json:"acknowledgedBy"`
-	Values         map[string]string `json:"values"`
+	ID             string  `json:"id"`
+	RuleID         string  `json:"ruleId"`
+	RuleName       string  `json:"ruleName"`
+	UID            string  `json:"uid"`
+	Severity       string  `json:"severity"`
+	State          string  `json:"state"`
+	RaisedAt       string  `json:"raisedAt"`
+	ClearedAt      *string `json:"clearedAt"`
+	AcknowledgedAt *string `json:"acknowledgedAt"`
+	AcknowledgedBy *string `json:"acknowledgedBy"`
+	// AcknowledgedByName is the person's username or the client's name.
+	AcknowledgedByName *string           `json:"acknowledgedByName"`
+	Values             map[string]string `json:"values"`
 }
 
 // Webhook is a webhook as the API shows it; Secret only at creation and

@@ -22,11 +22,22 @@ type Account struct {
 // APIClient is an account's client credential. Only a hash of the secret is
 // ever stored.
 type APIClient struct {
-	ClientID   string
-	AccountID  string
+	ClientID  string
+	AccountID string
+	// Name is what the audit log and alarms call the client (actor.name,
+	// acknowledgedByName): DefaultClientName of the account's name until
+	// `mountd accounts rename-client` names it.
+	Name       string
 	SecretHash string
 	CreatedAt  time.Time
 }
+
+// DefaultClientName is the name an account's client gets: the account's
+// name and " API client".
+func DefaultClientName(accountName string) string { return accountName + " API client" }
+
+// maxClientName bounds a client's name, in characters.
+const maxClientName = 100
 
 // AccountStore persists accounts and their API clients.
 type AccountStore interface {
@@ -44,6 +55,9 @@ type AccountStore interface {
 	ReplaceClientSecrets(ctx context.Context, accountID, secretHash string) ([]string, error)
 	// APIClient returns a client by client id; CodeNotFound when there is none.
 	APIClient(ctx context.Context, clientID string) (APIClient, error)
+	// RenameClients sets the name of the account's clients and returns
+	// their ids; CodeNotFound when the account has none.
+	RenameClients(ctx context.Context, accountID, name string) ([]string, error)
 }
 
 // AccountSummary is an account as `mountd accounts list` shows it.
@@ -89,7 +103,7 @@ func (s *AccountService) Create(ctx context.Context, name string) (NewAccount, e
 	}
 	now := s.now().UTC()
 	acc := Account{ID: "acc_" + randomHex(12), Name: name, CreatedAt: now}
-	cl := APIClient{ClientID: "cli_" + randomHex(12), AccountID: acc.ID, SecretHash: hash, CreatedAt: now}
+	cl := APIClient{ClientID: "cli_" + randomHex(12), AccountID: acc.ID, Name: DefaultClientName(name), SecretHash: hash, CreatedAt: now}
 	// Creating an account changes the installation: no account's log
 	// holds it (docs/api.md, "Audit log").
 	actx := byOperator(ctx, "", now, AuditAccountCreate, AuditTarget("account", acc.ID),
@@ -120,6 +134,23 @@ func (s *AccountService) RotateSecret(ctx context.Context, accountID string) (Ne
 		return NewAccount{}, err
 	}
 	return NewAccount{AccountID: accountID, ClientID: ids[0], ClientSecret: secret}, nil
+}
+
+// RenameClient names the account's client (`mountd accounts rename-client`):
+// 1 to 100 characters, spaces around trimmed. The audit log's actor.name
+// and alarms' acknowledgedByName show it from the next change the client
+// makes; entries already recorded keep the name they were made under.
+func (s *AccountService) RenameClient(ctx context.Context, accountID, name string) ([]string, error) {
+	name = strings.TrimSpace(name)
+	var v Validation
+	if name == "" || utf8.RuneCountInString(name) > maxClientName || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		v.Add("name", "must be 1 to 100 printable characters")
+	}
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	actx := byOperator(ctx, accountID, s.now(), AuditAccountRenameClient, AuditTarget("account", accountID), map[string]any{"name": name})
+	return s.store.RenameClients(actx, accountID, name)
 }
 
 // Authenticate checks a client's credentials presented from source (the

@@ -122,8 +122,21 @@ type Alarm struct {
 	ClearedAt      time.Time // zero while ACTIVE
 	AcknowledgedAt time.Time // zero until acknowledged
 	AcknowledgedBy string
+	// AcknowledgedByName names who acknowledged: a person's username or
+	// the client's name at the acknowledgement.
+	AcknowledgedByName string
 	// Values are the mount's latest values by code when raised.
 	Values map[string]string
+}
+
+// AcknowledgerName is who acknowledged a as the API shows it:
+// AcknowledgedByName, or the id for an acknowledgement recorded before
+// names were kept; "" while unacknowledged.
+func (a Alarm) AcknowledgerName() string {
+	if a.AcknowledgedByName != "" {
+		return a.AcknowledgedByName
+	}
+	return a.AcknowledgedBy
 }
 
 // AlarmFilter narrows GET /alarms; nil matches all.

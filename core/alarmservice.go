@@ -104,10 +104,12 @@ type AlarmStore interface {
 	// ListAlarms lists an account's alarms (ACTIVE and CLEARED), newest
 	// raisedAt first.
 	ListAlarms(ctx context.Context, accountID string, f AlarmFilter, p Page) ([]Alarm, int, error)
-	// AcknowledgeAlarm sets AcknowledgedAt/By once (ALARM_NOT_FOUND) and
-	// appends the event ev gives then; later calls change nothing and
-	// return a nil event. The audit entry in ctx is recorded with it.
-	AcknowledgeAlarm(ctx context.Context, accountID, id, by string, at time.Time, ev func(Alarm) *Event) (Alarm, *Event, error)
+	// AcknowledgeAlarm sets AcknowledgedAt/By/ByName once (ALARM_NOT_FOUND)
+	// and appends the event ev gives then; later calls change nothing and
+	// return a nil event. AcknowledgedBy is by's id, AcknowledgedByName
+	// the name by is recorded under (ClientActorName, as the audit log
+	// names it). The audit entry in ctx is recorded with it.
+	AcknowledgeAlarm(ctx context.Context, accountID, id string, by Actor, at time.Time, ev func(Alarm) *Event) (Alarm, *Event, error)
 	// WatchMount reads the mount's watch under a lock that serialises every
 	// WatchMount of the mount (across replicas), calls decide, and applies
 	// its changes in the same transaction. The events are returned with
@@ -510,7 +512,7 @@ func (s *AlarmService) Acknowledge(ctx context.Context, p Principal, id string) 
 		return Alarm{}, err
 	}
 	now := s.clock()
-	by := p.Actor().ID
+	by := p.Actor()
 	a, ev, err := s.store.AcknowledgeAlarm(byPrincipal(ctx, p, now, AuditAlarmAcknowledge, AuditTarget("alarm", id), nil),
 		p.AccountID, id, by, now, func(a Alarm) *Event {
 			return &Event{Type: EventAlarmAcknowledged, UID: a.UID, AccountID: a.AccountID, Alarm: &a, OccurredAt: now}

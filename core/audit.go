@@ -16,6 +16,7 @@ type AuditAction string
 const (
 	AuditAccountCreate       AuditAction = "account.create"
 	AuditAccountRotateSecret AuditAction = "account.rotate-secret"
+	AuditAccountRenameClient AuditAction = "account.rename-client"
 	AuditUserCreate          AuditAction = "user.create"
 	AuditUserSetPassword     AuditAction = "user.set-password"
 	AuditUserDelete          AuditAction = "user.delete"
@@ -49,7 +50,7 @@ const (
 const maxAuditFilter = 200
 
 // AuditActions lists every audited action, for filters and documentation.
-var AuditActions = []AuditAction{AuditAccountCreate, AuditAccountRotateSecret, AuditUserCreate, AuditUserSetPassword,
+var AuditActions = []AuditAction{AuditAccountCreate, AuditAccountRotateSecret, AuditAccountRenameClient, AuditUserCreate, AuditUserSetPassword,
 	AuditUserDelete, AuditMountRequest, AuditMountConfirm, AuditMountUpdate, AuditMountDelete, AuditMountAbandon,
 	AuditNfcTagsSync, AuditNfcTagUpdate, AuditWebhookCreate, AuditWebhookUpdate, AuditWebhookDelete,
 	AuditWebhookRotateSecret, AuditFirmwarePublish, AuditFirmwareDeprecate, AuditKeysRotate,
@@ -80,7 +81,9 @@ type Actor struct {
 }
 
 // Actor is who p is in the audit log: a person signed in (named by the
-// username the token carries) or an API client (named by its client id).
+// username the token carries) or an API client. A client is named here by
+// its client id; the stores record it under its client's name as it is at
+// the change (ClientActorName), so that a rename shows at once.
 func (p Principal) Actor() Actor {
 	if p.Person {
 		name := p.Name
@@ -93,6 +96,17 @@ func (p Principal) Actor() Actor {
 		return Actor{Type: ActorUser, ID: p.ClientID, Name: name}
 	}
 	return Actor{Type: ActorClient, ID: p.ClientID, Name: p.ClientID}
+}
+
+// ClientActorName is the name a change by a is recorded under, given the
+// name of a's client when a is one (clientName "" when the client has none
+// or is not this installation's: an external issuer's): a client's name,
+// else its id; any other actor keeps its name.
+func ClientActorName(a Actor, clientName string) string {
+	if a.Type == ActorClient && clientName != "" {
+		return clientName
+	}
+	return a.Name
 }
 
 // CLIActor is an operator at the `mountd` commands, named by the

@@ -65,9 +65,11 @@ func TestAuditRules(t *testing.T) {
 		actor  core.Actor
 		at     time.Time
 	}{
-		{core.AuditMountRequest, core.Actor{Type: core.ActorClient, ID: f.a.ClientID, Name: f.a.ClientID}, at},
-		{core.AuditMountConfirm, core.Actor{Type: core.ActorClient, ID: f.a.ClientID, Name: f.a.ClientID}, at.Add(time.Second)},
-		{core.AuditMountUpdate, core.Actor{Type: core.ActorClient, ID: f.a.ClientID, Name: f.a.ClientID}, at.Add(time.Second)},
+		// A client is named by its client's name: its account's name and
+		// " API client" until renamed.
+		{core.AuditMountRequest, core.Actor{Type: core.ActorClient, ID: f.a.ClientID, Name: "A API client"}, at},
+		{core.AuditMountConfirm, core.Actor{Type: core.ActorClient, ID: f.a.ClientID, Name: "A API client"}, at.Add(time.Second)},
+		{core.AuditMountUpdate, core.Actor{Type: core.ActorClient, ID: f.a.ClientID, Name: "A API client"}, at.Add(time.Second)},
 		{core.AuditMountAbandon, core.Actor{Type: core.ActorUser, ID: "usr_7", Name: "ana"}, at.Add(time.Second)},
 	}
 	if len(got) != len(want) {
@@ -90,6 +92,37 @@ func TestAuditRules(t *testing.T) {
 	if b := read(f.b, core.AuditRequest{}); len(b) != 0 {
 		t.Fatalf("b reads a's entries: %+v", b)
 	}
+
+	// rename-client: audited as the operator's change of the account; the
+	// client's next change carries the new name, earlier entries keep the
+	// one they were made under.
+	if _, err := f.accounts.RenameClient(core.WithActor(ctx, core.CLIActor("root")), f.a.AccountID, "  Night shift  "); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.RequestAssociation(ctx, f.a, "AU-3", core.MountFields{}); err != nil {
+		t.Fatal(err)
+	}
+	renamed := read(f.a, core.AuditRequest{})
+	if n := len(renamed); n != len(got)+2 || renamed[n-2].Action != core.AuditAccountRenameClient ||
+		renamed[n-2].Actor != core.CLIActor("root") || renamed[n-2].Target != "account:"+f.a.AccountID ||
+		renamed[n-2].Details["name"] != "Night shift" {
+		t.Fatalf("the rename's entry: %+v", renamed[n-2])
+	}
+	if e := renamed[len(renamed)-1]; e.Actor != (core.Actor{Type: core.ActorClient, ID: f.a.ClientID, Name: "Night shift"}) {
+		t.Fatalf("the client's change after the rename is by %+v", e.Actor)
+	}
+	if renamed[0].Actor.Name != "A API client" {
+		t.Fatalf("an earlier entry renamed: %+v", renamed[0].Actor)
+	}
+	for _, bad := range []string{"", "   ", strings.Repeat("n", 101), "tab\there"} {
+		if _, err := f.accounts.RenameClient(ctx, f.a.AccountID, bad); core.ErrorCode(err) != core.CodeValidation {
+			t.Fatalf("rename to %q: %v, want VALIDATION_FAILED", bad, err)
+		}
+	}
+	if _, err := f.accounts.RenameClient(ctx, "acc_nobody", "X"); core.ErrorCode(err) != core.CodeNotFound {
+		t.Fatalf("rename of an account without clients: %v", err)
+	}
+	got = read(f.a, core.AuditRequest{})
 
 	// keys.rotate is the operator's and the installation's.
 	if _, err := f.svc.RequestAssociation(ctx, f.a, "AU-2", core.MountFields{}); err != nil {

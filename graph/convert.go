@@ -261,7 +261,8 @@ func toAlarm(a core.Alarm) *model.Alarm {
 	}
 	return &model.Alarm{ID: a.ID, RuleID: a.RuleID, RuleName: a.RuleName, UID: a.UID, Severity: model.AlarmSeverity(a.Severity),
 		State: model.AlarmState(a.State), RaisedAt: dateTime(a.RaisedAt), ClearedAt: optDateTime(a.ClearedAt),
-		AcknowledgedAt: optDateTime(a.AcknowledgedAt), AcknowledgedBy: optString(a.AcknowledgedBy), Values: values}
+		AcknowledgedAt: optDateTime(a.AcknowledgedAt), AcknowledgedBy: optString(a.AcknowledgedBy),
+		AcknowledgedByName: optString(a.AcknowledgerName()), Values: values}
 }
 
 // commandParams is a command's parameters as core takes them, by their

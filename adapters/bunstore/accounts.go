@@ -22,6 +22,7 @@ type apiClientRow struct {
 	bun.BaseModel `bun:"table:api_clients"`
 	ClientID      string `bun:"client_id,pk"`
 	AccountID     string `bun:"account_id"`
+	Name          string `bun:"name"`
 	SecretHash    string `bun:"secret_hash"`
 	CreatedAt     int64  `bun:"created_at"`
 }
@@ -32,7 +33,7 @@ func (s *Store) CreateAccount(ctx context.Context, a core.Account, c core.APICli
 		if _, err := tx.NewInsert().Model(&accountRow{ID: a.ID, Name: a.Name, CreatedAt: millis(a.CreatedAt)}).Exec(ctx); err != nil {
 			return translate(err, core.CodeNotFound, "account")
 		}
-		row := &apiClientRow{ClientID: c.ClientID, AccountID: a.ID, SecretHash: c.SecretHash, CreatedAt: millis(c.CreatedAt)}
+		row := &apiClientRow{ClientID: c.ClientID, AccountID: a.ID, Name: c.Name, SecretHash: c.SecretHash, CreatedAt: millis(c.CreatedAt)}
 		if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
 			return translate(err, core.CodeNotFound, "client")
 		}
@@ -42,7 +43,7 @@ func (s *Store) CreateAccount(ctx context.Context, a core.Account, c core.APICli
 
 // AddAPIClient stores a further client for an existing account.
 func (s *Store) AddAPIClient(ctx context.Context, c core.APIClient) error {
-	row := &apiClientRow{ClientID: c.ClientID, AccountID: c.AccountID, SecretHash: c.SecretHash, CreatedAt: millis(c.CreatedAt)}
+	row := &apiClientRow{ClientID: c.ClientID, AccountID: c.AccountID, Name: c.Name, SecretHash: c.SecretHash, CreatedAt: millis(c.CreatedAt)}
 	err := s.write(ctx, func() error {
 		_, err := s.db.NewInsert().Model(row).Exec(ctx)
 		return err
@@ -81,10 +82,21 @@ func (s *Store) Accounts(ctx context.Context) ([]core.AccountSummary, error) {
 
 // ReplaceClientSecrets sets a new secret hash on the account's clients.
 func (s *Store) ReplaceClientSecrets(ctx context.Context, accountID, secretHash string) ([]string, error) {
+	return s.updateClients(ctx, accountID, "secret_hash = ?", secretHash)
+}
+
+// RenameClients implements core.AccountStore.
+func (s *Store) RenameClients(ctx context.Context, accountID, name string) ([]string, error) {
+	return s.updateClients(ctx, accountID, "name = ?", name)
+}
+
+// updateClients sets one column of the account's clients, audited;
+// CodeNotFound when the account has none.
+func (s *Store) updateClients(ctx context.Context, accountID, set string, value any) ([]string, error) {
 	var ids []string
 	err := s.writeAudited(ctx, func(ctx context.Context, db bun.IDB) error {
 		ids = nil
-		if err := db.NewUpdate().Model((*apiClientRow)(nil)).Set("secret_hash = ?", secretHash).
+		if err := db.NewUpdate().Model((*apiClientRow)(nil)).Set(set, value).
 			Where("account_id = ?", accountID).Returning("client_id").Scan(ctx, &ids); err != nil {
 			return translate(err, core.CodeNotFound, "client")
 		}
@@ -117,5 +129,17 @@ func (s *Store) APIClient(ctx context.Context, clientID string) (core.APIClient,
 	if err := s.db.NewSelect().Model(&row).Where("client_id = ?", clientID).Scan(ctx); err != nil {
 		return core.APIClient{}, translate(err, core.CodeNotFound, "client")
 	}
-	return core.APIClient{ClientID: row.ClientID, AccountID: row.AccountID, SecretHash: row.SecretHash, CreatedAt: fromMillis(row.CreatedAt)}, nil
+	return core.APIClient{ClientID: row.ClientID, AccountID: row.AccountID, Name: row.Name, SecretHash: row.SecretHash,
+		CreatedAt: fromMillis(row.CreatedAt)}, nil
+}
+
+// actorNameSQL is the name a change by a is recorded under
+// (core.ClientActorName) as an SQL expression and its arguments: for a
+// client, its name in api_clients read by the statement that records the
+// change, else the name given.
+func actorNameSQL(a core.Actor) (string, []any) {
+	if a.Type != core.ActorClient {
+		return "?", []any{a.Name}
+	}
+	return "COALESCE((SELECT NULLIF(c.name, '') FROM api_clients c WHERE c.client_id = ?), ?)", []any{a.ID, a.Name}
 }

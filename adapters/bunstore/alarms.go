@@ -98,6 +98,8 @@ type alarmRow struct {
 	AcknowledgedAt sql.NullInt64  `bun:"acknowledged_at"`
 	AcknowledgedBy sql.NullString `bun:"acknowledged_by"`
 	Values         sql.NullString `bun:"alarm_values"`
+	// AcknowledgedByName is last, as the migration added it.
+	AcknowledgedByName sql.NullString `bun:"acknowledged_by_name"`
 }
 
 func nullMillis(t time.Time) sql.NullInt64 {
@@ -120,6 +122,7 @@ func toAlarmRow(t core.AlarmTrack) *alarmRow {
 		RaisedAt: nullMillis(t.RaisedAt), ClearedAt: nullMillis(t.ClearedAt), AcknowledgedAt: nullMillis(t.AcknowledgedAt)}
 	if t.AcknowledgedBy != "" {
 		r.AcknowledgedBy = sql.NullString{String: t.AcknowledgedBy, Valid: true}
+		r.AcknowledgedByName = sql.NullString{String: t.AcknowledgedByName, Valid: true}
 	}
 	if t.Values != nil {
 		b, _ := json.Marshal(t.Values)
@@ -132,7 +135,8 @@ func (r alarmRow) toTrack() core.AlarmTrack {
 	t := core.AlarmTrack{Alarm: core.Alarm{ID: r.ID, AccountID: r.AccountID, RuleID: r.RuleID, RuleName: r.RuleName,
 		UID: r.MountUID, Severity: core.Severity(r.Severity), State: core.AlarmState(r.State),
 		RaisedAt: fromNullMillis(r.RaisedAt), ClearedAt: fromNullMillis(r.ClearedAt),
-		AcknowledgedAt: fromNullMillis(r.AcknowledgedAt), AcknowledgedBy: r.AcknowledgedBy.String},
+		AcknowledgedAt: fromNullMillis(r.AcknowledgedAt), AcknowledgedBy: r.AcknowledgedBy.String,
+		AcknowledgedByName: r.AcknowledgedByName.String},
 		Since: fromMillis(r.Since), DueAt: fromMillis(r.DueAt), RuleRevision: r.RuleRevision}
 	if r.Values.Valid {
 		_ = json.Unmarshal([]byte(r.Values.String), &t.Values)
@@ -366,16 +370,18 @@ func (s *Store) ListAlarms(ctx context.Context, accountID string, f core.AlarmFi
 }
 
 // AcknowledgeAlarm implements core.AlarmStore: one conditional update.
-func (s *Store) AcknowledgeAlarm(ctx context.Context, accountID, id, by string, at time.Time, ev func(core.Alarm) *core.Event) (core.Alarm, *core.Event, error) {
+func (s *Store) AcknowledgeAlarm(ctx context.Context, accountID, id string, by core.Actor, at time.Time, ev func(core.Alarm) *core.Event) (core.Alarm, *core.Event, error) {
 	var (
 		out core.Alarm
 		e   *core.Event
 	)
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		name, nameArgs := actorNameSQL(by)
+		args := append(append([]any{millis(at), by.ID}, nameArgs...), id, accountID)
 		var rows []alarmRow
-		if err := tx.NewRaw(`UPDATE alarms SET acknowledged_at = ?, acknowledged_by = ?
+		if err := tx.NewRaw(`UPDATE alarms SET acknowledged_at = ?, acknowledged_by = ?, acknowledged_by_name = `+name+`
 			WHERE id = ? AND account_id = ? AND state <> 'PENDING' AND acknowledged_at IS NULL
-			RETURNING `+s.columns(typeOfAlarmRow, ""), millis(at), by, id, accountID).Scan(ctx, &rows); err != nil {
+			RETURNING `+s.columns(typeOfAlarmRow, ""), args...).Scan(ctx, &rows); err != nil {
 			return err
 		}
 		if len(rows) == 0 {
@@ -529,7 +535,7 @@ func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.Mo
 		}
 		for _, t := range c.Open {
 			var ids []string
-			err := tx.NewRaw(`INSERT INTO alarms (`+s.columns(typeOfAlarmRow, "")+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			err := tx.NewRaw(`INSERT INTO alarms (`+s.columns(typeOfAlarmRow, "")+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 				ON CONFLICT DO NOTHING RETURNING id`, alarmRowValues(toAlarmRow(t))...).Scan(ctx, &ids)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
@@ -572,7 +578,7 @@ func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.Mo
 
 func alarmRowValues(r *alarmRow) []any {
 	return []any{r.ID, r.AccountID, r.RuleID, r.RuleName, r.RuleRevision, r.MountUID, r.Severity, r.State, r.Since, r.DueAt,
-		r.RaisedAt, r.ClearedAt, r.AcknowledgedAt, r.AcknowledgedBy, r.Values}
+		r.RaisedAt, r.ClearedAt, r.AcknowledgedAt, r.AcknowledgedBy, r.Values, r.AcknowledgedByName}
 }
 
 // WatchCandidates implements core.AlarmStore: one statement over the

@@ -34,47 +34,52 @@ type auditRow struct {
 }
 
 // auditColumns are the columns of an audit entry as written; auditValues
-// gives e's values in their order.
+// gives e's values in their order, as SQL expressions (the actor's name
+// is read by the statement: actorNameSQL) and their arguments.
 const auditColumns = `account_id, at, actor_type, actor_id, actor_name, action, target, source_address, details`
 
-func auditValues(e *core.AuditEntry) ([]any, error) {
+func auditValues(e *core.AuditEntry) (string, []any, error) {
 	details := e.Details
 	if details == nil {
 		details = map[string]any{}
 	}
 	body, err := json.Marshal(details)
 	if err != nil {
-		return nil, fmt.Errorf("audit details: %w", err)
+		return "", nil, fmt.Errorf("audit details: %w", err)
 	}
-	return []any{sql.NullString{String: e.AccountID, Valid: e.AccountID != ""}, millis(e.At), string(e.Actor.Type),
-		e.Actor.ID, e.Actor.Name, string(e.Action), e.Target, e.SourceAddress, string(body)}, nil
+	name, nameArgs := actorNameSQL(e.Actor)
+	args := []any{sql.NullString{String: e.AccountID, Valid: e.AccountID != ""}, millis(e.At), string(e.Actor.Type), e.Actor.ID}
+	args = append(append(args, nameArgs...), string(e.Action), e.Target, e.SourceAddress, string(body))
+	return "?, ?, ?, ?, " + name + ", ?, ?, ?, ?", args, nil
 }
 
 // recordAudit stores the audit entry ctx carries (core.AuditFrom) in tx,
 // the transaction of the change; without one it does nothing. Every store
 // method that makes an audited change calls it once the change is made.
+// The entry gets its position and the name its actor was recorded under.
 func (s *Store) recordAudit(ctx context.Context, tx bun.IDB) error {
 	e := core.AuditFrom(ctx)
 	if e == nil {
 		return nil
 	}
-	values, err := auditValues(e)
+	exprs, values, err := auditValues(e)
 	if err != nil {
 		return err
 	}
 	var pos struct {
-		ID int64  `bun:"id"`
-		Tx string `bun:"tx_text"`
+		ID        int64  `bun:"id"`
+		Tx        string `bun:"tx_text"`
+		ActorName string `bun:"actor_name"`
 	}
 	if err := tx.NewRaw(`INSERT INTO audit_log (`+auditColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id, CAST(tx AS TEXT) AS tx_text`, values...).Scan(ctx, &pos); err != nil {
+		VALUES (`+exprs+`) RETURNING id, CAST(tx AS TEXT) AS tx_text, actor_name`, values...).Scan(ctx, &pos); err != nil {
 		return err
 	}
 	txid, err := strconv.ParseUint(pos.Tx, 10, 64)
 	if err != nil {
 		return fmt.Errorf("audit position: %w", err)
 	}
-	e.Position = core.Cursor{Tx: txid, Seq: pos.ID}
+	e.Position, e.Actor.Name = core.Cursor{Tx: txid, Seq: pos.ID}, pos.ActorName
 	return nil
 }
 

@@ -59,6 +59,8 @@ type eventAlarm struct {
 	AcknowledgedAt int64             `json:"acknowledgedAt,omitempty"`
 	AcknowledgedBy string            `json:"acknowledgedBy,omitempty"`
 	Values         map[string]string `json:"values"`
+	// AcknowledgedByName is absent from events written before names.
+	AcknowledgedByName string `json:"acknowledgedByName,omitempty"`
 }
 
 func toEventAlarm(a *core.Alarm) *eventAlarm {
@@ -71,7 +73,7 @@ func toEventAlarm(a *core.Alarm) *eventAlarm {
 	}
 	return &eventAlarm{ID: a.ID, AccountID: a.AccountID, RuleID: a.RuleID, RuleName: a.RuleName, UID: a.UID,
 		Severity: string(a.Severity), State: string(a.State), RaisedAt: optMillis(a.RaisedAt), ClearedAt: optMillis(a.ClearedAt),
-		AcknowledgedAt: optMillis(a.AcknowledgedAt), AcknowledgedBy: a.AcknowledgedBy, Values: values}
+		AcknowledgedAt: optMillis(a.AcknowledgedAt), AcknowledgedBy: a.AcknowledgedBy, Values: values, AcknowledgedByName: a.AcknowledgedByName}
 }
 
 func fromEventAlarm(a *eventAlarm) *core.Alarm {
@@ -81,7 +83,7 @@ func fromEventAlarm(a *eventAlarm) *core.Alarm {
 	return &core.Alarm{ID: a.ID, AccountID: a.AccountID, RuleID: a.RuleID, RuleName: a.RuleName, UID: a.UID,
 		Severity: core.Severity(a.Severity), State: core.AlarmState(a.State), RaisedAt: optTime(a.RaisedAt),
 		ClearedAt: optTime(a.ClearedAt), AcknowledgedAt: optTime(a.AcknowledgedAt), AcknowledgedBy: a.AcknowledgedBy,
-		Values: a.Values}
+		AcknowledgedByName: a.AcknowledgedByName, Values: a.Values}
 }
 
 // eventCommand is a command as an event carries it (COMMAND_EXECUTED,

@@ -79,7 +79,7 @@ func (s *Store) ingestWatchedSQL() string {
 // alarmColumns are the alarm columns ingestWatchedSQL answers, in
 // decodeOpenAlarms' order.
 var alarmColumns = []string{"id", "account_id", "rule_id", "rule_name", "rule_revision", "mount_uid", "severity", "state",
-	"since", "due_at", "raised_at", "cleared_at", "acknowledged_at", "acknowledged_by", "alarm_values"}
+	"since", "due_at", "raised_at", "cleared_at", "acknowledged_at", "acknowledged_by", "alarm_values", "acknowledged_by_name"}
 
 // decodeOpenAlarms reads ingestWatchedSQL's open_alarms.
 func decodeOpenAlarms(text string) ([]alarmRow, error) {
@@ -94,9 +94,9 @@ func decodeOpenAlarms(text string) ([]alarmRow, error) {
 		}
 		r := &out[i]
 		var raised, cleared, acked *int64
-		var ackedBy, values *string
+		var ackedBy, values, ackedByName *string
 		for j, dst := range []any{&r.ID, &r.AccountID, &r.RuleID, &r.RuleName, &r.RuleRevision, &r.MountUID, &r.Severity, &r.State,
-			&r.Since, &r.DueAt, &raised, &cleared, &acked, &ackedBy, &values} {
+			&r.Since, &r.DueAt, &raised, &cleared, &acked, &ackedBy, &values, &ackedByName} {
 			if err := json.Unmarshal(it[j], dst); err != nil {
 				return nil, fmt.Errorf("open alarm %s: %w", alarmColumns[j], err)
 			}
@@ -114,6 +114,9 @@ func decodeOpenAlarms(text string) ([]alarmRow, error) {
 		}
 		if values != nil {
 			r.Values = sql.NullString{String: *values, Valid: true}
+		}
+		if ackedByName != nil {
+			r.AcknowledgedByName = sql.NullString{String: *ackedByName, Valid: true}
 		}
 	}
 	return out, nil

@@ -3,6 +3,7 @@ package bunstore_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -368,6 +369,73 @@ func TestUpgradeKeepsHandoverKeys(t *testing.T) {
 			}
 			if keys, err := store.HandoverKeys(ctx, "M1"); err != nil || len(keys) != 2 || keys[0].ID != "k1" || keys[1].ID != "k9" {
 				t.Fatalf("M1 after a claim: %+v, %v", keys, err)
+			}
+		})
+	}
+}
+
+// TestUpgradeNamesClients (issue 38 item 4): the upgrade names every
+// existing client after its account (+ " API client"), and shows that name
+// where a client's id stood for it: alarms it acknowledged, audit entries
+// it made. A person's acknowledgement gets the username.
+func TestUpgradeNamesClients(t *testing.T) {
+	for name, newURL := range testenv.Databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := MustOpen(t, newURL(t))
+			db := store.DB()
+			old := migrate.NewMigrations()
+			for _, m := range migrations.Migrations.Sorted() {
+				if m.Name < "20261129021500" {
+					old.Add(m)
+				}
+			}
+			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
+				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
+			if err := m.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Migrate(ctx); err != nil {
+				t.Fatalf("migrate to the old schema: %v", err)
+			}
+			alarm := func(id, by string) string {
+				return `INSERT INTO alarms (id, account_id, rule_id, rule_name, rule_revision, mount_uid, severity, state, since, due_at,
+					raised_at, acknowledged_at, acknowledged_by, alarm_values)
+					VALUES ('` + id + `', 'acc_a', 'alr_1', 'low', 1, 'M` + id + `', 'WARNING', 'ACTIVE', 1, 1, 2, 3, '` + by + `', '{}')`
+			}
+			for _, q := range []string{
+				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'Dispatch', 1)`,
+				`INSERT INTO api_clients (client_id, account_id, secret_hash, created_at) VALUES ('cli_a', 'acc_a', 'h', 1)`,
+				`INSERT INTO users (id, username, account_id, role, mount_uids, password_hash, created_at)
+					VALUES ('usr_1', 'ana', 'acc_a', 'owner', '[]', 'h', 1)`,
+				alarm("1", "cli_a"), alarm("2", "usr_1"), alarm("3", "cli_gone"),
+				`INSERT INTO audit_log (account_id, at, actor_type, actor_id, actor_name, action, target, source_address, details)
+					VALUES ('acc_a', 1, 'client', 'cli_a', 'cli_a', 'mount.update', 'mount:M1', '', '{}')`,
+			} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			if _, err := store.Migrate(ctx); err != nil {
+				t.Fatalf("upgrade: %v", err)
+			}
+			if c, err := store.APIClient(ctx, "cli_a"); err != nil || c.Name != "Dispatch API client" {
+				t.Fatalf("the client after the upgrade: %+v, %v", c, err)
+			}
+			alarms, _, err := store.ListAlarms(ctx, "acc_a", core.AlarmFilter{}, core.Page{CurrentPage: 1, PageSize: 10})
+			if err != nil || len(alarms) != 3 {
+				t.Fatalf("alarms %+v, %v", alarms, err)
+			}
+			names := map[string]string{}
+			for _, a := range alarms {
+				names[a.AcknowledgedBy] = a.AcknowledgedByName
+			}
+			if want := map[string]string{"cli_a": "Dispatch API client", "usr_1": "ana", "cli_gone": "cli_gone"}; !maps.Equal(names, want) {
+				t.Fatalf("acknowledged by %v, want %v", names, want)
+			}
+			entries, err := store.ReadAudit(ctx, core.AuditQuery{AccountID: "acc_a", Limit: 10})
+			if err != nil || len(entries) != 1 || entries[0].Actor.Name != "Dispatch API client" {
+				t.Fatalf("audit entries %+v, %v", entries, err)
 			}
 		})
 	}

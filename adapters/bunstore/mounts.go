@@ -150,12 +150,12 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			if a := core.AuditFrom(ctx); a != nil {
 				// The claim's audit entry in the same statement, as its
 				// command: only if the uid was new.
-				values, err := auditValues(a)
+				exprs, values, err := auditValues(a)
 				if err != nil {
 					return core.Mount{}, err
 				}
 				with += `), claim_audit AS (INSERT INTO audit_log (` + auditColumns + `)
-					SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? FROM before_event`
+					SELECT ` + exprs + ` FROM before_event`
 				args = append(args, values...)
 			}
 			inserted, err := s.appendEventGuarded(ctx, s.db, e, row, nil, with, args, true)

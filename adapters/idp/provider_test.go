@@ -77,6 +77,10 @@ func (s *fakeStore) ReplaceClientSecrets(context.Context, string, string) ([]str
 	return nil, core.Errorf(core.CodeNotFound, "no clients")
 }
 
+func (s *fakeStore) RenameClients(context.Context, string, string) ([]string, error) {
+	return nil, core.Errorf(core.CodeNotFound, "no clients")
+}
+
 func (s *fakeStore) EnsureAccount(ctx context.Context, a core.Account) error {
 	return s.CreateAccount(ctx, a, core.APIClient{})
 }

@@ -189,7 +189,7 @@ func (s *Store) ListAlarms(_ context.Context, accountID string, f core.AlarmFilt
 }
 
 // AcknowledgeAlarm implements core.AlarmStore.
-func (s *Store) AcknowledgeAlarm(ctx context.Context, accountID, id, by string, at time.Time, ev func(core.Alarm) *core.Event) (core.Alarm, *core.Event, error) {
+func (s *Store) AcknowledgeAlarm(ctx context.Context, accountID, id string, by core.Actor, at time.Time, ev func(core.Alarm) *core.Event) (core.Alarm, *core.Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.al.tracks, func(t core.AlarmTrack) bool {
@@ -202,7 +202,7 @@ func (s *Store) AcknowledgeAlarm(ctx context.Context, accountID, id, by string, 
 	if !t.AcknowledgedAt.IsZero() {
 		return cloneAlarm(t.Alarm), nil, nil
 	}
-	t.AcknowledgedAt, t.AcknowledgedBy = ms(at), by
+	t.AcknowledgedAt, t.AcknowledgedBy, t.AcknowledgedByName = ms(at), by.ID, s.actorNameLocked(by)
 	e := ev(cloneAlarm(t.Alarm))
 	s.appendMountEventLocked(e)
 	s.auditLocked(ctx)

@@ -17,6 +17,7 @@ func (s *Store) auditLocked(ctx context.Context) {
 	if e == nil {
 		return
 	}
+	e.Actor.Name = s.actorNameLocked(e.Actor)
 	stored := *e
 	stored.At = ms(e.At)
 	stored.Details = map[string]any{}

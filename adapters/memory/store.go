@@ -161,12 +161,23 @@ func (s *Store) Accounts(_ context.Context) ([]core.AccountSummary, error) {
 
 // ReplaceClientSecrets implements core.AccountStore.
 func (s *Store) ReplaceClientSecrets(ctx context.Context, accountID, secretHash string) ([]string, error) {
+	return s.changeClients(ctx, accountID, func(c *core.APIClient) { c.SecretHash = secretHash })
+}
+
+// RenameClients implements core.AccountStore.
+func (s *Store) RenameClients(ctx context.Context, accountID, name string) ([]string, error) {
+	return s.changeClients(ctx, accountID, func(c *core.APIClient) { c.Name = name })
+}
+
+// changeClients applies change to the account's clients and records the
+// audit entry in ctx; CodeNotFound when the account has none.
+func (s *Store) changeClients(ctx context.Context, accountID string, change func(*core.APIClient)) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string
 	for id, c := range s.clients {
 		if c.AccountID == accountID {
-			c.SecretHash = secretHash
+			change(&c)
 			s.clients[id] = c
 			ids = append(ids, id)
 		}
@@ -177,6 +188,16 @@ func (s *Store) ReplaceClientSecrets(ctx context.Context, accountID, secretHash 
 	slices.Sort(ids)
 	s.auditLocked(ctx)
 	return ids, nil
+}
+
+// actorNameLocked is the name a change by a is recorded under
+// (core.ClientActorName).
+func (s *Store) actorNameLocked(a core.Actor) string {
+	name := ""
+	if a.Type == core.ActorClient {
+		name = s.clients[a.ID].Name
+	}
+	return core.ClientActorName(a, name)
 }
 
 // Account implements core.AccountStore.

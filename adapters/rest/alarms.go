@@ -93,17 +93,19 @@ func suggestedRuleJSON(in core.AlarmRuleInput) SuggestedRuleJSON {
 
 // AlarmJSON is an alarm as the API shows it.
 type AlarmJSON struct {
-	ID             string            `json:"id"`
-	RuleID         string            `json:"ruleId"`
-	RuleName       string            `json:"ruleName"`
-	UID            string            `json:"uid"`
-	Severity       string            `json:"severity"`
-	State          string            `json:"state"`
-	RaisedAt       Time              `json:"raisedAt"`
-	ClearedAt      *Time             `json:"clearedAt"`
-	AcknowledgedAt *Time             `json:"acknowledgedAt"`
-	AcknowledgedBy *string           `json:"acknowledgedBy"`
-	Values         map[string]string `json:"values"`
+	ID             string  `json:"id"`
+	RuleID         string  `json:"ruleId"`
+	RuleName       string  `json:"ruleName"`
+	UID            string  `json:"uid"`
+	Severity       string  `json:"severity"`
+	State          string  `json:"state"`
+	RaisedAt       Time    `json:"raisedAt"`
+	ClearedAt      *Time   `json:"clearedAt"`
+	AcknowledgedAt *Time   `json:"acknowledgedAt"`
+	AcknowledgedBy *string `json:"acknowledgedBy"`
+	// AcknowledgedByName is the person's username or the client's name.
+	AcknowledgedByName *string           `json:"acknowledgedByName"`
+	Values             map[string]string `json:"values"`
 }
 
 func alarmJSON(a core.Alarm) AlarmJSON {
@@ -118,8 +120,8 @@ func alarmJSON(a core.Alarm) AlarmJSON {
 		out.AcknowledgedAt = &t
 	}
 	if a.AcknowledgedBy != "" {
-		by := a.AcknowledgedBy
-		out.AcknowledgedBy = &by
+		by, name := a.AcknowledgedBy, a.AcknowledgerName()
+		out.AcknowledgedBy, out.AcknowledgedByName = &by, &name
 	}
 	if out.Values == nil {
 		out.Values = map[string]string{}

@@ -269,7 +269,7 @@ var (
 	}
 	sampleAlarm = map[string]any{
 		"id": "alm_1", "ruleId": "alr_1", "ruleName": "Battery low", "uid": "M1", "severity": "WARNING", "state": "ACTIVE",
-		"raisedAt": "2026-11-22T01:50:13.123Z", "clearedAt": nil, "acknowledgedAt": nil, "acknowledgedBy": nil,
+		"raisedAt": "2026-11-22T01:50:13.123Z", "clearedAt": nil, "acknowledgedAt": nil, "acknowledgedBy": nil, "acknowledgedByName": nil,
 		"values": map[string]any{"BATTERY_LEVEL": "15", "MOUNT_LOCKED": "1"},
 	}
 	nonce       = strings.Repeat("0a", 16)
@@ -407,7 +407,7 @@ func TestOpenAPIValidatorAcceptsDocumentedResponses(t *testing.T) {
 		{"alarm list", "GET", "/api/v1/alarms?state=ACTIVE", 200, ct, js(map[string]any{"alarms": []any{sampleAlarm,
 			with(sampleAlarm, "state", "CLEARED", "clearedAt", "2026-11-22T02:00:00.000Z", "acknowledgedAt", "2026-11-22T01:55:00.000Z", "acknowledgedBy", "usr_1")},
 			"pagination": samplePagination})},
-		{"acknowledged", "POST", "/api/v1/alarms/alm_1/acknowledge", 200, ct, js(with(sampleAlarm, "acknowledgedAt", "2026-11-22T01:55:00.000Z", "acknowledgedBy", "usr_1"))},
+		{"acknowledged", "POST", "/api/v1/alarms/alm_1/acknowledge", 200, ct, js(with(sampleAlarm, "acknowledgedAt", "2026-11-22T01:55:00.000Z", "acknowledgedBy", "usr_1", "acknowledgedByName", "ana"))},
 		{"no such alarm", "POST", "/api/v1/alarms/alm_9/acknowledge", 404, pct, problem(404, "ALARM_NOT_FOUND")},
 		{"alarm event", "GET", "/api/v1/events", 200, ct, js(map[string]any{"events": []any{map[string]any{
 			"id": strings.Repeat("e", 32), "type": "ALARM_RAISED", "uid": "M1", "occurredAt": "2026-11-22T01:50:13.123Z", "mount": sampleMount,

@@ -230,12 +230,17 @@ func presenceAndAlarms(t *testing.T, store Store) {
 	// Acknowledge: once, idempotent, does not clear.
 	for range 2 {
 		got, err := w.alarms.Acknowledge(ctx, a, al.ID)
-		if err != nil || got.State != core.AlarmActive || got.AcknowledgedBy == "" || !got.AcknowledgedAt.Equal(clock.Now()) {
-			t.Fatalf("Acknowledge = %+v, %v", got, err)
+		if err != nil || got.State != core.AlarmActive || got.AcknowledgedBy != a.ClientID || !got.AcknowledgedAt.Equal(clock.Now()) ||
+			got.AcknowledgedByName != "A API client" {
+			t.Fatalf("Acknowledge = %+v, %v; want by %s, named by its client's name", got, err, a.ClientID)
 		}
 	}
 	if n := countEvents(t, store, core.EventAlarmAcknowledged, "P1"); n != 1 {
 		t.Fatalf("ALARM_ACKNOWLEDGED %d times", n)
+	}
+	if acked, _, err := store.ReadEvents(ctx, core.EventQuery{Types: []core.EventType{core.EventAlarmAcknowledged}, Limit: 10}); err != nil ||
+		len(acked) != 1 || acked[0].Alarm == nil || acked[0].Alarm.AcknowledgedByName != "A API client" {
+		t.Fatalf("ALARM_ACKNOWLEDGED events %+v, %v", acked, err)
 	}
 	b := ownerPrincipal(t, store, "B")
 	if _, err := w.alarms.Acknowledge(ctx, b, al.ID); core.ErrorCode(err) != core.CodeAlarmNotFound {
@@ -269,7 +274,7 @@ func presenceAndAlarms(t *testing.T, store Store) {
 		t.Fatal("no MOUNT_ONLINE or alarm still active")
 	}
 	cleared, _, _ := w.alarms.ListAlarms(ctx, a, core.AlarmFilter{State: strp(core.AlarmCleared)}, core.Page{CurrentPage: 1, PageSize: 10})
-	if len(cleared) != 1 || !cleared[0].ClearedAt.Equal(clock.Now()) || cleared[0].AcknowledgedBy == "" {
+	if len(cleared) != 1 || !cleared[0].ClearedAt.Equal(clock.Now()) || cleared[0].AcknowledgedBy == "" || cleared[0].AcknowledgedByName != "A API client" {
 		t.Fatalf("cleared %+v", cleared)
 	}
 	events, _, _ = store.ReadEvents(ctx, core.EventQuery{Types: []core.EventType{core.EventAlarmCleared}, Limit: 10})

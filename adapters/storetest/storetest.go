@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,7 +104,7 @@ func accounts(t *testing.T, store Store) {
 	ctx := context.Background()
 	created := time.Date(2026, 11, 22, 1, 40, 13, 123_000_000, time.UTC)
 	acc := core.Account{ID: "acc_1", Name: "Fleet One", CreatedAt: created}
-	cl := core.APIClient{ClientID: "cli_1", AccountID: "acc_1", SecretHash: "$argon2id$x", CreatedAt: created}
+	cl := core.APIClient{ClientID: "cli_1", AccountID: "acc_1", Name: "Fleet One API client", SecretHash: "$argon2id$x", CreatedAt: created}
 	if err := store.CreateAccount(ctx, acc, cl); err != nil {
 		t.Fatalf("CreateAccount: %v", err)
 	}
@@ -115,6 +116,38 @@ func accounts(t *testing.T, store Store) {
 	gotCl, err := store.APIClient(ctx, "cli_1")
 	if err != nil || gotCl != cl {
 		t.Fatalf("APIClient = %+v, %v; want %+v", gotCl, err, cl)
+	}
+
+	// RenameClients names the account's clients, audited; the audit log
+	// records a client's changes under its name from then on (a client
+	// this installation does not know keeps the name given).
+	renamed := core.AuditEntry{At: created, AccountID: "acc_1", Actor: core.CLIActor("root"), Action: core.AuditAccountRenameClient,
+		Target: "account:acc_1", Details: map[string]any{"name": "Night shift"}}
+	if ids, err := store.RenameClients(core.WithAudit(ctx, renamed), "acc_1", "Night shift"); err != nil || len(ids) != 1 || ids[0] != "cli_1" {
+		t.Fatalf("RenameClients = %v, %v", ids, err)
+	}
+	if got, err := store.APIClient(ctx, "cli_1"); err != nil || got.Name != "Night shift" || got.SecretHash != cl.SecretHash {
+		t.Fatalf("the renamed client = %+v, %v", got, err)
+	}
+	if _, err := store.RenameClients(ctx, "acc_x", "X"); core.ErrorCode(err) != core.CodeNotFound {
+		t.Fatalf("RenameClients of an account without clients: %v", err)
+	}
+	byClient := core.AuditEntry{At: created, AccountID: "acc_1", Actor: core.Actor{Type: core.ActorClient, ID: "cli_1", Name: "cli_1"},
+		Action: core.AuditAccountRotateSecret, Target: "account:acc_1"}
+	if _, err := store.ReplaceClientSecrets(core.WithAudit(ctx, byClient), "acc_1", cl.SecretHash); err != nil {
+		t.Fatal(err)
+	}
+	foreign := byClient
+	foreign.Actor = core.Actor{Type: core.ActorClient, ID: "ext-client", Name: "ext-client"}
+	if _, err := store.ReplaceClientSecrets(core.WithAudit(ctx, foreign), "acc_1", cl.SecretHash); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range settledAudit(t, store, core.AuditQuery{AccountID: "acc_1"}, 3) {
+		names = append(names, string(e.Action)+" by "+e.Actor.Name)
+	}
+	if want := []string{"account.rename-client by root", "account.rotate-secret by Night shift", "account.rotate-secret by ext-client"}; !slices.Equal(names, want) {
+		t.Fatalf("audit entries %v, want %v", names, want)
 	}
 
 	tests := []struct {

@@ -25,7 +25,10 @@ func (a alarmView) line() string {
 	}
 	if a.AcknowledgedAt != nil {
 		by := ""
-		if a.AcknowledgedBy != nil {
+		switch {
+		case a.AcknowledgedByName != nil && *a.AcknowledgedByName != "":
+			by = fmt.Sprintf(" by %q", *a.AcknowledgedByName)
+		case a.AcknowledgedBy != nil:
 			by = " by " + *a.AcknowledgedBy
 		}
 		line += "  acknowledged " + *a.AcknowledgedAt + by

@@ -138,7 +138,9 @@ func TestMountctlAlarms(t *testing.T) {
 		!strings.Contains(out, "BATTERY_LEVEL=10") || !strings.Contains(out, "ACTIVE") {
 		t.Errorf("alarms list:\n%s", out)
 	}
-	if out := must("alarms", "ack", id); !strings.Contains(out, "acknowledged") || !strings.Contains(out, "ACTIVE") {
+	// Acknowledged by the client, named by its name, not its id (issue 38).
+	if out := must("alarms", "ack", id); !strings.Contains(out, "acknowledged") || !strings.Contains(out, "ACTIVE") ||
+		!strings.Contains(out, `by "Fleet API client"`) || strings.Contains(out, acc.ClientID) {
 		t.Errorf("alarms ack:\n%s", out)
 	}
 	if out := must("alarms", "ack", id); !strings.Contains(out, "acknowledged") {

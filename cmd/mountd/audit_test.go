@@ -218,6 +218,10 @@ func TestAuditEveryChange(t *testing.T) {
 					person.ok(t, http.MethodPost, "/api/v1/mounts", map[string]any{"uid": "AU-5"})
 				}},
 				cliChange("user.delete", "", func(t *testing.T) { in.runCLI("users", "delete", "--username", "ana") }),
+				// From here on the client's changes show its new name.
+				cliChange("account.rename-client", "account:"+a.creds.AccountID, func(t *testing.T) {
+					in.runCLI("accounts", "rename-client", "--account", a.creds.AccountID, "--name", "Night shift")
+				}),
 				{"api", "alarm-rule.create", "", func(t *testing.T) {
 					a.associated(t, "AU-7")
 					ruleID = a.createRule(t, lowBattery("AU-7")).ID
@@ -326,6 +330,33 @@ func TestAuditEveryChange(t *testing.T) {
 					}
 				}
 				seen[c.action] = true
+			}
+			// Names, not ids: the client's entries before the rename carry
+			// its default name (the account's + " API client"), those
+			// after it the new one, in REST, GraphQL and mountd audit;
+			// the alarm it acknowledged names it too.
+			log := a.auditREST(t, nil).Entries
+			first, _ := findEntry(log, "webhook.create", "webhook:"+hookAPI)
+			acked, _ := findEntry(log, "alarm.acknowledge", "alarm:"+alarmID)
+			renamed, _ := findEntry(log, "account.rename-client", "account:"+a.creds.AccountID)
+			if first.Actor.Name != "A API client" || acked.Actor.Name != "Night shift" || renamed.Details["name"] != "Night shift" {
+				t.Fatalf("actor names: before the rename %+v, after %+v; rename details %v", first.Actor, acked.Actor, renamed.Details)
+			}
+			if e, _ := findEntry(a.auditGraphQL(t).Entries, "alarm.acknowledge", "alarm:"+alarmID); e.Actor.Name != "Night shift" {
+				t.Fatalf("GraphQL audit actor %+v", e.Actor)
+			}
+			if e, _ := findEntry(in.auditCLI(t, a.creds.AccountID).Entries, "alarm.acknowledge", "alarm:"+alarmID); e.Actor.Name != "Night shift" {
+				t.Fatalf("mountd audit actor %+v", e.Actor)
+			}
+			alarms := decode[struct {
+				Alarms []map[string]any `json:"alarms"`
+			}](t, a.ok(t, http.MethodGet, "/api/v1/alarms?mountUid=AU-7", nil)).Alarms
+			if len(alarms) != 1 || alarms[0]["acknowledgedBy"] != a.creds.ClientID || alarms[0]["acknowledgedByName"] != "Night shift" {
+				t.Fatalf("REST alarms of AU-7: %+v", alarms)
+			}
+			if r := a.gql(t, `{ alarms(mountUid: "AU-7") { alarms { acknowledgedBy acknowledgedByName } } }`, nil); len(r.Errors) > 0 ||
+				!strings.Contains(string(r.Data), `"acknowledgedByName":"Night shift"`) {
+				t.Fatalf("GraphQL alarm: %s %+v", r.Data, r.Errors)
 			}
 			if e, _, ok := eventually(t, func() []auditView { return in.auditCLI(t, "").Entries }, is("account.create", "account:"+b.creds.AccountID)); !ok || e.Details["name"] != "B" {
 				t.Fatalf("account.create of B: %+v", e)

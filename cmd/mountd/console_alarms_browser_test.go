@@ -161,7 +161,9 @@ func TestConsoleAlarmsInBrowser(t *testing.T) {
 			a.gql(t, `mutation($id: ID!) { acknowledgeAlarm(id: $id) { id } }`, map[string]any{"id": al.ID})
 		}
 	}
-	b.waitJS("acknowledged by the client", `document.querySelector('#alarms tr[data-uid="MNT-0003"] .ack')?.innerText.includes(' by ') && `+
+	// It reads the client's name, never its id (issue 38).
+	b.waitJS("acknowledged by the client, by name", `document.querySelector('#alarms tr[data-uid="MNT-0003"] .ack')?.innerText.includes(' by Demo Fleet API client') && `+
+		`!document.querySelector('#alarms tr[data-uid="MNT-0003"]').innerText.includes('`+a.creds.ClientID+`') && `+
 		`document.querySelectorAll('#alarms button[data-action=acknowledge]').length === 1`, 10*time.Second)
 	b.waitJS("the Acknowledge button within the screen at 1280 px", `innerWidth === 1280 && `+ackOnScreen+` && `+
 		`document.getElementById('alarms').parentElement.scrollWidth <= document.getElementById('alarms').parentElement.clientWidth`, 5*time.Second)

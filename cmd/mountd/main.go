@@ -261,6 +261,32 @@ func newCommandWithInput(stdin io.Reader, stdout, stderr io.Writer) *cli.Command
 						printCredentials(stdout, rotated)
 						return nil
 					},
+				}, {
+					Name: "rename-client",
+					Usage: "name the account's client as the audit log and alarms show it (default: the account's name + \" API client\"); " +
+						"entries already recorded keep their name",
+					Flags: []cli.Flag{
+						&cli.StringFlag{Name: "account", Usage: "account id", Required: true},
+						&cli.StringFlag{Name: "name", Usage: "the client's name, 1 to 100 characters", Required: true},
+						&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+					},
+					Action: func(ctx context.Context, cmd *cli.Command) error {
+						accounts, cleanup, err := adminService(ctx, cfg, logger(), newAccountService)
+						if err != nil {
+							return err
+						}
+						defer cleanup()
+						ids, err := accounts.RenameClient(ctx, cmd.String("account"), cmd.String("name"))
+						if err != nil {
+							return err
+						}
+						name := strings.TrimSpace(cmd.String("name"))
+						if cmd.Bool("json") {
+							return json.NewEncoder(stdout).Encode(map[string]any{"accountId": cmd.String("account"), "clientIds": ids, "name": name})
+						}
+						fmt.Fprintf(stdout, "client %s of account %s is now named %q\n", strings.Join(ids, ", "), cmd.String("account"), name)
+						return nil
+					},
 				}},
 			},
 			usersCommand(cfg, stdin, stdout, logger),

@@ -164,3 +164,73 @@ func TestReplayedReportKeepsRevision(t *testing.T) {
 		})
 	}
 }
+
+// TestPartialSignedReportKeepsVerifiedMarks (issue 38 item 2): a mount's
+// signed report of all four codes, then a signed report of battery and
+// temperature only. The second report's STATES_REPORTED event carries the
+// mount as its stored latest values leave it: lock and helmet still
+// verified, so unverifiedStates is empty in the log (GraphQL events,
+// REST /events) and in a live subscription. On both backends.
+func TestPartialSignedReportKeepsVerifiedMarks(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			a := newFleet(in, "A")
+			uid := uniqueUID("PV")
+			d := newDevice(uid)
+			a.associate(t, uid, map[string]any{"softwareRevision": "1.0.0", "devicePublicKey": d.publicKey()})
+			a.confirm(t, uid)
+			cursor := field[string](t, a.gql(t, `{ eventCursor }`, nil), "eventCursor")
+			c := in.wsReady(t, a.token)
+			c.Subscribe("s", `subscription($uids: [ID!], $after: ID) { mountEvents(uids: $uids, after: $after) {
+				type uid mount { mountLocked helmetMounted batteryLevel unverifiedStates } } }`,
+				map[string]any{"uids": []string{uid}, "after": cursor})
+			at := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
+			for _, report := range []map[string]any{
+				d.signedReport("1.0.0", protocol.ReportEntry{Code: "MOUNT_LOCKED", Value: "1", OccurredAt: at},
+					protocol.ReportEntry{Code: "HELMET_MOUNTED", Value: "1", OccurredAt: at},
+					protocol.ReportEntry{Code: "BATTERY_LEVEL", Value: "90", OccurredAt: at},
+					protocol.ReportEntry{Code: "CPU_TEMPERATURE", Value: "41.5", OccurredAt: at}),
+				d.signedReport("1.0.0", protocol.ReportEntry{Code: "BATTERY_LEVEL", Value: "89", OccurredAt: at.Add(time.Second)},
+					protocol.ReportEntry{Code: "CPU_TEMPERATURE", Value: "42", OccurredAt: at.Add(time.Second)}),
+			} {
+				if res, raw := a.call(http.MethodPost, "/api/v1/mounts/"+uid+"/states", report); res.StatusCode != http.StatusOK {
+					t.Fatalf("signed report: %d %s", res.StatusCode, raw)
+				}
+			}
+			type eventMount struct {
+				MountLocked, HelmetMounted *bool
+				BatteryLevel               *int
+				UnverifiedStates           []string
+			}
+			type event struct {
+				Type, UID string
+				Mount     eventMount
+			}
+			check := func(where string, e event, battery int) {
+				t.Helper()
+				if e.Type != "STATES_REPORTED" || e.Mount.MountLocked == nil || !*e.Mount.MountLocked || e.Mount.HelmetMounted == nil ||
+					!*e.Mount.HelmetMounted || e.Mount.BatteryLevel == nil || *e.Mount.BatteryLevel != battery || len(e.Mount.UnverifiedStates) != 0 {
+					t.Fatalf("%s: %+v (unverifiedStates %v); want locked, helmet in, battery %d, nothing unverified", where, e, e.Mount.UnverifiedStates, battery)
+				}
+			}
+			for _, battery := range []int{90, 89} {
+				check("subscription", nextData[event](t, c, "s", "mountEvents"), battery)
+			}
+			page := decodeField[struct{ Events []event }](t, a.gql(t, `query($uid: ID) { events(mountUid: $uid, types: [STATES_REPORTED]) {
+				events { type uid mount { mountLocked helmetMounted batteryLevel unverifiedStates } } } }`, map[string]any{"uid": uid}), "events")
+			if len(page.Events) != 2 {
+				t.Fatalf("GraphQL events: %+v", page.Events)
+			}
+			check("GraphQL events", page.Events[1], 89)
+			rest := a.events(t, url.Values{"mountUid": {uid}, "types": {"STATES_REPORTED"}})
+			if len(rest.Events) != 2 {
+				t.Fatalf("REST events: %+v", rest.Events)
+			}
+			if m := rest.Events[1].Mount; m.MountLocked == nil || !*m.MountLocked || m.HelmetMounted == nil || !*m.HelmetMounted {
+				t.Fatalf("REST events' mount: %+v", m)
+			}
+			c.Quiet(200 * time.Millisecond)
+		})
+	}
+}

@@ -5,7 +5,7 @@
 import { gql, live, loadThenLive, APIError } from "./api.js";
 import { h, main, session, isOwner, fmtDate, ago, showError, setConnection, errorText, statusBox, field, canReadAlarms } from "./ui.js";
 
-export const ALARM_FIELDS = "id ruleId ruleName uid severity state raisedAt clearedAt acknowledgedAt acknowledgedBy values";
+export const ALARM_FIELDS = "id ruleId ruleName uid severity state raisedAt clearedAt acknowledgedAt acknowledgedBy acknowledgedByName values";
 const RULE_FIELDS = "id name severity conditions { code op value presence } forSeconds mountUids enabled";
 
 const SEVERITIES = ["CRITICAL", "WARNING", "INFO"];

@@ -671,7 +671,7 @@ function eventsView(query) {
     if (mine !== generation) return;
     show(page);
     sub = live({
-      query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value verified } command { code status reason } alarm { ruleName severity acknowledgedBy } } }`,
+      query: `subscription($after: ID) { mountEvents(after: $after) { id type uid occurredAt states { code value verified } command { code status reason } alarm { ruleName severity acknowledgedBy acknowledgedByName } } }`,
       after: page.next || null, onEvent,
       // The cursor expired while away: the history again, then live from the head.
       onResync: async () => { if (mine === generation) show(await loadHistory()); },

@@ -47,17 +47,18 @@ type ComplexityRoot struct {
 	}
 
 	Alarm struct {
-		AcknowledgedAt func(childComplexity int) int
-		AcknowledgedBy func(childComplexity int) int
-		ClearedAt      func(childComplexity int) int
-		ID             func(childComplexity int) int
-		RaisedAt       func(childComplexity int) int
-		RuleID         func(childComplexity int) int
-		RuleName       func(childComplexity int) int
-		Severity       func(childComplexity int) int
-		State          func(childComplexity int) int
-		UID            func(childComplexity int) int
-		Values         func(childComplexity int) int
+		AcknowledgedAt     func(childComplexity int) int
+		AcknowledgedBy     func(childComplexity int) int
+		AcknowledgedByName func(childComplexity int) int
+		ClearedAt          func(childComplexity int) int
+		ID                 func(childComplexity int) int
+		RaisedAt           func(childComplexity int) int
+		RuleID             func(childComplexity int) int
+		RuleName           func(childComplexity int) int
+		Severity           func(childComplexity int) int
+		State              func(childComplexity int) int
+		UID                func(childComplexity int) int
+		Values             func(childComplexity int) int
 	}
 
 	AlarmCondition struct {
@@ -611,6 +612,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Alarm.AcknowledgedBy(childComplexity), true
+	case "Alarm.acknowledgedByName":
+		if e.ComplexityRoot.Alarm.AcknowledgedByName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Alarm.AcknowledgedByName(childComplexity), true
 	case "Alarm.clearedAt":
 		if e.ComplexityRoot.Alarm.ClearedAt == nil {
 			break
@@ -2800,6 +2807,8 @@ type Alarm {
   acknowledgedAt: DateTime
   "Who acknowledged it: the client id or the person's user id."
   acknowledgedBy: String
+  "Who acknowledged it, by name: the person's username, or the client's name (mountd accounts rename-client)."
+  acknowledgedByName: String
   "The mount's latest values when the alarm was raised, by state code, as in REST: {\"BATTERY_LEVEL\": \"15\", …}."
   values: JSON!
 }
@@ -3641,6 +3650,8 @@ func (ec *executionContext) childFields_Alarm(ctx context.Context, field graphql
 		return ec.fieldContext_Alarm_acknowledgedAt(ctx, field)
 	case "acknowledgedBy":
 		return ec.fieldContext_Alarm_acknowledgedBy(ctx, field)
+	case "acknowledgedByName":
+		return ec.fieldContext_Alarm_acknowledgedByName(ctx, field)
 	case "values":
 		return ec.fieldContext_Alarm_values(ctx, field)
 	}
@@ -6069,6 +6080,29 @@ func (ec *executionContext) _Alarm_acknowledgedBy(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_Alarm_acknowledgedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Alarm_acknowledgedByName(ctx context.Context, field graphql.CollectedField, obj *model.Alarm) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Alarm_acknowledgedByName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AcknowledgedByName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Alarm_acknowledgedByName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Alarm", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -15986,6 +16020,11 @@ func (ec *executionContext) _Alarm(ctx context.Context, sel ast.SelectionSet, ob
 			}
 		case "acknowledgedBy":
 			out.Values[i] = ec._Alarm_acknowledgedBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "acknowledgedByName":
+			out.Values[i] = ec._Alarm_acknowledgedByName(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

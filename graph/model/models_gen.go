@@ -34,6 +34,8 @@ type Alarm struct {
 	AcknowledgedAt *DateTime     `json:"acknowledgedAt,omitempty"`
 	// Who acknowledged it: the client id or the person's user id.
 	AcknowledgedBy *string `json:"acknowledgedBy,omitempty"`
+	// Who acknowledged it, by name: the person's username, or the client's name (mountd accounts rename-client).
+	AcknowledgedByName *string `json:"acknowledgedByName,omitempty"`
 	// The mount's latest values when the alarm was raised, by state code, as in REST: {"BATTERY_LEVEL": "15", …}.
 	Values map[string]any `json:"values"`
 }
