@@ -553,6 +553,7 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	if err == nil && sig != nil {
 		var v Validation
 		checkText(&v, "softwareRevision", &sig.SoftwareRevision, 64)
+		checkCounter(&v, "counter", sig.Counter)
 		err = v.Err()
 	}
 	if err != nil {
