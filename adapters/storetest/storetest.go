@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ClaimLapsed", claimLapsed},
 		{"EventRetention", eventRetention},
 		{"EventAccountHorizons", eventAccountHorizons},
+		{"EventAccountHead", eventAccountHead},
 		{"Webhooks", webhooks},
 		{"WebhookDeliveries", webhookDeliveries},
 		{"WebhookClaimSkipsAccounts", webhookClaimSkipsAccounts},
