@@ -208,9 +208,10 @@ func (s *AlarmService) authorizeOwner(p Principal, a Action) error {
 // conditions[i].code|op|value|presence.
 func ValidateAlarmRule(r AlarmRule) error {
 	var v Validation
-	if n := len([]rune(r.Name)); n < 1 || n > MaxAlarmRuleNameLength {
+	if r.Name == "" {
 		v.Add("name", "must be 1 to %d characters", MaxAlarmRuleNameLength)
 	}
+	checkText(&v, "name", &r.Name, MaxAlarmRuleNameLength)
 	switch r.Severity {
 	case SeverityInfo, SeverityWarning, SeverityCritical:
 	default:

@@ -156,6 +156,13 @@ type EventLog interface {
 	// AccountHorizon is the position of accountID's newest event that
 	// retention deleted; the zero cursor when none was.
 	AccountHorizon(ctx context.Context, accountID string) (Cursor, error)
+	// AccountHead is the position of accountID's newest settled event, or
+	// its horizon when retention deleted all of them (the zero cursor for
+	// an account without events): where a reader of that account stands
+	// once it has read everything, moving with the account's own events
+	// only. Reading on from it misses none of the account's events: an
+	// event that settles later lies after it.
+	AccountHead(ctx context.Context, accountID string) (Cursor, error)
 	// PruneEvents deletes up to limit events created before before, the
 	// oldest first, and remembers the newest deleted position, of the log
 	// and of each account, so that a cursor before it is known to have

@@ -169,15 +169,17 @@ func (s *EventService) Stream(ctx context.Context, p Principal, f EventFilter, s
 	return s.feed.stream(ctx, f.After, EventQuery{AccountID: p.AccountID, Types: visibleTypes(p, f.Types), MountUIDs: visibleMounts(p, f.MountUIDs)}, send, end)
 }
 
-// Head is the event log's settled head: a subscription that starts after
-// it misses nothing committed from now on, however long it takes to attach
-// (the console takes it before it reads what it shows).
+// Head is where p's account stands in the event log: its newest settled
+// event. A subscription that starts after it misses nothing of the
+// account's committed from now on, however long it takes to attach (the
+// console takes it before it reads what it shows). It is the account's
+// own position, not the log's head, so that it never moves with (and so
+// never tells of) other accounts' events.
 func (s *EventService) Head(ctx context.Context, p Principal) (Cursor, error) {
 	if err := p.Authorize(ActionSubscribe); err != nil {
 		return Cursor{}, err
 	}
-	_, head, err := s.log.ReadEvents(ctx, EventQuery{AccountID: p.AccountID})
-	return head, err
+	return s.log.AccountHead(ctx, p.AccountID)
 }
 
 // NoEventType is a type no event has: a list of it selects nothing (an

@@ -312,6 +312,54 @@ func TestCursorExpired(t *testing.T) {
 	}
 }
 
+// TestHeadIsTheAccountsOwn: the head a client starts a subscription
+// from (GraphQL eventCursor) moves with its account's events only, never
+// with another account's; a subscription from it misses none of its
+// account's later events, and sees none before it.
+func TestHeadIsTheAccountsOwn(t *testing.T) {
+	f := newLapseFixture(t)
+	events := f.eventService(t)
+	ctx := t.Context()
+	empty, err := events.Head(ctx, f.a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// B's events move nothing of A's.
+	if _, err := f.svc.RequestAssociation(ctx, f.b, "HB1", core.MountFields{}); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := events.Head(ctx, f.a); err != nil || again != empty {
+		t.Fatalf("A's head moved with B's event: %v, then %v (%v)", empty, again, err)
+	}
+	mustOK(t, f.requestErr(ctx, "HA1"))
+	f.report(t, "HA1", "50")
+	head, err := events.Head(ctx, f.a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := events.Events(ctx, f.a, core.EventsRequest{})
+	if err != nil || len(page.Events) != 2 || head != page.Events[1].ID {
+		t.Fatalf("A's head %v after its events %+v (%v), want its last", head, page, err)
+	}
+	for i := range 3 {
+		if _, err := f.svc.RequestAssociation(ctx, f.b, "HB"+strconv.Itoa(i+2), core.MountFields{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again, err := events.Head(ctx, f.a); err != nil || again != head {
+		t.Fatalf("A's head moved with B's events: %v, then %v (%v)", head, again, err)
+	}
+	// A subscription from it gets A's next event, and nothing before.
+	stream, err := events.Subscribe(ctx, f.a, core.EventFilter{After: &head})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.report(t, "HA1", "51")
+	if e := receiveEvent(t, stream); e.Type != core.EventStatesReported || e.States[0].Value != "51" {
+		t.Fatalf("after the head: %s %+v", e.Type, e.States)
+	}
+}
+
 func (f lapseFixture) requestErr(ctx context.Context, uid string) error {
 	_, err := f.svc.RequestAssociation(ctx, f.a, uid, core.MountFields{})
 	return err

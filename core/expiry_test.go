@@ -180,3 +180,111 @@ func TestLapsedIdleCountsAsInactive(t *testing.T) {
 	}
 
 }
+
+// flakyMounts is the in-memory store whose ExpireAssociation fails while
+// failures remain (a busy or failing-over database).
+type flakyMounts struct {
+	*memory.Store
+	mu       sync.Mutex
+	failures int
+}
+
+func (m *flakyMounts) ExpireAssociation(ctx context.Context, uid string, now time.Time, e *core.Event) (core.Mount, bool, error) {
+	m.mu.Lock()
+	fail := m.failures > 0
+	if fail {
+		m.failures--
+	}
+	m.mu.Unlock()
+	if fail {
+		return core.Mount{}, false, errors.New("connection reset by peer")
+	}
+	return m.Store.ExpireAssociation(ctx, uid, now, e)
+}
+
+// handScheduler fires the deadlines a test hands it, and tells each one
+// scheduled.
+type handScheduler struct {
+	fire      chan string
+	scheduled chan time.Time
+}
+
+func (s handScheduler) Schedule(_ context.Context, _ string, at time.Time) error {
+	s.scheduled <- at
+	return nil
+}
+func (s handScheduler) Cancel(context.Context, string) error { return nil }
+func (s handScheduler) Run(ctx context.Context, fire func(context.Context, string)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case uid := <-s.fire:
+			fire(ctx, uid)
+		}
+	}
+}
+
+// TestFailedExpiryIsRetried: the scheduler hands a deadline out once; an
+// expiry that fails (the database busy) schedules it again ExpiryRetry
+// later instead of leaving the lapsed mount IDLE, and its
+// ASSOCIATION_EXPIRED unsent, until the next sweep (SweepEvery).
+func TestFailedExpiryIsRetried(t *testing.T) {
+	ctx := t.Context()
+	store := &flakyMounts{Store: memory.NewStore()}
+	sealer, _ := keyring.NewSealer(make([]byte, 32))
+	sched := handScheduler{fire: make(chan string), scheduled: make(chan time.Time, 16)}
+	svc := core.NewMountService(core.MountDeps{Mounts: store, States: store, Commands: store, Tags: store,
+		Signer: keyring.NewMountSigner(sealer), Cache: memory.NewStateCache(), Scheduler: sched,
+		Waker: memory.NewWaker(), Window: core.AssociationWindow(time.Minute), Logger: slog.New(slog.DiscardHandler)})
+	clock := &fakeClock{now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
+	svc.SetClock(clock.Now)
+	acc, err := core.NewAccountService(store, nil).Create(ctx, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := core.Principal{AccountID: acc.AccountID, ClientID: acc.ClientID,
+		Grant: core.Grant{Complete: true, Role: core.RoleOwner, MountUIDs: []string{}, Scopes: []string{}}}
+	if _, err := svc.RequestAssociation(ctx, p, "X1", core.MountFields{}); err != nil {
+		t.Fatal(err)
+	}
+	<-sched.scheduled
+	clock.Advance(time.Minute)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.RunExpiry(runCtx) }()
+	defer func() { stop(); <-done }()
+	<-sched.scheduled // RecoverDeadlines
+	expired := func() int {
+		events, _, _ := store.ReadEvents(ctx, core.EventQuery{AccountID: acc.AccountID, Types: []core.EventType{core.EventAssociationExpired}, Limit: 10})
+		return len(events)
+	}
+
+	store.mu.Lock()
+	store.failures = 1
+	store.mu.Unlock()
+	sched.fire <- "X1"
+	select {
+	case at := <-sched.scheduled:
+		if want := clock.Now().Add(core.ExpiryRetry); !at.Equal(want) {
+			t.Fatalf("retry at %s, want %s", at, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a failed expiry was dropped: nothing scheduled again")
+	}
+	if n := expired(); n != 0 {
+		t.Fatalf("%d ASSOCIATION_EXPIRED after a failed attempt", n)
+	}
+	clock.Advance(core.ExpiryRetry)
+	sched.fire <- "X1"
+	sched.fire <- "X1"   // a stale second firing: nothing left to do, nothing scheduled
+	sched.fire <- "NONE" // once taken, the firing before it has ended
+	if n := expired(); n != 1 {
+		t.Fatalf("%d ASSOCIATION_EXPIRED after the retry, want 1", n)
+	}
+	select {
+	case at := <-sched.scheduled:
+		t.Fatalf("scheduled again at %s after a successful expiry", at)
+	default:
+	}
+}

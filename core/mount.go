@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mountd/mountd/protocol"
 )
@@ -224,18 +226,23 @@ func ValidateMountUpdate(u MountUpdate) error {
 	return v.Err()
 }
 
+// checkText is the rule of every free text a client gives (names,
+// descriptions, reasons): valid UTF-8 of at most max characters without
+// control characters (C0, DEL and C1), which would otherwise reach
+// terminals and logs as they are.
 func checkText(v *Validation, field string, s *string, max int) {
 	if s == nil {
 		return
 	}
-	if len([]rune(*s)) > max {
+	if !utf8.ValidString(*s) {
+		v.Add(field, "must be valid UTF-8 text")
+		return
+	}
+	if utf8.RuneCountInString(*s) > max {
 		v.Add(field, "must be at most %d characters", max)
 	}
-	for _, r := range *s {
-		if r < 0x20 || r == 0x7f {
-			v.Add(field, "must not contain control characters")
-			return
-		}
+	if strings.IndexFunc(*s, unicode.IsControl) >= 0 {
+		v.Add(field, "must not contain control characters")
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"math"
 	"strings"
 	"time"
 
@@ -142,7 +141,7 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 		// gets ASSOCIATION_EXPIRED and the claim, once more, sees an
 		// INACTIVE mount. The store refuses a lapsed mount's claim, so a
 		// new uid, the common case, needs no expiry read before it.
-		s.expire(ctx, uid)
+		_ = s.expire(ctx, uid)
 		m, err = s.mounts.ClaimMount(actx, claim, ev)
 	}
 	if err != nil {
@@ -217,7 +216,7 @@ func (s *MountService) ConfirmAssociation(ctx context.Context, p Principal, uid 
 		return m, nil // confirming twice is harmless
 	case m.State == StateIdle && m.OwnerID == p.AccountID:
 		// The window passed and the worker has not caught up: expire now.
-		s.expire(ctx, uid)
+		_ = s.expire(ctx, uid)
 		return Mount{}, Errorf(CodeAssociationExpired, "the association window of mount %q has passed; request the association again", uid)
 	case m.State == StateInactive && m.ExpiredOwnerID == p.AccountID:
 		return Mount{}, Errorf(CodeAssociationExpired, "the association window of mount %q has passed; request the association again", uid)
@@ -229,25 +228,29 @@ func (s *MountService) ConfirmAssociation(ctx context.Context, p Principal, uid 
 
 // Expire makes a lapsed IDLE mount INACTIVE and announces it; the expiry
 // worker calls it, and it is safe on every replica at once.
-func (s *MountService) Expire(ctx context.Context, uid string) { s.expire(ctx, uid) }
+func (s *MountService) Expire(ctx context.Context, uid string) { _ = s.expire(ctx, uid) }
 
-func (s *MountService) expire(ctx context.Context, uid string) {
+// expire expires uid if its window lapsed; the error is a failed attempt
+// (logged here), after which the mount may still be IDLE and lapsed.
+func (s *MountService) expire(ctx context.Context, uid string) error {
 	now := s.clock()
 	ev := &Event{Type: EventAssociationExpired, UID: uid, OccurredAt: now}
 	m, ok, err := s.mounts.ExpireAssociation(ctx, uid, now, ev)
 	if err != nil {
-		if ErrorCode(err) != CodeMountNotFound {
-			s.logger.ErrorContext(ctx, "expire association failed", "uid", uid, "err", err)
+		if ErrorCode(err) == CodeMountNotFound {
+			return nil
 		}
-		return
+		s.logger.ErrorContext(ctx, "expire association failed", "uid", uid, "err", err)
+		return err
 	}
 	if !ok {
-		return
+		return nil
 	}
 	wake(ctx, s.waker, s.logger, ev)
 	s.logger.InfoContext(ctx, "association expired", "uid", uid, "account", m.ExpiredOwnerID)
 	s.forgetLatest(ctx, uid, m.ExpiredOwnerID)
 	s.evaluate(ctx, uid, "", WatchSweep)
+	return nil
 }
 
 // RecoverDeadlines schedules every pending deadline found in the database,
@@ -283,7 +286,7 @@ func (s *MountService) SweepLapsed(ctx context.Context) (int, error) {
 			return total, err
 		}
 		for _, uid := range uids {
-			s.expire(ctx, uid)
+			_ = s.expire(ctx, uid)
 		}
 		total += len(uids)
 		if len(uids) < sweepBatch || ctx.Err() != nil {
@@ -316,7 +319,24 @@ func (s *MountService) RunExpiry(ctx context.Context) error {
 			return err
 		})
 	}
-	return s.scheduler.Run(ctx, func(ctx context.Context, uid string) { s.expire(ctx, uid) })
+	return s.scheduler.Run(ctx, s.fireExpiry)
+}
+
+// ExpiryRetry is how soon a deadline whose expiry failed fires again.
+const ExpiryRetry = time.Second
+
+// fireExpiry expires uid when the scheduler fires its deadline. The
+// scheduler hands each deadline out once, taking it off first: an attempt
+// that fails (the database busy, timing out or failing over) would leave
+// the lapsed mount IDLE until the next sweep, up to SweepEvery later, and
+// its ASSOCIATION_EXPIRED with it. It is scheduled again, ExpiryRetry on.
+func (s *MountService) fireExpiry(ctx context.Context, uid string) {
+	if s.expire(ctx, uid) == nil || ctx.Err() != nil {
+		return
+	}
+	if err := s.scheduler.Schedule(ctx, uid, s.clock().Add(ExpiryRetry)); err != nil {
+		s.logger.WarnContext(ctx, "schedule expiry retry failed; the sweep will expire it", "uid", uid, "err", err)
+	}
 }
 
 // every runs sweep each period until ctx ends, logging its failures.
@@ -351,7 +371,7 @@ func (s *MountService) ownedWith(ctx context.Context, p Principal, a Action, uid
 		return Mount{}, err
 	}
 	if m.Lapsed(s.clock()) {
-		s.expire(ctx, uid)
+		_ = s.expire(ctx, uid)
 		return Mount{}, Errorf(CodeMountNotFound, "mount %q not found", uid)
 	}
 	if m.OwnerID != p.AccountID || m.State == StateInactive {
@@ -583,10 +603,7 @@ func (s *MountService) ReportStates(ctx context.Context, p Principal, uid string
 	if err == nil && sig != nil {
 		var v Validation
 		checkText(&v, "softwareRevision", &sig.SoftwareRevision, 64)
-		if sig.Counter > math.MaxInt64 {
-			// Stores keep counters as int64, as for receipts.
-			v.Add("counter", "must be at most %d", int64(math.MaxInt64))
-		}
+		checkCounter(&v, "counter", sig.Counter)
 		err = v.Err()
 	}
 	if err != nil {

@@ -46,6 +46,19 @@ const MaxReceiptsPerUpload = 500
 // MaxReceiptReasonLength bounds a receipt's reason text.
 const MaxReceiptReasonLength = 200
 
+// MaxCounter is the highest counter a mount's signed message may carry,
+// in reports and receipts alike: counters are stored (receipts, rollout
+// targets) as signed 64-bit integers.
+const MaxCounter = math.MaxInt64
+
+// checkCounter bounds a signed message's counter (field counter or
+// receipts[i].counter).
+func checkCounter(v *Validation, field string, c uint64) {
+	if c > MaxCounter {
+		v.Add(field, "must be at most %d", int64(MaxCounter))
+	}
+}
+
 // CommandTTL is how long after generation a command can run on the mount
 // (data.expiresAt); MOUNTD_COMMAND_TTL, at most MaxCommandTTL.
 type CommandTTL time.Duration
@@ -174,9 +187,7 @@ func (s *MountService) UploadReceipts(ctx context.Context, p Principal, uid stri
 			// ahead would keep the mount ONLINE.
 			v.Add(field+".at", "must not be more than 5 minutes in the future")
 		}
-		if r.Counter > math.MaxInt64 {
-			v.Add(field+".counter", "must be at most %d", int64(math.MaxInt64))
-		}
+		checkCounter(&v, field+".counter", r.Counter)
 		if c := byID[r.Nonce]; now.After(c.ExpiresAt.Add(s.grace)) {
 			v.Add(field, "arrived more than %s after the command expired at %s", s.grace, FormatTime(c.ExpiresAt))
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -241,6 +242,7 @@ func TestReceiptRefusals(t *testing.T) {
 		{"signed, but no device key pinned", f.owner, "M2", []core.ReceiptInput{f.receipt("M2", c2.ID, exec, "", 1, true)}, core.CodeInvalidSignature, ""},
 		{"an unknown outcome", f.owner, "M1", []core.ReceiptInput{garbage}, core.CodeValidation, "receipts[0].outcome"},
 		{"REFUSED without a reason", f.owner, "M1", []core.ReceiptInput{f.receipt("M1", c1.ID, protocol.OutcomeRefused, "", 1, true)}, core.CodeValidation, "receipts[0].reason"},
+		{"a counter past 2^63-1", f.owner, "M1", []core.ReceiptInput{good, f.receipt("M1", c1.ID, exec, "", math.MaxInt64+1, true)}, core.CodeValidation, "receipts[1].counter"},
 		{"too many", f.owner, "M1", tooMany, core.CodePayloadTooLarge, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -470,6 +472,8 @@ func TestSignedReports(t *testing.T) {
 		{"signed for another mount", f.owner, "M1", good, f.signReport("M2", 1, "", good), core.CodeInvalidSignature},
 		{"signed, no device key pinned", f.owner, "M2", good, f.signReport("M2", 1, "", good), core.CodeInvalidSignature},
 		{"signed, bad content", f.owner, "M1", bad, f.signReport("M1", 1, "", bad), core.CodeValidation},
+		{"signed, a counter past 2^63-1", f.rider, "M1", good, f.signReport("M1", math.MaxInt64+1, "2.0.0", good), core.CodeValidation},
+		{"signed, the highest counter, bad content", f.rider, "M1", bad, f.signReport("M1", math.MaxInt64, "2.0.0", bad), core.CodeValidation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := f.svc.ReportStates(ctx, tc.p, tc.uid, tc.in, tc.sig); core.ErrorCode(err) != tc.want {
@@ -479,6 +483,14 @@ func TestSignedReports(t *testing.T) {
 				t.Fatalf("a refused report stored %d entries", pg.TotalItems)
 			}
 		})
+	}
+
+	// Counters are bounded as everywhere (reports, receipts, rollouts):
+	// 2^63-1 at most, the field named.
+	_, err := f.svc.ReportStates(ctx, f.rider, "M1", good, f.signReport("M1", math.MaxInt64+1, "2.0.0", good))
+	var e *core.Error
+	if !asError(err, &e) || e.Code != core.CodeValidation || len(e.Fields) != 1 || e.Fields[0].Field != "counter" {
+		t.Fatalf("a counter past 2^63-1: %v, want VALIDATION_FAILED on counter", err)
 	}
 
 	// The owner's unsigned report: unverified.

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 )
 
 // Webhook is an operator server's endpoint that receives the account's
@@ -284,9 +283,7 @@ func (s *WebhookService) apply(ctx context.Context, w *Webhook, in WebhookInput,
 		}
 	}
 	if in.Description != nil {
-		if utf8.RuneCountInString(*in.Description) > maxWebhookDescription || !utf8.ValidString(*in.Description) {
-			v.Add("description", "must be valid text of at most %d characters", maxWebhookDescription)
-		}
+		checkText(&v, "description", in.Description, maxWebhookDescription)
 		w.Description = *in.Description
 	}
 	if in.Enabled != nil {

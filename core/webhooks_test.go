@@ -357,9 +357,12 @@ func TestWebhookAttemptsRecorded(t *testing.T) {
 	}
 }
 
-// TestWebhookURLPort: a port outside 1–65535 is refused (field url) at
-// creation and update; the ends of the range are accepted.
-func TestWebhookURLPort(t *testing.T) {
+// TestWebhookFieldsChecked: at creation and update, a port outside
+// 1–65535 is refused (field url), the ends of the range accepted; a
+// description is text like every other free text of the API, at most 500
+// characters without control characters, which would reach terminals
+// through mountctl (field description).
+func TestWebhookFieldsChecked(t *testing.T) {
 	f := newLapseFixture(t)
 	sealer, _ := keyring.NewSealer(make([]byte, 32))
 	svc := core.NewWebhookService(core.WebhookDeps{Store: f.store, Sealer: sealer, Targets: allowAll{},
@@ -370,22 +373,47 @@ func TestWebhookURLPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{"http://example.com:0/x", "http://example.com:99999/x", "http://example.com:65536/x",
-		"http://example.com:00000000000000000000080/x", "http://[2001:db8::1]:0/x", "http://example.com:/x", "http://example.com:x/x"} {
+	url := func(u string) core.WebhookInput { return core.WebhookInput{URL: &u} }
+	described := func(d string) core.WebhookInput { return core.WebhookInput{URL: &ok, Description: &d} }
+	for _, tc := range []struct {
+		name  string
+		in    core.WebhookInput
+		field string // "" when accepted
+	}{
+		{"port 0", url("http://example.com:0/x"), "url"},
+		{"port 99999", url("http://example.com:99999/x"), "url"},
+		{"port 65536", url("http://example.com:65536/x"), "url"},
+		{"port 80 padded", url("http://example.com:00000000000000000000080/x"), "url"},
+		{"IPv6 port 0", url("http://[2001:db8::1]:0/x"), "url"},
+		{"empty port", url("http://example.com:/x"), "url"},
+		{"port x", url("http://example.com:x/x"), "url"},
+		{"port 1", url("http://example.com:1/x"), ""},
+		{"port 65535", url("https://example.com:65535/x"), ""},
+		{"IPv6 port 8443", url("https://[2001:db8::1]:8443/x"), ""},
+		{"description", described("ops – alarms to the on-call pager"), ""},
+		{"empty description", described(""), ""},
+		{"description of 500 characters", described(strings.Repeat("é", 500)), ""},
+		{"description of 501 characters", described(strings.Repeat("x", 501)), "description"},
+		{"description with an escape sequence", described("ops\x1b]0;owned\x07"), "description"},
+		{"description with a newline", described("ops\nINFO forged line"), "description"},
+		{"description with a carriage return", described("ops\rX"), "description"},
+		{"description with NUL", described("ops\x00"), "description"},
+		{"description with DEL", described("ops\x7f"), "description"},
+		{"description with a C1 control", described("ops\u009b31m"), "description"},
+		{"description not UTF-8", described("ops\xff"), "description"},
+	} {
 		for name, call := range map[string]func() error{
-			"create": func() error { _, _, err := svc.CreateWebhook(ctx, f.a, core.WebhookInput{URL: &bad}); return err },
-			"update": func() error { _, err := svc.UpdateWebhook(ctx, f.a, hook.ID, core.WebhookInput{URL: &bad}); return err },
+			"create": func() error { _, _, err := svc.CreateWebhook(ctx, f.a, tc.in); return err },
+			"update": func() error { _, err := svc.UpdateWebhook(ctx, f.a, hook.ID, tc.in); return err },
 		} {
 			err := call()
 			var ce *core.Error
-			if !errors.As(err, &ce) || ce.Code != core.CodeValidation || len(ce.Fields) != 1 || ce.Fields[0].Field != "url" {
-				t.Errorf("%s %s: %v, want VALIDATION_FAILED on url", name, bad, err)
+			switch {
+			case tc.field == "" && err != nil:
+				t.Errorf("%s, %s: %v", tc.name, name, err)
+			case tc.field != "" && (!errors.As(err, &ce) || ce.Code != core.CodeValidation || len(ce.Fields) != 1 || ce.Fields[0].Field != tc.field):
+				t.Errorf("%s, %s: %v, want VALIDATION_FAILED on %s", tc.name, name, err, tc.field)
 			}
-		}
-	}
-	for _, good := range []string{"http://example.com:1/x", "https://example.com:65535/x", "https://[2001:db8::1]:8443/x"} {
-		if _, err := svc.UpdateWebhook(ctx, f.a, hook.ID, core.WebhookInput{URL: &good}); err != nil {
-			t.Errorf("update to %s: %v", good, err)
 		}
 	}
 }

@@ -455,6 +455,38 @@ func (s *Store) AccountHorizon(ctx context.Context, accountID string) (core.Curs
 	return horizon, err
 }
 
+// AccountHead implements core.EventLog: the account's newest row up to
+// the settled head read first (on PostgreSQL every transaction below the
+// head's has ended, so those rows are all visible to the second
+// statement), through the index on (account_id, tx, id).
+func (s *Store) AccountHead(ctx context.Context, accountID string) (core.Cursor, error) {
+	head, horizon, err := s.logBounds(ctx, s.db, accountID)
+	if err != nil {
+		return core.Cursor{}, err
+	}
+	var rows []struct {
+		ID int64  `bun:"id"`
+		Tx string `bun:"tx_text"`
+	}
+	t := s.txType()
+	if err := s.db.NewRaw(fmt.Sprintf(`SELECT id, CAST(tx AS TEXT) AS tx_text FROM events
+		WHERE account_id = ? AND (tx, id) <= (CAST(? AS %s), ?) ORDER BY account_id DESC, tx DESC, id DESC LIMIT 1`, t),
+		accountID, strconv.FormatUint(head.Tx, 10), head.Seq).Scan(ctx, &rows); err != nil {
+		return core.Cursor{}, err
+	}
+	if len(rows) == 0 {
+		return horizon, nil
+	}
+	tx, err := strconv.ParseUint(rows[0].Tx, 10, 64)
+	if err != nil {
+		return core.Cursor{}, fmt.Errorf("event position: %w", err)
+	}
+	if c := (core.Cursor{Tx: tx, Seq: rows[0].ID}); horizon.Before(c) {
+		return c, nil
+	}
+	return horizon, nil
+}
+
 // PruneEvents implements core.EventLog: one transaction deletes the oldest
 // rows past retention and moves the horizons, the log's and each
 // account's, to the newest of them.

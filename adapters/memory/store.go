@@ -1070,6 +1070,18 @@ func (s *Store) AccountHorizon(_ context.Context, accountID string) (core.Cursor
 	return s.accountHorizons[accountID], nil
 }
 
+// AccountHead implements core.EventLog.
+func (s *Store) AccountHead(_ context.Context, accountID string) (core.Cursor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.events) - 1; i >= 0; i-- {
+		if s.events[i].AccountID == accountID {
+			return s.events[i].ID, nil
+		}
+	}
+	return s.accountHorizons[accountID], nil
+}
+
 // webhookState is the memory store's webhooks and deliveries.
 type webhookState struct {
 	hooks      []core.Webhook

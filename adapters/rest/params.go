@@ -1,8 +1,10 @@
 package rest
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -10,7 +12,10 @@ import (
 )
 
 // query reads and checks query parameters: names outside allowed are
-// refused, so that a typo never silently widens a listing.
+// refused, so that a typo never silently widens a listing, and so is a
+// parameter given more than once: every parameter of the API is single
+// valued (a list is one comma-separated value), and of two values one
+// would be dropped unseen (an export of one mount named twice).
 type query struct {
 	values url.Values
 	v      core.Validation
@@ -22,9 +27,13 @@ func newQuery(r *http.Request, allowed ...string) *query {
 	for _, a := range allowed {
 		ok[a] = true
 	}
-	for name := range q.values {
-		if !ok[name] {
+	names := slices.Sorted(maps.Keys(q.values)) // errors in a stable order
+	for _, name := range names {
+		switch {
+		case !ok[name]:
 			q.v.Add(name, "is not a known parameter")
+		case len(q.values[name]) > 1:
+			q.v.Add(name, "must be given once")
 		}
 	}
 	return q

@@ -269,35 +269,45 @@ func eventRetention(t *testing.T, store Store) {
 	}
 }
 
+// claimAt claims uid for account at `at` (its window open an hour from
+// now) with an ASSOCIATION_REQUESTED event, and returns its position.
+func claimAt(t *testing.T, store Store, account, uid string, at time.Time) core.Cursor {
+	t.Helper()
+	deadline := time.Now().Add(time.Hour)
+	key := core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
+	e := &core.Event{Type: core.EventAssociationRequested, UID: uid, AccountID: account, OccurredAt: at}
+	if _, err := store.ClaimMount(context.Background(), core.Claim{UID: uid, AccountID: account, Now: at, Deadline: deadline, Key: key}, e); err != nil {
+		t.Fatalf("claim %s: %v", uid, err)
+	}
+	return e.ID
+}
+
+// pruneAll prunes every event created before before.
+func pruneAll(t *testing.T, store Store, before time.Time) {
+	t.Helper()
+	for {
+		n, err := store.PruneEvents(context.Background(), before, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
 // eventAccountHorizons: for one account's reads, expiry is decided by that
 // account's pruned events only: another account's, however many and old,
 // neither expire its cursors nor show through AccountHorizon.
 func eventAccountHorizons(t *testing.T, store Store) {
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	key := core.MountKey{ID: "k1", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
 	makeAccounts(t, store, "hz_a", "hz_b", "hz_c")
-	claim := func(account, uid string, at time.Time) core.Cursor {
-		t.Helper()
-		e := &core.Event{Type: core.EventAssociationRequested, UID: uid, AccountID: account, OccurredAt: at}
-		if _, err := store.ClaimMount(ctx, core.Claim{UID: uid, AccountID: account, Now: at, Deadline: now.Add(time.Hour), Key: key}, e); err != nil {
-			t.Fatalf("claim %s: %v", uid, err)
-		}
-		return e.ID
-	}
-	b1 := claim("hz_b", "HB1", now.Add(-3*time.Hour))
-	a1 := claim("hz_a", "HA1", now.Add(-2*time.Hour))
-	a2 := claim("hz_a", "HA2", now)
+	b1 := claimAt(t, store, "hz_b", "HB1", now.Add(-3*time.Hour))
+	a1 := claimAt(t, store, "hz_a", "HA1", now.Add(-2*time.Hour))
+	a2 := claimAt(t, store, "hz_a", "HA2", now)
 	WaitForEvents(t, store, core.EventQuery{}, 3) // they are pruned only once readable
-	for {
-		n, err := store.PruneEvents(ctx, now.Add(-time.Hour), 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-	}
+	pruneAll(t, store, now.Add(-time.Hour))
 	var zero core.Cursor
 	for _, tc := range []struct {
 		name    string
@@ -324,6 +334,47 @@ func eventAccountHorizons(t *testing.T, store Store) {
 	if got := readAll(t, store, core.EventQuery{AccountID: "hz_a"}); len(got) != 1 || got[0].ID != a2 {
 		t.Fatalf("retained: %+v", got)
 	}
+}
+
+// eventAccountHead: an account's head is its newest settled event, moved
+// by its own events only (never by another account's); with every event
+// pruned, its horizon; the zero cursor for an account without any.
+// Reading on from it is valid.
+func eventAccountHead(t *testing.T, store Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	makeAccounts(t, store, "hd_a", "hd_b", "hd_c")
+	head := func(account string, want core.Cursor) {
+		t.Helper()
+		got, err := store.AccountHead(ctx, account)
+		if err != nil || got != want {
+			t.Fatalf("AccountHead(%s) = %v, %v; want %v", account, got, err, want)
+		}
+		if _, _, err := store.ReadEvents(ctx, core.EventQuery{AccountID: account, After: &got, Limit: 10}); err != nil {
+			t.Fatalf("reading on from %s's head: %v", account, err)
+		}
+	}
+	var zero core.Cursor
+	head("hd_a", zero)
+	a1 := claimAt(t, store, "hd_a", "HDA1", now.Add(-3*time.Hour))
+	WaitForEvents(t, store, core.EventQuery{AccountID: "hd_a"}, 1)
+	head("hd_a", a1)
+	a2 := claimAt(t, store, "hd_a", "HDA2", now.Add(-2*time.Hour))
+	claimAt(t, store, "hd_b", "HDB1", now)
+	claimAt(t, store, "hd_b", "HDB2", now)
+	WaitForEvents(t, store, core.EventQuery{}, 4)
+	head("hd_a", a2)
+	head("hd_c", zero)
+	// Retention takes A's events: its head stays where they ended.
+	pruneAll(t, store, now.Add(-time.Hour))
+	if got := readAll(t, store, core.EventQuery{AccountID: "hd_a"}); len(got) != 0 {
+		t.Fatalf("A's events after pruning: %+v", got)
+	}
+	head("hd_a", a2)
+	claimAt(t, store, "hd_b", "HDB3", now)
+	WaitForEvents(t, store, core.EventQuery{AccountID: "hd_b"}, 3)
+	head("hd_a", a2)
+	head("hd_c", zero)
 }
 
 // claimCommand: a claim given a command stores it in the claim's

@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"HandoverKeys", handoverKeys},
 		{"EventRetention", eventRetention},
 		{"EventAccountHorizons", eventAccountHorizons},
+		{"EventAccountHead", eventAccountHead},
 		{"Webhooks", webhooks},
 		{"WebhookDeliveries", webhookDeliveries},
 		{"WebhookClaimSkipsAccounts", webhookClaimSkipsAccounts},

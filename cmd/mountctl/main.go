@@ -25,7 +25,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newCommand(os.Stdout, os.Stderr).Run(ctx, os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "mountctl:", err)
+		fmt.Fprintln(terminalText{w: os.Stderr}, "mountctl:", err)
 		os.Exit(1)
 	}
 }
@@ -50,11 +50,12 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 	s := &settings{}
 	out := &printer{w: stdout, json: &s.JSON}
 	return &cli.Command{
-		Name:      "mountctl",
-		Version:   version.String(),
-		Usage:     "operate mounts: tokens, the mount API, and BLE actions through the SDK",
-		Writer:    stdout,
-		ErrWriter: stderr,
+		Name:    "mountctl",
+		Version: version.String(),
+		Usage:   "operate mounts: tokens, the mount API, and BLE actions through the SDK",
+		Writer:  stdout,
+		// Progress and errors: text of the server's among them.
+		ErrWriter: terminalText{w: stderr},
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "api", Value: "http://127.0.0.1:8080", Usage: "mountd's address (the identity provider's issuer too)", Sources: cli.EnvVars("MOUNTCTL_API"), Destination: &s.API},
 			&cli.StringFlag{Name: "token", Usage: "access token (from mountctl token)", Sources: cli.EnvVars("MOUNTCTL_TOKEN"), Destination: &s.Token},
@@ -94,7 +95,8 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 	}
 }
 
-// printer prints human text, or JSON with --json.
+// printer prints human text, or JSON with --json, through terminalText:
+// the server's data in either cannot drive the terminal.
 type printer struct {
 	w    io.Writer
 	json *bool
@@ -102,10 +104,10 @@ type printer struct {
 
 func (p *printer) print(v any, human func(w io.Writer)) error {
 	if *p.json {
-		enc := json.NewEncoder(p.w)
+		enc := json.NewEncoder(terminalText{w: p.w, json: true})
 		return enc.Encode(v)
 	}
-	human(p.w)
+	human(terminalText{w: p.w})
 	return nil
 }
 

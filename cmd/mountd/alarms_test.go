@@ -151,6 +151,8 @@ func TestAlarmRulesAPI(t *testing.T) {
 				{with("name", ""), "name"},
 				{with("name", nil), "name"},
 				{with("name", 7), "name"},
+				{with("name", "low\x1b[2Jbattery"), "name"}, // control characters would reach terminals
+				{with("name", "low\nbattery"), "name"},
 				{with("severity", "LOUD"), "severity"},
 				{with("severity", nil), "severity"},
 				{with("conditions", nil), "conditions"},

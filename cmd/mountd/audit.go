@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/user"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/urfave/cli/v3"
 
@@ -20,20 +22,47 @@ import (
 )
 
 // operator is who runs a mountd command, as the audit log names it: the
-// operating-system user, and behind sudo the user who called it.
+// operating-system user the process runs as (its id and name). SUDO_USER
+// is only a hint beside it, "root (sudo from alice)": anyone can set the
+// variable, so it never replaces the real user.
 func operator() core.Actor {
-	name := os.Getenv("USER")
-	if u, err := user.Current(); err == nil {
-		name = u.Username
+	return operatorOf(currentUser(), os.Getenv("SUDO_USER"))
+}
+
+// currentUser is the name of the process's user: from the user database,
+// else its uid (never $USER, which the caller sets).
+func currentUser() string {
+	uid := strconv.Itoa(os.Getuid())
+	if u, err := user.LookupId(uid); err == nil && u.Username != "" {
+		return u.Username
 	}
-	if name == "" {
-		name = fmt.Sprintf("uid %d", os.Getuid())
-	}
+	return "uid " + uid
+}
+
+// operatorOf is the actor of the user name, with sudoUser (SUDO_USER) as
+// a hint in its name when it names someone else.
+func operatorOf(name, sudoUser string) core.Actor {
 	a := core.CLIActor(name)
-	if by := os.Getenv("SUDO_USER"); by != "" && by != name {
-		a.Name = by + " (sudo)"
+	if sudoUser = strings.TrimSpace(sudoUser); sudoUser != "" && sudoUser != name {
+		a.Name = fmt.Sprintf("%s (sudo from %s)", name, sudoHint(sudoUser))
 	}
 	return a
+}
+
+// sudoHint is SUDO_USER as it may appear in a name: the variable is the
+// caller's to set, so it is cut to 64 characters and its control
+// characters are dropped.
+func sudoHint(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, ""))
+	if r := []rune(s); len(r) > 64 {
+		s = string(r[:64])
+	}
+	return s
 }
 
 // withOperator makes the admin commands' changes the operator's in the

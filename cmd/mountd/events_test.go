@@ -230,7 +230,8 @@ func TestEventsClientGone(t *testing.T) {
 }
 
 // TestEventCursorsPrivate: a cursor reveals nothing of other accounts: B's
-// next does not move when A reports (over REST, a long poll and GraphQL),
+// next and eventCursor do not move when A reports (over REST, a long poll
+// and GraphQL),
 // cursors are opaque, and one the server did not make is VALIDATION_FAILED.
 func TestEventCursorsPrivate(t *testing.T) {
 	for name, newConfig := range backends(t) {
@@ -263,12 +264,35 @@ func TestEventCursorsPrivate(t *testing.T) {
 			if page := decodeField[struct{ Next string }](t, gq, "events"); page.Next != start.Next {
 				t.Fatalf("GraphQL next %s, want %s", page.Next, start.Next)
 			}
+			// GraphQL's eventCursor, where the console starts a subscription,
+			// is B's own position too: its last event, whatever A does.
+			eventCursor := func(f fleet) string { return decodeField[string](t, f.gql(t, `{ eventCursor }`, nil), "eventCursor") }
+			if got := eventCursor(b); got != start.Next {
+				t.Fatalf("B's eventCursor %s, want its last event %s", got, start.Next)
+			}
 			// Without a cursor and without events, next reveals nothing either.
 			c := newFleet(in, "C")
-			empty := c.events(t, nil)
+			empty, emptyCursor := c.events(t, nil), eventCursor(c)
 			a.report(t, ua, entry("BATTERY_LEVEL", "70", base.Add(10*time.Second)))
 			if again := c.events(t, nil); again.Next != empty.Next {
 				t.Fatalf("C's next moved with A's report: %s, then %s", empty.Next, again.Next)
+			}
+			// A's report is readable (its own feed shows it) and moved
+			// neither B's nor C's eventCursor.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				got := a.events(t, url.Values{"types": {"STATES_REPORTED"}})
+				if len(got.Events) == 6 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("A's reports readable: %d of 6", len(got.Events))
+				}
+			}
+			if got := eventCursor(b); got != start.Next {
+				t.Fatalf("B's eventCursor moved with A's reports: %s, want %s", got, start.Next)
+			}
+			if got := eventCursor(c); got != emptyCursor {
+				t.Fatalf("C's eventCursor moved with A's reports: %s, then %s", emptyCursor, got)
 			}
 
 			// Forged cursors: a raw position, and a valid cursor altered.

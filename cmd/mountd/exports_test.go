@@ -163,6 +163,11 @@ func TestExports(t *testing.T) {
 				{"a filter on an unknown field", a.token, "/api/v1/exports/mounts?filter=" + url.QueryEscape(`colour = "red"`), 400, "VALIDATION_FAILED", "filter"},
 				{"an unknown parameter", a.token, "/api/v1/exports/mounts?pageSize=10", 400, "VALIDATION_FAILED", "pageSize"},
 				{"from on mounts", a.token, "/api/v1/exports/mounts?from=" + url.QueryEscape(at(0)), 400, "VALIDATION_FAILED", "from"},
+				{"mountUid twice", a.token, "/api/v1/exports/states?mountUid=E1&mountUid=EB", 400, "VALIDATION_FAILED", "mountUid"},
+				{"mountUid twice, the same", a.token, "/api/v1/exports/states?mountUid=E1&mountUid=E1", 400, "VALIDATION_FAILED", "mountUid"},
+				{"format twice", a.token, "/api/v1/exports/mounts?format=csv&format=ndjson", 400, "VALIDATION_FAILED", "format"},
+				{"filter twice", a.token, "/api/v1/exports/mounts?filter=" + url.QueryEscape(`batteryLevel < 20`) + "&filter=", 400, "VALIDATION_FAILED", "filter"},
+				{"to twice", a.token, "/api/v1/exports/states?mountUid=E1&to=" + url.QueryEscape(at(0)) + "&to=" + url.QueryEscape(at(0)), 400, "VALIDATION_FAILED", "to"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					res, body := in.call(http.MethodGet, tc.path, tc.token, nil)

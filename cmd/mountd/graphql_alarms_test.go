@@ -109,6 +109,7 @@ func TestGraphQLAlarms(t *testing.T) {
 				{"an unknown op", map[string]any{"name": "x", "severity": "INFO", "conditions": []any{map[string]any{"code": "BATTERY_LEVEL", "op": "=~", "value": "1"}}}, "conditions[0].op"},
 				{"a negative duration", map[string]any{"name": "x", "severity": "INFO", "forSeconds": -1, "conditions": []any{map[string]any{"presence": "OFFLINE"}}}, "forSeconds"},
 				{"an empty name", map[string]any{"name": "", "severity": "INFO", "conditions": []any{map[string]any{"presence": "OFFLINE"}}}, "name"},
+				{"a control character", map[string]any{"name": "x\x1b[2J", "severity": "INFO", "conditions": []any{map[string]any{"presence": "OFFLINE"}}}, "name"},
 			} {
 				r := a.gql(t, create, map[string]any{"in": tc.input})
 				if r.code() != "VALIDATION_FAILED" || !strings.Contains(string(mustJSON(t, r.Errors[0].Extensions)), `"`+tc.field) {

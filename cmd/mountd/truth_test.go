@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -154,6 +155,18 @@ func TestDeviceKeysAndSignedReports(t *testing.T) {
 			res, raw = a.call(http.MethodPost, "/api/v1/mounts/K1/states", noCounter)
 			if p := wantProblem(t, res, raw, 400, "VALIDATION_FAILED"); !slices.Equal(fieldsOf(p), []string{"counter"}) {
 				t.Fatalf("signature without counter: %s", raw)
+			}
+			// A counter past 2^63-1, signed by the mount: refused as everywhere
+			// (receipts and rollouts store counters as signed 64-bit integers).
+			for _, c := range []uint64{math.MaxInt64 + 1, math.MaxUint64} {
+				kept := d.counter
+				d.counter = c - 1
+				huge := d.signedReport("1.1.0", protocol.ReportEntry{Code: "BATTERY_LEVEL", Value: "11", OccurredAt: at})
+				d.counter = kept
+				res, raw = a.call(http.MethodPost, "/api/v1/mounts/K1/states", huge)
+				if p := wantProblem(t, res, raw, 400, "VALIDATION_FAILED"); !slices.Equal(fieldsOf(p), []string{"counter"}) {
+					t.Fatalf("counter %d: %s", c, raw)
+				}
 			}
 
 			// Unsigned: the owner's is stored unverified; a rider's is refused.

@@ -269,6 +269,23 @@ func TestWebhooks(t *testing.T) {
 				wantProblem(t, res, body, c.status, c.code)
 			}
 
+			// A description is free text without control characters, as
+			// everywhere (they would reach terminals through mountctl).
+			for _, d := range []string{"ops\x1b[2J", "ops\nforged"} {
+				res, body := a.call(http.MethodPost, "/api/v1/webhooks", map[string]any{"url": "https://example.com", "description": d})
+				if p := wantProblem(t, res, body, 400, "VALIDATION_FAILED"); len(p.Errors) != 1 || p.Errors[0].Field != "description" {
+					t.Errorf("description %q: errors %+v", d, p.Errors)
+				}
+				res, body = a.call(http.MethodPatch, "/api/v1/webhooks/"+hook.ID, map[string]any{"description": d})
+				if p := wantProblem(t, res, body, 400, "VALIDATION_FAILED"); len(p.Errors) != 1 || p.Errors[0].Field != "description" {
+					t.Errorf("PATCH description %q: errors %+v", d, p.Errors)
+				}
+				r := a.gql(t, `mutation($d: String!) { createWebhook(input: {url: "https://example.com", description: $d}) { secret } }`, map[string]any{"d": d})
+				if r.code() != "VALIDATION_FAILED" || !strings.Contains(string(mustJSON(t, r.Errors[0].Extensions)), `"description"`) {
+					t.Errorf("GraphQL description %q: %+v", d, r.Errors)
+				}
+			}
+
 			// GraphQL mirrors it, with the same rights.
 			r := a.gql(t, `{ webhooks { webhooks { id url } pagination { totalItems } } }`, nil)
 			if r.code() != "" || !strings.Contains(string(r.Data), hook.ID) {

@@ -2964,7 +2964,7 @@ type EventPage {
 }
 
 extend type Query {
-  "The event log's head now: a subscription given it as after misses nothing that happens from this moment, however long the subscription takes to start."
+  "The account's place in the event log now (its newest event; it moves with the account's own events only): a subscription given it as after misses nothing that happens from this moment, however long the subscription takes to start."
   eventCursor: ID!
   "The event log of the account, oldest first, as GET /api/v1/events (without wait)."
   events(after: ID, limit: Int, types: [MountEventType!], mountUid: ID): EventPage!
