@@ -44,7 +44,7 @@ func TestMountctlAudit(t *testing.T) {
 	out := must("audit")
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 4 ||
 		!strings.Contains(lines[3], "mount.update") || !strings.Contains(lines[3], "mount:MA-2") ||
-		!strings.Contains(lines[3], "by client "+a.creds.ClientID+" from 127.0.0.1") || !strings.Contains(lines[3], `name="Rear"`) {
+		!strings.Contains(lines[3], "by client Fleet API client from 127.0.0.1") || !strings.Contains(lines[3], `name="Rear"`) {
 		t.Fatalf("audit:\n%s", out)
 	}
 	// Pages of one entry still print them all; JSON is one entry a line.
