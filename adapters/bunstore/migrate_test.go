@@ -26,20 +26,7 @@ func TestUpgradeScopesHistory(t *testing.T) {
 			ctx := context.Background()
 			store := MustOpen(t, newURL(t))
 			db := store.DB()
-			old := migrate.NewMigrations()
-			for _, m := range migrations.Migrations.Sorted() {
-				if m.Name < "20261124000004" { // the schema before history was scoped
-					old.Add(m)
-				}
-			}
-			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
-				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
-			if err := m.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx); err != nil {
-				t.Fatalf("migrate to the old schema: %v", err)
-			}
+			migrateBefore(t, store, "20261124000004") // the schema before history was scoped
 			for _, q := range []string{
 				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'A', 1), ('acc_b', 'B', 1)`,
 				`INSERT INTO mounts (uid, association_state, owner_account_id, expired_owner_id, created_at, updated_at) VALUES
@@ -104,20 +91,7 @@ func TestUpgradePartitionsHistory(t *testing.T) {
 			ctx := context.Background()
 			store := MustOpen(t, newURL(t))
 			db := store.DB()
-			old := migrate.NewMigrations()
-			for _, m := range migrations.Migrations.Sorted() {
-				if m.Name < "20261126000008" { // the schema before retention
-					old.Add(m)
-				}
-			}
-			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
-				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
-			if err := m.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx); err != nil {
-				t.Fatalf("migrate to the old schema: %v", err)
-			}
+			migrateBefore(t, store, "20261126000008") // the schema before retention
 			now := time.Now().UTC().Truncate(time.Millisecond)
 			day := 24 * time.Hour
 			at := []time.Time{time.UnixMilli(10).UTC(), now.Add(-400 * day), now.Add(-time.Hour), now.Add(4 * time.Minute)}
@@ -190,20 +164,7 @@ func TestUpgradeStoresWebhookBodiesOnce(t *testing.T) {
 			ctx := context.Background()
 			store := MustOpen(t, newURL(t))
 			db := store.DB()
-			old := migrate.NewMigrations()
-			for _, m := range migrations.Migrations.Sorted() {
-				if m.Name < "20261127000009" { // the schema before bodies were stored once
-					old.Add(m)
-				}
-			}
-			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
-				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
-			if err := m.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx); err != nil {
-				t.Fatalf("migrate to the old schema: %v", err)
-			}
+			migrateBefore(t, store, "20261127000009") // the schema before bodies were stored once
 			e1, e2 := core.Cursor{Seq: 1}.Internal(), core.Cursor{Seq: 2}.Internal()
 			body1, body2 := `{"type":"DELETED","data":{"uid":"M1","x":"é\u003c"}}`, `{"type":"ABANDONED"}`
 			for _, q := range []struct {
@@ -265,20 +226,7 @@ func TestUpgradeCommandLifecycle(t *testing.T) {
 			ctx := context.Background()
 			store := MustOpen(t, newURL(t))
 			db := store.DB()
-			old := migrate.NewMigrations()
-			for _, m := range migrations.Migrations.Sorted() {
-				if m.Name < "20261127000014" {
-					old.Add(m)
-				}
-			}
-			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
-				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
-			if err := m.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx); err != nil {
-				t.Fatalf("migrate to the old schema: %v", err)
-			}
+			migrateBefore(t, store, "20261127000014")
 			const nonce = "0123456789abcdef0123456789abcdef"
 			for _, q := range []string{
 				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'A', 1)`,
@@ -323,20 +271,7 @@ func TestUpgradeKeepsHandoverKeys(t *testing.T) {
 			ctx := context.Background()
 			store := MustOpen(t, newURL(t))
 			db := store.DB()
-			old := migrate.NewMigrations()
-			for _, m := range migrations.Migrations.Sorted() {
-				if m.Name < "20261129014500" {
-					old.Add(m)
-				}
-			}
-			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
-				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
-			if err := m.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx); err != nil {
-				t.Fatalf("migrate to the old schema: %v", err)
-			}
+			migrateBefore(t, store, "20261129014500")
 			pub := strings.Repeat("ab", 32)
 			for _, q := range []string{
 				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'A', 1)`,
@@ -452,7 +387,7 @@ func migrateBefore(t *testing.T, store *bunstore.Store, first string) {
 
 // TestUpgradeNamesCommandIssuers (issue 38 item 4): the upgrade gives the
 // commands issued before it their issuer's name: the client's, a person's
-// username; none (”, the API shows the id) when neither is known.
+// username; an empty name (the API shows the id) when neither is known.
 func TestUpgradeNamesCommandIssuers(t *testing.T) {
 	for name, newURL := range testenv.Databases(t) {
 		t.Run(name, func(t *testing.T) {
