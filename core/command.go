@@ -44,7 +44,13 @@ type Command struct {
 	// SignedToken is the hex Ed25519 signature of Payload; empty for
 	// ASSOCIATE_OWNER, which carries the key itself.
 	SignedToken string
-	IssuedBy    string
+	// IssuedBy is the issuer's id (a user id or a client id);
+	// IssuedByName its name when the command was issued: a person's
+	// username, or an API client's name ("" for an external issuer's
+	// client and for commands stored before names: IssuerName falls back
+	// to the id). A later rename does not change it.
+	IssuedBy     string
+	IssuedByName string
 	// ExpiresAt is when the command can no longer run: GeneratedAt plus
 	// the server's command TTL (data.expiresAt).
 	ExpiresAt time.Time
@@ -61,6 +67,15 @@ type Command struct {
 	// RolloutID is the rollout an INSTALL_FIRMWARE was signed for; empty
 	// for a command asked for directly.
 	RolloutID string
+}
+
+// IssuerName is who issued c as the API shows it: IssuedByName, or the
+// id when no name was recorded.
+func (c Command) IssuerName() string {
+	if c.IssuedByName != "" {
+		return c.IssuedByName
+	}
+	return c.IssuedBy
 }
 
 // CommandStatus is where a command stands in its lifecycle (CONTRACT §16).

@@ -831,6 +831,7 @@ func (s *MountService) issueFor(ctx context.Context, p Principal, m Mount, code 
 // ASSOCIATE_OWNER, which the claim's event announces).
 func (s *MountService) newCommand(ctx context.Context, p Principal, uid string, key MountKey, code CommandCode,
 	params map[string]string, now time.Time) (Command, *Event, error) {
+	var err error
 	nonce := protocol.NewNonce()
 	payload := protocol.BuildPayload(now, string(code), uid, params, nonce)
 	data := map[string]any{}
@@ -850,6 +851,9 @@ func (s *MountService) newCommand(ctx context.Context, p Principal, uid string, 
 	cmd := Command{ID: nonce, MountUID: uid, AccountID: p.AccountID, Code: code, Params: params,
 		Data: data, GeneratedAt: now, Payload: payload, IssuedBy: p.ClientID,
 		ExpiresAt: expires, Status: CommandIssued, StatusAt: now}
+	if cmd.IssuedByName, err = s.issuerName(ctx, p); err != nil {
+		return Command{}, nil, err
+	}
 	if code == CmdAssociateOwner {
 		return cmd, nil, nil
 	}
@@ -859,4 +863,32 @@ func (s *MountService) newCommand(ctx context.Context, p Principal, uid string, 
 	}
 	cmd.SignedToken = hex.EncodeToString(sig)
 	return cmd, &Event{Type: EventCommandIssued, UID: uid, AccountID: p.AccountID, OccurredAt: now}, nil
+}
+
+// clientLookup is the AccountStore method the stores' CommandStore also
+// has, to name a client issuer.
+type clientLookup interface {
+	APIClient(ctx context.Context, clientID string) (APIClient, error)
+}
+
+// issuerName is the name a command p issues is recorded under
+// (Command.IssuedByName): a person's username, an API client's name as it
+// is now, "" for a client the store does not know (an external issuer's).
+func (s *MountService) issuerName(ctx context.Context, p Principal) (string, error) {
+	a := p.Actor()
+	if a.Type != ActorClient {
+		return a.Name, nil
+	}
+	clients, ok := s.commands.(clientLookup)
+	if !ok {
+		return "", nil
+	}
+	c, err := clients.APIClient(ctx, p.ClientID)
+	if ErrorCode(err) == CodeNotFound {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return c.Name, nil
 }

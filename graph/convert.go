@@ -87,8 +87,8 @@ func toCommand(c core.Command, withIssuer bool) model.Command {
 		out.SignedToken = &tok
 	}
 	if withIssuer {
-		issuer := c.IssuedBy
-		out.IssuedBy = &issuer
+		issuer, name := c.IssuedBy, c.IssuerName()
+		out.IssuedBy, out.IssuedByName = &issuer, &name
 	}
 	return out
 }

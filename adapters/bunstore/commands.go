@@ -40,6 +40,8 @@ type commandRow struct {
 	// RolloutID is the rollout an INSTALL_FIRMWARE was signed for, NULL
 	// for none.
 	RolloutID sql.NullString `bun:"rollout_id"`
+	// IssuedByName is the issuer's name at issue ('' before names).
+	IssuedByName string `bun:"issued_by_name"`
 }
 
 func toCommandRow(c core.Command) (*commandRow, error) {
@@ -53,7 +55,7 @@ func toCommandRow(c core.Command) (*commandRow, error) {
 	}
 	return &commandRow{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: string(c.Code), Payload: c.Payload,
 		SignedToken: sql.NullString{String: c.SignedToken, Valid: c.SignedToken != ""},
-		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy,
+		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy, IssuedByName: c.IssuedByName,
 		Status: string(status), StatusAt: optMillis(c.StatusAt), Reason: c.Reason, Verified: c.Verified,
 		ExpiresAt: optMillis(c.ExpiresAt), JobID: sql.NullString{String: c.JobID, Valid: c.JobID != ""},
 		RolloutID: sql.NullString{String: c.RolloutID, Valid: c.RolloutID != ""}}, nil
@@ -66,7 +68,7 @@ func (r *commandRow) toCommand() (core.Command, error) {
 	}
 	return core.Command{ID: r.ID, MountUID: r.MountUID, AccountID: r.AccountID, Code: core.CommandCode(r.Code),
 		Data: data, GeneratedAt: fromMillis(r.GeneratedAt), Payload: r.Payload, SignedToken: r.SignedToken.String,
-		IssuedBy: r.IssuedBy, ExpiresAt: fromMillis(r.ExpiresAt), Status: core.CommandStatus(r.Status),
+		IssuedBy: r.IssuedBy, IssuedByName: r.IssuedByName, ExpiresAt: fromMillis(r.ExpiresAt), Status: core.CommandStatus(r.Status),
 		StatusAt: fromMillis(r.StatusAt), Reason: r.Reason, Verified: r.Verified, JobID: r.JobID.String,
 		RolloutID: r.RolloutID.String}, nil
 }

@@ -106,6 +106,8 @@ type eventCommand struct {
 	Verified    bool           `json:"verified"`
 	JobID       string         `json:"jobId,omitempty"`
 	RolloutID   string         `json:"rolloutId,omitempty"`
+	// IssuedByName is absent from events written before names.
+	IssuedByName string `json:"issuedByName,omitempty"`
 }
 
 func toEventCommand(c *core.Command) *eventCommand {
@@ -113,7 +115,7 @@ func toEventCommand(c *core.Command) *eventCommand {
 		return nil
 	}
 	return &eventCommand{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: string(c.Code), Data: c.Data,
-		GeneratedAt: millis(c.GeneratedAt), Payload: c.Payload, SignedToken: c.SignedToken, IssuedBy: c.IssuedBy,
+		GeneratedAt: millis(c.GeneratedAt), Payload: c.Payload, SignedToken: c.SignedToken, IssuedBy: c.IssuedBy, IssuedByName: c.IssuedByName,
 		ExpiresAt: millis(c.ExpiresAt), Status: string(c.Status), StatusAt: millis(c.StatusAt), Reason: c.Reason, Verified: c.Verified,
 		JobID: c.JobID, RolloutID: c.RolloutID}
 }
@@ -123,7 +125,7 @@ func fromEventCommand(c *eventCommand) *core.Command {
 		return nil
 	}
 	return &core.Command{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: core.CommandCode(c.Code), Data: c.Data,
-		GeneratedAt: fromMillis(c.GeneratedAt), Payload: c.Payload, SignedToken: c.SignedToken, IssuedBy: c.IssuedBy,
+		GeneratedAt: fromMillis(c.GeneratedAt), Payload: c.Payload, SignedToken: c.SignedToken, IssuedBy: c.IssuedBy, IssuedByName: c.IssuedByName,
 		ExpiresAt: fromMillis(c.ExpiresAt), Status: core.CommandStatus(c.Status), StatusAt: fromMillis(c.StatusAt),
 		Reason: c.Reason, Verified: c.Verified, JobID: c.JobID, RolloutID: c.RolloutID}
 }

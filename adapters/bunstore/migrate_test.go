@@ -10,6 +10,7 @@ import (
 
 	"github.com/uptrace/bun/migrate"
 
+	"github.com/mountd/mountd/adapters/bunstore"
 	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/migrations"
@@ -25,20 +26,7 @@ func TestUpgradeScopesHistory(t *testing.T) {
 			ctx := context.Background()
 			store := MustOpen(t, newURL(t))
 			db := store.DB()
-			old := migrate.NewMigrations()
-			for _, m := range migrations.Migrations.Sorted() {
-				if m.Name < "20261124000004" { // the schema before history was scoped
-					old.Add(m)
-				}
-			}
-			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
-				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
-			if err := m.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx); err != nil {
-				t.Fatalf("migrate to the old schema: %v", err)
-			}
+			migrateBefore(t, store, "20261124000004") // the schema before history was scoped
 			for _, q := range []string{
 				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'A', 1), ('acc_b', 'B', 1)`,
 				`INSERT INTO mounts (uid, association_state, owner_account_id, expired_owner_id, created_at, updated_at) VALUES
@@ -103,20 +91,7 @@ func TestUpgradePartitionsHistory(t *testing.T) {
 			ctx := context.Background()
 			store := MustOpen(t, newURL(t))
 			db := store.DB()
-			old := migrate.NewMigrations()
-			for _, m := range migrations.Migrations.Sorted() {
-				if m.Name < "20261126000008" { // the schema before retention
-					old.Add(m)
-				}
-			}
-			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
-				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
-			if err := m.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx); err != nil {
-				t.Fatalf("migrate to the old schema: %v", err)
-			}
+			migrateBefore(t, store, "20261126000008") // the schema before retention
 			now := time.Now().UTC().Truncate(time.Millisecond)
 			day := 24 * time.Hour
 			at := []time.Time{time.UnixMilli(10).UTC(), now.Add(-400 * day), now.Add(-time.Hour), now.Add(4 * time.Minute)}
@@ -189,20 +164,7 @@ func TestUpgradeStoresWebhookBodiesOnce(t *testing.T) {
 			ctx := context.Background()
 			store := MustOpen(t, newURL(t))
 			db := store.DB()
-			old := migrate.NewMigrations()
-			for _, m := range migrations.Migrations.Sorted() {
-				if m.Name < "20261127000009" { // the schema before bodies were stored once
-					old.Add(m)
-				}
-			}
-			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
-				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
-			if err := m.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx); err != nil {
-				t.Fatalf("migrate to the old schema: %v", err)
-			}
+			migrateBefore(t, store, "20261127000009") // the schema before bodies were stored once
 			e1, e2 := core.Cursor{Seq: 1}.Internal(), core.Cursor{Seq: 2}.Internal()
 			body1, body2 := `{"type":"DELETED","data":{"uid":"M1","x":"é\u003c"}}`, `{"type":"ABANDONED"}`
 			for _, q := range []struct {
@@ -264,20 +226,7 @@ func TestUpgradeCommandLifecycle(t *testing.T) {
 			ctx := context.Background()
 			store := MustOpen(t, newURL(t))
 			db := store.DB()
-			old := migrate.NewMigrations()
-			for _, m := range migrations.Migrations.Sorted() {
-				if m.Name < "20261127000014" {
-					old.Add(m)
-				}
-			}
-			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
-				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
-			if err := m.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx); err != nil {
-				t.Fatalf("migrate to the old schema: %v", err)
-			}
+			migrateBefore(t, store, "20261127000014")
 			const nonce = "0123456789abcdef0123456789abcdef"
 			for _, q := range []string{
 				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'A', 1)`,
@@ -322,20 +271,7 @@ func TestUpgradeKeepsHandoverKeys(t *testing.T) {
 			ctx := context.Background()
 			store := MustOpen(t, newURL(t))
 			db := store.DB()
-			old := migrate.NewMigrations()
-			for _, m := range migrations.Migrations.Sorted() {
-				if m.Name < "20261129014500" {
-					old.Add(m)
-				}
-			}
-			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
-				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
-			if err := m.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx); err != nil {
-				t.Fatalf("migrate to the old schema: %v", err)
-			}
+			migrateBefore(t, store, "20261129014500")
 			pub := strings.Repeat("ab", 32)
 			for _, q := range []string{
 				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'A', 1)`,
@@ -384,20 +320,7 @@ func TestUpgradeNamesClients(t *testing.T) {
 			ctx := context.Background()
 			store := MustOpen(t, newURL(t))
 			db := store.DB()
-			old := migrate.NewMigrations()
-			for _, m := range migrations.Migrations.Sorted() {
-				if m.Name < "20261129021500" {
-					old.Add(m)
-				}
-			}
-			m := migrate.NewMigrator(db, old, migrate.WithMarkAppliedOnSuccess(true),
-				migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
-			if err := m.Init(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := m.Migrate(ctx); err != nil {
-				t.Fatalf("migrate to the old schema: %v", err)
-			}
+			migrateBefore(t, store, "20261129021500")
 			alarm := func(id, by string) string {
 				return `INSERT INTO alarms (id, account_id, rule_id, rule_name, rule_revision, mount_uid, severity, state, since, due_at,
 					raised_at, acknowledged_at, acknowledged_by, alarm_values)
@@ -436,6 +359,74 @@ func TestUpgradeNamesClients(t *testing.T) {
 			entries, err := store.ReadAudit(ctx, core.AuditQuery{AccountID: "acc_a", Limit: 10})
 			if err != nil || len(entries) != 1 || entries[0].Actor.Name != "Dispatch API client" {
 				t.Fatalf("audit entries %+v, %v", entries, err)
+			}
+		})
+	}
+}
+
+// migrateBefore migrates store's database to the schema before the
+// migration named first (the schema an upgrade starts from).
+func migrateBefore(t *testing.T, store *bunstore.Store, first string) {
+	t.Helper()
+	ctx := context.Background()
+	old := migrate.NewMigrations()
+	for _, m := range migrations.Migrations.Sorted() {
+		if m.Name < first {
+			old.Add(m)
+		}
+	}
+	m := migrate.NewMigrator(store.DB(), old, migrate.WithMarkAppliedOnSuccess(true),
+		migrate.WithTemplateData(map[string]bool{"Postgres": store.Postgres()}))
+	if err := m.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Migrate(ctx); err != nil {
+		t.Fatalf("migrate to the old schema: %v", err)
+	}
+}
+
+// TestUpgradeNamesCommandIssuers (issue 38 item 4): the upgrade gives the
+// commands issued before it their issuer's name: the client's, a person's
+// username; an empty name (the API shows the id) when neither is known.
+func TestUpgradeNamesCommandIssuers(t *testing.T) {
+	for name, newURL := range testenv.Databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := MustOpen(t, newURL(t))
+			db := store.DB()
+			migrateBefore(t, store, "20261129024500")
+			command := func(id, by string) string {
+				return `INSERT INTO commands (id, mount_uid, account_id, code, payload, data, generated_at, issued_by, status, status_at, expires_at)
+					VALUES ('` + id + `', 'M1', 'acc_a', 'RELEASE_HELMET', 'p', '{}', 1, '` + by + `', 'ISSUED', 1, 2)`
+			}
+			for _, q := range []string{
+				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'Dispatch', 1)`,
+				`INSERT INTO api_clients (client_id, account_id, name, secret_hash, created_at) VALUES ('cli_a', 'acc_a', 'Night shift', 'h', 1)`,
+				`INSERT INTO users (id, username, account_id, role, mount_uids, password_hash, created_at)
+					VALUES ('usr_1', 'ana', 'acc_a', 'owner', '[]', 'h', 1)`,
+				`INSERT INTO mounts (uid, association_state, owner_account_id, created_at, updated_at) VALUES ('M1', 'ASSOCIATED', 'acc_a', 1, 1)`,
+				command("c1", "cli_a"), command("c2", "usr_1"), command("c3", "cli_gone"),
+			} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			if _, err := store.Migrate(ctx); err != nil {
+				t.Fatalf("upgrade: %v", err)
+			}
+			var rows []struct {
+				IssuedBy     string `bun:"issued_by"`
+				IssuedByName string `bun:"issued_by_name"`
+			}
+			if err := db.NewRaw(`SELECT issued_by, issued_by_name FROM commands`).Scan(ctx, &rows); err != nil {
+				t.Fatal(err)
+			}
+			names := map[string]string{}
+			for _, r := range rows {
+				names[r.IssuedBy] = r.IssuedByName
+			}
+			if want := map[string]string{"cli_a": "Night shift", "usr_1": "ana", "cli_gone": ""}; !maps.Equal(names, want) {
+				t.Fatalf("issued by %v, want %v", names, want)
 			}
 		})
 	}

@@ -134,10 +134,10 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 				// After the mount's insert (closed by appendEventGuarded's
 				// parenthesis), from its returned row.
 				with += `), claim_command AS (INSERT INTO commands (id, mount_uid, account_id, code, payload,
-						signed_token, data, generated_at, issued_by, status, status_at, expires_at)
-					SELECT ?, uid, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM before_event`
+						signed_token, data, generated_at, issued_by, status, status_at, expires_at, issued_by_name)
+					SELECT ?, uid, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM before_event`
 				args = append(args, cmd.ID, cmd.AccountID, cmd.Code, cmd.Payload, cmd.SignedToken, cmd.Data,
-					cmd.GeneratedAt, cmd.IssuedBy, cmd.Status, cmd.StatusAt, cmd.ExpiresAt)
+					cmd.GeneratedAt, cmd.IssuedBy, cmd.Status, cmd.StatusAt, cmd.ExpiresAt, cmd.IssuedByName)
 			}
 			// The claim's key among the uid's hand-over keys (a uid
 			// deleted before has some), only if the uid was new. The

@@ -69,6 +69,9 @@ type CommandJSON struct {
 	Payload     string         `json:"payload"`
 	SignedToken *string        `json:"signedToken"`
 	IssuedBy    string         `json:"issuedBy,omitempty"`
+	// IssuedByName is the issuer's name when it issued the command (the
+	// id for commands issued before names were kept).
+	IssuedByName string `json:"issuedByName,omitempty"`
 	// The lifecycle: ISSUED, EXECUTED, REFUSED or UNCONFIRMED since
 	// statusAt (the server's clock); reason is the mount's for REFUSED;
 	// verified says the deciding receipt was signed.
@@ -103,7 +106,7 @@ func commandJSON(c core.Command, withIssuer bool) CommandJSON {
 		out.SignedToken = &tok
 	}
 	if withIssuer {
-		out.IssuedBy = c.IssuedBy
+		out.IssuedBy, out.IssuedByName = c.IssuedBy, c.IssuerName()
 	}
 	return out
 }

@@ -20,15 +20,18 @@ func testKey() core.MountKey {
 	return core.MountKey{ID: "k", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"}
 }
 
+// testIssuerName is the issuer's name issueAt's commands keep.
+const testIssuerName = "Fleet ops API client"
+
 func nonceOf(i int) string { return fmt.Sprintf("%032x", i) }
 
 // issueAt stores an ISSUED command of acc on uid, generated at t and
-// expiring ttl later.
+// expiring ttl later, issued by client "cli" named testIssuerName.
 func issueAt(t *testing.T, store Store, uid, accountID string, i int, at time.Time, ttl time.Duration) core.Command {
 	t.Helper()
 	c := core.Command{ID: nonceOf(i), MountUID: uid, AccountID: accountID, Code: core.CmdReleaseHelmet,
 		Data: map[string]any{"expiresAt": core.FormatTime(at.Add(ttl))}, GeneratedAt: at, Payload: "p;" + nonceOf(i),
-		SignedToken: "ab", IssuedBy: "cli", ExpiresAt: at.Add(ttl), Status: core.CommandIssued, StatusAt: at}
+		SignedToken: "ab", IssuedBy: "cli", IssuedByName: testIssuerName, ExpiresAt: at.Add(ttl), Status: core.CommandIssued, StatusAt: at}
 	if err := store.InsertCommand(context.Background(), c, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +165,7 @@ func receipts(t *testing.T, store Store) {
 	// The claim's ASSOCIATE_OWNER has the lifecycle too (stored with the
 	// claim, in its statement on PostgreSQL).
 	assoc := core.Command{ID: nonceOf(100), MountUID: "RC", AccountID: a.AccountID, Code: core.CmdAssociateOwner,
-		Data: map[string]any{}, GeneratedAt: t0, Payload: "p;" + nonceOf(100), IssuedBy: "cli",
+		Data: map[string]any{}, GeneratedAt: t0, Payload: "p;" + nonceOf(100), IssuedBy: "usr_1", IssuedByName: "ana",
 		ExpiresAt: t0.Add(5 * time.Minute), Status: core.CommandIssued, StatusAt: t0}
 	if _, err := store.ClaimMount(ctx, core.Claim{UID: "RC", AccountID: a.AccountID, Now: t0, Deadline: t0.Add(time.Hour),
 		Key: testKey(), Fields: core.MountFields{DevicePublicKey: &key}, Command: &assoc},
@@ -170,7 +173,8 @@ func receipts(t *testing.T, store Store) {
 		t.Fatal(err)
 	}
 	if got, err := store.CommandsByID(ctx, "RC", a.AccountID, []string{assoc.ID}); err != nil || len(got) != 1 ||
-		got[0].Status != core.CommandIssued || !got[0].ExpiresAt.Equal(assoc.ExpiresAt) || !got[0].StatusAt.Equal(t0) {
+		got[0].Status != core.CommandIssued || !got[0].ExpiresAt.Equal(assoc.ExpiresAt) || !got[0].StatusAt.Equal(t0) ||
+		got[0].IssuedBy != "usr_1" || got[0].IssuedByName != "ana" {
 		t.Fatalf("the claim's command: %+v, %v", got, err)
 	}
 	issued := issueAt(t, store, "RC", a.AccountID, 1, t0, 5*time.Minute)
@@ -182,7 +186,8 @@ func receipts(t *testing.T, store Store) {
 	}
 	got, err := store.CommandsByID(ctx, "RC", a.AccountID, []string{nonceOf(1)})
 	if err != nil || len(got) != 1 || got[0].ID != issued.ID || got[0].Status != core.CommandIssued ||
-		!got[0].ExpiresAt.Equal(issued.ExpiresAt) || !got[0].StatusAt.Equal(t0) || got[0].Payload != issued.Payload {
+		!got[0].ExpiresAt.Equal(issued.ExpiresAt) || !got[0].StatusAt.Equal(t0) || got[0].Payload != issued.Payload ||
+		got[0].IssuedByName != testIssuerName {
 		t.Fatalf("CommandsByID(1) = %+v, %v", got, err)
 	}
 	if got, err := store.CommandsByID(ctx, "RC", b.AccountID, []string{nonceOf(1)}); err != nil || len(got) != 0 {
@@ -309,7 +314,8 @@ func unconfirmCommands(t *testing.T, store Store) {
 	at := t0.Add(time.Minute)
 	got := sweep(at)
 	if len(got) != 1 || got[0].Command.ID != nonceOf(1) || got[0].Command.Status != core.CommandUnconfirmed ||
-		!got[0].Command.StatusAt.Equal(at) || got[0].ID == (core.Cursor{}) || got[0].Mount.UID != "UC" {
+		!got[0].Command.StatusAt.Equal(at) || got[0].ID == (core.Cursor{}) || got[0].Mount.UID != "UC" ||
+		got[0].Command.IssuedByName != testIssuerName {
 		t.Fatalf("at the first expiry: %+v", got)
 	}
 	if got := sweep(at); len(got) != 0 {
@@ -325,7 +331,8 @@ func unconfirmCommands(t *testing.T, store Store) {
 		t.Fatalf("late receipt: %+v, %v, %v", c, changed, err)
 	}
 	events, _, err := store.ReadEvents(ctx, core.EventQuery{AccountID: a.AccountID, Types: []core.EventType{core.EventCommandUnconfirmed}, Limit: 100})
-	if err != nil || len(events) != 2 || events[0].Command == nil || events[0].Command.Status != core.CommandUnconfirmed {
+	if err != nil || len(events) != 2 || events[0].Command == nil || events[0].Command.Status != core.CommandUnconfirmed ||
+		events[0].Command.IssuedByName != testIssuerName {
 		t.Fatalf("UNCONFIRMED events in the log: %+v, %v", events, err)
 	}
 

@@ -104,7 +104,10 @@ type commandView struct {
 	Reason      *string `json:"reason"`
 	Verified    bool    `json:"verified"`
 	IssuedBy    string  `json:"issuedBy,omitempty"`
-	JobID       string  `json:"jobId,omitempty"`
+	// IssuedByName is the issuer's name (the id for commands issued
+	// before names were kept).
+	IssuedByName string `json:"issuedByName,omitempty"`
+	JobID        string `json:"jobId,omitempty"`
 }
 
 func (c commandView) line() string {
@@ -117,6 +120,9 @@ func (c commandView) line() string {
 	}
 	if c.JobID != "" {
 		reason += " job=" + c.JobID
+	}
+	if by := cmp.Or(c.IssuedByName, c.IssuedBy); by != "" {
+		reason += fmt.Sprintf(" by %q", by)
 	}
 	return fmt.Sprintf("%-32s %-16s %-11s %-24s verified=%t%s", c.ID, c.Code, c.Status, at, c.Verified, reason)
 }

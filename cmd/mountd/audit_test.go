@@ -218,6 +218,8 @@ func TestAuditEveryChange(t *testing.T) {
 					person.ok(t, http.MethodPost, "/api/v1/mounts", map[string]any{"uid": "AU-5"})
 				}},
 				cliChange("user.delete", "", func(t *testing.T) { in.runCLI("users", "delete", "--username", "ana") }),
+				// A command the client issues under its default name.
+				api("mount.request-association", "mount:AU-9", http.MethodPost, "/api/v1/mounts", map[string]any{"uid": "AU-9"}),
 				// From here on the client's changes show its new name.
 				cliChange("account.rename-client", "account:"+a.creds.AccountID, func(t *testing.T) {
 					in.runCLI("accounts", "rename-client", "--account", a.creds.AccountID, "--name", "Night shift")
@@ -357,6 +359,28 @@ func TestAuditEveryChange(t *testing.T) {
 			if r := a.gql(t, `{ alarms(mountUid: "AU-7") { alarms { acknowledgedBy acknowledgedByName } } }`, nil); len(r.Errors) > 0 ||
 				!strings.Contains(string(r.Data), `"acknowledgedByName":"Night shift"`) {
 				t.Fatalf("GraphQL alarm: %s %+v", r.Data, r.Errors)
+			}
+			// Commands keep the name their issuer had when issuing them:
+			// AU-9's from before the rename the default name, AU-7's from
+			// after it the new one, AU-5's the person's username (its user
+			// since deleted), in REST and GraphQL.
+			for uid, want := range map[string][2]string{"AU-9": {a.creds.ClientID, "A API client"},
+				"AU-7": {a.creds.ClientID, "Night shift"}, "AU-5": {"usr_", "ana"}} {
+				cmds := decode[struct {
+					Commands []map[string]any `json:"commands"`
+				}](t, a.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/commands", nil)).Commands
+				if len(cmds) == 0 {
+					t.Fatalf("no commands of %s", uid)
+				}
+				for _, c := range cmds {
+					if by, _ := c["issuedBy"].(string); !strings.HasPrefix(by, want[0]) || c["issuedByName"] != want[1] {
+						t.Fatalf("REST commands of %s: %+v; want issued by %s… named %q", uid, cmds, want[0], want[1])
+					}
+				}
+				r := a.gql(t, `query($uid: ID!) { mountCommands(uid: $uid) { commands { issuedBy issuedByName } } }`, map[string]any{"uid": uid})
+				if len(r.Errors) > 0 || !strings.Contains(string(r.Data), `"issuedByName":"`+want[1]+`"`) {
+					t.Fatalf("GraphQL commands of %s: %s %+v", uid, r.Data, r.Errors)
+				}
 			}
 			if e, _, ok := eventually(t, func() []auditView { return in.auditCLI(t, "").Entries }, is("account.create", "account:"+b.creds.AccountID)); !ok || e.Details["name"] != "B" {
 				t.Fatalf("account.create of B: %+v", e)

@@ -181,7 +181,8 @@ func TestConsoleMountPage(t *testing.T) {
 		!ed25519.Verify(ownerKey, []byte(carried.Payload), sig) {
 		t.Fatalf("the command to carry does not verify: %+v", carried)
 	}
-	b.waitJS("the audit lists it", `document.querySelector('#audit tbody tr')?.dataset.code === 'CONFIGURE_ALARM'`, 5*time.Second)
+	b.waitJS("the audit lists it, by the person's username", `document.querySelector('#audit tbody tr')?.dataset.code === 'CONFIGURE_ALARM' &&
+		document.querySelector('#audit tbody tr').cells[2].textContent === 'ann'`, 5*time.Second)
 	// The README's picture: the page down to the signed command, on a tall screen.
 	b.step("a tall screen", chromedp.EmulateViewport(1280, 1900))
 	b.screenshot(screenshotDir(t), "console-mount.png")

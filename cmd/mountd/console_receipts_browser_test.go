@@ -37,7 +37,9 @@ func TestConsoleCommandStatus(t *testing.T) {
 	b.signIn(in.base, "ann")
 	b.step("open the mount", chromedp.Navigate(in.base+"/console/#/mounts/"+uid), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
 	row := `document.querySelector('#audit tbody tr[data-id="` + cmd.ID + `"]')`
-	b.waitJS("the command is ISSUED", row+`?.dataset.status === 'ISSUED' && `+row+`.cells[3].textContent === 'ISSUED'`, 10*time.Second)
+	// "By" names the issuing client by its name, not its id.
+	b.waitJS("the command is ISSUED, by the client's name", row+`?.dataset.status === 'ISSUED' && `+row+`.cells[3].textContent === 'ISSUED' && `+
+		row+`.cells[2].textContent === 'Demo Fleet API client'`, 10*time.Second)
 	b.waitJS("every latest value is marked unverified",
 		`['batteryLevel', 'mountLocked', 'helmetMounted', 'cpuTemperature'].every((k) => !!document.querySelector('[data-value=' + k + '] .value.unverified'))`, 5*time.Second)
 	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)

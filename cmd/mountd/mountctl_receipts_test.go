@@ -73,7 +73,8 @@ func TestMountctlCommandsAndReceipts(t *testing.T) {
 	// Newest first: the release, the RFID mode, ASSOCIATE_OWNER; then the page line.
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], executed.ID) || !strings.Contains(lines[0], "EXECUTED") || !strings.Contains(lines[0], "verified=true") ||
 		!strings.HasPrefix(lines[1], refused.ID) || !strings.Contains(lines[1], "REFUSED") || !strings.Contains(lines[1], `reason="stale command"`) ||
-		!strings.Contains(lines[2], "ASSOCIATE_OWNER") || !strings.Contains(lines[2], "ISSUED") || lines[3] != "page 1 of 1, 3 commands" {
+		!strings.Contains(lines[2], "ASSOCIATE_OWNER") || !strings.Contains(lines[2], "ISSUED") || lines[3] != "page 1 of 1, 3 commands" ||
+		!strings.HasSuffix(lines[0], ` by "Fleet API client"`) || !strings.HasSuffix(lines[2], ` by "Fleet API client"`) {
 		t.Fatalf("mounts commands:\n%s", out)
 	}
 }

@@ -163,7 +163,7 @@ export function mountView(uid) {
   let cmdList = [];
   async function loadCommands() {
     if (!isOwner()) return; // the audit is the owners'
-    const c = await gql(`query($uid: ID!) { mountCommands(uid: $uid, pageSize: 50) { commands { id code generatedAt issuedBy status statusAt reason verified rolloutId data } } }`, { uid });
+    const c = await gql(`query($uid: ID!) { mountCommands(uid: $uid, pageSize: 50) { commands { id code generatedAt issuedBy issuedByName status statusAt reason verified rolloutId data } } }`, { uid });
     cmdList = c.mountCommands.commands;
     showCommands();
   }
@@ -173,7 +173,7 @@ export function mountView(uid) {
       return t && t.commandId === x.id && t.state !== "ELIGIBLE" ? h("span", { class: "rollout-outcome" }, " — rollout: ", targetWords(t)) : "";
     };
     commands.replaceChildren(...cmdList.map((x) => h("tr", { "data-code": x.code, "data-id": x.id, "data-status": x.status },
-      h("td", {}, x.code), h("td", {}, fmtDate(x.generatedAt)), h("td", {}, x.issuedBy || ""),
+      h("td", {}, x.code), h("td", {}, fmtDate(x.generatedAt)), h("td", {}, x.issuedByName || x.issuedBy || ""),
       h("td", { class: "wrap" }, h("span", { class: "status " + x.status }, x.status), x.reason ? ": " + x.reason : "",
         x.status === "EXECUTED" || x.status === "REFUSED" ? h("span", { class: "muted" }, x.verified ? " (signed receipt)" : " (unsigned receipt)") : "", outcome(x)),
       h("td", {}, x.statusAt ? fmtDate(x.statusAt) : "—"))));

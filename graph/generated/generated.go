@@ -112,19 +112,20 @@ type ComplexityRoot struct {
 	}
 
 	Command struct {
-		Code        func(childComplexity int) int
-		Data        func(childComplexity int) int
-		GeneratedAt func(childComplexity int) int
-		ID          func(childComplexity int) int
-		IssuedBy    func(childComplexity int) int
-		JobID       func(childComplexity int) int
-		Payload     func(childComplexity int) int
-		Reason      func(childComplexity int) int
-		RolloutID   func(childComplexity int) int
-		SignedToken func(childComplexity int) int
-		Status      func(childComplexity int) int
-		StatusAt    func(childComplexity int) int
-		Verified    func(childComplexity int) int
+		Code         func(childComplexity int) int
+		Data         func(childComplexity int) int
+		GeneratedAt  func(childComplexity int) int
+		ID           func(childComplexity int) int
+		IssuedBy     func(childComplexity int) int
+		IssuedByName func(childComplexity int) int
+		JobID        func(childComplexity int) int
+		Payload      func(childComplexity int) int
+		Reason       func(childComplexity int) int
+		RolloutID    func(childComplexity int) int
+		SignedToken  func(childComplexity int) int
+		Status       func(childComplexity int) int
+		StatusAt     func(childComplexity int) int
+		Verified     func(childComplexity int) int
 	}
 
 	CommandPage struct {
@@ -884,6 +885,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Command.IssuedBy(childComplexity), true
+	case "Command.issuedByName":
+		if e.ComplexityRoot.Command.IssuedByName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Command.IssuedByName(childComplexity), true
 	case "Command.jobId":
 		if e.ComplexityRoot.Command.JobID == nil {
 			break
@@ -2949,7 +2956,7 @@ type MountEvent {
   mount: Mount!
   "A report's new entries (STATES_REPORTED only)."
   states: [MountState!]
-  "The command whose status moved (COMMAND_EXECUTED, COMMAND_REFUSED, COMMAND_UNCONFIRMED); issuedBy is null for restricted tokens."
+  "The command whose status moved (COMMAND_EXECUTED, COMMAND_REFUSED, COMMAND_UNCONFIRMED); issuedBy and issuedByName are null for restricted tokens."
   command: Command
   "The alarm an ALARM_RAISED, ALARM_CLEARED or ALARM_ACKNOWLEDGED event is about (never sent to a restricted token with mount items)."
   alarm: Alarm
@@ -3201,6 +3208,8 @@ type Command {
   signedToken: String
   "The client that issued it (command audit only)."
   issuedBy: String
+  "Who issued it, by name as it was then: a person's username or the API client's name; issuedBy for commands issued before names were kept (command audit only)."
+  issuedByName: String
   status: CommandStatus!
   "When the command took its status (the server's clock): when it was issued while ISSUED."
   statusAt: DateTime
@@ -3774,6 +3783,8 @@ func (ec *executionContext) childFields_Command(ctx context.Context, field graph
 		return ec.fieldContext_Command_signedToken(ctx, field)
 	case "issuedBy":
 		return ec.fieldContext_Command_issuedBy(ctx, field)
+	case "issuedByName":
+		return ec.fieldContext_Command_issuedByName(ctx, field)
 	case "status":
 		return ec.fieldContext_Command_status(ctx, field)
 	case "statusAt":
@@ -7017,6 +7028,29 @@ func (ec *executionContext) _Command_issuedBy(ctx context.Context, field graphql
 	)
 }
 func (ec *executionContext) fieldContext_Command_issuedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Command_issuedByName(ctx context.Context, field graphql.CollectedField, obj *model.Command) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Command_issuedByName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IssuedByName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Command_issuedByName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
@@ -16474,6 +16508,11 @@ func (ec *executionContext) _Command(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "issuedBy":
 			out.Values[i] = ec._Command_issuedBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "issuedByName":
+			out.Values[i] = ec._Command_issuedByName(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

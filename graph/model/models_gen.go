@@ -127,8 +127,10 @@ type Command struct {
 	Payload     string         `json:"payload"`
 	SignedToken *string        `json:"signedToken,omitempty"`
 	// The client that issued it (command audit only).
-	IssuedBy *string       `json:"issuedBy,omitempty"`
-	Status   CommandStatus `json:"status"`
+	IssuedBy *string `json:"issuedBy,omitempty"`
+	// Who issued it, by name as it was then: a person's username or the API client's name; issuedBy for commands issued before names were kept (command audit only).
+	IssuedByName *string       `json:"issuedByName,omitempty"`
+	Status       CommandStatus `json:"status"`
 	// When the command took its status (the server's clock): when it was issued while ISSUED.
 	StatusAt *DateTime `json:"statusAt,omitempty"`
 	// The mount's reason for REFUSED.
@@ -321,7 +323,7 @@ type MountEvent struct {
 	Mount *Mount         `json:"mount"`
 	// A report's new entries (STATES_REPORTED only).
 	States []MountState `json:"states,omitempty"`
-	// The command whose status moved (COMMAND_EXECUTED, COMMAND_REFUSED, COMMAND_UNCONFIRMED); issuedBy is null for restricted tokens.
+	// The command whose status moved (COMMAND_EXECUTED, COMMAND_REFUSED, COMMAND_UNCONFIRMED); issuedBy and issuedByName are null for restricted tokens.
 	Command *Command `json:"command,omitempty"`
 	// The alarm an ALARM_RAISED, ALARM_CLEARED or ALARM_ACKNOWLEDGED event is about (never sent to a restricted token with mount items).
 	Alarm      *Alarm   `json:"alarm,omitempty"`

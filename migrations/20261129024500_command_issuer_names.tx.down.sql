@@ -1,0 +1,1 @@
+ALTER TABLE commands DROP COLUMN issued_by_name;
