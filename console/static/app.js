@@ -229,6 +229,7 @@ function fleetView(query) {
       // The table's cells are too narrow for the badge: a dot there, said here.
       unverified ? h("span", { id: "count-unverified-fleet" }, h("i", { class: "unverified-dot", "aria-hidden": "true" }), h("b", {}, unverified),
         " with values the mount did not sign") : []);
+    exportControl?.refresh();
   }
 
   // renderWindow draws the rows in and near the viewport, and spacers for
@@ -260,6 +261,9 @@ function fleetView(query) {
   // loaded is the expression the mounts shown were read with; a load
   // started for an older one is dropped when it answers.
   let loaded = null, loading = 0;
+  // exportControl is the toolbar's export menu (made below), refreshed
+  // with the counts.
+  let exportControl = null;
   async function load() {
     const t0 = performance.now();
     let tFirst = 0;
@@ -356,7 +360,7 @@ function fleetView(query) {
   const toolbar = h("div", { class: "toolbar", role: "search" }, search, stateSel, presenceSel, Object.values(boxes), columnsMenu,
     // One control: the rows shown (CSV made here), or the server's export
     // of the whole filter (owners).
-    fleetExport({ rows: () => shown.length, csv, expr: () => loaded ?? ui.expr, server: isOwner(), onError: showError }));
+    exportControl = fleetExport({ rows: () => shown.length, csv, expr: () => loaded ?? ui.expr, server: isOwner(), onError: showError }));
 
   // The fleet filter expression, submitted as a whole; the server's
   // refusal shows under the box.

@@ -105,5 +105,9 @@ export function fleetExport({ rows, csv, expr, server, onError }) {
         ...formatButtons((format) => "/exports/mounts?format=" + format + (expr() ? "&filter=" + encodeURIComponent(expr()) : ""), status, onError)) : "");
   menu.append(body);
   fill();
-  return h("span", { class: "export" }, menu, status);
+  const control = h("span", { class: "export" }, menu, status);
+  // The fleet calls refresh when what it shows changed: an open menu
+  // follows (an expression applied while it was open, or just before).
+  control.refresh = () => { if (menu.open) fill(); };
+  return control;
 }
