@@ -229,13 +229,13 @@ func (t *tokens) token() (string, error) {
 	tok, err := t.src.Token()
 	if err != nil {
 		var re *oauth2.RetrieveError
-		if errors.As(err, &re) && re.Response != nil && Transient(&Error{Status: re.Response.StatusCode}) {
-			// Not a refusal: the token endpoint (behind the same proxy)
-			// could not answer now.
-			return "", &Error{Status: re.Response.StatusCode, Detail: "the identity provider could not answer now",
-				RetryAfter: retryAfter(re.Response.Header, time.Now())}
-		}
 		if errors.As(err, &re) {
+			if re.Response != nil && Transient(&Error{Status: re.Response.StatusCode}) {
+				// Not a refusal: the token endpoint (behind the same proxy)
+				// could not answer now.
+				return "", &Error{Status: re.Response.StatusCode, Detail: "the identity provider could not answer now",
+					RetryAfter: retryAfter(re.Response.Header, time.Now())}
+			}
 			return "", fmt.Errorf("the identity provider refused: %s %s", re.ErrorCode, re.ErrorDescription)
 		}
 		return "", fmt.Errorf("token: %w", err)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -143,7 +144,7 @@ func (s *AccountService) RotateSecret(ctx context.Context, accountID string) (Ne
 func (s *AccountService) RenameClient(ctx context.Context, accountID, name string) ([]string, error) {
 	name = strings.TrimSpace(name)
 	var v Validation
-	if name == "" || utf8.RuneCountInString(name) > maxClientName || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if name == "" || utf8.RuneCountInString(name) > maxClientName || !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
 		v.Add("name", "must be 1 to 100 printable characters")
 	}
 	if err := v.Err(); err != nil {

@@ -163,7 +163,7 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			// The request's own deadline ended the field's work.
 			logger.WarnContext(ctx, "GraphQL request deadline exceeded", "err", err)
 			gqlErr.Message = core.ErrRequestDeadline.Message
-			gqlErr.Extensions = map[string]any{"code": string(core.CodeUnavailable), "retryAfter": int(core.UnavailableRetry / time.Second)}
+			gqlErr.Extensions = unavailableExtensions()
 			return gqlErr
 		}
 		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
@@ -178,7 +178,7 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 		if core.IsUnavailable(err) {
 			logger.WarnContext(ctx, "dependency unavailable in GraphQL", "err", err)
 			gqlErr.Message = "a dependency is unavailable; retry shortly"
-			gqlErr.Extensions = map[string]any{"code": string(core.CodeUnavailable), "retryAfter": int(core.UnavailableRetry / time.Second)}
+			gqlErr.Extensions = unavailableExtensions()
 			return gqlErr
 		}
 		logger.ErrorContext(ctx, "internal error in GraphQL", "err", err)
@@ -329,9 +329,15 @@ func deadlineAnswer(ctx context.Context, next graphql.OperationHandler) graphql.
 		resp := handler(ctx)
 		if resp == nil && core.DeadlineError(ctx) != nil {
 			err := gqlerror.Errorf("%s", core.ErrRequestDeadline.Message)
-			err.Extensions = map[string]any{"code": string(core.CodeUnavailable), "retryAfter": int(core.UnavailableRetry / time.Second)}
+			err.Extensions = unavailableExtensions()
 			return &graphql.Response{Errors: gqlerror.List{err}}
 		}
 		return resp
 	}
+}
+
+// unavailableExtensions is the extensions of an UNAVAILABLE answer, with
+// the seconds to wait as REST's Retry-After says them.
+func unavailableExtensions() map[string]any {
+	return map[string]any{"code": string(core.CodeUnavailable), "retryAfter": int(core.UnavailableRetry / time.Second)}
 }

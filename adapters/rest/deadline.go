@@ -29,7 +29,7 @@ func WithRequestDeadline(next http.Handler, timeout time.Duration) http.Handler 
 			next.ServeHTTP(w, r)
 			return
 		case r.URL.Path == "/api/v1/events":
-			if wait, err := strconv.Atoi(r.URL.Query().Get("wait")); err == nil && wait > 0 && wait <= 30 {
+			if wait, err := strconv.Atoi(r.URL.Query().Get("wait")); err == nil && wait > 0 && time.Duration(wait)*time.Second <= core.MaxEventWait {
 				d += time.Duration(wait) * time.Second
 			}
 		}

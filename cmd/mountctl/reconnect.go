@@ -149,15 +149,31 @@ func outageReason(err error) string {
 // that line on a terminal, and in a log file print again only when the
 // reason changes; the first success after it says how many attempts it took.
 type outage struct {
-	w        io.Writer
+	w io.Writer
+	// raw, on a terminal, takes the line's control sequences, which w
+	// (terminalText, for the server's words in the reason) would escape.
+	raw      io.Writer
 	tty      bool
 	attempts int
 	reason   string
 }
 
 func newOutage(w io.Writer) *outage {
-	f, ok := w.(*os.File)
-	return &outage{w: w, tty: ok && term.IsTerminal(int(f.Fd()))}
+	raw := w
+	if t, ok := w.(terminalText); ok {
+		raw = t.w
+	}
+	f, ok := raw.(*os.File)
+	return &outage{w: w, raw: raw, tty: ok && term.IsTerminal(int(f.Fd()))}
+}
+
+// control writes a terminal control sequence unescaped.
+func (o *outage) control(seq string) {
+	if o.raw != nil {
+		io.WriteString(o.raw, seq)
+	} else {
+		io.WriteString(o.w, seq)
+	}
 }
 
 // failed records a failed attempt.
@@ -166,7 +182,9 @@ func (o *outage) failed(err error) {
 	reason := outageReason(err)
 	switch {
 	case o.tty:
-		fmt.Fprintf(o.w, "\rmountctl: %s, reconnecting (attempt %d)\x1b[K", reason, o.attempts)
+		o.control("\r")
+		fmt.Fprintf(o.w, "mountctl: %s, reconnecting (attempt %d)", reason, o.attempts)
+		o.control("\x1b[K")
 	case o.attempts == 1 || reason != o.reason:
 		fmt.Fprintf(o.w, "mountctl: %s, reconnecting (attempt %d)\n", reason, o.attempts)
 	}
