@@ -28,14 +28,14 @@ test: check-generate lint
 ## generate: regenerate gqlgen and wire code and tidy go.mod
 generate:
 	$(GO) tool gqlgen generate
-	$(GO) tool wire gen ./cmd/mountd
+	$(GO) tool wire gen ./app
 	$(GO) mod tidy
 	cd bench && $(GO) mod tidy
-	gofmt -w graph cmd/mountd/wire_gen.go
+	gofmt -w graph app/wire_gen.go
 
 ## check-generate: fail when `make generate` would change anything
 check-generate: generate
-	@git diff --exit-code --stat -- graph cmd go.mod go.sum bench/go.mod bench/go.sum || { echo "generated code is out of date: run make generate and commit"; exit 1; }
+	@git diff --exit-code --stat -- graph app go.mod go.sum bench/go.mod bench/go.sum || { echo "generated code is out of date: run make generate and commit"; exit 1; }
 
 ## lint: gofmt and go vet
 lint:

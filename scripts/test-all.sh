@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the module with -race, as `go test -race ./...` would,
-# in less time on a small machine: mountd's own end-to-end tests
-# (cmd/mountd) take most of the run, one test after another, using about
+# in less time on a small machine: the end-to-end tests (e2e/) take most
+# of the run, one test after another, using about
 # one core; they run as two processes side by side, each with every other
 # test of the list, while the other packages run with `go test`. Each
 # process still runs its tests one at a time, so a test sees no other test
@@ -19,11 +19,11 @@ trap 'rm -rf "$tmp"' EXIT
 # mountd's test binary.
 "$GO" build -o "$tmp/programs/" ./cmd/mountd ./cmd/mountctl ./cmd/mountsim &
 build=$!
-"$GO" test -race -c -o "$tmp/mountd.test" ./cmd/mountd
+"$GO" test -race -c -o "$tmp/e2e.test" ./e2e
 wait "$build"
 export MOUNTD_TEST_PROGRAMS="$tmp/programs"
 
-mapfile -t tests < <(cd cmd/mountd && "$tmp/mountd.test" -test.list '.*' | grep '^Test')
+mapfile -t tests < <(cd e2e && "$tmp/e2e.test" -test.list '.*' | grep '^Test')
 
 # Each test process gets a PostgreSQL cluster of its own when the test
 # script started several (TEST_SERVICES_PG_CLUSTERS): visibility in the
@@ -42,13 +42,13 @@ shard() { # $1: the shard's number
   local re
   re="^($(IFS='|'; echo "${names[*]}"))\$"
   local began=$SECONDS rc=0
-  (cd cmd/mountd && MOUNTD_TEST_DATABASE_URL=$(pg_url $(($1 + 1))) "$tmp/mountd.test" -test.run "$re" -test.count=1 -test.timeout=20m) \
+  (cd e2e && MOUNTD_TEST_DATABASE_URL=$(pg_url $(($1 + 1))) "$tmp/e2e.test" -test.run "$re" -test.count=1 -test.timeout=20m) \
     >"$tmp/shard$1.log" 2>&1 || rc=$?
   if [ $rc -eq 0 ]; then
-    echo "ok  	github.com/mountd/mountd/cmd/mountd (shard $1 of $SHARDS, ${#names[@]} tests)	$((SECONDS - began))s"
+    echo "ok  	github.com/mountd/mountd/e2e (shard $1 of $SHARDS, ${#names[@]} tests)	$((SECONDS - began))s"
   else
     cat "$tmp/shard$1.log"
-    echo "FAIL	github.com/mountd/mountd/cmd/mountd (shard $1 of $SHARDS, ${#names[@]} tests)	$((SECONDS - began))s"
+    echo "FAIL	github.com/mountd/mountd/e2e (shard $1 of $SHARDS, ${#names[@]} tests)	$((SECONDS - began))s"
   fi
   return $rc
 }
@@ -59,7 +59,7 @@ for ((s = 0; s < SHARDS; s++)); do
   pids+=($!)
 done
 rc=0
-mapfile -t pkgs < <("$GO" list ./... | grep -v '/cmd/mountd$')
+mapfile -t pkgs < <("$GO" list ./... | grep -v '/e2e$')
 MOUNTD_TEST_DATABASE_URL=$(pg_url 0) "$GO" test -race -count=1 -timeout 20m "${pkgs[@]}" || rc=$?
 for p in "${pids[@]}"; do
   wait "$p" || rc=$?

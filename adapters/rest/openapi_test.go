@@ -124,7 +124,7 @@ func registeredRoutes(t *testing.T) []string {
 	// The listener's own routes (metrics, GraphiQL) are registered where
 	// the transports are put together.
 	var files []string
-	for _, dir := range []string{".", "../../internal/httpserver"} {
+	for _, dir := range []string{".", "../../app"} {
 		found, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,7 @@
 // Package rest is the REST transport of mountd: the API of the
 // specification under /api/v1/, and the health endpoints. It holds no
 // business rule: handlers decode, call core, and encode. Putting it on a
-// listener beside GraphQL and the identity provider is internal/httpserver's
+// listener beside GraphQL and the identity provider is app's listener
 // work.
 package rest
 

@@ -190,7 +190,7 @@ func Observe(next http.Handler, logger *slog.Logger, m *Metrics, internalError h
 }
 
 // SourceAddress is the caller's address without its port: r.RemoteAddr,
-// which internal/httpserver's ClientAddress has made the client's when a
+// which internal/proxies' ClientAddress has made the client's when a
 // trusted proxy forwarded the request. Every throttle per address and the
 // audit log read it here, so they name the same caller.
 func SourceAddress(r *http.Request) string {

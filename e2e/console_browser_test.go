@@ -1,0 +1,570 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/mountd/mountd/adapters/testenv"
+	"github.com/mountd/mountd/client"
+)
+
+// offlineSwitch is run in the page before its own scripts: it keeps the
+// page's WebSockets in window.__sockets and, while window.__offline is
+// set, points new ones at a closed port, as a cut network would fail them.
+const offlineSwitch = `(() => {
+  const Native = window.WebSocket;
+  window.__sockets = [];
+  window.WebSocket = function (url, protocols) {
+    const ws = new Native(window.__offline ? "ws://127.0.0.1:9/" : url, protocols);
+    window.__sockets.push(ws);
+    return ws;
+  };
+  window.WebSocket.prototype = Native.prototype;
+  Object.assign(window.WebSocket, { CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3 });
+})();`
+
+// browserSession is one headless Chromium with its own profile, recording
+// every request the page makes.
+type browserSession struct {
+	t        testing.TB
+	ctx      context.Context
+	mu       sync.Mutex
+	requests []string
+	console  []string // the page's console messages and uncaught exceptions, for a failure's report
+}
+
+func newBrowserSession(t testing.TB, chromium string) *browserSession {
+	t.Helper()
+	ctx := newBrowserTab(t, chromium, 120*time.Second)
+	b := &browserSession{t: t, ctx: ctx}
+	if err := chromedp.Listen(ctx, func(ev any) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			b.requests = append(b.requests, e.Request.URL)
+		case *runtime.EventConsoleAPICalled:
+			var args []string
+			for _, a := range e.Args {
+				args = append(args, strings.Trim(string(a.Value), `"`)+a.Description)
+			}
+			b.console = append(b.console, string(e.Type)+": "+strings.Join(args, " "))
+		case *runtime.EventExceptionThrown:
+			text := e.ExceptionDetails.Text
+			if x := e.ExceptionDetails.Exception; x != nil {
+				text += " " + x.Description
+			}
+			b.console = append(b.console, "exception: "+text)
+		}
+	}); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	b.step("install the offline switch", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: offlineSwitch})
+		return err
+	}))
+	return b
+}
+
+// One headless Chromium serves every browser test of the process (a
+// launch costs seconds of CPU); each session gets a browser context of
+// its own, with its own cookies and storage, as a fresh profile had.
+var (
+	chromiumOnce sync.Once
+	chromiumCtx  context.Context
+	chromiumErr  error
+	chromiumStop = func() {}
+)
+
+// newBrowserTab opens a tab in a new browser context of the shared
+// Chromium, closed (with its context) when the test ends or after limit.
+func newBrowserTab(t testing.TB, chromium string, limit time.Duration) context.Context {
+	t.Helper()
+	chromiumOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mountd-chromium-")
+		if err != nil {
+			chromiumErr = err
+			return
+		}
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+			chromedp.UserDataDir(dir), chromedp.WindowSize(1280, 860))
+		allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		browser, cancel := chromedp.NewContext(allocCtx)
+		chromiumStop = func() { cancel(); cancelAlloc(); os.RemoveAll(dir) }
+		if err := chromedp.Do(browser); err != nil {
+			chromiumErr = fmt.Errorf("start Chromium: %w", err)
+			return
+		}
+		chromiumCtx = browser
+	})
+	if chromiumErr != nil {
+		t.Fatal(chromiumErr)
+	}
+	ctx, cancel := chromedp.NewContext(chromiumCtx, chromedp.WithNewBrowserContext())
+	ctx, cancelTimeout := context.WithTimeout(ctx, limit)
+	t.Cleanup(func() { cancelTimeout(); cancel() })
+	return ctx
+}
+
+// step runs actions, failing the test with a screenshot when they fail.
+func (b *browserSession) step(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		shot := filepath.Join(os.TempDir(), "console-failure.png")
+		if png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot()); err == nil {
+			_ = os.WriteFile(shot, png, 0o644)
+		}
+		// What the page showed and said: CI keeps the log, not the screenshot.
+		text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`location.href + "\n" + (document.querySelector("main")?.innerText ?? "").slice(0, 3000)`))
+		b.mu.Lock()
+		said := strings.Join(b.console[max(0, len(b.console)-20):], "\n")
+		requests := strings.Join(b.requests[max(0, len(b.requests)-10):], "\n")
+		b.mu.Unlock()
+		b.t.Fatalf("%s: %v (screenshot in %s)\nthe page:\n%s\nits console:\n%s\nits last requests:\n%s", what, err, shot, text, said, requests)
+	}
+}
+
+// waitJS polls a JavaScript condition.
+func (b *browserSession) waitJS(what, cond string, timeout time.Duration) time.Duration {
+	b.t.Helper()
+	began := time.Now()
+	b.step(what, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(10*time.Millisecond)))
+		return err
+	}))
+	return time.Since(began)
+}
+
+func (b *browserSession) eval(js string) {
+	b.t.Helper()
+	b.step("run "+js, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js+"; true"))
+		return err
+	}))
+}
+
+func (b *browserSession) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("read %s: %v", sel, err)
+	}
+	return s
+}
+
+// signIn opens mountd's root as a person would and signs in on the login
+// page, first with a wrong password.
+func (b *browserSession) signIn(base, username string) {
+	b.t.Helper()
+	b.step("open the console", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`#signin`)))
+	if shown, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`getComputedStyle(document.getElementById('nav')).display !== 'none'`)); err != nil || shown {
+		b.t.Errorf("signed out, the console shows its navigation (%v)", err)
+	}
+	b.step("go to the login page", chromedp.Click(chromedp.CSS(`#signin`)), chromedp.WaitVisible(chromedp.CSS(`input[name=username]`)))
+	b.step("a wrong password",
+		chromedp.SendKeys(chromedp.CSS(`input[name=username]`), username),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "not the password"),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.message`)))
+	if msg := b.text(`.message`); !strings.Contains(msg, "The username or the password is wrong.") {
+		b.t.Fatalf("wrong password message %q", msg)
+	}
+	b.step("sign in",
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), personPassword),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#overview`)))
+}
+
+// evalString evaluates js for a string.
+func (b *browserSession) evalString(js string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatalf("%s: %v", js, err)
+	}
+	return s
+}
+
+// downloadCSV clicks the fleet's CSV button and returns the file the page
+// built (its Blob, caught on its way to URL.createObjectURL).
+func (b *browserSession) downloadCSV() string {
+	b.t.Helper()
+	return b.saved(`document.getElementById('csv').click()`)
+}
+
+// saved runs click, which saves a file, and returns the file (its Blob,
+// caught on its way to URL.createObjectURL).
+func (b *browserSession) saved(click string) string {
+	b.t.Helper()
+	b.eval(`window.__csv = undefined; if (!window.__blobHook) { window.__blobHook = true; const orig = URL.createObjectURL;
+	  URL.createObjectURL = (blob) => { blob.text().then((t) => { window.__csv = t; }); return orig(blob); }; }
+	  ` + click)
+	b.waitJS("the file is saved", `typeof window.__csv === 'string'`, 10*time.Second)
+	return b.evalString(`window.__csv`)
+}
+
+// checkOrigin fails for any request that left the given origins: mountd's,
+// and the identity provider's when it is another.
+func (b *browserSession) checkOrigin(bases ...string) {
+	b.t.Helper()
+	hosts := map[string]bool{}
+	for _, base := range bases {
+		u, _ := url.Parse(base)
+		hosts[u.Host] = true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.requests {
+		u, err := url.Parse(r)
+		if err != nil || (u.Scheme != "data" && !hosts[u.Host]) {
+			b.t.Errorf("the page asked another origin: %s", r)
+		}
+	}
+	if len(b.requests) == 0 {
+		b.t.Error("no requests recorded")
+	}
+}
+
+// screenshot saves the page to dir/name.
+func (b *browserSession) screenshot(dir, name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// TestConsoleInBrowser signs people in to the console in headless Chromium
+// and watches the fleet live: a report appears without a reload, reports
+// made while the page's socket is cut appear after it reconnects, nothing
+// is asked of another origin, and a restricted user sees only its mount and
+// no owner actions, and of another mount only that it is not found. The
+// header is one line at 1280 px and a menu at 390 px; the events page opens
+// on the log's last events, then live, and pauses. MOUNTD_SCREENSHOTS=docs writes the README's screenshots.
+func TestConsoleInBrowser(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	cfg := testConfig(t.TempDir(), "")
+	cfg.WebhookAllowPrivate = true // the receivers listen on loopback
+	cfg.WebhookRetryDelays = "1h"
+	in := start(t, cfg)
+	a := newFleet(in, "Demo Fleet")
+	api := client.New(in.base, client.StaticToken(a.token))
+	// Two webhooks, one of them failing: the overview counts one.
+	var failing client.Webhook
+	for _, status := range []int{http.StatusNoContent, http.StatusInternalServerError} {
+		receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
+		t.Cleanup(receiver.Close)
+		if err := api.Do(context.Background(), http.MethodPost, "/webhooks", map[string]any{"url": receiver.URL}, &failing); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uids := []string{"MNT-0001", "MNT-0002", "MNT-0003"}
+	for i, uid := range uids {
+		if i == 0 {
+			if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": uid, "name": "Front door",
+				"modelNumber": "HL-2", "serialNumber": "SN-77001", "firmwareRevision": "1.4.0", "softwareRevision": "2.1.3"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/confirm-association", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			associate(t, api, uid)
+		}
+		reportStates(t, api, uid, 80-30*i, i == 0, time.Now().Add(-time.Duration(i)*time.Minute))
+	}
+	// For the overview: a mount low on battery with its helmet out, silent
+	// for two hours, and one waiting for confirmation that never reported.
+	associate(t, api, "MNT-0004")
+	reportStates(t, api, "MNT-0004", 15, false, time.Now().Add(-2*time.Hour))
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0005"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A day of history for the first mount's charts, one report an hour.
+	for hour := 23; hour >= 1; hour-- {
+		reportStates(t, api, uids[0], 100-3*hour+hour%4, hour%3 == 0, time.Now().Add(-time.Duration(hour)*time.Hour))
+	}
+	// The page looks at the newest 50 deliveries, as this does: the
+	// newest may all be attempts not yet made while the sender catches up.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var page struct{ Deliveries []struct{ Status string } }
+		if err := api.Do(context.Background(), http.MethodGet, "/webhooks/"+failing.ID+"/deliveries?pageSize=50", nil, &page); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(page.Deliveries, func(d struct{ Status string }) bool { return d.Status == "FAILED" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed delivery: %+v", page.Deliveries)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "ann", "--role", "owner", "--password-stdin")
+	in.runCLIInput(t, personPassword+"\n", "users", "create", "--account", a.creds.AccountID, "--username", "rita", "--role", "restricted",
+		"--mount", uids[1], "--password-stdin")
+	shots := screenshotDir(t)
+
+	b := newBrowserSession(t, chromium)
+	b.signIn(in.base, "ann")
+	row := func(uid string) string { return `document.querySelector('#fleet tr[data-uid="` + uid + `"]')` }
+	shownUIDs := `[...document.querySelectorAll('#fleet tbody tr[data-uid]')].map((tr) => tr.dataset.uid).join(',')`
+
+	// The overview, the signed-in home: its counts are the fleet's.
+	b.waitJS("the overview's counts", `document.getElementById('count-all')?.querySelector('.value').textContent === '5'`, 10*time.Second)
+	for id, want := range map[string]string{"count-associated": "4", "count-idle": "1", "count-low": "1", "count-helmet": "1", "count-silent": "2"} {
+		b.waitJS(id, `document.querySelector('#`+id+` .value')?.textContent === '`+want+`'`, 10*time.Second)
+	}
+	b.waitJS("one webhook failing", `document.querySelector('#count-webhooks .value')?.textContent === '1'`, 10*time.Second)
+	b.screenshot(shots, "console-overview.png")
+	// The header is one line on a desktop's screen, the account's name in
+	// full, and no menu button.
+	b.waitJS("a one-line header at 1280 px", `innerWidth === 1280 && `+oneLineHeader+` && getComputedStyle(document.getElementById('menu-toggle')).display === 'none' && `+
+		`document.getElementById('who').scrollWidth <= document.getElementById('who').clientWidth`, 5*time.Second)
+	// A count's link opens the fleet filtered, the filter in the URL; back
+	// returns to the overview.
+	b.step("open the low battery count", chromedp.Click(chromedp.CSS(`#count-low`)))
+	b.waitJS("the fleet filtered to low battery", `location.hash === '#/fleet?battery=low' && document.getElementById('low')?.checked && `+shownUIDs+` === 'MNT-0004'`, 10*time.Second)
+	b.eval(`history.back()`)
+	b.waitJS("back to the overview", `document.getElementById('overview') !== null && !document.getElementById('fleet')`, 5*time.Second)
+	// The overview counts again on request.
+	reportStates(t, api, uids[1], 5, false, time.Now())
+	b.step("count again", chromedp.Click(chromedp.CSS(`#refresh`)))
+	b.waitJS("two low on battery", `document.querySelector('#count-low .value')?.textContent === '2'`, 10*time.Second)
+	b.step("open the silent count", chromedp.Click(chromedp.CSS(`#count-silent`)))
+	b.waitJS("the fleet filtered to silent mounts", `location.hash === '#/fleet?report=silent' && `+shownUIDs+` === 'MNT-0004,MNT-0005'`, 10*time.Second)
+	// A filter chosen on the page goes into the URL; back restores the previous one.
+	b.eval(`{ const s = document.getElementById('state'); s.value = 'IDLE'; s.dispatchEvent(new Event('change')) }`)
+	b.waitJS("IDLE and silent", `location.hash === '#/fleet?state=IDLE&report=silent' && `+shownUIDs+` === 'MNT-0005'`, 5*time.Second)
+	b.eval(`history.back()`)
+	b.waitJS("back to silent only", `location.hash === '#/fleet?report=silent' && document.getElementById('state').value === '' && `+shownUIDs+` === 'MNT-0004,MNT-0005'`, 5*time.Second)
+
+	// The CSV holds the rows shown, in the columns shown; a hidden column
+	// stays hidden on the next visit (localStorage).
+	if got, want := b.downloadCSV(), "UID,Name,Model,Serial,State,Battery,Lock,Helmet,CPU,Firmware,Software,Presence,Last report\r\n"; !strings.HasPrefix(got, want) ||
+		strings.Count(got, "\r\n") != 3 || !strings.Contains(got, "\r\nMNT-0004,,,,ASSOCIATED,15,false,false,") || !strings.Contains(got, "\r\nMNT-0005,,,,IDLE,,,,,,,UNKNOWN,\r\n") {
+		t.Fatalf("the CSV of the silent mounts:\n%s", got)
+	}
+	b.eval(`{ const c = document.querySelector('input[data-column=serialNumber]'); c.checked = false; c.dispatchEvent(new Event('change')) }`)
+	b.step("the whole fleet", chromedp.Navigate(in.base+"/console/#/fleet?q=front"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	b.waitJS("searched by name", shownUIDs+` === 'MNT-0001' && document.getElementById('search').value === 'front'`, 10*time.Second)
+	b.waitJS("the serial number column stays hidden", `getComputedStyle(document.querySelector('#fleet th.c-serialNumber')).display === 'none'`, 5*time.Second)
+	if got := b.downloadCSV(); !strings.HasPrefix(got, "UID,Name,Model,State,") || !strings.Contains(got, "\r\nMNT-0001,Front door,HL-2,ASSOCIATED,80,true,true,") ||
+		!strings.Contains(got, ",1.4.0,2.1.3,") || strings.Count(got, "\r\n") != 2 {
+		t.Fatalf("the CSV of the search:\n%s", got)
+	}
+	b.eval(`{ const c = document.querySelector('input[data-column=serialNumber]'); c.checked = true; c.dispatchEvent(new Event('change')) }`)
+	// The server's export of the whole fleet, every field (owners).
+	if got := b.saved(`document.querySelector('#export-fleet button[data-format=csv]').click()`); !strings.HasPrefix(got, mountsHeader+"\r\n") ||
+		!strings.Contains(got, "\r\nMNT-0001,Front door,") {
+		t.Fatalf("the fleet's export:\n%s", got)
+	}
+	// One export control, which says which is which: the rows shown (a CSV
+	// made here) or the server's export of the whole filter, which takes
+	// the expression and not the search.
+	if got := b.evalString(`[...document.querySelectorAll('main button, main summary')].filter((el) => /export|csv/i.test(el.textContent) && !el.closest('#export-menu')).map((el) => el.textContent).join('|')`); got != "" {
+		t.Errorf("export controls outside the one menu: %s", got)
+	}
+	b.step("open the export menu", chromedp.Click(chromedp.CSS(`#export-menu summary`)))
+	b.waitJS("the menu says which is which", `document.getElementById('export-rows-title').textContent === 'Rows shown (CSV)' && `+
+		`document.getElementById('export-rows-say').textContent === '1 mount, the columns shown, made in the browser' && `+
+		`document.getElementById('export-fleet-title').textContent === 'Whole filter (server export)' && `+
+		`document.getElementById('export-server-say').textContent === 'The whole fleet, every field; the search and boxes do not apply.'`, 5*time.Second)
+	b.checkA11y("the fleet's export menu")
+	b.step("close the export menu", chromedp.Click(chromedp.CSS(`#export-menu summary`)))
+	b.eval(`{ document.getElementById('expr').value = 'batteryLevel < 10'; document.getElementById('expr-form').requestSubmit() }`)
+	b.waitJS("filtered by the expression", `document.getElementById('search').value === 'front' && document.querySelectorAll('#fleet tbody tr[data-uid]').length === 0`, 10*time.Second)
+	b.step("open the export menu", chromedp.Click(chromedp.CSS(`#export-menu summary`)))
+	b.waitJS("the menu names the expression", `document.getElementById('export-rows-say').textContent.startsWith('0 mounts') && `+
+		`document.getElementById('export-server-say').textContent === 'Every mount “batteryLevel < 10” selects, every field; the search and boxes do not apply.'`, 5*time.Second)
+	if got := b.saved(`document.querySelector('#export-fleet button[data-format=csv]').click()`); !strings.HasPrefix(got, mountsHeader+"\r\n") ||
+		strings.Count(got, "\r\n") != 2 || !strings.Contains(got, "\r\nMNT-0002,") {
+		t.Fatalf("the export of the filter:\n%s", got)
+	}
+	if got := b.evalString(`document.getElementById('export-menu').open + ' ' + document.querySelector('#export-menu + .export-status').textContent`); got != "false saved mounts.csv" {
+		t.Errorf("after the export: %s", got)
+	}
+	b.step("clear the expression", chromedp.Click(chromedp.CSS(`#expr-clear`)))
+	if got := b.evalString(`localStorage.getItem('mountd.console.hiddenColumns')`); got != "[]" {
+		t.Fatalf("hidden columns kept as %q", got)
+	}
+	b.step("the whole fleet", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)))
+	b.waitJS("the owner's fleet offers association", `document.getElementById('associate-link')?.getAttribute('href') === '#/associate'`, 5*time.Second)
+	b.waitJS("the fleet lists the account's mounts", row(uids[0])+` && `+row(uids[2])+` !== null`, 10*time.Second)
+	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
+	if got := b.text(`#fleet tr[data-uid="MNT-0001"] .battery`); got != "80%" {
+		t.Fatalf("battery cell %q, want 80%%", got)
+	}
+
+	// A report through REST appears on the open page, without a reload.
+	// (How fast is for the benchmark; a loaded machine says nothing of it.)
+	reportStates(t, api, uids[0], 42, true, time.Now())
+	b.waitJS("a report appears live", row(uids[0])+`.querySelector('.battery').textContent === '42%'`, 30*time.Second)
+
+	// The network is cut: the page's socket closes and new ones fail;
+	// reports made meanwhile appear once it is back.
+	b.eval(`window.__offline = true; window.__sockets.forEach((s) => s.close())`)
+	b.waitJS("the page shows the cut", `document.getElementById('connection').dataset.state !== 'live'`, 5*time.Second)
+	for i, v := range []int{41, 40, 39} {
+		reportStates(t, api, uids[0], v, true, time.Now().Add(time.Duration(i)*time.Millisecond))
+	}
+	time.Sleep(500 * time.Millisecond)
+	b.eval(`window.__offline = false`)
+	b.waitJS("the page reconnects", `document.getElementById('connection').dataset.state === 'live'`, 15*time.Second)
+	b.waitJS("reports made while cut appear", row(uids[0])+`.querySelector('.battery').textContent === '39%'`, 5*time.Second)
+	b.screenshot(shots, "console-fleet.png")
+
+	// A mount's page: live values, history charts, the command audit.
+	b.step("open a mount", chromedp.Navigate(in.base+"/console/#/mounts/MNT-0001"), chromedp.WaitVisible(chromedp.CSS(`.uplot`)))
+	if got := b.text(`#mount-uid`); got != "MNT-0001" {
+		t.Fatalf("mount page title %q", got)
+	}
+	b.waitJS("the command audit lists the association", `document.body.innerText.includes('ASSOCIATE_OWNER')`, 5*time.Second)
+	if got := b.saved(`document.querySelector('#export-history button[data-format=ndjson]').click()`); !strings.HasPrefix(got, `{"uid":"MNT-0001","code":`) ||
+		!strings.HasSuffix(got, `"verified":false}`+"\n") {
+		t.Fatalf("the mount's history export:\n%s", got)
+	}
+
+	// The events page opens with the log's last events, newest first, then
+	// adds live ones on top; state reports are left out unless asked for.
+	eventRows := `[...document.querySelectorAll('#events tbody tr')]`
+	event := func(typ, uid string) string {
+		return `document.querySelector('#events tr[data-type="` + typ + `"][data-uid="` + uid + `"]')`
+	}
+	top := func(typ, uid string) string {
+		return `document.querySelector('#events tbody tr')?.dataset.type === '` + typ + `' && document.querySelector('#events tbody tr').dataset.uid === '` + uid + `'`
+	}
+	b.step("open the events", chromedp.Navigate(in.base+"/console/#/events"), chromedp.WaitVisible(chromedp.CSS(`#events`)))
+	b.waitJS("the history, newest first, without state reports", event("ASSOCIATION_REQUESTED", "MNT-0005")+` !== null && `+top("ASSOCIATION_REQUESTED", "MNT-0005")+` && `+
+		eventRows+`.length <= 50 && `+eventRows+`.findIndex((tr) => tr.dataset.type === 'ASSOCIATION_CONFIRMED' && tr.dataset.uid === 'MNT-0001') > 0 && `+
+		`!document.querySelector('#events tr[data-type="STATES_REPORTED"]')`, 10*time.Second)
+	b.waitJS("the events' socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
+	reportStates(t, api, uids[1], 55, false, time.Now())
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0006"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("a live event on top", top("ASSOCIATION_REQUESTED", "MNT-0006")+` && !document.querySelector('#events tr[data-type="STATES_REPORTED"]')`, 10*time.Second)
+	// Paused, new events wait until Resume.
+	b.step("pause", chromedp.Click(chromedp.CSS(`#events-pause`)))
+	b.waitJS("paused", `document.getElementById('events-pause').getAttribute('aria-pressed') === 'true'`, time.Second)
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0007"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("held while paused", `document.getElementById('events-pause').textContent === 'Resume (1 new)'`, 10*time.Second)
+	b.waitJS("nothing added while paused", top("ASSOCIATION_REQUESTED", "MNT-0006")+` && `+event("ASSOCIATION_REQUESTED", "MNT-0007")+` === null`, time.Second)
+	b.step("resume", chromedp.Click(chromedp.CSS(`#events-pause`)))
+	b.waitJS("the held event on top", top("ASSOCIATION_REQUESTED", "MNT-0007")+` && document.getElementById('events-pause').textContent === 'Pause'`, 5*time.Second)
+	b.eval(`{ const s = document.getElementById('event-type'); s.value = 'all'; s.dispatchEvent(new Event('change')) }`)
+	b.waitJS("any type loads the state reports too", `location.hash === '#/events?type=all' && `+event("STATES_REPORTED", uids[1])+` !== null && `+eventRows+`.length <= 50 && `+top("ASSOCIATION_REQUESTED", "MNT-0007"), 10*time.Second)
+	b.eval(`{ const u = document.getElementById('event-mount'); u.value = 'MNT-0006'; u.dispatchEvent(new Event('change')) }`)
+	b.waitJS("filtered by mount", `location.hash === '#/events?type=all&mount=MNT-0006' && `+eventRows+`.length === 1 && `+top("ASSOCIATION_REQUESTED", "MNT-0006"), 10*time.Second)
+
+	// By keyboard: a column heading sorts on Enter, into the URL.
+	b.step("the fleet again", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	b.waitJS("the fleet's rows", row(uids[0])+` !== null`, 10*time.Second)
+	b.step("sort by battery with the keyboard", chromedp.Focus(chromedp.CSS(`#fleet th.c-batteryLevel`)), chromedp.KeyEvent("\r"))
+	b.waitJS("sorted by battery", `location.hash === '#/fleet?sort=batteryLevel' && document.querySelector('#fleet th.c-batteryLevel').getAttribute('aria-sort') === 'ascending' && `+
+		shownUIDs+` === 'MNT-0004,MNT-0003,MNT-0001,MNT-0002,MNT-0005,MNT-0006,MNT-0007'`, 5*time.Second)
+
+	// On a phone (390 px wide) the page does not scroll sideways: the
+	// navigation wraps and the fleet's table scrolls in its own box.
+	phone := t.TempDir()
+	b.step("a phone's screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(in.base+"/console/#/"), chromedp.WaitVisible(chromedp.CSS(`#overview`)))
+	b.waitJS("the overview fits", `document.getElementById('count-all') !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	// The navigation folds into a menu: closed at first, open on the
+	// button, closed again by the link taken.
+	b.waitJS("the menu button, the navigation folded", `getComputedStyle(document.getElementById('menu-toggle')).display !== 'none' && `+
+		`getComputedStyle(document.getElementById('nav')).display === 'none' && document.getElementById('signout').getClientRects().length === 0 && `+
+		`document.getElementById('bar').getBoundingClientRect().height < 60`, 5*time.Second)
+	b.screenshot(phone, "console-phone-overview.png")
+	b.step("open the menu", chromedp.Click(chromedp.CSS(`#menu-toggle`)))
+	b.waitJS("the menu open", `document.getElementById('menu-toggle').getAttribute('aria-expanded') === 'true' && getComputedStyle(document.getElementById('nav')).display !== 'none' && `+
+		`document.querySelector('#nav a[data-view=fleet]').getBoundingClientRect().right <= 390 && document.getElementById('signout').getClientRects().length > 0 && document.documentElement.scrollWidth <= 390`, 5*time.Second)
+	b.screenshot(phone, "console-phone-menu.png")
+	b.step("a link in the menu", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	b.waitJS("the menu closed", `document.getElementById('menu-toggle').getAttribute('aria-expanded') === 'false' && getComputedStyle(document.getElementById('nav')).display === 'none'`, 5*time.Second)
+	b.step("the fleet on a phone", chromedp.Navigate(in.base+"/console/#/fleet"), chromedp.WaitVisible(chromedp.CSS(`#fleet`)))
+	b.waitJS("the fleet fits", row(uids[0])+` !== null && document.documentElement.scrollWidth <= 390`, 10*time.Second)
+	b.screenshot(phone, "console-phone-fleet.png")
+	b.step("back to a desktop's screen", chromedp.EmulateReset())
+
+	// GraphiQL in the same tab carries the person's token along.
+	b.step("open GraphiQL", chromedp.Navigate(in.base+"/graphiql"), chromedp.WaitVisible(chromedp.CSS(`.graphiql-container`)))
+	b.waitJS("the person's token fills Access-Key", `[...document.querySelectorAll('.graphiql-editor-tool .CodeMirror')].some((e) => e.CodeMirror.getValue().includes('"Access-Key": "ey'))`, 10*time.Second)
+	b.checkOrigin(in.base)
+
+	// A restricted user: only its mount, no owner actions.
+	r := newBrowserSession(t, chromium)
+	r.signIn(in.base, "rita")
+	r.waitJS("rita's overview", `document.querySelector('#count-all .value')?.textContent === '1' && !document.getElementById('count-webhooks')`, 10*time.Second)
+	r.step("rita's fleet", chromedp.Click(chromedp.CSS(`#nav a[data-view=fleet]`)))
+	r.waitJS("rita's fleet", `document.querySelectorAll('#fleet tbody tr[data-uid]').length === 1 && `+row(uids[1])+` !== null`, 10*time.Second)
+	r.waitJS("no owner actions", `!document.getElementById('associate-link') && !document.getElementById('export-fleet') && document.querySelector('#nav [data-owner]').hidden`, time.Second)
+	r.step("open rita's mount", chromedp.Navigate(in.base+"/console/#/mounts/"+uids[1]), chromedp.WaitVisible(chromedp.CSS(`#mount-uid`)))
+	r.waitJS("no abandon button nor export", `!document.getElementById('abandon') && !document.getElementById('export-history')`, time.Second)
+	// A mount that is not hers says so, and never shows an empty page of it.
+	r.eval(`window.__skeleton = false; new MutationObserver(() => { if (document.getElementById('mount-uid') || document.getElementById('identity')) window.__skeleton = true })
+	  .observe(document.getElementById('main'), { childList: true, subtree: true }); location.hash = '#/mounts/` + uids[0] + `'`)
+	r.waitJS("not found, no skeleton", `document.getElementById('mount-not-found') !== null && !document.getElementById('mount-uid') && !document.getElementById('identity') && `+
+		`!document.querySelector('#main form') && !window.__skeleton`, 10*time.Second)
+	time.Sleep(300 * time.Millisecond) // nothing arrives late either
+	r.waitJS("still no skeleton", `!window.__skeleton && document.querySelectorAll('#main .card').length === 1`, time.Second)
+
+	// Signing out ends the sign-in: the page is signed out, and the refresh
+	// token it held no longer works.
+	refresh, err := chromedp.Run(r.ctx, chromedp.Evaluate[string](`JSON.parse(sessionStorage.getItem('tokens')).refresh`))
+	if err != nil || refresh == "" {
+		t.Fatalf("the page's refresh token: %q %v", refresh, err)
+	}
+	r.step("sign out", chromedp.Click(chromedp.CSS(`#signout`)), chromedp.WaitVisible(chromedp.CSS(`#signin`)))
+	if status, _ := in.refreshPerson(t, refresh); status != http.StatusBadRequest {
+		t.Fatalf("refresh after signing out: %d, want 400", status)
+	}
+	r.checkOrigin(in.base)
+}
+
+// oneLineHeader: the header is one line: every item of it shown sits on
+// the brand's line.
+const oneLineHeader = `(() => {
+  const bar = document.getElementById('bar'), brand = bar.querySelector('.brand').getBoundingClientRect();
+  const mid = (r) => r.top + r.height / 2;
+  return [...bar.querySelectorAll('nav a, .alarm-count, .connection, #who, #signout')].filter((e) => e.getClientRects().length)
+    .every((e) => Math.abs(mid(e.getBoundingClientRect()) - mid(brand)) < 8) && bar.getBoundingClientRect().height < 50;
+})()`
+
+// reportStates posts battery and lock states for uid.
+func reportStates(t *testing.T, api *client.Client, uid string, battery int, locked bool, at time.Time) {
+	t.Helper()
+	at = at.UTC().Truncate(time.Millisecond)
+	states := []any{
+		map[string]any{"code": "BATTERY_LEVEL", "value": fmt.Sprint(battery), "occurredAt": at.Format(time.RFC3339Nano)},
+		map[string]any{"code": "MOUNT_LOCKED", "value": map[bool]string{true: "1", false: "0"}[locked], "occurredAt": at.Format(time.RFC3339Nano)},
+		map[string]any{"code": "HELMET_MOUNTED", "value": map[bool]string{true: "1", false: "0"}[battery%2 == 0], "occurredAt": at.Format(time.RFC3339Nano)},
+		map[string]any{"code": "CPU_TEMPERATURE", "value": fmt.Sprintf("%.1f", 38+float64(battery%7)), "occurredAt": at.Format(time.RFC3339Nano)},
+	}
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/states", map[string]any{"states": states}, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGraphQLDocumentLimits: what would make validation expensive is
+// refused before it, with a code; the standard introspection query is
+// answered (depth and complexity do not count introspection fields).
+func TestGraphQLDocumentLimits(t *testing.T) {
+	in := start(t, testConfig(t.TempDir(), ""))
+	a := newFleet(in, "A")
+	rider := in.token(a.creds, "openid", "sub", "urn:mountd:iam:org:project:id:mountd:aud", "role:restricted", "mount:R1")
+
+	introspection, err := os.ReadFile("../graph/testdata/introspection-query.graphql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repeat := func(n int, field string) string { return "{ me { " + strings.Repeat(field+" ", n) + "} }" }
+	spreads := "query { me { " + strings.Repeat("...F ", 200) + "} } fragment F on Me { " + strings.Repeat("name ", 200) + "}"
+
+	for _, tc := range []struct {
+		name     string
+		token    string
+		query    string
+		wantCode string
+	}{
+		{"the standard introspection query", a.token, string(introspection), ""},
+		{"a field repeated 500 times", a.token, repeat(500, "name"), ""},
+		{"a field repeated 10,000 times", a.token, repeat(10_000, "name"), "QUERY_LIMIT_EXCEEDED"},
+		{"a field repeated 10,000 times, rider's token", rider, repeat(10_000, "name"), "QUERY_LIMIT_EXCEEDED"},
+		{"200 spreads of a 200-field fragment", a.token, spreads, "QUERY_LIMIT_EXCEEDED"},
+		{"4,000 arguments", a.token, "{ me { name(" + strings.Repeat("a: 1 ", 4000) + ") } }", "QUERY_LIMIT_EXCEEDED"},
+		{"more tokens than the parser allows", a.token, "{ me { name(a: [" + strings.Repeat("1,", 16_000) + "]) } }", "QUERY_LIMIT_EXCEEDED"},
+		{"a query over 64 KiB", a.token, "{ me { name } }" + strings.Repeat(" ", 65<<10), "PAYLOAD_TOO_LARGE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := in.gql(t, tc.token, tc.query, nil)
+			if r.code() != tc.wantCode {
+				t.Fatalf("code %q, want %q: %+v", r.code(), tc.wantCode, r.Errors)
+			}
+			if tc.wantCode == "" && len(r.Data) < 10 {
+				t.Fatalf("no data: %s", r.Data)
+			}
+		})
+	}
+	var schema struct {
+		Schema struct {
+			Types []struct{ Name string } `json:"types"`
+		} `json:"__schema"`
+	}
+	r := a.gql(t, string(introspection), nil)
+	if err := json.Unmarshal(r.Data, &schema); err != nil || len(schema.Schema.Types) < 20 {
+		t.Fatalf("introspection answered %d types: %v", len(schema.Schema.Types), err)
+	}
+}
+
+// TestGraphQLMalformedBodies: bodies that are not a GraphQL request are a
+// 400 coded BAD_REQUEST, never INTERNAL.
+func TestGraphQLMalformedBodies(t *testing.T) {
+	in := start(t, testConfig(t.TempDir(), ""))
+	a := newFleet(in, "A")
+	for _, body := range []string{
+		`not json {"variables":{"secret":"s3cr3t"}}`,
+		`[{"query":"{ me { name } }","variables":{"secret":"s3cr3t"}}]`,
+		`{"query": 5}`,
+	} {
+		req, err := http.NewRequest(http.MethodPost, in.base+"/graphql", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Access-Key", a.token)
+		res, raw := in.do(req)
+		r := decode[gqlResponse](t, raw)
+		if res.StatusCode != http.StatusBadRequest || r.code() != "BAD_REQUEST" || strings.Contains(string(raw), "s3cr3t") {
+			t.Fatalf("%s: %d %s", body, res.StatusCode, raw)
+		}
+	}
+}
+
+// TestGraphQLCostLimit: with a rider's token, 20 pages of 1,000 events
+// with their states in one operation are refused before anything is read,
+// with COMPLEXITY_LIMIT_EXCEEDED; one such page is answered whole.
+func TestGraphQLCostLimit(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, newConfig(t))
+			a := newFleet(in, "A")
+			a.associate(t, "R1", nil)
+			a.confirm(t, "R1")
+			rider := in.token(a.creds, "openid", "sub", audItem, "role:restricted", "mount:R1")
+			const reports, perReport = 6, 500
+			base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+			for r := range reports {
+				states := make([]map[string]any, perReport)
+				for i := range states {
+					states[i] = entry("BATTERY_LEVEL", strconv.Itoa(i%101), base.Add(time.Duration(r*perReport+i)*time.Millisecond))
+				}
+				if got := a.report(t, "R1", states...); got["accepted"] != perReport {
+					t.Fatalf("report %d: %v", r, got)
+				}
+			}
+
+			page := `events(limit: 1000) { events { id type uid occurredAt states { code value occurredAt } mount { uid batteryLevel } } next }`
+			var aliased strings.Builder
+			aliased.WriteString("{ ")
+			for i := range 20 {
+				fmt.Fprintf(&aliased, "p%d: %s ", i, page)
+			}
+			aliased.WriteString("}")
+			r := in.gql(t, rider, aliased.String(), nil)
+			if r.code() != "COMPLEXITY_LIMIT_EXCEEDED" || len(r.Data) > 0 && string(r.Data) != "null" {
+				t.Fatalf("20 pages: %.500s %+v", r.Data, r.Errors)
+			}
+			if !strings.Contains(r.Errors[0].Message, "exceeds the limit of 3000000") {
+				t.Fatalf("the refusal does not name the limit: %s", r.Errors[0].Message)
+			}
+
+			r = in.gql(t, rider, "{ "+page+" }", nil)
+			if len(r.Errors) > 0 {
+				t.Fatalf("one page: %+v", r.Errors)
+			}
+			var got struct {
+				Events struct {
+					Events []struct {
+						Type   string
+						States []struct{ Code, Value string }
+					}
+				}
+			}
+			if err := json.Unmarshal(r.Data, &got); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, e := range got.Events.Events {
+				n += len(e.States)
+			}
+			if n != reports*perReport {
+				t.Fatalf("one page holds %d states in %d events, want %d", n, len(got.Events.Events), reports*perReport)
+			}
+		})
+	}
+}
