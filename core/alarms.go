@@ -4,7 +4,8 @@ import "time"
 
 // Presence and alarms (docs/api.md, "Presence and alarms").
 
-// Presence says whether a mount is heard from (§17).
+// Presence says whether a mount is heard from (docs/api.md, "Presence and
+// alarms").
 type Presence string
 
 // The presences: UNKNOWN before any accepted report, ONLINE while the last

@@ -148,9 +148,9 @@ type AlarmDeps struct {
 	OfflineAfter OfflineAfter
 }
 
-// AlarmService holds alarm rules and alarms (§17) and evaluates them: on
-// every accepted report (MountService calls Evaluate) and by a sweep of the
-// database for durations and presence.
+// AlarmService holds alarm rules and alarms (docs/api.md, "Presence and
+// alarms") and evaluates them: on every accepted report (MountService calls
+// Evaluate) and by a sweep of the database for durations and presence.
 type AlarmService struct {
 	store        AlarmStore
 	waker        EventWaker

@@ -82,7 +82,8 @@ func TestAuditRules(t *testing.T) {
 			t.Fatalf("entry %d = %+v, want %s by %+v at %v", i, e, w.action, w.actor, w.at)
 		}
 	}
-	// The claim names the device key it pinned (§16 as amended).
+	// The claim names the device key it pinned (docs/api.md, "The truth from
+	// the mount").
 	if got[0].Details["devicePublicKey"] != deviceKey {
 		t.Fatalf("request details %v", got[0].Details)
 	}

@@ -54,9 +54,10 @@ type Command struct {
 	// ExpiresAt is when the command can no longer run: GeneratedAt plus
 	// the server's command TTL (data.expiresAt).
 	ExpiresAt time.Time
-	// The lifecycle (§16): Status moved at StatusAt (the server's clock);
-	// Reason is the mount's for REFUSED; Verified says the deciding
-	// receipt was signed by the mount's device key.
+	// The lifecycle (docs/api.md, "The truth from the mount"): Status moved
+	// at StatusAt (the server's clock); Reason is the mount's for REFUSED;
+	// Verified says the deciding receipt was signed by the mount's device
+	// key.
 	Status   CommandStatus
 	StatusAt time.Time
 	Reason   string
@@ -78,7 +79,8 @@ func (c Command) IssuerName() string {
 	return c.IssuedBy
 }
 
-// CommandStatus is where a command stands in its lifecycle (CONTRACT §16).
+// CommandStatus is where a command stands in its lifecycle
+// (docs/api.md, "The truth from the mount").
 type CommandStatus string
 
 // The command statuses: ISSUED, then EXECUTED or REFUSED from a receipt, or

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// ExportStore streams an account's data out for the exports (CONTRACT §20)
-// in constant memory: each method reads one database cursor and hands the
-// rows to yield one at a time, never holding the whole result. An error
-// from yield stops the iteration and is returned as is; the end of ctx
+// ExportStore streams an account's data out for the exports (docs/api.md,
+// "Exports") in constant memory: each method reads one database cursor and
+// hands the rows to yield one at a time, never holding the whole result. An
+// error from yield stops the iteration and is returned as is; the end of ctx
 // stops the query (a client that went away stops the database's work too).
 type ExportStore interface {
 	// EachMount calls yield with each mount accountID owns with a live

@@ -295,7 +295,7 @@ func updateCode(all []FirmwareVersion, current, target *semver.Version) string {
 // of the account gets the answer it would get if the catalogue held
 // nothing from the rollout's revision up (UP_TO_DATE when that leaves no
 // candidate): a PAUSED rollout offers nothing, its own targets included,
-// as pending-commands (CONTRACT clarifications §19); a canceled or
+// as pending-commands (docs/api.md, "Rollouts"); a canceled or
 // completed one gates nothing. A deprecated rollout version is named to
 // no target: they get that answer too.
 func (s *FirmwareService) CheckMountUpdate(ctx context.Context, p Principal, model string, rev *string, m Mount) (UpdateCheck, error) {

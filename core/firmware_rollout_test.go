@@ -43,7 +43,7 @@ func (f *fakeRolloutFor) RolloutFor(_ context.Context, accountID, model, uid str
 // older (a downgrade); every other mount, while a RUNNING or PAUSED
 // rollout exists for the model, gets the answer of a catalogue without
 // the rollout's revision and above: a PAUSED rollout offers nothing
-// (CONTRACT clarifications §19), its ELIGIBLE and INSTALLING targets
+// (docs/api.md, "Rollouts"), its ELIGIBLE and INSTALLING targets
 // included.
 func TestCheckMountUpdate(t *testing.T) {
 	ctx := context.Background()

@@ -10,8 +10,8 @@ import (
 )
 
 // TestHandoverSignatures: POST /mounts signs its ASSOCIATE_OWNER's
-// data.handover with the owner keys the mount may hold (CONTRACT §6
-// hand-over, §21): none for a new uid; the last confirmed association's,
+// data.handover with the owner keys the mount may hold (docs/api.md,
+// "Commands"): none for a new uid; the last confirmed association's,
 // across accounts; then one per later association whose ASSOCIATE_OWNER
 // may have reached the mount (a lapsed IDLE one, a claim while ASSOCIATED).
 func TestHandoverSignatures(t *testing.T) {

@@ -18,7 +18,8 @@ import (
 // Jobs (docs/api.md, "Jobs"): one command for many mounts, fixed at
 // creation, that waits at each mount for whichever phone passes. A phone
 // near a mount fetches its pending commands, signed then with a fresh
-// nonce; the job's progress follows the commands' statuses (§16).
+// nonce; the job's progress follows the commands' statuses (docs/api.md, "The
+// truth from the mount").
 
 // JobState is where a job stands.
 type JobState string
@@ -148,7 +149,7 @@ const (
 	// MaxJobDescriptionLength bounds a description's characters.
 	MaxJobDescriptionLength = 500
 	// MaxPendingCommands bounds the commands one pending-commands call
-	// hands out, jobs' and rollouts' together (CONTRACT §18 as amended).
+	// hands out, jobs' and rollouts' together (docs/api.md, "Jobs").
 	MaxPendingCommands = 10
 	// PendingReuseMargin: a job's or rollout's unanswered command is
 	// handed out again, the same one, while it is at least this far from
@@ -620,7 +621,7 @@ func (s *MountService) commandsByID(ctx context.Context, p Principal, uid string
 
 // HandOutAgain decides whether c, the latest command of a job or rollout
 // at mount m (nil for none), is handed out again at now instead of a
-// freshly signed one (CONTRACT §18 as amended): it is still unanswered
+// freshly signed one (docs/api.md, "Jobs"): it is still unanswered
 // (ISSUED), at least PendingReuseMargin from its expiresAt, and says what
 // would be signed now (the same code, mount and params; a SYNC_NFC_TAGS
 // whose tags changed since is not) under the association's current key

@@ -575,7 +575,7 @@ func countEvents(t *testing.T, store *memory.Store, accountID string, typ core.E
 // TestPendingCommandsHandOutAgain: a job's unanswered command is handed
 // out again, the same one (id, nonce, signature), while it is at least 2
 // minutes from its expiresAt: no new command, COMMAND_ISSUED event or
-// audit entry (CONTRACT §18 as amended); closer to it a freshly signed one
+// audit entry (docs/api.md, "Jobs"); closer to it a freshly signed one
 // replaces it; an answered one is not handed out again.
 func TestPendingCommandsHandOutAgain(t *testing.T) {
 	f := newJobFixture(t, withCommandTTL(5*time.Minute))

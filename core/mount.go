@@ -46,12 +46,13 @@ type Mount struct {
 	// AssociationStartedAt is when the current association began: the
 	// claim of the unknown or INACTIVE uid (a claim of the owner during
 	// its own association keeps it). Commands generated before it belong
-	// to an earlier association (§16). Zero for associations begun before
-	// it was recorded.
+	// to an earlier association (docs/api.md, "The truth from the mount").
+	// Zero for associations begun before it was recorded.
 	AssociationStartedAt time.Time
 	// LastSeenAt is the server's time of the last accepted report or
 	// receipt upload of the current association (zero: never); Presence
-	// is computed from it when the mount is read (§17).
+	// is computed from it when the mount is read (docs/api.md, "Presence and
+	// alarms").
 	LastSeenAt time.Time
 	Presence   Presence
 	CreatedAt  time.Time
@@ -87,10 +88,10 @@ type MountFields struct {
 	FirmwareRevision *string
 	SoftwareRevision *string
 	ModelNumber      *string
-	// DevicePublicKey is what the mount's info characteristic says (§16);
-	// nil keeps the key pinned before by the owner's own association, and
-	// starts a new association (a claim of an unknown or INACTIVE uid)
-	// without one.
+	// DevicePublicKey is what the mount's info characteristic says
+	// (docs/api.md, "The truth from the mount"); nil keeps the key pinned
+	// before by the owner's own association, and starts a new association (a
+	// claim of an unknown or INACTIVE uid) without one.
 	DevicePublicKey *string
 }
 
@@ -271,8 +272,8 @@ type MountStore interface {
 	// the uid's confirmed hand-over key and the keys kept before it go.
 	ConfirmAssociation(ctx context.Context, uid, accountID string, now time.Time, e *Event) (m Mount, ok bool, err error)
 	// HandoverKeys lists the owner keys mount uid may hold, whose
-	// signatures make the next ASSOCIATE_OWNER's hand-over (CONTRACT §6
-	// hand-over, §21): the last confirmed association's key first, then
+	// signatures make the next ASSOCIATE_OWNER's hand-over (docs/api.md,
+	// "Commands"): the last confirmed association's key first, then
 	// the keys claimed after it, oldest first; when there are more, the
 	// newest MaxHandoverKeys-1 of those. Keys outlive their association,
 	// its account and the mount's record (abandon, expiry, delete); none

@@ -12,8 +12,8 @@ import (
 )
 
 // MountService holds the association lifecycle (docs/api.md, "Mount lifecycle"), state ingest
-// (§5) and command issuing (§6). Every transport calls it; it asks the
-// principal for permission before anything else.
+// ("States") and command issuing ("Commands"). Every transport calls it; it
+// asks the principal for permission before anything else.
 type MountService struct {
 	mounts    MountStore
 	states    StateStore
@@ -162,7 +162,7 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 }
 
 // handover signs an ASSOCIATE_OWNER's payload with every owner key the
-// mount may hold (CONTRACT §6 hand-over, §21): data.handover, the
+// mount may hold (docs/api.md, "Commands"): data.handover, the
 // signatures joined by '+', the last confirmed association's first; nil
 // (null) for a uid never claimed. The keys stay sealed in the signer; a
 // key that no longer opens is left out (and logged), so the mount refuses

@@ -18,23 +18,26 @@ const (
 	EventDeleted              EventType = "DELETED"
 	EventNfcTagsSynced        EventType = "NFC_TAGS_SYNCED"
 	EventCommandIssued        EventType = "COMMAND_ISSUED"
-	// A command's status moved (§16): Event.Command carries it.
+	// A command's status moved (docs/api.md, "The truth from the mount"):
+	// Event.Command carries it.
 	EventCommandExecuted    EventType = "COMMAND_EXECUTED"
 	EventCommandRefused     EventType = "COMMAND_REFUSED"
 	EventCommandUnconfirmed EventType = "COMMAND_UNCONFIRMED"
-	// Presence (§17): OFFLINE at the lapse of lastSeenAt + offline-after,
-	// ONLINE with the first accepted report after OFFLINE.
+	// Presence (docs/api.md, "Presence and alarms"): OFFLINE at the lapse of
+	// lastSeenAt + offline-after, ONLINE with the first accepted report after
+	// OFFLINE.
 	EventMountOffline EventType = "MOUNT_OFFLINE"
 	EventMountOnline  EventType = "MOUNT_ONLINE"
-	// Alarms (§17): Event.Alarm carries the alarm.
+	// Alarms (docs/api.md, "Presence and alarms"): Event.Alarm carries the
+	// alarm.
 	EventAlarmRaised       EventType = "ALARM_RAISED"
 	EventAlarmCleared      EventType = "ALARM_CLEARED"
 	EventAlarmAcknowledged EventType = "ALARM_ACKNOWLEDGED"
 	// Account-level events (no mount: UID is empty): Event.Job carries
 	// the job.
 	EventJobCompleted EventType = "JOB_COMPLETED"
-	// Rollouts (§19): Event.Rollout carries the rollout as the change
-	// left it.
+	// Rollouts (docs/api.md, "Rollouts"): Event.Rollout carries the
+	// rollout as the change left it.
 	EventRolloutPhaseOpened EventType = "ROLLOUT_PHASE_OPENED"
 	EventRolloutPaused      EventType = "ROLLOUT_PAUSED"
 	EventRolloutCompleted   EventType = "ROLLOUT_COMPLETED"

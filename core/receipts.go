@@ -136,7 +136,8 @@ func (s *MountService) UploadReceipts(ctx context.Context, p Principal, uid stri
 	byID := make(map[string]Command, len(found))
 	for _, c := range found {
 		// A command of an earlier association of this account is not
-		// this mount's in its current association (§16).
+		// this mount's in its current association (docs/api.md, "The truth
+		// from the mount").
 		if c.GeneratedAt.Before(m.AssociationStartedAt) {
 			continue
 		}
@@ -183,7 +184,8 @@ func (s *MountService) UploadReceipts(ctx context.Context, p Principal, uid stri
 		case r.At.IsZero():
 			v.Add(field+".at", "is required")
 		case r.At.After(now.Add(futureTolerance)):
-			// As a report's occurredAt (§16 as amended): a receipt dated
+			// As a report's occurredAt (docs/api.md, "The truth from the
+			// mount"): a receipt dated
 			// ahead would keep the mount ONLINE.
 			v.Add(field+".at", "must not be more than 5 minutes in the future")
 		}

@@ -548,7 +548,8 @@ func TestDevicePublicKeyValidation(t *testing.T) {
 // association of the same account (abandoned, or lapsed) is not the
 // mount's in its current one: 404 COMMAND_NOT_FOUND, and nothing moves;
 // the current association's commands, its ASSOCIATE_OWNER included, are
-// taken, also after the owner's own POST /mounts during it (§16).
+// taken, also after the owner's own POST /mounts during it (docs/api.md, "The
+// truth from the mount").
 func TestReceiptEarlierAssociation(t *testing.T) {
 	ctx := context.Background()
 	f := newTruthFixture(t, time.Minute, time.Hour)
@@ -599,8 +600,8 @@ func TestReceiptEarlierAssociation(t *testing.T) {
 }
 
 // TestReceiptAtAhead: a receipt's at may be at most 5 minutes ahead of the
-// server's clock (§16 as amended); further ahead is 400 naming
-// receipts[i].at, and the mount is not heard.
+// server's clock (docs/api.md, "The truth from the mount"); further ahead is
+// 400 naming receipts[i].at, and the mount is not heard.
 func TestReceiptAtAhead(t *testing.T) {
 	ctx := context.Background()
 	f := newTruthFixture(t, time.Minute, time.Hour)

@@ -232,8 +232,8 @@ type RolloutStore interface {
 // rollout's lock:
 //
 //   - Command.RolloutID set: InsertCommand sets the target's CommandID
-//     and leaves its state (a fetch is no outcome: CONTRACT §19 as
-//     amended); CONFLICT, nothing stored, unless the rollout is RUNNING
+//     and leaves its state (a fetch is no outcome: docs/api.md,
+//     "Rollouts"); CONFLICT, nothing stored, unless the rollout is RUNNING
 //     and the target ELIGIBLE or INSTALLING.
 //   - A rollout command's EXECUTED or REFUSED decision, under a RUNNING
 //     or PAUSED rollout: DecideRolloutReceipt, then AdvanceRollout;

@@ -67,7 +67,7 @@ func (f *rolloutFixture) execute(t *testing.T, uid string, c core.Command) {
 
 // TestRolloutOfferHandedOutAgain: the install's unanswered command is
 // handed out again, the same one, while it is at least 2 minutes from its
-// expiresAt, then a fresh one (CONTRACT §18 as amended); the install
+// expiresAt, then a fresh one (docs/api.md, "Jobs"); the install
 // keeps its place among at most 10 commands, after the oldest jobs.
 func TestRolloutOfferHandedOutAgain(t *testing.T) {
 	f := newRolloutFixture(t, withCommandTTL(5*time.Minute))

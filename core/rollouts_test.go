@@ -63,7 +63,7 @@ func TestAssignRolloutPhases(t *testing.T) {
 }
 
 // TestDecideRolloutReceipt: the install's first signed receipt decides an
-// ELIGIBLE target (CONTRACT §19 as amended): EXECUTED makes it INSTALLING
+// ELIGIBLE target (docs/api.md, "Rollouts"): EXECUTED makes it INSTALLING
 // from now with that command, REFUSED fails it (but a stale or replayed
 // command); an unsigned receipt, or a target in any other state, moves
 // nothing.
@@ -750,7 +750,7 @@ func TestRolloutTargetsAndPhases(t *testing.T) {
 // TestRolloutLifecycle: a mount of the open phase is offered the install;
 // a fetch is no outcome (the target stays ELIGIBLE, offered again); the
 // install's first signed EXECUTED receipt makes it INSTALLING, the window
-// counting from the receipt (CONTRACT §19 as amended); a verified report
+// counting from the receipt (docs/api.md, "Rollouts"); a verified report
 // on the new revision makes it HEALTHY at the end of the window, which
 // opens the next phase; a mount without one FAILS; then the rollout
 // completes.

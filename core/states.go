@@ -48,7 +48,7 @@ type StateEntry struct {
 	OccurredAt time.Time // truncated to milliseconds, UTC
 	ReceivedAt time.Time
 	// Verified is true when the entry came in a report signed by the
-	// mount's device key (§16).
+	// mount's device key (docs/api.md, "The truth from the mount").
 	Verified bool
 }
 
@@ -62,7 +62,7 @@ type LatestStates struct {
 	// At holds the occurredAt of each code's latest entry.
 	At map[StateCode]time.Time
 	// Verified says, per code, whether the latest entry came signed by
-	// the mount (§16).
+	// the mount (docs/api.md, "The truth from the mount").
 	Verified map[StateCode]bool
 }
 
@@ -216,13 +216,14 @@ func LatestPerCode(entries []StateEntry) []StateEntry {
 }
 
 // Newer reports whether a supersedes b as the latest entry of its code: a
-// verified entry outranks an unverified one whatever their instants (§16 as
-// amended: once the association has a verified entry of a code, its
-// unverified entries count no more; a mount without a device key has none,
-// so there the latest entry wins), then the later occurredAt, then the
-// larger value text. Every holder of latest values (the stores' latest
-// rows, the state cache, the report's merge) keeps them by this rule, so
-// the computed fields, alarms, the fleet filter and requireIdle agree.
+// verified entry outranks an unverified one whatever their instants
+// (docs/api.md, "The truth from the mount": once the association has a
+// verified entry of a code, its unverified entries count no more; a mount
+// without a device key has none, so there the latest entry wins), then the
+// later occurredAt, then the larger value text. Every holder of latest values
+// (the stores' latest rows, the state cache, the report's merge) keeps them
+// by this rule, so the computed fields, alarms, the fleet filter and
+// requireIdle agree.
 func Newer(a, b StateEntry) bool {
 	if a.Verified != b.Verified {
 		return a.Verified

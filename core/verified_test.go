@@ -11,10 +11,11 @@ import (
 	"github.com/mountd/mountd/core"
 )
 
-// TestVerifiedValuesDecide (§16 as amended): an owner's unsigned entries
-// dated 290 s ahead decide the computed fields only until the mount's own
-// signed report comes; from then on unsigned entries of those codes, even
-// newer ones, change nothing: not the mount's fields, not its alarms.
+// TestVerifiedValuesDecide (docs/api.md, "The truth from the mount"): an
+// owner's unsigned entries dated 290 s ahead decide the computed fields only
+// until the mount's own signed report comes; from then on unsigned entries of
+// those codes, even newer ones, change nothing: not the mount's fields, not
+// its alarms.
 func TestVerifiedValuesDecide(t *testing.T) {
 	ctx := context.Background()
 	f := newTruthFixture(t, 0, 0)
@@ -85,7 +86,8 @@ func deref[T any](p *T) any {
 	return *p
 }
 
-// TestReportRevisionFollowsHighestCounter (§16 as amended): a replayed
+// TestReportRevisionFollowsHighestCounter (docs/api.md, "The truth from
+// the mount"): a replayed
 // report (only duplicates, a lower counter) leaves the mount's revision
 // where the highest counter put it; a counter the stores cannot keep is
 // refused.
@@ -128,8 +130,9 @@ func TestReportRevisionFollowsHighestCounter(t *testing.T) {
 }
 
 // TestRolloutRequireIdleReadsVerified: requireIdle reads the values every
-// reader does (§16 as amended): an owner's unsigned "locked, helmet in"
-// dated ahead does not outrank the mount's signed "unlocked, helmet out".
+// reader does (docs/api.md, "The truth from the mount"): an owner's unsigned
+// "locked, helmet in" dated ahead does not outrank the mount's signed
+// "unlocked, helmet out".
 func TestRolloutRequireIdleReadsVerified(t *testing.T) {
 	f := newRolloutFixture(t)
 	f.mount(t, f.owner, "M1", "MX", "1.0.0", false)

@@ -1,4 +1,4 @@
--- The owner keys a mount may hold (CONTRACT §6 hand-over): every claim's
+-- The owner keys a mount may hold (docs/api.md, "Commands"): every claim's
 -- key pair, kept sealed as in mounts (AES-256-GCM under the master key, the
 -- mount uid and key id as additional data), so that the next
 -- ASSOCIATE_OWNER is signed by the key the mount holds, across accounts.

@@ -1,4 +1,4 @@
--- Names, not ids (CONTRACT §20 as clarified): an API client has a name,
+-- Names, not ids (docs/api.md, "Audit log"): an API client has a name,
 -- by default its account's name and " API client", that the audit log's
 -- actor.name and alarms' acknowledgedByName show.
 ALTER TABLE api_clients ADD COLUMN name TEXT NOT NULL DEFAULT '';

@@ -8,7 +8,7 @@ import (
 
 // MaxHandoverSignatures bounds data.handover of an ASSOCIATE_OWNER: the
 // last confirmed association's signature and those of the keys issued
-// after it (CONTRACT §6 hand-over, §21). A mount reads no more than these.
+// after it (docs/ble.md, "Hand-over"). A mount reads no more than these.
 const MaxHandoverSignatures = 16
 
 // HandoverSeparator joins the signatures of data.handover.

@@ -105,7 +105,8 @@ func newJobsAPI(t *testing.T, m *simmount.Mount, owner ed25519.PrivateKey) *jobs
 	return a
 }
 
-// sign makes the REST Command of an offer, signed as §6 says.
+// sign makes the REST Command of an offer, signed as docs/api.md, "Commands",
+// says.
 func (a *jobsAPI) sign(o offer) json.RawMessage {
 	now := time.Now()
 	nonce := protocol.NewNonce()

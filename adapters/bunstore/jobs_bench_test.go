@@ -61,8 +61,9 @@ func copyTemplate(b *testing.B, store *bunstore.Store, lo, hi int) {
 
 // BenchmarkCreateJob100k creates a job over every mount of an account of
 // 100,000 ASSOCIATED mounts (the bound) on PostgreSQL: the targets are one
-// INSERT … SELECT in the job's transaction. The contract asks for at most
-// 2 s. A job over one more mount is refused (reported as refused-ms).
+// INSERT … SELECT in the job's transaction. docs/performance.md, "A job
+// over 100,000 mounts (PostgreSQL)", asks for at most 2 s. A job over one
+// more mount is refused (reported as refused-ms).
 func BenchmarkCreateJob100k(b *testing.B) {
 	store := MustOpen(b, testenv.PostgresURL(b))
 	ctx := context.Background()

@@ -41,11 +41,13 @@ type mountRow struct {
 	CreatedAt        int64          `bun:"created_at"`
 	UpdatedAt        int64          `bun:"updated_at"`
 	DevicePublicKey  sql.NullString `bun:"device_public_key"`
-	// LastSeenAt and OfflineAnnounced are presence (§17).
+	// LastSeenAt and OfflineAnnounced are presence (docs/api.md,
+	// "Presence and alarms").
 	LastSeenAt       sql.NullInt64 `bun:"last_seen_at"`
 	OfflineAnnounced bool          `bun:"offline_announced"`
 	// RevisionCounter and RevisionKey are the counter and device key of
-	// the verified report that softwareRevision follows (§16 as amended).
+	// the verified report that softwareRevision follows (docs/api.md,
+	// "The truth from the mount").
 	RevisionCounter sql.NullInt64  `bun:"revision_counter"`
 	RevisionKey     sql.NullString `bun:"revision_key"`
 	// AssociationStartedAt is NULL for associations begun before it.
@@ -193,7 +195,8 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			// Taking an INACTIVE mount starts a new association, whose
 			// latest values have no verified entry yet: those of the
 			// account's former associations no longer outrank its
-			// unverified ones (core.Newer; §16 as amended).
+			// unverified ones (core.Newer; docs/api.md, "The truth from the
+			// mount").
 			if _, err := tx.NewRaw(`UPDATE mount_latest_states SET verified = FALSE
 				WHERE mount_uid = ? AND account_id = ? AND verified
 					AND EXISTS (SELECT 1 FROM mounts WHERE uid = ? AND association_state = 'INACTIVE')`,
@@ -203,9 +206,10 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			// Taking an INACTIVE mount starts a new association: the former
 			// owner's name goes, the device's own fields stay, but not its
 			// device key: a key lives and dies with the association that
-			// pinned it (§16 as amended), so the new one starts with the
-			// key its claim brings, or none. The owner's claim during its
-			// own association keeps it unless a new one comes.
+			// pinned it (docs/api.md, "The truth from the mount"), so the new
+			// one starts with the key its claim brings, or none. The owner's
+			// claim during its own association keeps it unless a new one
+			// comes.
 			err := tx.NewRaw(`UPDATE mounts SET
 					name = CASE WHEN association_state = 'INACTIVE' THEN COALESCE(?, '') ELSE COALESCE(?, name) END,
 					last_seen_at = CASE WHEN association_state = 'INACTIVE' THEN NULL ELSE last_seen_at END,

@@ -323,9 +323,9 @@ func mergeLatest(stored, reported []core.StateEntry) []core.StateEntry {
 // applyReportCheck runs a report's check on the mount row its transaction
 // read and, for a verified report, moves the mount to its signed software
 // revision when its counter is the highest the mount's device key signed a
-// revision with (§16 as amended): one conditional update, so replicas
-// storing reports at once agree, and a replayed or late older report
-// changes nothing.
+// revision with (docs/api.md, "The truth from the mount"): one conditional
+// update, so replicas storing reports at once agree, and a replayed or late
+// older report changes nothing.
 func (s *Store) applyReportCheck(ctx context.Context, tx bun.Tx, r core.ReportCheck, mount *mountRow, now time.Time) error {
 	if r.Check != nil {
 		if err := r.Check(mount.toMount()); err != nil {

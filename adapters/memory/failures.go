@@ -21,9 +21,9 @@ const maxFailureKeys = 100_000
 // FailureLimiter is core.FailureLimiter within one process: an exact
 // sliding window, as the Redis adapter, over an LRU of each key's last
 // attempts (at most Limit, oldest first). A key never has more than Limit
-// attempts in any window of Period, which is what the contract's "at most
-// N per period" means; GCRA, used before, let one more through every
-// Period/Limit once full, nearly twice the limit within one period.
+// attempts in any window of Period, which is what "10 a minute" means in
+// docs/operations.md, "Abuse limits"; GCRA, used before, let one more through
+// every Period/Limit once full, nearly twice the limit within one period.
 type FailureLimiter struct {
 	mu       sync.Mutex
 	attempts *lru.Cache[string, []attempt]

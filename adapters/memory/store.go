@@ -272,7 +272,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 	// A device key lives and dies with the association that pinned it: a
 	// new association starts with the key its claim brings, or none; the
 	// owner's claim during its own association keeps it unless a new one
-	// comes (§16 as amended).
+	// comes (docs/api.md, "The truth from the mount").
 	if m.State == core.StateInactive {
 		m.DevicePublicKey = or(f.DevicePublicKey, "")
 		m.AssociationStartedAt = ms(c.Now)
@@ -573,7 +573,8 @@ func (s *Store) InsertReport(_ context.Context, uid, accountID string, entries [
 	}
 	if r.SoftwareRevision != "" && r.Counter != nil && m.DevicePublicKey != "" {
 		// The revision follows the verified report with the highest
-		// counter of the mount's device key (§16 as amended).
+		// counter of the mount's device key (docs/api.md, "The truth from the
+		// mount").
 		if mark, ok := s.revisions[uid]; !ok || mark.key != m.DevicePublicKey || mark.counter < *r.Counter {
 			s.revisions[uid] = revisionMark{counter: *r.Counter, key: m.DevicePublicKey}
 			if r.SoftwareRevision != m.SoftwareRevision {

@@ -160,8 +160,9 @@ func RunStateCache(t *testing.T, newCache func(t *testing.T) core.StateCache, op
 		must(t, c.Fill(ctx, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "50", 10)), entry(core.StateMountLocked, "1", 10)}))
 		expectEntries(t, c, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "50", 10)), entry(core.StateMountLocked, "1", 10)})
 		// A verified entry outranks an unverified one whatever their
-		// instants (§16 as amended): an unsigned entry dated ahead changes
-		// nothing, a signed one older than the unsigned latest replaces it.
+		// instants (docs/api.md, "The truth from the mount"): an unsigned
+		// entry dated ahead changes nothing, a signed one older than the
+		// unsigned latest replaces it.
 		offer(t, c, "m1", []core.StateEntry{entry(core.StateBatteryLevel, "49", 290_000), signed(entry(core.StateMountLocked, "0", 9))})
 		expectEntries(t, c, "m1", []core.StateEntry{signed(entry(core.StateBatteryLevel, "50", 10)), signed(entry(core.StateMountLocked, "0", 9))})
 		// Between two verified entries the later wins, in any order.

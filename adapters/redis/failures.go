@@ -54,9 +54,10 @@ return 0
 // FailureLimiter is core.FailureLimiter on Redis, shared by every replica on
 // the prefix: an exact sliding window, a sorted set of the last attempts
 // per key (`<prefix><key>`). A key never has more than Limit attempts in
-// any window of Period, which is what the contract's "at most N per period"
-// means; GCRA (redis_rate), used before, let one more through every
-// Period/Limit once full, nearly twice the limit within one period.
+// any window of Period, which is what "10 a minute" means in
+// docs/operations.md, "Abuse limits"; GCRA (redis_rate), used before, let one
+// more through every Period/Limit once full, nearly twice the limit within
+// one period.
 type FailureLimiter struct {
 	client *goredis.Client
 	prefix string

@@ -37,7 +37,8 @@ const (
 // mountCSVHeader is the REST Mount's field names in MountJSON's order.
 var mountCSVHeader = csvHeader(MountJSON{})
 
-// stateCSVHeader is CONTRACT §20's: a state entry with its mount's uid.
+// stateCSVHeader is the states' CSV header line (docs/api.md, "Exports"):
+// a state entry with its mount's uid.
 const stateCSVHeader = "uid,code,value,occurredAt,receivedAt,verified"
 
 // csvHeader lists v's JSON field names in declaration order, so the CSV

@@ -170,7 +170,7 @@ func (s *Server) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, p c
 	writeJSON(w, http.StatusOK, map[string]string{"secret": secret})
 }
 
-// WebhookTestJSON is how a test delivery went (beyond the contract).
+// WebhookTestJSON is how a test delivery went (docs/api.md, "Webhooks").
 type WebhookTestJSON struct {
 	Status         string  `json:"status"`
 	ResponseStatus *int    `json:"responseStatus"`

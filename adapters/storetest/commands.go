@@ -46,11 +46,11 @@ func unconfirmedEvent(now time.Time) func(core.Command) *core.Event {
 
 // deviceKeys: a claim pins the device key it brings; the owner's claim
 // without one during its own association keeps the key pinned before. A
-// key lives and dies with its association (§16 as amended): a claim of an
-// INACTIVE uid (abandoned or lapsed, by another account or the same one)
-// starts with the key it brings, or none, never the one pinned before.
-// Reads and events show it. AssociationStartedAt is the claim that began
-// the association, kept by the owner's claims during it.
+// key lives and dies with its association (docs/api.md, "The truth from the
+// mount"): a claim of an INACTIVE uid (abandoned or lapsed, by another
+// account or the same one) starts with the key it brings, or none, never the
+// one pinned before. Reads and events show it. AssociationStartedAt is the
+// claim that began the association, kept by the owner's claims during it.
 func deviceKeys(t *testing.T, store Store) {
 	ctx := context.Background()
 	accounts := core.NewAccountService(store, nil)

@@ -13,7 +13,7 @@ import (
 // handoverKeys: every claim keeps its key among the uid's hand-over keys,
 // a confirmation keeps its key first and drops those before it, and the
 // keys outlive abandon, expiry, the record's deletion and the accounts
-// (CONTRACT §6 hand-over, §21).
+// (docs/api.md, "Commands": the hand-over).
 func handoverKeys(t *testing.T, store Store) {
 	ctx := context.Background()
 	makeAccounts(t, store, "acc_x", "acc_y", "acc_z")

@@ -12,9 +12,9 @@ import (
 	"github.com/mountd/mountd/core"
 )
 
-// Jobs (CONTRACT §18): targets fixed at creation in one statement, counts
-// kept by the transactions of the commands that move them, completion and
-// expiry once.
+// Jobs (docs/api.md, "Jobs"): targets fixed at creation in one statement,
+// counts kept by the transactions of the commands that move them, completion
+// and expiry once.
 
 // jobTargetLimiter is a store whose bound of targets a test can lower, so
 // that the suite crosses it without seeding 100,000 mounts (the database

@@ -297,8 +297,8 @@ func rolloutCreation(t *testing.T, store Store) {
 
 // rolloutProgress: a command fetched leaves its target ELIGIBLE; the
 // first signed EXECUTED receipt of any of its install commands makes it
-// INSTALLING, the window counting from the receipt (CONTRACT §19 as
-// amended); offers; a verified report on the new
+// INSTALLING, the window counting from the receipt (docs/api.md,
+// "Rollouts"); offers; a verified report on the new
 // revision, then the window's end: HEALTHY, and the next phase opens; a
 // rollback and a refusal fail at once, a stale refusal does not; the
 // rollout completes.

@@ -11,13 +11,13 @@ import (
 	"github.com/mountd/mountd/core"
 )
 
-// signedRevision (§16 as amended): the mount's softwareRevision follows its
-// verified report with the highest counter of its device key. A replay of
-// an older report (only duplicates, lower counter) or an older report
-// uploaded late changes it no more, also when the newest report repeated
-// the revision; reports racing on several connections leave the highest;
-// a new device key starts its counter afresh; unsigned reports never move
-// it.
+// signedRevision (docs/api.md, "The truth from the mount"): the mount's
+// softwareRevision follows its verified report with the highest counter of
+// its device key. A replay of an older report (only duplicates, lower
+// counter) or an older report uploaded late changes it no more, also when the
+// newest report repeated the revision; reports racing on several connections
+// leave the highest; a new device key starts its counter afresh; unsigned
+// reports never move it.
 func signedRevision(t *testing.T, store Store) {
 	ctx := context.Background()
 	a, err := core.NewAccountService(store, nil).Create(ctx, "A")
@@ -112,12 +112,12 @@ func signedRevision(t *testing.T, store Store) {
 	expect("lower counter of the new key", "3.0.0")
 }
 
-// verifiedLatest (§16 as amended): for a mount with a device key, each
-// latest value is its code's latest verified entry once one exists; an
-// unverified entry counts only while none does. Every reader follows: the
-// latest rows, the mount with its latest values, the listing and its fleet
-// filter, the report's event and what the report's watch (alarms) sees. A
-// new association starts without verified values.
+// verifiedLatest (docs/api.md, "The truth from the mount"): for a mount with
+// a device key, each latest value is its code's latest verified entry once
+// one exists; an unverified entry counts only while none does. Every reader
+// follows: the latest rows, the mount with its latest values, the listing and
+// its fleet filter, the report's event and what the report's watch (alarms)
+// sees. A new association starts without verified values.
 func verifiedLatest(t *testing.T, store Store) {
 	ctx := context.Background()
 	a, err := core.NewAccountService(store, nil).Create(ctx, "A")

@@ -258,9 +258,9 @@ func (f *fakeAPI) confirm(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"uid":%q,"associationState":"ASSOCIATED"}`, uid)
 }
 
-// states checks a report as mountd does (§16): 404 before 403
-// SIGNATURE_REQUIRED (a rider's unsigned report for a mount with a device
-// key) before 400 INVALID_SIGNATURE before the content.
+// states checks a report as mountd does (docs/api.md, "The truth from the
+// mount"): 404 before 403 SIGNATURE_REQUIRED (a rider's unsigned report for a
+// mount with a device key) before 400 INVALID_SIGNATURE before the content.
 func (f *fakeAPI) states(w http.ResponseWriter, r *http.Request) {
 	uid := r.PathValue("uid")
 	tok := r.Context().Value(tokenKey{}).(fakeToken)

@@ -647,8 +647,9 @@ func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now t
 	if protocol.CommandCode(cmd.Code) == protocol.CmdAssociateOwner {
 		// Unsigned by design: it brings the key everything else is checked
 		// with. A mount that holds an owner key takes a new one only from
-		// its owner: the hand-over, signed by the key it holds (CONTRACT §6
-		// hand-over); anyone else's is refused unsigned, as a bad signature.
+		// its owner: the hand-over, signed by the key it holds (docs/ble.md,
+		// "Hand-over"); anyone else's is refused unsigned, as a bad
+		// signature.
 		if m.owner != nil {
 			handover, _ := cmd.Data["handover"].(string)
 			if !protocol.VerifyHandover(m.owner, cmd.Payload, handover) {

@@ -499,7 +499,7 @@ func messages(link sdk.BLELink) <-chan protocol.BLEMessage {
 }
 
 // TestHandover: a mount that holds an owner key takes a new one only with
-// a data.handover its key verifies (CONTRACT §6 hand-over); a refusal is
+// a data.handover its key verifies (docs/ble.md, "Hand-over"); a refusal is
 // unsigned and leaves the owner as it was. A physical reset makes it take
 // any ASSOCIATE_OWNER again.
 func TestHandover(t *testing.T) {

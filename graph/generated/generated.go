@@ -3609,7 +3609,7 @@ extend type Mutation {
   """
   One signed delivery attempt now, of a body of type WEBHOOK_TEST, made as real deliveries are; its
   result is answered here, not retried, not listed among the deliveries. Once per webhook per 5 s
-  (RATE_LIMITED with retryAfter). Beyond the contract.
+  (RATE_LIMITED with retryAfter).
   """
   testWebhook(id: ID!): WebhookTestResult!
 }

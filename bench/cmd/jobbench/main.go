@@ -1,5 +1,5 @@
 // Command jobbench measures how a job spreads through a fleet that only
-// phones passing by can reach (docs/api.md, "Jobs"; CONTRACT §18): it
+// phones passing by can reach (docs/api.md, "Jobs"): it
 // starts mountsim with --mounts mounts (associated, reporting) and
 // --phones phones, each passing a random mount every --pass-every on
 // average (exponentially distributed) and running the mount's pending
