@@ -6,43 +6,46 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 // Code is a machine-readable error code of the API (docs/api.md). Transports map
-// each code to their own form (HTTP status, GraphQL extensions.code).
-type Code string
+// each code to their own form (HTTP status, GraphQL extensions.code). Clients
+// read the same codes, so they live in protocol.
+type Code = protocol.ErrorCode
 
 // The API's error codes.
 const (
-	CodeValidation            Code = "VALIDATION_FAILED"
-	CodeUnauthenticated       Code = "UNAUTHENTICATED"
-	CodeInsufficientScope     Code = "INSUFFICIENT_SCOPE"
-	CodeForbidden             Code = "FORBIDDEN"
-	CodeNotFound              Code = "NOT_FOUND"
-	CodeMountNotFound         Code = "MOUNT_NOT_FOUND"
-	CodeNfcTagNotFound        Code = "NFC_TAG_NOT_FOUND"
-	CodeFirmwareNotFound      Code = "FIRMWARE_NOT_FOUND"
-	CodeMountAlreadyOwned     Code = "MOUNT_ALREADY_OWNED"
-	CodeAssociationNotPending Code = "ASSOCIATION_NOT_PENDING"
-	CodeMountNotAssociated    Code = "MOUNT_NOT_ASSOCIATED"
-	CodeAssociationExpired    Code = "ASSOCIATION_EXPIRED"
-	CodeConflict              Code = "CONFLICT"
-	CodePayloadTooLarge       Code = "PAYLOAD_TOO_LARGE"
-	CodeRateLimited           Code = "RATE_LIMITED"
-	CodeRequestTimeout        Code = "REQUEST_TIMEOUT"
-	CodeMethodNotAllowed      Code = "METHOD_NOT_ALLOWED"
-	CodeUnsupportedMedia      Code = "UNSUPPORTED_MEDIA_TYPE"
-	CodeInternal              Code = "INTERNAL"
-	CodeUnavailable           Code = "UNAVAILABLE"
-	CodeCursorExpired         Code = "CURSOR_EXPIRED"
-	CodeWebhookNotFound       Code = "WEBHOOK_NOT_FOUND"
-	CodeCommandNotFound       Code = "COMMAND_NOT_FOUND"
-	CodeSignatureRequired     Code = "SIGNATURE_REQUIRED"
-	CodeInvalidSignature      Code = "INVALID_SIGNATURE"
-	CodeAlarmRuleNotFound     Code = "ALARM_RULE_NOT_FOUND"
-	CodeAlarmNotFound         Code = "ALARM_NOT_FOUND"
-	CodeJobNotFound           Code = "JOB_NOT_FOUND"
-	CodeRolloutNotFound       Code = "ROLLOUT_NOT_FOUND"
+	CodeValidation            = protocol.CodeValidation
+	CodeUnauthenticated       = protocol.CodeUnauthenticated
+	CodeInsufficientScope     = protocol.CodeInsufficientScope
+	CodeForbidden             = protocol.CodeForbidden
+	CodeNotFound              = protocol.CodeNotFound
+	CodeMountNotFound         = protocol.CodeMountNotFound
+	CodeNfcTagNotFound        = protocol.CodeNfcTagNotFound
+	CodeFirmwareNotFound      = protocol.CodeFirmwareNotFound
+	CodeMountAlreadyOwned     = protocol.CodeMountAlreadyOwned
+	CodeAssociationNotPending = protocol.CodeAssociationNotPending
+	CodeMountNotAssociated    = protocol.CodeMountNotAssociated
+	CodeAssociationExpired    = protocol.CodeAssociationExpired
+	CodeConflict              = protocol.CodeConflict
+	CodePayloadTooLarge       = protocol.CodePayloadTooLarge
+	CodeRateLimited           = protocol.CodeRateLimited
+	CodeRequestTimeout        = protocol.CodeRequestTimeout
+	CodeMethodNotAllowed      = protocol.CodeMethodNotAllowed
+	CodeUnsupportedMedia      = protocol.CodeUnsupportedMedia
+	CodeInternal              = protocol.CodeInternal
+	CodeUnavailable           = protocol.CodeUnavailable
+	CodeCursorExpired         = protocol.CodeCursorExpired
+	CodeWebhookNotFound       = protocol.CodeWebhookNotFound
+	CodeCommandNotFound       = protocol.CodeCommandNotFound
+	CodeSignatureRequired     = protocol.CodeSignatureRequired
+	CodeInvalidSignature      = protocol.CodeInvalidSignature
+	CodeAlarmRuleNotFound     = protocol.CodeAlarmRuleNotFound
+	CodeAlarmNotFound         = protocol.CodeAlarmNotFound
+	CodeJobNotFound           = protocol.CodeJobNotFound
+	CodeRolloutNotFound       = protocol.CodeRolloutNotFound
 )
 
 // FieldError names one invalid input field and says what is wrong with it.

@@ -222,33 +222,6 @@ func ApplyJobTarget(j *Job, t, next JobTarget, now time.Time) (completed bool) {
 	return false
 }
 
-// jobSends says whether a job may send code: not ASSOCIATE_OWNER (an
-// association is one mount's) nor INSTALL_FIRMWARE (rollouts send it).
-func jobSends(code CommandCode) bool {
-	return code != CmdAssociateOwner && code != CmdInstallFirmware
-}
-
-// JobCommandCodes lists the codes a job sends, in CommandCodes' order;
-// CommandParamRules tells each one's parameters (mountctl's help prints both).
-func JobCommandCodes() []CommandCode {
-	var codes []CommandCode
-	for _, c := range CommandCodes {
-		if jobSends(c) {
-			codes = append(codes, c)
-		}
-	}
-	return codes
-}
-
-// CommandParamRules returns the parameters code takes and the values of
-// each (every one is required); ok is false for a code that cannot be queried.
-func CommandParamRules(code CommandCode) (map[string]ParamRule, bool) {
-	return protocol.CommandParamRules(code)
-}
-
-// ParamRule says which values a command parameter takes.
-type ParamRule = protocol.ParamRule
-
 // JobCompletedEvent is the event of j's completion at (account-level: no
 // mount).
 func JobCompletedEvent(j Job, at time.Time) *Event {
@@ -369,7 +342,7 @@ func (s *JobService) CreateJob(ctx context.Context, p Principal, in JobInput) (J
 	switch {
 	case in.Code == "":
 		v.Add("code", "is required")
-	case slices.Contains(CommandCodes, CommandCode(in.Code)) && !jobSends(CommandCode(in.Code)):
+	case slices.Contains(CommandCodes, CommandCode(in.Code)) && !protocol.JobSends(CommandCode(in.Code)):
 		v.Add("code", "%s cannot be sent by a job", in.Code)
 	default:
 		code, params, err := ValidateCommandQuery(in.Code, CommandParams(in.Params))

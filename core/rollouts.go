@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 // Rollouts (docs/api.md, "Rollouts"): one firmware revision for the mounts
@@ -267,30 +269,13 @@ func AssignRolloutPhases(uids []string, phases []int) []int {
 	})
 	out := make([]int, n)
 	rank := 0
-	for phase, size := range RolloutPhaseSizes(phases, n) {
+	for phase, size := range protocol.RolloutPhaseSizes(phases, n) {
 		for range size {
 			out[order[rank].i] = phase
 			rank++
 		}
 	}
 	return out
-}
-
-// RolloutPhaseSizes is how many of n targets each phase holds: phase i
-// takes the ranks below ceil(phases[i]% of n), cumulatively; the last
-// phase takes whatever is left.
-func RolloutPhaseSizes(phases []int, n int) []int {
-	sizes := make([]int, len(phases))
-	below := 0
-	for i, p := range phases {
-		upTo := max(min((p*n+99)/100, n), below)
-		if i == len(phases)-1 {
-			upTo = n
-		}
-		sizes[i] = upTo - below
-		below = upTo
-	}
-	return sizes
 }
 
 // DecideRolloutReceipt is the rule for the deciding receipt of one of the

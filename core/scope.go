@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 // Role is what a token may do within its account.
@@ -40,9 +42,7 @@ type ScopeRules struct {
 }
 
 // AudienceItem is the mandatory scope item naming the service project.
-func (r ScopeRules) AudienceItem() string {
-	return fmt.Sprintf("urn:%s:iam:org:project:id:%s:aud", r.IDPName, r.ProjectID)
-}
+func (r ScopeRules) AudienceItem() string { return protocol.AudienceItem(r.IDPName, r.ProjectID) }
 
 // Grant is what a set of scope items allows.
 type Grant struct {

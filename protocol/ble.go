@@ -1,7 +1,11 @@
 // Package protocol is what a mount and the phone that talks to it share:
 // the GATT layout, the framing of messages over characteristics, the JSON
 // they carry, and the text a command's signature covers. The server (core),
-// the SDK and the simulated firmware all speak it.
+// the SDK and the simulated firmware all speak it. It also holds the facts of
+// the API that its clients (the SDK, mountctl, mountsim) share with the
+// server: command and state codes and their values, error codes, the
+// audience scope item, how a rollout's phases divide its targets; clients
+// import it rather than core (client/imports_test.go keeps them apart).
 package protocol
 
 import (

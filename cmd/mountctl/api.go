@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/mountd/mountd/client"
+	"github.com/mountd/mountd/protocol"
 )
 
 // api is the client of mountd with the command's token or, without one,
@@ -28,7 +28,7 @@ func (s *settings) api() *client.Client {
 // tokenScope is the mandatory scope items with role (the audience item
 // names the idp and project).
 func tokenScope(idpName, projectID, role string) []string {
-	return []string{"openid", "sub", fmt.Sprintf("urn:%s:iam:org:project:id:%s:aud", idpName, projectID), "role:" + role}
+	return []string{"openid", "sub", protocol.AudienceItem(idpName, projectID), "role:" + role}
 }
 
 // call sends an API call (path under /api/v1) and decodes the answer into out.

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/mountd/mountd/client"
+	"github.com/mountd/mountd/protocol"
 )
 
 type auditEntry struct {
@@ -81,7 +82,7 @@ func auditCommand(s *settings, out *printer) *cli.Command {
 				}
 				if err != nil {
 					var apiErr *client.Error
-					if errors.As(err, &apiErr) && apiErr.Code == "FORBIDDEN" {
+					if errors.As(err, &apiErr) && apiErr.Code == string(protocol.CodeForbidden) {
 						return errors.New("the audit log is for owners: this token's role does not allow it")
 					}
 					if first || !cmd.Bool("follow") || !retryable(err, api.Renews()) {

@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/mountd/mountd/client"
+	"github.com/mountd/mountd/protocol"
 )
 
 type eventPage struct {
@@ -76,10 +77,10 @@ func eventsCommand(s *settings, out *printer) *cli.Command {
 				var page eventPage
 				err := api.Do(ctx, "GET", "/events?"+q.Encode(), nil, &page)
 				var apiErr *client.Error
-				if errors.As(err, &apiErr) && apiErr.Code == "CURSOR_EXPIRED" {
+				if errors.As(err, &apiErr) && apiErr.Code == string(protocol.CodeCursorExpired) {
 					return fmt.Errorf("the log no longer holds the events after the stored cursor (retention passed): run again with --from-start")
 				}
-				if errors.As(err, &apiErr) && apiErr.Code == "VALIDATION_FAILED" && slices.ContainsFunc(apiErr.Fields,
+				if errors.As(err, &apiErr) && apiErr.Code == string(protocol.CodeValidation) && slices.ContainsFunc(apiErr.Fields,
 					func(f client.FieldError) bool { return f.Field == "after" }) {
 					return fmt.Errorf("the server does not take the stored cursor (one of an older version, or of another installation): run again with --from-start")
 				}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/protocol"
 )
 
 // jobCounts and jobView are a Job as the API shows it (docs/api.md, "Jobs").
@@ -80,19 +80,19 @@ func (t jobTargetView) line() string {
 
 func jobCodeNames() []string {
 	var names []string
-	for _, c := range core.JobCommandCodes() {
+	for _, c := range protocol.JobCommandCodes() {
 		names = append(names, string(c))
 	}
 	return names
 }
 
 // jobCommandsHelp lists each command a job sends with its parameters and
-// their values, from core's catalogue (the one the server checks against).
+// their values, from protocol's catalogue (the one the server checks against).
 func jobCommandsHelp() string {
 	var b strings.Builder
 	b.WriteString("The commands a job sends and their parameters (--param NAME=VALUE, each required):\n")
-	for _, code := range core.JobCommandCodes() {
-		rules, _ := core.CommandParamRules(code)
+	for _, code := range protocol.JobCommandCodes() {
+		rules, _ := protocol.CommandParamRules(code)
 		names := slices.Sorted(maps.Keys(rules))
 		params := make([]string, len(names))
 		for i, name := range names {

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/mountd/mountd/client"
-	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/protocol"
 )
 
 // Reconnection waits: 0.5 s doubling to 15 s, each jittered, so that the
@@ -57,7 +57,7 @@ func retryable(err error, renews bool) bool {
 	if errors.As(err, &refused) {
 		// Over the account's rate limit (many watchers reconnecting at
 		// once): the limit refills, so waiting helps.
-		return refused.Code == string(core.CodeRateLimited)
+		return refused.Code == string(protocol.CodeRateLimited)
 	}
 	var closed *client.CloseError
 	if errors.As(err, &closed) {
@@ -111,7 +111,7 @@ func outageReason(err error) string {
 		return closed.Error()
 	}
 	var refused *client.RefusedError
-	if errors.As(err, &refused) && refused.Code == string(core.CodeRateLimited) {
+	if errors.As(err, &refused) && refused.Code == string(protocol.CodeRateLimited) {
 		return "over the account's rate limit"
 	}
 	var apiErr *client.Error

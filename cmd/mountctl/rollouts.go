@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/protocol"
 )
 
 // rolloutCounts and rolloutView are a Rollout as the API shows it
@@ -138,7 +138,7 @@ func printRollout(o io.Writer, r rolloutView, mounts []rolloutTargetView, pagina
 		}
 		byPhase[t.Phase][t.State]++
 	}
-	for i, size := range core.RolloutPhaseSizes(r.Phases, r.Targets) {
+	for i, size := range protocol.RolloutPhaseSizes(r.Phases, r.Targets) {
 		line := fmt.Sprintf("  phase %d  up to %3d%%  %d mounts  %s", i+1, r.Phases[i], size, phaseStatus(r, i))
 		if complete {
 			s := byPhase[i]

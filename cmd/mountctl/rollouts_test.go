@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/mountd/mountd/core"
 )
 
 const fakeRollout = `{"id":"ro_1","modelNumber":"HM-1","softwareRevision":"1.3.0","filter":"","phases":[10,50,100],` +
@@ -240,22 +238,7 @@ func TestPhaseStatus(t *testing.T) {
 	}
 }
 
-func TestPhaseSizes(t *testing.T) {
-	for _, c := range []struct {
-		phases  []int
-		targets int
-		want    []int
-	}{
-		{[]int{1, 10, 50, 100}, 10, []int{1, 0, 4, 5}},
-		{[]int{1, 10, 50, 100}, 1000, []int{10, 90, 400, 500}},
-		{[]int{1, 10, 50, 100}, 0, []int{0, 0, 0, 0}},
-		{[]int{100}, 7, []int{7}},
-		{[]int{33, 66, 100}, 3, []int{1, 1, 1}},
-	} {
-		if got := core.RolloutPhaseSizes(c.phases, c.targets); !slices.Equal(got, c.want) {
-			t.Errorf("RolloutPhaseSizes(%v, %d) = %v, want %v", c.phases, c.targets, got, c.want)
-		}
-	}
+func TestParsePhases(t *testing.T) {
 	if got, err := parsePhases("1, 10,50%,100"); err != nil || !slices.Equal(got, []int{1, 10, 50, 100}) {
 		t.Errorf("parsePhases = %v, %v", got, err)
 	}

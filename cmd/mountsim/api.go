@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/client"
-	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/protocol"
 )
 
 // requestTimeout bounds one HTTP exchange. Requests run on a context of
@@ -42,7 +42,7 @@ func newAPIClient(cfg Config, riderMounts []string) *apiClient {
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	aud := core.ScopeRules{IDPName: cfg.IDPName, ProjectID: cfg.ProjectID}.AudienceItem()
+	aud := protocol.AudienceItem(cfg.IDPName, cfg.ProjectID)
 	withScope := func(scope ...string) *client.Client {
 		src := client.CredentialsSource(client.ClientCredentials(cfg.API, cfg.ClientID, cfg.ClientSecret, scope), hc)
 		return client.New(cfg.API, src, client.Options{HTTPClient: hc})

@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/device/sim"
 	"github.com/mountd/mountd/device/simmount"
 	"github.com/mountd/mountd/protocol"
@@ -301,7 +300,7 @@ func (f *fakeAPI) states(w http.ResponseWriter, r *http.Request) {
 	}
 	accepted, dups := 0, 0
 	for _, s := range body.States {
-		if err := core.ValidateState(core.StateCode(s.Code), s.Value); err != nil {
+		if err := protocol.ValidateState(protocol.StateCode(s.Code), s.Value); err != nil {
 			problem(w, 400, "VALIDATION_FAILED")
 			return
 		}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/device/sim"
 	"github.com/mountd/mountd/device/simmount"
 	"github.com/mountd/mountd/protocol"
@@ -340,10 +339,10 @@ func TestStates(t *testing.T) {
 			t.Fatalf("%d states", len(states))
 		}
 		for _, s := range states {
-			if err := core.ValidateState(core.StateCode(s.Code), s.Value); err != nil {
+			if err := protocol.ValidateState(protocol.StateCode(s.Code), s.Value); err != nil {
 				t.Fatalf("%s=%s: %v", s.Code, s.Value, err)
 			}
-			at, err := time.Parse(core.TimeLayout, s.OccurredAt)
+			at, err := time.Parse(protocol.TimeLayout, s.OccurredAt)
 			if err != nil || !strings.HasSuffix(s.OccurredAt, "Z") || len(s.OccurredAt) != len("2026-11-22T01:40:13.000Z") || at.After(c.Now()) {
 				t.Fatalf("occurredAt %q", s.OccurredAt)
 			}
