@@ -353,7 +353,7 @@ const MaxHeaderBytes = 64 << 10
 // localBlobsProblem is what to tell an operator whose firmware files go to
 // this machine's disk while the catalogue is in a database that other
 // replicas share: they would offer the files and answer their links 404.
-// serve warns; firmware publish refuses unless --local-blobs (CONTRACT §1).
+// serve warns; firmware publish refuses unless --local-blobs (docs/operations.md, "Configuration that matters in production").
 func localBlobsProblem(cfg Config) string {
 	if cfg.BlobURL != "" || !cfg.OnPostgres() {
 		return ""
@@ -363,7 +363,7 @@ func localBlobsProblem(cfg Config) string {
 }
 
 // generatedKeyProblem refuses to serve on PostgreSQL with a master key
-// generated into the data dir (CONTRACT §1): it is this machine's alone, so
+// generated into the data dir (docs/operations.md, "The master key"): it is this machine's alone, so
 // another replica could not open what it seals (mount keys, the identity
 // key, webhook secrets). --allow-generated-master-key takes one anyway.
 func generatedKeyProblem(cfg Config) error {

@@ -20,7 +20,6 @@ var importRules = []struct {
 	name      string
 	patterns  []string // the packages the rule holds for, as go list takes them
 	forbidden []string
-	exempt    []string // packages the rule does not hold for yet
 	advice    string
 }{
 	{
@@ -35,9 +34,6 @@ var importRules = []struct {
 		name:      "internal libraries",
 		patterns:  []string{"./internal/..."},
 		forbidden: []string{"adapters", "graph", "app", "cmd"},
-		// internal/httpserver serves adapters/rest until it moves into
-		// app/; remove it here then.
-		exempt: []string{"internal/httpserver"},
 		advice: "a package under internal/ is a library the composition root (app/, cmd/) uses: " +
 			"take what it needs as a parameter (an interface, an http.Handler) instead of importing it, " +
 			"or move the package next to what it serves",
@@ -59,9 +55,6 @@ func TestImportRules(t *testing.T) {
 				t.Fatalf("go list found no packages for %v", rule.patterns)
 			}
 			for _, pkg := range listed {
-				if slices.Contains(rule.exempt, strings.TrimPrefix(pkg, module+"/")) {
-					continue
-				}
 				for _, chain := range forbiddenChains(imports, pkg, rule.forbidden) {
 					t.Errorf("%s depends on %s (%s), which %s must not: %s",
 						short(chain[0]), short(chain[len(chain)-1]), shortChain(chain), rule.name, rule.advice)

@@ -10,8 +10,8 @@ import (
 	"github.com/mountd/mountd/protocol"
 )
 
-// What an association's end takes with it (CONTRACT §16 as amended by
-// the §21–§22 clarifications), from outside, on both backends.
+// What an association's end takes with it (docs/api.md,
+// "The truth from the mount"), from outside, on both backends.
 
 // TestDeviceKeyNotPlanted: account Y claims a uid with a device key of its
 // choosing and abandons it; account X associates the uid without a key.
@@ -83,7 +83,7 @@ func TestDeviceKeyNotPlanted(t *testing.T) {
 
 // TestReceiptsOfAnEarlierAssociation: a command issued in an association
 // that the same account abandoned is not the mount's in the next one:
-// its receipt answers 404 COMMAND_NOT_FOUND (§16), the new association's
+// its receipt answers 404 COMMAND_NOT_FOUND (docs/api.md, "The truth from the mount"), the new association's
 // is taken; and a receipt dated more than 5 minutes ahead of the server's
 // clock is 400 naming receipts[0].at, the mount not heard.
 func TestReceiptsOfAnEarlierAssociation(t *testing.T) {

@@ -71,7 +71,7 @@ func TestConsoleCommandStatus(t *testing.T) {
 		`document.getElementById('count-unverified-fleet')?.textContent === '1 with values the mount did not sign' })()`, 10*time.Second)
 	b.waitJS("the socket is live", `document.getElementById('connection').dataset.state === 'live'`, 10*time.Second)
 	// An owner's unsigned report no longer moves a value the mount has
-	// signed (§16 as amended): once its unsigned lock value (never signed)
+	// signed (docs/api.md, "The truth from the mount"): once its unsigned lock value (never signed)
 	// shows, the battery is still 55 %, without a dot.
 	b.waitJS("the lock cell's text", `!!(window.lockBefore = `+fleetRow+`.querySelector('.c-mountLocked').textContent)`, 5*time.Second)
 	reportStates(t, api, uid, 40, false, time.Now())

@@ -255,7 +255,7 @@ func TestPublishRefusals(t *testing.T) {
 
 // TestFirmwareOnLocalDiskRefused: publishing to this machine's disk while
 // the catalogue is in PostgreSQL (which other replicas share) is refused
-// with what to do (CONTRACT §1 as amended); --local-blobs stores it anyway
+// with what to do (docs/operations.md, "Configuration that matters in production"); --local-blobs stores it anyway
 // and warns that other replicas cannot serve the file. On the embedded
 // default, where one process serves everything, it says nothing.
 func TestFirmwareOnLocalDiskRefused(t *testing.T) {

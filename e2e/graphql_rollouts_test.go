@@ -178,7 +178,7 @@ func TestGraphQLRollouts(t *testing.T) {
 		t.Fatalf("no INSTALL_FIRMWARE in the audit: %+v", cmds)
 	}
 	// A fetch is no outcome: the target stays ELIGIBLE, its command
-	// recorded (CONTRACT §19 as amended).
+	// recorded (docs/api.md, "Rollouts").
 	if tg := a.rolloutTargets(t, ro.ID)[eligible[0]]; tg.State != "ELIGIBLE" || tg.CommandID == nil || tg.InstallingSince != nil {
 		t.Fatalf("after the fetch %+v", tg)
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // TestHandoverOverTheAir: a mount changes hands only through the server's
-// hand-over (CONTRACT §6 hand-over, §21). Account Y associates a simulated
+// hand-over (docs/api.md, "Commands"; docs/ble.md, "Hand-over"). Account Y associates a simulated
 // mount and confirms, then abandons it; account Z's ASSOCIATE_OWNER reaches
 // the mount but Z never confirms (the window lapses); account X then
 // associates through the SDK and the mount accepts, its hand-over signed by

@@ -23,7 +23,7 @@ type jobsSimSummary struct {
 	JobRefused   int64            `json:"jobRefused"`
 }
 
-// TestJobOverPassingPhones is CONTRACT §18's story with the real mountsim
+// TestJobOverPassingPhones is the story of docs/api.md, "Jobs", with the real mountsim
 // on both backends: two fleets (models HM-1 and HM-2) report their states;
 // a job is created over a filter that selects three HM-1 mounts by their
 // battery; mountsim's phones pass the mounts at random and run their

@@ -160,7 +160,7 @@ func TestJobsEndToEnd(t *testing.T) {
 			}
 
 			// The rider's phone fetches twice: the unanswered command is
-			// handed out again (CONTRACT §18 as amended), counted once.
+			// handed out again (docs/api.md, "Jobs"), counted once.
 			first := in.pending(t, rider, uid1)
 			second := in.pending(t, rider, uid1)
 			if len(first) != 1 || len(second) != 1 || first[0].ID != second[0].ID || *first[0].SignedToken != *second[0].SignedToken ||
@@ -342,8 +342,7 @@ func TestJobsEndToEnd(t *testing.T) {
 // TestPendingCommandsBoundEndToEnd: 50 active jobs wait at a mount; 10
 // rider calls of pending-commands hand out 10 commands each, oldest job
 // first, the same 10 every time: 10 signed commands and 10
-// COMMAND_ISSUED events in all, not 500 (issue 37; CONTRACT §18 as
-// amended). Once some are answered, the next jobs' commands come.
+// COMMAND_ISSUED events in all, not 500 (issue 37; docs/api.md, "Jobs"). Once some are answered, the next jobs' commands come.
 func TestPendingCommandsBoundEndToEnd(t *testing.T) {
 	for name, newConfig := range backends(t) {
 		t.Run(name, func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 )
 
 // TestServeOnPostgresNeedsMasterKey: on PostgreSQL `mountd serve` refuses
-// to start with a generated master key (CONTRACT §1 as amended: it is this
+// to start with a generated master key (docs/operations.md, "The master key": it is this
 // machine's alone) and says what to do; --allow-generated-master-key starts
 // it anyway. The embedded default still generates one.
 func TestServeOnPostgresNeedsMasterKey(t *testing.T) {

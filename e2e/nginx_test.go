@@ -242,7 +242,7 @@ func TestNginxDeployment(t *testing.T) {
 	for i := range 4 {
 		reportStates(t, api, "MNT-NGX", 60+i, true, time.Now().Add(time.Duration(i)*time.Millisecond))
 	}
-	var m []struct { // the specification's GET /mounts/{uid} answers an array
+	var m []struct { // GET /mounts/{uid} answers an array (docs/api.md, "Mount lifecycle")
 		UID              string `json:"uid"`
 		AssociationState string `json:"associationState"`
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/mountd/mountd/sdk"
 )
 
-// TestOperatorFlow plays the specification's operator flow end to end:
+// TestOperatorFlow plays the operator flow (docs/api.md) end to end:
 // mountd, the simulated radio served over a socket as mountsim serves it,
 // the simulated mount firmware, and the SDK on the phone's side.
 func TestOperatorFlow(t *testing.T) {

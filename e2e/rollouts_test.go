@@ -306,8 +306,8 @@ func TestRolloutsEndToEnd(t *testing.T) {
 
 			// A phone near an ELIGIBLE target is offered the install; a
 			// fetch is no outcome: the target stays ELIGIBLE, and a second
-			// fetch hands out the same command (CONTRACT §18, §19 as
-			// amended). The mount's signed EXECUTED receipt makes it
+			// fetch hands out the same command (docs/api.md, "Jobs"
+			// and "Rollouts"). The mount's signed EXECUTED receipt makes it
 			// INSTALLING.
 			offered := in.pending(t, maintainer, eligible[0])
 			if len(offered) != 1 || offered[0].Code != "INSTALL_FIRMWARE" || offered[0].SignedToken == nil {
@@ -406,7 +406,7 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			}
 			// A PAUSED rollout offers nothing through check-update either:
 			// its ELIGIBLE targets are capped below its version, as a
-			// PENDING one (CONTRACT clarifications §19).
+			// PENDING one (docs/api.md, "Rollouts").
 			if got := in.checkUpdate(t, a.token, q(eligible[1], "1.0.0")); got != "UP_TO_DATE" {
 				t.Errorf("check-update of an ELIGIBLE target under a PAUSED rollout: %s", got)
 			}

@@ -264,7 +264,7 @@ func TestMountListAndPatch(t *testing.T) {
 	}
 }
 
-// TestRestrictedTokens: docs/api.md, "Identity" and §11 through the API.
+// TestRestrictedTokens: docs/api.md, "Identity" and "Conventions" through the API.
 func TestRestrictedTokens(t *testing.T) {
 	in := start(t, testConfig(t.TempDir(), ""))
 	a := newFleet(in, "A")

@@ -13,7 +13,7 @@ import (
 	"github.com/mountd/mountd/protocol"
 )
 
-// TestVerifiedValuesOutrankUnsigned (issue 37 item 6, §16 as amended): an
+// TestVerifiedValuesOutrankUnsigned (issue 37 item 6, docs/api.md, "The truth from the mount"): an
 // owner posts MOUNT_LOCKED=1, HELMET_MOUNTED=1 unsigned, dated 290 s ahead;
 // the mount's own signed report "unlocked, helmet out" then decides what
 // every reader sees: GET /mounts/{uid}, the fleet filter, GraphQL's
@@ -123,7 +123,7 @@ func TestVerifiedValuesOutrankUnsigned(t *testing.T) {
 	}
 }
 
-// TestReplayedReportKeepsRevision (issue 37 item 5, §16 as amended): an old
+// TestReplayedReportKeepsRevision (issue 37 item 5, docs/api.md, "The truth from the mount"): an old
 // signed report relayed again (only duplicates, a lower counter), or one
 // uploaded late, no longer sets the mount's softwareRevision back.
 func TestReplayedReportKeepsRevision(t *testing.T) {

@@ -16,7 +16,7 @@ type webhookTestView struct {
 }
 
 // TestWebhookTestDelivery covers the test delivery (docs/api.md,
-// "Webhooks", beyond the contract) on both backends: one attempt, signed
+// "Webhooks") on both backends: one attempt, signed
 // as deliveries are (the receiver verifies it with the Standard Webhooks
 // library), answered synchronously, neither listed among the deliveries
 // nor logged as an event; once per webhook per few seconds; owners only;

@@ -73,7 +73,7 @@ func ExampleClient_Connect() {
 // over BLE, fetch the signed command from the API, write it to the mount,
 // wait for the mount to confirm, and upload its signed receipt and states
 // to the API (through the upload queue when the app names one).
-// (Compiled, not run: it needs a running mountd; cmd/mountd's
+// (Compiled, not run: it needs a running mountd; e2e's
 // TestOperatorFlow runs the whole flow.)
 func ExampleClient_ReleaseHelmet() {
 	client, _ := sdk.New(sdk.Config{
