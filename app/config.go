@@ -12,7 +12,7 @@ import (
 )
 
 // Config is every setting of mountd; each has a flag and an environment
-// variable (README.md, "Configuration").
+// variable (docs/guide.md, "Configuration").
 type Config struct {
 	Listen      string
 	PublicURL   string

@@ -263,7 +263,7 @@ func (b *browserSession) screenshot(dir, name string) {
 // is asked of another origin, and a restricted user sees only its mount and
 // no owner actions, and of another mount only that it is not found. The
 // header is one line at 1280 px and a menu at 390 px; the events page opens
-// on the log's last events, then live, and pauses. MOUNTD_SCREENSHOTS=docs writes the README's screenshots.
+// on the log's last events, then live, and pauses. MOUNTD_SCREENSHOTS=docs writes the guide's screenshots.
 func TestConsoleInBrowser(t *testing.T) {
 	chromium := testenv.Chromium(t)
 	cfg := testConfig(t.TempDir(), "")

@@ -43,7 +43,7 @@ func associateWith(t *testing.T, api *client.Client, body map[string]any) ed2551
 }
 
 // screenshotDir is where a test writes its screenshots: docs/ with
-// MOUNTD_SCREENSHOTS=docs (the README's), the directory it names when it
+// MOUNTD_SCREENSHOTS=docs (the guide's), the directory it names when it
 // is an absolute path (to look at them), else a temporary directory.
 func screenshotDir(t *testing.T) string {
 	switch dir := os.Getenv("MOUNTD_SCREENSHOTS"); {
@@ -183,7 +183,7 @@ func TestConsoleMountPage(t *testing.T) {
 	}
 	b.waitJS("the audit lists it, by the person's username", `document.querySelector('#audit tbody tr')?.dataset.code === 'CONFIGURE_ALARM' &&
 		document.querySelector('#audit tbody tr').cells[2].textContent === 'ann'`, 5*time.Second)
-	// The README's picture: the page down to the signed command, on a tall screen.
+	// The guide's picture: the page down to the signed command, on a tall screen.
 	b.step("a tall screen", chromedp.EmulateViewport(1280, 1900))
 	b.screenshot(screenshotDir(t), "console-mount.png")
 	b.step("back to the usual screen", chromedp.EmulateReset())

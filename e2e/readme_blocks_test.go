@@ -21,12 +21,12 @@ import (
 // on a free port instead, so every mention is replaced by it.
 const readmeAddress = "127.0.0.1:8080"
 
-// readmeLines says how TestReadmeBlocks runs the README lines that cannot
-// run as written in a test; every other line of every ```sh block runs as
-// written. A line is matched by its start (leading blanks aside). A line
-// that looks as if it cannot run (readmeNeedsEntry) and has no entry
-// fails the test, and so does an entry that matches no line: README and
-// table cannot drift apart.
+// readmeLines says how TestReadmeBlocks runs the lines of readmeFiles
+// that cannot run as written in a test; every other line of every ```sh
+// block runs as written. A line is matched by its start (leading blanks
+// aside). A line that looks as if it cannot run (readmeNeedsEntry) and has
+// no entry fails the test, and so does an entry that matches no line: documents
+// and table cannot drift apart.
 var readmeLines = []struct{ start, run, why string }{
 	{"make run", `./bin/mountd serve >mountd.log 2>&1 & readme_wait_http "http://$MOUNTD_LISTEN/healthz"`,
 		"the server runs in the background of the session, built already"},
@@ -86,37 +86,49 @@ var readmeChecks = []struct {
 	{"./bin/mountctl alarm-rules create", []string{"BATTERY_LEVEL<20 for 10m0s", "presence=OFFLINE", "SIM-0001", "2 rules", "alarms"}},
 }
 
+// readmeFiles are what a new user follows, in this order: the README's
+// first calls make the account and token the guide's commands use.
+var readmeFiles = []string{"README.md", "docs/guide.md"}
+
 type readmeBlock struct {
-	line  int // of the opening fence
+	file  string // of readmeFiles
+	line  int    // of the opening fence
 	lines []string
 }
 
-// readmeShBlocks returns the ```sh blocks of the README, in order.
+// at names a line of the block's file in messages.
+func (b readmeBlock) at(line int) string { return fmt.Sprintf("%s line %d", b.file, line) }
+
+// readmeShBlocks returns the ```sh blocks of the README and the guide, in
+// order.
 func readmeShBlocks(t *testing.T) []readmeBlock {
 	t.Helper()
-	raw, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var blocks []readmeBlock
-	var cur *readmeBlock
-	fenced := false
-	for i, line := range strings.Split(string(raw), "\n") {
-		switch {
-		case !fenced && strings.HasPrefix(line, "```"):
-			fenced = true
-			if strings.TrimSpace(strings.TrimPrefix(line, "```")) == "sh" {
-				blocks = append(blocks, readmeBlock{line: i + 1})
-				cur = &blocks[len(blocks)-1]
-			}
-		case fenced && strings.HasPrefix(line, "```"):
-			fenced, cur = false, nil
-		case cur != nil:
-			cur.lines = append(cur.lines, line)
+	for _, file := range readmeFiles {
+		raw, err := os.ReadFile(filepath.Join("..", file))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if len(blocks) == 0 {
-		t.Fatal("the README has no ```sh block")
+		first := len(blocks)
+		var cur *readmeBlock
+		fenced := false
+		for i, line := range strings.Split(string(raw), "\n") {
+			switch {
+			case !fenced && strings.HasPrefix(line, "```"):
+				fenced = true
+				if strings.TrimSpace(strings.TrimPrefix(line, "```")) == "sh" {
+					blocks = append(blocks, readmeBlock{file: file, line: i + 1})
+					cur = &blocks[len(blocks)-1]
+				}
+			case fenced && strings.HasPrefix(line, "```"):
+				fenced, cur = false, nil
+			case cur != nil:
+				cur.lines = append(cur.lines, line)
+			}
+		}
+		if len(blocks) == first {
+			t.Fatalf("%s has no ```sh block", file)
+		}
 	}
 	return blocks
 }
@@ -140,19 +152,19 @@ func readmeScript(t *testing.T, b readmeBlock, addr string, used []bool) string 
 			used[entry] = true
 			line = readmeLines[entry].run
 		case readmeNeedsEntry.MatchString(trimmed):
-			t.Errorf("README line %d cannot run as written in a test: give it an entry in readmeLines\n%s", b.line+1+n, line)
+			t.Errorf("%s cannot run as written in a test: give it an entry in readmeLines\n%s", b.at(b.line+1+n), line)
 		}
 		out.WriteString(strings.ReplaceAll(line, readmeAddress, addr) + "\n")
 	}
 	return out.String()
 }
 
-// TestReadmeBlocks runs every ```sh block of the README in order, in one
-// bash session (variables carry over from block to block) in an empty
-// directory with the programs built into ./bin, as a new user would after
-// cloning: each block must exit 0 under `set -euo pipefail`, and show what
-// readmeChecks says. Lines that cannot run in a test run as readmeLines
-// says.
+// TestReadmeBlocks runs every ```sh block of the README, then of the guide
+// (readmeFiles), in order, in one bash session (variables carry over from
+// block to block) in an empty directory with the programs built into ./bin,
+// as a new user would after cloning: each block must exit 0 under `set -euo
+// pipefail`, and show what readmeChecks says. Lines that cannot run in a
+// test run as readmeLines says.
 func TestReadmeBlocks(t *testing.T) {
 	blocks := readmeShBlocks(t)
 	addr, air := freeAddr(t), freeAddr(t)
@@ -166,12 +178,12 @@ func TestReadmeBlocks(t *testing.T) {
 	}
 	for i, e := range readmeLines {
 		if !used[i] {
-			t.Errorf("readmeLines has an entry for %q, which no README line starts with", e.start)
+			t.Errorf("readmeLines has an entry for %q, which no line of readmeFiles starts with", e.start)
 		}
 	}
 	for _, c := range readmeChecks {
 		if blockOf(blocks, c.block) < 0 {
-			t.Errorf("readmeChecks names a block by %q, which no README block has", c.block)
+			t.Errorf("readmeChecks names a block by %q, which no block of readmeFiles has", c.block)
 		}
 	}
 	if t.Failed() {
@@ -251,7 +263,7 @@ func TestReadmeBlocks(t *testing.T) {
 		// stdin from /dev/null: a command of the block must not read the
 		// session's next commands.
 		if _, err := fmt.Fprintf(stdin, "source %s </dev/null\necho '%s'\n", scripts[i], done); err != nil {
-			t.Fatalf("the session ended before the block at README line %d", b.line)
+			t.Fatalf("the session ended before the block at %s", b.at(b.line))
 		}
 		var out strings.Builder
 		timeout := time.After(2 * time.Minute)
@@ -261,7 +273,7 @@ func TestReadmeBlocks(t *testing.T) {
 			case line, ok := <-lines:
 				if !ok {
 					_ = sh.Wait()
-					t.Fatalf("the block at README line %d failed (%v):\n%s\noutput:\n%s\n%s", b.line, sh.ProcessState, strings.Join(b.lines, "\n"), out.String(), logs())
+					t.Fatalf("the block at %s failed (%v):\n%s\noutput:\n%s\n%s", b.at(b.line), sh.ProcessState, strings.Join(b.lines, "\n"), out.String(), logs())
 				}
 				// A block's last output may lack its newline.
 				if before, ok := strings.CutSuffix(line, done); ok {
@@ -270,18 +282,18 @@ func TestReadmeBlocks(t *testing.T) {
 				}
 				out.WriteString(line + "\n")
 			case <-timeout:
-				t.Fatalf("the block at README line %d did not end in 2 minutes:\n%s\noutput:\n%s\n%s", b.line, strings.Join(b.lines, "\n"), out.String(), logs())
+				t.Fatalf("the block at %s did not end in 2 minutes:\n%s\noutput:\n%s\n%s", b.at(b.line), strings.Join(b.lines, "\n"), out.String(), logs())
 			}
 		}
 		outputs[i] = out.String()
-		t.Logf("README line %d:\n%s", b.line, outputs[i])
+		t.Logf("%s:\n%s", b.at(b.line), outputs[i])
 	}
 
 	for _, c := range readmeChecks {
 		i := blockOf(blocks, c.block)
 		for _, want := range c.want {
 			if !strings.Contains(outputs[i], want) {
-				t.Errorf("the block at README line %d does not show %q:\n%s", blocks[i].line, want, outputs[i])
+				t.Errorf("the block at %s does not show %q:\n%s", blocks[i].at(blocks[i].line), want, outputs[i])
 			}
 		}
 	}

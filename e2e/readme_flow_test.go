@@ -14,9 +14,9 @@ import (
 	"time"
 )
 
-// TestReadmeOperatorFlow runs the README's operator flow with the real
+// TestReadmeOperatorFlow runs the guide's operator flow with the real
 // mountctl and mountsim binaries against a running mountd, checking what
-// the README's blocks (run word for word by TestReadmeBlocks) do not show:
+// the guide's blocks (run word for word by TestReadmeBlocks) do not show:
 // scan's order, the device fields --deliver sends, the errors of a foreign
 // rider token, of a download over a file and of mountctl without
 // credentials, events resuming, and mountsim's summary.
@@ -28,7 +28,7 @@ func TestReadmeOperatorFlow(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// Secrets in the environment, as the README passes them (not in argv).
+	// Secrets in the environment, as the guide passes them (not in argv).
 	sim := exec.CommandContext(ctx, mountsimBin, "--mounts", "3", "--air", air, "--api", in.base, "--report-interval", "1h")
 	sim.Env = append(os.Environ(), "MOUNTSIM_CLIENT_ID="+acc.ClientID, "MOUNTSIM_CLIENT_SECRET="+acc.ClientSecret)
 	var simOut bytes.Buffer
@@ -90,7 +90,7 @@ func TestReadmeOperatorFlow(t *testing.T) {
 	if out := must(owner, "--json", "mounts", "list"); !strings.Contains(out, `"totalItems":1`) {
 		t.Fatalf("mounts list --json:\n%s", out)
 	}
-	// The README's firmware download: the latest of a model, verified.
+	// The guide's firmware download: the latest of a model, verified.
 	_, image := in.publish(t, "HM-1", "1.4.0", 100_000)
 	fw := filepath.Join(t.TempDir(), "fw.bin")
 	if out := must(owner, "firmware", "download", "--model", "HM-1", "-o", fw); !strings.Contains(out, "verified") {

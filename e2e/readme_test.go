@@ -4,21 +4,19 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
-// TestReadmeForNewUsers checks what a new user following the README word
-// for word relies on: one account reused throughout, its secret file kept
+// TestReadmeForNewUsers checks what a new user following the README and
+// the guide word for word relies on: one account reused throughout, its secret file kept
 // out of git, secrets never on a command line, the firmware download shown
 // with its parameters and a tool that verifies it, and the ways in (Bearer,
 // health and metrics endpoints, GraphiQL's header).
 func TestReadmeForNewUsers(t *testing.T) {
-	raw, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(raw)
+	readme := readmeDocs(t)
 	var code strings.Builder
 	for i, block := range strings.Split(readme, "```") {
 		if i%2 == 1 {
@@ -41,7 +39,7 @@ func TestReadmeForNewUsers(t *testing.T) {
 		"firmware/download?modelNumber=", "mountctl firmware download --model", "--version",
 	} {
 		if !strings.Contains(readme, want) {
-			t.Errorf("the README does not mention %q", want)
+			t.Errorf("neither the README nor the guide mentions %q", want)
 		}
 	}
 	if strings.Contains(blocks, "sed") && regexp.MustCompile(`sed[^\n]*download`).MatchString(blocks) {
@@ -64,18 +62,15 @@ func TestReadmeForNewUsers(t *testing.T) {
 	}
 }
 
-// TestReadmeFilesIgnored: what the README's commands write in the
-// checkout (exports, a downloaded image, mountsim's --state-dir, the
+// TestReadmeFilesIgnored: what the commands of the README and the guide
+// write in the checkout (exports, a downloaded image, mountsim's --state-dir, the
 // account's secret) is in .gitignore, so that following it leaves git
 // status clean; its mountsim keeps its mounts (--state-dir) and its
 // configuration table has every variable the docs send operators to.
 func TestReadmeFilesIgnored(t *testing.T) {
-	raw, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := readmeDocs(t)
 	var code strings.Builder
-	for i, block := range strings.Split(string(raw), "```") {
+	for i, block := range strings.Split(raw, "```") {
 		if i%2 == 1 {
 			code.WriteString(block)
 		}
@@ -108,7 +103,106 @@ func TestReadmeFilesIgnored(t *testing.T) {
 	if !regexp.MustCompile(`mountsim [^\n]*--state-dir`).MatchString(code.String()) {
 		t.Error("the README's mountsim keeps no --state-dir: each run makes new device keys for the same uids")
 	}
-	if !strings.Contains(string(raw), "| `MOUNTD_OFFLINE_AFTER` |") {
-		t.Error("the README's configuration table lacks MOUNTD_OFFLINE_AFTER")
+	if !strings.Contains(raw, "| `MOUNTD_OFFLINE_AFTER` |") {
+		t.Error("the guide's configuration table lacks MOUNTD_OFFLINE_AFTER")
 	}
+}
+
+// readmeDocs is the README followed by the guide (readmeFiles), as a new
+// user reads them.
+func readmeDocs(t *testing.T) string {
+	t.Helper()
+	var all strings.Builder
+	for _, file := range readmeFiles {
+		raw, err := os.ReadFile(filepath.Join("..", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(raw)
+		all.WriteString("\n")
+	}
+	return all.String()
+}
+
+// TestReadmeShort: the README is what a newcomer reads first, so it stays
+// one short page, and its first section shows the two commands; the rest
+// is in docs/.
+func TestReadmeShort(t *testing.T) {
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	if n := strings.Count(strings.TrimSuffix(readme, "\n"), "\n") + 1; n > 150 {
+		t.Errorf("the README has %d lines; at most 150 (move the detail to docs/guide.md)", n)
+	}
+	sections := strings.Split(readme, "\n## ")
+	if len(sections) < 2 {
+		t.Fatal("the README has no section after its introduction")
+	}
+	for _, want := range []string{"\nmake run ", "\nmake test "} {
+		if !strings.Contains(sections[1], want) {
+			t.Errorf("the README's first section does not show %q:\n%s", strings.TrimSpace(want), sections[1])
+		}
+	}
+}
+
+// TestReadmeLinks: every link of the README and of docs/ to a file of the
+// repository finds it, and a link to a heading of a Markdown file finds
+// the heading (its GitHub anchor), so moving a section cannot leave a
+// link behind.
+func TestReadmeLinks(t *testing.T) {
+	docs, _ := filepath.Glob("../docs/*.md")
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, path := range append(docs, "../README.md") {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(raw), -1) {
+			target, anchor, _ := strings.Cut(m[1], "#")
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file := path
+			if target != "" {
+				file = filepath.Join(filepath.Dir(path), target)
+			}
+			text, err := os.ReadFile(file)
+			if err != nil {
+				t.Errorf("%s links %s, which is not there", strings.TrimPrefix(path, "../"), m[1])
+				continue
+			}
+			if anchor != "" && !slices.Contains(markdownAnchors(string(text)), anchor) {
+				t.Errorf("%s links %s: %s has no heading with that anchor", strings.TrimPrefix(path, "../"), m[1], file)
+			}
+		}
+	}
+}
+
+// markdownAnchors are the anchors GitHub gives the headings of a Markdown
+// text: lower case, punctuation dropped, spaces as hyphens.
+func markdownAnchors(text string) []string {
+	var anchors []string
+	fenced := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if fenced || !ok || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		anchor := strings.Map(func(r rune) rune {
+			switch {
+			case r == ' ':
+				return '-'
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				return unicode.ToLower(r)
+			}
+			return -1
+		}, strings.TrimSpace(title))
+		anchors = append(anchors, anchor)
+	}
+	return anchors
 }
