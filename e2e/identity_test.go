@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"net/http"
 	"net/url"
 	"strings"
@@ -191,4 +192,8 @@ func TestUnknownRoutesAreProblems(t *testing.T) {
 	wantProblem(t, res, body, 404, "NOT_FOUND")
 	res, body = in.call(http.MethodDelete, "/healthz", "", nil)
 	wantProblem(t, res, body, 405, "METHOD_NOT_ALLOWED")
+}
+
+func basic(user, pass string) string {
+	return base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
 }

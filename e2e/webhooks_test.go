@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,119 +11,9 @@ import (
 	"testing"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
-
 	"github.com/mountd/mountd/adapters/testenv"
-	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/core"
 )
-
-// receiver is an operator's webhook endpoint: it verifies every request
-// with the current secret and keeps what it accepted.
-type receiver struct {
-	*httptest.Server
-	mu       sync.Mutex
-	secret   string
-	failures int // answer 500 to this many requests first
-	hang     chan struct{}
-	got      []webhookCall
-	bad      int
-}
-
-type webhookCall struct {
-	ID   string
-	Type string `json:"type"`
-	Data struct {
-		ID        string `json:"id"`
-		Type      string `json:"type"`
-		UID       string `json:"uid"`
-		WebhookID string `json:"webhookId"` // a test delivery's
-		Command   struct {
-			ID string `json:"id"`
-		} `json:"command"`
-		States []struct {
-			Value      string `json:"value"`
-			OccurredAt string `json:"occurredAt"`
-		} `json:"states"`
-		Alarm *client.Alarm `json:"alarm"`
-		Mount struct {
-			Presence string `json:"presence"`
-		} `json:"mount"`
-	} `json:"data"`
-}
-
-func newReceiver(t *testing.T) *receiver {
-	r := &receiver{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		hang := r.hang
-		wh, err := standardwebhooks.NewWebhook(r.secret)
-		if err != nil || wh.Verify(body, req.Header) != nil {
-			r.bad++
-			r.mu.Unlock()
-			w.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-		if r.failures > 0 {
-			r.failures--
-			r.mu.Unlock()
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		var c webhookCall
-		_ = json.Unmarshal(body, &c)
-		c.ID = req.Header.Get("webhook-id")
-		r.got = append(r.got, c)
-		r.mu.Unlock()
-		if hang != nil {
-			<-hang
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *receiver) setSecret(s string) { r.mu.Lock(); r.secret = s; r.mu.Unlock() }
-
-// waitFor waits until the receiver has accepted calls that pass, then
-// returns them.
-func (r *receiver) waitFor(t *testing.T, what string, pass func([]webhookCall) bool) []webhookCall {
-	t.Helper()
-	// Beyond the delivery lease (15 s): an attempt a killed replica had
-	// leased is made again once its lease lapses.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r.mu.Lock()
-		got := slices.Clone(r.got)
-		bad := r.bad
-		r.mu.Unlock()
-		if bad > 0 {
-			t.Fatalf("%d requests did not verify with the secret", bad)
-		}
-		if pass(got) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the receiver has %+v", what, got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-type (
-	webhookView  = client.Webhook
-	deliveryView = client.Delivery
-)
-
-func types(calls []webhookCall) []string {
-	var out []string
-	for _, c := range calls {
-		out = append(out, c.Type+" "+c.Data.UID)
-	}
-	return out
-}
 
 // TestWebhooks covers docs/api.md, "Webhooks", on both backends with real
 // receivers: signatures, retries on the configured delays with every
