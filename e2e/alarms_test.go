@@ -12,41 +12,12 @@ import (
 	"github.com/mountd/mountd/client"
 )
 
-type (
-	alarmRuleView = client.AlarmRule
-	alarmView     = client.Alarm
-)
-
-type alarmPageView struct {
-	Alarms     []alarmView    `json:"alarms"`
-	Pagination map[string]int `json:"pagination"`
-}
-
 // alarmEventView is an event with the alarm of ALARM_* events.
 type alarmEventView struct {
 	ID    string     `json:"id"`
 	Type  string     `json:"type"`
 	UID   string     `json:"uid"`
 	Alarm *alarmView `json:"alarm"`
-}
-
-func (f fleet) alarms(t *testing.T, query url.Values) alarmPageView {
-	t.Helper()
-	return decode[alarmPageView](t, f.ok(t, http.MethodGet, "/api/v1/alarms?"+query.Encode(), nil))
-}
-
-func (f fleet) createRule(t *testing.T, body map[string]any) alarmRuleView {
-	t.Helper()
-	res, raw := f.call(http.MethodPost, "/api/v1/alarm-rules", body)
-	if res.StatusCode != http.StatusCreated {
-		t.Fatalf("create rule %v: %d %s", body, res.StatusCode, raw)
-	}
-	return decode[alarmRuleView](t, raw)
-}
-
-func lowBattery(uid string) map[string]any {
-	return map[string]any{"name": "Battery low", "severity": "WARNING", "forSeconds": 0, "mountUids": []string{uid},
-		"conditions": []any{map[string]any{"code": "BATTERY_LEVEL", "op": "<", "value": "20"}}}
 }
 
 // TestAlarmRulesAPI covers docs/api.md, "Presence and alarms: endpoints",

@@ -13,39 +13,6 @@ import (
 	"github.com/mountd/mountd/core"
 )
 
-// auditView is an entry as GET /api/v1/audit, GraphQL and mountd audit
-// --json show it.
-type auditView struct {
-	ID    string `json:"id"`
-	At    string `json:"at"`
-	Actor struct {
-		Type string `json:"type"`
-		ID   string `json:"id"`
-		Name string `json:"name"`
-	} `json:"actor"`
-	Action        string         `json:"action"`
-	Target        string         `json:"target"`
-	SourceAddress string         `json:"sourceAddress"`
-	Details       map[string]any `json:"details"`
-}
-
-type auditPageView struct {
-	Entries []auditView `json:"entries"`
-	Next    string      `json:"next"`
-}
-
-// auditREST reads the account's whole log through the API.
-func (f fleet) auditREST(t *testing.T, query url.Values) auditPageView {
-	t.Helper()
-	if query == nil {
-		query = url.Values{}
-	}
-	if !query.Has("limit") {
-		query.Set("limit", "1000")
-	}
-	return decode[auditPageView](t, f.ok(t, http.MethodGet, "/api/v1/audit?"+query.Encode(), nil))
-}
-
 // auditGraphQL reads it through GraphQL.
 func (f fleet) auditGraphQL(t *testing.T) auditPageView {
 	t.Helper()
@@ -73,31 +40,6 @@ func findEntry(entries []auditView, action, target string) (auditView, bool) {
 		}
 	}
 	return auditView{}, false
-}
-
-// eventually reads the log until it holds the entry pass picks. On
-// PostgreSQL an entry is read once every older transaction of the cluster
-// has ended (the log's order, docs/architecture.md), which other tests'
-// transactions may delay by a moment.
-func eventually(t *testing.T, read func() []auditView, pass func(auditView) bool) (auditView, []auditView, bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		log := read()
-		for _, e := range log {
-			if pass(e) {
-				return e, log, true
-			}
-		}
-		if time.Now().After(deadline) {
-			return auditView{}, log, false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func is(action, target string) func(auditView) bool {
-	return func(e auditView) bool { return e.Action == action && e.Target == target }
 }
 
 // TestAuditEveryChange: every kind of change, made through the API,

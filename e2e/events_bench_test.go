@@ -4,40 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mountd/mountd/client"
 )
-
-// fill posts n reports of one entry to uid, 8 at a time.
-func fill(b *testing.B, api *client.Client, uid string, n int, base time.Time) {
-	b.Helper()
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range 8 {
-		wg.Go(func() {
-			for i := range work {
-				if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/states", map[string]any{"states": []any{
-					map[string]any{"code": "BATTERY_LEVEL", "value": fmt.Sprint(i % 101), "occurredAt": base.Add(time.Duration(i) * time.Millisecond).Format(time.RFC3339Nano)}}}, nil); err != nil {
-					b.Error(err)
-				}
-			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-}
 
 // BenchmarkResume10k: a subscriber that missed 10,000 events resumes with
 // its cursor; the figure is the time until it has them all (mountEvents
@@ -209,121 +183,4 @@ func plainPosts(url string, n int) float64 {
 	close(work)
 	wg.Wait()
 	return float64(n) / time.Since(began).Seconds()
-}
-
-// deliveryRun is what deliveryReceiver.run measured.
-type deliveryRun struct {
-	rate    float64       // deliveries per second, first to last
-	p99     float64       // ms from a report's acknowledgement to its delivery
-	lastLag time.Duration // from the report of the delivery that came last to it
-	last    time.Time     // when the last delivery came
-}
-
-// deliveryReceiver records when each report's delivery arrived, by the
-// entry's occurredAt (unique per report).
-type deliveryReceiver struct {
-	*httptest.Server
-	mu       sync.Mutex
-	received map[int64]time.Time
-}
-
-func newDeliveryReceiver() *deliveryReceiver {
-	r := &deliveryReceiver{received: map[int64]time.Time{}}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		var c webhookCall
-		_ = json.Unmarshal(body, &c)
-		now := time.Now()
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, s := range c.Data.States {
-			if at, err := time.Parse(time.RFC3339Nano, s.OccurredAt); err == nil {
-				r.received[at.UnixMilli()] = now
-			}
-		}
-	}))
-	return r
-}
-
-// run posts n reports, 8 at a time, perSecond of them a second (0: as fast
-// as they are answered), waits for their deliveries and returns the
-// delivery rate (first to last delivery) and the p99 from acknowledgement
-// to delivery in milliseconds.
-func (r *deliveryReceiver) run(b *testing.B, api *client.Client, uid string, base time.Time, n, perSecond int) deliveryRun {
-	b.Helper()
-	return r.collect(b, base, r.post(b, api, uid, base, n, perSecond))
-}
-
-// post posts n reports as run says and returns when each was acknowledged.
-func (r *deliveryReceiver) post(b *testing.B, api *client.Client, uid string, base time.Time, n, perSecond int) []time.Time {
-	b.Helper()
-	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Millisecond) }
-	acked := make([]time.Time, n)
-	var wg sync.WaitGroup
-	work := make(chan int)
-	for range 8 {
-		wg.Go(func() {
-			for i := range work {
-				if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/states", map[string]any{"states": []any{
-					map[string]any{"code": "BATTERY_LEVEL", "value": fmt.Sprint(i % 101), "occurredAt": at(i).Format(time.RFC3339Nano)}}}, nil); err != nil {
-					b.Error(err)
-				}
-				acked[i] = time.Now()
-			}
-		})
-	}
-	began := time.Now()
-	for i := range n {
-		if perSecond > 0 {
-			time.Sleep(time.Until(began.Add(time.Duration(i) * time.Second / time.Duration(perSecond))))
-		}
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	return acked
-}
-
-// collect waits for the deliveries of the reports post acknowledged at
-// acked and measures them.
-func (r *deliveryReceiver) collect(b *testing.B, base time.Time, acked []time.Time) deliveryRun {
-	b.Helper()
-	n := len(acked)
-	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Millisecond) }
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		r.mu.Lock()
-		got := 0
-		for i := range n {
-			if _, ok := r.received[at(i).UnixMilli()]; ok {
-				got++
-			}
-		}
-		r.mu.Unlock()
-		if got == n || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var first, last time.Time
-	var lastLag time.Duration
-	lat := make([]time.Duration, 0, n)
-	for i := range n {
-		got, ok := r.received[at(i).UnixMilli()]
-		if !ok {
-			b.Fatalf("report %d was not delivered", i)
-		}
-		if first.IsZero() || got.Before(first) {
-			first = got
-		}
-		if got.After(last) {
-			last, lastLag = got, got.Sub(acked[i])
-		}
-		lat = append(lat, max(0, got.Sub(acked[i])))
-	}
-	slices.Sort(lat)
-	return deliveryRun{rate: float64(n) / last.Sub(first).Seconds(), p99: float64(lat[len(lat)*99/100].Microseconds()) / 1000,
-		lastLag: lastLag, last: last}
 }

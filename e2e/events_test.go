@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -13,28 +12,6 @@ import (
 	"testing"
 	"time"
 )
-
-type eventView struct {
-	ID         string    `json:"id"`
-	Type       string    `json:"type"`
-	UID        string    `json:"uid"`
-	OccurredAt string    `json:"occurredAt"`
-	Mount      mountView `json:"mount"`
-	States     []struct {
-		Code  string `json:"code"`
-		Value string `json:"value"`
-	} `json:"states"`
-}
-
-type eventPageView struct {
-	Events []eventView `json:"events"`
-	Next   string      `json:"next"`
-}
-
-func (f fleet) events(t *testing.T, query url.Values) eventPageView {
-	t.Helper()
-	return decode[eventPageView](t, f.ok(t, http.MethodGet, "/api/v1/events?"+query.Encode(), nil))
-}
 
 func eventTypes(events []eventView) []string {
 	var out []string
@@ -178,13 +155,6 @@ func TestEventFeed(t *testing.T) {
 			c.Quiet(200 * time.Millisecond)
 		})
 	}
-}
-
-// decodeField decodes one root field of a GraphQL response.
-func decodeField[T any](t *testing.T, r gqlResponse, field string) T {
-	t.Helper()
-	fields := decode[map[string]json.RawMessage](t, r.Data)
-	return decode[T](t, fields[field])
 }
 
 // TestEventsClientGone: a client that closes a long poll of the feed is

@@ -22,12 +22,6 @@ import (
 	"github.com/mountd/mountd/client"
 )
 
-const (
-	mountsHeader = "uid,name,serialNumber,macAddress,firmwareRevision,softwareRevision,modelNumber,associationState," +
-		"mountLocked,helmetMounted,batteryLevel,cpuTemperature,associatedAt,devicePublicKey,lastSeenAt,presence"
-	statesHeader = "uid,code,value,occurredAt,receivedAt,verified"
-)
-
 // TestExports covers docs/api.md, "Exports" on both backends: the header
 // lines and rows exactly, formula escaping, NDJSON lines equal to the REST
 // objects, and every refusal.
@@ -270,26 +264,6 @@ func TestExportClientGoesAway(t *testing.T) {
 				t.Fatalf("whole export: %d, %d lines", res.StatusCode, strings.Count(string(body), "\n"))
 			}
 		})
-	}
-}
-
-// seedHistory inserts n history entries of uid for accountID straight
-// into the database (the API would take minutes).
-func seedHistory(t *testing.T, store *bunstore.Store, uid, accountID string, n int) {
-	t.Helper()
-	start := time.Now().Add(-48 * time.Hour).UnixMilli()
-	series := `WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < ? - 1) SELECT i FROM s`
-	if store.Postgres() {
-		series = `SELECT generate_series(0, ? - 1) AS i`
-	}
-	const batch = 25_000 // a statement well inside the driver's read timeout
-	for from := 0; from < n; from += batch {
-		_, err := store.DB().ExecContext(context.Background(), `INSERT INTO mount_states (mount_uid, account_id, code, occurred_at, value, received_at)
-			SELECT ?, ?, 'BATTERY_LEVEL', ? + i, CAST(i % 101 AS TEXT), ? + i FROM (`+series+`) AS g`,
-			uid, accountID, start+int64(from), start+int64(from), min(batch, n-from))
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 

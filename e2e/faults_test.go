@@ -6,10 +6,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -29,27 +27,6 @@ import (
 // The fault tests run mountd as real processes (built from this package)
 // on the test PostgreSQL and on a Redis of their own, and kill them.
 
-// proc is a mountd process.
-type proc struct {
-	cmd  *exec.Cmd
-	base string
-	out  *syncBuffer
-	env  []string
-	bin  string
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // replicaEnv is what every replica of one deployment shares.
 // faultCursors reads the event ids of replicas started with replicaEnv's
 // master key, to check their order.
@@ -60,111 +37,6 @@ var faultCursors = func() *core.CursorCodec {
 	}
 	return core.NewCursorCodec(sealer.DerivedKey("event cursors"))
 }()
-
-func replicaEnv(t *testing.T, dbURL, redisURL, publicURL string, extra ...string) []string {
-	return append([]string{"MOUNTD_DATABASE_URL=" + dbURL, "MOUNTD_REDIS_URL=" + redisURL, "MOUNTD_REDIS_PREFIX=faults:",
-		"MOUNTD_MASTER_KEY=" + strings.Repeat("cd", 32), "MOUNTD_PUBLIC_URL=" + publicURL, "MOUNTD_PROJECT_ID=mountd",
-		"MOUNTD_IDP_NAME=mountd", "MOUNTD_LOG_LEVEL=warn", "MOUNTD_DATA_DIR=" + t.TempDir()}, extra...)
-}
-
-// startProc starts `mountd serve` on addr and waits for /healthz.
-func startProc(t *testing.T, addr string, env []string) *proc {
-	t.Helper()
-	p := &proc{bin: mountdBinary(t), base: "http://" + addr, out: &syncBuffer{}, env: append(env, "MOUNTD_LISTEN="+addr)}
-	p.cmd = exec.Command(p.bin, "serve")
-	p.cmd.Env = append(os.Environ(), p.env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.kill() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if res, err := http.Get(p.base + "/healthz"); err == nil {
-			res.Body.Close()
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mountd did not start:\n%s", p.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (p *proc) kill() {
-	if p.cmd.ProcessState == nil {
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
-	}
-}
-
-// admin runs a mountd admin command with the deployment's settings.
-func (p *proc) admin(t *testing.T, args ...string) string {
-	t.Helper()
-	return p.adminInput(t, "", args...)
-}
-
-// adminInput is admin with input on the command's standard input.
-func (p *proc) adminInput(t *testing.T, input string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(p.bin, args...)
-	cmd.Env = append(os.Environ(), p.env...)
-	cmd.Stdin = strings.NewReader(input)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("mountd %v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
-
-// ownerClient creates an account and returns an API client with its
-// owner credentials (tokens renewed as needed), and the credentials.
-func (p *proc) ownerClient(t *testing.T, name string) (*client.Client, credentials) {
-	t.Helper()
-	var c credentials
-	if err := json.Unmarshal([]byte(p.admin(t, "accounts", "create", "--name", name, "--json")), &c); err != nil {
-		t.Fatal(err)
-	}
-	return p.clientFor(c), c
-}
-
-// clientFor is an API client of this process with c's owner credentials.
-func (p *proc) clientFor(c credentials) *client.Client {
-	return client.New(p.base, client.CredentialsSource(client.ClientCredentials(p.base, c.ClientID, c.ClientSecret,
-		[]string{"openid", "sub", audItem}), nil))
-}
-
-// redisServer is a Redis of the test's own, which it may kill.
-type redisServer struct {
-	addr string
-	cmd  *exec.Cmd
-}
-
-func startRedis(t *testing.T, addr string) *redisServer {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("MOUNTD_TEST_REQUIRE_SERVICES") != "" {
-			t.Fatal("redis-server is not installed although the test servers are required")
-		}
-		t.Skip("redis-server not installed: run `make test`")
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	r := &redisServer{addr: addr, cmd: exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.kill)
-	waitListening(t, addr)
-	return r
-}
-
-func (r *redisServer) kill() {
-	if r.cmd.ProcessState == nil {
-		_ = r.cmd.Process.Signal(syscall.SIGKILL)
-		_ = r.cmd.Wait()
-	}
-}
 
 // follower follows mountEvents from a cursor, resuming from the last event
 // it received whenever its socket ends, and keeps every event once.
@@ -263,34 +135,6 @@ func (f *follower) waitValues(t *testing.T, want []string, within time.Duration)
 			t.Fatalf("after %v the follower misses %d of %d acknowledged reports", within, missing, len(want))
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// report posts one BATTERY_LEVEL value; ok says whether it was
-// acknowledged. Any answer but 200 or 503 with Retry-After fails the test.
-func report(t *testing.T, api *client.Client, uid string, value int, at time.Time) bool {
-	err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/states", map[string]any{"states": []any{
-		map[string]any{"code": "BATTERY_LEVEL", "value": fmt.Sprint(value), "occurredAt": at.Format(time.RFC3339Nano)}}}, nil)
-	if err == nil {
-		return true
-	}
-	if client.StatusOf(err) == http.StatusServiceUnavailable {
-		return false
-	}
-	if strings.Contains(err.Error(), "cannot reach mountd") {
-		return false
-	}
-	t.Errorf("report %d: %v", value, err)
-	return false
-}
-
-func associate(t testing.TB, api *client.Client, uid string) {
-	t.Helper()
-	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": uid}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uid+"/confirm-association", nil, nil); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -16,38 +15,6 @@ import (
 
 	"github.com/mountd/mountd/adapters/rest/openapitest"
 )
-
-type versionView struct {
-	SoftwareRevision string `json:"softwareRevision"`
-	ModelNumber      string `json:"modelNumber"`
-	AvailableSince   string `json:"availableSince"`
-	Deprecated       bool   `json:"deprecated"`
-	Mandatory        bool   `json:"mandatory"`
-	SHA256           string `json:"sha256"`
-	Size             int64  `json:"size"`
-}
-
-// publish runs `mountd firmware publish` with a random binary of size bytes.
-func (in *instance) publish(t *testing.T, model, revision string, size int, extra ...string) (versionView, []byte) {
-	t.Helper()
-	data := make([]byte, size)
-	_, _ = rand.Read(data)
-	path := filepath.Join(t.TempDir(), "fw.bin")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out := in.runCLI(append(in.publishArgs("--model", model, "--revision", revision, "--file", path, "--json"), extra...)...)
-	return decode[versionView](t, []byte(out)), data
-}
-
-// publishArgs is `firmware publish` with args, and --local-blobs on
-// PostgreSQL without blob storage: a test's one replica serves its files.
-func (in *instance) publishArgs(args ...string) []string {
-	if in.cfg.BlobURL == "" && in.cfg.OnPostgres() {
-		args = append([]string{"--local-blobs"}, args...)
-	}
-	return append([]string{"firmware", "publish"}, args...)
-}
 
 // TestFirmware covers docs/api.md, "Firmware" on both backends.
 func TestFirmware(t *testing.T) {

@@ -10,39 +10,6 @@ import (
 	"time"
 )
 
-type gqlResponse struct {
-	Data   json.RawMessage `json:"data"`
-	Errors []struct {
-		Message    string         `json:"message"`
-		Path       []any          `json:"path"`
-		Extensions map[string]any `json:"extensions"`
-	} `json:"errors"`
-}
-
-// gql posts a GraphQL operation with the fleet's token.
-func (f fleet) gql(t *testing.T, query string, vars map[string]any) gqlResponse {
-	t.Helper()
-	return f.in.gql(t, f.token, query, vars)
-}
-
-func (in *instance) gql(t *testing.T, token, query string, vars map[string]any) gqlResponse {
-	t.Helper()
-	res, raw := in.call(http.MethodPost, "/graphql", token, map[string]any{"query": query, "variables": vars})
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("graphql: %d %s", res.StatusCode, raw)
-	}
-	return decode[gqlResponse](t, raw)
-}
-
-// code returns the first error's extensions.code, or "".
-func (r gqlResponse) code() string {
-	if len(r.Errors) == 0 {
-		return ""
-	}
-	c, _ := r.Errors[0].Extensions["code"].(string)
-	return c
-}
-
 // TestGraphQLMirrorsREST: every REST capability through GraphQL, with the
 // same results and the same error codes.
 func TestGraphQLMirrorsREST(t *testing.T) {
@@ -254,18 +221,4 @@ func TestGraphQLQueryCount(t *testing.T) {
 func (in *instance) queries(t *testing.T) float64 {
 	t.Helper()
 	return in.metric(t, "mountd_db_queries_total")
-}
-
-// metric reads one unlabelled metric from /metrics.
-func (in *instance) metric(t *testing.T, name string) float64 {
-	t.Helper()
-	_, raw := in.call(http.MethodGet, "/metrics", "", nil)
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, name+" ") {
-			v, _ := strconv.ParseFloat(strings.TrimPrefix(line, name+" "), 64)
-			return v
-		}
-	}
-	t.Fatalf("no %s in /metrics", name)
-	return 0
 }

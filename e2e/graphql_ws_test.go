@@ -2,16 +2,12 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,182 +20,6 @@ import (
 // These tests speak graphql-transport-ws (and legacy graphql-ws) over a real
 // TCP socket to the server running in-process, with a small client that
 // writes the protocol messages itself (graph/wsproto/wsprototest).
-
-const (
-	stateSubscription = `subscription($uid: ID!) { mountStateChanged(uid: $uid) {
-		uid occurredAt states { code value occurredAt receivedAt }
-		mount { uid associationState batteryLevel cpuTemperature mountLocked helmetMounted } } }`
-	eventsSubscription = `subscription($uids: [ID!]) { mountEvents(uids: $uids) {
-		type uid occurredAt mount { uid associationState batteryLevel } } }`
-)
-
-type wsMount struct {
-	UID              string   `json:"uid"`
-	AssociationState string   `json:"associationState"`
-	BatteryLevel     *int     `json:"batteryLevel"`
-	CPUTemperature   *float64 `json:"cpuTemperature"`
-	MountLocked      *bool    `json:"mountLocked"`
-	HelmetMounted    *bool    `json:"helmetMounted"`
-}
-
-type stateEvent struct {
-	UID        string `json:"uid"`
-	OccurredAt string `json:"occurredAt"`
-	States     []struct {
-		Code       string  `json:"code"`
-		Value      string  `json:"value"`
-		OccurredAt string  `json:"occurredAt"`
-		ReceivedAt *string `json:"receivedAt"`
-	} `json:"states"`
-	Mount wsMount `json:"mount"`
-}
-
-type mountEvent struct {
-	Type       string  `json:"type"`
-	UID        string  `json:"uid"`
-	OccurredAt string  `json:"occurredAt"`
-	Mount      wsMount `json:"mount"`
-}
-
-// uniqueUID gives a mount uid no other test uses: the Redis scheduler and
-// event channel are shared by every instance on the test Redis.
-func uniqueUID(prefix string) string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return prefix + "-" + hex.EncodeToString(b)
-}
-
-// dialWS opens a socket to the instance's /graphql.
-func (in *instance) dialWS(t *testing.T, opts wsprototest.Options) *wsprototest.Client {
-	t.Helper()
-	return wsprototest.MustDial(t, in.base+"/graphql", opts)
-}
-
-// wsReady opens a graphql-transport-ws socket authenticated with token.
-func (in *instance) wsReady(t *testing.T, token string) *wsprototest.Client {
-	t.Helper()
-	c := in.dialWS(t, wsprototest.Options{})
-	c.Init(map[string]any{"Access-Key": token})
-	return c
-}
-
-// data decodes a next message for id: {"data":{field: T}} without errors.
-func data[T any](t *testing.T, m wsprototest.Message, id, field string) T {
-	t.Helper()
-	var res struct {
-		Data   map[string]json.RawMessage `json:"data"`
-		Errors []any                      `json:"errors"`
-	}
-	if m.Type != "next" || m.ID != id || json.Unmarshal(m.Payload, &res) != nil || len(res.Errors) > 0 || res.Data[field] == nil {
-		t.Fatalf("got %s; want next %s with %s", m, id, field)
-	}
-	var v T
-	if err := json.Unmarshal(res.Data[field], &v); err != nil {
-		t.Fatalf("decode %s: %v", m, err)
-	}
-	return v
-}
-
-// nextData waits for the next message and decodes it as data.
-func nextData[T any](t *testing.T, c *wsprototest.Client, id, field string) T {
-	t.Helper()
-	return data[T](t, c.Next(), id, field)
-}
-
-// sub is a subscription on a socket: its id and root field.
-type sub struct {
-	c     *wsprototest.Client
-	id    string
-	field string
-}
-
-// prime makes sure every subscription is live before a test relies on it:
-// the server registers a subscription asynchronously, so it reports
-// BATTERY_LEVEL n, n+1, ... on uid through f until each subscription has
-// delivered one, then consumes the events of the later reports too. Each
-// subscription must see the reports on uid (mountStateChanged(uid) or
-// mountEvents); several may share a socket.
-func prime(t *testing.T, f fleet, uid string, subs ...sub) {
-	t.Helper()
-	// Each priming reports its own range of battery levels, so that a late
-	// event of an earlier one is told apart.
-	base := int(primings.Add(20)%80) + 1
-	k := 0                         // reports made so far
-	seen := make([]int, len(subs)) // last battery level received; 0: none yet
-	var clients []*wsprototest.Client
-	for _, s := range subs {
-		if !slices.Contains(clients, s.c) {
-			clients = append(clients, s.c)
-		}
-	}
-	// read takes one message from c within d and records it.
-	read := func(c *wsprototest.Client, d time.Duration) bool {
-		m, err := c.NextWithin(d)
-		if err != nil {
-			return false
-		}
-		i := slices.IndexFunc(subs, func(s sub) bool { return s.c == c && s.id == m.ID })
-		if i < 0 {
-			t.Fatalf("unexpected %s while priming", m)
-		}
-		b := batteryOf(t, m, subs[i]) - base + 1
-		if b < 1 || b > k {
-			// An event of an earlier priming (or a report made after it,
-			// carrying its value), delivered late on a busy machine.
-			return true
-		}
-		if seen[i] != 0 && b != seen[i]+1 {
-			t.Fatalf("primer event %d after %d", b, seen[i])
-		}
-		seen[i] = b
-		return true
-	}
-	live := func(c *wsprototest.Client) bool {
-		for i, s := range subs {
-			if (c == nil || s.c == c) && seen[i] == 0 {
-				return false
-			}
-		}
-		return true
-	}
-	for !live(nil) {
-		if k++; k > 40 {
-			t.Fatalf("subscriptions not live after %d reports", k-1)
-		}
-		f.report(t, uid, entry("BATTERY_LEVEL", strconv.Itoa(base+k-1), time.Now()))
-		deadline := time.Now().Add(250 * time.Millisecond)
-		for _, c := range clients {
-			for !live(c) && read(c, max(time.Until(deadline), time.Millisecond)) {
-			}
-		}
-	}
-	for i, s := range subs {
-		for seen[i] < k {
-			if !read(s.c, wsprototest.DefaultTimeout) {
-				t.Fatalf("subscription %s: no event for report %d", s.id, seen[i]+1)
-			}
-		}
-	}
-}
-
-// primings moves each priming's battery levels to another range of 20.
-var primings atomic.Int64
-
-func batteryOf(t *testing.T, m wsprototest.Message, s sub) int {
-	t.Helper()
-	e := data[mountEvent](t, m, s.id, s.field) // mountStateChanged has no type
-	if (e.Type != "" && e.Type != "STATES_REPORTED") || e.Mount.BatteryLevel == nil {
-		t.Fatalf("primer event %s", m)
-	}
-	return *e.Mount.BatteryLevel
-}
-
-// associated creates an account's ASSOCIATED mount.
-func (f fleet) associated(t *testing.T, uid string) {
-	t.Helper()
-	f.associate(t, uid, nil)
-	f.confirm(t, uid)
-}
 
 // --- one test per protocol rule, against the real server ---
 
@@ -883,30 +703,6 @@ func TestSubscriberDisconnectNoLeak(t *testing.T) {
 		}
 	}
 	waitGoroutines(t, base)
-}
-
-// settledGoroutines counts goroutines once idle HTTP connections are gone.
-func settledGoroutines() int {
-	http.DefaultClient.CloseIdleConnections()
-	time.Sleep(100 * time.Millisecond)
-	runtime.GC()
-	return runtime.NumGoroutine()
-}
-
-// waitGoroutines polls until the goroutine count is back to base.
-func waitGoroutines(t *testing.T, base int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n := settledGoroutines()
-		if n <= base {
-			return
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, %d before:\n%s", n, base, buf[:runtime.Stack(buf, true)])
-		}
-	}
 }
 
 // Equal subscriptions share one execution only when their rights are equal:

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // jobsSimSummary is the part of mountsim's summary about its phones.
@@ -205,15 +204,5 @@ func TestJobOverPassingPhones(t *testing.T) {
 				t.Fatalf("mountsim HB summary %+v", sumB)
 			}
 		})
-	}
-}
-
-// waitForStep polls cond for up to a minute.
-func waitForStep(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after a minute", what)
-		}
 	}
 }

@@ -10,51 +10,10 @@ import (
 
 // Jobs over the API (docs/api.md, "Jobs"), on both backends.
 
-type jobCountsView struct {
-	Pending     int `json:"pending"`
-	Issued      int `json:"issued"`
-	Executed    int `json:"executed"`
-	Refused     int `json:"refused"`
-	Unconfirmed int `json:"unconfirmed"`
-}
-
-type jobView struct {
-	ID          string            `json:"id"`
-	Code        string            `json:"code"`
-	Params      map[string]string `json:"params"`
-	Filter      string            `json:"filter"`
-	Description string            `json:"description"`
-	State       string            `json:"state"`
-	CreatedAt   string            `json:"createdAt"`
-	ExpiresAt   string            `json:"expiresAt"`
-	Targets     int               `json:"targets"`
-	Counts      jobCountsView     `json:"counts"`
-}
-
 type jobTargetView struct {
 	UID       string  `json:"uid"`
 	Status    string  `json:"status"`
 	CommandID *string `json:"commandId"`
-}
-
-// pendingView is a pending command: a Command with its job.
-type pendingView struct {
-	ID          string  `json:"id"`
-	Code        string  `json:"code"`
-	Payload     string  `json:"payload"`
-	SignedToken *string `json:"signedToken"`
-	Status      string  `json:"status"`
-	JobID       string  `json:"jobId"`
-	IssuedBy    *string `json:"issuedBy"`
-}
-
-func (f fleet) createJob(t *testing.T, body map[string]any) jobView {
-	t.Helper()
-	res, raw := f.call(http.MethodPost, "/api/v1/jobs", body)
-	if res.StatusCode != http.StatusCreated {
-		t.Fatalf("create job %v: %d %s", body, res.StatusCode, raw)
-	}
-	return decode[jobView](t, raw)
 }
 
 func (f fleet) job(t *testing.T, id string) jobView {
@@ -72,18 +31,6 @@ func (f fleet) jobMounts(t *testing.T, id string) map[string]jobTargetView {
 		out[m.UID] = m
 	}
 	return out
-}
-
-// pending fetches a mount's pending commands with token.
-func (in *instance) pending(t *testing.T, token, uid string) []pendingView {
-	t.Helper()
-	res, raw := in.call(http.MethodGet, "/api/v1/mounts/"+uid+"/pending-commands", token, nil)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("pending-commands %s: %d %s", uid, res.StatusCode, raw)
-	}
-	return decode[struct {
-		Commands []pendingView `json:"commands"`
-	}](t, raw).Commands
 }
 
 // jobEventView is an event as GET /events shows it, uid and mount nullable.

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,16 +14,6 @@ import (
 	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/core"
 )
-
-// metricValue reads one sample from a Prometheus text page; -1 when absent.
-func metricValue(page, sample string) float64 {
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindStringSubmatch(page)
-	if m == nil {
-		return -1
-	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	return v
-}
 
 // TestFleetMetrics: GET /metrics shows the fleet (docs/operations.md,
 // "Monitoring") on both backends: mounts by state, entries, commands,

@@ -16,26 +16,6 @@ import (
 	"github.com/mountd/mountd/client"
 )
 
-// battery reads the BATTERY_LEVEL values of mountctl's --json lines, in
-// the order printed.
-func battery(out string) []string {
-	var vals []string
-	for line := range strings.Lines(out) {
-		var ev struct {
-			States []struct{ Code, Value string } `json:"states"`
-		}
-		if json.Unmarshal([]byte(line), &ev) != nil {
-			continue
-		}
-		for _, st := range ev.States {
-			if st.Code == "BATTERY_LEVEL" {
-				vals = append(vals, st.Value)
-			}
-		}
-	}
-	return vals
-}
-
 // TestMountctlOutlivesTokensAndRestarts: watch and events --follow, with
 // client credentials and no token, run across several token lifetimes
 // (MOUNTD_TOKEN_TTL=4s) and a restart of the mountd they talk to (stopped

@@ -11,91 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/mountd/mountd/client"
 )
-
-// mountView is a mount as the API shows it.
-type mountView = client.Mount
-
-type commandView struct {
-	Code        string         `json:"code"`
-	Data        map[string]any `json:"data"`
-	GeneratedAt string         `json:"generatedAt"`
-	Payload     string         `json:"payload"`
-	SignedToken *string        `json:"signedToken"`
-	IssuedBy    string         `json:"issuedBy"`
-}
-
-// fleet is an account with an owner token on an instance.
-type fleet struct {
-	in    *instance
-	creds credentials
-	token string
-}
-
-func newFleet(in *instance, name string) fleet {
-	c := in.createAccount(name)
-	return fleet{in: in, creds: c, token: in.ownerToken(c)}
-}
-
-func (f fleet) call(method, path string, body any) (*http.Response, []byte) {
-	f.in.t.Helper()
-	return f.in.call(method, path, f.token, body)
-}
-
-// associate requests and returns the ASSOCIATE_OWNER command.
-func (f fleet) associate(t *testing.T, uid string, extra map[string]any) commandView {
-	t.Helper()
-	body := map[string]any{"uid": uid}
-	for k, v := range extra {
-		body[k] = v
-	}
-	res, raw := f.call(http.MethodPost, "/api/v1/mounts", body)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("associate %s: %d %s", uid, res.StatusCode, raw)
-	}
-	cmds := decode[[]commandView](t, raw)
-	if len(cmds) != 1 || cmds[0].Code != "ASSOCIATE_OWNER" || cmds[0].SignedToken != nil {
-		t.Fatalf("associate answer %s", raw)
-	}
-	return cmds[0]
-}
-
-func (f fleet) confirm(t *testing.T, uid string) mountView {
-	t.Helper()
-	res, raw := f.call(http.MethodPost, "/api/v1/mounts/"+uid+"/confirm-association", nil)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("confirm %s: %d %s", uid, res.StatusCode, raw)
-	}
-	return decode[mountView](t, raw)
-}
-
-func (f fleet) get(t *testing.T, uid string) mountView {
-	t.Helper()
-	res, raw := f.call(http.MethodGet, "/api/v1/mounts/"+uid, nil)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("get %s: %d %s", uid, res.StatusCode, raw)
-	}
-	list := decode[[]mountView](t, raw)
-	if len(list) != 1 {
-		t.Fatalf("get %s: %s", uid, raw)
-	}
-	return list[0]
-}
-
-func (f fleet) report(t *testing.T, uid string, states ...map[string]any) map[string]int {
-	t.Helper()
-	res, raw := f.call(http.MethodPost, "/api/v1/mounts/"+uid+"/states", map[string]any{"states": states})
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("report %s: %d %s", uid, res.StatusCode, raw)
-	}
-	return decode[map[string]int](t, raw)
-}
-
-func entry(code, value string, at time.Time) map[string]any {
-	return map[string]any{"code": code, "value": value, "occurredAt": at.Format(time.RFC3339Nano)}
-}
 
 // TestLifecycle covers every row of docs/api.md, "Mount lifecycle" on both backends.
 func TestLifecycle(t *testing.T) {
@@ -198,16 +114,6 @@ func TestLifecycle(t *testing.T) {
 			a.get(t, "M1")
 		})
 	}
-}
-
-// ok calls and insists on 200.
-func (f fleet) ok(t *testing.T, method, path string, body any) []byte {
-	t.Helper()
-	res, raw := f.call(method, path, body)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, raw)
-	}
-	return raw
 }
 
 // TestAssociationWindow: a lapsed window answers 410 at confirm even before
@@ -329,15 +235,6 @@ func TestConcurrentClaims(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// noContent calls and insists on 204.
-func (f fleet) noContent(t *testing.T, method, path string, body any) {
-	t.Helper()
-	res, raw := f.call(method, path, body)
-	if res.StatusCode != http.StatusNoContent {
-		t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, raw)
 	}
 }
 

@@ -7,21 +7,6 @@ import (
 	"testing"
 )
 
-type tagView struct {
-	UID       string   `json:"uid"`
-	Name      string   `json:"name"`
-	Color     string   `json:"color"`
-	IconName  string   `json:"iconName"`
-	MountUIDs []string `json:"mountUids"`
-	CreatedAt string   `json:"createdAt"`
-	UpdatedAt string   `json:"updatedAt"`
-}
-
-type tagList struct {
-	Tags       []tagView      `json:"tags"`
-	Pagination map[string]int `json:"pagination"`
-}
-
 // TestNfcTags covers docs/api.md, "NFC tags" on both backends.
 func TestNfcTags(t *testing.T) {
 	for name, newConfig := range backends(t) {

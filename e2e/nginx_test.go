@@ -2,22 +2,11 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,139 +18,6 @@ import (
 	"github.com/mountd/mountd/client"
 	"github.com/mountd/mountd/graph/wsproto/wsprototest"
 )
-
-// selfSigned writes a certificate for 127.0.0.1 and its key to dir.
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mountd test"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	_ = os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	_ = os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
-	cert, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
-}
-
-// startNginx runs Debian's nginx with deploy/nginx/mountd.conf as shipped,
-// but for its addresses: the replicas, loopback ports and a test
-// certificate. It returns the HTTPS and HTTP base addresses and its access
-// log, one line per request: the URI, the upstream addresses tried
-// (comma-separated when nginx passed the request on), their statuses and
-// times, and the answer's status.
-func startNginx(t *testing.T, replicas []string, certFile, keyFile string) (base, plain, accessLog string) {
-	t.Helper()
-	httpAddr, httpsAddr := freeAddr(t), freeAddr(t)
-	conf := shippedNginx(t, "mountd.conf", map[string]string{
-		"server 127.0.0.1:8081 ":                "server " + replicas[0] + " ",
-		"server 127.0.0.1:8082 ":                "server " + replicas[1] + " ",
-		"listen 80;":                            "listen " + httpAddr + ";",
-		"listen 443 ssl http2;":                 "listen " + httpsAddr + " ssl http2;",
-		"listen [::]:80;":                       "",
-		"listen [::]:443 ssl http2;":            "",
-		"/etc/ssl/mountd/fullchain.pem":         certFile,
-		"/etc/ssl/mountd/privkey.pem":           keyFile,
-		"return 301 https://$host$request_uri;": "return 301 https://" + httpsAddr + "$request_uri;",
-	})
-	dir := runNginx(t, conf, httpsAddr)
-	return "https://" + httpsAddr, "http://" + httpAddr, filepath.Join(dir, "access.log")
-}
-
-// shippedNginx is the configuration deploy/nginx/<name> with each key of
-// repl replaced by its value (each must be there).
-func shippedNginx(t *testing.T, name string, repl map[string]string) string {
-	t.Helper()
-	shipped, err := os.ReadFile(filepath.Join("../deploy/nginx", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := string(shipped)
-	for old, r := range repl {
-		if !strings.Contains(conf, old) {
-			t.Fatalf("deploy/nginx/%s no longer has %q", name, old)
-		}
-		conf = strings.ReplaceAll(conf, old, r)
-	}
-	return conf
-}
-
-// runNginx runs Debian's nginx with conf (an http-level snippet) until the
-// test ends, waits until it listens at addr, and returns its directory
-// (access.log: see startNginx).
-func runNginx(t *testing.T, conf, addr string) (dir string) {
-	t.Helper()
-	bin := testenv.Nginx(t)
-	dir = t.TempDir()
-	site := filepath.Join(dir, "mountd.conf")
-	main := filepath.Join(dir, "nginx.conf")
-	_ = os.WriteFile(site, []byte(conf), 0o644)
-	user := ""
-	if os.Geteuid() == 0 {
-		user = "user root;" // the workers read the test's files
-	}
-	_ = os.WriteFile(main, []byte(fmt.Sprintf(`%s
-daemon off;
-worker_processes 1;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-events { worker_connections 1024; }
-http {
-    log_format upstreams '$request_uri|$upstream_addr|$upstream_status|$upstream_response_time|$status';
-    access_log %[2]s/access.log upstreams;
-    client_body_temp_path %[2]s/body;
-    proxy_temp_path %[2]s/proxy;
-    fastcgi_temp_path %[2]s/fastcgi;
-    uwsgi_temp_path %[2]s/uwsgi;
-    scgi_temp_path %[2]s/scgi;
-    include %[3]s;
-}
-`, user, dir, site)), 0o644)
-	if out, err := exec.Command(bin, "-t", "-c", main, "-p", dir).CombinedOutput(); err != nil {
-		t.Fatalf("nginx -t: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "-c", main, "-p", dir)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-		if t.Failed() {
-			logs, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Logf("nginx error log:\n%s%s", logs, out.String())
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return dir
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx did not listen:\n%s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestNginxDeployment runs the shipped nginx configuration in front of two
 // mountd processes on PostgreSQL and Redis: the operator flow over HTTPS

@@ -182,16 +182,6 @@ func TestOperatorFlow(t *testing.T) {
 	}
 }
 
-func mustSDK(t *testing.T, base, token string, radio sdk.Radio) *sdk.Client {
-	t.Helper()
-	c, err := sdk.New(sdk.Config{BaseURL: base, Token: token, Radio: radio, ConfirmTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // waitDevice waits for a states event satisfying ok.
 func waitDevice(events <-chan sdk.DeviceEvent, ok func(map[string]string) bool) bool {
 	timeout := time.After(30 * time.Second) // generous: it returns as soon as ok holds
@@ -212,13 +202,6 @@ func waitDevice(events <-chan sdk.DeviceEvent, ok func(map[string]string) bool) 
 			return false
 		}
 	}
-}
-
-// command fetches a signed command as the API returns it.
-func (f fleet) command(t *testing.T, uid, code string) protocol.BLECommand {
-	t.Helper()
-	cmds := decode[[]protocol.BLECommand](t, f.ok(t, "GET", "/api/v1/mounts/"+uid+"/query?code="+code, nil))
-	return cmds[0]
 }
 
 func toBLE(c commandView) protocol.BLECommand {

@@ -1,103 +1,13 @@
 package e2e
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/mountd/mountd/client"
 )
-
-const personPassword = "correct horse battery"
-
-var loginField = regexp.MustCompile(`name="(authRequest|csrf)" value="([^"]*)"`)
-
-// personTokens is the console's token response.
-type personTokens struct {
-	AccessToken  string `json:"access_token"`
-	RefreshToken string `json:"refresh_token"`
-}
-
-// signInPerson signs a user in through the authorization code flow with
-// PKCE as the console does: authorize, the login form, the code exchange.
-func (in *instance) signInPerson(t *testing.T, username, password string) (personTokens, error) {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	var landed *url.URL
-	browser := &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-		if strings.HasPrefix(req.URL.Path, "/console/") {
-			landed = req.URL
-			return http.ErrUseLastResponse
-		}
-		return nil
-	}}
-	verifier := "v-" + strings.Repeat("x", 50)
-	sum := sha256.Sum256([]byte(verifier))
-	q := url.Values{"client_id": {"mountd-console"}, "redirect_uri": {in.base + "/console/"}, "response_type": {"code"},
-		"scope": {"openid offline_access"}, "state": {"s1"}, "code_challenge": {base64.RawURLEncoding.EncodeToString(sum[:])},
-		"code_challenge_method": {"S256"}}
-	res, err := browser.Get(in.base + "/oauth/v2/authorize?" + q.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	form := url.Values{"username": {username}, "password": {password}}
-	for _, m := range loginField.FindAllStringSubmatch(string(page), -1) {
-		form.Set(m[1], m[2])
-	}
-	if form.Get("authRequest") == "" {
-		t.Fatalf("no login form at %s (%d): %.300s", res.Request.URL, res.StatusCode, page)
-	}
-	res, err = browser.PostForm(in.base+"/login", form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ = io.ReadAll(res.Body)
-	res.Body.Close()
-	if landed == nil {
-		return personTokens{}, &signInError{status: res.StatusCode, page: string(page)}
-	}
-	res, err = http.PostForm(in.base+"/oauth/v2/token", url.Values{"grant_type": {"authorization_code"}, "code": {landed.Query().Get("code")},
-		"redirect_uri": {in.base + "/console/"}, "client_id": {"mountd-console"}, "code_verifier": {verifier}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("code exchange: %d %s", res.StatusCode, raw)
-	}
-	return decode[personTokens](t, raw), nil
-}
-
-type signInError struct {
-	status int
-	page   string
-}
-
-func (e *signInError) Error() string { return "sign-in refused: " + http.StatusText(e.status) }
-
-func (in *instance) refreshPerson(t *testing.T, refreshToken string) (int, personTokens) {
-	t.Helper()
-	res, err := http.PostForm(in.base+"/oauth/v2/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refreshToken},
-		"client_id": {"mountd-console"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var out personTokens
-	_ = json.Unmarshal(raw, &out)
-	return res.StatusCode, out
-}
 
 // TestPeople: operators' people are created with `mountd users`, sign in
 // through the login page and act with their user's rights through REST and
@@ -206,14 +116,4 @@ func TestPeople(t *testing.T) {
 			}
 		})
 	}
-}
-
-// runCLIInput runs a mountd subcommand with stdin and fails the test on error.
-func (in *instance) runCLIInput(t testing.TB, stdin string, args ...string) string {
-	t.Helper()
-	out, errOut, err := in.tryCLIInput(stdin, args...)
-	if err != nil {
-		t.Fatalf("mountd %v: %v\n%s", args, err, errOut)
-	}
-	return out
 }

@@ -11,61 +11,9 @@ import (
 
 // Rollouts over the API (docs/api.md, "Rollouts"), on both backends.
 
-type rolloutCountsView struct {
-	Pending    int `json:"pending"`
-	Eligible   int `json:"eligible"`
-	Installing int `json:"installing"`
-	Healthy    int `json:"healthy"`
-	Failed     int `json:"failed"`
-}
-
-type rolloutView struct {
-	ID               string            `json:"id"`
-	ModelNumber      string            `json:"modelNumber"`
-	SoftwareRevision string            `json:"softwareRevision"`
-	Filter           string            `json:"filter"`
-	Phases           []int             `json:"phases"`
-	FailureThreshold int               `json:"failureThreshold"`
-	MinSample        int               `json:"minSample"`
-	HealthWindow     string            `json:"healthWindow"`
-	RequireIdle      bool              `json:"requireIdle"`
-	State            string            `json:"state"`
-	PausedReason     *string           `json:"pausedReason"`
-	OpenPhase        int               `json:"openPhase"`
-	Targets          int               `json:"targets"`
-	Counts           rolloutCountsView `json:"counts"`
-	CreatedAt        string            `json:"createdAt"`
-	EndedAt          *string           `json:"endedAt"`
-}
-
-type rolloutTargetView struct {
-	UID             string  `json:"uid"`
-	State           string  `json:"state"`
-	Phase           int     `json:"phase"`
-	CommandID       *string `json:"commandId"`
-	InstallingSince *string `json:"installingSince"`
-	Reason          *string `json:"reason"`
-}
-
 func (f fleet) rollout(t *testing.T, id string) rolloutView {
 	t.Helper()
 	return decode[rolloutView](t, f.ok(t, http.MethodGet, "/api/v1/rollouts/"+id, nil))
-}
-
-func (f fleet) rolloutMounts(t *testing.T, id string) map[string]rolloutTargetView {
-	t.Helper()
-	page := decode[struct {
-		Mounts     []rolloutTargetView `json:"mounts"`
-		Pagination map[string]int      `json:"pagination"`
-	}](t, f.ok(t, http.MethodGet, "/api/v1/rollouts/"+id+"/mounts?pageSize=100", nil))
-	out := map[string]rolloutTargetView{}
-	for _, m := range page.Mounts {
-		out[m.UID] = m
-	}
-	if page.Pagination["totalItems"] != len(page.Mounts) {
-		t.Fatalf("rollout mounts: %d listed of %d", len(page.Mounts), page.Pagination["totalItems"])
-	}
-	return out
 }
 
 // checkUpdate asks check-update with token and answers "CODE REVISION".

@@ -8,21 +8,6 @@ import (
 	"time"
 )
 
-type historyView struct {
-	States []struct {
-		Code       string `json:"code"`
-		Value      string `json:"value"`
-		OccurredAt string `json:"occurredAt"`
-		ReceivedAt string `json:"receivedAt"`
-	} `json:"states"`
-	Pagination struct {
-		CurrentPage int `json:"currentPage"`
-		PageSize    int `json:"pageSize"`
-		TotalItems  int `json:"totalItems"`
-		TotalPages  int `json:"totalPages"`
-	} `json:"pagination"`
-}
-
 // TestStates covers docs/api.md, "States" on both backends.
 func TestStates(t *testing.T) {
 	for name, newConfig := range backends(t) {

@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -19,86 +16,6 @@ import (
 // The truth from the mount over the API (docs/api.md, "Signed reports",
 // "Command lifecycle", "Receipts"): device keys, signed reports, the
 // command's status and the receipts that move it, on both backends.
-
-// device is a mount's own key pair and its message counter.
-type device struct {
-	uid     string
-	key     ed25519.PrivateKey
-	counter uint64
-}
-
-func newDevice(uid string) *device {
-	seed := sha256.Sum256([]byte("device " + uid))
-	return &device{uid: uid, key: ed25519.NewKeyFromSeed(seed[:])}
-}
-
-func (d *device) publicKey() string { return hex.EncodeToString(d.key.Public().(ed25519.PublicKey)) }
-
-// signedReport is a states message as the mount signs it, relayed unchanged.
-func (d *device) signedReport(revision string, entries ...protocol.ReportEntry) map[string]any {
-	d.counter++
-	states := make([]any, len(entries))
-	for i, e := range entries {
-		states[i] = entry(string(e.Code), e.Value, e.OccurredAt)
-	}
-	text := protocol.BuildReportText(protocol.Report{UID: d.uid, Counter: d.counter, SoftwareRevision: revision, Entries: entries})
-	return map[string]any{"states": states, "counter": d.counter, "softwareRevision": revision, "signature": protocol.Sign(d.key, text)}
-}
-
-// receipt is a result message as the mount signs it.
-func (d *device) receipt(nonce, outcome, reason string, at time.Time) map[string]any {
-	d.counter++
-	at = at.UTC().Truncate(time.Millisecond)
-	text := protocol.BuildReceiptText(protocol.Receipt{UID: d.uid, Nonce: nonce, Outcome: outcome, Reason: reason, Counter: d.counter, At: at})
-	return map[string]any{"nonce": nonce, "outcome": outcome, "reason": reason, "counter": d.counter,
-		"at": protocol.FormatTime(at), "signature": protocol.Sign(d.key, text)}
-}
-
-// lifecycleView is a Command with its lifecycle fields.
-type lifecycleView struct {
-	ID       string  `json:"id"`
-	Code     string  `json:"code"`
-	Payload  string  `json:"payload"`
-	Status   string  `json:"status"`
-	StatusAt *string `json:"statusAt"`
-	Reason   *string `json:"reason"`
-	Verified bool    `json:"verified"`
-	IssuedBy *string `json:"issuedBy"`
-}
-
-// issue asks for a command and answers it.
-func (f fleet) issue(t *testing.T, uid, query string) lifecycleView {
-	t.Helper()
-	res, raw := f.call(http.MethodGet, "/api/v1/mounts/"+uid+"/query?"+query, nil)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("query %s: %d %s", query, res.StatusCode, raw)
-	}
-	cmds := decode[[]lifecycleView](t, raw)
-	if len(cmds) != 1 {
-		t.Fatalf("query answer %s", raw)
-	}
-	return cmds[0]
-}
-
-func (f fleet) commandByID(t *testing.T, uid, id string) lifecycleView {
-	t.Helper()
-	res, raw := f.call(http.MethodGet, "/api/v1/mounts/"+uid+"/commands/"+id, nil)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("command %s: %d %s", id, res.StatusCode, raw)
-	}
-	return decode[lifecycleView](t, raw)
-}
-
-func receipts(rs ...any) map[string]any { return map[string]any{"receipts": rs} }
-
-// fieldsOf lists a problem's field names.
-func fieldsOf(p problem) []string {
-	var out []string
-	for _, e := range p.Errors {
-		out = append(out, e.Field)
-	}
-	return out
-}
 
 // TestDeviceKeysAndSignedReports: the device key pinned by the association
 // and never patched; a signed report stored verified (and its revision

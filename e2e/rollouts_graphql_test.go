@@ -9,56 +9,11 @@ import (
 	"time"
 )
 
-const gqlRolloutFields = `id modelNumber softwareRevision filter phases failureThreshold minSample healthWindow requireIdle state pausedReason openPhase targets
-	counts { pending eligible installing healthy failed } createdAt endedAt`
-
-type gqlRollout struct {
-	ID               string  `json:"id"`
-	ModelNumber      string  `json:"modelNumber"`
-	SoftwareRevision string  `json:"softwareRevision"`
-	Filter           *string `json:"filter"`
-	Phases           []int   `json:"phases"`
-	FailureThreshold int     `json:"failureThreshold"`
-	MinSample        int     `json:"minSample"`
-	HealthWindow     string  `json:"healthWindow"`
-	RequireIdle      bool    `json:"requireIdle"`
-	State            string  `json:"state"`
-	PausedReason     *string `json:"pausedReason"`
-	OpenPhase        int     `json:"openPhase"`
-	Targets          int     `json:"targets"`
-	Counts           struct {
-		Pending, Eligible, Installing, Healthy, Failed int
-	} `json:"counts"`
-	CreatedAt string  `json:"createdAt"`
-	EndedAt   *string `json:"endedAt"`
-}
-
-type gqlRolloutTarget struct {
-	UID             string  `json:"uid"`
-	State           string  `json:"state"`
-	Phase           int     `json:"phase"`
-	CommandID       *string `json:"commandId"`
-	InstallingSince *string `json:"installingSince"`
-	Reason          *string `json:"reason"`
-}
-
 type gqlRolloutEvent struct {
 	ID      string      `json:"id"`
 	Type    string      `json:"type"`
 	Rollout *gqlRollout `json:"rollout"`
 	Job     *gqlJob     `json:"job"`
-}
-
-// rolloutTargets answers a rollout's targets over GraphQL, by uid.
-func (f fleet) rolloutTargets(t *testing.T, id string) map[string]gqlRolloutTarget {
-	t.Helper()
-	page := field[struct{ Mounts []gqlRolloutTarget }](t, f.gql(t, `query($id: ID!) { rolloutMounts(id: $id, pageSize: 100) {
-		mounts { uid state phase commandId installingSince reason } } }`, map[string]any{"id": id}), "rolloutMounts")
-	out := map[string]gqlRolloutTarget{}
-	for _, m := range page.Mounts {
-		out[m.UID] = m
-	}
-	return out
 }
 
 // TestGraphQLRollouts: rollouts through GraphQL with REST's rules. A

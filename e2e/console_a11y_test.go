@@ -2,13 +2,9 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,57 +13,6 @@ import (
 	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/client"
 )
-
-// axeSource is axe-core, vendored for the tests only (testdata/axe-core).
-const axeSource = "testdata/axe-core/axe.min.js"
-
-// axeViolation is one rule axe-core found broken, with the elements that
-// break it.
-type axeViolation struct {
-	ID      string `json:"id"`
-	Impact  string `json:"impact"`
-	Help    string `json:"help"`
-	HelpURL string `json:"helpUrl"`
-	Nodes   []struct {
-		Target         json.RawMessage `json:"target"`
-		HTML           string          `json:"html"`
-		FailureSummary string          `json:"failureSummary"`
-	} `json:"nodes"`
-}
-
-// checkA11y runs axe-core on the page as it is now and fails the test for
-// every serious or critical violation, printing each with its elements.
-func (b *browserSession) checkA11y(page string) {
-	b.t.Helper()
-	src, err := os.ReadFile(axeSource)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](string(src))); err != nil {
-		b.t.Fatalf("%s: inject axe-core: %v", page, err)
-	}
-	violations, err := chromedp.Run(ctx, chromedp.Evaluate[[]axeViolation](
-		`axe.run(document, {resultTypes: ['violations']}).then((r) => r.violations)`, chromedp.EvalAwaitPromise))
-	if err != nil {
-		b.t.Fatalf("%s: run axe-core: %v", page, err)
-	}
-	var report strings.Builder
-	for _, v := range violations {
-		if v.Impact != "serious" && v.Impact != "critical" {
-			b.t.Logf("%s: axe-core: %s (%s): %s, %d elements", page, v.ID, v.Impact, v.Help, len(v.Nodes))
-			continue
-		}
-		fmt.Fprintf(&report, "\n  %s (%s): %s\n    %s", v.ID, v.Impact, v.Help, v.HelpURL)
-		for _, n := range v.Nodes {
-			fmt.Fprintf(&report, "\n    - %s %s\n      %s", n.Target, n.HTML, strings.ReplaceAll(n.FailureSummary, "\n", "\n      "))
-		}
-	}
-	if report.Len() > 0 {
-		b.t.Errorf("axe-core finds serious or critical violations on %s:%s", page, report.String())
-	}
-}
 
 // TestConsoleAccessibility runs axe-core (testdata/axe-core) in Chromium on
 // every page of the console, signed out and as an owner with data on each

@@ -1,48 +1,11 @@
 package e2e
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 )
-
-const alarmFields = `id ruleId ruleName uid severity state raisedAt clearedAt acknowledgedAt acknowledgedBy values`
-const ruleFields = `id name severity conditions { code op value presence } forSeconds mountUids enabled createdAt updatedAt`
-
-type gqlAlarm struct {
-	ID             string            `json:"id"`
-	RuleID         string            `json:"ruleId"`
-	RuleName       string            `json:"ruleName"`
-	UID            string            `json:"uid"`
-	Severity       string            `json:"severity"`
-	State          string            `json:"state"`
-	RaisedAt       string            `json:"raisedAt"`
-	ClearedAt      *string           `json:"clearedAt"`
-	AcknowledgedAt *string           `json:"acknowledgedAt"`
-	AcknowledgedBy *string           `json:"acknowledgedBy"`
-	Values         map[string]string `json:"values"`
-}
-
-type gqlCondition struct {
-	Code     *string `json:"code"`
-	Op       *string `json:"op"`
-	Value    *string `json:"value"`
-	Presence *string `json:"presence"`
-}
-
-type gqlRule struct {
-	ID         string         `json:"id"`
-	Name       string         `json:"name"`
-	Severity   string         `json:"severity"`
-	Conditions []gqlCondition `json:"conditions"`
-	ForSeconds int            `json:"forSeconds"`
-	MountUIDs  []string       `json:"mountUids"`
-	Enabled    bool           `json:"enabled"`
-	CreatedAt  string         `json:"createdAt"`
-	UpdatedAt  string         `json:"updatedAt"`
-}
 
 type alarmEvent struct {
 	Type  string    `json:"type"`
@@ -51,23 +14,6 @@ type alarmEvent struct {
 	Mount struct {
 		Presence string `json:"presence"`
 	} `json:"mount"`
-}
-
-// field decodes the data's field, failing on any error.
-func field[T any](t *testing.T, r gqlResponse, name string) T {
-	t.Helper()
-	if len(r.Errors) > 0 {
-		t.Fatalf("%s: errors %+v", name, r.Errors)
-	}
-	var d map[string]json.RawMessage
-	if err := json.Unmarshal(r.Data, &d); err != nil || d[name] == nil {
-		t.Fatalf("%s: data %s (%v)", name, r.Data, err)
-	}
-	var v T
-	if err := json.Unmarshal(d[name], &v); err != nil {
-		t.Fatalf("%s: %v in %s", name, err, d[name])
-	}
-	return v
 }
 
 // TestGraphQLAlarms: presence, alarm rules and alarms through GraphQL on
@@ -343,13 +289,4 @@ func TestGraphQLAlarms(t *testing.T) {
 			}
 		})
 	}
-}
-
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
 }

@@ -13,22 +13,6 @@ import (
 	"github.com/mountd/mountd/protocol"
 )
 
-// mountsimSummary is the part of mountsim's JSON summary checked here.
-type mountsimSummary struct {
-	Mounts           int              `json:"mounts"`
-	Associated       int              `json:"associated"`
-	Reports          int64            `json:"reports"`
-	Errors           int64            `json:"errors"`
-	ErrorsByKind     map[string]int64 `json:"errorsByKind"`
-	Legacy           int              `json:"legacy"`
-	SignedReports    int64            `json:"signedReports"`
-	Receipts         int64            `json:"receipts"`
-	ReceiptsAccepted int64            `json:"receiptsAccepted"`
-	ForgedReports    int64            `json:"forgedReports"`
-	ForgedRefused    int64            `json:"forgedRefused"`
-	ForgedAccepted   int64            `json:"forgedAccepted"`
-}
-
 // TestMountsimSignedFleet runs mountsim against mountd: a fleet of mounts
 // with device keys and one on older firmware, with forging phones. Signed
 // reports are stored verified, the legacy mount's unverified, every

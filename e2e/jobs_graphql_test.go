@@ -8,23 +8,6 @@ import (
 	"time"
 )
 
-const jobFields = `id code params filter description state createdAt expiresAt targets counts { pending issued executed refused unconfirmed }`
-
-type gqlJob struct {
-	ID          string            `json:"id"`
-	Code        string            `json:"code"`
-	Params      map[string]string `json:"params"`
-	Filter      *string           `json:"filter"`
-	Description string            `json:"description"`
-	State       string            `json:"state"`
-	CreatedAt   string            `json:"createdAt"`
-	ExpiresAt   string            `json:"expiresAt"`
-	Targets     int               `json:"targets"`
-	Counts      struct {
-		Pending, Issued, Executed, Refused, Unconfirmed int
-	} `json:"counts"`
-}
-
 type accountEvent struct {
 	ID   string  `json:"id"`
 	Type string  `json:"type"`

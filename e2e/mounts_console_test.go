@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,41 +17,6 @@ import (
 	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/client"
 )
-
-// associateWith requests an association with body's fields, confirms it
-// and answers the mount's owner public key (from ASSOCIATE_OWNER).
-func associateWith(t *testing.T, api *client.Client, body map[string]any) ed25519.PublicKey {
-	t.Helper()
-	var cmds []struct {
-		Data struct {
-			PublicKey string `json:"publicKey"`
-		} `json:"data"`
-	}
-	if err := api.Do(context.Background(), http.MethodPost, "/mounts", body, &cmds); err != nil {
-		t.Fatal(err)
-	}
-	if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+body["uid"].(string)+"/confirm-association", nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	key, err := hex.DecodeString(cmds[0].Data.PublicKey)
-	if err != nil || len(key) != ed25519.PublicKeySize {
-		t.Fatalf("ASSOCIATE_OWNER public key %q: %v", cmds[0].Data.PublicKey, err)
-	}
-	return key
-}
-
-// screenshotDir is where a test writes its screenshots: docs/ with
-// MOUNTD_SCREENSHOTS=docs (the guide's), the directory it names when it
-// is an absolute path (to look at them), else a temporary directory.
-func screenshotDir(t *testing.T) string {
-	switch dir := os.Getenv("MOUNTD_SCREENSHOTS"); {
-	case dir == "docs":
-		return "../docs"
-	case filepath.IsAbs(dir):
-		return dir
-	}
-	return t.TempDir()
-}
 
 // TestConsoleMountPage acts from a mount's page in headless Chromium: the
 // identity fields, the lock and helmet timeline (and its changes after a
@@ -183,7 +146,7 @@ func TestConsoleMountPage(t *testing.T) {
 	}
 	b.waitJS("the audit lists it, by the person's username", `document.querySelector('#audit tbody tr')?.dataset.code === 'CONFIGURE_ALARM' &&
 		document.querySelector('#audit tbody tr').cells[2].textContent === 'ann'`, 5*time.Second)
-	// The guide's picture: the page down to the signed command, on a tall screen.
+	// The README's picture: the page down to the signed command, on a tall screen.
 	b.step("a tall screen", chromedp.EmulateViewport(1280, 1900))
 	b.screenshot(screenshotDir(t), "console-mount.png")
 	b.step("back to the usual screen", chromedp.EmulateReset())
