@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 )
 
 //go:embed static
@@ -54,7 +55,7 @@ func contentSecurityPolicy(connect string) string {
 
 // New loads the embedded files.
 func New(cfg Config) (*Handler, error) {
-	h := &Handler{assets: map[string]asset{}, csp: contentSecurityPolicy("")}
+	h := &Handler{csp: contentSecurityPolicy("")}
 	if u, err := url.Parse(cfg.Issuer); err == nil && u.Host != "" {
 		// mountd's own issuer is 'self' already; naming it again is harmless.
 		h.csp = contentSecurityPolicy(" " + u.Scheme + "://" + u.Host)
@@ -63,7 +64,16 @@ func New(cfg Config) (*Handler, error) {
 	if h.config, err = json.Marshal(cfg); err != nil {
 		return nil, err
 	}
-	err = fs.WalkDir(files, "static", func(p string, d fs.DirEntry, err error) error {
+	h.assets, err = embeddedAssets()
+	return h, err
+}
+
+// embeddedAssets reads and compresses the embedded files once per process:
+// they never change, and compressing them at the best level costs a
+// noticeable share of a server's start.
+var embeddedAssets = sync.OnceValues(func() (map[string]asset, error) {
+	assets := map[string]asset{}
+	err := fs.WalkDir(files, "static", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -82,11 +92,11 @@ func New(cfg Config) (*Handler, error) {
 		if buf.Len() < len(body) {
 			a.gzipped = buf.Bytes()
 		}
-		h.assets[strings.TrimPrefix(p, "static/")] = a
+		assets[strings.TrimPrefix(p, "static/")] = a
 		return nil
 	})
-	return h, err
-}
+	return assets, err
+})
 
 // CompressedSize is what the page's files weigh over the wire, gzip where
 // it helps (docs/performance.md).
