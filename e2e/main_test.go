@@ -59,9 +59,11 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	chromiumStop()
 	dropTemplates()
-	if programsDir != "" && os.Getenv("MOUNTD_TEST_PROGRAMS") == "" {
-		<-programsDone
-		os.RemoveAll(programsDir)
+	if !testing.Short() && os.Getenv("MOUNTD_TEST_PROGRAMS") == "" {
+		<-programsDone // the build writes programsDir
+		if programsDir != "" {
+			os.RemoveAll(programsDir)
+		}
 	}
 	os.Exit(code)
 }
