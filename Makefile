@@ -22,7 +22,7 @@ run:
 
 ## test: run every test (-race) with throw-away PostgreSQL and Redis, and check generated code
 test: check-generate lint
-	TEST_SERVICES_PG_CLUSTERS=3 scripts/test-services.sh scripts/test-all.sh $(GO)
+	TEST_SERVICES_PG_CLUSTERS=4 scripts/test-services.sh scripts/test-all.sh $(GO)
 	cd bench && $(GO) test -race -count=1 ./...
 
 ## generate: regenerate gqlgen and wire code and tidy go.mod
