@@ -348,12 +348,11 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 // the usual headers take a few kilobytes.
 const MaxHeaderBytes = 64 << 10
 
-// serve runs the server until ctx ends, then shuts down gracefully. When
-// ready is not nil it receives the bound address once requests are served.
 // localBlobsProblem is what to tell an operator whose firmware files go to
 // this machine's disk while the catalogue is in a database that other
 // replicas share: they would offer the files and answer their links 404.
-// serve warns; firmware publish refuses unless --local-blobs (docs/operations.md, "Configuration that matters in production").
+// serve warns; firmware publish refuses unless --local-blobs
+// (docs/operations.md, "Configuration that matters in production").
 func localBlobsProblem(cfg Config) string {
 	if cfg.BlobURL != "" || !cfg.OnPostgres() {
 		return ""
@@ -363,9 +362,9 @@ func localBlobsProblem(cfg Config) string {
 }
 
 // generatedKeyProblem refuses to serve on PostgreSQL with a master key
-// generated into the data dir (docs/operations.md, "The master key"): it is this machine's alone, so
-// another replica could not open what it seals (mount keys, the identity
-// key, webhook secrets). --allow-generated-master-key takes one anyway.
+// generated into the data dir (docs/operations.md, "The master key"): it
+// is this machine's alone, so another replica could not open what it seals
+// (mount keys, the identity key, webhook secrets). --allow-generated-master-key takes one anyway.
 func generatedKeyProblem(cfg Config) error {
 	if cfg.MasterKey != "" || !cfg.OnPostgres() || cfg.AllowGeneratedMasterKey {
 		return nil
@@ -381,6 +380,8 @@ func generatedKeyProblem(cfg Config) error {
 		cfg.DataDir, how)
 }
 
+// Serve runs the server until ctx ends, then shuts down gracefully. When
+// ready is not nil it receives the bound address once requests are served.
 func Serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- string) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
