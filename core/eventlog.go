@@ -163,6 +163,13 @@ type EventLog interface {
 	// only. Reading on from it misses none of the account's events: an
 	// event that settles later lies after it.
 	AccountHead(ctx context.Context, accountID string) (Cursor, error)
+	// AccountNewest is the position of accountID's newest committed event,
+	// settled or not, or its horizon when retention deleted all of them
+	// (the zero cursor for an account without events). It is never handed
+	// out (reading on from it could skip an older transaction's events):
+	// it tells how far AccountHead must move to lie after every event of
+	// the account committed before the call.
+	AccountNewest(ctx context.Context, accountID string) (Cursor, error)
 	// PruneEvents deletes up to limit events created before before, the
 	// oldest first, and remembers the newest deleted position, of the log
 	// and of each account, so that a cursor before it is known to have

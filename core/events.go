@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -67,6 +68,15 @@ type EventService struct {
 	// shutdown does not wait for them.
 	stopping    context.Context
 	stopWaiting context.CancelFunc
+
+	// now and sleep time the wait for the account's head to settle
+	// (settledHead); tests replace them with a clock moved by hand.
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+	// lastUnsettledWarning is when settledHead last warned (unix nanos),
+	// so that a transaction held open for long warns once a minute, not
+	// on every request.
+	lastUnsettledWarning atomic.Int64
 }
 
 // NewEventService returns an EventService over the log and the process's
@@ -74,7 +84,25 @@ type EventService struct {
 func NewEventService(feed *EventFeed, log EventLog, mounts *MountService, logger *slog.Logger) *EventService {
 	stopping, stop := context.WithCancel(context.Background())
 	return &EventService{feed: feed, log: log, mounts: mounts, logger: logger, waits: map[string]int{},
-		restrictedWaits: map[string]int{}, tokenWaits: map[string]int{}, stopping: stopping, stopWaiting: stop}
+		restrictedWaits: map[string]int{}, tokenWaits: map[string]int{}, stopping: stopping, stopWaiting: stop,
+		now: time.Now, sleep: sleepContext}
+}
+
+// SetClock replaces the clock the service waits with (tests): now tells
+// the time, sleep waits d or until ctx ends.
+func (s *EventService) SetClock(now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) {
+	s.now, s.sleep = now, sleep
+}
+
+func sleepContext(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // StopWaiting answers every long poll now and every later one at once.
@@ -155,7 +183,11 @@ func (s *EventService) Subscribe(ctx context.Context, p Principal, f EventFilter
 	if err := s.Authorize(ctx, p, f); err != nil {
 		return nil, err
 	}
-	return s.feed.follow(ctx, f.After, EventQuery{AccountID: p.AccountID, Types: visibleTypes(p, f.Types), MountUIDs: visibleMounts(p, f.MountUIDs)})
+	after, err := s.start(ctx, p.AccountID, f.After)
+	if err != nil {
+		return nil, err
+	}
+	return s.feed.follow(ctx, after, EventQuery{AccountID: p.AccountID, Types: visibleTypes(p, f.Types), MountUIDs: visibleMounts(p, f.MountUIDs)})
 }
 
 // Stream is Subscribe with a callback: send gets each event, in log order,
@@ -166,7 +198,88 @@ func (s *EventService) Stream(ctx context.Context, p Principal, f EventFilter, s
 	if err := s.Authorize(ctx, p, f); err != nil {
 		return err
 	}
-	return s.feed.stream(ctx, f.After, EventQuery{AccountID: p.AccountID, Types: visibleTypes(p, f.Types), MountUIDs: visibleMounts(p, f.MountUIDs)}, send, end)
+	after, err := s.start(ctx, p.AccountID, f.After)
+	if err != nil {
+		return err
+	}
+	return s.feed.stream(ctx, after, EventQuery{AccountID: p.AccountID, Types: visibleTypes(p, f.Types), MountUIDs: visibleMounts(p, f.MountUIDs)}, send, end)
+}
+
+// start is where a subscription begins: after, or without it "from now",
+// after every event of the account committed before the call. That is
+// the feed's position (nil) when it already lies after them; otherwise,
+// on PostgreSQL while an older transaction of the cluster is still open,
+// the account's head once it has settled past them (settledHead).
+func (s *EventService) start(ctx context.Context, accountID string, after *Cursor) (*Cursor, error) {
+	if after != nil {
+		return after, nil
+	}
+	newest, err := s.log.AccountNewest(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	pos, err := s.feed.position(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !pos.Before(newest) {
+		return nil, nil
+	}
+	head, err := s.settledHead(ctx, accountID, newest)
+	if err != nil {
+		return nil, err
+	}
+	return &head, nil
+}
+
+// SettleWait bounds how long a position "from now" (Head, a subscription
+// without a cursor) waits for the account's head to settle past the
+// account's newest committed event. On PostgreSQL the head lags behind
+// every transaction of the cluster still open, however unrelated; past
+// the bound the settled head is returned (the client may then receive
+// events it wrote before again, but never misses one).
+const SettleWait = 2 * time.Second
+
+// settleFirstPoll and settleMaxPoll are the backoff of settledHead's
+// reads: short first (transactions usually end within milliseconds), at
+// most a few reads a second per waiting request.
+const (
+	settleFirstPoll = 5 * time.Millisecond
+	settleMaxPoll   = 100 * time.Millisecond
+)
+
+// settledHead returns the account's head (never an unsettled position)
+// once it lies at or after newest, reading it again with a backoff for up
+// to SettleWait; past that, the head as it stands.
+func (s *EventService) settledHead(ctx context.Context, accountID string, newest Cursor) (Cursor, error) {
+	deadline := s.now().Add(SettleWait)
+	for delay := settleFirstPoll; ; delay = min(2*delay, settleMaxPoll) {
+		head, err := s.log.AccountHead(ctx, accountID)
+		if err != nil || !head.Before(newest) {
+			return head, err
+		}
+		left := deadline.Sub(s.now())
+		if left <= 0 {
+			s.warnUnsettled(ctx, accountID)
+			return head, nil
+		}
+		if err := s.sleep(ctx, min(delay, left)); err != nil {
+			return Cursor{}, err
+		}
+	}
+}
+
+// warnUnsettled tells, at most once a minute (otherwise at debug level),
+// that a position from now was handed out before the account's newest
+// event: a transaction held open for seconds delays every subscriber.
+func (s *EventService) warnUnsettled(ctx context.Context, accountID string) {
+	now, last := s.now().UnixNano(), s.lastUnsettledWarning.Load()
+	level := slog.LevelDebug
+	if now-last >= int64(time.Minute) && s.lastUnsettledWarning.CompareAndSwap(last, now) {
+		level = slog.LevelWarn
+	}
+	s.logger.Log(ctx, level, "event log head did not settle in time: a cursor from now may repeat the account's latest events (a database transaction is held open)",
+		"account", accountID, "wait", SettleWait)
 }
 
 // Head is where p's account stands in the event log: its newest settled
@@ -174,12 +287,20 @@ func (s *EventService) Stream(ctx context.Context, p Principal, f EventFilter, s
 // account's committed from now on, however long it takes to attach (the
 // console takes it before it reads what it shows). It is the account's
 // own position, not the log's head, so that it never moves with (and so
-// never tells of) other accounts' events.
+// never tells of) other accounts' events. It lies after every event of
+// the account committed before the call, waiting up to SettleWait for
+// them to settle (settledHead).
 func (s *EventService) Head(ctx context.Context, p Principal) (Cursor, error) {
 	if err := p.Authorize(ActionSubscribe); err != nil {
 		return Cursor{}, err
 	}
-	return s.log.AccountHead(ctx, p.AccountID)
+	// The newest first: an event committed between the two reads only
+	// makes the wait longer.
+	newest, err := s.log.AccountNewest(ctx, p.AccountID)
+	if err != nil {
+		return Cursor{}, err
+	}
+	return s.settledHead(ctx, p.AccountID, newest)
 }
 
 // NoEventType is a type no event has: a list of it selects nothing (an

@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/mountd/mountd/adapters/memory"
 	"github.com/mountd/mountd/core"
 )
 
@@ -420,5 +422,188 @@ func TestLongPollsPerToken(t *testing.T) {
 	hold(owner, core.MaxWaitsPerAccount-held)
 	if err := poll(owner); core.ErrorCode(err) != core.CodeRateLimited {
 		t.Fatalf("the account's long poll beyond %d: %v, want RATE_LIMITED", core.MaxWaitsPerAccount, err)
+	}
+}
+
+// laggingLog is the memory store's log as PostgreSQL shows it while an
+// older transaction of the cluster is open: the events after frozen are
+// committed (AccountNewest sees them) but not settled (reads, the feed
+// and AccountHead stop at frozen), until AccountHead has been read
+// unsettledReads more times (never when negative).
+type laggingLog struct {
+	*memory.Store
+	mu             sync.Mutex
+	frozen         *core.Cursor
+	unsettledReads int
+}
+
+// hold freezes the settled log where it stands now, for reads more reads
+// of the head.
+func (l *laggingLog) hold(t *testing.T, reads int) {
+	t.Helper()
+	_, head, err := l.Store.ReadEvents(context.Background(), core.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.frozen, l.unsettledReads = &head, reads
+	l.mu.Unlock()
+}
+
+func (l *laggingLog) settled() *core.Cursor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.frozen
+}
+
+func (l *laggingLog) ReadEvents(ctx context.Context, q core.EventQuery) ([]core.Event, core.Cursor, error) {
+	events, next, err := l.Store.ReadEvents(ctx, q)
+	frozen := l.settled()
+	if err != nil || frozen == nil {
+		return events, next, err
+	}
+	n := 0
+	for n < len(events) && !frozen.Before(events[n].ID) {
+		n++
+	}
+	if n < len(events) || frozen.Before(next) {
+		return events[:n], *frozen, nil
+	}
+	return events, next, nil
+}
+
+func (l *laggingLog) AccountHead(ctx context.Context, accountID string) (core.Cursor, error) {
+	l.mu.Lock()
+	switch {
+	case l.frozen == nil, l.unsettledReads < 0:
+	case l.unsettledReads == 0:
+		l.frozen = nil // the older transaction ended
+	default:
+		l.unsettledReads--
+	}
+	l.mu.Unlock()
+	head, err := l.Store.AccountHorizon(ctx, accountID)
+	if err != nil {
+		return core.Cursor{}, err
+	}
+	events, _, err := l.ReadEvents(ctx, core.EventQuery{AccountID: accountID, Limit: core.MaxEventPage})
+	if err != nil {
+		return core.Cursor{}, err
+	}
+	if len(events) > 0 {
+		head = events[len(events)-1].ID
+	}
+	return head, nil
+}
+
+// laggingEventService is the event rules over a laggingLog of the
+// fixture's store, with a clock moved by hand whose sleeps are recorded
+// and move it.
+func (f lapseFixture) laggingEventService(t *testing.T) (*core.EventService, *laggingLog, *[]time.Duration) {
+	t.Helper()
+	log := &laggingLog{Store: f.store}
+	ctx, cancel := context.WithCancel(context.Background())
+	feed := core.NewEventFeed(log, f.waker, slog.New(slog.DiscardHandler))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = feed.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	events := core.NewEventService(feed, log, f.svc, slog.New(slog.DiscardHandler))
+	var sleeps []time.Duration
+	events.SetClock(f.clock.Now, func(ctx context.Context, d time.Duration) error {
+		sleeps = append(sleeps, d)
+		f.clock.Advance(d)
+		return ctx.Err()
+	})
+	return events, log, &sleeps
+}
+
+// TestHeadWaitsForTheAccountsEventsToSettle: the head (GraphQL
+// eventCursor) lies after the account's events committed before it was
+// asked for, waiting with a backoff for an older transaction to end; it
+// never hands out an unsettled position: past SettleWait it is the
+// settled head, and a request ending stops the wait.
+func TestHeadWaitsForTheAccountsEventsToSettle(t *testing.T) {
+	// bound is every sleep up to SettleWait: 5 ms doubling to 100 ms, the
+	// last one cut at the bound.
+	var bound []time.Duration
+	for d, total := 5*time.Millisecond, time.Duration(0); total < core.SettleWait; d = min(2*d, 100*time.Millisecond) {
+		step := min(d, core.SettleWait-total)
+		bound = append(bound, step)
+		total += step
+	}
+	backoff := bound[:3]
+	for _, tc := range []struct {
+		name string
+		// unsettledReads is how many reads of the head still find the
+		// older transaction open (negative: it outlives the bound).
+		unsettledReads int
+		cancel         bool
+		wantSettled    bool
+		wantSleeps     []time.Duration
+		wantErr        error
+	}{
+		{"settled at once", 0, false, true, nil, nil},
+		{"settles after three reads", 3, false, true, backoff, nil},
+		{"outlives the bound", -1, false, false, bound, nil},
+		{"the request ends while waiting", -1, true, false, bound[:1], context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newLapseFixture(t)
+			events, log, sleeps := f.laggingEventService(t)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			mustOK(t, f.requestErr(ctx, "W1"))
+			before, err := events.Head(ctx, f.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			log.hold(t, tc.unsettledReads)
+			f.report(t, "W1", "40")
+			newest, err := f.store.AccountNewest(ctx, f.a.AccountID)
+			if err != nil || !before.Before(newest) {
+				t.Fatalf("newest %v (%v) after the head %v", newest, err, before)
+			}
+			if tc.cancel {
+				events.SetClock(f.clock.Now, func(_ context.Context, d time.Duration) error {
+					*sleeps = append(*sleeps, d)
+					cancel()
+					return context.Canceled
+				})
+			}
+			head, err := events.Head(ctx, f.a)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Head = %v, %v; want %v", head, err, tc.wantErr)
+				}
+			} else if want := map[bool]core.Cursor{true: newest, false: before}[tc.wantSettled]; err != nil || head != want {
+				t.Fatalf("Head = %v, %v; want %v (settled head before the report %v, the report %v)", head, err, want, before, newest)
+			}
+			if !slices.Equal(*sleeps, tc.wantSleeps) {
+				t.Fatalf("waited %v, want %v", *sleeps, tc.wantSleeps)
+			}
+		})
+	}
+}
+
+// TestSubscriptionFromNowWaitsForTheAccountsEvents: a subscription
+// without a cursor starts after the account's events committed before it,
+// also while an older transaction keeps them unsettled: its first event is
+// the one written after it, not an older one of the account.
+func TestSubscriptionFromNowWaitsForTheAccountsEvents(t *testing.T) {
+	f := newLapseFixture(t)
+	events, log, sleeps := f.laggingEventService(t)
+	ctx := t.Context()
+	log.hold(t, 2)
+	mustOK(t, f.requestErr(ctx, "N1")) // committed, not settled
+	stream, err := events.Subscribe(ctx, f.a, core.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(*sleeps) != 2 {
+		t.Fatalf("the subscription waited %v, want two reads of the head that found it unsettled", *sleeps)
+	}
+	f.report(t, "N1", "60")
+	if e := receiveEvent(t, stream); e.Type != core.EventStatesReported {
+		t.Fatalf("first event from now: %s %s, want the report written after subscribing", e.Type, e.UID)
 	}
 }

@@ -5,9 +5,6 @@ import (
 	"database/sql"
 	"testing"
 
-	"github.com/uptrace/bun/driver/pgdriver"
-
-	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/core"
 )
 
@@ -15,14 +12,8 @@ import (
 // began first but commits last is held back until it commits, so that a
 // reader paging on from the last entry it read still gets it.
 func TestAuditNeverSkipsALateCommit(t *testing.T) {
-	url := testenv.PostgresURL(t)
-	store := MustOpen(t, url)
+	store, raw := openPostgres(t)
 	ctx := context.Background()
-	if _, err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	raw := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(url)))
-	t.Cleanup(func() { _ = raw.Close() })
 	record := func(tx *sql.Tx, target string) {
 		t.Helper()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (account_id, at, actor_type, actor_id, actor_name, action, target, source_address, details)

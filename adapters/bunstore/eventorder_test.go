@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"testing"
+	"time"
 
-	"github.com/uptrace/bun/driver/pgdriver"
-
-	"github.com/mountd/mountd/adapters/testenv"
+	"github.com/mountd/mountd/adapters/porttest"
 	"github.com/mountd/mountd/core"
 )
 
@@ -21,14 +21,8 @@ import (
 func TestEventLogNeverSkipsALateCommit(t *testing.T) {
 	// PostgreSQL only: SQLite has one writer at a time, so commit order is
 	// id order there.
-	url := testenv.PostgresURL(t)
-	store := MustOpen(t, url)
+	store, raw := openPostgres(t)
 	ctx := context.Background()
-	if _, err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	raw := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(url)))
-	t.Cleanup(func() { _ = raw.Close() })
 	appendRaw := func(tx *sql.Tx, uid string) {
 		t.Helper()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO events (account_id, type, mount_uid, occurred_at, body)
@@ -110,14 +104,8 @@ func TestEventLogNeverSkipsALateCommit(t *testing.T) {
 // fault seen when a feed read crossed 1000); the test burns transaction
 // ids up to just below a power of ten and appends events across it.
 func TestEventLogOrdersTransactionIDsAsNumbers(t *testing.T) {
-	url := testenv.PostgresURL(t)
-	store := MustOpen(t, url)
+	store, raw := openPostgres(t)
 	ctx := context.Background()
-	if _, err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	raw := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(url)))
-	t.Cleanup(func() { _ = raw.Close() })
 	current := func() uint64 {
 		var s string
 		if err := raw.QueryRowContext(ctx, `SELECT pg_current_xact_id()::text`).Scan(&s); err != nil {
@@ -164,5 +152,87 @@ func TestEventLogOrdersTransactionIDsAsNumbers(t *testing.T) {
 		if e.ID != appended[i] {
 			t.Fatalf("event %d is %v, want %v (in the order appended)", i, e.ID, appended[i])
 		}
+	}
+}
+
+// TestHeadWaitsForAnOlderTransaction: on PostgreSQL a transaction of the
+// cluster still open, however unrelated, keeps the events committed after
+// it began unsettled. The account's head (GraphQL eventCursor) waits for
+// it: it is the account's event committed meanwhile as soon as the older
+// transaction commits, and the settled head before it while that
+// transaction outlives core.SettleWait, never the unsettled event.
+func TestHeadWaitsForAnOlderTransaction(t *testing.T) {
+	store, raw := openPostgres(t)
+	ctx := context.Background()
+	logger := slog.New(slog.DiscardHandler)
+	events := core.NewEventService(core.NewEventFeed(store, nil, logger), store, nil, logger)
+	appendEvent := func(account string) core.Cursor {
+		t.Helper()
+		var tx, id string
+		if err := raw.QueryRowContext(ctx, `INSERT INTO events (account_id, type, mount_uid, occurred_at, body)
+			VALUES ($1, 'STATES_REPORTED', 'W1', 0, '{"mount":{"uid":"W1"}}') RETURNING tx::text, id::text`, account).Scan(&tx, &id); err != nil {
+			t.Fatal(err)
+		}
+		txn, _ := strconv.ParseUint(tx, 10, 64)
+		idn, _ := strconv.ParseInt(id, 10, 64)
+		return core.Cursor{Tx: txn, Seq: idn}
+	}
+	for _, tc := range []struct {
+		name string
+		// commitsWhileWaiting: the older transaction commits when the head
+		// first finds the event unsettled; otherwise it stays open past
+		// the bound.
+		commitsWhileWaiting bool
+	}{
+		{"the older transaction commits", true},
+		{"the older transaction outlives the bound", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := core.Principal{AccountID: "acc_" + strconv.FormatBool(tc.commitsWhileWaiting),
+				Grant: core.Grant{Complete: true, Role: core.RoleOwner, MountUIDs: []string{}, Scopes: []string{}}}
+			earlier := appendEvent(p.AccountID)
+			events.SetClock(time.Now, func(_ context.Context, d time.Duration) error { time.Sleep(d); return nil })
+			if head, err := events.Head(ctx, p); err != nil || head != earlier {
+				t.Fatalf("head before the older transaction: %v, %v; want %v", head, err, earlier)
+			}
+			older, err := raw.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = older.Rollback() }()
+			// A transaction id makes it hold back the settled head, as a
+			// write would.
+			if _, err := older.ExecContext(ctx, `SELECT pg_current_xact_id()`); err != nil {
+				t.Fatal(err)
+			}
+			event := appendEvent(p.AccountID)
+			waited := 0
+			if tc.commitsWhileWaiting {
+				events.SetClock(time.Now, func(_ context.Context, d time.Duration) error {
+					if waited++; waited == 1 {
+						if err := older.Commit(); err != nil {
+							t.Error(err)
+						}
+					}
+					time.Sleep(d)
+					return nil
+				})
+			} else {
+				clock := porttest.NewClock()
+				events.SetClock(clock.Now, func(_ context.Context, d time.Duration) error {
+					waited++
+					clock.Advance(d)
+					return nil
+				})
+			}
+			head, err := events.Head(ctx, p)
+			want := map[bool]core.Cursor{true: event, false: earlier}[tc.commitsWhileWaiting]
+			if err != nil || head != want {
+				t.Fatalf("head = %v, %v; want %v (the event before the older transaction %v, the one after it %v)", head, err, want, earlier, event)
+			}
+			if waited == 0 {
+				t.Fatal("the head did not wait: the event settled before the older transaction ended")
+			}
+		})
 	}
 }

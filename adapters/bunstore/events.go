@@ -460,20 +460,44 @@ func (s *Store) AccountHorizon(ctx context.Context, accountID string) (core.Curs
 // AccountHead implements core.EventLog: the account's newest row up to
 // the settled head read first (on PostgreSQL every transaction below the
 // head's has ended, so those rows are all visible to the second
-// statement), through the index on (account_id, tx, id).
+// statement).
 func (s *Store) AccountHead(ctx context.Context, accountID string) (core.Cursor, error) {
 	head, horizon, err := s.logBounds(ctx, s.db, accountID)
 	if err != nil {
 		return core.Cursor{}, err
 	}
+	return s.accountNewest(ctx, accountID, &head, horizon)
+}
+
+// AccountNewest implements core.EventLog: the account's newest committed
+// row, settled or not. On SQLite, with one writer at a time, it is the
+// head.
+func (s *Store) AccountNewest(ctx context.Context, accountID string) (core.Cursor, error) {
+	if !s.postgres {
+		return s.AccountHead(ctx, accountID)
+	}
+	horizon, err := s.AccountHorizon(ctx, accountID)
+	if err != nil {
+		return core.Cursor{}, err
+	}
+	return s.accountNewest(ctx, accountID, nil, horizon)
+}
+
+// accountNewest is the position of accountID's newest row up to upTo
+// (nil: the newest of all), or horizon when that is later (retention
+// deleted the account's rows), through the index on (account_id, tx, id).
+func (s *Store) accountNewest(ctx context.Context, accountID string, upTo *core.Cursor, horizon core.Cursor) (core.Cursor, error) {
 	var rows []struct {
 		ID int64  `bun:"id"`
 		Tx string `bun:"tx_text"`
 	}
-	t := s.txType()
-	if err := s.db.NewRaw(fmt.Sprintf(`SELECT id, CAST(tx AS TEXT) AS tx_text FROM events
-		WHERE account_id = ? AND (tx, id) <= (CAST(? AS %s), ?) ORDER BY account_id DESC, tx DESC, id DESC LIMIT 1`, t),
-		accountID, strconv.FormatUint(head.Tx, 10), head.Seq).Scan(ctx, &rows); err != nil {
+	query, args := `SELECT id, CAST(tx AS TEXT) AS tx_text FROM events WHERE account_id = ?`, []any{accountID}
+	if upTo != nil {
+		query += fmt.Sprintf(` AND (tx, id) <= (CAST(? AS %s), ?)`, s.txType())
+		args = append(args, strconv.FormatUint(upTo.Tx, 10), upTo.Seq)
+	}
+	query += ` ORDER BY account_id DESC, tx DESC, id DESC LIMIT 1`
+	if err := s.db.NewRaw(query, args...).Scan(ctx, &rows); err != nil {
 		return core.Cursor{}, err
 	}
 	if len(rows) == 0 {

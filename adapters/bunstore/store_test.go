@@ -2,8 +2,11 @@ package bunstore_test
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 	"testing"
+
+	"github.com/uptrace/bun/driver/pgdriver"
 
 	"github.com/mountd/mountd/adapters/bunstore"
 	"github.com/mountd/mountd/adapters/keyring"
@@ -33,6 +36,21 @@ func MustOpen(tb testing.TB, url string) *bunstore.Store {
 	}
 	tb.Cleanup(closeStore)
 	return store
+}
+
+// openPostgres opens a migrated store on a PostgreSQL database of its own
+// and a plain pool of connections to it, for transactions the test holds
+// open beside the store's.
+func openPostgres(t *testing.T) (*bunstore.Store, *sql.DB) {
+	t.Helper()
+	url := testenv.PostgresURL(t)
+	store := MustOpen(t, url)
+	if _, err := store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	raw := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(url)))
+	t.Cleanup(func() { _ = raw.Close() })
+	return store, raw
 }
 
 func TestMigrateTwiceAndConcurrently(t *testing.T) {

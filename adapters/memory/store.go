@@ -1083,6 +1083,12 @@ func (s *Store) AccountHead(_ context.Context, accountID string) (core.Cursor, e
 	return s.accountHorizons[accountID], nil
 }
 
+// AccountNewest implements core.EventLog: every event of the memory store
+// is settled once appended, so it is the head.
+func (s *Store) AccountNewest(ctx context.Context, accountID string) (core.Cursor, error) {
+	return s.AccountHead(ctx, accountID)
+}
+
 // webhookState is the memory store's webhooks and deliveries.
 type webhookState struct {
 	hooks      []core.Webhook

@@ -377,6 +377,41 @@ func eventAccountHead(t *testing.T, store Store) {
 	head("hd_c", zero)
 }
 
+// eventAccountNewest: an account's newest position is its newest
+// committed event as soon as the append returns, before it has settled
+// (no wait for the log here), moved by its own events only; never before
+// its head; with every event pruned, its horizon; the zero cursor for an
+// account without any.
+func eventAccountNewest(t *testing.T, store Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	makeAccounts(t, store, "nw_a", "nw_b", "nw_c")
+	newest := func(account string, want core.Cursor) {
+		t.Helper()
+		got, err := store.AccountNewest(ctx, account)
+		if err != nil || got != want {
+			t.Fatalf("AccountNewest(%s) = %v, %v; want %v", account, got, err, want)
+		}
+		if head, err := store.AccountHead(ctx, account); err != nil || got.Before(head) {
+			t.Fatalf("AccountHead(%s) = %v, %v: after the newest, %v", account, head, err, got)
+		}
+	}
+	var zero core.Cursor
+	newest("nw_a", zero)
+	a1 := claimAt(t, store, "nw_a", "NWA1", now.Add(-3*time.Hour))
+	newest("nw_a", a1)
+	a2 := claimAt(t, store, "nw_a", "NWA2", now.Add(-2*time.Hour))
+	newest("nw_a", a2)
+	b1 := claimAt(t, store, "nw_b", "NWB1", now)
+	newest("nw_a", a2)
+	newest("nw_b", b1)
+	newest("nw_c", zero)
+	WaitForEvents(t, store, core.EventQuery{}, 3) // they are pruned only once readable
+	pruneAll(t, store, now.Add(-time.Hour))
+	newest("nw_a", a2)
+	newest("nw_b", b1)
+}
+
 // claimCommand: a claim given a command stores it in the claim's
 // transaction, on the insert of a new mount and on the update of a known
 // one; a refused claim stores none.

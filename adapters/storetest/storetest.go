@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"EventRetention", eventRetention},
 		{"EventAccountHorizons", eventAccountHorizons},
 		{"EventAccountHead", eventAccountHead},
+		{"EventAccountNewest", eventAccountNewest},
 		{"Webhooks", webhooks},
 		{"WebhookDeliveries", webhookDeliveries},
 		{"WebhookClaimSkipsAccounts", webhookClaimSkipsAccounts},
