@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Runs every test of the module with -race, as `go test -race ./...` would,
-# in less time on a small machine. The end-to-end tests (e2e/) take most of
-# the run, one test after another, each process using little more than
-# half a core (they wait on servers, sockets and timers); they run as
-# E2E_SHARDS processes side by side (default 3), while the other packages
-# run with `go test`. Each process still runs its tests one at a time, so a
+# Runs every test of the module, as `go test -race ./...` would, in less
+# time on a small machine. The end-to-end tests (e2e/) take most of the
+# run, one test after another, each process using about half a core (they
+# wait on servers, sockets and timers); they run as E2E_SHARDS processes
+# side by side (default 3), while the other packages run with
+# `go test -race`. Each process still runs its tests one at a time, so a
 # test sees no other test of its process (goroutine counts, metrics).
 #
 # Tests go to the processes longest first, each to the one with the least
@@ -20,6 +20,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${1:-go}
 SHARDS=${E2E_SHARDS:-3}
+# The end-to-end tests run without the race detector unless E2E_RACE=1:
+# under it they cost three times the CPU, and the whole run is CPU-bound on
+# two cores. Every other package, where the concurrent code is tested
+# piece by piece, runs with -race.
+race=()
+if [ "${E2E_RACE:-}" = 1 ]; then race=(-race); fi
 DURATIONS=scripts/e2e-durations.txt
 tmp=$(mktemp -d /tmp/mountd-test-all-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -28,7 +34,7 @@ trap 'rm -rf "$tmp"' EXIT
 # the end-to-end test binary.
 "$GO" build -o "$tmp/programs/" ./cmd/mountd ./cmd/mountctl ./cmd/mountsim &
 build=$!
-"$GO" test -race -c -o "$tmp/e2e.test" ./e2e
+"$GO" test ${race[@]+"${race[@]}"} -c -o "$tmp/e2e.test" ./e2e
 wait "$build"
 export MOUNTD_TEST_PROGRAMS="$tmp/programs"
 
