@@ -48,9 +48,33 @@ type follower struct {
 	notes  []string
 }
 
-func (f *follower) run(ctx context.Context, api *client.Client) {
+// run follows from the account's position when it is called (its
+// eventCursor), so that no event made after run returns is missed however
+// late the socket opens.
+func (f *follower) run(ctx context.Context, t *testing.T, api *client.Client) {
 	const q = `subscription($after: ID) { mountEvents(after: $after) { id type uid states { value } } }`
-	var after any
+	tok, err := api.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, api.Base()+"/graphql", strings.NewReader(`{"query":"{ eventCursor }"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var cursor struct {
+		Data struct{ EventCursor string }
+	}
+	if err := json.NewDecoder(res.Body).Decode(&cursor); err != nil || cursor.Data.EventCursor == "" {
+		t.Fatalf("eventCursor: %d %q, %v", res.StatusCode, cursor.Data.EventCursor, err)
+	}
+	go f.follow(ctx, api, q, cursor.Data.EventCursor)
+}
+
+func (f *follower) follow(ctx context.Context, api *client.Client, q string, after any) {
 	for ctx.Err() == nil {
 		err := api.Subscribe(ctx, q, map[string]any{"after": after}, nil, func(data json.RawMessage) error {
 			var next struct{ MountEvents eventView }
@@ -154,8 +178,7 @@ func TestFaultRedisKilled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := &follower{}
-	go f.run(ctx, api)
-	time.Sleep(300 * time.Millisecond)
+	f.run(ctx, t, api)
 
 	base := time.Now().Add(-time.Hour)
 	var (
@@ -213,8 +236,7 @@ func TestFaultReplicaKilled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := &follower{}
-	go f.run(ctx, onB)
-	time.Sleep(300 * time.Millisecond)
+	f.run(ctx, t, onB)
 
 	base := time.Now().Add(-time.Hour)
 	var acked []string
