@@ -52,29 +52,21 @@ type follower struct {
 // eventCursor), so that no event made after run returns is missed however
 // late the socket opens.
 func (f *follower) run(ctx context.Context, t *testing.T, api *client.Client) {
-	const q = `subscription($after: ID) { mountEvents(after: $after) { id type uid states { value } } }`
 	tok, err := api.Token()
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, api.Base()+"/graphql", strings.NewReader(`{"query":"{ eventCursor }"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+tok)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var cursor struct {
-		Data struct{ EventCursor string }
-	}
-	if err := json.NewDecoder(res.Body).Decode(&cursor); err != nil || cursor.Data.EventCursor == "" {
-		t.Fatalf("eventCursor: %d %q, %v", res.StatusCode, cursor.Data.EventCursor, err)
-	}
-	go f.follow(ctx, api, q, cursor.Data.EventCursor)
+	// The process is reached over its address only: an instance's helpers
+	// need no more than that.
+	proc := &instance{t: t, base: api.Base()}
+	cursor := decodeField[string](t, proc.gql(t, tok, `{ eventCursor }`, nil), "eventCursor")
+	go f.follow(ctx, api, cursor)
 }
 
-func (f *follower) follow(ctx context.Context, api *client.Client, q string, after any) {
+// follow subscribes after the cursor and resumes from its last event
+// whenever the socket ends, until ctx does.
+func (f *follower) follow(ctx context.Context, api *client.Client, after string) {
+	const q = `subscription($after: ID) { mountEvents(after: $after) { id type uid states { value } } }`
 	for ctx.Err() == nil {
 		err := api.Subscribe(ctx, q, map[string]any{"after": after}, nil, func(data json.RawMessage) error {
 			var next struct{ MountEvents eventView }
