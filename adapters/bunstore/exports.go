@@ -23,7 +23,7 @@ func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFil
 			Join(fmt.Sprintf("LEFT JOIN mount_latest_states AS l%d ON l%d.mount_uid = m.uid AND l%d.account_id = m.owner_account_id AND l%d.code = ?", i, i, i, i), string(code))
 	}
 	q = q.Where("owner_account_id = ?", accountID).Where(liveAssociation, millis(now))
-	rows, err := filterMounts(q, accountID, f).OrderExpr("m.uid").Rows(ctx)
+	rows, err := filterMounts(q, f).OrderExpr("m.uid").Rows(ctx)
 	if err != nil {
 		return err
 	}

@@ -21,67 +21,30 @@ var filterColumns = map[core.FilterField]string{
 type filterSQL struct {
 	sql        strings.Builder
 	args       []any
-	accountID  string
 	offlineCut int64
 	// bytes orders text by bytes in the dialect.
 	bytes string
-	// float is the dialect's name for a double: the latest values' index
-	// is on CAST(value AS float), and the query must say it the same way.
-	float string
 }
 
-// translateFilter turns e into a condition that is never NULL, so that NOT
-// of a comparison on a missing value matches, as core's evaluator says.
-// Comparisons on latest values are uncorrelated IN subqueries on the
-// account's rows of one code: PostgreSQL joins them as hashed semi-joins
-// (hashed subplans under OR and NOT), on the index of migration
-// 20261128000017.
-func translateFilter(e *core.FilterExpr, accountID string, offlineCut time.Time, postgres bool) (string, []any) {
-	t := filterSQL{accountID: accountID, offlineCut: millis(offlineCut), bytes: "BINARY", float: "REAL"}
+// translateFilter turns e into a condition on the mounts table that is
+// never NULL, so that NOT of a comparison on a missing value matches, as
+// core's evaluator says. Every field is a column of the mount's row (the
+// latest values too: latestColumns), so a filter's cost is that of the
+// indexes of (owner, field) it can use, and a count reads each of the
+// account's mounts at most once.
+func translateFilter(e *core.FilterExpr, offlineCut time.Time, postgres bool) (string, []any) {
+	t := filterSQL{offlineCut: millis(offlineCut), bytes: "BINARY"}
 	if postgres {
-		t.bytes, t.float = `"C"`, "DOUBLE PRECISION"
+		t.bytes = `"C"`
 	}
-	// NOT of a comparison on a latest value among the top-level conditions
-	// is an anti-join: PostgreSQL cannot turn NOT IN into one (NULLs), and
-	// a page of a NOT then hashes the whole set where it needs a few
-	// lookups. Deeper down (under OR), the hashed IN stays: a correlated
-	// NOT EXISTS there would probe once per mount.
-	if e.Op == core.FilterAnd {
-		t.write("(")
-		for i, a := range e.Args {
-			if i > 0 {
-				t.write(" AND ")
-			}
-			t.conjunct(a)
-		}
-		t.write(")")
-	} else {
-		t.conjunct(e)
-	}
+	t.node(e)
 	return t.sql.String(), t.args
 }
 
-// conjunct writes one top-level condition.
-func (t *filterSQL) conjunct(e *core.FilterExpr) {
-	if e.Op == core.FilterNot && len(e.Args) == 1 {
-		if code, ok := core.FilterStateCodes[e.Args[0].Field]; ok && e.Args[0].Op != core.FilterAnd &&
-			e.Args[0].Op != core.FilterOr && e.Args[0].Op != core.FilterNot {
-			if op, ok := sqlOps[e.Args[0].Op]; ok {
-				t.write("NOT EXISTS (SELECT 1 FROM mount_latest_states AS filter_latest WHERE filter_latest.mount_uid = uid"+
-					" AND filter_latest.account_id = ? AND filter_latest.code = ? AND ", t.accountID, string(code))
-				t.write(fmt.Sprintf("CAST(filter_latest.value AS %s) %s ?)", t.float, op), t.latestValue(e.Args[0]))
-				return
-			}
-		}
-	}
-	t.node(e)
-}
-
 // latestValue is the number a comparison on a latest value compares with.
-func (t *filterSQL) latestValue(e *core.FilterExpr) float64 {
+func latestValue(e *core.FilterExpr) float64 {
 	if core.FilterFields[e.Field] == core.FilterBool {
-		// The flags are stored "1" and "0": compared as numbers, they use
-		// the same index.
+		// The flags are stored 1 and 0.
 		if e.Bool {
 			return 1
 		}
@@ -149,13 +112,12 @@ func (t *filterSQL) node(e *core.FilterExpr) {
 		}
 		return
 	}
-	code, ok := core.FilterStateCodes[e.Field]
+	column, ok := latestColumns[core.FilterStateCodes[e.Field]]
 	if !ok {
 		t.write("(1 = 0)")
 		return
 	}
-	t.write("(uid IN (SELECT mount_uid FROM mount_latest_states WHERE account_id = ? AND code = ? AND ", t.accountID, string(code))
-	t.write(fmt.Sprintf("CAST(value AS %s) %s ?))", t.float, op), t.latestValue(e))
+	t.write(fmt.Sprintf("(%s IS NOT NULL AND %s %s ?)", column, column, op), latestValue(e))
 }
 
 var sqlOps = map[core.FilterOp]string{

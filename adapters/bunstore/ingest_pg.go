@@ -190,9 +190,9 @@ func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID st
 	if len(latest) == 0 {
 		return accepted, nil
 	}
-	query, args := upsertLatestSQL(uid, accountID, latest)
+	query, args := upsertLatestPG(uid, accountID, latest)
 	if e == nil {
-		_, err := tx.NewRaw(query, args...).Exec(ctx)
+		_, err := tx.NewRaw("WITH before_event AS ("+query+") SELECT 1", args...).Exec(ctx)
 		return accepted, err
 	}
 	// The event's latest values are computed, not read back, so the

@@ -146,7 +146,7 @@ func (s *Store) CreateJob(ctx context.Context, j core.Job, f core.MountFilter, n
 			ColumnExpr("?, uid, 'PENDING', FALSE, '', ?", j.ID, millis(now)).
 			Where("owner_account_id = ? AND association_state = 'ASSOCIATED'", j.AccountID)
 		res, err := tx.NewRaw(`INSERT INTO job_targets (job_id, mount_uid, status, final, command_id, updated_at) ?`,
-			filterMounts(sel, j.AccountID, f).Limit(bound+1)).Exec(ctx)
+			filterMounts(sel, f).Limit(bound+1)).Exec(ctx)
 		if err != nil {
 			return err
 		}

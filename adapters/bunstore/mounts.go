@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +53,12 @@ type mountRow struct {
 	RevisionKey     sql.NullString `bun:"revision_key"`
 	// AssociationStartedAt is NULL for associations begun before it.
 	AssociationStartedAt sql.NullInt64 `bun:"association_started_at"`
+	// The owner's latest values the fleet filter compares (latestColumns):
+	// written by SQL alone, never read into a Mount.
+	BatteryLevel   sql.NullFloat64 `bun:"battery_level"`
+	CPUTemperature sql.NullFloat64 `bun:"cpu_temperature"`
+	MountLocked    sql.NullFloat64 `bun:"mount_locked"`
+	HelmetMounted  sql.NullFloat64 `bun:"helmet_mounted"`
 }
 
 func (r *mountRow) toMount() core.Mount {
@@ -227,13 +234,14 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 					owner_account_id = ?,
 					expired_owner_id = NULL,
 					key_id = ?, public_key = ?, sealed_private_key = ?,
-					updated_at = ?
+					updated_at = ?,
+					`+latestColumnsRead(s.postgres, core.StateCodes, "association_state = 'INACTIVE'")+`
 				WHERE uid = ? AND (association_state = 'INACTIVE' OR owner_account_id = ?)
 					AND NOT (association_state = 'IDLE' AND idle_deadline <= ?)
 				RETURNING *`,
-				f.Name, f.Name, f.SerialNumber, f.MACAddress, f.FirmwareRevision, f.SoftwareRevision, f.ModelNumber,
-				f.DevicePublicKey, f.DevicePublicKey, millis(c.Now), millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
-				millis(c.Now), c.UID, c.AccountID, millis(c.Now)).Scan(ctx, &out)
+				slices.Concat([]any{f.Name, f.Name, f.SerialNumber, f.MACAddress, f.FirmwareRevision, f.SoftwareRevision, f.ModelNumber,
+					f.DevicePublicKey, f.DevicePublicKey, millis(c.Now), millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
+					millis(c.Now)}, latestColumnsArgs(core.StateCodes, c.UID, c.AccountID), []any{c.UID, c.AccountID, millis(c.Now)})...).Scan(ctx, &out)
 			if err == sql.ErrNoRows {
 				return nil
 			}
@@ -549,7 +557,7 @@ func (s *Store) ListMounts(ctx context.Context, accountID string, f core.MountFi
 	q := s.db.NewSelect().Model(&rows).
 		Where("owner_account_id = ?", accountID).
 		Where(liveAssociation, millis(now))
-	total, err := filterMounts(q, accountID, f).Order("uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := filterMounts(q, f).Order("uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -577,7 +585,7 @@ func (s *Store) ListMounts(ctx context.Context, accountID string, f core.MountFi
 // alone, unqualified, so it serves a select joined with the latest states
 // (EachMount) under any alias of mounts; a select joining a table with a
 // column of the same name cannot use it.
-func filterMounts(q *bun.SelectQuery, accountID string, f core.MountFilter) *bun.SelectQuery {
+func filterMounts(q *bun.SelectQuery, f core.MountFilter) *bun.SelectQuery {
 	if f.MACAddress != nil {
 		q = q.Where("mac_address = ?", strings.ToUpper(*f.MACAddress))
 	}
@@ -591,7 +599,7 @@ func filterMounts(q *bun.SelectQuery, accountID string, f core.MountFilter) *bun
 		q = q.Where("uid IN (?)", bun.In(f.UIDs))
 	}
 	if f.Expr != nil {
-		sql, args := translateFilter(f.Expr, accountID, f.OfflineCut, q.Dialect().Name() == dialect.PG)
+		sql, args := translateFilter(f.Expr, f.OfflineCut, q.Dialect().Name() == dialect.PG)
 		q = q.Where(sql, args...)
 	}
 	return q

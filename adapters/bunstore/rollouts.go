@@ -174,7 +174,7 @@ func (s *Store) CreateRollout(ctx context.Context, r core.Rollout, f core.MountF
 			Where("owner_account_id = ? AND association_state = 'ASSOCIATED'", r.AccountID).
 			Where("model_number = ? AND software_revision <> ?", r.ModelNumber, r.SoftwareRevision).
 			Where("device_public_key IS NOT NULL AND device_public_key <> ''")
-		if err := filterMounts(sel, r.AccountID, f).Order("uid").Limit(bound+1).Scan(ctx, &uids); err != nil {
+		if err := filterMounts(sel, f).Order("uid").Limit(bound+1).Scan(ctx, &uids); err != nil {
 			return err
 		}
 		if len(uids) > bound {

@@ -130,6 +130,13 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 		if _, err := tx.NewRaw(query, args...).Exec(ctx); err != nil {
 			return err
 		}
+		// The mount's copies of its latest values, read back: the
+		// transaction is SQLite's one writer.
+		codes := codesOf(latest)
+		if _, err := tx.NewRaw("UPDATE mounts SET "+latestColumnsRead(false, codes, "")+" WHERE uid = ?",
+			append(latestColumnsArgs(codes, uid, accountID), uid)...).Exec(ctx); err != nil {
+			return err
+		}
 		if e == nil {
 			return nil
 		}

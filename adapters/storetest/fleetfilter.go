@@ -271,3 +271,73 @@ func showFilter(e *core.FilterExpr) string {
 	}
 	return fmt.Sprintf("%s %s %q/%g/%t/%s", e.Field, e.Op, e.String, e.Number, e.Bool, e.Time.Format(time.RFC3339))
 }
+
+// fleetFilterAcrossOwners: a comparison on a latest value reads the
+// owner's latest values alone, through every change of owner. B reports on
+// X and abandons it; A claims X and sees no value of B's; A reports and
+// abandons; B claims X again and sees its own former value, as the listing
+// shows it.
+func fleetFilterAcrossOwners(t *testing.T, store Store) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	clock := &alarmClock{now: t0}
+	w := newAlarmWorld(t, store, clock)
+	a, b := ownerPrincipal(t, store, "A"), ownerPrincipal(t, store, "B")
+	claim := func(p core.Principal) {
+		t.Helper()
+		if _, err := w.mounts.RequestAssociation(ctx, p, "X", core.MountFields{}); err != nil {
+			t.Fatalf("request: %v", err)
+		}
+		if _, err := w.mounts.ConfirmAssociation(ctx, p, "X"); err != nil {
+			t.Fatalf("confirm: %v", err)
+		}
+	}
+	abandon := func(p core.Principal) {
+		t.Helper()
+		if err := w.mounts.AbandonMount(ctx, p, "X"); err != nil {
+			t.Fatalf("abandon: %v", err)
+		}
+	}
+	matches := func(p core.Principal, text string) string {
+		t.Helper()
+		f := core.MountFilter{Expression: text}
+		if err := core.ParseMountFilter(aipfilter.New(), &f, testOfflineAfter, clock.Now()); err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		mounts, total, err := store.ListMounts(ctx, p.AccountID, f, core.Page{CurrentPage: 1, PageSize: 10}, clock.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if total != len(mounts) {
+			t.Fatalf("%s: total %d for %d mounts", text, total, len(mounts))
+		}
+		return uidsOf(mounts)
+	}
+	step := func(p core.Principal, want map[string]string) {
+		t.Helper()
+		for text, uids := range want {
+			if got := matches(p, text); got != uids {
+				t.Errorf("%s: %q, want %q", text, got, uids)
+			}
+		}
+	}
+	claim(b)
+	w.report(t, b, "X", clock.Now(), "BATTERY_LEVEL", "5", "MOUNT_LOCKED", "1")
+	step(b, map[string]string{`batteryLevel = 5`: "X", `mountLocked = true`: "X"})
+	clock.Advance(time.Minute)
+	abandon(b)
+	claim(a)
+	step(a, map[string]string{`batteryLevel = 5`: "", `batteryLevel < 100`: "", `NOT batteryLevel < 100`: "X",
+		`mountLocked = true`: "", `mountLocked = false`: ""})
+	w.report(t, a, "X", clock.Now(), "BATTERY_LEVEL", "50", "HELMET_MOUNTED", "0")
+	step(a, map[string]string{`batteryLevel = 50`: "X", `helmetMounted = false`: "X", `mountLocked = true`: ""})
+	clock.Advance(time.Minute)
+	abandon(a)
+	claim(b)
+	step(b, map[string]string{`batteryLevel = 5`: "X", `mountLocked = true`: "X", `helmetMounted = false`: "", `batteryLevel = 50`: ""})
+	// An older report changes nothing; a newer one moves the value.
+	w.report(t, b, "X", t0.Add(-time.Hour), "BATTERY_LEVEL", "7")
+	step(b, map[string]string{`batteryLevel = 5`: "X", `batteryLevel = 7`: ""})
+	w.report(t, b, "X", clock.Now(), "BATTERY_LEVEL", "9", "CPU_TEMPERATURE", "61")
+	step(b, map[string]string{`batteryLevel = 9 AND cpuTemperature > 60`: "X", `mountLocked = true`: "X"})
+}

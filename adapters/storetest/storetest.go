@@ -91,6 +91,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"AlarmProperty", alarmProperty},
 		{"FleetFilter", fleetFilter},
 		{"FleetFilterProperty", fleetFilterProperty},
+		{"FleetFilterAcrossOwners", fleetFilterAcrossOwners},
 		{"JobCreation", jobCreation},
 		{"JobProgress", jobProgress},
 		{"JobExpiry", jobExpiry},

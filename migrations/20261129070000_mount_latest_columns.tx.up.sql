@@ -1,0 +1,42 @@
+-- The latest values the fleet filter compares (docs/api.md, "Fleet filter")
+-- as typed columns of the mount's row: a filter is a condition on one table,
+-- served by an index of (owner, value), and a count reads the account's
+-- mounts once instead of joining a set of latest rows per comparison. Each
+-- holds the owner's latest value of its code (mount_latest_states stays the
+-- record, with its instant and verification); the flags are 1 and 0. They
+-- are written in the transaction that moves the latest value, and taken from
+-- the new owner's latest rows when an INACTIVE mount is claimed; for a
+-- mount without an owner they mean nothing.
+ALTER TABLE mounts ADD COLUMN battery_level {{if .Postgres}}DOUBLE PRECISION{{else}}REAL{{end}};
+--bun:split
+ALTER TABLE mounts ADD COLUMN cpu_temperature {{if .Postgres}}DOUBLE PRECISION{{else}}REAL{{end}};
+--bun:split
+ALTER TABLE mounts ADD COLUMN mount_locked {{if .Postgres}}DOUBLE PRECISION{{else}}REAL{{end}};
+--bun:split
+ALTER TABLE mounts ADD COLUMN helmet_mounted {{if .Postgres}}DOUBLE PRECISION{{else}}REAL{{end}};
+--bun:split
+UPDATE mounts SET
+    battery_level = (SELECT CAST(l.value AS {{if .Postgres}}DOUBLE PRECISION{{else}}REAL{{end}}) FROM mount_latest_states AS l
+        WHERE l.mount_uid = mounts.uid AND l.account_id = mounts.owner_account_id AND l.code = 'BATTERY_LEVEL'),
+    cpu_temperature = (SELECT CAST(l.value AS {{if .Postgres}}DOUBLE PRECISION{{else}}REAL{{end}}) FROM mount_latest_states AS l
+        WHERE l.mount_uid = mounts.uid AND l.account_id = mounts.owner_account_id AND l.code = 'CPU_TEMPERATURE'),
+    mount_locked = (SELECT CAST(l.value AS {{if .Postgres}}DOUBLE PRECISION{{else}}REAL{{end}}) FROM mount_latest_states AS l
+        WHERE l.mount_uid = mounts.uid AND l.account_id = mounts.owner_account_id AND l.code = 'MOUNT_LOCKED'),
+    helmet_mounted = (SELECT CAST(l.value AS {{if .Postgres}}DOUBLE PRECISION{{else}}REAL{{end}}) FROM mount_latest_states AS l
+        WHERE l.mount_uid = mounts.uid AND l.account_id = mounts.owner_account_id AND l.code = 'HELMET_MOUNTED')
+WHERE owner_account_id IS NOT NULL;
+--bun:split
+-- A comparison on a number is a range of one index, and so is its count
+-- (the rows in the range are then read for the listing's liveness).
+CREATE INDEX mounts_owner_battery ON mounts (owner_account_id, battery_level);
+--bun:split
+CREATE INDEX mounts_owner_temperature ON mounts (owner_account_id, cpu_temperature);
+--bun:split
+-- The two flags together: "unlocked and helmet out" is one range.
+CREATE INDEX mounts_owner_flags ON mounts (owner_account_id, mount_locked, helmet_mounted);
+--bun:split
+-- The latest rows' filter index and its statistics served the comparisons
+-- that now read the columns: every report paid for them.
+{{if .Postgres}}DROP STATISTICS IF EXISTS mount_latest_states_code_value;{{else}}SELECT 1;{{end}}
+--bun:split
+DROP INDEX IF EXISTS mount_latest_states_filter;
