@@ -26,7 +26,7 @@ const isLow = (m) => m.batteryLevel !== null && m.batteryLevel !== undefined && 
 const LOW_EXPR = `batteryLevel < ${LOW_BATTERY - 0.5}`;
 // Silent: not heard from (lastSeenAt, the server's clock) for an hour, or
 // never. The filter has lastSeenAt, not lastReportAt (the mount's clock).
-const isSilent = (m, now = Date.now()) => !m.lastSeenAt || now - Date.parse(m.lastSeenAt) > SILENT_MS;
+const isSilent = (m) => !m.lastSeenAt || Date.now() - Date.parse(m.lastSeenAt) > SILENT_MS;
 // NOT matches a mount never heard from, as !m.lastSeenAt does.
 const silentExpr = (now) => `NOT lastSeenAt >= "${new Date(now - SILENT_MS).toISOString()}"`;
 const helmetOut = (m) => m.helmetMounted === false;
@@ -515,9 +515,9 @@ function overviewView() {
 
 // overviewCounts counts the fleet as the overview's tiles do, each tile's
 // mounts selected by a fleet filter, in one request of one alias per tile:
-// the server counts, the page reads no mount, so a fleet of 100,000 costs
-// what one of 10 does. Listings hold no INACTIVE mount. now is the instant
-// the silent cut is taken from, as isSilent takes it.
+// the server counts and the page reads no mount, one request whatever the
+// fleet's size. Listings hold no INACTIVE mount. now is the instant the
+// silent cut is taken at (isSilent takes Date.now() as it tests).
 async function overviewCounts(now) {
   const expressions = {
     all: "",
