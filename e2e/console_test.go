@@ -79,6 +79,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := api.Do(context.Background(), http.MethodPost, "/mounts", map[string]any{"uid": "MNT-0005"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	// Reported 19.5, shown 20: not below 20, in the overview's count as in the fleet.
+	if err := api.Do(context.Background(), http.MethodPost, "/mounts/"+uids[2]+"/states", map[string]any{"states": []any{map[string]any{
+		"code": "BATTERY_LEVEL", "value": "19.5", "occurredAt": time.Now().UTC().Format(time.RFC3339Nano)}}}, nil); err != nil {
+		t.Fatal(err)
+	}
 	// A day of history for the first mount's charts, one report an hour.
 	for hour := 23; hour >= 1; hour-- {
 		reportStates(t, api, uids[0], 100-3*hour+hour%4, hour%3 == 0, time.Now().Add(-time.Duration(hour)*time.Hour))
@@ -110,7 +115,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The overview, the signed-in home: its counts are the fleet's.
 	b.waitJS("the overview's counts", `document.getElementById('count-all')?.querySelector('.value').textContent === '5'`, 10*time.Second)
-	for id, want := range map[string]string{"count-associated": "4", "count-idle": "1", "count-low": "1", "count-helmet": "1", "count-silent": "2"} {
+	for id, want := range map[string]string{"count-associated": "4", "count-idle": "1", "count-low": "1", "count-helmet": "1", "count-silent": "2",
+		"count-online": "3", "count-offline": "0", "count-unknown": "2"} {
 		b.waitJS(id, `document.querySelector('#`+id+` .value')?.textContent === '`+want+`'`, 10*time.Second)
 	}
 	b.waitJS("one webhook failing", `document.querySelector('#count-webhooks .value')?.textContent === '1'`, 10*time.Second)
@@ -129,6 +135,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	reportStates(t, api, uids[1], 5, false, time.Now())
 	b.step("count again", chromedp.Click(chromedp.CSS(`#refresh`)))
 	b.waitJS("two low on battery", `document.querySelector('#count-low .value')?.textContent === '2'`, 10*time.Second)
+	// Each count opens the fleet showing as many mounts: the server's
+	// filter counts what the page's test shows.
+	for _, id := range []string{"count-all", "count-associated", "count-idle", "count-low", "count-helmet", "count-silent", "count-online", "count-offline", "count-unknown"} {
+		b.waitJS(id+" counted", `document.querySelector('#`+id+` .value') !== null`, 10*time.Second)
+		want := b.evalString(`document.querySelector('#` + id + ` .value').textContent`)
+		b.eval(`location.hash = document.getElementById('` + id + `').getAttribute('href')`)
+		b.waitJS(id+" opens the fleet showing "+want, `document.getElementById('fleet')?.dataset.count === '`+want+`' && document.getElementById('shown').textContent === '`+want+`'`, 10*time.Second)
+		b.eval(`history.back()`)
+		b.waitJS("back to the overview", `document.getElementById('overview') !== null && !document.getElementById('fleet')`, 5*time.Second)
+	}
 	b.step("open the silent count", chromedp.Click(chromedp.CSS(`#count-silent`)))
 	b.waitJS("the fleet filtered to silent mounts", `location.hash === '#/fleet?report=silent' && `+shownUIDs+` === 'MNT-0004,MNT-0005'`, 10*time.Second)
 	// A filter chosen on the page goes into the URL; back restores the previous one.

@@ -15,11 +15,22 @@ import { rolloutsView, rolloutView } from "./rollouts.js";
 
 // ---------- fleet ----------
 
+// The fleet's boxes test each mount in the page; the overview counts the
+// same mounts with the fleet filter twin of each test, in the server
+// (docs/api.md, "Fleet filter"). A test and its twin select the same mounts.
 const LOW_BATTERY = 20;
 const SILENT_MS = 3600_000;
 const isLow = (m) => m.batteryLevel !== null && m.batteryLevel !== undefined && m.batteryLevel < LOW_BATTERY;
-const isSilent = (m) => !m.lastReportAt || Date.now() - Date.parse(m.lastReportAt) > SILENT_MS;
+// The battery shown is the reported value rounded half away from zero: shown
+// below 20 is reported below 19.5, which is what the filter compares.
+const LOW_EXPR = `batteryLevel < ${LOW_BATTERY - 0.5}`;
+// Silent: not heard from (lastSeenAt, the server's clock) for an hour, or
+// never. The filter has lastSeenAt, not lastReportAt (the mount's clock).
+const isSilent = (m) => !m.lastSeenAt || Date.now() - Date.parse(m.lastSeenAt) > SILENT_MS;
+// NOT matches a mount never heard from, as !m.lastSeenAt does.
+const silentExpr = (now) => `NOT lastSeenAt >= "${new Date(now - SILENT_MS).toISOString()}"`;
 const helmetOut = (m) => m.helmetMounted === false;
+const HELMET_OUT_EXPR = "helmetMounted = false";
 
 // loadMounts reads every page of the fleet, six requests in flight (what a
 // browser opens to one host), each next page asked as soon as one answers.
@@ -225,7 +236,7 @@ function fleetView(query) {
       h("span", {}, h("b", {}, mounts.size), loaded ? " mounts match the expression" : " mounts"), h("span", {}, h("b", { id: "shown" }, list.length), " shown"),
       h("span", {}, h("b", {}, assoc), " associated"), h("span", {}, h("b", { id: "count-online-fleet" }, online), " online"),
       h("span", {}, h("b", { id: "count-offline-fleet" }, offline), " offline"), h("span", {}, h("b", {}, low), " low battery"),
-      h("span", {}, h("b", {}, silent), " silent for an hour or more"),
+      h("span", {}, h("b", {}, silent), " not heard from for an hour or more"),
       // The table's cells are too narrow for the badge: a dot there, said here.
       unverified ? h("span", { id: "count-unverified-fleet" }, h("i", { class: "unverified-dot", "aria-hidden": "true" }), h("b", {}, unverified),
         " with values the mount did not sign") : []);
@@ -347,7 +358,7 @@ function fleetView(query) {
   const boxes = {
     battery: filterBox("low", "battery", "low", `battery below ${LOW_BATTERY}%`),
     helmet: filterBox("helmet-out", "helmet", "out", "helmet out"),
-    report: filterBox("silent", "report", "silent", "not reported for an hour"),
+    report: filterBox("silent", "report", "silent", "not heard from for an hour"),
   };
   const columnsMenu = h("details", { class: "menu" }, h("summary", {}, "Columns"),
     h("div", { class: "menu-body" }, COLUMNS.filter((c) => c[2]).map(([key, label]) => h("label", {}, h("input", {
@@ -480,26 +491,49 @@ function overviewView() {
     return counting;
   }
   async function counted() {
-    const all = (await loadMounts()).filter((m) => m.associationState !== "INACTIVE");
-    const count = (f) => all.filter(f).length;
+    const [n, alarms, webhooks] = await Promise.all([overviewCounts(Date.now()),
+      canReadAlarms() ? activeAlarms() : null, isOwner() ? failingWebhooks() : null]);
     const tiles = [
-      tile("count-all", "mounts", all.length, "#/fleet"),
-      tile("count-associated", "associated", count((m) => m.associationState === "ASSOCIATED"), fleetLink({ state: "ASSOCIATED" })),
-      tile("count-idle", "waiting for confirmation (IDLE)", count((m) => m.associationState === "IDLE"), fleetLink({ state: "IDLE" }), true),
-      tile("count-low", `battery below ${LOW_BATTERY}%`, count(isLow), fleetLink({ battery: "low" }), true),
-      tile("count-helmet", "helmet out", count(helmetOut), fleetLink({ helmet: "out" })),
-      tile("count-silent", "not reported for an hour", count(isSilent), fleetLink({ report: "silent" }), true),
-      tile("count-online", "online", count((m) => m.presence === "ONLINE"), fleetLink({ presence: "ONLINE" })),
-      tile("count-offline", "offline", count((m) => m.presence === "OFFLINE"), fleetLink({ presence: "OFFLINE" }), true),
-      tile("count-unknown", "never heard from", count((m) => (m.presence || "UNKNOWN") === "UNKNOWN"), fleetLink({ presence: "UNKNOWN" })),
+      tile("count-all", "mounts", n.all, "#/fleet"),
+      tile("count-associated", "associated", n.associated, fleetLink({ state: "ASSOCIATED" })),
+      tile("count-idle", "waiting for confirmation (IDLE)", n.idle, fleetLink({ state: "IDLE" }), true),
+      tile("count-low", `battery below ${LOW_BATTERY}%`, n.low, fleetLink({ battery: "low" }), true),
+      tile("count-helmet", "helmet out", n.helmet, fleetLink({ helmet: "out" })),
+      tile("count-silent", "not heard from for an hour", n.silent, fleetLink({ report: "silent" }), true),
+      tile("count-online", "online", n.online, fleetLink({ presence: "ONLINE" })),
+      tile("count-offline", "offline", n.offline, fleetLink({ presence: "OFFLINE" }), true),
+      tile("count-unknown", "never heard from", n.unknown, fleetLink({ presence: "UNKNOWN" })),
     ];
-    if (canReadAlarms()) tiles.push(tile("count-alarms", "active alarms", await activeAlarms(), "#/alarms", true));
-    if (isOwner()) tiles.push(tile("count-webhooks", "webhooks failing", await failingWebhooks(), "#/webhooks", true));
+    if (alarms !== null) tiles.push(tile("count-alarms", "active alarms", alarms, "#/alarms", true));
+    if (webhooks !== null) tiles.push(tile("count-webhooks", "webhooks failing", webhooks, "#/webhooks", true));
     grid.replaceChildren(...tiles);
     when.textContent = "counted at " + fmtDate(new Date().toISOString());
   }
   count().catch(showError);
   return () => {};
+}
+
+// overviewCounts counts the fleet as the overview's tiles do, each tile's
+// mounts selected by a fleet filter, in one request of one alias per tile:
+// the server counts and the page reads no mount, one request whatever the
+// fleet's size. Listings hold no INACTIVE mount. now is the instant the
+// silent cut is taken at (isSilent takes Date.now() as it tests).
+async function overviewCounts(now) {
+  const expressions = {
+    all: "",
+    associated: 'associationState = "ASSOCIATED"',
+    idle: 'associationState = "IDLE"',
+    low: LOW_EXPR,
+    helmet: HELMET_OUT_EXPR,
+    silent: silentExpr(now),
+    online: 'presence = "ONLINE"',
+    offline: 'presence = "OFFLINE"',
+    unknown: 'presence = "UNKNOWN"',
+  };
+  const names = Object.keys(expressions);
+  const q = `query(${names.map((k) => `$${k}: MountFilter`).join(", ")}) { ${names.map((k) => `${k}: mounts(pageSize: 1, filter: $${k}) { pagination { totalItems } }`).join(" ")} }`;
+  const d = await gql(q, Object.fromEntries(names.map((k) => [k, expressions[k] ? { expression: expressions[k] } : null])));
+  return Object.fromEntries(names.map((k) => [k, d[k].pagination.totalItems]));
 }
 
 // activeAlarms counts the account's active alarms.

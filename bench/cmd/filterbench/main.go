@@ -6,6 +6,7 @@
 // prints PostgreSQL's EXPLAIN ANALYZE of each filter's statements, as
 // bunstore builds them; with --without-indexes it drops the fleet filter's
 // indexes (migrations 20261128000017 and 20261129070000) first, to show what they are for.
+// With --overview N it measures the console's overview instead (overview.go).
 // run.sh starts the throw-away services and mountd.
 package main
 
@@ -42,6 +43,7 @@ type config struct {
 	WithoutIndexes    bool
 	MaxLoad           float64
 	JSON              bool
+	OverviewRounds    int
 }
 
 // result is one filter's measurement.
@@ -66,6 +68,7 @@ func main() {
 	flag.BoolVar(&cfg.WithoutIndexes, "without-indexes", false, "drop the fleet filter's indexes before measuring")
 	flag.Float64Var(&cfg.MaxLoad, "max-load", 0, "before each filter, wait (up to a minute) for the 1-minute load average to fall below this (0: do not wait)")
 	flag.BoolVar(&cfg.JSON, "json", false, "print the results as JSON")
+	flag.IntVar(&cfg.OverviewRounds, "overview", 0, "measure the console's overview this many rounds (server counts against every page read), instead of the filters")
 	flag.Parse()
 	if err := run(context.Background(), cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "filterbench:", err)
@@ -136,6 +139,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		}
 	}
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Clients}}
+	if cfg.OverviewRounds > 0 {
+		return measureOverview(ctx, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 6}}, cfg.Base, token, cfg.OverviewRounds, cfg.Mounts/seedSeenSeconds+1, out)
+	}
 	var results []result
 	for _, f := range filters {
 		path := "/api/v1/mounts?pageSize=20"
@@ -204,6 +210,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	return nil
 }
 
+// seedSeenSeconds is how far back the seed spreads lastSeenAt.
+const seedSeenSeconds = 7200
+
 // seed gives the account n ASSOCIATED mounts of five models, lastSeenAt
 // one per second over the last two hours (every tenth never seen), and
 // latest values: battery 0–99.9 (every twentieth missing), temperature
@@ -217,8 +226,8 @@ func seed(ctx context.Context, db *bun.DB, accountID string, n int, now time.Tim
 		{`INSERT INTO mounts (uid, name, serial_number, mac_address, firmware_revision, software_revision, model_number,
 			association_state, owner_account_id, associated_at, created_at, updated_at, last_seen_at)
 			SELECT 'fb-' || lpad(i::text, 6, '0'), 'Mount ' || i, 'SN' || i, '', '1.4.2', '1.4.2', 'HM-' || (i % 5 + 1),
-			'ASSOCIATED', ?, ?, ?, ?, CASE WHEN i % 10 = 0 THEN NULL ELSE ? - (i % 7200) * 1000 END
-			FROM generate_series(1, ?) AS i`, []any{accountID, ms, ms, ms, ms, n}},
+			'ASSOCIATED', ?, ?, ?, ?, CASE WHEN i % 10 = 0 THEN NULL ELSE ? - (i % ?) * 1000 END
+			FROM generate_series(1, ?) AS i`, []any{accountID, ms, ms, ms, ms, seedSeenSeconds, n}},
 		{`INSERT INTO mount_latest_states (mount_uid, account_id, code, occurred_at, value)
 			SELECT m.uid, ?, c.code, ?, c.value FROM
 			(SELECT uid, substr(uid, 4)::int AS i FROM mounts WHERE owner_account_id = ?) AS m,
