@@ -128,9 +128,11 @@ func decodeOpenAlarms(text string) ([]alarmRow, error) {
 //
 // With watched, the statement is ingestWatchedSQL and watched gets what the
 // evaluation reads: the mount as the report leaves it, its latest values
-// after the report and its open episodes.
+// after the report and its open episodes. With light, it is the report's
+// light watch too (moveLastSeen), in the latest values' statement when
+// there is one.
 func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID string, entries []core.StateEntry,
-	r core.ReportCheck, e *core.Event, mount *mountRow, watched *core.MountWatch) ([]core.StateEntry, error) {
+	r core.ReportCheck, e *core.Event, mount *mountRow, watched *core.MountWatch, light bool) ([]core.StateEntry, error) {
 	receivedAt := millis(entries[0].ReceivedAt)
 	codes, at, values := make([]byte, 0, 20*len(entries)), make([]byte, 0, 14*len(entries)), make([]byte, 0, 8*len(entries))
 	for i, entry := range entries {
@@ -187,10 +189,19 @@ func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID st
 			watched.Tracks = append(watched.Tracks, a.toTrack())
 		}
 	}
+	var seenAt int64
+	if light {
+		if seenAt, err = lightSeen(mount, r); err != nil {
+			return nil, err
+		}
+	}
 	if len(latest) == 0 {
+		if light {
+			return accepted, s.moveLastSeen(ctx, tx, mount, r)
+		}
 		return accepted, nil
 	}
-	query, args := upsertLatestPG(uid, accountID, latest)
+	query, args := upsertLatestPG(uid, accountID, latest, seenAt)
 	if e == nil {
 		_, err := tx.NewRaw("WITH before_event AS ("+query+") SELECT 1", args...).Exec(ctx)
 		return accepted, err

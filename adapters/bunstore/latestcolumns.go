@@ -73,8 +73,10 @@ func codesOf(entries []core.StateEntry) []core.StateCode {
 // mount's columns: the upsert answers only the rows it wrote, and a column
 // it did not write keeps the row's value, read after any concurrent report
 // that held the row (a read of mount_latest_states here could see a
-// snapshot from before that report's commit).
-func upsertLatestPG(uid, accountID string, latest []core.StateEntry) (string, []any) {
+// snapshot from before that report's commit). With seenAt (a light watch's
+// lastSeenAt, lightSeen), the same update moves lastSeenAt forward: one new
+// version of the mount's row per report instead of two.
+func upsertLatestPG(uid, accountID string, latest []core.StateEntry, seenAt int64) (string, []any) {
 	query, args := upsertLatestSQL(uid, accountID, latest)
 	query += " RETURNING code, value"
 	var sets []string
@@ -84,10 +86,19 @@ func upsertLatestPG(uid, accountID string, latest []core.StateEntry) (string, []
 				column, e.Code, column))
 		}
 	}
+	changed := "EXISTS (SELECT 1 FROM before_event)"
+	if seenAt > 0 {
+		sets = append(sets, "last_seen_at = CASE WHEN last_seen_at IS NULL OR last_seen_at < ? THEN ? ELSE last_seen_at END")
+		args = append(args, seenAt, seenAt)
+		changed += " OR last_seen_at IS NULL OR last_seen_at < ?"
+	}
 	if len(sets) == 0 {
 		return query, args
 	}
-	query += `), latest_columns AS (UPDATE mounts SET ` + strings.Join(sets, ", ") +
-		` WHERE uid = ? AND EXISTS (SELECT 1 FROM before_event)`
-	return query, append(args, uid)
+	query += `), latest_columns AS (UPDATE mounts SET ` + strings.Join(sets, ", ") + ` WHERE uid = ? AND (` + changed + `)`
+	args = append(args, uid)
+	if seenAt > 0 {
+		args = append(args, seenAt)
+	}
+	return query, args
 }

@@ -71,7 +71,7 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 			if r.Watch != nil && !light {
 				watched = &watch
 			}
-			accepted, err = s.insertStatesPG(ctx, tx, uid, accountID, entries, r, e, &mount, watched)
+			accepted, err = s.insertStatesPG(ctx, tx, uid, accountID, entries, r, e, &mount, watched, light)
 			return err
 		}
 		// SQLite. With an event to append, the mount's latest values come
@@ -173,6 +173,9 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 			return nil
 		}
 		if light {
+			if s.postgres {
+				return nil // insertStatesPG moved lastSeenAt
+			}
 			return s.moveLastSeen(ctx, tx, &mount, r)
 		}
 		var events []*core.Event
@@ -381,13 +384,22 @@ func seenSnapshot(m *mountRow, r core.ReportCheck) *mountRow {
 // report's own. A mount with a lapse to announce or announced offline gets
 // ErrFullWatch: its events need the full watch under the mount's lock.
 func (s *Store) moveLastSeen(ctx context.Context, tx bun.Tx, m *mountRow, r core.ReportCheck) error {
+	at, err := lightSeen(m, r)
+	if err != nil || at == 0 {
+		return err
+	}
+	_, err = tx.NewRaw(`UPDATE mounts SET last_seen_at = ? WHERE uid = ? AND (last_seen_at IS NULL OR last_seen_at < ?)`, at, m.UID, at).Exec(ctx)
+	return err
+}
+
+// lightSeen is moveLastSeen's decision: ErrFullWatch, or the instant to
+// move lastSeenAt to (0 when the report moves nothing).
+func lightSeen(m *mountRow, r core.ReportCheck) (int64, error) {
 	if m.OfflineAnnounced || m.LastSeenAt.Valid && m.LastSeenAt.Int64 <= millis(r.LightCut) {
-		return core.ErrFullWatch
+		return 0, core.ErrFullWatch
 	}
 	if r.SeenAt.IsZero() {
-		return nil
+		return 0, nil
 	}
-	at := millis(r.SeenAt)
-	_, err := tx.NewRaw(`UPDATE mounts SET last_seen_at = ? WHERE uid = ? AND (last_seen_at IS NULL OR last_seen_at < ?)`, at, m.UID, at).Exec(ctx)
-	return err
+	return millis(r.SeenAt), nil
 }
