@@ -26,9 +26,9 @@ type overviewReport struct {
 	P99Ms   float64           `json:"p99Ms"`
 	// Split is set when the server refused the counts in one request and
 	// each was asked on its own (the figures are then the sum).
-	Split       bool   `json:"split,omitempty"`
-	SplitReason string `json:"splitReason,omitempty"`
-	Counts map[string]int `json:"counts"`
+	Split       bool           `json:"split,omitempty"`
+	SplitReason string         `json:"splitReason,omitempty"`
+	Counts      map[string]int `json:"counts"`
 	// CountsError says what is implausible about the counts.
 	CountsError string `json:"countsError,omitempty"`
 }
