@@ -36,6 +36,8 @@ type meta struct {
 	ClientSecret string    `json:"clientSecret"`
 	SeededAt     time.Time `json:"seededAt"`
 	SeedSeconds  float64   `json:"seedSeconds"`
+	// SettleSeconds is the wait for the presence sweep after the seed.
+	SettleSeconds float64 `json:"settleSeconds"`
 }
 
 // runState is what --prepare leaves for the run proper.

@@ -78,6 +78,7 @@ type seedReport struct {
 	Migration      string    `json:"migration,omitempty"`
 	SeededAt       time.Time `json:"seededAt"`
 	SeedSeconds    float64   `json:"seedSeconds"`
+	SettleSeconds  float64   `json:"settleSeconds"`
 	RestoreSeconds float64   `json:"restoreSeconds,omitempty"`
 }
 
@@ -168,7 +169,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			return fmt.Errorf("the dump %s holds %d mounts, not --mounts %d", st.Dump, m.Mounts, cfg.Mounts)
 		}
 		rep.Seed = seedReport{Source: "dump", Dump: st.Dump, Migration: m.Migration, SeededAt: m.SeededAt,
-			SeedSeconds: m.SeedSeconds, RestoreSeconds: st.Seconds}
+			SeedSeconds: m.SeedSeconds, SettleSeconds: m.SettleSeconds, RestoreSeconds: st.Seconds}
 	} else {
 		var err error
 		if m, err = createAccount(ctx, cfg); err != nil {
@@ -185,8 +186,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		logf("seeded %d mounts in %.1f s (%.0f/s)", cfg.Mounts, m.SeedSeconds, float64(cfg.Mounts)/took.Seconds())
 		rep.Seed = seedReport{Source: "api", Dump: st.Dump, Migration: st.Migration, SeededAt: m.SeededAt, SeedSeconds: m.SeedSeconds}
 	}
-	if err := settle(ctx, cfg); err != nil {
+	settled, err := settle(ctx, cfg)
+	if err != nil {
 		return err
+	}
+	if !st.Restored {
+		m.SettleSeconds = round(settled.Seconds(), 1)
+		rep.Seed.SettleSeconds = m.SettleSeconds
 	}
 	if !st.Restored && st.Dump != "" {
 		if err := saveDump(ctx, cfg, st.Dump, m); err != nil {
@@ -235,7 +241,7 @@ func printReport(w io.Writer, cfg config, rep report) {
 	if rep.Seed.Dump != "" {
 		fmt.Fprintf(w, " %s", filepath.Base(rep.Seed.Dump))
 	}
-	fmt.Fprintf(w, "; seeded through the API in %.1f s", rep.Seed.SeedSeconds)
+	fmt.Fprintf(w, "; seeded through the API in %.1f s, settled in %.1f s", rep.Seed.SeedSeconds, rep.Seed.SettleSeconds)
 	if rep.Seed.Source == "dump" {
 		fmt.Fprintf(w, ", restored in %.1f s", rep.Seed.RestoreSeconds)
 	}

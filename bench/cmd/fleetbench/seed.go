@@ -127,10 +127,10 @@ func withRetries(ctx context.Context, call func() error) error {
 // mounts.last_seen_at and offline_announced; when it cannot (a later
 // layout), it says so and does not wait: a restored fleet was settled
 // before its dump.
-func settle(ctx context.Context, cfg config) error {
+func settle(ctx context.Context, cfg config) (time.Duration, error) {
 	db, err := openDB(cfg.DatabaseURL)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer db.Close()
 	start := time.Now()
@@ -146,21 +146,21 @@ func settle(ctx context.Context, cfg config) error {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d mounts still not announced OFFLINE after %s: is MOUNTD_OFFLINE_AFTER %s, as --offline-after says?",
+			return 0, fmt.Errorf("%d mounts still not announced OFFLINE after %s: is MOUNTD_OFFLINE_AFTER %s, as --offline-after says?",
 				pending, time.Since(start).Round(time.Second), cfg.OfflineAfter)
 		}
 		logf("waiting for the presence sweep: %d mounts not announced OFFLINE yet", pending)
 		select {
 		case <-time.After(10 * time.Second):
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
 	}
 	t0 := time.Now()
 	if _, err := db.ExecContext(ctx, "VACUUM (ANALYZE)"); err != nil {
-		return fmt.Errorf("vacuum: %w", err)
+		return 0, fmt.Errorf("vacuum: %w", err)
 	}
 	logf("settled: every mount OFFLINE and announced (waited %s), VACUUM (ANALYZE) in %s",
 		t0.Sub(start).Round(time.Second), time.Since(t0).Round(100*time.Millisecond))
-	return nil
+	return time.Since(start), nil
 }
