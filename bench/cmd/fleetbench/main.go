@@ -42,6 +42,7 @@ type config struct {
 	CacheDir          string
 	Dump              string
 	Reseed            bool
+	Vacuum            bool
 	Mounts            int
 	SeedClients       int
 	OfflineAfter      time.Duration
@@ -114,6 +115,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.CacheDir, "cache", defaultCacheDir(), "where the seeded fleets' dumps are kept ($FLEETBENCH_CACHE)")
 	fs.StringVar(&c.Dump, "dump", "", "restore this dump instead of the one named by the fleet's size and mountd's newest migration (an A/B of two builds on the same fleet)")
 	fs.BoolVar(&c.Reseed, "reseed", false, "seed through the API even when a dump exists, and replace it")
+	fs.BoolVar(&c.Vacuum, "vacuum", true, "VACUUM (ANALYZE) the database before measuring (false: measure a restored dump as pg_restore leaves it, without statistics or visibility map)")
 	fs.IntVar(&c.Mounts, "mounts", 100_000, "mounts in the fleet")
 	fs.IntVar(&c.SeedClients, "seed-clients", 16, "concurrent onboardings while seeding")
 	fs.DurationVar(&c.OfflineAfter, "offline-after", time.Minute, "mountd's MOUNTD_OFFLINE_AFTER (run.sh sets both)")
