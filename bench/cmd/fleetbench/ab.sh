@@ -14,6 +14,7 @@ shift 2
 HERE=$(dirname "$0")
 RUNS=${RUNS:-3}
 OUT=${OUT:-$(mktemp -d /tmp/fleet-ab-XXXXXX)}
+mkdir -p "$OUT"
 export BENCH_DIR=${BENCH_DIR:-$OUT/bench}
 log() { echo "ab.sh: $*" >&2; }
 
