@@ -4,12 +4,15 @@
 # them on a free loopback port, and run the tool against it with
 # --base URL --database-url URL and the tool's own arguments.
 #
-#   serve.sh [--pid] [--mountsim] [--mountd-env NAME=VALUE]... TOOL [ARG]...
+#   serve.sh [--pid] [--mountsim] [--prepare] [--mountd-env NAME=VALUE]... TOOL [ARG]...
 #
 # --pid gives the tool --pid with mountd's pid (for its peak RSS); --mountsim
 # builds mountsim too and gives the tool --mountsim with its path;
+# --prepare runs the tool once with --prepare (and its arguments) on the
+# empty database before mountd starts (fleetbench restores its fleet);
 # --mountd-env adds to mountd's environment. BENCH_DIR (default /tmp/bench)
-# holds the binaries and mountd's log, mountd-TOOL.log.
+# holds the binaries and mountd's log, mountd-TOOL.log. SERVE_MOUNTD=path
+# serves that mountd binary instead of building one (an A/B of two builds).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +23,7 @@ if [ -z "${SERVE_UNDER_SERVICES:-}" ]; then
   with_mountsim=""
   while [ $# -gt 0 ]; do
     case $1 in
-      --pid) shift ;;
+      --pid|--prepare) shift ;;
       --mountsim) with_mountsim=1; shift ;;
       --mountd-env) shift 2 ;;
       *) break ;;
@@ -28,7 +31,11 @@ if [ -z "${SERVE_UNDER_SERVICES:-}" ]; then
   done
   tool=$1
   mkdir -p "$BENCH_DIR"
-  (cd "$ROOT" && go build -o "$BENCH_DIR/mountd" ./cmd/mountd)
+  if [ -n "${SERVE_MOUNTD:-}" ]; then
+    cp "$SERVE_MOUNTD" "$BENCH_DIR/mountd"
+  else
+    (cd "$ROOT" && go build -o "$BENCH_DIR/mountd" ./cmd/mountd)
+  fi
   if [ -n "$with_mountsim" ]; then (cd "$ROOT" && go build -o "$BENCH_DIR/mountsim" ./cmd/mountsim); fi
   (cd "$ROOT/bench" && go build -o "$BENCH_DIR/$tool" "./cmd/$tool")
   export SERVE_UNDER_SERVICES=1 BENCH_DIR
@@ -40,6 +47,7 @@ mountd_env=()
 while [ $# -gt 0 ]; do
   case $1 in
     --pid) pass_pid=1; shift ;;
+    --prepare) prepare=1; shift ;;
     --mountsim) tool_flags+=(--mountsim "$BENCH_DIR/mountsim"); shift ;;
     --mountd-env) mountd_env+=("$2"); shift 2 ;;
     *) break ;;
@@ -61,9 +69,15 @@ stop_server() {
 }
 trap stop_server EXIT
 
+MASTER_KEY=$(printf 'ab%.0s' $(seq 32))
+if [ -n "${prepare:-}" ]; then
+  MOUNTD_DATA_DIR="$DATA" MOUNTD_MASTER_KEY="$MASTER_KEY" MOUNTD_DATABASE_URL="$MOUNTD_TEST_DATABASE_URL" \
+    "$BENCH_DIR/$tool" --prepare --database-url "$MOUNTD_TEST_DATABASE_URL" "$@"
+fi
+
 env MOUNTD_DATABASE_URL="$MOUNTD_TEST_DATABASE_URL" MOUNTD_REDIS_URL="$MOUNTD_TEST_REDIS_URL" \
   MOUNTD_LISTEN="127.0.0.1:$PORT" MOUNTD_DATA_DIR="$DATA" MOUNTD_LOG_LEVEL=warn \
-  MOUNTD_MASTER_KEY="$(printf 'ab%.0s' $(seq 32))" "${mountd_env[@]}" \
+  MOUNTD_MASTER_KEY="$MASTER_KEY" "${mountd_env[@]}" \
   "$BENCH_DIR/mountd" serve >"$SERVER_LOG" 2>&1 &
 MOUNTD_PID=$!
 BASE="http://127.0.0.1:$PORT"
@@ -75,5 +89,5 @@ done
 if [ -n "${pass_pid:-}" ]; then tool_flags+=(--pid "$MOUNTD_PID"); fi
 # The tool may run mountd's admin commands on the same data (rolloutbench:
 # firmware publish): it gets mountd's data directory, key and database.
-MOUNTD_DATA_DIR="$DATA" MOUNTD_MASTER_KEY="$(printf 'ab%.0s' $(seq 32))" MOUNTD_DATABASE_URL="$MOUNTD_TEST_DATABASE_URL" \
+MOUNTD_DATA_DIR="$DATA" MOUNTD_MASTER_KEY="$MASTER_KEY" MOUNTD_DATABASE_URL="$MOUNTD_TEST_DATABASE_URL" \
   "$BENCH_DIR/$tool" --base "$BASE" --database-url "$MOUNTD_TEST_DATABASE_URL" "${tool_flags[@]}" "$@"

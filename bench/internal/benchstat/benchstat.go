@@ -20,6 +20,7 @@ type Latency struct {
 	Mean  float64 `json:"meanMs"`
 	P50   float64 `json:"p50Ms"`
 	P90   float64 `json:"p90Ms"`
+	P95   float64 `json:"p95Ms"`
 	P99   float64 `json:"p99Ms"`
 	P999  float64 `json:"p999Ms"`
 	Max   float64 `json:"maxMs"`
@@ -37,7 +38,7 @@ func Summarize[T ~int64](ns []T) Latency {
 		sum += float64(v)
 	}
 	return Latency{Count: len(ns), Min: ms(float64(ns[0])), Mean: ms(sum / float64(len(ns))),
-		P50: ms(float64(Percentile(ns, 0.50))), P90: ms(float64(Percentile(ns, 0.90))),
+		P50: ms(float64(Percentile(ns, 0.50))), P90: ms(float64(Percentile(ns, 0.90))), P95: ms(float64(Percentile(ns, 0.95))),
 		P99: ms(float64(Percentile(ns, 0.99))), P999: ms(float64(Percentile(ns, 0.999))),
 		Max: ms(float64(ns[len(ns)-1]))}
 }
