@@ -53,6 +53,7 @@ type config struct {
 	payloadBytes             int
 	query                    string
 	distinct                 bool
+	distinctSelections       bool
 	jsonOut                  string
 	targetP99Ms, targetIdleK float64
 	loadMax                  float64
@@ -91,7 +92,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.mqttPid, "mqtt-pid", 0, "pid of the MQTT broker for its memory (0: the process named mosquitto, if any)")
 	fs.IntVar(&c.payloadBytes, "payload-bytes", 600, "broker payload size when mountd is not measured (otherwise mountd's own `next` message)")
 	fs.StringVar(&c.query, "query", defaultQuery, "subscription document; its first occurredAt must be states[0].occurredAt")
-	fs.BoolVar(&c.distinct, "distinct", false, "give every subscriber its own operation text (a comment), so mountd cannot share executions: the worst case")
+	fs.BoolVar(&c.distinct, "distinct", false, "give every subscriber its own operation text (a comment): mountd shares one execution per selection, so they still share")
+	fs.BoolVar(&c.distinctSelections, "distinct-selections", false, "give every subscriber a selection of its own (an aliased __typename), so mountd cannot share executions: the worst case")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.Float64Var(&c.loadMax, "load-max", 0, "before each system, wait until the 1-min load average is below this and the CPUs are ≥ 75% idle over 2s (0: do not wait)")
 	fs.DurationVar(&c.loadWait, "load-wait", 10*time.Minute, "longest wait for --load-max, in 10s steps; then measure anyway")
@@ -224,22 +226,25 @@ type Ratio struct {
 
 // Result is the whole run.
 type Result struct {
-	Label        string    `json:"label,omitempty"`
-	Started      time.Time `json:"started"`
-	Host         string    `json:"host"`
-	CPUs         int       `json:"cpus"`
-	Subscribers  int       `json:"subscribers"`
-	Reports      int       `json:"reports"`
-	Interval     string    `json:"interval"`
-	Query        string    `json:"query"`
-	LoadAtStart  string    `json:"loadAtStart"`
-	LoadAtEnd    string    `json:"loadAtEnd"`
-	Phases       []Phase   `json:"phases"`
-	Ratios       []Ratio   `json:"ratios"`
-	MeetsP99     *bool     `json:"meetsP99Target,omitempty"`
-	MeetsMemory  *bool     `json:"meetsMemoryTarget,omitempty"`
-	TargetP99Ms  float64   `json:"targetP99Ms"`
-	TargetIdleKB float64   `json:"targetIdleKiB"`
+	Label       string    `json:"label,omitempty"`
+	Started     time.Time `json:"started"`
+	Host        string    `json:"host"`
+	CPUs        int       `json:"cpus"`
+	Subscribers int       `json:"subscribers"`
+	Reports     int       `json:"reports"`
+	Interval    string    `json:"interval"`
+	Query       string    `json:"query"`
+	// Operations says how the subscribers' operations differ: "shared"
+	// (all equal), "distinct texts" (--distinct), "distinct selections".
+	Operations   string  `json:"operations"`
+	LoadAtStart  string  `json:"loadAtStart"`
+	LoadAtEnd    string  `json:"loadAtEnd"`
+	Phases       []Phase `json:"phases"`
+	Ratios       []Ratio `json:"ratios"`
+	MeetsP99     *bool   `json:"meetsP99Target,omitempty"`
+	MeetsMemory  *bool   `json:"meetsMemoryTarget,omitempty"`
+	TargetP99Ms  float64 `json:"targetP99Ms"`
+	TargetIdleKB float64 `json:"targetIdleKiB"`
 }
 
 func main() {
@@ -277,10 +282,21 @@ func logf(w io.Writer, format string, args ...any) {
 // above) is a valid, unique, non-future occurredAt for mountd.
 func keyBase() int64 { return time.Now().Add(-2 * time.Minute).Truncate(time.Second).UnixMilli() }
 
+// operations names how the subscribers' operations differ.
+func (c config) operations() string {
+	switch {
+	case c.distinctSelections:
+		return "distinct selections"
+	case c.distinct:
+		return "distinct texts"
+	}
+	return "shared"
+}
+
 func run(ctx context.Context, cfg config, out io.Writer) (*Result, error) {
 	host, _ := os.Hostname()
 	res := &Result{Label: cfg.label, Started: time.Now().UTC(), Host: host, CPUs: cpuCount(),
-		Subscribers: cfg.subscribers, Reports: cfg.reports, Interval: cfg.interval.String(), Query: cfg.query,
+		Subscribers: cfg.subscribers, Reports: cfg.reports, Interval: cfg.interval.String(), Query: cfg.query, Operations: cfg.operations(),
 		LoadAtStart: loadAvg(), TargetP99Ms: cfg.targetP99Ms, TargetIdleKB: cfg.targetIdleK}
 	logf(out, "fanoutbench: %d subscribers, %d messages every %s; load average %s; %d CPUs",
 		cfg.subscribers, cfg.reports, cfg.interval, res.LoadAtStart, res.CPUs)
@@ -313,7 +329,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*Result, error) {
 		if err := api.createMount(ctx); err != nil {
 			return res, err
 		}
-		ws = newWSSystem(api, cfg.query, cfg.concurrency, cfg.distinct)
+		ws = newWSSystem(api, cfg.query, cfg.concurrency, cfg.distinct, cfg.distinctSelections)
 		// Warm-up: one subscription and one event, so the server's lazy
 		// start-up (schema, query cache, pools) is not counted per subscriber.
 		raw, err := ws.captureTemplate(ctx, keyBase()-60_000)

@@ -21,6 +21,8 @@
 #   PERF=1       also record mountd with `perf record -g` (skews the figures; for
 #                finding where the time goes, not for the numbers)
 #   EXTRA        more fanoutbench flags
+#   MOUNTD       a mountd binary to measure instead of building this tree's
+#                (an A/B: the base commit built into /tmp, then this one)
 #
 # The NATS server (127.0.0.1:4222) and Mosquitto (127.0.0.1:1883) must be
 # running; this script only checks that they answer.
@@ -52,7 +54,12 @@ else
   export BIN
   trap 'rm -rf "$BIN"' EXIT
   log "building into $BIN"
-  (cd "$ROOT" && go build -o "$BIN/mountd" ./cmd/mountd && cd bench && go build -o "$BIN/fanoutbench" ./cmd/fanoutbench)
+  if [ -n "${MOUNTD:-}" ]; then
+    cp "$MOUNTD" "$BIN/mountd"
+  else
+    (cd "$ROOT" && go build -o "$BIN/mountd" ./cmd/mountd)
+  fi
+  (cd "$ROOT/bench" && go build -o "$BIN/fanoutbench" ./cmd/fanoutbench)
 fi
 
 # 1000 sockets at each end of the loopback, plus files: raise the soft limit.
