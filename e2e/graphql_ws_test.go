@@ -750,6 +750,46 @@ func TestSharedSubscriptionsKeepRights(t *testing.T) {
 	restricted.Quiet(300 * time.Millisecond)
 }
 
+// Subscriptions share one execution per selection, not per text: two
+// dashboards of one account whose texts differ only in a comment share it
+// (and the same bytes), the same text from another account never does,
+// and neither account sees the other's events.
+func TestSharedSubscriptionsPerSelection(t *testing.T) {
+	in := start(t, testConfig(t.TempDir(), ""))
+	a, b := newFleet(in, "A"), newFleet(in, "B")
+	ma, mb := uniqueUID("SA"), uniqueUID("SB")
+	a.associated(t, ma)
+	b.associated(t, mb)
+	a1, a2, b1 := in.wsReady(t, a.token), in.wsReady(t, a.token), in.wsReady(t, b.token)
+	a1.Subscribe("1", stateSubscription, map[string]any{"uid": ma})
+	a2.Subscribe("1", "# the second dashboard\n"+stateSubscription, map[string]any{"uid": ma})
+	b1.Subscribe("1", "# the second dashboard\n"+stateSubscription, map[string]any{"uid": mb})
+	prime(t, a, ma, sub{a1, "1", "mountStateChanged"}, sub{a2, "1", "mountStateChanged"})
+	prime(t, b, mb, sub{b1, "1", "mountStateChanged"})
+	for name, want := range map[string]float64{
+		"mountd_graphql_ws_shared_executions":  2,
+		"mountd_graphql_ws_shared_subscribers": 3,
+	} {
+		if got := in.metric(t, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+
+	a.report(t, ma, entry("BATTERY_LEVEL", "12", time.Now()))
+	b.report(t, mb, entry("BATTERY_LEVEL", "77", time.Now()))
+	for _, c := range []*wsprototest.Client{a1, a2} {
+		if e := nextData[stateEvent](t, c, "1", "mountStateChanged"); e.UID != ma {
+			t.Fatalf("A's dashboard got %+v; want %s", e, ma)
+		}
+	}
+	if e := nextData[stateEvent](t, b1, "1", "mountStateChanged"); e.UID != mb {
+		t.Fatalf("B's dashboard got %+v; want %s", e, mb)
+	}
+	for _, c := range []*wsprototest.Client{a1, a2, b1} {
+		c.Quiet(300 * time.Millisecond)
+	}
+}
+
 // An idle subscription of its own (no shared execution) holds one goroutine
 // on the server, the event log's stream, which also produces its results:
 // none waits in the operation (wsproto.Pull), so that 1,000 distinct
@@ -774,8 +814,9 @@ func TestSubscriberIdleGoroutines(t *testing.T) {
 	subs := []sub{{c, "s0", "mountStateChanged"}}
 	for i := range more {
 		id := fmt.Sprintf("s%d", i+1)
-		// A comment of its own: equal operations would share an execution.
-		c.Subscribe(id, fmt.Sprintf("# %s\n%s", id, stateSubscription), map[string]any{"uid": uid})
+		// A field of its own: equal selections would share an execution.
+		own := strings.Replace(stateSubscription, "uid occurredAt", id+": __typename uid occurredAt", 1)
+		c.Subscribe(id, own, map[string]any{"uid": uid})
 		subs = append(subs, sub{c, id, "mountStateChanged"})
 	}
 	prime(t, a, uid, subs...)

@@ -235,7 +235,7 @@ type Result struct {
 	Interval    string    `json:"interval"`
 	Query       string    `json:"query"`
 	// Operations says how the subscribers' operations differ: "shared"
-	// (all equal), "distinct texts" (--distinct), "distinct selections".
+	// (all equal), "distinct-texts" (--distinct), "distinct-selections".
 	Operations   string  `json:"operations"`
 	LoadAtStart  string  `json:"loadAtStart"`
 	LoadAtEnd    string  `json:"loadAtEnd"`
@@ -286,9 +286,9 @@ func keyBase() int64 { return time.Now().Add(-2 * time.Minute).Truncate(time.Sec
 func (c config) operations() string {
 	switch {
 	case c.distinctSelections:
-		return "distinct selections"
+		return "distinct-selections"
 	case c.distinct:
-		return "distinct texts"
+		return "distinct-texts"
 	}
 	return "shared"
 }
