@@ -60,8 +60,8 @@ func (r *Resolver) shareKey(ctx context.Context, op *graphql.OperationContext) (
 		return "", err
 	}
 	key, err := json.Marshal(struct {
-		Account       string
-		Grant         core.Grant
+		Account   string
+		Grant     core.Grant
 		Selection string
 		Variables map[string]any
 	}{p.AccountID, p.Grant, selection(op), op.Variables})
