@@ -42,6 +42,7 @@ type config struct {
 	masterKey                string
 	clientID, clientSecret   string
 	mountdPid                int
+	gcURL                    string
 	label                    string
 	subscribers, reports     int
 	interval, drain, settle  time.Duration
@@ -76,6 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.clientID, "client-id", "", "client id of an existing account (instead of --mountd-bin)")
 	fs.StringVar(&c.clientSecret, "client-secret", "", "its client secret")
 	fs.IntVar(&c.mountdPid, "mountd-pid", 0, "pid of the mountd process, for VmRSS and CPU time (0: memory not measured)")
+	fs.StringVar(&c.gcURL, "gc-url", "", "GET before each memory reading of mountd so that it counts only what is live (a build with -tags pprof: http://MOUNTD_PPROF_LISTEN/debug/freeosmemory)")
 	fs.StringVar(&c.label, "label", "", "name of the server configuration, for the report (embedded, postgres+redis)")
 	fs.IntVar(&c.subscribers, "subscribers", 1000, "concurrent subscribers, one socket each (1..20000)")
 	fs.IntVar(&c.reports, "reports", 200, "measured messages (state reports), sent one at a time (1..10000)")
@@ -416,8 +418,17 @@ func measure(ctx context.Context, cfg config, sys system, pid int, metricsURL st
 	gauges := []string{"go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines",
 		"go_memstats_sys_bytes", "go_memstats_heap_objects", "process_resident_memory_bytes"}
 	var before map[string]float64
+	collect := func() {
+		if cfg.gcURL == "" || metricsURL == "" { // only mountd has both
+			return
+		}
+		if resp, err := metricsClient.Get(cfg.gcURL); err == nil {
+			resp.Body.Close()
+		}
+	}
 	if pid > 0 {
 		ph.Memory = &Memory{Pid: pid}
+		collect()
 		if metricsURL != "" {
 			before, _ = promSample(ctx, metricsClient, metricsURL, gauges...)
 		}
@@ -460,6 +471,7 @@ func measure(ctx context.Context, cfg config, sys system, pid int, metricsURL st
 		return ph, err
 	}
 	if ph.Memory != nil {
+		collect()
 		rss, err := rssBytes(pid)
 		if err != nil {
 			return ph, err
