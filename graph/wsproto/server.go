@@ -1,11 +1,13 @@
 package wsproto
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -67,7 +69,7 @@ func (t Transport) acceptOptions() websocket.AcceptOptions {
 // A writer goroutine exists only while messages wait to be written.
 func (t Transport) serve(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	opts := t.acceptOptions()
-	ws, err := websocket.Accept(w, r, &opts)
+	ws, err := websocket.Accept(smallBuffers{w}, r, &opts)
 	if err != nil {
 		return // Accept answered the request (403 for a refused origin)
 	}
@@ -98,6 +100,28 @@ func (t Transport) serve(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	})
 	s.mu.Unlock()
 	go s.read(cancel)
+}
+
+// Buffer sizes of a socket: coder/websocket keeps the hijacked
+// connection's reader and writer for the socket's life, and net/http's are
+// 4 KiB each, as much as the rest of an idle socket. Client messages are
+// small (a larger frame is read past the buffer); a next message up to
+// socketWriteBuffer bytes still leaves in one write.
+const (
+	socketReadBuffer  = 512
+	socketWriteBuffer = 2048
+)
+
+// smallBuffers gives coder/websocket smaller buffers than net/http's when
+// it hijacks the connection.
+type smallBuffers struct{ http.ResponseWriter }
+
+func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil || brw.Reader.Buffered() > 0 {
+		return c, brw, err // bytes the client sent early stay where they are
+	}
+	return c, bufio.NewReadWriter(bufio.NewReaderSize(c, socketReadBuffer), bufio.NewWriterSize(c, socketWriteBuffer)), nil
 }
 
 // read reads the socket until the connection ends, then winds the session
