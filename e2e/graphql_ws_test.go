@@ -723,16 +723,12 @@ func TestSharedSubscriptionsKeepRights(t *testing.T) {
 	}
 	prime(t, rider, m1, sub{owner1, "all", "mountEvents"}, sub{owner2, "all", "mountEvents"}, sub{restricted, "all", "mountEvents"})
 	// The two owners share one execution, the restricted token has its own.
-	for name, want := range map[string]float64{
+	wantMetrics(t, in, map[string]float64{
 		"mountd_graphql_ws_connections":        3,
 		"mountd_graphql_ws_shared_executions":  2,
 		"mountd_graphql_ws_shared_subscribers": 3,
 		"mountd_graphql_ws_slow_closes_total":  0,
-	} {
-		if got := in.metric(t, name); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
-		}
-	}
+	})
 
 	a.report(t, m2, entry("BATTERY_LEVEL", "12", time.Now()))
 	a.report(t, m1, entry("BATTERY_LEVEL", "77", time.Now()))
@@ -748,6 +744,16 @@ func TestSharedSubscriptionsKeepRights(t *testing.T) {
 		t.Fatalf("restricted token's event %+v; want only %s", e, m1)
 	}
 	restricted.Quiet(300 * time.Millisecond)
+}
+
+// wantMetrics checks gauges of the instance's /metrics.
+func wantMetrics(t *testing.T, in *instance, want map[string]float64) {
+	t.Helper()
+	for name, w := range want {
+		if got := in.metric(t, name); got != w {
+			t.Errorf("%s = %v, want %v", name, got, w)
+		}
+	}
 }
 
 // Subscriptions share one execution per selection, not per text: two
@@ -766,14 +772,10 @@ func TestSharedSubscriptionsPerSelection(t *testing.T) {
 	b1.Subscribe("1", "# the second dashboard\n"+stateSubscription, map[string]any{"uid": mb})
 	prime(t, a, ma, sub{a1, "1", "mountStateChanged"}, sub{a2, "1", "mountStateChanged"})
 	prime(t, b, mb, sub{b1, "1", "mountStateChanged"})
-	for name, want := range map[string]float64{
+	wantMetrics(t, in, map[string]float64{
 		"mountd_graphql_ws_shared_executions":  2,
 		"mountd_graphql_ws_shared_subscribers": 3,
-	} {
-		if got := in.metric(t, name); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
-		}
-	}
+	})
 
 	a.report(t, ma, entry("BATTERY_LEVEL", "12", time.Now()))
 	b.report(t, mb, entry("BATTERY_LEVEL", "77", time.Now()))
