@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The performance regression check (`make bench-check`): runs the ingest,
 # GET and onboarding scenarios of mountbench and the fan-out benchmark
-# briefly, RUNS times (default 3), each on its own throw-away PostgreSQL and
+# (subscribers with equal operations, and with operations whose texts
+# differ) briefly, RUNS times (default 3), each on its own throw-away PostgreSQL and
 # Redis, then bench/cmd/benchcheck compares the median of every ratio with
 # the one recorded in bench/baseline.txt and fails when one fell more than
 # 20 % below it. A ratio is the figure over a baseline measured in the same
@@ -10,7 +11,7 @@
 # Environment: RUNS, OUT (results; default a new /tmp/bench-check-XXXXXX),
 # DURATION (each measured phase, default 6s; ingest and onboarding split it
 # into six rounds alternating with their baselines). Needs NATS and Mosquitto on
-# their usual ports, like bench/cmd/fanoutbench/run.sh. About 5 minutes.
+# their usual ports, like bench/cmd/fanoutbench/run.sh. About 7 minutes.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,9 +30,13 @@ for i in $(seq 1 "$RUNS"); do
     "$ROOT/bench/cmd/mountbench/run.sh" --scenario ingest,get,onboard --clients 16 --onboard-clients 32 --rounds 6 \
     --duration "$DURATION" --warmup 1s --json >"$OUT/mountbench-$i.json" 2>"$OUT/mountbench-$i.log" \
     || { log "mountbench failed:"; tail -20 "$OUT/mountbench-$i.log" >&2; exit 1; }
-  log "run $i of $RUNS: fan-out, 200 subscribers, mountd against Mosquitto"
-  OUT="$OUT/fanout-$i" BACKENDS=postgres+redis SUBSCRIBERS=200 REPORTS=100 SYSTEMS=mountd,mqtt LOAD_MAX=0 \
-    EXTRA="--drain 3s --settle 1s --retries 0" "$ROOT/bench/cmd/fanoutbench/run.sh" >"$OUT/fanout-$i.log" 2>&1 \
-    || { log "fanoutbench failed:"; tail -20 "$OUT/fanout-$i.log" >&2; exit 1; }
+  for ops in shared distinct; do
+    log "run $i of $RUNS: fan-out, 200 subscribers ($ops operations), mountd against Mosquitto"
+    extra="--drain 3s --settle 1s --retries 0"
+    [ "$ops" = distinct ] && extra="$extra --distinct"
+    OUT="$OUT/fanout-$ops-$i" BACKENDS=postgres+redis SUBSCRIBERS=200 REPORTS=100 SYSTEMS=mountd,mqtt LOAD_MAX=0 \
+      MOUNTD="$OUT/bin/mountd" EXTRA="$extra" "$ROOT/bench/cmd/fanoutbench/run.sh" >"$OUT/fanout-$ops-$i.log" 2>&1 \
+      || { log "fanoutbench failed:"; tail -20 "$OUT/fanout-$ops-$i.log" >&2; exit 1; }
+  done
 done
 "$OUT/bin/benchcheck" --baseline "$ROOT/bench/baseline.txt" "$OUT"/mountbench-*.json "$OUT"/fanout-*/result-*.json

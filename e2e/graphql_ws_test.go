@@ -723,16 +723,12 @@ func TestSharedSubscriptionsKeepRights(t *testing.T) {
 	}
 	prime(t, rider, m1, sub{owner1, "all", "mountEvents"}, sub{owner2, "all", "mountEvents"}, sub{restricted, "all", "mountEvents"})
 	// The two owners share one execution, the restricted token has its own.
-	for name, want := range map[string]float64{
+	wantMetrics(t, in, map[string]float64{
 		"mountd_graphql_ws_connections":        3,
 		"mountd_graphql_ws_shared_executions":  2,
 		"mountd_graphql_ws_shared_subscribers": 3,
 		"mountd_graphql_ws_slow_closes_total":  0,
-	} {
-		if got := in.metric(t, name); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
-		}
-	}
+	})
 
 	a.report(t, m2, entry("BATTERY_LEVEL", "12", time.Now()))
 	a.report(t, m1, entry("BATTERY_LEVEL", "77", time.Now()))
@@ -748,6 +744,52 @@ func TestSharedSubscriptionsKeepRights(t *testing.T) {
 		t.Fatalf("restricted token's event %+v; want only %s", e, m1)
 	}
 	restricted.Quiet(300 * time.Millisecond)
+}
+
+// wantMetrics checks gauges of the instance's /metrics.
+func wantMetrics(t *testing.T, in *instance, want map[string]float64) {
+	t.Helper()
+	for name, w := range want {
+		if got := in.metric(t, name); got != w {
+			t.Errorf("%s = %v, want %v", name, got, w)
+		}
+	}
+}
+
+// Subscriptions share one execution per selection, not per text: two
+// dashboards of one account whose texts differ only in a comment share it
+// (and the same bytes), the same text from another account never does,
+// and neither account sees the other's events.
+func TestSharedSubscriptionsPerSelection(t *testing.T) {
+	in := start(t, testConfig(t.TempDir(), ""))
+	a, b := newFleet(in, "A"), newFleet(in, "B")
+	ma, mb := uniqueUID("SA"), uniqueUID("SB")
+	a.associated(t, ma)
+	b.associated(t, mb)
+	a1, a2, b1 := in.wsReady(t, a.token), in.wsReady(t, a.token), in.wsReady(t, b.token)
+	a1.Subscribe("1", stateSubscription, map[string]any{"uid": ma})
+	a2.Subscribe("1", "# the second dashboard\n"+stateSubscription, map[string]any{"uid": ma})
+	b1.Subscribe("1", "# the second dashboard\n"+stateSubscription, map[string]any{"uid": mb})
+	prime(t, a, ma, sub{a1, "1", "mountStateChanged"}, sub{a2, "1", "mountStateChanged"})
+	prime(t, b, mb, sub{b1, "1", "mountStateChanged"})
+	wantMetrics(t, in, map[string]float64{
+		"mountd_graphql_ws_shared_executions":  2,
+		"mountd_graphql_ws_shared_subscribers": 3,
+	})
+
+	a.report(t, ma, entry("BATTERY_LEVEL", "12", time.Now()))
+	b.report(t, mb, entry("BATTERY_LEVEL", "77", time.Now()))
+	for _, c := range []*wsprototest.Client{a1, a2} {
+		if e := nextData[stateEvent](t, c, "1", "mountStateChanged"); e.UID != ma {
+			t.Fatalf("A's dashboard got %+v; want %s", e, ma)
+		}
+	}
+	if e := nextData[stateEvent](t, b1, "1", "mountStateChanged"); e.UID != mb {
+		t.Fatalf("B's dashboard got %+v; want %s", e, mb)
+	}
+	for _, c := range []*wsprototest.Client{a1, a2, b1} {
+		c.Quiet(300 * time.Millisecond)
+	}
 }
 
 // An idle subscription of its own (no shared execution) holds one goroutine
@@ -774,8 +816,9 @@ func TestSubscriberIdleGoroutines(t *testing.T) {
 	subs := []sub{{c, "s0", "mountStateChanged"}}
 	for i := range more {
 		id := fmt.Sprintf("s%d", i+1)
-		// A comment of its own: equal operations would share an execution.
-		c.Subscribe(id, fmt.Sprintf("# %s\n%s", id, stateSubscription), map[string]any{"uid": uid})
+		// A field of its own: equal selections would share an execution.
+		own := strings.Replace(stateSubscription, "uid occurredAt", id+": __typename uid occurredAt", 1)
+		c.Subscribe(id, own, map[string]any{"uid": uid})
 		subs = append(subs, sub{c, id, "mountStateChanged"})
 	}
 	prime(t, a, uid, subs...)

@@ -3,15 +3,17 @@ package graph
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/formatter"
 
 	"github.com/mountd/mountd/core"
 )
 
 // shareKey lets sockets with equal event subscriptions share one execution
 // (wsproto.Sharing): the key holds everything the results depend on, the
-// account and the grant (which mounts the token may see), the operation
+// account and the grant (which mounts the token may see), the selection
 // and its variables. Every subscriber's rights are checked here, as the
 // resolver would, because a socket joining a running execution does not run
 // the resolver itself. Anything else runs per socket ("").
@@ -58,14 +60,26 @@ func (r *Resolver) shareKey(ctx context.Context, op *graphql.OperationContext) (
 		return "", err
 	}
 	key, err := json.Marshal(struct {
-		Account       string
-		Grant         core.Grant
-		Query         string
-		OperationName string
-		Variables     map[string]any
-	}{p.AccountID, p.Grant, op.RawQuery, op.OperationName, op.Variables})
+		Account   string
+		Grant     core.Grant
+		Selection string
+		Variables map[string]any
+	}{p.AccountID, p.Grant, selection(op), op.Variables})
 	if err != nil {
 		return "", nil
 	}
 	return string(key), nil
+}
+
+// selection is the operation as the executor sees it: the document
+// formatted without its comments and layout, and the operation run. Texts
+// that differ only there (each dashboard's own comment, its indentation)
+// produce the same results, so they share one execution and one encoding
+// of each event; aliases, fields, fragments and directives stay in.
+func selection(op *graphql.OperationContext) string {
+	var b strings.Builder
+	formatter.NewFormatter(&b, formatter.WithCompacted()).FormatQueryDocument(op.Doc)
+	b.WriteString("\x00")
+	b.WriteString(op.Operation.Name)
+	return b.String()
 }

@@ -1,11 +1,13 @@
 package wsproto
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -60,12 +62,14 @@ func (t Transport) acceptOptions() websocket.AcceptOptions {
 	return opts
 }
 
-// serve runs one graphql-transport-ws connection. The calling goroutine
-// reads; a writer goroutine exists only while messages wait to be written,
-// so an idle socket costs one goroutine here (and none in coder/websocket).
+// serve accepts one graphql-transport-ws connection and returns: a
+// goroutine of its own reads the socket, so that an idle socket does not
+// keep the request's goroutine, whose stack holds every HTTP middleware
+// below the handler (16 KiB a socket, as much as the rest of its state).
+// A writer goroutine exists only while messages wait to be written.
 func (t Transport) serve(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	opts := t.acceptOptions()
-	ws, err := websocket.Accept(w, r, &opts)
+	ws, err := websocket.Accept(smallBuffers{w}, r, &opts)
 	if err != nil {
 		return // Accept answered the request (403 for a refused origin)
 	}
@@ -74,15 +78,13 @@ func (t Transport) serve(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		limit = *t.PayloadReadLimit
 	}
 	ws.SetReadLimit(limit)
-	ctx, cancel := context.WithCancel(r.Context())
+	// The request's context ends when this handler returns; the
+	// connection's ends with the socket.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	s := &session{t: t, exec: exec, ws: ws, header: r.Header, ctx: ctx, ops: map[string]*op{}}
 	if t.Stats != nil {
 		t.Stats.connections.Add(1)
 		t.Stats.track(s)
-		defer func() {
-			t.Stats.untrack(s)
-			t.Stats.connections.Add(-1)
-		}()
 	}
 	initTimeout := t.InitTimeout
 	if initTimeout <= 0 {
@@ -97,14 +99,55 @@ func (t Transport) serve(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 		}
 	})
 	s.mu.Unlock()
+	go s.read(cancel)
+}
+
+// Buffer sizes of a socket: coder/websocket keeps the hijacked
+// connection's reader and writer for the socket's life, and net/http's are
+// 4 KiB each, as much as the rest of an idle socket. Client messages are
+// small (a larger frame is read past the buffer); a next message up to
+// socketWriteBuffer bytes still leaves in one write.
+const (
+	socketReadBuffer  = 512
+	socketWriteBuffer = 2048
+)
+
+// smallBuffers gives coder/websocket smaller buffers than net/http's when
+// it hijacks the connection.
+type smallBuffers struct{ http.ResponseWriter }
+
+func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil || brw.Reader.Buffered() > 0 {
+		return c, brw, err // bytes the client sent early stay where they are
+	}
+	return c, bufio.NewReadWriter(bufio.NewReaderSize(c, socketReadBuffer), bufio.NewWriterSize(c, socketWriteBuffer)), nil
+}
+
+// read reads the socket until the connection ends, then winds the session
+// down. Once the socket is closing, reading goes on until the close
+// handshake ends the connection; receive ignores what arrives meanwhile.
+func (s *session) read(cancel context.CancelFunc) {
 	defer func() {
+		if v := recover(); v != nil {
+			// Outside the request, nothing above recovers: a panic
+			// would end the process, so it ends the socket instead.
+			if rec, ok := s.exec.(interface {
+				PresentRecoveredError(ctx context.Context, err any) error
+			}); ok {
+				_ = rec.PresentRecoveredError(s.ctx, v)
+			}
+			_ = s.ws.CloseNow()
+		}
 		s.shutdown()
 		cancel()
+		if st := s.t.Stats; st != nil {
+			st.untrack(s)
+			st.connections.Add(-1)
+		}
 	}()
-	// Once the socket is closing, reading goes on until the close handshake
-	// ends the connection; receive ignores what arrives meanwhile.
 	for {
-		_, data, err := ws.Read(context.Background())
+		_, data, err := s.ws.Read(context.Background())
 		if err != nil {
 			return
 		}
@@ -164,7 +207,7 @@ func (s *session) receive(data []byte) {
 	}
 	switch m.Type {
 	case "connection_init":
-		s.init(m.Payload)
+		onOwnStack(func() { s.init(m.Payload) })
 	case "ping":
 		s.send(frame("pong", nil, m.Payload))
 	case "pong":
@@ -208,6 +251,23 @@ func (s *session) receive(data []byte) {
 		if o != nil {
 			s.stop(o)
 		}
+	}
+}
+
+// onOwnStack runs f on a goroutine of its own and waits for it; a panic
+// in f goes on in the caller. The InitFunc (checking a token) runs deep:
+// on the reader, the stack it grew would stay with the socket for its life.
+func onOwnStack(f func()) {
+	var panicked any
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { panicked = recover() }()
+		f()
+	}()
+	<-done
+	if panicked != nil {
+		panic(panicked)
 	}
 }
 
@@ -479,12 +539,18 @@ func (p *Pull) start() {
 
 // deliver sends one result of o as a next message; false when o is over.
 func (s *session) deliver(o *op, payload []byte) bool {
+	return s.queueNext(o, frame("next", o.quoted, payload))
+}
+
+// queueNext queues msg, a next message of o that other sockets may share
+// (it is never modified), unless o is over; false when it is.
+func (s *session) queueNext(o *op, msg []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.activeLocked(o) {
 		return false
 	}
-	s.sendLocked(frame("next", o.quoted, payload))
+	s.sendLocked(msg)
 	return true
 }
 
@@ -786,12 +852,37 @@ func (g *group) run(ctx context.Context, exec graphql.GraphExecutor, rc *graphql
 	execute(ctx, exec, rc, g.broadcast, g.end)
 }
 
-// broadcast queues one encoded result on every member's socket.
+// broadcast queues one encoded result on every member's socket. Members
+// whose operations have the same id (clients number them alike: "1") get
+// the very same message bytes: an event costs one message per distinct id,
+// not one per socket.
 func (g *group) broadcast(payload []byte) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	var (
+		firstID, first []byte
+		others         map[string][]byte
+	)
 	for m := range g.members {
-		m.s.deliver(m.o, payload)
+		id := m.o.quoted
+		var msg []byte
+		switch {
+		case first == nil:
+			firstID, first = id, frame("next", id, payload)
+			msg = first
+		case bytes.Equal(id, firstID):
+			msg = first
+		default:
+			msg = others[string(id)]
+			if msg == nil {
+				if others == nil {
+					others = map[string][]byte{}
+				}
+				msg = frame("next", id, payload)
+				others[string(id)] = msg
+			}
+		}
+		m.s.queueNext(m.o, msg)
 	}
 	return !g.ended
 }

@@ -3,6 +3,7 @@ package wsproto_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -212,4 +213,36 @@ func TestKeepAlivePings(t *testing.T) {
 			t.Fatalf("closed with %d; want %d", code, websocket.StatusGoingAway)
 		}
 	})
+}
+
+// A shared execution writes one message per operation id to all its
+// sockets: sockets whose ids are equal get the same bytes, the others
+// their own id, and one socket with two operations gets each once.
+func TestSharedMessagesKeepTheirIDs(t *testing.T) {
+	f, share := sharedFixture(t)
+	a, b, c := f.ready(t), f.ready(t), f.ready(t)
+	a.Subscribe("1", "subscription { ticks }", nil)
+	b.Subscribe("1", "# b's own comment\nsubscription { ticks }", nil)
+	c.Subscribe("x", "subscription { ticks }", nil)
+	c.Subscribe("1", "subscription { ticks }", nil)
+	waitFor(t, "one execution for four operations", func() bool {
+		return share.Executions() == 1 && share.Subscribers() == 4
+	})
+	for v := 1; v <= 3; v++ {
+		f.tick(t, v)
+		want := fmt.Sprintf(`{"ticks":%d}`, v)
+		wantNext(t, a.Next(), "1", want)
+		wantNext(t, b.Next(), "1", want)
+		got := map[string]bool{}
+		for range 2 {
+			m := c.Next()
+			wantNext(t, m, m.ID, want)
+			got[m.ID] = true
+		}
+		if !got["1"] || !got["x"] {
+			t.Fatalf("socket with operations 1 and x got %v", got)
+		}
+	}
+	a.Quiet(100 * time.Millisecond)
+	c.Quiet(100 * time.Millisecond)
 }

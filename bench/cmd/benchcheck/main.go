@@ -11,7 +11,9 @@
 //
 // path names a number in a report: object keys joined by dots, and
 // [key=value] picks the element of an array whose key has that value, e.g.
-// ingest.throughputRatio or ratios[broker=mqtt].p99FromSend. better is
+// ingest.throughputRatio or ratios[broker=mqtt].p99FromSend. A leading
+// [key=value] picks the reports whose top-level key has that value:
+// [operations=distinct-texts]ratios[broker=mqtt].p50FromSend. better is
 // "higher" when a larger ratio is better (a throughput ratio) or "lower"
 // when a smaller one is (a latency ratio); "falls 20 % below" then means
 // the inverse ratio does. Lines starting with # and blank lines are skipped.
@@ -187,6 +189,15 @@ func median(xs []float64) float64 {
 // lookup resolves path in a decoded JSON document to a positive number; a
 // zero or missing figure (a phase that did not run) counts as not measured.
 func lookup(doc any, path string) (float64, bool) {
+	if rest, ok := strings.CutPrefix(path, "["); ok {
+		sel, rest, _ := strings.Cut(rest, "]")
+		k, want, _ := strings.Cut(sel, "=")
+		obj, ok := doc.(map[string]any)
+		if !ok || fmt.Sprint(obj[k]) != want {
+			return 0, false
+		}
+		path = strings.TrimPrefix(rest, ".")
+	}
 	cur := doc
 	for _, part := range strings.Split(path, ".") {
 		key, sel, hasSel := strings.Cut(part, "[")

@@ -74,10 +74,11 @@ func TestParseBaselineRefuses(t *testing.T) {
 
 func TestLookup(t *testing.T) {
 	var doc any
-	if err := json.Unmarshal([]byte(`{"a":{"b":[{"k":"x","v":1},{"k":"y","v":2}],"z":0}}`), &doc); err != nil {
+	if err := json.Unmarshal([]byte(`{"kind":"shared","a":{"b":[{"k":"x","v":1},{"k":"y","v":2}],"z":0}}`), &doc); err != nil {
 		t.Fatal(err)
 	}
-	for path, want := range map[string]float64{"a.b[k=y].v": 2, "a.b[k=x].v": 1, "a.b[k=q].v": 0, "a.z": 0, "a.c": 0, "a.b.v": 0} {
+	for path, want := range map[string]float64{"a.b[k=y].v": 2, "a.b[k=x].v": 1, "a.b[k=q].v": 0, "a.z": 0, "a.c": 0, "a.b.v": 0,
+		"[kind=shared]a.b[k=y].v": 2, "[kind=distinct]a.b[k=y].v": 0, "[other=shared]a.b[k=y].v": 0} {
 		got, ok := lookup(doc, path)
 		if got != want || ok != (want > 0) {
 			t.Errorf("lookup(%q) = %v, %v; want %v", path, got, ok, want)

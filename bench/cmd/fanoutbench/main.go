@@ -42,6 +42,7 @@ type config struct {
 	masterKey                string
 	clientID, clientSecret   string
 	mountdPid                int
+	gcURL                    string
 	label                    string
 	subscribers, reports     int
 	interval, drain, settle  time.Duration
@@ -53,6 +54,7 @@ type config struct {
 	payloadBytes             int
 	query                    string
 	distinct                 bool
+	distinctSelections       bool
 	jsonOut                  string
 	targetP99Ms, targetIdleK float64
 	loadMax                  float64
@@ -75,6 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.clientID, "client-id", "", "client id of an existing account (instead of --mountd-bin)")
 	fs.StringVar(&c.clientSecret, "client-secret", "", "its client secret")
 	fs.IntVar(&c.mountdPid, "mountd-pid", 0, "pid of the mountd process, for VmRSS and CPU time (0: memory not measured)")
+	fs.StringVar(&c.gcURL, "gc-url", "", "GET before each memory reading of mountd so that it counts only what is live (a build with -tags pprof: http://MOUNTD_PPROF_LISTEN/debug/freeosmemory)")
 	fs.StringVar(&c.label, "label", "", "name of the server configuration, for the report (embedded, postgres+redis)")
 	fs.IntVar(&c.subscribers, "subscribers", 1000, "concurrent subscribers, one socket each (1..20000)")
 	fs.IntVar(&c.reports, "reports", 200, "measured messages (state reports), sent one at a time (1..10000)")
@@ -91,7 +94,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.mqttPid, "mqtt-pid", 0, "pid of the MQTT broker for its memory (0: the process named mosquitto, if any)")
 	fs.IntVar(&c.payloadBytes, "payload-bytes", 600, "broker payload size when mountd is not measured (otherwise mountd's own `next` message)")
 	fs.StringVar(&c.query, "query", defaultQuery, "subscription document; its first occurredAt must be states[0].occurredAt")
-	fs.BoolVar(&c.distinct, "distinct", false, "give every subscriber its own operation text (a comment), so mountd cannot share executions: the worst case")
+	fs.BoolVar(&c.distinct, "distinct", false, "give every subscriber its own operation text (a comment): mountd shares one execution per selection, so they still share")
+	fs.BoolVar(&c.distinctSelections, "distinct-selections", false, "give every subscriber a selection of its own (an aliased __typename), so mountd cannot share executions: the worst case")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.Float64Var(&c.loadMax, "load-max", 0, "before each system, wait until the 1-min load average is below this and the CPUs are ≥ 75% idle over 2s (0: do not wait)")
 	fs.DurationVar(&c.loadWait, "load-wait", 10*time.Minute, "longest wait for --load-max, in 10s steps; then measure anyway")
@@ -224,22 +228,25 @@ type Ratio struct {
 
 // Result is the whole run.
 type Result struct {
-	Label        string    `json:"label,omitempty"`
-	Started      time.Time `json:"started"`
-	Host         string    `json:"host"`
-	CPUs         int       `json:"cpus"`
-	Subscribers  int       `json:"subscribers"`
-	Reports      int       `json:"reports"`
-	Interval     string    `json:"interval"`
-	Query        string    `json:"query"`
-	LoadAtStart  string    `json:"loadAtStart"`
-	LoadAtEnd    string    `json:"loadAtEnd"`
-	Phases       []Phase   `json:"phases"`
-	Ratios       []Ratio   `json:"ratios"`
-	MeetsP99     *bool     `json:"meetsP99Target,omitempty"`
-	MeetsMemory  *bool     `json:"meetsMemoryTarget,omitempty"`
-	TargetP99Ms  float64   `json:"targetP99Ms"`
-	TargetIdleKB float64   `json:"targetIdleKiB"`
+	Label       string    `json:"label,omitempty"`
+	Started     time.Time `json:"started"`
+	Host        string    `json:"host"`
+	CPUs        int       `json:"cpus"`
+	Subscribers int       `json:"subscribers"`
+	Reports     int       `json:"reports"`
+	Interval    string    `json:"interval"`
+	Query       string    `json:"query"`
+	// Operations says how the subscribers' operations differ: "shared"
+	// (all equal), "distinct-texts" (--distinct), "distinct-selections".
+	Operations   string  `json:"operations"`
+	LoadAtStart  string  `json:"loadAtStart"`
+	LoadAtEnd    string  `json:"loadAtEnd"`
+	Phases       []Phase `json:"phases"`
+	Ratios       []Ratio `json:"ratios"`
+	MeetsP99     *bool   `json:"meetsP99Target,omitempty"`
+	MeetsMemory  *bool   `json:"meetsMemoryTarget,omitempty"`
+	TargetP99Ms  float64 `json:"targetP99Ms"`
+	TargetIdleKB float64 `json:"targetIdleKiB"`
 }
 
 func main() {
@@ -277,10 +284,21 @@ func logf(w io.Writer, format string, args ...any) {
 // above) is a valid, unique, non-future occurredAt for mountd.
 func keyBase() int64 { return time.Now().Add(-2 * time.Minute).Truncate(time.Second).UnixMilli() }
 
+// operations names how the subscribers' operations differ.
+func (c config) operations() string {
+	switch {
+	case c.distinctSelections:
+		return "distinct-selections"
+	case c.distinct:
+		return "distinct-texts"
+	}
+	return "shared"
+}
+
 func run(ctx context.Context, cfg config, out io.Writer) (*Result, error) {
 	host, _ := os.Hostname()
 	res := &Result{Label: cfg.label, Started: time.Now().UTC(), Host: host, CPUs: cpuCount(),
-		Subscribers: cfg.subscribers, Reports: cfg.reports, Interval: cfg.interval.String(), Query: cfg.query,
+		Subscribers: cfg.subscribers, Reports: cfg.reports, Interval: cfg.interval.String(), Query: cfg.query, Operations: cfg.operations(),
 		LoadAtStart: loadAvg(), TargetP99Ms: cfg.targetP99Ms, TargetIdleKB: cfg.targetIdleK}
 	logf(out, "fanoutbench: %d subscribers, %d messages every %s; load average %s; %d CPUs",
 		cfg.subscribers, cfg.reports, cfg.interval, res.LoadAtStart, res.CPUs)
@@ -313,7 +331,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (*Result, error) {
 		if err := api.createMount(ctx); err != nil {
 			return res, err
 		}
-		ws = newWSSystem(api, cfg.query, cfg.concurrency, cfg.distinct)
+		ws = newWSSystem(api, cfg.query, cfg.concurrency, cfg.distinct, cfg.distinctSelections)
 		// Warm-up: one subscription and one event, so the server's lazy
 		// start-up (schema, query cache, pools) is not counted per subscriber.
 		raw, err := ws.captureTemplate(ctx, keyBase()-60_000)
@@ -400,8 +418,17 @@ func measure(ctx context.Context, cfg config, sys system, pid int, metricsURL st
 	gauges := []string{"go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines",
 		"go_memstats_sys_bytes", "go_memstats_heap_objects", "process_resident_memory_bytes"}
 	var before map[string]float64
+	collect := func() {
+		if cfg.gcURL == "" || metricsURL == "" { // only mountd has both
+			return
+		}
+		if resp, err := metricsClient.Get(cfg.gcURL); err == nil {
+			resp.Body.Close()
+		}
+	}
 	if pid > 0 {
 		ph.Memory = &Memory{Pid: pid}
+		collect()
 		if metricsURL != "" {
 			before, _ = promSample(ctx, metricsClient, metricsURL, gauges...)
 		}
@@ -444,6 +471,7 @@ func measure(ctx context.Context, cfg config, sys system, pid int, metricsURL st
 		return ph, err
 	}
 	if ph.Memory != nil {
+		collect()
 		rss, err := rssBytes(pid)
 		if err != nil {
 			return ph, err

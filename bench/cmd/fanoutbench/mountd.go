@@ -124,10 +124,11 @@ type wsSystem struct {
 	url         string
 	query       string
 	concurrency int
-	// distinct gives every subscriber its own operation text, so that the
-	// server cannot share one execution between them.
-	distinct bool
-	dialed   atomic.Int64
+	// distinct gives every subscriber its own operation text (a comment);
+	// distinctSelections its own selection, so that the server cannot
+	// share one execution between them.
+	distinct, distinctSelections bool
+	dialed                       atomic.Int64
 	// sockets counts dials, to hand each group of socketsPerToken a token.
 	sockets atomic.Int64
 
@@ -140,9 +141,9 @@ type wsSystem struct {
 	lastErr atomic.Value
 }
 
-func newWSSystem(api *mountdClient, query string, concurrency int, distinct bool) *wsSystem {
+func newWSSystem(api *mountdClient, query string, concurrency int, distinct, distinctSelections bool) *wsSystem {
 	u := "ws" + strings.TrimPrefix(api.base, "http") + "/graphql"
-	return &wsSystem{api: api, url: u, query: query, concurrency: concurrency, distinct: distinct,
+	return &wsSystem{api: api, url: u, query: query, concurrency: concurrency, distinct: distinct, distinctSelections: distinctSelections,
 		dialer: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: -1}}}
 }
 
@@ -179,7 +180,10 @@ func (w *wsSystem) dial(ctx context.Context) (*websocket.Conn, error) {
 		switch t := msgType(data); t {
 		case "connection_ack":
 			query := w.query
-			if w.distinct {
+			switch {
+			case w.distinctSelections:
+				query = withOwnField(query, w.dialed.Add(1))
+			case w.distinct:
 				query += fmt.Sprintf("\n# subscriber %d", w.dialed.Add(1))
 			}
 			sub, _ := json.Marshal(map[string]any{"id": "1", "type": "subscribe",
@@ -196,6 +200,22 @@ func (w *wsSystem) dial(ctx context.Context) (*websocket.Conn, error) {
 			return fail(fmt.Errorf("unexpected %q before connection_ack: %s", t, data))
 		}
 	}
+}
+
+// withOwnField adds a field of subscriber n's own to the selection of
+// mountStateChanged, first so that states[0].occurredAt stays the first
+// occurredAt of the message.
+func withOwnField(query string, n int64) string {
+	i := strings.Index(query, "mountStateChanged")
+	if i < 0 {
+		return query
+	}
+	j := strings.Index(query[i:], "{")
+	if j < 0 {
+		return query
+	}
+	at := i + j + 1
+	return query[:at] + fmt.Sprintf(" s%d: __typename", n) + query[at:]
 }
 
 // msgType is the graphql-transport-ws message type. gqlgen writes

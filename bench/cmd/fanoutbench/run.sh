@@ -21,6 +21,10 @@
 #   PERF=1       also record mountd with `perf record -g` (skews the figures; for
 #                finding where the time goes, not for the numbers)
 #   EXTRA        more fanoutbench flags
+#   MOUNTD       a mountd binary to measure instead of building this tree's
+#                (an A/B: the base commit built into /tmp, then this one)
+#   MOUNTD_PPROF_LISTEN  with a MOUNTD built with -tags pprof: where it serves
+#                pprof; the memory readings then follow a collection
 #
 # The NATS server (127.0.0.1:4222) and Mosquitto (127.0.0.1:1883) must be
 # running; this script only checks that they answer.
@@ -52,7 +56,12 @@ else
   export BIN
   trap 'rm -rf "$BIN"' EXIT
   log "building into $BIN"
-  (cd "$ROOT" && go build -o "$BIN/mountd" ./cmd/mountd && cd bench && go build -o "$BIN/fanoutbench" ./cmd/fanoutbench)
+  if [ -n "${MOUNTD:-}" ]; then
+    cp "$MOUNTD" "$BIN/mountd"
+  else
+    (cd "$ROOT" && go build -o "$BIN/mountd" ./cmd/mountd)
+  fi
+  (cd "$ROOT/bench" && go build -o "$BIN/fanoutbench" ./cmd/fanoutbench)
 fi
 
 # 1000 sockets at each end of the loopback, plus files: raise the soft limit.
@@ -112,6 +121,8 @@ bench() {
     --load-max "$LOAD_MAX" --load-wait "${LOAD_WAIT}s" --timeout "$(( LOAD_WAIT * 3 + 900 ))s"
     --json "$OUT/result-$tag.json")
   [ -n "$db" ] && args+=(--database-url "$db")
+  # A build with -tags pprof (MOUNTD=...) collects its garbage before each memory reading.
+  [ -n "${MOUNTD_PPROF_LISTEN:-}" ] && args+=(--gc-url "http://$MOUNTD_PPROF_LISTEN/debug/freeosmemory")
   # shellcheck disable=SC2086
   "$BIN/fanoutbench" "${args[@]}" $EXTRA 2>&1 | tee "$OUT/result-$tag.txt" || rc=$?
   if [ -n "$perf_pid" ]; then
