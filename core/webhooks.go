@@ -516,9 +516,10 @@ const (
 // to one account; an account with nothing in flight may always start one
 // (its own worker, up to maxDeliveriesInFlight in all); every other
 // attempt takes one of the DeliveryWorkers shared workers. So accounts
-// whose receivers hang can take the shared workers, at most 16 each, and
-// never an account's first attempt: a healthy account is served at once
-// whatever the number of hanging ones. Not safe for concurrent use.
+// whose receivers hang can take the shared workers, at most
+// deliveriesPerAccount each, and never an account's first attempt: a
+// healthy account is served at once whatever the number of hanging ones.
+// Not safe for concurrent use.
 type deliverySlots struct {
 	byWebhook map[string]int // in flight
 	byAccount map[string]int // in flight
@@ -688,8 +689,8 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 		planned atomic.Bool
 		// Results go to one recorder, which writes those that queued
 		// while it wrote the last ones in one statement: a burst to one
-		// webhook (4 in flight) cost a write per attempt, and its slot was
-		// held through it.
+		// webhook (then 4 in flight) cost a write per attempt, and its
+		// slot was held through it.
 		results  = make(chan FinishedDelivery, maxDeliveriesInFlight)
 		recorded = make(chan struct{})
 		planner  = make(chan struct{})
@@ -782,7 +783,7 @@ func (s *WebhookService) RunDeliveries(ctx context.Context) error {
 
 // planDeliveries enqueues what the event log gained until ctx ends: at
 // once, then every deliveryPoll, and enqueueEvery after a wake-up at the
-// soonest; after each batch it calls planned, also when nothing was
+// soonest; after each round it calls planned, also when nothing was
 // planned (due retries and lapsed leases are claimed on the poll).
 func (s *WebhookService) planDeliveries(ctx context.Context, wakeups <-chan Cursor, planned func()) {
 	timer := time.NewTimer(0)
@@ -812,10 +813,13 @@ func (s *WebhookService) planDeliveries(ctx context.Context, wakeups <-chan Curs
 				}
 				break
 			}
+			// A backlog is planned whole before it is claimed: claims
+			// beside its planning slowed the planning more than they
+			// brought deliveries forward (a backlog of 5,000 drained in
+			// 7.7 and 9.1 s against 6.2 and 5.4 s, 2026-11-29).
 			if n < enqueueBatch {
 				break
 			}
-			planned() // the claimer starts on this batch while the next is planned
 		}
 		planned()
 		next = time.Now().Add(deliveryPoll)

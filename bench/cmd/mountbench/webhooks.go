@@ -62,16 +62,19 @@ type webhookTarget struct {
 // deliveryRun is one phase: reports posted, their deliveries, and the lag
 // from each report's answer to its delivery's arrival.
 type deliveryRun struct {
-	LoadAvg    [3]float64         `json:"loadAvgBefore"`
-	Reports    int                `json:"reports"`
-	PostErrors int                `json:"postErrors"`
-	FirstError string             `json:"firstError,omitempty"`
-	PostedSec  float64            `json:"postedPerSec"`
-	Delivered  int                `json:"delivered"`
-	Lost       int                `json:"lost"`
-	Doubled    int                `json:"doubled"`
-	PerSec     float64            `json:"deliveriesPerSec"`
-	Ratio      float64            `json:"ratioToPlainPosts"`
+	LoadAvg    [3]float64 `json:"loadAvgBefore"`
+	Reports    int        `json:"reports"`
+	PostErrors int        `json:"postErrors"`
+	FirstError string     `json:"firstError,omitempty"`
+	PostedSec  float64    `json:"postedPerSec"`
+	Delivered  int        `json:"delivered"`
+	Lost       int        `json:"lost"`
+	Doubled    int        `json:"doubled"`
+	PerSec     float64    `json:"deliveriesPerSec"`
+	Ratio      float64    `json:"ratioToPlainPosts"`
+	// KeepUp is the delivery rate over the rate the reports were posted
+	// at: 1 when the deliveries kept up (burst, steady, fair).
+	KeepUp     float64            `json:"keepUpRatio"`
 	DrainedSec float64            `json:"drainedSeconds,omitempty"`
 	Lag        latency            `json:"lag"`
 	Report     latency            `json:"reportLatency"`
@@ -161,6 +164,9 @@ func (b *bench) webhookScenario(ctx context.Context) (*webhookReport, error) {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		run.Ratio = round(run.PerSec/plain, 4)
+		if run.PostedSec > 0 {
+			run.KeepUp = round(run.PerSec/run.PostedSec, 3)
+		}
 		b.logf("%s: %.0f deliveries/s, lag p50 %.0f ms p99 %.0f ms, lost %d, doubled %d", name, run.PerSec, run.Lag.P50, run.Lag.P99, run.Lost, run.Doubled)
 		return run, nil
 	}
