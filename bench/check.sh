@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The performance regression check (`make bench-check`): runs the ingest,
-# GET and onboarding scenarios of mountbench and the fan-out benchmark
+# GET and onboarding scenarios of mountbench, its webhook burst and drain
+# (5,000 reports each, about a minute) and the fan-out benchmark
 # (subscribers with equal operations, and with operations whose texts
 # differ) briefly, RUNS times (default 3), each on its own throw-away PostgreSQL and
 # Redis, then bench/cmd/benchcheck compares the median of every ratio with
@@ -11,7 +12,7 @@
 # Environment: RUNS, OUT (results; default a new /tmp/bench-check-XXXXXX),
 # DURATION (each measured phase, default 6s; ingest and onboarding split it
 # into six rounds alternating with their baselines). Needs NATS and Mosquitto on
-# their usual ports, like bench/cmd/fanoutbench/run.sh. About 7 minutes.
+# their usual ports, like bench/cmd/fanoutbench/run.sh. About 8 minutes.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,6 +31,11 @@ for i in $(seq 1 "$RUNS"); do
     "$ROOT/bench/cmd/mountbench/run.sh" --scenario ingest,get,onboard --clients 16 --onboard-clients 32 --rounds 6 \
     --duration "$DURATION" --warmup 1s --json >"$OUT/mountbench-$i.json" 2>"$OUT/mountbench-$i.log" \
     || { log "mountbench failed:"; tail -20 "$OUT/mountbench-$i.log" >&2; exit 1; }
+  log "run $i of $RUNS: mountbench webhook burst and drain"
+  BENCH_DIR="$OUT/webhooks-$i" MOUNTBENCH_MOUNTD="$OUT/bin/mountd" MOUNTBENCH_MAX_LOAD=${MOUNTBENCH_MAX_LOAD:-0} \
+    MOUNTD_WEBHOOK_ALLOW_PRIVATE=true "$ROOT/bench/cmd/mountbench/run.sh" --scenario webhook-burst,webhook-drain \
+    --mounts 20 --max-busy 0 --json >"$OUT/webhooks-$i.json" 2>"$OUT/webhooks-$i.log" \
+    || { log "mountbench webhooks failed:"; tail -20 "$OUT/webhooks-$i.log" >&2; exit 1; }
   for ops in shared distinct; do
     log "run $i of $RUNS: fan-out, 200 subscribers ($ops operations), mountd against Mosquitto"
     extra="--drain 3s --settle 1s --retries 0"
@@ -39,4 +45,4 @@ for i in $(seq 1 "$RUNS"); do
       || { log "fanoutbench failed:"; tail -20 "$OUT/fanout-$ops-$i.log" >&2; exit 1; }
   done
 done
-"$OUT/bin/benchcheck" --baseline "$ROOT/bench/baseline.txt" "$OUT"/mountbench-*.json "$OUT"/fanout-*/result-*.json
+"$OUT/bin/benchcheck" --baseline "$ROOT/bench/baseline.txt" "$OUT"/mountbench-*.json "$OUT"/webhooks-*.json "$OUT"/fanout-*/result-*.json

@@ -66,8 +66,9 @@ func TestDeliverySlotsHealthyAccountServed(t *testing.T) {
 	}
 }
 
-// TestDeliverySlotsCaps: at most 4 attempts to one webhook, 16 to one
-// account, DeliveryWorkers shared, maxDeliveriesInFlight in all.
+// TestDeliverySlotsCaps: at most deliveriesPerWebhook attempts to one
+// webhook, deliveriesPerAccount to one account, DeliveryWorkers shared,
+// maxDeliveriesInFlight in all.
 func TestDeliverySlotsCaps(t *testing.T) {
 	p := newDeliverySlots()
 	if n := fill(p, "a", 1); n != deliveriesPerWebhook {
@@ -104,7 +105,7 @@ func TestDeliverySlotsHold(t *testing.T) {
 	extra := []Delivery{slotDelivery("a", 0), slotDelivery("a", 0)}
 	for _, d := range extra {
 		if p.start(d) {
-			t.Fatal("a fifth attempt to one webhook started")
+			t.Fatal("an attempt past the cap of one webhook started")
 		}
 		p.hold(d, t0)
 	}

@@ -309,7 +309,7 @@ func TestWebhookHangingAccountsLeaveOthersServed(t *testing.T) {
 			cfg.WebhookAllowPrivate = true // the receivers listen on loopback
 			in := start(t, cfg)
 			hang := newHangingServer(t)
-			const accounts, hooksEach, eventsEach = 6, 20, 1
+			const accounts, hooksEach, eventsEach = 6, 20, 2
 			for i := range accounts {
 				f := newFleet(in, fmt.Sprint("Hanging", i))
 				for j := range hooksEach {

@@ -185,9 +185,12 @@ func NewSender(allowPrivate bool, cursors *core.CursorCodec) *Sender {
 		TLSHandshakeTimeout:    5 * time.Second,
 		ResponseHeaderTimeout:  core.WebhookTimeout,
 		MaxResponseHeaderBytes: maxResponseHeaders,
-		MaxIdleConns:           256,
-		MaxIdleConnsPerHost:    8,
-		IdleConnTimeout:        90 * time.Second,
+		// As many idle connections to one host as attempts a replica makes
+		// to one account's webhooks (core's cap): with fewer, a burst
+		// dialled a new connection for most attempts and closed it after.
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 32,
+		IdleConnTimeout:     90 * time.Second,
 	}
 	var rt http.RoundTripper = transport
 	if telemetry.Enabled() {

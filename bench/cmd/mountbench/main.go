@@ -80,6 +80,10 @@ type config struct {
 	BaseB string
 	// Steady makes the rules scenario's values stay in a band.
 	Steady bool
+	// The webhook scenarios (webhooks.go).
+	WebhookReports int
+	WebhookWriters int
+	WebhookRate    float64
 }
 
 func main() {
@@ -102,7 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.Base, "base", "", "base address of a running mountd, e.g. http://127.0.0.1:8080 (loopback only)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://... of that mountd's database (loopback only): account creation, baseline, counting")
 	fs.BoolVar(&c.Steady, "steady", false, "rules: report values in a band a fleet at rest reports, so that no rule's state changes (without it every code sweeps its range and rules raise and clear all the time)")
-	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, signed (signed against unsigned reports), rules (ingest with 10 alarm rules against none), get, onboard, getmax (closed-loop GET, most requests/s), all (ingest then get), a comma-separated list of these (run in that order), or a flood: "+strings.Join(floodScenarios, ", "))
+	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, signed (signed against unsigned reports), rules (ingest with 10 alarm rules against none), get, onboard, getmax (closed-loop GET, most requests/s), all (ingest then get), webhooks (every webhook scenario) or one of "+strings.Join(webhookScenarios, ", ")+" (start mountd with MOUNTD_WEBHOOK_ALLOW_PRIVATE=true), a comma-separated list of these (run in that order), or a flood: "+strings.Join(floodScenarios, ", "))
 	fs.StringVar(&c.BaseB, "base-b", "", "getmax: a second mountd (another build, same database) measured in the same rounds: an A/B in one run")
 	fs.IntVar(&c.FloodClients, "flood-clients", 200, "floods: parallel clients sending the flood's requests")
 	fs.IntVar(&c.FloodSources, "flood-sources", 200, "floods: loopback source addresses (127.0.1.1 on) the flood comes from, 1-250")
@@ -115,6 +119,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.Batch, "batch", 50, "ingest: state entries per request (1-500)")
 	fs.IntVar(&c.Mounts, "mounts", 200, "mounts to create (POST /api/v1/mounts, then confirm-association)")
 	fs.StringVar(&c.Scope, "scope", "openid sub urn:mountd:iam:org:project:id:mountd:aud", "scope asked for at POST /oauth/v2/token")
+	fs.IntVar(&c.WebhookReports, "webhook-reports", 5000, "webhook-burst, -drain, -fair: single-entry reports posted")
+	fs.IntVar(&c.WebhookWriters, "webhook-writers", 16, "webhook scenarios: concurrent writers posting the reports (webhook-steady: 4 times as many, open loop)")
+	fs.Float64Var(&c.WebhookRate, "webhook-rate", 1000, "webhook-steady: reports a second, for --duration")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&c.Baseline, "baseline", true, "also measure the same-run baselines (bun INSERT; bare net/http handler)")
 	fs.StringVar(&c.Watch, "watch", "", "name=pid,... processes whose CPU use is reported per phase (children included); PostgreSQL is found by itself")
@@ -158,8 +165,9 @@ func (c *config) validate() error {
 		return fmt.Errorf("--database-url host %q: only loopback targets are allowed", d.Hostname())
 	}
 	for _, sc := range strings.Split(c.Scenario, ",") {
-		if !slices.Contains(append([]string{"ingest", "signed", "rules", "get", "onboard", "getmax", "all"}, floodScenarios...), sc) {
-			return fmt.Errorf("--scenario %q: want ingest, signed, rules, get, onboard, getmax, all (ingest and get), a list of them, or one of %s", c.Scenario, strings.Join(floodScenarios, ", "))
+		known := append([]string{"ingest", "signed", "rules", "get", "onboard", "getmax", "all", "webhooks"}, webhookScenarios...)
+		if !slices.Contains(append(known, floodScenarios...), sc) {
+			return fmt.Errorf("--scenario %q: want ingest, signed, rules, get, onboard, getmax, all (ingest and get), webhooks, %s, a list of them, or one of %s", c.Scenario, strings.Join(webhookScenarios, ", "), strings.Join(floodScenarios, ", "))
 		}
 		if slices.Contains(floodScenarios, sc) && sc != c.Scenario {
 			return fmt.Errorf("--scenario %q: a flood runs alone", c.Scenario)
@@ -189,6 +197,10 @@ func (c *config) validate() error {
 		return errors.New("--batch must be 1 to 500")
 	case c.Mounts < 1 || c.Mounts > 100000:
 		return errors.New("--mounts must be 1 to 100000")
+	case c.WebhookReports < 1 || c.WebhookReports > 1000000 || c.WebhookWriters < 1 || c.WebhookWriters > 256:
+		return errors.New("--webhook-reports must be 1 to 1000000 and --webhook-writers 1 to 256")
+	case c.WebhookRate <= 0 || c.WebhookRate > 100000:
+		return errors.New("--webhook-rate must be positive and at most 100000")
 	case c.Timeout <= 0:
 		return errors.New("--timeout must be positive")
 	case c.MaxLoad < 0:
@@ -212,7 +224,7 @@ func (c *config) roundsOr(def int) int {
 // and get).
 func (c *config) runs(name string) bool {
 	for _, sc := range strings.Split(c.Scenario, ",") {
-		if sc == name || sc == "all" && (name == "ingest" || name == "get") {
+		if sc == name || sc == "all" && (name == "ingest" || name == "get") || sc == "webhooks" && slices.Contains(webhookScenarios, name) {
 			return true
 		}
 	}
