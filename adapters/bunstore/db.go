@@ -32,7 +32,9 @@ import (
 type Store struct {
 	db       *bun.DB
 	postgres bool
-	queries  atomic.Int64
+	// dsn is PostgreSQL's URL, for the migrations' own connections.
+	dsn     string
+	queries atomic.Int64
 	// stmts holds prepared statements by query text (*sql.Stmt).
 	stmts sync.Map
 	// writer, on SQLite only, lets one write at a time reach the database.
@@ -80,7 +82,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 		sqldb := sql.OpenDB(newCancelConnector(pgdriver.NewConnector(pgdriver.WithDSN(databaseURL))))
 		sqldb.SetMaxOpenConns(32)
 		sqldb.SetMaxIdleConns(32)
-		s = &Store{db: bun.NewDB(sqldb, pgdialect.New()), postgres: true}
+		s = &Store{db: bun.NewDB(sqldb, pgdialect.New()), postgres: true, dsn: databaseURL}
 	case strings.HasPrefix(databaseURL, "sqlite://"):
 		path := strings.TrimPrefix(databaseURL, "sqlite://")
 		if path == "" {
@@ -212,11 +214,20 @@ func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 // starting together) are serialised: PostgreSQL by an advisory lock that dies
 // with its session, SQLite by its own write lock around bun's lock table.
 func (s *Store) Migrate(ctx context.Context) (applied []string, err error) {
-	m := migrate.NewMigrator(s.db, migrations.Migrations,
+	db := s.db
+	if s.postgres {
+		// A migration rewrites whole tables (100,000 mounts take tens of
+		// seconds): its statements run without the driver's read timeout
+		// of 10 s, bounded by ctx alone.
+		sqldb := sql.OpenDB(newCancelConnector(pgdriver.NewConnector(pgdriver.WithDSN(s.dsn), pgdriver.WithReadTimeout(0))))
+		defer sqldb.Close()
+		db = bun.NewDB(sqldb, pgdialect.New())
+	}
+	m := migrate.NewMigrator(db, migrations.Migrations,
 		migrate.WithMarkAppliedOnSuccess(true),
 		migrate.WithTemplateData(map[string]bool{"Postgres": s.postgres}))
 	if s.postgres {
-		conn, err := s.db.Conn(ctx)
+		conn, err := db.Conn(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/uptrace/bun/migrate"
 
+	"github.com/mountd/mountd/adapters/aipfilter"
 	"github.com/mountd/mountd/adapters/bunstore"
 	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/core"
@@ -427,6 +428,55 @@ func TestUpgradeNamesCommandIssuers(t *testing.T) {
 			}
 			if want := map[string]string{"cli_a": "Night shift", "usr_1": "ana", "cli_gone": ""}; !maps.Equal(names, want) {
 				t.Fatalf("issued by %v, want %v", names, want)
+			}
+		})
+	}
+}
+
+// TestUpgradeCopiesLatestValues (issue 40): the upgrade copies each owned
+// mount's latest values of its owner into the mount's row, where the fleet
+// filter reads them; another account's rows (a former owner's) stay out.
+func TestUpgradeCopiesLatestValues(t *testing.T) {
+	for name, newURL := range testenv.Databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := MustOpen(t, newURL(t))
+			db := store.DB()
+			migrateBefore(t, store, "20261129070000")
+			for _, q := range []string{
+				`INSERT INTO accounts (id, name, created_at) VALUES ('acc_a', 'A', 1), ('acc_b', 'B', 1)`,
+				`INSERT INTO mounts (uid, association_state, owner_account_id, created_at, updated_at) VALUES
+					('M1', 'ASSOCIATED', 'acc_a', 1, 1), ('M2', 'ASSOCIATED', 'acc_a', 1, 1)`,
+				`INSERT INTO mount_latest_states (mount_uid, account_id, code, occurred_at, value) VALUES
+					('M1', 'acc_a', 'BATTERY_LEVEL', 1, '15.5'), ('M1', 'acc_a', 'MOUNT_LOCKED', 1, '1'),
+					('M1', 'acc_a', 'HELMET_MOUNTED', 1, '0'), ('M2', 'acc_b', 'BATTERY_LEVEL', 1, '90'),
+					('M2', 'acc_a', 'CPU_TEMPERATURE', 1, '61')`,
+			} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			if _, err := store.Migrate(ctx); err != nil {
+				t.Fatalf("upgrade: %v", err)
+			}
+			for _, c := range []struct{ filter, want string }{
+				{`batteryLevel = 15.5 AND mountLocked = true AND helmetMounted = false`, "M1"},
+				{`batteryLevel > 50`, ""},
+				{`cpuTemperature > 60`, "M2"},
+				{`NOT batteryLevel < 100`, "M2"},
+			} {
+				f := core.MountFilter{Expression: c.filter}
+				if err := core.ParseMountFilter(aipfilter.New(), &f, time.Minute, time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				mounts, _, err := store.ListMounts(ctx, "acc_a", f, core.Page{CurrentPage: 1, PageSize: 10}, time.Now())
+				var uids []string
+				for _, m := range mounts {
+					uids = append(uids, m.UID)
+				}
+				if err != nil || strings.Join(uids, ",") != c.want {
+					t.Errorf("%s: %v, %v; want %s", c.filter, uids, err, c.want)
+				}
 			}
 		})
 	}
