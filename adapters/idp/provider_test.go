@@ -77,6 +77,18 @@ func (s *fakeStore) ReplaceClientSecrets(context.Context, string, string) ([]str
 	return nil, core.Errorf(core.CodeNotFound, "no clients")
 }
 
+func (s *fakeStore) RehashClientSecret(_ context.Context, clientID, oldHash, newHash string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clients[clientID]
+	if !ok || c.SecretHash != oldHash {
+		return false, nil
+	}
+	c.SecretHash = newHash
+	s.clients[clientID] = c
+	return true, nil
+}
+
 func (s *fakeStore) RenameClients(context.Context, string, string) ([]string, error) {
 	return nil, core.Errorf(core.CodeNotFound, "no clients")
 }
