@@ -134,6 +134,7 @@ type report struct {
 	Onboard      *onboardReport `json:"onboard,omitempty"`
 	GetMax       *getMaxReport  `json:"getMax,omitempty"`
 	Flood        *floodReport   `json:"flood,omitempty"`
+	Tokens       *tokensReport  `json:"tokens,omitempty"`
 }
 
 func (b *bench) run(ctx context.Context) (*report, error) {
@@ -179,6 +180,11 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	}
 	if b.cfg.runs("getmax") {
 		if rep.GetMax, err = b.getMaxScenario(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if b.cfg.runs("tokens") {
+		if rep.Tokens, err = b.tokensScenario(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -275,6 +281,9 @@ func (r *report) print(w io.Writer) {
 	}
 	if r.Flood != nil {
 		r.Flood.print(w)
+	}
+	if r.Tokens != nil {
+		r.Tokens.print(w)
 	}
 }
 
