@@ -17,6 +17,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/mountd/mountd/bench/internal/benchstat"
 	"github.com/mountd/mountd/core"
 )
 
@@ -284,18 +285,7 @@ func tokenPost(ctx context.Context, cl *http.Client, base, clientID, secret, sco
 
 // sleepUntil waits until t; false when ctx ended first.
 func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return benchstat.Sleep(ctx, time.Until(t)) == nil && ctx.Err() == nil
 }
 
 func randomHexText(n int) string {
