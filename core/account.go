@@ -218,11 +218,12 @@ func (s *AccountService) Authenticate(ctx context.Context, clientID, secret, sou
 // rehash stores a client secret that matched its argon2id hash as HMAC,
 // on condition that the argon2id hash is still the one stored: a rotation
 // that came in between keeps its new secret, and the old one stays
-// refused. A rehash that fails costs nothing but another argon2id check
-// at the next use. It returns the hash stored now, as far as it knows.
+// refused. A rehash that fails (the database, the caller gone) costs
+// nothing but another argon2id check at the next use. It returns the hash
+// stored now, as far as it knows.
 func (s *AccountService) rehash(ctx context.Context, cl APIClient, secret string) string {
 	keyed := s.secretKey.Hash(secret)
-	if ok, err := s.store.RehashClientSecret(context.WithoutCancel(ctx), cl.ClientID, cl.SecretHash, keyed); err != nil || !ok {
+	if ok, err := s.store.RehashClientSecret(ctx, cl.ClientID, cl.SecretHash, keyed); err != nil || !ok {
 		return cl.SecretHash
 	}
 	return keyed
