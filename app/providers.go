@@ -105,7 +105,8 @@ var firmwareSet = wire.NewSet(
 var serverSet = wire.NewSet(
 	storeSet,
 	mountSet,
-	core.NewAccountService,
+	provideClientSecretKey,
+	core.NewKeyedAccountService,
 	core.NewUserService,
 	core.NewSessionService,
 	firmwareSet,
@@ -192,6 +193,12 @@ func provideCursorCodec(sealer *keyring.Sealer) *core.CursorCodec {
 // log's, so that a cursor of one is never read as a position of the other.
 func provideAuditCursors(sealer *keyring.Sealer) *core.AuditCursors {
 	return (*core.AuditCursors)(core.NewCursorCodec(sealer.DerivedKey("audit cursors")))
+}
+
+// provideClientSecretKey keys the HMAC that client secrets are stored as
+// with the installation's master key, so that every replica checks them.
+func provideClientSecretKey(sealer *keyring.Sealer) core.ClientSecretKey {
+	return core.ClientSecretKey(sealer.DerivedKey("client secrets"))
 }
 
 func provideSealer(cfg Config, logger *slog.Logger) (*keyring.Sealer, error) {

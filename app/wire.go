@@ -18,7 +18,7 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 
 // newAccountService wires what the admin commands on accounts need.
 func newAccountService(ctx context.Context, cfg Config, logger *slog.Logger) (*core.AccountService, func(), error) {
-	panic(wire.Build(storeSet, noFailureLimiter, core.NewAccountService))
+	panic(wire.Build(storeSet, noFailureLimiter, provideSealer, provideClientSecretKey, core.NewKeyedAccountService))
 }
 
 // newUserService wires what the admin commands on users need.

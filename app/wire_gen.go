@@ -42,7 +42,8 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 		return nil, nil, err
 	}
 	failureLimiter := appSharedState.Failures
-	accountService := core.NewAccountService(store, failureLimiter)
+	clientSecretKey := provideClientSecretKey(sealer)
+	accountService := core.NewKeyedAccountService(store, failureLimiter, clientSecretKey)
 	userService := core.NewUserService(store, failureLimiter)
 	sessionService := core.NewSessionService(store, store)
 	scopeRules := provideScopeRules(cfg)
@@ -228,7 +229,13 @@ func newAccountService(ctx context.Context, cfg Config, logger *slog.Logger) (*c
 		return nil, nil, err
 	}
 	failureLimiter := noFailureLimiter()
-	accountService := core.NewAccountService(store, failureLimiter)
+	sealer, err := provideSealer(cfg, logger)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	clientSecretKey := provideClientSecretKey(sealer)
+	accountService := core.NewKeyedAccountService(store, failureLimiter, clientSecretKey)
 	return accountService, func() {
 		cleanup()
 	}, nil

@@ -59,6 +59,13 @@ type AccountStore interface {
 	// RenameClients sets the name of the account's clients and returns
 	// their ids; CodeNotFound when the account has none.
 	RenameClients(ctx context.Context, accountID, name string) ([]string, error)
+	// RehashClientSecret replaces the client's stored secret hash with
+	// newHash, another form of the same secret, if it is still oldHash,
+	// and reports whether it did: a rotation or another rehash in between
+	// leaves the row alone, so a rehash never brings back a rotated secret.
+	// No audit entry: the credential did not change. A client that is gone
+	// is false, not CodeNotFound.
+	RehashClientSecret(ctx context.Context, clientID, oldHash, newHash string) (bool, error)
 }
 
 // AccountSummary is an account as `mountd accounts list` shows it.
@@ -78,13 +85,36 @@ type NewAccount struct {
 type AccountService struct {
 	store    AccountStore
 	failures FailureLimiter
-	now      func() time.Time
+	// secretKey stores client secrets as HMAC-SHA-256; nil: as argon2id.
+	secretKey *ClientSecretKey
+	now       func() time.Time
 }
 
 // NewAccountService returns an AccountService over store that throttles
-// failed authentications through failures (nil: no throttle).
+// failed authentications through failures (nil: no throttle). Without
+// the master key at hand it stores client secrets as argon2id, which a
+// keyed service (NewKeyedAccountService) verifies and rehashes at their
+// next use: load tools and tests that write accounts straight into the
+// database use it.
 func NewAccountService(store AccountStore, failures FailureLimiter) *AccountService {
 	return &AccountService{store: store, failures: failures, now: time.Now}
+}
+
+// NewKeyedAccountService is NewAccountService storing client secrets as
+// HMAC-SHA-256 under key (docs/architecture.md, "Client secrets"): what
+// `mountd serve` and the admin commands use.
+func NewKeyedAccountService(store AccountStore, failures FailureLimiter, key ClientSecretKey) *AccountService {
+	s := NewAccountService(store, failures)
+	s.secretKey = &key
+	return s
+}
+
+// hashClientSecret is the stored form of a new client secret.
+func (s *AccountService) hashClientSecret(secret string) (string, error) {
+	if s.secretKey != nil {
+		return s.secretKey.Hash(secret), nil
+	}
+	return HashSecret(secret)
 }
 
 // Create makes an account with one client credential.
@@ -98,7 +128,7 @@ func (s *AccountService) Create(ctx context.Context, name string) (NewAccount, e
 		return NewAccount{}, err
 	}
 	secret := randomText(32)
-	hash, err := HashSecret(secret)
+	hash, err := s.hashClientSecret(secret)
 	if err != nil {
 		return NewAccount{}, err
 	}
@@ -125,7 +155,7 @@ func (s *AccountService) List(ctx context.Context) ([]AccountSummary, error) {
 // secret is returned once and only its hash is kept.
 func (s *AccountService) RotateSecret(ctx context.Context, accountID string) (NewAccount, error) {
 	secret := randomText(32)
-	hash, err := HashSecret(secret)
+	hash, err := s.hashClientSecret(secret)
 	if err != nil {
 		return NewAccount{}, err
 	}
@@ -159,11 +189,12 @@ func (s *AccountService) RenameClient(ctx context.Context, accountID, name strin
 // costs one hash, so that unknown client ids cannot be told from wrong
 // secrets. A client id over its failure limit from source gets
 // RATE_LIMITED before any hashing, and so does an unknown client id once
-// the address has had too many of them; hashing waits for a slot of the
-// process-wide gate.
+// the address has had too many of them. A secret stored as HMAC is
+// checked at once; one still stored as argon2id waits for a slot of the
+// process-wide gate and, when it matches, is stored as HMAC from then on.
 func (s *AccountService) Authenticate(ctx context.Context, clientID, secret, source string) (APIClient, error) {
 	var cl APIClient
-	ok, err := checkSecret(ctx, s.failures, []failureKey{
+	ok, err := checkSecret(ctx, s.failures, s.secretKey, []failureKey{
 		// The client id is hashed: it comes from the caller, of any length.
 		{key: "auth:client:" + shortHash(clientID) + "|" + sourceKey(source), rate: ClientFailuresPerSource},
 		{key: "auth:unknown:" + sourceKey(source), rate: UnknownClientFailuresPerAddress, unknownOnly: true},
@@ -178,7 +209,24 @@ func (s *AccountService) Authenticate(ctx context.Context, clientID, secret, sou
 	if !ok {
 		return APIClient{}, Errorf(CodeUnauthenticated, "invalid client credentials")
 	}
+	if s.secretKey != nil && !IsKeyedSecretHash(cl.SecretHash) {
+		cl.SecretHash = s.rehash(ctx, cl, secret)
+	}
 	return cl, nil
+}
+
+// rehash stores a client secret that matched its argon2id hash as HMAC,
+// on condition that the argon2id hash is still the one stored: a rotation
+// that came in between keeps its new secret, and the old one stays
+// refused. A rehash that fails (the database, the caller gone) costs
+// nothing but another argon2id check at the next use. It returns the hash
+// stored now, as far as it knows.
+func (s *AccountService) rehash(ctx context.Context, cl APIClient, secret string) string {
+	keyed := s.secretKey.Hash(secret)
+	if ok, err := s.store.RehashClientSecret(ctx, cl.ClientID, cl.SecretHash, keyed); err != nil || !ok {
+		return cl.SecretHash
+	}
+	return keyed
 }
 
 // failureKey is one count of failures a credential check keeps.
@@ -276,15 +324,19 @@ func (r *reservations) refund(ctx context.Context) {
 // checkSecret is every credential check. The attempt is counted under each
 // key before any hashing (a caller over a limit gets RATE_LIMITED, after
 // waiting a while for attempts in flight to free their places), so that
-// parallel attempts cannot all pass; lookup (which returns the stored hash,
-// CodeNotFound when there is none) and the hash run in a slot of the
-// process-wide gate, the lookup too so that callers turned away cost no
-// database round trip; an unknown name is counted under the unknownOnly
-// keys too and costs a hash like a wrong secret, so the two cannot be told
-// apart. Anything but a failure (a match, a fault, a caller turned away)
-// refunds the attempts. It reports whether the secret matched a stored hash.
-func checkSecret(ctx context.Context, failures FailureLimiter, keys []failureKey, limited string, lookup func() (string, error), secret string) (bool, error) {
-	if hashGate.Full() {
+// parallel attempts cannot all pass; lookup returns the stored hash
+// (CodeNotFound when there is none). An argon2id hash runs in a slot of the
+// process-wide gate; without a key (passwords) the lookup runs in the slot
+// too, so that callers turned away cost no database round trip. With a
+// key (client secrets), the lookup comes first and a hash stored as HMAC
+// is checked outside the gate: it costs no more than the lookup. An
+// unknown name is counted under the unknownOnly keys too and costs what
+// a wrong secret does (an HMAC with a key, an argon2id hash without), so
+// the two cannot be told apart. Anything but a failure (a match, a fault,
+// a caller turned away) refunds the attempts. It reports whether the
+// secret matched a stored hash.
+func checkSecret(ctx context.Context, failures FailureLimiter, key *ClientSecretKey, keys []failureKey, limited string, lookup func() (string, error), secret string) (bool, error) {
+	if key == nil && hashGate.Full() {
 		return false, busy()
 	}
 	held := &reservations{failures: failures}
@@ -303,8 +355,7 @@ func checkSecret(ctx context.Context, failures FailureLimiter, keys []failureKey
 		storeErr error
 		wait     time.Duration
 	)
-	if err := hashGate.Do(ctx, func() {
-		hash, err := lookup()
+	verify := func(hash string, err error) {
 		storeErr = err
 		switch {
 		case err == nil:
@@ -313,13 +364,32 @@ func checkSecret(ctx context.Context, failures FailureLimiter, keys []failureKey
 				return
 			}
 			hash = dummySecretHash
+			if key != nil {
+				hash = dummyKeyedHash
+			}
 		default:
 			return
 		}
-		ok = VerifySecret(hash, secret) && err == nil
-	}); err != nil {
+		ok = verifyStored(key, hash, secret) && err == nil
+	}
+	var gateErr error
+	switch {
+	case key == nil:
+		gateErr = hashGate.Do(ctx, func() { verify(lookup()) })
+	default:
+		hash, err := lookup()
+		switch {
+		case err != nil || IsKeyedSecretHash(hash):
+			verify(hash, err)
+		case hashGate.Full():
+			gateErr = busy()
+		default:
+			gateErr = hashGate.Do(ctx, func() { verify(hash, nil) })
+		}
+	}
+	if gateErr != nil {
 		held.refund(ctx)
-		return false, err
+		return false, gateErr
 	}
 	switch {
 	case storeErr != nil && ErrorCode(storeErr) != CodeNotFound:
@@ -331,6 +401,15 @@ func checkSecret(ctx context.Context, failures FailureLimiter, keys []failureKey
 		held.refund(ctx)
 	}
 	return ok, nil
+}
+
+// verifyStored checks secret against a stored hash of either form; an HMAC
+// needs the key it was made under.
+func verifyStored(key *ClientSecretKey, hash, secret string) bool {
+	if IsKeyedSecretHash(hash) {
+		return key != nil && key.Verify(hash, secret)
+	}
+	return VerifySecret(hash, secret)
 }
 
 // Client returns a client credential record by id.

@@ -217,7 +217,7 @@ func (s *UserService) SignIn(ctx context.Context, username, password string, sou
 		keys = append(keys, failureKey{key: "signin:addr:" + sourceKey(source.Address), rate: SignInFailuresPerAddress})
 	}
 	var u User
-	ok, err := checkSecret(ctx, s.failures, keys, "too many failed sign-ins; wait before trying again", func() (string, error) {
+	ok, err := checkSecret(ctx, s.failures, nil, keys, "too many failed sign-ins; wait before trying again", func() (string, error) {
 		var err error
 		u, err = s.store.UserByUsername(ctx, username)
 		return u.PasswordHash, err

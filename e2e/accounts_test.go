@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mountd/mountd/adapters/bunstore"
+	"github.com/mountd/mountd/core"
 )
 
 // TestAccountsCommands lists accounts and rotates a client secret: the old
@@ -254,4 +259,90 @@ func TestUnknownRoutesAreProblems(t *testing.T) {
 
 func basic(user, pass string) string {
 	return base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+}
+
+// TestOlderClientSecretRehashed: an account whose secret an older version
+// stored as argon2id still gets tokens, and from its first token on its
+// secret is stored as HMAC-SHA-256 under the master key, as the admin
+// commands store new and rotated secrets; a rotation still ends the old
+// secret at once.
+func TestOlderClientSecretRehashed(t *testing.T) {
+	for name, newConfig := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			cfg := newConfig(t)
+			in := start(t, cfg)
+			dbURL := cfg.DatabaseURL
+			if dbURL == "" {
+				dbURL = "sqlite://" + filepath.Join(cfg.DataDir, "mountd.db")
+			}
+			ctx := context.Background()
+			store, closeStore, err := bunstore.Open(ctx, dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeStore()
+			// What an older version wrote: argon2id.
+			created, err := core.NewAccountService(store, nil).Create(ctx, "Older Fleet")
+			if err != nil {
+				t.Fatal(err)
+			}
+			older := credentials{AccountID: created.AccountID, ClientID: created.ClientID, ClientSecret: created.ClientSecret}
+			stored := func(clientID string) string {
+				t.Helper()
+				cl, err := store.APIClient(ctx, clientID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return cl.SecretHash
+			}
+			const argon, keyed = "$argon2id$", "$hmac-sha256$v=1$"
+			if h := stored(older.ClientID); !strings.HasPrefix(h, argon) {
+				t.Fatalf("the older account's secret stored as %.20q…, want argon2id", h)
+			}
+			grant := func(c credentials) int {
+				res, _ := in.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {c.ClientID},
+					"client_secret": {c.ClientSecret}, "scope": {"openid sub " + audItem}}, nil)
+				return res.StatusCode
+			}
+			wrong := older
+			wrong.ClientSecret += "x"
+			if got := grant(wrong); got != http.StatusUnauthorized {
+				t.Fatalf("a wrong secret: %d, want 401", got)
+			}
+			if h := stored(older.ClientID); !strings.HasPrefix(h, argon) {
+				t.Fatalf("a wrong secret changed the stored hash to %.20q…", h)
+			}
+			if res, body := in.call(http.MethodGet, "/api/v1/accounts/me", in.ownerToken(older), nil); res.StatusCode != http.StatusOK {
+				t.Fatalf("the older account's token: %d %s", res.StatusCode, body)
+			}
+			if h := stored(older.ClientID); !strings.HasPrefix(h, keyed) {
+				t.Fatalf("after its first token the secret is stored as %.20q…, want HMAC", h)
+			}
+			if got := grant(older); got != http.StatusOK {
+				t.Fatalf("the rehashed secret: %d, want 200", got)
+			}
+
+			fresh := in.createAccount("Fresh Fleet")
+			if h := stored(fresh.ClientID); !strings.HasPrefix(h, keyed) {
+				t.Fatalf("accounts create stored %.20q…, want HMAC", h)
+			}
+			rotated := decode[credentials](t, []byte(in.runCLI("accounts", "rotate-secret", "--account", older.AccountID, "--json")))
+			if h := stored(older.ClientID); !strings.HasPrefix(h, keyed) {
+				t.Fatalf("rotate-secret stored %.20q…, want HMAC", h)
+			}
+			for _, tc := range []struct {
+				name string
+				cred credentials
+				want int
+			}{
+				{"the secret before the rotation", older, http.StatusUnauthorized},
+				{"the rotated secret", rotated, http.StatusOK},
+				{"a new account's secret", fresh, http.StatusOK},
+			} {
+				if got := grant(tc.cred); got != tc.want {
+					t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+				}
+			}
+		})
+	}
 }

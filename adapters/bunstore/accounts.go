@@ -85,6 +85,25 @@ func (s *Store) ReplaceClientSecrets(ctx context.Context, accountID, secretHash 
 	return s.updateClients(ctx, accountID, "secret_hash = ?", secretHash)
 }
 
+// RehashClientSecret implements core.AccountStore: one conditional UPDATE,
+// so a rotation committed before it leaves it nothing to match.
+func (s *Store) RehashClientSecret(ctx context.Context, clientID, oldHash, newHash string) (bool, error) {
+	var n int64
+	err := s.write(ctx, func() error {
+		res, err := s.db.NewUpdate().Model((*apiClientRow)(nil)).Set("secret_hash = ?", newHash).
+			Where("client_id = ?", clientID).Where("secret_hash = ?", oldHash).Exec(ctx)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, translate(err, core.CodeNotFound, "client")
+	}
+	return n == 1, nil
+}
+
 // RenameClients implements core.AccountStore.
 func (s *Store) RenameClients(ctx context.Context, accountID, name string) ([]string, error) {
 	return s.updateClients(ctx, accountID, "name = ?", name)

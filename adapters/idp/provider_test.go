@@ -77,6 +77,12 @@ func (s *fakeStore) ReplaceClientSecrets(context.Context, string, string) ([]str
 	return nil, core.Errorf(core.CodeNotFound, "no clients")
 }
 
+// RehashClientSecret keeps every hash: the provider's tests store secrets
+// as argon2id through an unkeyed service, which never rehashes.
+func (s *fakeStore) RehashClientSecret(context.Context, string, string, string) (bool, error) {
+	return false, nil
+}
+
 func (s *fakeStore) RenameClients(context.Context, string, string) ([]string, error) {
 	return nil, core.Errorf(core.CodeNotFound, "no clients")
 }

@@ -164,6 +164,19 @@ func (s *Store) ReplaceClientSecrets(ctx context.Context, accountID, secretHash 
 	return s.changeClients(ctx, accountID, func(c *core.APIClient) { c.SecretHash = secretHash })
 }
 
+// RehashClientSecret implements core.AccountStore.
+func (s *Store) RehashClientSecret(_ context.Context, clientID, oldHash, newHash string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clients[clientID]
+	if !ok || c.SecretHash != oldHash {
+		return false, nil
+	}
+	c.SecretHash = newHash
+	s.clients[clientID] = c
+	return true, nil
+}
+
 // RenameClients implements core.AccountStore.
 func (s *Store) RenameClients(ctx context.Context, accountID, name string) ([]string, error) {
 	return s.changeClients(ctx, accountID, func(c *core.APIClient) { c.Name = name })

@@ -209,6 +209,34 @@ func accounts(t *testing.T, store Store) {
 		}
 	}
 
+	// RehashClientSecret replaces only the hash it was given: once the
+	// secret is rotated, a rehash of the old one changes nothing, and of
+	// two rehashes of one hash only the first does.
+	for _, tc := range []struct {
+		name             string
+		client, old, new string
+		want             bool
+		stored           string
+	}{
+		{"the hash of a rotated secret", "cli_1", "$argon2id$x", "$hmac-sha256$v=1$old", false, "$argon2id$new"},
+		{"the stored hash", "cli_1", "$argon2id$new", "$hmac-sha256$v=1$new", true, "$hmac-sha256$v=1$new"},
+		{"the same hash again", "cli_1", "$argon2id$new", "$hmac-sha256$v=1$again", false, "$hmac-sha256$v=1$new"},
+		{"an unknown client", "cli_x", "$argon2id$new", "$hmac-sha256$v=1$x", false, ""},
+	} {
+		t.Run("RehashClientSecret/"+tc.name, func(t *testing.T) {
+			ok, err := store.RehashClientSecret(ctx, tc.client, tc.old, tc.new)
+			if err != nil || ok != tc.want {
+				t.Fatalf("RehashClientSecret = %v, %v; want %v", ok, err, tc.want)
+			}
+			if tc.stored == "" {
+				return
+			}
+			if got, err := store.APIClient(ctx, tc.client); err != nil || got.SecretHash != tc.stored {
+				t.Fatalf("stored hash %q, %v; want %q", got.SecretHash, err, tc.stored)
+			}
+		})
+	}
+
 	// A failed CreateAccount is all-or-nothing: the account whose client
 	// clashed must not exist.
 	if _, err := store.Account(ctx, "acc_2"); core.ErrorCode(err) != core.CodeNotFound {

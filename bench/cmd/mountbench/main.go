@@ -16,6 +16,10 @@
 //   - getmax: closed loop, the most GET /api/v1/mounts/{uid} per second,
 //     mountd (and a second build at --base-b) against the bare handler in
 //     alternating rounds.
+//   - tokens: --token-clients clients renewing a token every --renew-every
+//     from their own loopback addresses while --wrong-rate wrong secrets a
+//     second come from others; with --base-b both builds in alternating
+//     rounds, each with its own clients (tokens.go).
 //   - tokenflood, graphqlflood, headerflood, methodflood, authorizeflood,
 //     rateflood: the get loop alone (the baseline), then again while
 //     --flood-clients send hostile requests from many loopback addresses
@@ -84,6 +88,10 @@ type config struct {
 	WebhookReports int
 	WebhookWriters int
 	WebhookRate    float64
+	// tokens
+	TokenClients int
+	RenewEvery   time.Duration
+	WrongRate    float64
 }
 
 func main() {
@@ -106,10 +114,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.Base, "base", "", "base address of a running mountd, e.g. http://127.0.0.1:8080 (loopback only)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://... of that mountd's database (loopback only): account creation, baseline, counting")
 	fs.BoolVar(&c.Steady, "steady", false, "rules: report values in a band a fleet at rest reports, so that no rule's state changes (without it every code sweeps its range and rules raise and clear all the time)")
-	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, signed (signed against unsigned reports), rules (ingest with 10 alarm rules against none), get, onboard, getmax (closed-loop GET, most requests/s), all (ingest then get), webhooks (every webhook scenario) or one of "+strings.Join(webhookScenarios, ", ")+" (start mountd with MOUNTD_WEBHOOK_ALLOW_PRIVATE=true), a comma-separated list of these (run in that order), or a flood: "+strings.Join(floodScenarios, ", "))
+	fs.StringVar(&c.Scenario, "scenario", "all", "ingest, signed (signed against unsigned reports), rules (ingest with 10 alarm rules against none), get, onboard, getmax (closed-loop GET, most requests/s), tokens (token renewals under wrong secrets; with --base-b an A/B), all (ingest then get), webhooks (every webhook scenario) or one of "+strings.Join(webhookScenarios, ", ")+" (start mountd with MOUNTD_WEBHOOK_ALLOW_PRIVATE=true), a comma-separated list of these (run in that order), or a flood: "+strings.Join(floodScenarios, ", "))
 	fs.StringVar(&c.BaseB, "base-b", "", "getmax: a second mountd (another build, same database) measured in the same rounds: an A/B in one run")
 	fs.IntVar(&c.FloodClients, "flood-clients", 200, "floods: parallel clients sending the flood's requests")
 	fs.IntVar(&c.FloodSources, "flood-sources", 200, "floods: loopback source addresses (127.0.1.1 on) the flood comes from, 1-250")
+	fs.IntVar(&c.TokenClients, "token-clients", 200, "tokens: clients renewing a token, each from its own loopback address (127.0.2.1 on)")
+	fs.DurationVar(&c.RenewEvery, "renew-every", time.Minute, "tokens: how often each client renews its token (spread evenly over the period)")
+	fs.Float64Var(&c.WrongRate, "wrong-rate", 20, "tokens: wrong secrets a second, from --flood-sources loopback addresses (127.0.1.1 on)")
 	fs.IntVar(&c.Rounds, "rounds", 0, "measure the server and its baseline (getmax: and --base-b) in this many alternating rounds of --duration/rounds each, so that both see the same load of a shared machine (default: 1 for ingest and onboard, 6 for getmax)")
 	fs.IntVar(&c.OnboardClients, "onboard-clients", 32, "onboard: concurrent clients, each onboarding one new mount after the other")
 	fs.IntVar(&c.Clients, "clients", 32, "concurrent clients (ingest workers; get workers serving the arrival schedule)")
@@ -165,9 +176,9 @@ func (c *config) validate() error {
 		return fmt.Errorf("--database-url host %q: only loopback targets are allowed", d.Hostname())
 	}
 	for _, sc := range strings.Split(c.Scenario, ",") {
-		known := append([]string{"ingest", "signed", "rules", "get", "onboard", "getmax", "all", "webhooks"}, webhookScenarios...)
+		known := append([]string{"ingest", "signed", "rules", "get", "onboard", "getmax", "tokens", "all", "webhooks"}, webhookScenarios...)
 		if !slices.Contains(append(known, floodScenarios...), sc) {
-			return fmt.Errorf("--scenario %q: want ingest, signed, rules, get, onboard, getmax, all (ingest and get), webhooks, %s, a list of them, or one of %s", c.Scenario, strings.Join(webhookScenarios, ", "), strings.Join(floodScenarios, ", "))
+			return fmt.Errorf("--scenario %q: want ingest, signed, rules, get, onboard, getmax, tokens, all (ingest and get), webhooks, %s, a list of them, or one of %s", c.Scenario, strings.Join(webhookScenarios, ", "), strings.Join(floodScenarios, ", "))
 		}
 		if slices.Contains(floodScenarios, sc) && sc != c.Scenario {
 			return fmt.Errorf("--scenario %q: a flood runs alone", c.Scenario)
@@ -193,6 +204,12 @@ func (c *config) validate() error {
 		return errors.New("--warmup must be 0 to 10m")
 	case c.Rate <= 0 || c.Rate > 200000:
 		return errors.New("--rate must be positive and at most 200000")
+	case c.TokenClients < 1 || c.TokenClients > 10000:
+		return errors.New("--token-clients must be 1 to 10000")
+	case c.RenewEvery < time.Second || c.RenewEvery > time.Hour:
+		return errors.New("--renew-every must be 1s to 1h")
+	case c.WrongRate < 0.1 || c.WrongRate > 10000:
+		return errors.New("--wrong-rate must be 0.1 to 10000")
 	case c.Batch < 1 || c.Batch > 500:
 		return errors.New("--batch must be 1 to 500")
 	case c.Mounts < 1 || c.Mounts > 100000:

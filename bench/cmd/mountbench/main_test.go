@@ -82,6 +82,10 @@ func TestLoopbackOnly(t *testing.T) {
 		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--max-load", "1", "--max-busy", "0"}, true},
 		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--max-busy", "-0.1"}, false},
 		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--max-busy", "10"}, false},
+		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--scenario", "tokens", "--renew-every", "20s", "--wrong-rate", "50"}, true},
+		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--scenario", "tokens", "--renew-every", "10ms"}, false},
+		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--scenario", "tokens", "--wrong-rate", "0"}, false},
+		{[]string{"--base", "http://127.0.0.1:8080", "--database-url", db, "--scenario", "tokens", "--token-clients", "0"}, false},
 	} {
 		_, err := parseFlags(c.args, io.Discard)
 		if (err == nil) != c.ok {

@@ -135,6 +135,7 @@ type report struct {
 	GetMax       *getMaxReport  `json:"getMax,omitempty"`
 	Flood        *floodReport   `json:"flood,omitempty"`
 	Webhooks     *webhookReport `json:"webhooks,omitempty"`
+	Tokens       *tokensReport  `json:"tokens,omitempty"`
 }
 
 func (b *bench) run(ctx context.Context) (*report, error) {
@@ -185,6 +186,11 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	}
 	if slices.ContainsFunc(webhookScenarios, b.cfg.runs) {
 		if rep.Webhooks, err = b.webhookScenario(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if b.cfg.runs("tokens") {
+		if rep.Tokens, err = b.tokensScenario(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -284,6 +290,9 @@ func (r *report) print(w io.Writer) {
 	}
 	if r.Webhooks != nil {
 		r.Webhooks.print(w)
+	}
+	if r.Tokens != nil {
+		r.Tokens.print(w)
 	}
 }
 
