@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The performance regression check (`make bench-check`): runs the ingest,
 # GET and onboarding scenarios of mountbench, its webhook burst and drain
-# (5,000 reports each, about a minute) and the fan-out benchmark
+# (5,000 reports each, about a minute), fleetbench's reads over 100,000
+# mounts (a restored dump, 20 s of each side) and the fan-out benchmark
 # (subscribers with equal operations, and with operations whose texts
 # differ) briefly, RUNS times (default 3), each on its own throw-away PostgreSQL and
 # Redis, then bench/cmd/benchcheck compares the median of every ratio with
@@ -12,7 +13,7 @@
 # Environment: RUNS, OUT (results; default a new /tmp/bench-check-XXXXXX),
 # DURATION (each measured phase, default 6s; ingest and onboarding split it
 # into six rounds alternating with their baselines). Needs NATS and Mosquitto on
-# their usual ports, like bench/cmd/fanoutbench/run.sh. About 8 minutes.
+# their usual ports, like bench/cmd/fanoutbench/run.sh. About 13 minutes.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,6 +37,14 @@ for i in $(seq 1 "$RUNS"); do
     MOUNTD_WEBHOOK_ALLOW_PRIVATE=true "$ROOT/bench/cmd/mountbench/run.sh" --scenario webhook-burst,webhook-drain \
     --mounts 20 --max-busy 0 --json >"$OUT/webhooks-$i.json" 2>"$OUT/webhooks-$i.log" \
     || { log "mountbench webhooks failed:"; tail -20 "$OUT/webhooks-$i.log" >&2; exit 1; }
+  log "run $i of $RUNS: fleetbench, reads over 100,000 mounts"
+  # The newest seeded fleet in the cache, migrated forward by this build
+  # when it starts; without one, the first run seeds it (about 20 minutes,
+  # once per machine).
+  dump=$(ls -t "${FLEETBENCH_CACHE:-$HOME/.cache/mountd-bench}"/fleet-100000-*.dump 2>/dev/null | head -1 || true)
+  BENCH_DIR="$OUT/fleet-$i" FLEETBENCH_MOUNTD="$OUT/bin/mountd" "$ROOT/bench/cmd/fleetbench/run.sh" --mounts 100000 \
+    ${dump:+--dump "$dump"} --rounds 1 --duration 20s --overview-runs 5 --json >"$OUT/fleet-$i.json" 2>"$OUT/fleet-$i.log" \
+    || { log "fleetbench failed:"; tail -20 "$OUT/fleet-$i.log" >&2; exit 1; }
   for ops in shared distinct; do
     log "run $i of $RUNS: fan-out, 200 subscribers ($ops operations), mountd against Mosquitto"
     extra="--drain 3s --settle 1s --retries 0"
@@ -45,4 +54,4 @@ for i in $(seq 1 "$RUNS"); do
       || { log "fanoutbench failed:"; tail -20 "$OUT/fanout-$ops-$i.log" >&2; exit 1; }
   done
 done
-"$OUT/bin/benchcheck" --baseline "$ROOT/bench/baseline.txt" "$OUT"/mountbench-*.json "$OUT"/webhooks-*.json "$OUT"/fanout-*/result-*.json
+"$OUT/bin/benchcheck" --baseline "$ROOT/bench/baseline.txt" "$OUT"/mountbench-*.json "$OUT"/webhooks-*.json "$OUT"/fleet-*.json "$OUT"/fanout-*/result-*.json
