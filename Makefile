@@ -56,7 +56,7 @@ bench:
 load:
 	bench/cmd/mountbench/run.sh $(LOAD_FLAGS)
 
-## bench-check: run ingest, GET, onboarding, the webhook burst and drain, and fan-out briefly (3 times) and fail when a ratio fell >20 % below bench/baseline.txt
+## bench-check: run ingest, GET, onboarding, the webhook burst and drain, the fleet reads and fan-out briefly (3 times) and fail when a ratio fell >20 % below bench/baseline.txt
 bench-check:
 	bench/check.sh
 
