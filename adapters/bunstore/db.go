@@ -45,7 +45,8 @@ type Store struct {
 	writer chan struct{}
 	// sql holds query texts built once from the dialect and row types.
 	sql struct {
-		mountWithLatest string
+		// mountRead is MountWithLatest's (mountReadSQL).
+		mountRead string
 		// mountWithLatestTx is the same query for bun (? placeholders), to
 		// run in a transaction.
 		mountWithLatestTx string
@@ -107,7 +108,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 		return nil, nil, fmt.Errorf("database url must start with postgres:// or sqlite://")
 	}
 	s.db.AddQueryHook(queryCounter{n: &s.queries})
-	s.sql.mountWithLatest = s.mountWithLatestSQL(s.param(1))
+	s.sql.mountRead = s.mountReadSQL()
 	s.sql.mountWithLatestTx = s.mountWithLatestSQL("?")
 	s.sql.ingest = s.ingestSQL()
 	s.sql.ingestWatched = s.ingestWatchedSQL()
@@ -159,21 +160,6 @@ func (s *Store) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
 		return prev.(*sql.Stmt), nil
 	}
 	return st, nil
-}
-
-// queryPrepared runs a prepared query and scans its rows into dest with
-// bun's mapping, counting it like every other statement.
-func (s *Store) queryPrepared(ctx context.Context, query string, dest any, args ...any) error {
-	st, err := s.prepared(ctx, query)
-	if err != nil {
-		return err
-	}
-	s.queries.Add(1)
-	rows, err := st.QueryContext(ctx, args...)
-	if err != nil {
-		return err
-	}
-	return s.db.ScanRows(ctx, rows, dest)
 }
 
 // param is the n-th (from 1) bind parameter in the dialect's syntax.

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -229,33 +228,4 @@ func (b *bench) getScenario(ctx context.Context) (*getReport, error) {
 		rep.P999Ratio = round(rep.Server.Latency.P999/ph.Latency.P999, 2)
 	}
 	return rep, ctx.Err()
-}
-
-// bareServer answers GET /api/v1/mounts/{uid} with the bytes mountd gave
-// for that mount, on 127.0.0.1:0, and nothing else.
-func bareServer(bodies map[string][]byte) (string, func(), error) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/v1/mounts/{uid}", func(w http.ResponseWriter, r *http.Request) {
-		body, ok := bodies[r.PathValue("uid")]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_, _ = w.Write(body)
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Println("mountbench: baseline server:", err)
-		}
-	}()
-	return "http://" + ln.Addr().String(), func() { _ = srv.Close(); <-done }, nil
 }

@@ -11,8 +11,8 @@
 //     entries are counted in the database: lost = accepted - counted.
 //   - get: open loop at a fixed arrival rate (--rate) of
 //     GET /api/v1/mounts/{uid}; the baseline is a bare net/http handler
-//     started here on 127.0.0.1:0 that answers the same JSON bytes, driven
-//     with the identical load.
+//     in a process of its own (this binary again, bare.go) on 127.0.0.1:0
+//     that answers the same JSON bytes, driven with the identical load.
 //   - getmax: closed loop, the most GET /api/v1/mounts/{uid} per second,
 //     mountd (and a second build at --base-b) against the bare handler in
 //     alternating rounds.
@@ -95,6 +95,13 @@ type config struct {
 }
 
 func main() {
+	if os.Getenv(bareServeEnv) != "" {
+		if err := serveBare(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "mountbench: baseline server:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
