@@ -506,43 +506,59 @@ func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.Mo
 				row.OfflineAnnounced = true
 			}
 		}
-		for _, t := range c.Close {
-			var ids []string
-			if err := tx.NewRaw(`DELETE FROM alarms WHERE id = ? AND state = 'PENDING' RETURNING id`, t.ID).Scan(ctx, &ids); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			if len(ids) == 1 {
-				continue
-			}
-			res, err := tx.NewRaw(`UPDATE alarms SET state = 'CLEARED', cleared_at = ? WHERE id = ? AND state = 'ACTIVE'`, millis(t.ClearedAt), t.ID).Exec(ctx)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				skip[t.ID] = true
+		// On PostgreSQL a change with an event runs as its event's WITH:
+		// one statement for both, the event appended only when the change
+		// happened. Those run in the events' order; the new episodes
+		// without one run after them, once the episodes they replace are
+		// closed (one open episode per rule and mount).
+		withEvent := map[string]alarmWrite{}
+		if s.postgres {
+			for _, e := range c.Events {
+				if e.Alarm != nil {
+					withEvent[e.Alarm.ID] = alarmWrite{}
+				}
 			}
 		}
-		for _, t := range c.Raise {
-			values, _ := json.Marshal(t.Values)
-			res, err := tx.NewRaw(`UPDATE alarms SET state = 'ACTIVE', raised_at = ?, alarm_values = ? WHERE id = ? AND state = 'PENDING'`,
-				millis(t.RaisedAt), string(values), t.ID).Exec(ctx)
-			if err != nil {
-				return err
+		run := func(t core.AlarmTrack, w alarmWrite) error {
+			if _, ok := withEvent[t.ID]; ok {
+				withEvent[t.ID] = w
+				return nil
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				skip[t.ID] = true
-			}
-		}
-		for _, t := range c.Open {
 			var ids []string
-			err := tx.NewRaw(`INSERT INTO alarms (`+s.columns(typeOfAlarmRow, "")+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT DO NOTHING RETURNING id`, alarmRowValues(toAlarmRow(t))...).Scan(ctx, &ids)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			if err := tx.NewRaw(w.query, w.args...).Scan(ctx, &ids); err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
 			if len(ids) == 0 {
 				skip[t.ID] = true
 			}
+			return nil
+		}
+		for _, t := range c.Close {
+			if _, ok := withEvent[t.ID]; !ok {
+				var ids []string
+				if err := tx.NewRaw(`DELETE FROM alarms WHERE id = ? AND state = 'PENDING' RETURNING id`, t.ID).Scan(ctx, &ids); err != nil && !errors.Is(err, sql.ErrNoRows) {
+					return err
+				}
+				if len(ids) == 1 {
+					continue
+				}
+			}
+			if err := run(t, clearAlarm(t)); err != nil {
+				return err
+			}
+		}
+		for _, t := range c.Raise {
+			if err := run(t, raiseAlarm(t)); err != nil {
+				return err
+			}
+		}
+		var opens []core.AlarmTrack
+		for _, t := range c.Open {
+			if _, ok := withEvent[t.ID]; ok {
+				withEvent[t.ID] = s.openAlarm(t)
+				continue
+			}
+			opens = append(opens, t)
 		}
 		var latest []core.StateEntry
 		if row != nil && row.OwnerID.Valid {
@@ -563,10 +579,24 @@ func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.Mo
 			if r.OwnerID.String != e.AccountID {
 				values = nil
 			}
-			if err := s.appendEventWith(ctx, tx, e, r, values, "", nil); err != nil {
+			appended := true
+			var err error
+			if change := withEvent[alarmID(e)]; change.query != "" {
+				appended, err = s.appendEventGuarded(ctx, tx, e, r, values, change.query, change.args, true)
+			} else {
+				err = s.appendEventWith(ctx, tx, e, r, values, "", nil)
+			}
+			if err != nil {
 				return err
 			}
-			events = append(events, e)
+			if appended {
+				events = append(events, e)
+			}
+		}
+		for _, t := range opens {
+			if err := run(t, s.openAlarm(t)); err != nil {
+				return err
+			}
 		}
 		return nil
 	}()
@@ -574,6 +604,37 @@ func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.Mo
 		return nil, err
 	}
 	return events, nil
+}
+
+// alarmWrite is one conditional change of an episode: a statement that
+// answers the episode's id when the change happened.
+type alarmWrite struct {
+	query string
+	args  []any
+}
+
+func clearAlarm(t core.AlarmTrack) alarmWrite {
+	return alarmWrite{`UPDATE alarms SET state = 'CLEARED', cleared_at = ? WHERE id = ? AND state = 'ACTIVE' RETURNING id`,
+		[]any{millis(t.ClearedAt), t.ID}}
+}
+
+func raiseAlarm(t core.AlarmTrack) alarmWrite {
+	values, _ := json.Marshal(t.Values)
+	return alarmWrite{`UPDATE alarms SET state = 'ACTIVE', raised_at = ?, alarm_values = ? WHERE id = ? AND state = 'PENDING' RETURNING id`,
+		[]any{millis(t.RaisedAt), string(values), t.ID}}
+}
+
+func (s *Store) openAlarm(t core.AlarmTrack) alarmWrite {
+	return alarmWrite{`INSERT INTO alarms (` + s.columns(typeOfAlarmRow, "") + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING RETURNING id`, alarmRowValues(toAlarmRow(t))}
+}
+
+// alarmID is the id of e's episode, "" for an event without one.
+func alarmID(e *core.Event) string {
+	if e.Alarm == nil {
+		return ""
+	}
+	return e.Alarm.ID
 }
 
 func alarmRowValues(r *alarmRow) []any {
