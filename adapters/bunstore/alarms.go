@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -508,19 +510,18 @@ func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.Mo
 		}
 		// On PostgreSQL a change with an event runs as its event's WITH:
 		// one statement for both, the event appended only when the change
-		// happened. Those run in the events' order; the new episodes
-		// without one run after them, once the episodes they replace are
-		// closed (one open episode per rule and mount).
-		withEvent := map[string]alarmWrite{}
-		if s.postgres {
-			for _, e := range c.Events {
-				if e.Alarm != nil {
-					withEvent[e.Alarm.ID] = alarmWrite{}
-				}
+		// happened, in the events' order. New episodes without an event
+		// run after the events, once the episodes they replace are closed
+		// (one open episode per rule and mount).
+		hasEvent := map[string]bool{}
+		for _, e := range c.Events {
+			if e.Alarm != nil {
+				hasEvent[e.Alarm.ID] = true
 			}
 		}
+		withEvent := map[string]alarmWrite{}
 		run := func(t core.AlarmTrack, w alarmWrite) error {
-			if _, ok := withEvent[t.ID]; ok {
+			if s.postgres && hasEvent[t.ID] {
 				withEvent[t.ID] = w
 				return nil
 			}
@@ -533,18 +534,34 @@ func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.Mo
 			}
 			return nil
 		}
+		// The closes run first, the PENDING episodes dropped in one
+		// statement; an episode not dropped is cleared if ACTIVE.
+		var drop []core.AlarmTrack
 		for _, t := range c.Close {
-			if _, ok := withEvent[t.ID]; !ok {
-				var ids []string
-				if err := tx.NewRaw(`DELETE FROM alarms WHERE id = ? AND state = 'PENDING' RETURNING id`, t.ID).Scan(ctx, &ids); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			if s.postgres && hasEvent[t.ID] {
+				if err := run(t, clearAlarm(t)); err != nil {
 					return err
 				}
-				if len(ids) == 1 {
+				continue
+			}
+			drop = append(drop, t)
+		}
+		if len(drop) > 0 {
+			ids := make([]string, len(drop))
+			for i, t := range drop {
+				ids[i] = t.ID
+			}
+			var dropped []string
+			if err := tx.NewRaw(`DELETE FROM alarms WHERE id IN (?) AND state = 'PENDING' RETURNING id`, bun.In(ids)).Scan(ctx, &dropped); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			for _, t := range drop {
+				if slices.Contains(dropped, t.ID) {
 					continue
 				}
-			}
-			if err := run(t, clearAlarm(t)); err != nil {
-				return err
+				if err := run(t, clearAlarm(t)); err != nil {
+					return err
+				}
 			}
 		}
 		for _, t := range c.Raise {
@@ -552,13 +569,15 @@ func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.Mo
 				return err
 			}
 		}
-		var opens []core.AlarmTrack
+		var pending []core.AlarmTrack // new episodes without an event
 		for _, t := range c.Open {
-			if _, ok := withEvent[t.ID]; ok {
-				withEvent[t.ID] = s.openAlarm(t)
+			if !hasEvent[t.ID] {
+				pending = append(pending, t)
 				continue
 			}
-			opens = append(opens, t)
+			if err := run(t, s.openAlarm(t)); err != nil {
+				return err
+			}
 		}
 		var latest []core.StateEntry
 		if row != nil && row.OwnerID.Valid {
@@ -593,8 +612,16 @@ func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.Mo
 				events = append(events, e)
 			}
 		}
-		for _, t := range opens {
-			if err := run(t, s.openAlarm(t)); err != nil {
+		if len(pending) > 0 {
+			// No event depends on them: one statement for all.
+			values := make([]string, len(pending))
+			var args []any
+			for i, t := range pending {
+				values[i] = alarmPlaceholders
+				args = append(args, alarmRowValues(toAlarmRow(t))...)
+			}
+			if _, err := tx.NewRaw(`INSERT INTO alarms (`+s.columns(typeOfAlarmRow, "")+`) VALUES `+strings.Join(values, ", ")+`
+				ON CONFLICT DO NOTHING`, args...).Exec(ctx); err != nil {
 				return err
 			}
 		}
@@ -625,7 +652,7 @@ func raiseAlarm(t core.AlarmTrack) alarmWrite {
 }
 
 func (s *Store) openAlarm(t core.AlarmTrack) alarmWrite {
-	return alarmWrite{`INSERT INTO alarms (` + s.columns(typeOfAlarmRow, "") + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	return alarmWrite{`INSERT INTO alarms (` + s.columns(typeOfAlarmRow, "") + `) VALUES ` + alarmPlaceholders + `
 		ON CONFLICT DO NOTHING RETURNING id`, alarmRowValues(toAlarmRow(t))}
 }
 
@@ -636,6 +663,9 @@ func alarmID(e *core.Event) string {
 	}
 	return e.Alarm.ID
 }
+
+// alarmPlaceholders are alarmRowValues' placeholders.
+const alarmPlaceholders = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 func alarmRowValues(r *alarmRow) []any {
 	return []any{r.ID, r.AccountID, r.RuleID, r.RuleName, r.RuleRevision, r.MountUID, r.Severity, r.State, r.Since, r.DueAt,
