@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -506,42 +508,75 @@ func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.Mo
 				row.OfflineAnnounced = true
 			}
 		}
-		for _, t := range c.Close {
-			var ids []string
-			if err := tx.NewRaw(`DELETE FROM alarms WHERE id = ? AND state = 'PENDING' RETURNING id`, t.ID).Scan(ctx, &ids); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			if len(ids) == 1 {
-				continue
-			}
-			res, err := tx.NewRaw(`UPDATE alarms SET state = 'CLEARED', cleared_at = ? WHERE id = ? AND state = 'ACTIVE'`, millis(t.ClearedAt), t.ID).Exec(ctx)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				skip[t.ID] = true
+		// On PostgreSQL a change with an event runs as its event's WITH:
+		// one statement for both, the event appended only when the change
+		// happened, in the events' order. New episodes without an event
+		// run after the events, once the episodes they replace are closed
+		// (one open episode per rule and mount).
+		hasEvent := map[string]bool{}
+		for _, e := range c.Events {
+			if e.Alarm != nil {
+				hasEvent[e.Alarm.ID] = true
 			}
 		}
-		for _, t := range c.Raise {
-			values, _ := json.Marshal(t.Values)
-			res, err := tx.NewRaw(`UPDATE alarms SET state = 'ACTIVE', raised_at = ?, alarm_values = ? WHERE id = ? AND state = 'PENDING'`,
-				millis(t.RaisedAt), string(values), t.ID).Exec(ctx)
-			if err != nil {
-				return err
+		withEvent := map[string]alarmWrite{}
+		run := func(t core.AlarmTrack, w alarmWrite) error {
+			if s.postgres && hasEvent[t.ID] {
+				withEvent[t.ID] = w
+				return nil
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				skip[t.ID] = true
-			}
-		}
-		for _, t := range c.Open {
 			var ids []string
-			err := tx.NewRaw(`INSERT INTO alarms (`+s.columns(typeOfAlarmRow, "")+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT DO NOTHING RETURNING id`, alarmRowValues(toAlarmRow(t))...).Scan(ctx, &ids)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			if err := tx.NewRaw(w.query, w.args...).Scan(ctx, &ids); err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
 			if len(ids) == 0 {
 				skip[t.ID] = true
+			}
+			return nil
+		}
+		// The closes run first, the PENDING episodes dropped in one
+		// statement; an episode not dropped is cleared if ACTIVE.
+		var drop []core.AlarmTrack
+		for _, t := range c.Close {
+			if s.postgres && hasEvent[t.ID] {
+				if err := run(t, clearAlarm(t)); err != nil {
+					return err
+				}
+				continue
+			}
+			drop = append(drop, t)
+		}
+		if len(drop) > 0 {
+			ids := make([]string, len(drop))
+			for i, t := range drop {
+				ids[i] = t.ID
+			}
+			var dropped []string
+			if err := tx.NewRaw(`DELETE FROM alarms WHERE id IN (?) AND state = 'PENDING' RETURNING id`, bun.In(ids)).Scan(ctx, &dropped); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			for _, t := range drop {
+				if slices.Contains(dropped, t.ID) {
+					continue
+				}
+				if err := run(t, clearAlarm(t)); err != nil {
+					return err
+				}
+			}
+		}
+		for _, t := range c.Raise {
+			if err := run(t, raiseAlarm(t)); err != nil {
+				return err
+			}
+		}
+		var pending []core.AlarmTrack // new episodes without an event
+		for _, t := range c.Open {
+			if !hasEvent[t.ID] {
+				pending = append(pending, t)
+				continue
+			}
+			if err := run(t, s.openAlarm(t)); err != nil {
+				return err
 			}
 		}
 		var latest []core.StateEntry
@@ -563,10 +598,32 @@ func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.Mo
 			if r.OwnerID.String != e.AccountID {
 				values = nil
 			}
-			if err := s.appendEventWith(ctx, tx, e, r, values, "", nil); err != nil {
+			appended := true
+			var err error
+			if change := withEvent[alarmID(e)]; change.query != "" {
+				appended, err = s.appendEventGuarded(ctx, tx, e, r, values, change.query, change.args, true)
+			} else {
+				err = s.appendEventWith(ctx, tx, e, r, values, "", nil)
+			}
+			if err != nil {
 				return err
 			}
-			events = append(events, e)
+			if appended {
+				events = append(events, e)
+			}
+		}
+		if len(pending) > 0 {
+			// No event depends on them: one statement for all.
+			values := make([]string, len(pending))
+			var args []any
+			for i, t := range pending {
+				values[i] = alarmPlaceholders
+				args = append(args, alarmRowValues(toAlarmRow(t))...)
+			}
+			if _, err := tx.NewRaw(`INSERT INTO alarms (`+s.columns(typeOfAlarmRow, "")+`) VALUES `+strings.Join(values, ", ")+`
+				ON CONFLICT DO NOTHING`, args...).Exec(ctx); err != nil {
+				return err
+			}
 		}
 		return nil
 	}()
@@ -575,6 +632,40 @@ func (s *Store) applyWatch(ctx context.Context, tx bun.Tx, uid string, w core.Mo
 	}
 	return events, nil
 }
+
+// alarmWrite is one conditional change of an episode: a statement that
+// answers the episode's id when the change happened.
+type alarmWrite struct {
+	query string
+	args  []any
+}
+
+func clearAlarm(t core.AlarmTrack) alarmWrite {
+	return alarmWrite{`UPDATE alarms SET state = 'CLEARED', cleared_at = ? WHERE id = ? AND state = 'ACTIVE' RETURNING id`,
+		[]any{millis(t.ClearedAt), t.ID}}
+}
+
+func raiseAlarm(t core.AlarmTrack) alarmWrite {
+	values, _ := json.Marshal(t.Values)
+	return alarmWrite{`UPDATE alarms SET state = 'ACTIVE', raised_at = ?, alarm_values = ? WHERE id = ? AND state = 'PENDING' RETURNING id`,
+		[]any{millis(t.RaisedAt), string(values), t.ID}}
+}
+
+func (s *Store) openAlarm(t core.AlarmTrack) alarmWrite {
+	return alarmWrite{`INSERT INTO alarms (` + s.columns(typeOfAlarmRow, "") + `) VALUES ` + alarmPlaceholders + `
+		ON CONFLICT DO NOTHING RETURNING id`, alarmRowValues(toAlarmRow(t))}
+}
+
+// alarmID is the id of e's episode, "" for an event without one.
+func alarmID(e *core.Event) string {
+	if e.Alarm == nil {
+		return ""
+	}
+	return e.Alarm.ID
+}
+
+// alarmPlaceholders are alarmRowValues' placeholders.
+const alarmPlaceholders = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 func alarmRowValues(r *alarmRow) []any {
 	return []any{r.ID, r.AccountID, r.RuleID, r.RuleName, r.RuleRevision, r.MountUID, r.Severity, r.State, r.Since, r.DueAt,

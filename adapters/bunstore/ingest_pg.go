@@ -83,23 +83,23 @@ var alarmColumns = []string{"id", "account_id", "rule_id", "rule_name", "rule_re
 
 // decodeOpenAlarms reads ingestWatchedSQL's open_alarms.
 func decodeOpenAlarms(text string) ([]alarmRow, error) {
-	var items [][]json.RawMessage
+	var items []json.RawMessage
 	if err := json.Unmarshal([]byte(text), &items); err != nil {
 		return nil, err
 	}
 	out := make([]alarmRow, len(items))
 	for i, it := range items {
-		if len(it) != len(alarmColumns) {
-			return nil, fmt.Errorf("open alarm with %d columns", len(it))
-		}
 		r := &out[i]
 		var raised, cleared, acked *int64
 		var ackedBy, values, ackedByName *string
-		for j, dst := range []any{&r.ID, &r.AccountID, &r.RuleID, &r.RuleName, &r.RuleRevision, &r.MountUID, &r.Severity, &r.State,
-			&r.Since, &r.DueAt, &raised, &cleared, &acked, &ackedBy, &values, &ackedByName} {
-			if err := json.Unmarshal(it[j], dst); err != nil {
-				return nil, fmt.Errorf("open alarm %s: %w", alarmColumns[j], err)
-			}
+		// One decode per episode, into its fields in alarmColumns' order.
+		fields := []any{&r.ID, &r.AccountID, &r.RuleID, &r.RuleName, &r.RuleRevision, &r.MountUID, &r.Severity, &r.State,
+			&r.Since, &r.DueAt, &raised, &cleared, &acked, &ackedBy, &values, &ackedByName}
+		if err := json.Unmarshal(it, &fields); err != nil {
+			return nil, fmt.Errorf("open alarm: %w", err)
+		}
+		if len(fields) != len(alarmColumns) {
+			return nil, fmt.Errorf("open alarm with %d columns", len(fields))
 		}
 		for _, n := range []struct {
 			v   *int64

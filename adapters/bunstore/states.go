@@ -151,7 +151,14 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 		// on as the last holder of the lock left it (ingestWatchedSQL).
 		// SQLite's transaction holds the write lock.
 		if r.Watch != nil && !light && s.postgres {
-			if _, err := tx.NewRaw(`SELECT uid FROM mounts WHERE uid = ? FOR UPDATE`, uid).Exec(ctx); err != nil {
+			// Prepared: every watched report sends it, and its parse and
+			// plan cost PostgreSQL more than the lock.
+			st, err := s.prepared(ctx, lockMountSQL)
+			if err != nil {
+				return err
+			}
+			s.queries.Add(1)
+			if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, uid); err != nil {
 				return err
 			}
 		}
@@ -376,6 +383,9 @@ func seenSnapshot(m *mountRow, r core.ReportCheck) *mountRow {
 	snap.LastSeenAt, snap.OfflineAnnounced = sql.NullInt64{Int64: at, Valid: true}, false
 	return &snap
 }
+
+// lockMountSQL locks a mount's row for a watched report (PostgreSQL).
+const lockMountSQL = `SELECT uid FROM mounts WHERE uid = $1 FOR UPDATE`
 
 // moveLastSeen is a report's light watch (ReportCheck.LightCut): no rule
 // applies to the mount, so a mount heard within its threshold and not
