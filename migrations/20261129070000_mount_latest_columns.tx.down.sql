@@ -4,6 +4,8 @@ CREATE INDEX mount_latest_states_filter ON mount_latest_states (account_id, code
 --bun:split
 {{if .Postgres}}ALTER STATISTICS mount_latest_states_code_value SET STATISTICS 2500;{{else}}SELECT 1;{{end}}
 --bun:split
+DROP INDEX IF EXISTS mounts_owner_live;
+--bun:split
 DROP INDEX IF EXISTS mounts_owner_flags;
 --bun:split
 DROP INDEX IF EXISTS mounts_owner_temperature;

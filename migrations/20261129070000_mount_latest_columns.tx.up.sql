@@ -27,14 +27,22 @@ FROM (SELECT mount_uid, account_id,
     FROM mount_latest_states GROUP BY mount_uid, account_id) AS l
 WHERE l.mount_uid = mounts.uid AND l.account_id = mounts.owner_account_id;
 --bun:split
--- A comparison on a number is a range of one index, and so is its count
--- (the rows in the range are then read for the listing's liveness).
-CREATE INDEX mounts_owner_battery ON mounts (owner_account_id, battery_level);
+-- A comparison on a number is a range of one index, and so is its count.
+-- Each index carries what the listing's liveness condition reads
+-- (association_state, idle_deadline) as trailing keys, not INCLUDE columns,
+-- which would turn off B-tree deduplication: where the visibility map
+-- allows, a count reads the index alone (at 100,000 mounts the owner's
+-- count takes 11-16 ms from mounts_owner_live against 37 ms for a scan of
+-- the table).
+CREATE INDEX mounts_owner_battery ON mounts (owner_account_id, battery_level, association_state, idle_deadline);
 --bun:split
-CREATE INDEX mounts_owner_temperature ON mounts (owner_account_id, cpu_temperature);
+CREATE INDEX mounts_owner_temperature ON mounts (owner_account_id, cpu_temperature, association_state, idle_deadline);
 --bun:split
 -- The two flags together: "unlocked and helmet out" is one range.
-CREATE INDEX mounts_owner_flags ON mounts (owner_account_id, mount_locked, helmet_mounted);
+CREATE INDEX mounts_owner_flags ON mounts (owner_account_id, mount_locked, helmet_mounted, association_state, idle_deadline);
+--bun:split
+-- The unfiltered count of a listing.
+CREATE INDEX mounts_owner_live ON mounts (owner_account_id, association_state, idle_deadline);
 --bun:split
 -- The latest rows' filter index and its statistics served the comparisons
 -- that now read the columns: every report paid for them.
