@@ -113,6 +113,22 @@ func countEvents(t *testing.T, store Store, typ core.EventType, uid string) int 
 	return n
 }
 
+// countEventsWhen is countEvents once want of them are there, or what is
+// there after 5 s: on PostgreSQL an event is read only once every
+// transaction older than its own has ended, and other tests' transactions
+// share the cluster.
+func countEventsWhen(t *testing.T, store Store, typ core.EventType, uid string, want int) int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := countEvents(t, store, typ, uid)
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func strp[T any](v T) *T { return &v }
 
 // alarmRules: CRUD, validation and ownership of rules, as stored.
@@ -235,7 +251,7 @@ func presenceAndAlarms(t *testing.T, store Store) {
 			t.Fatalf("Acknowledge = %+v, %v; want by %s, named by its client's name", got, err, a.ClientID)
 		}
 	}
-	if n := countEvents(t, store, core.EventAlarmAcknowledged, "P1"); n != 1 {
+	if n := countEventsWhen(t, store, core.EventAlarmAcknowledged, "P1", 1); n != 1 {
 		t.Fatalf("ALARM_ACKNOWLEDGED %d times", n)
 	}
 	if acked, _, err := store.ReadEvents(ctx, core.EventQuery{Types: []core.EventType{core.EventAlarmAcknowledged}, Limit: 10}); err != nil ||
@@ -270,7 +286,7 @@ func presenceAndAlarms(t *testing.T, store Store) {
 	}
 	// Back: MOUNT_ONLINE, and a value that ends the alarm.
 	w.report(t, a, "P1", clock.Now(), "BATTERY_LEVEL", "90")
-	if countEvents(t, store, core.EventMountOnline, "P1") != 1 || active(t, w, a) != 0 {
+	if countEventsWhen(t, store, core.EventMountOnline, "P1", 1) != 1 || active(t, w, a) != 0 {
 		t.Fatal("no MOUNT_ONLINE or alarm still active")
 	}
 	cleared, _, _ := w.alarms.ListAlarms(ctx, a, core.AlarmFilter{State: strp(core.AlarmCleared)}, core.Page{CurrentPage: 1, PageSize: 10})
@@ -357,10 +373,10 @@ func racingSweeps(t *testing.T, store Store) {
 	sweepBoth()
 	sweepBoth()
 	for _, uid := range uids {
-		if n := countEvents(t, store, core.EventMountOffline, uid); n != 1 {
+		if n := countEventsWhen(t, store, core.EventMountOffline, uid, 1); n != 1 {
 			t.Errorf("%s: MOUNT_OFFLINE %d times", uid, n)
 		}
-		if n := countEvents(t, store, core.EventAlarmRaised, uid); n != 2 {
+		if n := countEventsWhen(t, store, core.EventAlarmRaised, uid, 2); n != 2 {
 			t.Errorf("%s: ALARM_RAISED %d times, want 2 (hot, silent)", uid, n)
 		}
 	}
@@ -848,7 +864,7 @@ func alarmsLeaveWithTheMount(t *testing.T, store Store) {
 		t.Fatalf("%d alarms stay ACTIVE after the mounts left", n)
 	}
 	for _, uid := range []string{"D1", "D2", "D3"} {
-		if n := countEvents(t, store, core.EventAlarmCleared, uid); n != 1 {
+		if n := countEventsWhen(t, store, core.EventAlarmCleared, uid, 1); n != 1 {
 			t.Errorf("%s: ALARM_CLEARED %d times", uid, n)
 		}
 	}
