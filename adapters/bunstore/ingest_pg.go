@@ -32,8 +32,11 @@ type ingestRow struct {
 }
 
 // ingestSQL is the report's first statement on PostgreSQL, prepared once
-// per connection: it locks the mount against deletion (FOR KEY SHARE, what
-// the foreign key's check takes per row), stores the entries if the mount
+// per connection: it locks the mount's row for the report's update of it
+// (FOR NO KEY UPDATE: the latest values' columns, lastSeenAt, a verified
+// revision), before any latest row: every report locks the mount, then its
+// latest rows, so that a signed report updating the revision first and a
+// report moving a latest value first cannot deadlock. It stores the entries if the mount
 // is the account's live association ($3 is the report's instant), and
 // answers the mount, its latest values as they were and what was new, in
 // one row. The entries come as three arrays: the statement's text is the
@@ -42,7 +45,7 @@ type ingestRow struct {
 // answer is three arrays rather than 50 rows for bun to map.
 func (s *Store) ingestSQL() string {
 	return `WITH m AS (
-			SELECT ` + s.columns(reflect.TypeFor[mountRow](), "") + ` FROM mounts WHERE uid = $1 FOR KEY SHARE
+			SELECT ` + s.columns(reflect.TypeFor[mountRow](), "") + ` FROM mounts WHERE uid = $1 FOR NO KEY UPDATE
 		), ins AS (
 			INSERT INTO mount_states (mount_uid, account_id, code, occurred_at, value, received_at, verified)
 			SELECT $1, $2, e.code, e.occurred_at, e.value, $3, $7
