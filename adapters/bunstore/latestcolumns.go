@@ -26,13 +26,13 @@ func floatType(postgres bool) string {
 }
 
 // latestColumnsRead are SET assignments taking each column of codes from
-// the latest row of mount ? and account ? (two parameters per column, uid
-// then account, in the order of codes); with when, only in the rows where
-// it holds. Right where no other transaction can move those latest rows
-// meanwhile: in SQLite's (one writer), or on PostgreSQL for an INACTIVE
-// mount, whose reports are refused.
-func latestColumnsRead(postgres bool, codes []core.StateCode, when string) string {
+// the latest row of uid and accountID, and their parameters; with when,
+// only in the rows where it holds. Right where no other transaction can
+// move those latest rows meanwhile: in SQLite's (one writer), or on
+// PostgreSQL for an INACTIVE mount, whose reports are refused.
+func latestColumnsRead(postgres bool, codes []core.StateCode, when, uid, accountID string) (string, []any) {
 	var sets []string
+	var args []any
 	for _, code := range codes {
 		column, ok := latestColumns[code]
 		if !ok {
@@ -44,19 +44,9 @@ func latestColumnsRead(postgres bool, codes []core.StateCode, when string) strin
 			read = fmt.Sprintf("CASE WHEN %s THEN %s ELSE %s END", when, read, column)
 		}
 		sets = append(sets, column+" = "+read)
+		args = append(args, uid, accountID)
 	}
-	return strings.Join(sets, ", ")
-}
-
-// latestColumnsArgs are latestColumnsRead's parameters.
-func latestColumnsArgs(codes []core.StateCode, uid, accountID string) []any {
-	var args []any
-	for _, code := range codes {
-		if _, ok := latestColumns[code]; ok {
-			args = append(args, uid, accountID)
-		}
-	}
-	return args
+	return strings.Join(sets, ", "), args
 }
 
 // codesOf are the codes of entries.

@@ -217,6 +217,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			// one starts with the key its claim brings, or none. The owner's
 			// claim during its own association keeps it unless a new one
 			// comes.
+			latestSets, latestArgs := latestColumnsRead(s.postgres, core.StateCodes, "association_state = 'INACTIVE'", c.UID, c.AccountID)
 			err := tx.NewRaw(`UPDATE mounts SET
 					name = CASE WHEN association_state = 'INACTIVE' THEN COALESCE(?, '') ELSE COALESCE(?, name) END,
 					last_seen_at = CASE WHEN association_state = 'INACTIVE' THEN NULL ELSE last_seen_at END,
@@ -235,13 +236,13 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 					expired_owner_id = NULL,
 					key_id = ?, public_key = ?, sealed_private_key = ?,
 					updated_at = ?,
-					`+latestColumnsRead(s.postgres, core.StateCodes, "association_state = 'INACTIVE'")+`
+					`+latestSets+`
 				WHERE uid = ? AND (association_state = 'INACTIVE' OR owner_account_id = ?)
 					AND NOT (association_state = 'IDLE' AND idle_deadline <= ?)
 				RETURNING *`,
 				slices.Concat([]any{f.Name, f.Name, f.SerialNumber, f.MACAddress, f.FirmwareRevision, f.SoftwareRevision, f.ModelNumber,
 					f.DevicePublicKey, f.DevicePublicKey, millis(c.Now), millis(c.Deadline), c.AccountID, c.Key.ID, hex.EncodeToString(c.Key.PublicKey), c.Key.SealedPrivateKey,
-					millis(c.Now)}, latestColumnsArgs(core.StateCodes, c.UID, c.AccountID), []any{c.UID, c.AccountID, millis(c.Now)})...).Scan(ctx, &out)
+					millis(c.Now)}, latestArgs, []any{c.UID, c.AccountID, millis(c.Now)})...).Scan(ctx, &out)
 			if err == sql.ErrNoRows {
 				return nil
 			}

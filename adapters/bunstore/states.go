@@ -132,9 +132,8 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 		}
 		// The mount's copies of its latest values, read back: the
 		// transaction is SQLite's one writer.
-		codes := codesOf(latest)
-		if _, err := tx.NewRaw("UPDATE mounts SET "+latestColumnsRead(false, codes, "")+" WHERE uid = ?",
-			append(latestColumnsArgs(codes, uid, accountID), uid)...).Exec(ctx); err != nil {
+		sets, setArgs := latestColumnsRead(false, codesOf(latest), "", uid, accountID)
+		if _, err := tx.NewRaw("UPDATE mounts SET "+sets+" WHERE uid = ?", append(setArgs, uid)...).Exec(ctx); err != nil {
 			return err
 		}
 		if e == nil {
