@@ -114,19 +114,12 @@ func countEvents(t *testing.T, store Store, typ core.EventType, uid string) int 
 }
 
 // countEventsWhen is countEvents once want of them are there, or what is
-// there after 5 s: on PostgreSQL an event is read only once every
-// transaction older than its own has ended, and other tests' transactions
-// share the cluster.
+// there after untilSettled's wait.
 func countEventsWhen(t *testing.T, store Store, typ core.EventType, uid string, want int) int {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n := countEvents(t, store, typ, uid)
-		if n >= want || time.Now().After(deadline) {
-			return n
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var n int
+	untilSettled(func() bool { n = countEvents(t, store, typ, uid); return n >= want })
+	return n
 }
 
 func strp[T any](v T) *T { return &v }

@@ -22,17 +22,20 @@ func readAudit(t *testing.T, store Store, q core.AuditQuery) []core.AuditEntry {
 }
 
 // settledAudit reads the entries of q once want of them are there, or
-// what is there after 5 s: on PostgreSQL an entry is read only once every
-// transaction older than its own has ended, and other tests' transactions
-// share the cluster.
+// what is there after settleWait (untilSettled).
 func settledAudit(t *testing.T, store Store, q core.AuditQuery, want int) []core.AuditEntry {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		entries := readAudit(t, store, q)
-		if len(entries) >= want || time.Now().After(deadline) {
-			return entries
-		}
+	var entries []core.AuditEntry
+	untilSettled(func() bool { entries = readAudit(t, store, q); return len(entries) >= want })
+	return entries
+}
+
+// untilSettled calls done until it reports true, for up to 5 s: on
+// PostgreSQL an audit entry or an event is read only once every
+// transaction older than its own has ended, and other tests' transactions
+// share the cluster.
+func untilSettled(done func() bool) {
+	for deadline := time.Now().Add(5 * time.Second); !done() && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
