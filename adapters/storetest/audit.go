@@ -22,7 +22,7 @@ func readAudit(t *testing.T, store Store, q core.AuditQuery) []core.AuditEntry {
 }
 
 // settledAudit reads the entries of q once want of them are there, or
-// what is there after settleWait (untilSettled).
+// what is there after untilSettled's wait.
 func settledAudit(t *testing.T, store Store, q core.AuditQuery, want int) []core.AuditEntry {
 	t.Helper()
 	var entries []core.AuditEntry
