@@ -45,12 +45,14 @@ for i in $(seq 1 "$RUNS"); do
   BENCH_DIR="$OUT/fleet-$i" FLEETBENCH_MOUNTD="$OUT/bin/mountd" "$ROOT/bench/cmd/fleetbench/run.sh" --mounts 100000 \
     ${dump:+--dump "$dump"} --rounds 1 --duration 20s --overview-runs 5 --json >"$OUT/fleet-$i.json" 2>"$OUT/fleet-$i.log" \
     || { log "fleetbench failed:"; tail -20 "$OUT/fleet-$i.log" >&2; exit 1; }
+  # Named before the fan-out's OUT is: a prefix assignment sees the ones before it.
+  MOUNTD_BIN="$OUT/bin/mountd"
   for ops in shared distinct; do
     log "run $i of $RUNS: fan-out, 200 subscribers ($ops operations), mountd against Mosquitto"
     extra="--drain 3s --settle 1s --retries 0"
     [ "$ops" = distinct ] && extra="$extra --distinct"
     OUT="$OUT/fanout-$ops-$i" BACKENDS=postgres+redis SUBSCRIBERS=200 REPORTS=100 SYSTEMS=mountd,mqtt LOAD_MAX=0 \
-      MOUNTD="$OUT/bin/mountd" EXTRA="$extra" "$ROOT/bench/cmd/fanoutbench/run.sh" >"$OUT/fanout-$ops-$i.log" 2>&1 \
+      MOUNTD="$MOUNTD_BIN" EXTRA="$extra" "$ROOT/bench/cmd/fanoutbench/run.sh" >"$OUT/fanout-$ops-$i.log" 2>&1 \
       || { log "fanoutbench failed:"; tail -20 "$OUT/fanout-$ops-$i.log" >&2; exit 1; }
   done
 done
