@@ -134,6 +134,16 @@ func (s *Store) CreateJob(ctx context.Context, j core.Job, f core.MountFilter, n
 			return core.Errorf(core.CodeConflict, "an account has at most %d active jobs; cancel one or wait for one to complete",
 				core.MaxActiveJobsPerAccount)
 		}
+		// Jobs are handed out oldest first; two created in one millisecond
+		// would tie and fall to their random ids, so a job is created at
+		// least a millisecond after the account's newest (jobs_account_created).
+		var newest sql.NullInt64
+		if err := tx.NewRaw(`SELECT MAX(created_at) FROM jobs WHERE account_id = ?`, j.AccountID).Scan(ctx, &newest); err != nil {
+			return err
+		}
+		if newest.Valid && millis(j.CreatedAt) <= newest.Int64 {
+			j.CreatedAt = fromMillis(newest.Int64 + 1)
+		}
 		j.State, j.Targets, j.Counts, j.Finished, j.EndedAt = core.JobActive, 0, core.JobCounts{}, 0, time.Time{}
 		row, err := toJobRow(j)
 		if err != nil {

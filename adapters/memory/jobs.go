@@ -73,6 +73,14 @@ func (s *Store) CreateJob(ctx context.Context, j core.Job, f core.MountFilter, n
 		return core.Job{}, nil, core.Errorf(core.CodeConflict,
 			"an account has at most %d active jobs; cancel one or wait for one to complete", core.MaxActiveJobsPerAccount)
 	}
+	// Created after the account's newest job, so that jobs of one
+	// millisecond keep the order of creation (as bunstore).
+	j.CreatedAt = j.CreatedAt.Truncate(time.Millisecond)
+	for _, o := range s.jb.jobs {
+		if o.AccountID == j.AccountID && !j.CreatedAt.After(o.CreatedAt) {
+			j.CreatedAt = o.CreatedAt.Add(time.Millisecond)
+		}
+	}
 	bound := core.MaxJobTargets
 	if s.jb.maxTargets > 0 {
 		bound = s.jb.maxTargets

@@ -453,7 +453,8 @@ func jobCancel(t *testing.T, store Store) {
 }
 
 // pendingJobs: the ACTIVE, unexpired jobs whose target at the mount is
-// not final, oldest first, at most limit, of the account only, each with
+// not final, oldest first (in the order of creation, even within one
+// millisecond), at most limit, of the account only, each with
 // its target there (its latest command: what pending-commands may hand
 // out again).
 func pendingJobs(t *testing.T, store Store) {
@@ -470,13 +471,15 @@ func pendingJobs(t *testing.T, store Store) {
 			t.Fatal(err)
 		}
 	}
-	mk("job_2", t0.Add(2*time.Millisecond), time.Hour, "Q1", "Q2")
-	mk("job_1", t0.Add(1*time.Millisecond), time.Hour, "Q1")
+	// Created in one millisecond, they keep the order of creation: a job
+	// is created after the account's newest.
 	mk("job_other", t0, time.Hour, "Q2")
 	mk("job_expired", t0, time.Second, "Q1")
 	mk("job_canceled", t0, time.Hour, "Q1")
 	mk("job_done", t0, time.Hour, "Q1", "Q2")
-	mk("job_open", t0.Add(3*time.Millisecond), time.Hour, "Q1")
+	mk("job_1", t0, time.Hour, "Q1")
+	mk("job_2", t0, time.Hour, "Q1", "Q2")
+	mk("job_open", t0, time.Hour, "Q1")
 	if _, err := store.CancelJob(ctx, "acc_a", "job_canceled", t0); err != nil {
 		t.Fatal(err)
 	}
