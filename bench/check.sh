@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The performance regression check (`make bench-check`): runs the ingest,
-# GET and onboarding scenarios of mountbench, its webhook burst and drain
+# GET and onboarding scenarios of mountbench, signed against unsigned and
+# 10 flipping rules against none, GET's most requests/s against a bare
+# handler, its webhook burst and drain
 # (5,000 reports each, about a minute), fleetbench's reads over 100,000
 # mounts (a restored dump, 20 s of each side) and the fan-out benchmark
 # (subscribers with equal operations, and with operations whose texts
@@ -32,6 +34,15 @@ for i in $(seq 1 "$RUNS"); do
     "$ROOT/bench/cmd/mountbench/run.sh" --scenario ingest,get,onboard --clients 16 --onboard-clients 32 --rounds 6 \
     --duration "$DURATION" --warmup 1s --json >"$OUT/mountbench-$i.json" 2>"$OUT/mountbench-$i.log" \
     || { log "mountbench failed:"; tail -20 "$OUT/mountbench-$i.log" >&2; exit 1; }
+  log "run $i of $RUNS: mountbench signed and rules ingest (16 clients), GET's most requests/s (32 connections)"
+  BENCH_DIR="$OUT/ratios-$i" MOUNTBENCH_MOUNTD="$OUT/bin/mountd" MOUNTBENCH_MAX_LOAD=${MOUNTBENCH_MAX_LOAD:-0} \
+    "$ROOT/bench/cmd/mountbench/run.sh" --scenario signed,rules --clients 16 --batch 50 --mounts 100 --rounds 2 \
+    --duration 16s --warmup 1s --json >"$OUT/ratios-$i.json" 2>"$OUT/ratios-$i.log" \
+    || { log "mountbench signed/rules failed:"; tail -20 "$OUT/ratios-$i.log" >&2; exit 1; }
+  BENCH_DIR="$OUT/getmax-$i" MOUNTBENCH_MOUNTD="$OUT/bin/mountd" MOUNTBENCH_MAX_LOAD=${MOUNTBENCH_MAX_LOAD:-0} \
+    "$ROOT/bench/cmd/mountbench/run.sh" --scenario getmax --clients 32 --rounds 3 --duration 9s --warmup 1s \
+    --json >"$OUT/getmax-$i.json" 2>"$OUT/getmax-$i.log" \
+    || { log "mountbench getmax failed:"; tail -20 "$OUT/getmax-$i.log" >&2; exit 1; }
   log "run $i of $RUNS: mountbench webhook burst and drain"
   BENCH_DIR="$OUT/webhooks-$i" MOUNTBENCH_MOUNTD="$OUT/bin/mountd" MOUNTBENCH_MAX_LOAD=${MOUNTBENCH_MAX_LOAD:-0} \
     MOUNTD_WEBHOOK_ALLOW_PRIVATE=true "$ROOT/bench/cmd/mountbench/run.sh" --scenario webhook-burst,webhook-drain \
@@ -56,4 +67,4 @@ for i in $(seq 1 "$RUNS"); do
       || { log "fanoutbench failed:"; tail -20 "$OUT/fanout-$ops-$i.log" >&2; exit 1; }
   done
 done
-"$OUT/bin/benchcheck" --baseline "$ROOT/bench/baseline.txt" "$OUT"/mountbench-*.json "$OUT"/webhooks-*.json "$OUT"/fleet-*.json "$OUT"/fanout-*/result-*.json
+"$OUT/bin/benchcheck" --baseline "$ROOT/bench/baseline.txt" "$OUT"/mountbench-*.json "$OUT"/ratios-*.json "$OUT"/getmax-*.json "$OUT"/webhooks-*.json "$OUT"/fleet-*.json "$OUT"/fanout-*/result-*.json

@@ -167,9 +167,17 @@ func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID st
 	row := &out[0]
 	*mount = row.mountRow
 	// The check sees the row the statement read; its error rolls the
-	// entries back with the transaction.
-	if err := s.applyReportCheck(ctx, tx, r, mount, fromMillis(receivedAt)); err != nil {
-		return nil, err
+	// entries back with the transaction. A revision move waits for the
+	// latest values' update of the row, when the report moves one.
+	if r.Check != nil {
+		if err := r.Check(mount.toMount()); err != nil {
+			return nil, err
+		}
+	}
+	var rev *revisionSet
+	if counter, ok := revisionMoves(r, mount); ok {
+		rev = &revisionSet{revision: r.SoftwareRevision, counter: counter, updatedAt: receivedAt}
+		mount.moveRevision(*rev)
 	}
 	before := make([]core.StateEntry, len(row.LatestCodes))
 	for i := range row.LatestCodes {
@@ -199,12 +207,19 @@ func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID st
 		}
 	}
 	if len(latest) == 0 {
+		if rev != nil {
+			if _, err := tx.NewRaw(`UPDATE mounts SET software_revision = ?, revision_counter = ?, revision_key = device_public_key,
+					updated_at = CASE WHEN software_revision = ? THEN updated_at ELSE ? END WHERE uid = ?`,
+				rev.revision, rev.counter, rev.revision, rev.updatedAt, uid).Exec(ctx); err != nil {
+				return nil, err
+			}
+		}
 		if light {
 			return accepted, s.moveLastSeen(ctx, tx, mount, r)
 		}
 		return accepted, nil
 	}
-	query, args := upsertLatestPG(uid, accountID, latest, seenAt)
+	query, args := upsertLatestPG(uid, accountID, latest, seenAt, rev)
 	if e == nil {
 		_, err := tx.NewRaw("WITH before_event AS ("+query+") SELECT 1", args...).Exec(ctx)
 		return accepted, err

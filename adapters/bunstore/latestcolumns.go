@@ -64,9 +64,10 @@ func codesOf(entries []core.StateEntry) []core.StateCode {
 // it did not write keeps the row's value, read after any concurrent report
 // that held the row (a read of mount_latest_states here could see a
 // snapshot from before that report's commit). With seenAt (a light watch's
-// lastSeenAt, lightSeen), the same update moves lastSeenAt forward: one new
-// version of the mount's row per report instead of two.
-func upsertLatestPG(uid, accountID string, latest []core.StateEntry, seenAt int64) (string, []any) {
+// lastSeenAt, lightSeen), the same update moves lastSeenAt forward, and
+// with rev the signed revision (revisionSet): one new version of the
+// mount's row per report instead of two or three.
+func upsertLatestPG(uid, accountID string, latest []core.StateEntry, seenAt int64, rev *revisionSet) (string, []any) {
 	query, args := upsertLatestSQL(uid, accountID, latest)
 	query += " RETURNING code, value"
 	var sets []string
@@ -82,12 +83,18 @@ func upsertLatestPG(uid, accountID string, latest []core.StateEntry, seenAt int6
 		args = append(args, seenAt, seenAt)
 		changed += " OR last_seen_at IS NULL OR last_seen_at < ?"
 	}
+	if rev != nil {
+		sets = append(sets, "software_revision = ?, revision_counter = ?, revision_key = device_public_key",
+			"updated_at = CASE WHEN software_revision = ? THEN updated_at ELSE ? END")
+		args = append(args, rev.revision, rev.counter, rev.revision, rev.updatedAt)
+		changed = "TRUE"
+	}
 	if len(sets) == 0 {
 		return query, args
 	}
 	query += `), latest_columns AS (UPDATE mounts SET ` + strings.Join(sets, ", ") + ` WHERE uid = ? AND (` + changed + `)`
 	args = append(args, uid)
-	if seenAt > 0 {
+	if seenAt > 0 && rev == nil {
 		args = append(args, seenAt)
 	}
 	return query, args

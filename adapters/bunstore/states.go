@@ -348,12 +348,9 @@ func (s *Store) applyReportCheck(ctx context.Context, tx bun.Tx, r core.ReportCh
 			return err
 		}
 	}
-	if r.SoftwareRevision == "" || r.Counter == nil {
+	counter, ok := revisionMoves(r, mount)
+	if !ok {
 		return nil
-	}
-	counter := int64(*r.Counter) // core bounds a report's counter to int64
-	if mount.RevisionCounter.Valid && mount.RevisionKey == mount.DevicePublicKey && mount.RevisionCounter.Int64 >= counter {
-		return nil // as read in this transaction: not the highest, no write
 	}
 	var rows []mountRow
 	err := tx.NewRaw(`UPDATE mounts SET software_revision = ?, revision_counter = ?, revision_key = device_public_key,
@@ -368,6 +365,43 @@ func (s *Store) applyReportCheck(ctx context.Context, tx bun.Tx, r core.ReportCh
 	mount.SoftwareRevision, mount.UpdatedAt = rows[0].SoftwareRevision, rows[0].UpdatedAt
 	mount.RevisionCounter, mount.RevisionKey = rows[0].RevisionCounter, rows[0].RevisionKey
 	return nil
+}
+
+// revisionMoves says whether a verified report moves the mount, as read,
+// to its signed revision, and with which counter: the mount has a device
+// key, and the report's counter is the highest that key signed a revision
+// with. Decided on a row the transaction holds locked, it is the update's
+// own condition.
+func revisionMoves(r core.ReportCheck, mount *mountRow) (int64, bool) {
+	if r.SoftwareRevision == "" || r.Counter == nil || !mount.DevicePublicKey.Valid {
+		return 0, false
+	}
+	counter := int64(*r.Counter) // core bounds a report's counter to int64
+	if mount.RevisionCounter.Valid && mount.RevisionKey == mount.DevicePublicKey && mount.RevisionCounter.Int64 >= counter {
+		return 0, false // not the highest: no write
+	}
+	return counter, true
+}
+
+// revisionSet is the revision move of a report on PostgreSQL, written in
+// the latest values' update of the mount's row (upsertLatestPG) instead of
+// an update of its own: the report's first statement holds the row locked,
+// so the move decided on the row as read (revisionMoves) stands, and the
+// row gets one new version a report instead of two.
+type revisionSet struct {
+	revision  string
+	counter   int64
+	updatedAt int64
+}
+
+// moveRevision applies a revision move to the row as the update leaves it.
+func (m *mountRow) moveRevision(rev revisionSet) {
+	if m.SoftwareRevision != rev.revision {
+		m.UpdatedAt = rev.updatedAt
+	}
+	m.SoftwareRevision = rev.revision
+	m.RevisionCounter = sql.NullInt64{Int64: rev.counter, Valid: true}
+	m.RevisionKey = m.DevicePublicKey
 }
 
 // seenSnapshot is the mount as a report leaves it, for the report's event:

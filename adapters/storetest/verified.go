@@ -15,7 +15,8 @@ import (
 // softwareRevision follows its verified report with the highest counter of
 // its device key. A replay of an older report (only duplicates, lower
 // counter) or an older report uploaded late changes it no more, also when the
-// newest report repeated the revision; reports racing on several connections
+// newest report repeated the revision; the highest counter moves it also
+// when the report stores nothing new; reports racing on several connections
 // leave the highest; a new device key starts its counter afresh; unsigned
 // reports never move it.
 func signedRevision(t *testing.T, store Store) {
@@ -73,12 +74,18 @@ func signedRevision(t *testing.T, store Store) {
 	report(30, "1.1.0", battery("39", 2*time.Minute))
 	report(25, "1.2.0", battery("38", 90*time.Second))
 	expect("late report below the highest", "1.1.0")
+	// A higher counter with nothing new to store (only duplicates) still
+	// moves it, and its answer says so.
+	if m := report(40, "1.3.0", old); m.SoftwareRevision != "1.3.0" {
+		t.Fatalf("a report of duplicates with the highest counter answered revision %q", m.SoftwareRevision)
+	}
+	expect("highest counter, duplicates only", "1.3.0")
 	// Unsigned reports never move it.
 	if _, _, err := store.InsertReport(ctx, "RV", a.AccountID, []core.StateEntry{{Code: core.StateBatteryLevel, Value: "1",
 		OccurredAt: now, ReceivedAt: now}}, core.ReportCheck{SoftwareRevision: "6.6.6", Check: ok.Check}, nil); err != nil {
 		t.Fatal(err)
 	}
-	expect("unsigned report", "1.1.0")
+	expect("unsigned report", "1.3.0")
 	// Racing reports: the highest counter's revision stays, whatever the
 	// order in which they commit.
 	var wg sync.WaitGroup
