@@ -15,7 +15,7 @@
 # Environment: RUNS, OUT (results; default a new /tmp/bench-check-XXXXXX),
 # DURATION (each measured phase, default 6s; ingest and onboarding split it
 # into six rounds alternating with their baselines). Needs NATS and Mosquitto on
-# their usual ports, like bench/cmd/fanoutbench/run.sh. About 13 minutes.
+# their usual ports, like bench/cmd/fanoutbench/run.sh. About 12 minutes.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
