@@ -2,7 +2,7 @@
 # The performance regression check (`make bench-check`): runs the ingest,
 # GET and onboarding scenarios of mountbench, signed against unsigned and
 # 10 flipping rules against none, GET's most requests/s against a bare
-# handler, its webhook burst and drain
+# handler, its webhook burst, drain, steady 1,000/s and 20 accounts
 # (5,000 reports each, about a minute), fleetbench's reads over 100,000
 # mounts (a restored dump, 20 s of each side) and the fan-out benchmark
 # (subscribers with equal operations, and with operations whose texts
@@ -43,9 +43,9 @@ for i in $(seq 1 "$RUNS"); do
     "$ROOT/bench/cmd/mountbench/run.sh" --scenario getmax --clients 32 --rounds 3 --duration 9s --warmup 1s \
     --json >"$OUT/getmax-$i.json" 2>"$OUT/getmax-$i.log" \
     || { log "mountbench getmax failed:"; tail -20 "$OUT/getmax-$i.log" >&2; exit 1; }
-  log "run $i of $RUNS: mountbench webhook burst and drain"
+  log "run $i of $RUNS: mountbench webhook burst, drain, steady 1,000/s and 20 accounts"
   BENCH_DIR="$OUT/webhooks-$i" MOUNTBENCH_MOUNTD="$OUT/bin/mountd" MOUNTBENCH_MAX_LOAD=${MOUNTBENCH_MAX_LOAD:-0} \
-    MOUNTD_WEBHOOK_ALLOW_PRIVATE=true "$ROOT/bench/cmd/mountbench/run.sh" --scenario webhook-burst,webhook-drain \
+    MOUNTD_WEBHOOK_ALLOW_PRIVATE=true "$ROOT/bench/cmd/mountbench/run.sh" --scenario webhook-burst,webhook-drain,webhook-steady,webhook-fair \
     --mounts 20 --max-busy 0 --json >"$OUT/webhooks-$i.json" 2>"$OUT/webhooks-$i.log" \
     || { log "mountbench webhooks failed:"; tail -20 "$OUT/webhooks-$i.log" >&2; exit 1; }
   log "run $i of $RUNS: fleetbench, reads over 100,000 mounts"
