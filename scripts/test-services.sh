@@ -151,6 +151,7 @@ redis-cli -p "$REDIS_PORT" ping >/dev/null || { log "redis did not start"; cat "
 # listens on its port + 10000 (the cluster bus); the ports lie in
 # 12000-21999, so that bus ports stay below the ephemeral range (32768 up),
 # where an outgoing connection could take one between the check and the start.
+# Replicas sync at once (a master waits 5 s for more replicas by default).
 port_free() {
   if command -v python3 >/dev/null; then
     python3 - "$1" <<'PY' 2>/dev/null
@@ -172,7 +173,7 @@ for port in "${CLUSTER_PORTS[@]}"; do
   mkdir -p "$TMP/redis-cluster/$port"
   redis-server --bind 127.0.0.1 --port "$port" --cluster-enabled yes \
     --cluster-config-file "$TMP/redis-cluster/$port/nodes.conf" --cluster-node-timeout 3000 \
-    --save '' --appendonly no --dir "$TMP/redis-cluster/$port" --logfile "$TMP/redis-cluster/$port/redis.log" &
+    --save '' --appendonly no --repl-diskless-sync-delay 0 --dir "$TMP/redis-cluster/$port" --logfile "$TMP/redis-cluster/$port/redis.log" &
   CLUSTER_PIDS+=($!)
   CLUSTER_ADDRS+=("127.0.0.1:$port")
 done
@@ -192,6 +193,16 @@ for port in "${CLUSTER_PORTS[@]}"; do
   redis-cli -p "$port" cluster info | grep -q '^cluster_state:ok' ||
     { log "redis cluster node :$port is not ok"; redis-cli -p "$port" cluster info >&2; exit 1; }
 done
+# Replicas that have not synced yet could not take over from their masters.
+for _ in $(seq 1 200); do
+  synced=0
+  for port in "${CLUSTER_PORTS[@]}"; do
+    redis-cli -p "$port" info replication 2>/dev/null | grep -q '^master_link_status:up' && synced=$((synced + 1))
+  done
+  [ "$synced" -eq 3 ] && break
+  sleep 0.05
+done
+[ "$synced" -eq 3 ] || { log "redis cluster replicas did not sync ($synced of 3)"; exit 1; }
 cluster_url="redis://${CLUSTER_ADDRS[0]}?"
 for addr in "${CLUSTER_ADDRS[@]:1}"; do cluster_url+="addr=$addr&"; done
 

@@ -60,8 +60,17 @@ func OpenCluster(ctx context.Context, url string) (goredis.UniversalClient, func
 		return nil, nil, fmt.Errorf("redis cluster url: %w", err)
 	}
 	shortTimeouts{&opts.DialTimeout, &opts.PoolTimeout, &opts.ReadTimeout, &opts.WriteTimeout}.apply(url)
+	// A master that died answers no MOVED: the client learns of the
+	// replica that took its slots only when it reloads the slot map, which
+	// go-redis does every minute by default. Every 2 s (while commands
+	// flow) it costs a CLUSTER SLOTS and keeps the slots of a failed-over
+	// master unreachable for about that long after the promotion.
+	opts.ClusterStateReloadInterval = clusterStateReload
 	return connect(ctx, goredis.NewClusterClient(opts))
 }
+
+// clusterStateReload is how old the cluster client's slot map may grow.
+const clusterStateReload = 2 * time.Second
 
 func connect(ctx context.Context, client goredis.UniversalClient) (goredis.UniversalClient, func(), error) {
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
