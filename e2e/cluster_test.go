@@ -3,10 +3,13 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	redisadapter "github.com/mountd/mountd/adapters/redis"
 	"github.com/mountd/mountd/adapters/testenv"
@@ -89,4 +92,119 @@ func TestRedisCluster(t *testing.T) {
 			t.Fatalf("EXISTS %s on the cluster: %d, %v", key, n, err)
 		}
 	})
+}
+
+// TestRedisClusterFailover kills (SIGKILL) the Redis Cluster master that
+// holds the wake-up channel, under two mountd replicas, while reports flow
+// through one of them to a subscriber on the other. No report is refused
+// with a 500, /readyz stays 200 (the database answers), the subscriber
+// gets every acknowledged report in order (it reads the event log for the
+// wake-ups lost meanwhile), and once a replica took over, the API rate
+// limit counts again on the cluster, without a restart.
+func TestRedisClusterFailover(t *testing.T) {
+	cluster := testenv.StartRedisCluster(t)
+	dbURL := testenv.PostgresURL(t)
+	const prefix = "mountd:"
+	replica := func(rateLimit string) app.Config {
+		cfg := testConfig(t.TempDir(), dbURL)
+		cfg.RedisClusterURL, cfg.RedisPrefix = cluster.URL, prefix
+		cfg.PublicURL = "http://mountd.test"
+		cfg.RateLimit = rateLimit
+		return cfg
+	}
+	a, b := start(t, replica("")), start(t, replica(""))
+	limited := []*instance{start(t, replica("5/m")), start(t, replica("5/m"))}
+	owner := newFleet(a, "Failover")
+	onB := fleet{in: b, creds: owner.creds, token: owner.token}
+	uid := uniqueUID("F")
+	owner.associated(t, uid)
+	c := a.wsReady(t, owner.token)
+	c.Subscribe("s", stateSubscription, map[string]any{"uid": uid})
+	prime(t, onB, uid, sub{c, "s", "mountStateChanged"})
+
+	client, closeClient, err := redisadapter.OpenCluster(context.Background(), cluster.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient()
+	master, err := client.(*goredis.ClusterClient).MasterForKey(context.Background(), prefix+"events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := master.Options().Addr
+	cluster.Kill(victim)
+	t.Logf("killed master %s", victim)
+
+	if res, body := a.call(http.MethodGet, "/readyz", "", nil); res.StatusCode != http.StatusOK {
+		t.Fatalf("readyz during the failover: %d %s; want 200 (the database answers)", res.StatusCode, body)
+	}
+	const reports = 40
+	base := time.Now().UTC().Truncate(time.Millisecond)
+	var (
+		acked   []string
+		slowest time.Duration
+	)
+	for i := range reports {
+		value := strconv.Itoa(i)
+		began := time.Now()
+		res, body := onB.call(http.MethodPost, "/api/v1/mounts/"+uid+"/states",
+			map[string]any{"states": []map[string]any{entry("BATTERY_LEVEL", value, base.Add(time.Duration(i)*time.Millisecond))}})
+		slowest = max(slowest, time.Since(began))
+		switch {
+		case res.StatusCode == http.StatusOK:
+			acked = append(acked, value)
+		case res.StatusCode == http.StatusServiceUnavailable && res.Header.Get("Retry-After") != "":
+		default:
+			t.Fatalf("report %d during the failover: %d %s; want 200, or 503 with Retry-After", i, res.StatusCode, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("%d of %d reports acknowledged; the slowest took %v", len(acked), reports, slowest)
+	if len(acked) == 0 {
+		t.Fatal("no report acknowledged during the failover")
+	}
+	// Every acknowledged report reaches the subscriber, in order (one
+	// answered 503 may have been stored too).
+	var got []string
+	for want := acked; len(want) > 0; {
+		e := nextData[stateEvent](t, c, "s", "mountStateChanged")
+		if len(e.States) != 1 {
+			t.Fatalf("event %+v", e)
+		}
+		v := e.States[0].Value
+		if len(got) > 0 && atoi(t, v) <= atoi(t, got[len(got)-1]) {
+			t.Fatalf("the subscriber got %s after %v", v, got)
+		}
+		got = append(got, v)
+		if v == want[0] {
+			want = want[1:]
+		} else if slices.Contains(want, v) {
+			t.Fatalf("the subscriber got %v, missing acknowledged reports before %s (acknowledged: %v)", got, v, acked)
+		}
+	}
+
+	testenv.WaitFor(t, 30*time.Second, "the cluster serving again", func() bool {
+		return redisadapter.Ping(context.Background(), client) == nil
+	})
+	busy := newFleet(limited[0], "Busy after the failover")
+	testenv.WaitFor(t, 30*time.Second, "429 past the rate limit after the failover", func() bool {
+		res, body := limited[1].call(http.MethodGet, "/api/v1/accounts/me", busy.token, nil)
+		switch res.StatusCode {
+		case http.StatusOK:
+			return false
+		case http.StatusTooManyRequests:
+			return true
+		}
+		t.Fatalf("a request after the failover: %d %s", res.StatusCode, body)
+		return false
+	})
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("not a number: %q", s)
+	}
+	return n
 }
