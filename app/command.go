@@ -298,6 +298,7 @@ func configFlags(cfg *Config) []cli.Flag {
 		str("data-dir", "MOUNTD_DATA_DIR", "./data", "embedded database, local firmware blobs, generated keys", &cfg.DataDir),
 		str("database-url", "MOUNTD_DATABASE_URL", "", "postgres://... or sqlite://PATH (default sqlite://<data dir>/mountd.db)", &cfg.DatabaseURL),
 		str("redis-url", "MOUNTD_REDIS_URL", "", "redis://host:port/db; empty: in-process cache, scheduler and event bus", &cfg.RedisURL),
+		str("redis-cluster-url", "MOUNTD_REDIS_CLUSTER_URL", "", "a Redis Cluster instead of --redis-url: redis://host1:port1?addr=host2:port2&addr=host3:port3 (seed nodes)", &cfg.RedisClusterURL),
 		str("redis-prefix", "MOUNTD_REDIS_PREFIX", "mountd:", "prefix of every Redis key and channel, to share one Redis between installations", &cfg.RedisPrefix),
 		str("trusted-proxies", "MOUNTD_TRUSTED_PROXIES", "", "reverse proxies (addresses or CIDR prefixes, comma-separated) whose X-Forwarded-For names the client", &cfg.TrustedProxies),
 		str("rate-limit", "MOUNTD_RATE_LIMIT", "", "API requests per account, e.g. 1200/m (count per s, m or h); empty: no limit", &cfg.RateLimit),
@@ -463,7 +464,7 @@ func Serve(ctx context.Context, cfg Config, logger *slog.Logger, ready chan<- st
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("mountd serving", "listen", ln.Addr().String(), "public_url", cfg.PublicURL,
-		"issuer", cfg.issuer(), "database", redactURL(cfg.DatabaseURL), "redis", cfg.RedisURL != "")
+		"issuer", cfg.issuer(), "database", redactURL(cfg.DatabaseURL), "redis", cfg.RedisURL != "", "redis_cluster", cfg.RedisClusterURL != "")
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

@@ -19,8 +19,11 @@ type Config struct {
 	DataDir     string
 	DatabaseURL string
 	RedisURL    string
-	RedisPrefix string
-	Issuer      string
+	// RedisClusterURL is MOUNTD_REDIS_CLUSTER_URL: a Redis Cluster instead
+	// of RedisURL (go-redis's cluster URL, seed nodes in addr parameters).
+	RedisClusterURL string
+	RedisPrefix     string
+	Issuer          string
 	// StateRetention and DeliveryRetention bound the state history and
 	// finished webhook attempts; zero keeps all.
 	StateRetention    time.Duration
@@ -92,6 +95,14 @@ func (c *Config) resolve(listenAddr string) error {
 	}
 	if c.RedisPrefix == "" {
 		c.RedisPrefix = "mountd:"
+	}
+	if c.RedisURL != "" && c.RedisClusterURL != "" {
+		return fmt.Errorf("redis url and redis cluster url are exclusive: give one")
+	}
+	// The keys' hash tags follow the prefix; braces in it would make its own
+	// tag, and put every key in one cluster slot.
+	if c.RedisClusterURL != "" && strings.ContainsAny(c.RedisPrefix, "{}") {
+		return fmt.Errorf("redis prefix %q must not hold { or } on a Redis Cluster", c.RedisPrefix)
 	}
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = "sqlite://" + filepath.Join(c.DataDir, "mountd.db")

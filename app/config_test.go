@@ -61,6 +61,33 @@ func TestOfflineAfterSetting(t *testing.T) {
 	}
 }
 
+// TestRedisSettings: MOUNTD_REDIS_URL and MOUNTD_REDIS_CLUSTER_URL exclude
+// each other; on a cluster the prefix holds no braces, which would make a
+// hash tag of their own.
+func TestRedisSettings(t *testing.T) {
+	const single, cluster = "redis://127.0.0.1:6379/0", "redis://127.0.0.1:7000?addr=127.0.0.1:7001"
+	for _, tc := range []struct {
+		name                 string
+		url, clusterURL, pfx string
+		ok                   bool
+	}{
+		{"none", "", "", "", true},
+		{"one redis", single, "", "", true},
+		{"a cluster", "", cluster, "", true},
+		{"a cluster with a prefix", "", cluster, "fleet-a:", true},
+		{"both", single, cluster, "", false},
+		{"a cluster with braces in the prefix", "", cluster, "{fleet}:", false},
+		{"one redis with braces in the prefix", single, "", "{fleet}:", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{TokenTTL: time.Hour, AssociationWindow: time.Minute, RedisURL: tc.url, RedisClusterURL: tc.clusterURL, RedisPrefix: tc.pfx}
+			if err := cfg.resolve("127.0.0.1:1"); (err == nil) != tc.ok {
+				t.Fatalf("resolve: %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
 // TestHelpSaysDefaultsOnce: no flag's help says "default" twice (a usage
 // stating its default while cli appends "(default: …)" for the value).
 func TestHelpSaysDefaultsOnce(t *testing.T) {

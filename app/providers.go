@@ -250,24 +250,43 @@ func provideMountable(provider *idp.Provider) Mountable {
 	return provider
 }
 
-// provideRedis connects when a Redis URL is configured; nil means the
-// in-process adapters.
-func provideRedis(ctx context.Context, cfg Config) (*goredis.Client, func(), error) {
-	if cfg.RedisURL == "" {
+// provideRedis connects when a Redis URL or a Redis Cluster URL is
+// configured; nil means the in-process adapters.
+func provideRedis(ctx context.Context, cfg Config) (goredis.UniversalClient, func(), error) {
+	var (
+		rdb        goredis.UniversalClient
+		closeRedis func()
+		err        error
+	)
+	switch {
+	case cfg.RedisClusterURL != "":
+		rdb, closeRedis, err = redisadapter.OpenCluster(ctx, cfg.RedisClusterURL)
+	case cfg.RedisURL != "":
+		rdb, closeRedis, err = redisadapter.Open(ctx, cfg.RedisURL)
+	default:
 		return nil, func() {}, nil
 	}
-	rdb, closeRedis, err := redisadapter.Open(ctx, cfg.RedisURL)
-	if err == nil && telemetry.Enabled() {
-		err = redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false)) // no keys or values in traces
+	if err != nil {
+		return nil, nil, err
 	}
-	return rdb, closeRedis, err
+	if telemetry.Enabled() {
+		if err := redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false)); err != nil { // no keys or values in traces
+			closeRedis()
+			return nil, nil, err
+		}
+	}
+	return rdb, closeRedis, nil
 }
 
-func provideChecks(store *bunstore.Store, rdb *goredis.Client) []rest.Checker {
+// provideChecks lists what readiness checks. Redis is optional: mountd
+// serves without it (the rate limiter lets requests through, the feeds
+// poll the log, the sweeps expire), so a Redis or cluster outage shows as
+// degraded and does not take every replica out of the load balancer.
+func provideChecks(store *bunstore.Store, rdb goredis.UniversalClient) []rest.Checker {
 	checks := []rest.Checker{{Name: "database", Check: store.Ping}}
 	if rdb != nil {
-		checks = append(checks, rest.Checker{Name: "redis", Check: func(ctx context.Context) error {
-			return rdb.Ping(ctx).Err()
+		checks = append(checks, rest.Checker{Name: "redis", Optional: true, Check: func(ctx context.Context) error {
+			return redisadapter.Ping(ctx, rdb)
 		}})
 	}
 	return checks
@@ -294,7 +313,7 @@ type sharedState struct {
 	Rates core.RateLimiter
 }
 
-func provideSharedState(cfg Config, rdb *goredis.Client, logger *slog.Logger) (sharedState, func(), error) {
+func provideSharedState(cfg Config, rdb goredis.UniversalClient, logger *slog.Logger) (sharedState, func(), error) {
 	if rdb == nil {
 		return sharedState{
 			Cache:     memory.NewStateCache(),

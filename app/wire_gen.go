@@ -30,12 +30,12 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 		cleanup()
 		return nil, nil, err
 	}
-	client, cleanup2, err := provideRedis(ctx, cfg)
+	universalClient, cleanup2, err := provideRedis(ctx, cfg)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	appSharedState, cleanup3, err := provideSharedState(cfg, client, logger)
+	appSharedState, cleanup3, err := provideSharedState(cfg, universalClient, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()
@@ -136,7 +136,7 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 	}
 	rolloutService := core.NewRolloutService(rolloutDeps)
 	blobOpener := provideBlobOpener(localStore)
-	v := provideChecks(store, client)
+	v := provideChecks(store, universalClient)
 	apiRateLimit := provideAPIRateLimit(cfg, rateLimiter, logger)
 	exportWriteTimeout := provideExportWriteTimeout(cfg)
 	deps := rest.Deps{
@@ -266,12 +266,12 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 		return nil, nil, err
 	}
 	mountSigner := keyring.NewMountSigner(sealer)
-	client, cleanup2, err := provideRedis(ctx, cfg)
+	universalClient, cleanup2, err := provideRedis(ctx, cfg)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	appSharedState, cleanup3, err := provideSharedState(cfg, client, logger)
+	appSharedState, cleanup3, err := provideSharedState(cfg, universalClient, logger)
 	if err != nil {
 		cleanup2()
 		cleanup()

@@ -41,6 +41,20 @@ func IsUnavailable(err error) bool {
 		code := pg.Field('C')
 		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" || code == "53300"
 	}
+	// A Redis Cluster without a master for a slot (during a failover) and a
+	// server still loading answer with these error replies, which go-redis
+	// marks with a RedisError method.
+	var re interface {
+		error
+		RedisError()
+	}
+	if errors.As(err, &re) {
+		for _, prefix := range []string{"CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING"} {
+			if strings.HasPrefix(re.Error(), prefix) {
+				return true
+			}
+		}
+	}
 	// go-redis names these without a typed error.
 	msg := err.Error()
 	return strings.Contains(msg, "redis: connection pool timeout") || strings.Contains(msg, "redis: client is closed")

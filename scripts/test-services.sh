@@ -4,10 +4,12 @@
 # exporting to it:
 #   MOUNTD_TEST_DATABASE_URL  postgres://... (an admin URL; tests create their own databases)
 #   MOUNTD_TEST_REDIS_URL     redis://127.0.0.1:PORT/0 (tests use their own key prefixes)
+#   MOUNTD_TEST_REDIS_CLUSTER_URL  redis://127.0.0.1:P1?addr=127.0.0.1:P2&addr=... (go-redis's
+#                             cluster URL) of a Redis Cluster: 3 masters, 3 replicas
 #   MOUNTD_TEST_CHROMIUM      the chromium binary (tests start it headless themselves)
 #   MOUNTD_TEST_NGINX         the nginx binary (the test writes its configuration and starts it)
 # Installs postgresql, redis-server, chromium and nginx with apt-get when they are
-# missing and this runs as root. Both servers are stopped on exit, also on failure.
+# missing and this runs as root. Every server is stopped on exit, also on failure.
 # TEST_SERVICES_PG_OPTIONS adds server options, e.g. for profiling
 # "-c shared_preload_libraries=pg_stat_statements" (bench/mountbench.md).
 # Usage: scripts/test-services.sh go test ./...
@@ -94,13 +96,21 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 REDIS_PID=""
+CLUSTER_PIDS=()
 PG_DATAS=()
 cleanup() {
-  local rc=$? d
+  local rc=$? d p
   for d in "${PG_DATAS[@]}"; do
     "${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$d" -m immediate stop >/dev/null 2>&1 || true
   done
   [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null || true
+  for p in "${CLUSTER_PIDS[@]}"; do
+    kill "$p" 2>/dev/null || true
+  done
+  # Reap them before their directory goes.
+  for p in "${CLUSTER_PIDS[@]}"; do
+    wait "$p" 2>/dev/null || true
+  done
   rm -rf "$TMP"
   exit $rc
 }
@@ -137,6 +147,65 @@ for _ in $(seq 1 100); do
 done
 redis-cli -p "$REDIS_PORT" ping >/dev/null || { log "redis did not start"; cat "$TMP/redis.log" >&2; exit 1; }
 
+# A Redis Cluster: 6 nodes, 3 masters with a replica each. A node also
+# listens on its port + 10000 (the cluster bus); the ports lie in
+# 12000-21999, so that bus ports stay below the ephemeral range (32768 up),
+# where an outgoing connection could take one between the check and the start.
+# Replicas sync at once (a master waits 5 s for more replicas by default).
+port_free() {
+  if command -v python3 >/dev/null; then
+    python3 - "$1" <<'PY' 2>/dev/null
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.close()
+PY
+  else
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+  fi
+}
+CLUSTER_PORTS=()
+while [ ${#CLUSTER_PORTS[@]} -lt 6 ]; do
+  port=$(( 12000 + RANDOM % 10000 ))
+  [[ " ${CLUSTER_PORTS[*]} " == *" $port "* ]] && continue
+  port_free "$port" && port_free $(( port + 10000 )) && CLUSTER_PORTS+=("$port")
+done
+CLUSTER_ADDRS=()
+for port in "${CLUSTER_PORTS[@]}"; do
+  mkdir -p "$TMP/redis-cluster/$port"
+  redis-server --bind 127.0.0.1 --port "$port" --cluster-enabled yes \
+    --cluster-config-file "$TMP/redis-cluster/$port/nodes.conf" --cluster-node-timeout 3000 \
+    --save '' --appendonly no --repl-diskless-sync-delay 0 --dir "$TMP/redis-cluster/$port" --logfile "$TMP/redis-cluster/$port/redis.log" &
+  CLUSTER_PIDS+=($!)
+  CLUSTER_ADDRS+=("127.0.0.1:$port")
+done
+for port in "${CLUSTER_PORTS[@]}"; do
+  for _ in $(seq 1 100); do
+    redis-cli -p "$port" ping >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+done
+redis-cli --cluster create "${CLUSTER_ADDRS[@]}" --cluster-replicas 1 --cluster-yes \
+  >"$TMP/redis-cluster/create.log" 2>&1 || { log "redis cluster create failed"; cat "$TMP/redis-cluster/create.log" >&2; exit 1; }
+for port in "${CLUSTER_PORTS[@]}"; do
+  for _ in $(seq 1 200); do
+    redis-cli -p "$port" cluster info 2>/dev/null | grep -q '^cluster_state:ok' && break
+    sleep 0.05
+  done
+  redis-cli -p "$port" cluster info | grep -q '^cluster_state:ok' ||
+    { log "redis cluster node :$port is not ok"; redis-cli -p "$port" cluster info >&2; exit 1; }
+done
+# Replicas that have not synced yet could not take over from their masters.
+for _ in $(seq 1 200); do
+  synced=0
+  for port in "${CLUSTER_PORTS[@]}"; do
+    redis-cli -p "$port" info replication 2>/dev/null | grep -q '^master_link_status:up' && synced=$((synced + 1))
+  done
+  [ "$synced" -eq 3 ] && break
+  sleep 0.05
+done
+[ "$synced" -eq 3 ] || { log "redis cluster replicas did not sync ($synced of 3)"; exit 1; }
+cluster_url="redis://${CLUSTER_ADDRS[0]}?"
+for addr in "${CLUSTER_ADDRS[@]:1}"; do cluster_url+="addr=$addr&"; done
+
 # A real S3-compatible server (versitygw, built from its Go module in
 # tools/s3server) for the S3 blob store tests.
 if s3bin=$(bash "$(dirname "$0")/../tools/s3server/build.sh" 2>"$TMP/s3build.log"); then
@@ -150,6 +219,7 @@ export MOUNTD_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres
 MOUNTD_TEST_DATABASE_URLS="$MOUNTD_TEST_DATABASE_URL ${PG_URLS[*]}"
 export MOUNTD_TEST_DATABASE_URLS
 export MOUNTD_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+export MOUNTD_TEST_REDIS_CLUSTER_URL="${cluster_url%&}"
 # Headless Chromium for the browser tests (GraphiQL).
 MOUNTD_TEST_CHROMIUM=$(find_chromium)
 export MOUNTD_TEST_CHROMIUM
@@ -157,5 +227,5 @@ MOUNTD_TEST_NGINX=$(find_nginx)
 export MOUNTD_TEST_NGINX
 # Tests that need these servers fail instead of skipping when this is set.
 export MOUNTD_TEST_REQUIRE_SERVICES=1
-log "postgres on :$PG_PORT, redis on :$REDIS_PORT"
+log "postgres on :$PG_PORT, redis on :$REDIS_PORT, redis cluster on :${CLUSTER_PORTS[*]}"
 "$@"

@@ -53,19 +53,19 @@ return 0
 
 // FailureLimiter is core.FailureLimiter on Redis, shared by every replica on
 // the prefix: an exact sliding window, a sorted set of the last attempts
-// per key (`<prefix><key>`). A key never has more than Limit attempts in
-// any window of Period, which is what "10 a minute" means in
-// docs/operations.md, "Abuse limits"; GCRA (redis_rate), used before, let one
+// per key (`<prefix>failures:{<key>}`, failureKey). A key never has more
+// than Limit attempts in any window of Period, which is what "10 a minute"
+// means in docs/operations.md, "Abuse limits"; GCRA (redis_rate), used before, let one
 // more through every Period/Limit once full, nearly twice the limit within
 // one period.
 type FailureLimiter struct {
-	client *goredis.Client
+	client goredis.UniversalClient
 	prefix string
 	now    func() time.Time // nil: Redis's clock
 }
 
 // NewFailureLimiter returns a limiter whose keys live under prefix.
-func NewFailureLimiter(rdb *goredis.Client, prefix string) *FailureLimiter {
+func NewFailureLimiter(rdb goredis.UniversalClient, prefix string) *FailureLimiter {
 	return &FailureLimiter{client: rdb, prefix: prefix}
 }
 
@@ -82,7 +82,7 @@ func (l *FailureLimiter) Reserve(ctx context.Context, key string, r core.Rate) (
 		now = strconv.FormatInt(l.now().UnixMicro(), 10)
 	}
 	ttl := max((r.Period+time.Millisecond-1)/time.Millisecond, 1)
-	us, err := reserveScript.Run(ctx, l.client, []string{l.prefix + key}, r.Limit, r.Period.Microseconds(), token, int64(ttl), now).Int64()
+	us, err := reserveScript.Run(ctx, l.client, []string{failureKey(l.prefix, key)}, r.Limit, r.Period.Microseconds(), token, int64(ttl), now).Int64()
 	if err != nil {
 		return 0, "", err
 	}
@@ -97,8 +97,12 @@ func (l *FailureLimiter) Refund(ctx context.Context, key, token string) error {
 	if token == "" {
 		return nil
 	}
-	if err := l.client.ZRem(ctx, l.prefix+key, token).Err(); err != nil {
+	if err := l.client.ZRem(ctx, failureKey(l.prefix, key), token).Err(); err != nil {
 		return fmt.Errorf("redis: refund: %w", err)
 	}
 	return nil
 }
+
+// failureKey is where key's attempts live. Until this layout (2026-11) it
+// was `<prefix><key>`, with no hash tag (docs/operations.md, "Redis").
+func failureKey(prefix, key string) string { return taggedKey(prefix, "failures:", key) }

@@ -31,9 +31,8 @@ const (
 )
 
 // gcraScript is redis_rate's GCRA (AllowAtMost: a burst of the whole limit,
-// Redis's own clock, the key `rate:<key>` holding the theoretical arrival
-// time in seconds since 2017 as redis_rate keeps it, so that both count
-// alike), with what a replica took and did not use given back first, in
+// Redis's own clock, the key holding the theoretical arrival time in
+// seconds since 2017 as redis_rate keeps it), with what a replica took and did not use given back first, in
 // the same round trip: the arrival time moves back by that many intervals,
 // never before now.
 //
@@ -82,9 +81,10 @@ return {take, remaining - take, '-1', tostring(reset_after)}
 // halves when one outlives its requests, so sparse traffic takes one
 // permit at a time; what a batch did not use goes back with the next round
 // trip. So the limit admits its count whether requests come densely or
-// sparsely, on any number of replicas.
+// sparsely, on any number of replicas. A key's count is `<prefix>rate:{<key>}`
+// (rateKey).
 type RateLimiter struct {
-	client   *goredis.Client
+	client   goredis.UniversalClient
 	prefix   string
 	now      func() time.Time
 	redisNow func() time.Time // nil: Redis's clock
@@ -107,7 +107,7 @@ type batch struct {
 }
 
 // NewRateLimiter returns a limiter whose keys live under prefix.
-func NewRateLimiter(rdb *goredis.Client, prefix string) *RateLimiter {
+func NewRateLimiter(rdb goredis.UniversalClient, prefix string) *RateLimiter {
 	batches, _ := lru.New[string, *batch](maxBatchKeys)
 	return &RateLimiter{client: rdb, prefix: prefix, now: time.Now, batches: batches}
 }
@@ -174,6 +174,10 @@ func (l *RateLimiter) Allow(ctx context.Context, key string, r core.Rate) (core.
 	return core.RateDecision{Allowed: true, Limit: r.Limit, Remaining: res.remaining + res.taken - 1, ResetAfter: max(res.resetAfter, 0)}, nil
 }
 
+// rateKey is where key's count lives. Until this layout (2026-11) it was
+// `rate:<prefix><key>`, with no hash tag (docs/operations.md, "Redis").
+func rateKey(prefix, key string) string { return taggedKey(prefix, "rate:", key) }
+
 type taken struct {
 	taken, remaining       int
 	retryAfter, resetAfter time.Duration
@@ -185,7 +189,7 @@ func (l *RateLimiter) take(ctx context.Context, key string, r core.Rate, size, b
 	if l.redisNow != nil {
 		now = strconv.FormatInt(l.redisNow().UnixMicro(), 10)
 	}
-	v, err := gcraScript.Run(ctx, l.client, []string{"rate:" + l.prefix + key}, r.Limit, r.Period.Seconds(), size, back, now).Slice()
+	v, err := gcraScript.Run(ctx, l.client, []string{rateKey(l.prefix, key)}, r.Limit, r.Period.Seconds(), size, back, now).Slice()
 	if err != nil {
 		return taken{}, err
 	}

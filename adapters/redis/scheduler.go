@@ -29,16 +29,20 @@ return due
 // ExpiryScheduler is core.ExpiryScheduler over a Redis sorted set,
 // `<prefix>deadlines` (member uid, score unix ms), that replicas sharing the
 // prefix poll together. A deadline is removed before it fires, so it fires
-// at most once: a replica dying in between loses it.
+// at most once: a replica dying in between loses it (the database sweep of
+// lapsed associations expires it then). The set is the only key its script
+// and commands touch, so on a cluster it needs no hash tag; its name stays
+// as it was, so that replicas of two versions poll one set during a rolling
+// upgrade.
 type ExpiryScheduler struct {
-	client *goredis.Client
+	client goredis.UniversalClient
 	key    string
 	poll   time.Duration
 }
 
 // NewExpiryScheduler returns a scheduler whose Run polls every poll (200ms
 // when not positive): deadlines fire up to that late.
-func NewExpiryScheduler(client *goredis.Client, prefix string, poll time.Duration) *ExpiryScheduler {
+func NewExpiryScheduler(client goredis.UniversalClient, prefix string, poll time.Duration) *ExpiryScheduler {
 	if poll <= 0 {
 		poll = 200 * time.Millisecond
 	}

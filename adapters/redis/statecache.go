@@ -81,8 +81,12 @@ return 1
 // `<prefix>state:<uid>`, mapping code → "<unix ms>|<value>" (with "|v"
 // appended when the mount signed it; state values never hold '|'), plus a
 // marker field once filled. Replicas sharing a prefix share the cache.
+// Every script and command touches one mount's hash alone, so on a cluster
+// it lives in one slot without a hash tag; the name stays as it was, since
+// replicas of two versions writing two names during a rolling upgrade would
+// each serve a complete hash missing the other's reports.
 type StateCache struct {
-	client *goredis.Client
+	client goredis.UniversalClient
 	prefix string
 	ttl    time.Duration
 }
@@ -90,7 +94,7 @@ type StateCache struct {
 // NewStateCache returns a cache whose writes refresh a mount's TTL (0: keep
 // forever), so mounts no one reads age out while the database stays the
 // source of truth.
-func NewStateCache(client *goredis.Client, prefix string, ttl time.Duration) *StateCache {
+func NewStateCache(client goredis.UniversalClient, prefix string, ttl time.Duration) *StateCache {
 	return &StateCache{client: client, prefix: prefix, ttl: ttl}
 }
 

@@ -21,13 +21,22 @@ var _ core.EventWaker = (*Waker)(nil)
 // listeners. Redis only wakes: the event log is the truth, and a wake-up
 // lost while Redis is away delays events until the feeds poll.
 //
+// On a Redis Cluster the channel is classic pub/sub, which every node
+// forwards to every other: a publisher and a subscriber connected to
+// different nodes meet. (Sharded pub/sub would keep the traffic within a
+// shard, but go-redis loses its messages after reconnects.) When the
+// subscription comes back after its connection broke (a master failed
+// over, say), the wake-ups sent meanwhile are lost: the local listeners are
+// woken at once with the newest cursor this instance knows, so that the
+// feeds read the log for what they missed rather than wait for their poll.
+//
 // Wake does not wait for Redis: it leaves the newest cursor for one
 // publishing goroutine, which sends it after the PUBLISH in flight, if any.
 // Under load many commits then cost one PUBLISH (a listener keeps only the
 // newest position it was told of anyway, and reads the log up to it), and a
 // report is answered without a round trip to Redis.
 type Waker struct {
-	client  *goredis.Client
+	client  goredis.UniversalClient
 	channel string
 	logger  *slog.Logger
 	local   *memory.Waker
@@ -35,11 +44,12 @@ type Waker struct {
 	mu      sync.Mutex
 	pending *core.Cursor  // the newest cursor not yet published
 	kick    chan struct{} // one slot: a cursor is pending
+	newest  core.Cursor   // the newest cursor woken with or received
 }
 
 // NewWaker subscribes to the channel and returns once Redis has confirmed
 // it. The returned func ends the subscription and its goroutine.
-func NewWaker(client *goredis.Client, prefix string, logger *slog.Logger) (*Waker, func(), error) {
+func NewWaker(client goredis.UniversalClient, prefix string, logger *slog.Logger) (*Waker, func(), error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -58,18 +68,27 @@ func NewWaker(client *goredis.Client, prefix string, logger *slog.Logger) (*Wake
 		_ = ps.Close()
 		return nil, nil, fmt.Errorf("subscribe to %s: %w", w.channel, err)
 	}
-	// go-redis reconnects and resubscribes on its own.
-	msgs := ps.Channel(goredis.WithChannelSize(1024))
+	// go-redis reconnects and resubscribes on its own; each confirmation
+	// after the first (read above) tells of a resubscription.
+	msgs := ps.ChannelWithSubscriptions(goredis.WithChannelSize(1024))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for m := range msgs {
-			c, err := core.ParseInternalCursor(m.Payload)
-			if err != nil {
-				w.logger.Warn("dropping an undecodable wake-up", "channel", w.channel)
-				continue
+			switch m := m.(type) {
+			case *goredis.Subscription:
+				if m.Kind == "subscribe" {
+					w.resubscribed()
+				}
+			case *goredis.Message:
+				c, err := core.ParseInternalCursor(m.Payload)
+				if err != nil {
+					w.logger.Warn("dropping an undecodable wake-up", "channel", w.channel)
+					continue
+				}
+				w.remember(c)
+				_ = w.local.Wake(context.Background(), c)
 			}
-			_ = w.local.Wake(context.Background(), c)
 		}
 	}()
 	quit, published := make(chan struct{}), make(chan struct{})
@@ -124,12 +143,34 @@ func (w *Waker) Wake(_ context.Context, c core.Cursor) error {
 	if w.pending == nil || w.pending.Before(c) {
 		w.pending = &c
 	}
+	if w.newest.Before(c) {
+		w.newest = c
+	}
 	w.mu.Unlock()
 	select {
 	case w.kick <- struct{}{}:
 	default: // a kick is pending already and will take c
 	}
 	return nil
+}
+
+// remember keeps c if it is the newest cursor known.
+func (w *Waker) remember(c core.Cursor) {
+	w.mu.Lock()
+	if w.newest.Before(c) {
+		w.newest = c
+	}
+	w.mu.Unlock()
+}
+
+// resubscribed wakes the local listeners after the subscription came back:
+// what was published while it was away is lost, and they read the log now.
+func (w *Waker) resubscribed() {
+	w.mu.Lock()
+	c := w.newest
+	w.mu.Unlock()
+	w.logger.Info("wake-ups resubscribed; listeners read the event log for what they missed", "channel", w.channel)
+	_ = w.local.Wake(context.Background(), c)
 }
 
 // Wakeups registers a local listener; it needs no Redis round trip.

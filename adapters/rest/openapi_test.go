@@ -487,6 +487,7 @@ func TestOpenAPIValidatorAcceptsDocumentedResponses(t *testing.T) {
 		{"blob gone", "GET", blobPath, 404, pct, problem(404, "FIRMWARE_NOT_FOUND")},
 		{"healthz", "GET", "/healthz", 200, ct, `{"status":"ok"}`},
 		{"readyz", "GET", "/readyz", 200, ct, `{"status":"ok","checks":{"database":"ok"}}`},
+		{"degraded", "GET", "/readyz", 200, ct, `{"status":"degraded","checks":{"database":"ok","redis":"degraded"}}`},
 		{"not ready", "GET", "/readyz", 503, map[string]string{"Content-Type": jsonCT, "Retry-After": "5"},
 			`{"status":"unavailable","checks":{"database":"unavailable"}}`},
 		{"server's 404 for an unknown route", "GET", "/api/v1/nowhere", 404, pct, problem(404, "NOT_FOUND")},
@@ -630,7 +631,7 @@ func TestOpenAPIRealResponses(t *testing.T) {
 		Grant: core.Grant{Complete: true, Role: core.RoleRestricted, MountUIDs: []string{"M1"}, Scopes: []string{"openid", "sub", "mount:M1"}}}
 	incomplete := core.Principal{AccountID: "acc-1", ClientID: "client-1", ExpiresAt: expires,
 		Grant: core.Grant{Complete: false, Role: core.RoleOwner, MountUIDs: []string{}, Scopes: []string{"sub"}}}
-	ready := true
+	ready, redisUp := true, true
 	srv := rest.NewServer(rest.Deps{
 		Logger: slog.New(slog.DiscardHandler),
 		Verifier: fakeVerifier{
@@ -645,6 +646,11 @@ func TestOpenAPIRealResponses(t *testing.T) {
 		Audit:  core.NewAuditService(nil, (*core.AuditCursors)(core.NewCursorCodec([32]byte{}))),
 		Checks: []rest.Checker{{Name: "database", Check: func(context.Context) error {
 			if !ready {
+				return errors.New("down")
+			}
+			return nil
+		}}, {Name: "redis", Optional: true, Check: func(context.Context) error {
+			if !redisUp {
 				return errors.New("down")
 			}
 			return nil
@@ -762,10 +768,17 @@ func TestOpenAPIRealResponses(t *testing.T) {
 		}
 	}
 
-	ready = false
+	// Redis down: still ready, degraded; the database down too: not ready.
+	redisUp = false
 	res, body := call(t, ts.URL, "GET", "/readyz", "", "")
-	if res.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("readyz with a failing check: status %d, want 503", res.StatusCode)
+	if want := `{"checks":{"database":"ok","redis":"degraded"},"status":"degraded"}`; res.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != want {
+		t.Errorf("readyz with an optional check failing: %d %s, want 200 %s", res.StatusCode, body, want)
+	}
+	v.Check(t, res.Request, res, body)
+	ready = false
+	res, body = call(t, ts.URL, "GET", "/readyz", "", "")
+	if want := `{"checks":{"database":"unavailable","redis":"degraded"},"status":"unavailable"}`; res.StatusCode != http.StatusServiceUnavailable || strings.TrimSpace(string(body)) != want {
+		t.Errorf("readyz with a required check failing: %d %s, want 503 %s", res.StatusCode, body, want)
 	}
 	v.Check(t, res.Request, res, body)
 

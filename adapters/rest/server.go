@@ -21,6 +21,11 @@ import (
 type Checker struct {
 	Name  string
 	Check func(ctx context.Context) error
+	// Optional marks a dependency mountd serves without, more slowly or
+	// less precisely (Redis): its failure shows as "degraded" and the
+	// replica stays ready, so that a load balancer does not drain every
+	// replica at once for it.
+	Optional bool
 }
 
 // Deps is what the REST transport needs.
@@ -165,22 +170,30 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	checks := map[string]string{}
-	ready := true
+	status := "ok"
 	for _, c := range s.Checks {
-		if err := c.Check(ctx); err != nil {
+		err := c.Check(ctx)
+		switch {
+		case err == nil:
+			checks[c.Name] = "ok"
+		case c.Optional:
+			s.Logger.WarnContext(ctx, "readiness check failed; serving degraded", "check", c.Name, "err", err)
+			checks[c.Name] = "degraded"
+			if status == "ok" {
+				status = "degraded"
+			}
+		default:
 			s.Logger.WarnContext(ctx, "readiness check failed", "check", c.Name, "err", err)
 			checks[c.Name] = "unavailable"
-			ready = false
-			continue
+			status = "unavailable"
 		}
-		checks[c.Name] = "ok"
 	}
-	if !ready {
+	if status == "unavailable" {
 		w.Header().Set("Retry-After", "5")
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "checks": checks})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": status, "checks": checks})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "checks": checks})
+	writeJSON(w, http.StatusOK, map[string]any{"status": status, "checks": checks})
 }
 
 // authed verifies the access token before h runs. Authentication comes

@@ -197,9 +197,22 @@ func SQLiteURL(tb testing.TB) string {
 // RedisURL returns the test Redis URL and a key prefix unique to this call.
 func RedisURL(tb testing.TB) (redisURL, prefix string) {
 	tb.Helper()
-	u := os.Getenv("MOUNTD_TEST_REDIS_URL")
+	return redisFrom(tb, "MOUNTD_TEST_REDIS_URL")
+}
+
+// RedisClusterURL returns the test Redis Cluster's URL (go-redis's cluster
+// URL: one seed address, the others in addr parameters) and a key prefix
+// unique to this call.
+func RedisClusterURL(tb testing.TB) (clusterURL, prefix string) {
+	tb.Helper()
+	return redisFrom(tb, "MOUNTD_TEST_REDIS_CLUSTER_URL")
+}
+
+func redisFrom(tb testing.TB, env string) (rawURL, prefix string) {
+	tb.Helper()
+	u := os.Getenv(env)
 	if u == "" {
-		missing(tb, "MOUNTD_TEST_REDIS_URL")
+		missing(tb, env)
 	}
 	return u, "mountdtest:" + randomSuffix() + ":"
 }
