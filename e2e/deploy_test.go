@@ -19,8 +19,11 @@ func TestDeployFilesPointToDocs(t *testing.T) {
 	}
 	sections := map[string]bool{}
 	for _, line := range strings.Split(string(ops), "\n") {
-		if title, ok := strings.CutPrefix(line, "## "); ok {
-			sections[strings.TrimSpace(title)] = true
+		// A section or a subsection of one.
+		for _, mark := range []string{"## ", "### "} {
+			if title, ok := strings.CutPrefix(line, mark); ok {
+				sections[strings.TrimSpace(title)] = true
+			}
 		}
 	}
 	ref := regexp.MustCompile(`docs/operations\.md,\s*(?:#\s*)?"([^"]+)"`)
