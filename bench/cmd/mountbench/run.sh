@@ -16,7 +16,8 @@
 # mountd binary instead of building one (an A/B of two versions).
 # MOUNTD_B_BIN=<a mountd binary> also serves that build on the same
 # database and Redis and passes it as --base-b (getmax: an A/B of two
-# builds in one run).
+# builds in one run). MOUNTBENCH_RESTORE=<a fleetbench dump> restores a
+# seeded fleet into the database before mountd starts.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -85,6 +86,15 @@ start_mountd() {
   curl -fs "$base/readyz" >/dev/null || { log "$1 not ready after 30s"; cat "$3" >&2; exit 1; }
   log "$1 (pid $STARTED_PID) ready on $base"
 }
+
+# MOUNTBENCH_RESTORE=<a fleetbench dump> measures beside a seeded fleet
+# (another account's mounts, their history and events): the cost of a
+# report or a delivery at a fleet's size. mountd migrates it when it starts.
+if [ -n "${MOUNTBENCH_RESTORE:-}" ]; then
+  pg_restore -d "$MOUNTD_TEST_DATABASE_URL" --no-owner "$MOUNTBENCH_RESTORE"
+  psql -q "$MOUNTD_TEST_DATABASE_URL" -c 'VACUUM (ANALYZE)'
+  log "restored $MOUNTBENCH_RESTORE"
+fi
 
 start_mountd "$BENCH_DIR/mountd" "$PORT" "$SERVER_LOG"
 MOUNTD_PID=$STARTED_PID
