@@ -244,7 +244,64 @@ func (s *Store) Migrate(ctx context.Context) (applied []string, err error) {
 	for _, mig := range group.Migrations {
 		applied = append(applied, mig.Name)
 	}
+	if s.postgres {
+		if err := advanceTransactionIDs(ctx, db); err != nil {
+			return applied, err
+		}
+	}
 	return applied, nil
+}
+
+// maxTransactionIDAdvance bounds what advanceTransactionIDs burns: about a
+// minute of a core. Further than that, an operator decides (docs/operations.md).
+const maxTransactionIDAdvance = 20_000_000
+
+// advanceTransactionIDs keeps the event log's and the audit's positions in
+// order after a logical copy of the database (pg_dump restored into another
+// server): a position is the writing transaction's id, and a server that
+// counts its transactions from fewer than the source did would place new
+// rows before the restored ones, behind every cursor already handed out.
+// It moves this server's transaction ids past the newest position (and a
+// margin for the audit's, read by its time), one subtransaction id per
+// step, or refuses to start when that is too far. Runs under the migrations'
+// lock, once per start; without a copy it reads two index ends.
+func advanceTransactionIDs(ctx context.Context, db *bun.DB) error {
+	var gap int64
+	if err := db.QueryRowContext(ctx, `SELECT (GREATEST(
+			COALESCE((SELECT tx FROM events ORDER BY tx DESC, id DESC LIMIT 1), '0'::xid8)::text::numeric,
+			COALESCE((SELECT tx FROM audit_log ORDER BY at DESC LIMIT 1), '0'::xid8)::text::numeric + 1000)
+		- pg_current_xact_id()::text::numeric)::bigint`).Scan(&gap); err != nil {
+		return fmt.Errorf("compare positions with transaction ids: %w", err)
+	}
+	if gap < 0 {
+		return nil
+	}
+	if gap > maxTransactionIDAdvance {
+		return fmt.Errorf("the event log's positions are %d transactions ahead of this PostgreSQL server's "+
+			"(the database was copied with pg_dump into another server): mountd advances at most %d; "+
+			"restore it physically instead (docs/operations.md, \"PostgreSQL and Redis\")", gap, maxTransactionIDAdvance)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS mountd_transaction_ids (n int)`); err != nil {
+		return err
+	}
+	// Each subtransaction that writes takes a transaction id of its own;
+	// batches of 100,000 keep one transaction's subtransactions bounded.
+	for left := gap + 1; left > 0; left -= 100_000 {
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf(`DO $$ BEGIN
+				FOR i IN 1..%d LOOP
+					BEGIN INSERT INTO mountd_transaction_ids VALUES (i); EXCEPTION WHEN OTHERS THEN NULL; END;
+				END LOOP;
+			END $$`, min(left, 100_000))); err != nil {
+			return fmt.Errorf("advance transaction ids: %w", err)
+		}
+	}
+	_, err = conn.ExecContext(ctx, `DROP TABLE mountd_transaction_ids`)
+	return err
 }
 
 // lockWithRetry waits for bun's migration lock, which fails at once when held.

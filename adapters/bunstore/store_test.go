@@ -3,6 +3,7 @@ package bunstore_test
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"sync"
 	"testing"
 
@@ -131,4 +132,39 @@ func TestIdentityKeyIsCreatedOnce(t *testing.T) {
 			t.Fatal("the key opened under another master key")
 		}
 	})
+}
+
+// TestStartAfterALogicalCopy: a database copied with pg_dump into another
+// server holds event positions (transaction ids of the source) ahead of the
+// new server's; at start mountd moves the server's transaction ids past
+// them, so that a new event sorts after every restored one.
+func TestStartAfterALogicalCopy(t *testing.T) {
+	ctx := context.Background()
+	store, raw := openPostgres(t)
+	// The source's newest event, 30,000 transactions ahead of this server.
+	var ahead string
+	if err := raw.QueryRowContext(ctx, `INSERT INTO events (tx, account_id, type, mount_uid, occurred_at, body)
+		VALUES ((pg_current_xact_id()::text::bigint + 30000)::text::xid8, 'acc_copy', 'MOUNT_OFFLINE', 'CP1', 0, '{}')
+		RETURNING tx::text`).Scan(&ahead); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var after bool
+	if err := raw.QueryRowContext(ctx, `INSERT INTO events (account_id, type, mount_uid, occurred_at, body)
+		VALUES ('acc_copy', 'MOUNT_ONLINE', 'CP1', 0, '{}') RETURNING tx > $1::xid8`, ahead).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if !after {
+		t.Fatalf("an event written after the start sorts before the copied one at %s", ahead)
+	}
+	// A copy from too far ahead is refused with a reason, not served.
+	if _, err := raw.ExecContext(ctx, `INSERT INTO events (tx, account_id, type, mount_uid, occurred_at, body)
+		VALUES ((pg_current_xact_id()::text::bigint + 4000000000)::text::xid8, 'acc_copy', 'MOUNT_OFFLINE', 'CP1', 0, '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Migrate(ctx); err == nil || !strings.Contains(err.Error(), "restore it physically") {
+		t.Fatalf("a copy 4e9 transactions ahead: %v, want a refusal that says what to do", err)
+	}
 }
