@@ -169,15 +169,9 @@ func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID st
 	// The check sees the row the statement read; its error rolls the
 	// entries back with the transaction. A revision move waits for the
 	// latest values' update of the row, when the report moves one.
-	if r.Check != nil {
-		if err := r.Check(mount.toMount()); err != nil {
-			return nil, err
-		}
-	}
-	var rev *revisionSet
-	if counter, ok := revisionMoves(r, mount); ok {
-		rev = &revisionSet{revision: r.SoftwareRevision, counter: counter, updatedAt: receivedAt}
-		mount.moveRevision(*rev)
+	rev, err := checkReport(r, mount, fromMillis(receivedAt))
+	if err != nil {
+		return nil, err
 	}
 	before := make([]core.StateEntry, len(row.LatestCodes))
 	for i := range row.LatestCodes {
@@ -208,9 +202,7 @@ func (s *Store) insertStatesPG(ctx context.Context, tx bun.Tx, uid, accountID st
 	}
 	if len(latest) == 0 {
 		if rev != nil {
-			if _, err := tx.NewRaw(`UPDATE mounts SET software_revision = ?, revision_counter = ?, revision_key = device_public_key,
-					updated_at = CASE WHEN software_revision = ? THEN updated_at ELSE ? END WHERE uid = ?`,
-				rev.revision, rev.counter, rev.revision, rev.updatedAt, uid).Exec(ctx); err != nil {
+			if err := writeRevision(ctx, tx, uid, *rev); err != nil {
 				return nil, err
 			}
 		}

@@ -84,9 +84,8 @@ func upsertLatestPG(uid, accountID string, latest []core.StateEntry, seenAt int6
 		changed += " OR last_seen_at IS NULL OR last_seen_at < ?"
 	}
 	if rev != nil {
-		sets = append(sets, "software_revision = ?, revision_counter = ?, revision_key = device_public_key",
-			"updated_at = CASE WHEN software_revision = ? THEN updated_at ELSE ? END")
-		args = append(args, rev.revision, rev.counter, rev.revision, rev.updatedAt)
+		sets = append(sets, revisionSQL)
+		args = append(args, rev.args()...)
 		changed = "TRUE"
 	}
 	if len(sets) == 0 {

@@ -533,13 +533,24 @@ func (s *Store) mountWithLatestSQL(param string) string {
 		WHERE m.uid = ` + param
 }
 
-// mountReadColumns are the columns toMount reads, in newMountRead's
-// order: a read names them alone, not the fleet filter's copies of the
-// latest values nor the report's revision.
-var mountReadColumns = []string{"uid", "name", "serial_number", "mac_address", "firmware_revision", "software_revision",
-	"model_number", "association_state", "owner_account_id", "expired_owner_id", "idle_deadline",
-	"associated_at", "key_id", "public_key", "sealed_private_key", "created_at", "updated_at",
-	"device_public_key", "last_seen_at", "association_started_at"}
+// mountReadFields are the columns toMount reads, each with its field of r:
+// the read's statement and its scan targets come from this one list. It
+// names neither the fleet filter's copies of the latest values nor the
+// report's revision counter.
+func mountReadFields(r *mountRow) [20]struct {
+	column string
+	field  any
+} {
+	return [...]struct {
+		column string
+		field  any
+	}{{"uid", &r.UID}, {"name", &r.Name}, {"serial_number", &r.SerialNumber}, {"mac_address", &r.MACAddress},
+		{"firmware_revision", &r.FirmwareRevision}, {"software_revision", &r.SoftwareRevision}, {"model_number", &r.ModelNumber},
+		{"association_state", &r.State}, {"owner_account_id", &r.OwnerID}, {"expired_owner_id", &r.ExpiredOwnerID},
+		{"idle_deadline", &r.IdleDeadline}, {"associated_at", &r.AssociatedAt}, {"key_id", &r.KeyID}, {"public_key", &r.PublicKey},
+		{"sealed_private_key", &r.SealedPrivateKey}, {"created_at", &r.CreatedAt}, {"updated_at", &r.UpdatedAt},
+		{"device_public_key", &r.DevicePublicKey}, {"last_seen_at", &r.LastSeenAt}, {"association_started_at", &r.AssociationStartedAt}}
+}
 
 // mountRead is one row of mountReadSQL, scanned by hand: bun's reflective
 // scan into a slice of joined rows was 8 % of a GET's CPU and a fifth of
@@ -556,21 +567,26 @@ type mountRead struct {
 
 func newMountRead() *mountRead {
 	r := &mountRead{}
-	r.dest = [...]any{&r.UID, &r.Name, &r.SerialNumber, &r.MACAddress, &r.FirmwareRevision, &r.SoftwareRevision,
-		&r.ModelNumber, &r.State, &r.OwnerID, &r.ExpiredOwnerID, &r.IdleDeadline,
-		&r.AssociatedAt, &r.KeyID, &r.PublicKey, &r.SealedPrivateKey, &r.CreatedAt, &r.UpdatedAt,
-		&r.DevicePublicKey, &r.LastSeenAt, &r.AssociationStartedAt,
-		&r.code, &r.occurredAt, &r.value, &r.verified}
+	fields := mountReadFields(&r.mountRow)
+	for i, f := range fields {
+		r.dest[i] = f.field
+	}
+	r.dest[20], r.dest[21], r.dest[22], r.dest[23] = &r.code, &r.occurredAt, &r.value, &r.verified
 	return r
 }
 
 // mountReadSQL is MountWithLatest's statement: the columns toMount reads
 // and the latest values, one row per latest code (one row when none).
 func (s *Store) mountReadSQL() string {
-	return `SELECT m.` + strings.Join(mountReadColumns, ", m.") + `,
-		l.code, l.occurred_at, l.value, l.verified
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	for _, f := range mountReadFields(&mountRow{}) {
+		b.WriteString("m." + f.column + ", ")
+	}
+	b.WriteString(`l.code, l.occurred_at, l.value, l.verified
 		FROM mounts AS m LEFT JOIN mount_latest_states AS l ON l.mount_uid = m.uid AND l.account_id = m.owner_account_id
-		WHERE m.uid = ` + s.param(1)
+		WHERE m.uid = ` + s.param(1))
+	return b.String()
 }
 
 // MountWithLatest implements core.MountStore in one prepared statement: a

@@ -101,8 +101,14 @@ func (s *Store) InsertReport(ctx context.Context, uid, accountID string, entries
 				return err
 			}
 		}
-		if err := s.applyReportCheck(ctx, tx, r, &mount, receivedAt); err != nil {
+		rev, err := checkReport(r, &mount, receivedAt)
+		if err != nil {
 			return err
+		}
+		if rev != nil {
+			if err := writeRevision(ctx, tx, uid, *rev); err != nil {
+				return err
+			}
 		}
 		var sb strings.Builder
 		args := make([]any, 0, len(entries)*7)
@@ -336,72 +342,57 @@ func mergeLatest(stored, reported []core.StateEntry) []core.StateEntry {
 	return out
 }
 
-// applyReportCheck runs a report's check on the mount row its transaction
-// read and, for a verified report, moves the mount to its signed software
-// revision when its counter is the highest the mount's device key signed a
-// revision with (docs/api.md, "The truth from the mount"): one conditional
-// update, so replicas storing reports at once agree, and a replayed or late
-// older report changes nothing.
-func (s *Store) applyReportCheck(ctx context.Context, tx bun.Tx, r core.ReportCheck, mount *mountRow, now time.Time) error {
+// checkReport runs a report's check on the mount row its transaction read
+// and decides whether a verified report moves the mount to its signed
+// software revision: when its counter is the highest the mount's device key
+// signed a revision with (docs/api.md, "The truth from the mount"), so that
+// a replayed or late older report changes nothing. The transaction holds
+// the mount (PostgreSQL: the report's first statement locks its row;
+// SQLite: the write lock), so the move decided on the row as read stands:
+// it is applied to mount here, and the caller writes it (writeRevision, or
+// with the latest values' update of the row, upsertLatestPG).
+func checkReport(r core.ReportCheck, mount *mountRow, now time.Time) (*revisionSet, error) {
 	if r.Check != nil {
 		if err := r.Check(mount.toMount()); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	counter, ok := revisionMoves(r, mount)
-	if !ok {
-		return nil
-	}
-	var rows []mountRow
-	err := tx.NewRaw(`UPDATE mounts SET software_revision = ?, revision_counter = ?, revision_key = device_public_key,
-			updated_at = CASE WHEN software_revision = ? THEN updated_at ELSE ? END
-		WHERE uid = ? AND device_public_key IS NOT NULL
-			AND (revision_counter IS NULL OR revision_key IS NULL OR revision_key <> device_public_key OR revision_counter < ?)
-		RETURNING software_revision, updated_at, revision_counter, revision_key`,
-		r.SoftwareRevision, counter, r.SoftwareRevision, millis(now), mount.UID, counter).Scan(ctx, &rows)
-	if err != nil || len(rows) == 0 {
-		return err
-	}
-	mount.SoftwareRevision, mount.UpdatedAt = rows[0].SoftwareRevision, rows[0].UpdatedAt
-	mount.RevisionCounter, mount.RevisionKey = rows[0].RevisionCounter, rows[0].RevisionKey
-	return nil
-}
-
-// revisionMoves says whether a verified report moves the mount, as read,
-// to its signed revision, and with which counter: the mount has a device
-// key, and the report's counter is the highest that key signed a revision
-// with. Decided on a row the transaction holds locked, it is the update's
-// own condition.
-func revisionMoves(r core.ReportCheck, mount *mountRow) (int64, bool) {
 	if r.SoftwareRevision == "" || r.Counter == nil || !mount.DevicePublicKey.Valid {
-		return 0, false
+		return nil, nil
 	}
 	counter := int64(*r.Counter) // core bounds a report's counter to int64
 	if mount.RevisionCounter.Valid && mount.RevisionKey == mount.DevicePublicKey && mount.RevisionCounter.Int64 >= counter {
-		return 0, false // not the highest: no write
+		return nil, nil // not the highest: no write
 	}
-	return counter, true
+	rev := &revisionSet{revision: r.SoftwareRevision, counter: counter, updatedAt: millis(now)}
+	if mount.SoftwareRevision != rev.revision {
+		mount.UpdatedAt = rev.updatedAt
+	}
+	mount.SoftwareRevision = rev.revision
+	mount.RevisionCounter = sql.NullInt64{Int64: rev.counter, Valid: true}
+	mount.RevisionKey = mount.DevicePublicKey
+	return rev, nil
 }
 
-// revisionSet is the revision move of a report on PostgreSQL, written in
-// the latest values' update of the mount's row (upsertLatestPG) instead of
-// an update of its own: the report's first statement holds the row locked,
-// so the move decided on the row as read (revisionMoves) stands, and the
-// row gets one new version a report instead of two.
+// revisionSet is a report's revision move (checkReport).
 type revisionSet struct {
 	revision  string
 	counter   int64
 	updatedAt int64
 }
 
-// moveRevision applies a revision move to the row as the update leaves it.
-func (m *mountRow) moveRevision(rev revisionSet) {
-	if m.SoftwareRevision != rev.revision {
-		m.UpdatedAt = rev.updatedAt
-	}
-	m.SoftwareRevision = rev.revision
-	m.RevisionCounter = sql.NullInt64{Int64: rev.counter, Valid: true}
-	m.RevisionKey = m.DevicePublicKey
+// revisionSQL are the assignments of a revision move, with revisionArgs.
+const revisionSQL = `software_revision = ?, revision_counter = ?, revision_key = device_public_key,
+	updated_at = CASE WHEN software_revision = ? THEN updated_at ELSE ? END`
+
+func (rev revisionSet) args() []any {
+	return []any{rev.revision, rev.counter, rev.revision, rev.updatedAt}
+}
+
+// writeRevision writes a revision move in an update of its own.
+func writeRevision(ctx context.Context, tx bun.Tx, uid string, rev revisionSet) error {
+	_, err := tx.NewRaw(`UPDATE mounts SET `+revisionSQL+` WHERE uid = ?`, append(rev.args(), uid)...).Exec(ctx)
+	return err
 }
 
 // seenSnapshot is the mount as a report leaves it, for the report's event:
