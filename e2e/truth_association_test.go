@@ -55,12 +55,18 @@ func TestDeviceKeyNotPlanted(t *testing.T) {
 				t.Fatalf("a report signed by Y's seed was stored: %+v", m)
 			}
 
-			// The audit: each claim's details name the key it brought.
+			// The audit: each claim's details name the key it brought. The
+			// audit shows an entry once every transaction begun before it
+			// has ended (other tests' too): wait for the claim's.
 			claimKey := func(f fleet) []any {
 				var keys []any
-				for _, e := range f.auditREST(t, url.Values{"action": {"mount.request-association"}, "target": {"mount:" + uid}}).Entries {
-					keys = append(keys, e.Details["devicePublicKey"])
-				}
+				waitForStep(t, "the claim's audit entry", func() bool {
+					keys = nil
+					for _, e := range f.auditREST(t, url.Values{"action": {"mount.request-association"}, "target": {"mount:" + uid}}).Entries {
+						keys = append(keys, e.Details["devicePublicKey"])
+					}
+					return len(keys) > 0
+				})
 				return keys
 			}
 			if got := claimKey(y); !slices.Equal(got, []any{planted.publicKey()}) {

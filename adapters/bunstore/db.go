@@ -261,21 +261,24 @@ const maxTransactionIDAdvance = 20_000_000
 // server): a position is the writing transaction's id, and a server that
 // counts its transactions from fewer than the source did would place new
 // rows before the restored ones, behind every cursor already handed out.
-// It moves this server's transaction ids past the newest position (and a
-// margin for the audit's, read by its time), one subtransaction id per
+// It moves this server's transaction ids past the newest position (with a
+// margin: the audit's is read by its time), one subtransaction id per
 // step, or refuses to start when that is too far. Runs under the migrations'
 // lock, once per start; without a copy it reads two index ends.
 func advanceTransactionIDs(ctx context.Context, db *bun.DB) error {
 	var gap int64
 	if err := db.QueryRowContext(ctx, `SELECT (GREATEST(
 			COALESCE((SELECT tx FROM events ORDER BY tx DESC, id DESC LIMIT 1), '0'::xid8)::text::numeric,
-			COALESCE((SELECT tx FROM audit_log ORDER BY at DESC LIMIT 1), '0'::xid8)::text::numeric + 1000)
+			COALESCE((SELECT tx FROM audit_log ORDER BY at DESC LIMIT 1), '0'::xid8)::text::numeric)
 		- pg_current_xact_id()::text::numeric)::bigint`).Scan(&gap); err != nil {
 		return fmt.Errorf("compare positions with transaction ids: %w", err)
 	}
 	if gap < 0 {
-		return nil
+		return nil // every start but the first after a copy
 	}
+	// The audit's newest row is read by its time, not its position: a
+	// margin past it covers the rows written beside it.
+	gap += 1000
 	if gap > maxTransactionIDAdvance {
 		return fmt.Errorf("the event log's positions are %d transactions ahead of this PostgreSQL server's "+
 			"(the database was copied with pg_dump into another server): mountd advances at most %d; "+
