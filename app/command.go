@@ -297,6 +297,8 @@ func configFlags(cfg *Config) []cli.Flag {
 		str("public-url", "MOUNTD_PUBLIC_URL", "", "external base address, used as issuer and in download links (default http://<listen>)", &cfg.PublicURL),
 		str("data-dir", "MOUNTD_DATA_DIR", "./data", "embedded database, local firmware blobs, generated keys", &cfg.DataDir),
 		str("database-url", "MOUNTD_DATABASE_URL", "", "postgres://... or sqlite://PATH (default sqlite://<data dir>/mountd.db)", &cfg.DatabaseURL),
+		str("database-read-url", "MOUNTD_DATABASE_READ_URL", "", "PostgreSQL read replicas (postgres://..., comma-separated) for lists, filters, counts, exports and GraphQL queries", &cfg.DatabaseReadURL),
+		dur("read-max-lag", "MOUNTD_READ_MAX_LAG", time.Second, "the most replay lag a read replica may have to serve reads; a client's reads this long after its write go to the primary", &cfg.ReadMaxLag),
 		str("redis-url", "MOUNTD_REDIS_URL", "", "redis://host:port/db; empty: in-process cache, scheduler and event bus", &cfg.RedisURL),
 		str("redis-cluster-url", "MOUNTD_REDIS_CLUSTER_URL", "", "a Redis Cluster instead of --redis-url: redis://host1:port1?addr=host2:port2&addr=host3:port3 (seed nodes)", &cfg.RedisClusterURL),
 		str("redis-prefix", "MOUNTD_REDIS_PREFIX", "mountd:", "prefix of every Redis key and channel, to share one Redis between installations", &cfg.RedisPrefix),

@@ -23,6 +23,11 @@ type Config struct {
 	// of RedisURL (go-redis's cluster URL, seed nodes in addr parameters).
 	RedisClusterURL string
 	RedisPrefix     string
+	// DatabaseReadURL is MOUNTD_DATABASE_READ_URL: PostgreSQL read replicas,
+	// comma-separated; ReadMaxLag is MOUNTD_READ_MAX_LAG, the most lag a
+	// replica may have to serve reads.
+	DatabaseReadURL string
+	ReadMaxLag      time.Duration
 	Issuer          string
 	// StateRetention and DeliveryRetention bound the state history and
 	// finished webhook attempts; zero keeps all.
@@ -106,6 +111,19 @@ func (c *Config) resolve(listenAddr string) error {
 	}
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = "sqlite://" + filepath.Join(c.DataDir, "mountd.db")
+	}
+	if c.DatabaseReadURL != "" {
+		if !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+			return fmt.Errorf("database read url needs a PostgreSQL database url (SQLite has no read replicas)")
+		}
+		for _, u := range c.readURLs() {
+			if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+				return fmt.Errorf("database read url %q must start with postgres://", redactURL(u))
+			}
+		}
+		if c.ReadMaxLag <= 0 {
+			return fmt.Errorf("read max lag must be positive")
+		}
 	}
 	if c.PublicURL == "" && listenAddr != "" {
 		c.PublicURL = "http://" + listenAddr
@@ -192,4 +210,15 @@ func (c *Config) issuer() string {
 		return c.Issuer
 	}
 	return c.PublicURL
+}
+
+// readURLs are the read replicas' URLs of DatabaseReadURL.
+func (c *Config) readURLs() []string {
+	var urls []string
+	for _, u := range strings.Split(c.DatabaseReadURL, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	return urls
 }

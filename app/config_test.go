@@ -88,6 +88,33 @@ func TestRedisSettings(t *testing.T) {
 	}
 }
 
+// TestReadReplicaSettings: read replicas need PostgreSQL, postgres://
+// URLs and a positive lag.
+func TestReadReplicaSettings(t *testing.T) {
+	const pg, replica = "postgres://db:5432/mountd", "postgres://replica:5432/mountd"
+	for _, tc := range []struct {
+		name     string
+		db, read string
+		maxLag   time.Duration
+		ok       bool
+	}{
+		{"none", pg, "", 0, true},
+		{"one", pg, replica, time.Second, true},
+		{"two", pg, replica + ", postgres://replica2:5432/mountd", time.Second, true},
+		{"on SQLite", "sqlite:///tmp/m.db", replica, time.Second, false},
+		{"on the default SQLite", "", replica, time.Second, false},
+		{"not postgres", pg, "mysql://replica/mountd", time.Second, false},
+		{"no lag", pg, replica, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{TokenTTL: time.Hour, AssociationWindow: time.Minute, DatabaseURL: tc.db, DatabaseReadURL: tc.read, ReadMaxLag: tc.maxLag}
+			if err := cfg.resolve("127.0.0.1:1"); (err == nil) != tc.ok {
+				t.Fatalf("resolve: %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
 // TestHelpSaysDefaultsOnce: no flag's help says "default" twice (a usage
 // stating its default while cli appends "(default: …)" for the value).
 func TestHelpSaysDefaultsOnce(t *testing.T) {

@@ -84,7 +84,7 @@ func newListener(d ListenerDeps) *listener {
 		mount(mux, d.IdentityProvider)
 	}
 	if d.GraphQL != nil {
-		mux.Handle("/graphql", rest.LimitBody(d.API.RequireToken(d.GraphQL)))
+		mux.Handle(rest.GraphQLPattern, rest.LimitBody(d.API.RequireToken(d.GraphQL)))
 	}
 	if d.Console != nil {
 		mux.Handle("GET /console/", d.Console)

@@ -30,6 +30,7 @@ import (
 	"github.com/mountd/mountd/graph"
 	"github.com/mountd/mountd/graph/graphiql"
 	"github.com/mountd/mountd/graph/wsproto"
+	"github.com/mountd/mountd/internal/dbread"
 	"github.com/mountd/mountd/internal/httpobs"
 	"github.com/mountd/mountd/internal/telemetry"
 )
@@ -115,6 +116,7 @@ var serverSet = wire.NewSet(
 	provideIdentityProvider,
 	provideVerifier,
 	provideChecks,
+	provideReadPolicy,
 	provideCollectors,
 	provideWebSocketStats,
 	provideMountable,
@@ -180,7 +182,32 @@ func provideStore(ctx context.Context, cfg Config, logger *slog.Logger) (*bunsto
 	if len(applied) > 0 {
 		logger.Info("applied migrations", "migrations", applied)
 	}
+	if urls := cfg.readURLs(); len(urls) > 0 {
+		closeReplicas, err := store.AddReadReplicas(ctx, urls, cfg.ReadMaxLag, logger)
+		if err != nil {
+			closeStore()
+			return nil, nil, err
+		}
+		return store, func() { closeReplicas(); closeStore() }, nil
+	}
 	return store, closeStore, nil
+}
+
+// provideReadPolicy pins a client's reads to the primary after its writes;
+// nil without read replicas (nothing to pin, nothing to mark).
+func provideReadPolicy(cfg Config, rdb goredis.UniversalClient, logger *slog.Logger) *dbread.Policy {
+	if cfg.DatabaseReadURL == "" {
+		return nil
+	}
+	timeout := cfg.RequestTimeout
+	if timeout <= 0 {
+		timeout = core.DefaultRequestTimeout
+	}
+	var pins dbread.Pins = dbread.NewMemoryPins(nil)
+	if rdb != nil {
+		pins = redisadapter.NewReadPins(rdb, cfg.RedisPrefix)
+	}
+	return &dbread.Policy{Pins: pins, MaxLag: cfg.ReadMaxLag, RequestTimeout: timeout, Logger: logger}
 }
 
 // provideCursorCodec keys the event log's cursors with the installation's
@@ -427,8 +454,10 @@ func provideBlobOpener(localBlobs *local.Store) rest.BlobOpener {
 	return localBlobs
 }
 
-func provideGraphQL(cfg Config, r *graph.Resolver, verifier core.TokenVerifier, stats *wsproto.Stats, rateLimit *core.APIRateLimit) GraphQLHandler {
+func provideGraphQL(cfg Config, r *graph.Resolver, verifier core.TokenVerifier, stats *wsproto.Stats, rateLimit *core.APIRateLimit,
+	reads *dbread.Policy) GraphQLHandler {
 	opts := graph.DefaultOptions
+	opts.Reads = reads
 	opts.PublicURL = cfg.PublicURL
 	opts.WebSocketStats = stats
 	opts.RateLimit = rateLimit
@@ -459,6 +488,7 @@ func provideCollectors(store *bunstore.Store, ws *wsproto.Stats, fleet *metrics.
 	return append(append(fleet.Collectors(store.MountCounts, feed.Lag, logger), metrics.AlarmCollectors(alarms.Counts, logger)...),
 		counter("mountd_db_queries_total", "SQL statements sent to the database.",
 			func() float64 { return float64(store.Queries()) }),
+		replicaCollector{store: store},
 		gauge("mountd_graphql_ws_connections", "Open graphql-transport-ws connections.",
 			func() float64 { return float64(ws.Connections()) }),
 		gauge("mountd_graphql_ws_shared_executions", "Running subscription executions shared by equal subscriptions.",

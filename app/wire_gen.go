@@ -139,6 +139,7 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 	v := provideChecks(store, universalClient)
 	apiRateLimit := provideAPIRateLimit(cfg, rateLimiter, logger)
 	exportWriteTimeout := provideExportWriteTimeout(cfg)
+	policy := provideReadPolicy(cfg, universalClient, logger)
 	deps := rest.Deps{
 		Logger:             logger,
 		Verifier:           tokenVerifier,
@@ -158,6 +159,7 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 		RateLimit:          apiRateLimit,
 		Cursors:            cursorCodec,
 		ExportWriteTimeout: exportWriteTimeout,
+		Reads:              policy,
 	}
 	restServer := rest.NewServer(deps)
 	resolver := &graph.Resolver{
@@ -176,7 +178,7 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 		OfflineAfter:    offlineAfter,
 	}
 	stats := provideWebSocketStats()
-	graphQLHandler := provideGraphQL(cfg, resolver, tokenVerifier, stats, apiRateLimit)
+	graphQLHandler := provideGraphQL(cfg, resolver, tokenVerifier, stats, apiRateLimit, policy)
 	graphiQLHandler := provideGraphiQL()
 	mountable := provideMountable(provider)
 	consoleHandler, err := provideConsole(cfg)

@@ -22,6 +22,7 @@ import (
 	"github.com/mountd/mountd/core"
 	"github.com/mountd/mountd/graph/generated"
 	"github.com/mountd/mountd/graph/wsproto"
+	"github.com/mountd/mountd/internal/dbread"
 	"github.com/mountd/mountd/internal/telemetry"
 )
 
@@ -47,6 +48,9 @@ type Options struct {
 	// MaxResponseBytes bounds one answer (one result of a subscription);
 	// zero: DefaultMaxResponseBytes.
 	MaxResponseBytes int64
+	// Reads, when set, lets queries read replicas and pins a client to
+	// the primary after its mutations.
+	Reads *dbread.Policy
 }
 
 // DefaultMaxResponseBytes is the answer size limit of `mountd serve`.
@@ -104,6 +108,9 @@ func NewHandler(r *Resolver, verifier core.TokenVerifier, opts Options) http.Han
 		srv.Use(newOperationTracing())
 	}
 	srv.AroundOperations(deadlineAnswer)
+	if opts.Reads != nil {
+		srv.AroundOperations(routeReads(opts.Reads))
+	}
 	srv.SetErrorPresenter(errorPresenter(r.Logger))
 	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
 		r.Logger.ErrorContext(ctx, "panic in resolver", "panic", v)
@@ -340,4 +347,25 @@ func deadlineAnswer(ctx context.Context, next graphql.OperationHandler) graphql.
 // the seconds to wait as REST's Retry-After says them.
 func unavailableExtensions() map[string]any {
 	return map[string]any{"code": string(core.CodeUnavailable), "retryAfter": int(core.UnavailableRetry / time.Second)}
+}
+
+// routeReads lets a query's reads go to a read replica (unless its client
+// wrote within the replicas' allowed lag) and pins the client to the
+// primary before a mutation. Subscriptions read the primary: they follow
+// the event log.
+func routeReads(reads *dbread.Policy) graphql.OperationMiddleware {
+	return func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+		oc := graphql.GetOperationContext(ctx)
+		p, err := core.PrincipalFrom(ctx)
+		if err != nil || oc == nil || oc.Operation == nil {
+			return next(ctx)
+		}
+		switch oc.Operation.Operation {
+		case ast.Query:
+			ctx = reads.Read(ctx, p.TokenID)
+		case ast.Mutation:
+			reads.Write(ctx, p.TokenID)
+		}
+		return next(ctx)
+	}
 }

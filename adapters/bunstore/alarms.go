@@ -189,8 +189,11 @@ func (s *Store) CreateAlarmRule(ctx context.Context, r core.AlarmRule, max int) 
 // AlarmRules implements core.AlarmStore.
 func (s *Store) AlarmRules(ctx context.Context, accountID string, p core.Page) ([]core.AlarmRule, int, error) {
 	var rows []alarmRuleRow
-	total, err := s.db.NewSelect().Model(&rows).Where("account_id = ?", accountID).
-		Order("created_at", "id").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := s.readPage(ctx, func(db *bun.DB) *bun.SelectQuery {
+		rows = nil
+		return db.NewSelect().Model(&rows).Where("account_id = ?", accountID).
+			Order("created_at", "id").Limit(p.PageSize).Offset(p.Offset())
+	})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -347,20 +350,23 @@ func (s *Store) DeleteAlarmRule(ctx context.Context, accountID, id string, at ti
 // ListAlarms implements core.AlarmStore.
 func (s *Store) ListAlarms(ctx context.Context, accountID string, f core.AlarmFilter, p core.Page) ([]core.Alarm, int, error) {
 	var rows []alarmRow
-	q := s.db.NewSelect().Model(&rows).Where("account_id = ? AND state <> 'PENDING'", accountID)
-	if f.State != nil {
-		q = q.Where("state = ?", string(*f.State))
-	}
-	if f.Severity != nil {
-		q = q.Where("severity = ?", string(*f.Severity))
-	}
-	if f.MountUID != nil {
-		q = q.Where("mount_uid = ?", *f.MountUID)
-	}
-	if f.RuleID != nil {
-		q = q.Where("rule_id = ?", *f.RuleID)
-	}
-	total, err := q.OrderExpr("raised_at DESC, id DESC").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := s.readPage(ctx, func(db *bun.DB) *bun.SelectQuery {
+		rows = nil
+		q := db.NewSelect().Model(&rows).Where("account_id = ? AND state <> 'PENDING'", accountID)
+		if f.State != nil {
+			q = q.Where("state = ?", string(*f.State))
+		}
+		if f.Severity != nil {
+			q = q.Where("severity = ?", string(*f.Severity))
+		}
+		if f.MountUID != nil {
+			q = q.Where("mount_uid = ?", *f.MountUID)
+		}
+		if f.RuleID != nil {
+			q = q.Where("rule_id = ?", *f.RuleID)
+		}
+		return q.OrderExpr("raised_at DESC, id DESC").Limit(p.PageSize).Offset(p.Offset())
+	})
 	if err != nil {
 		return nil, 0, err
 	}

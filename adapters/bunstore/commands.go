@@ -130,8 +130,11 @@ func (s *Store) InsertCommand(ctx context.Context, c core.Command, e *core.Event
 // ListCommands implements core.CommandStore.
 func (s *Store) ListCommands(ctx context.Context, uid, accountID string, p core.Page) ([]core.Command, int, error) {
 	var rows []commandRow
-	total, err := s.db.NewSelect().Model(&rows).Where("mount_uid = ? AND account_id = ?", uid, accountID).
-		OrderExpr("generated_at DESC, seq DESC").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := s.readPage(ctx, func(db *bun.DB) *bun.SelectQuery {
+		rows = nil
+		return db.NewSelect().Model(&rows).Where("mount_uid = ? AND account_id = ?", uid, accountID).
+			OrderExpr("generated_at DESC, seq DESC").Limit(p.PageSize).Offset(p.Offset())
+	})
 	if err != nil {
 		return nil, 0, err
 	}

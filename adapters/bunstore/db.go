@@ -60,6 +60,8 @@ type Store struct {
 	maxJobTargets int
 	// maxRolloutTargets, when not 0, replaces core.MaxRolloutTargets (tests).
 	maxRolloutTargets int
+	// replicas serve the reads dbread marks (replicas.go); nil when none.
+	replicas *replicaSet
 }
 
 // queryCounter counts every statement sent to the database, so operators
@@ -78,12 +80,8 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 	var s *Store
 	switch {
 	case strings.HasPrefix(databaseURL, "postgres://"), strings.HasPrefix(databaseURL, "postgresql://"):
-		// Statements are cancelled on the server when their context ends
-		// (pgcancel.go): a request's deadline stops the database's work too.
-		sqldb := sql.OpenDB(newCancelConnector(pgdriver.NewConnector(pgdriver.WithDSN(databaseURL))))
-		sqldb.SetMaxOpenConns(32)
-		sqldb.SetMaxIdleConns(32)
-		s = &Store{db: bun.NewDB(sqldb, pgdialect.New()), postgres: true, dsn: databaseURL}
+		db, _ := openPostgres(databaseURL)
+		s = &Store{db: db, postgres: true, dsn: databaseURL}
 	case strings.HasPrefix(databaseURL, "sqlite://"):
 		path := strings.TrimPrefix(databaseURL, "sqlite://")
 		if path == "" {
@@ -121,6 +119,18 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 	return s, func() { _ = s.db.Close() }, nil
 }
 
+// openPostgres returns a pool of up to 32 connections to dsn (it connects
+// on first use) and its connector. Statements are cancelled on the server
+// when their context ends (pgcancel.go): a request's deadline stops the
+// database's work too.
+func openPostgres(dsn string) (*bun.DB, *pgdriver.Connector) {
+	connector := pgdriver.NewConnector(pgdriver.WithDSN(dsn))
+	sqldb := sql.OpenDB(newCancelConnector(connector))
+	sqldb.SetMaxOpenConns(32)
+	sqldb.SetMaxIdleConns(32)
+	return bun.NewDB(sqldb, pgdialect.New()), connector
+}
+
 // write runs fn, which writes outside a transaction, as the only writer on
 // SQLite; on PostgreSQL it just runs fn.
 func (s *Store) write(ctx context.Context, fn func() error) error {
@@ -148,18 +158,7 @@ func (s *Store) inTx(ctx context.Context, fn func(context.Context, bun.Tx) error
 // PostgreSQL about half as much prepared (docs/performance.md). Queries must
 // name their columns: a prepared "*" breaks when a migration adds one.
 func (s *Store) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
-	if st, ok := s.stmts.Load(query); ok {
-		return st.(*sql.Stmt), nil
-	}
-	st, err := s.db.DB.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
-		_ = st.Close()
-		return prev.(*sql.Stmt), nil
-	}
-	return st, nil
+	return s.preparedIn(ctx, s.db, query)
 }
 
 // param is the n-th (from 1) bind parameter in the dialect's syntax.

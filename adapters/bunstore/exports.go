@@ -15,7 +15,7 @@ var _ core.ExportStore = (*Store)(nil)
 // with its latest entry of each code (a primary-key lookup per code), so a
 // mount is one row, scanned from the driver's cursor as it comes.
 func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFilter, now time.Time, yield func(core.Mount) error) (err error) {
-	q := s.db.NewSelect().TableExpr("mounts AS m").
+	q := s.streamDB(ctx).NewSelect().TableExpr("mounts AS m").
 		ColumnExpr("m.uid, m.name, m.serial_number, m.mac_address, m.firmware_revision, m.software_revision, m.model_number").
 		ColumnExpr("m.association_state, m.associated_at, m.device_public_key, m.last_seen_at")
 	for i, code := range core.StateCodes {
@@ -74,7 +74,7 @@ func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFil
 // EachState implements core.ExportStore: the history index read in
 // order, scanned row by row from the driver's cursor.
 func (s *Store) EachState(ctx context.Context, uid, accountID string, f core.StateFilter, yield func(core.StateEntry) error) (err error) {
-	q := s.db.NewSelect().TableExpr("mount_states").ColumnExpr("code, value, occurred_at, received_at, verified").
+	q := s.streamDB(ctx).NewSelect().TableExpr("mount_states").ColumnExpr("code, value, occurred_at, received_at, verified").
 		Where("mount_uid = ? AND account_id = ?", uid, accountID)
 	rows, err := filterStates(q, f).OrderExpr("occurred_at, code, value").Rows(ctx)
 	if err != nil {

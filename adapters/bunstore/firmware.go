@@ -44,12 +44,15 @@ func (s *Store) InsertFirmware(ctx context.Context, v core.FirmwareVersion) erro
 // ListFirmware implements core.FirmwareStore.
 func (s *Store) ListFirmware(ctx context.Context, model *string, now time.Time, p core.Page) ([]core.FirmwareVersion, int, error) {
 	var rows []firmwareRow
-	q := s.db.NewSelect().Model(&rows).Where("available_since <= ?", millis(now))
-	if model != nil {
-		q = q.Where("model_number = ?", *model)
-	}
-	total, err := q.OrderExpr("available_since DESC, model_number, software_revision DESC").
-		Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := s.readPage(ctx, func(db *bun.DB) *bun.SelectQuery {
+		rows = nil
+		q := db.NewSelect().Model(&rows).Where("available_since <= ?", millis(now))
+		if model != nil {
+			q = q.Where("model_number = ?", *model)
+		}
+		return q.OrderExpr("available_since DESC, model_number, software_revision DESC").
+			Limit(p.PageSize).Offset(p.Offset())
+	})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -197,7 +197,11 @@ func (s *Store) CreateJob(ctx context.Context, j core.Job, f core.MountFilter, n
 
 // Job implements core.JobStore.
 func (s *Store) Job(ctx context.Context, accountID, id string) (core.Job, error) {
-	row, err := s.jobIn(ctx, s.db, accountID, id)
+	var row jobRow
+	err := s.read(ctx, func(db *bun.DB) (err error) {
+		row, err = s.jobIn(ctx, db, accountID, id)
+		return err
+	})
 	if err != nil {
 		return core.Job{}, err
 	}
@@ -208,8 +212,11 @@ func (s *Store) Job(ctx context.Context, accountID, id string) (core.Job, error)
 // read backwards).
 func (s *Store) ListJobs(ctx context.Context, accountID string, p core.Page) ([]core.Job, int, error) {
 	var rows []jobRow
-	total, err := s.db.NewSelect().Model(&rows).Where("account_id = ?", accountID).
-		OrderExpr("created_at DESC, id DESC").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := s.readPage(ctx, func(db *bun.DB) *bun.SelectQuery {
+		rows = nil
+		return db.NewSelect().Model(&rows).Where("account_id = ?", accountID).
+			OrderExpr("created_at DESC, id DESC").Limit(p.PageSize).Offset(p.Offset())
+	})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -223,8 +230,11 @@ func (s *Store) JobTargets(ctx context.Context, accountID, id string, p core.Pag
 		return nil, 0, err
 	}
 	var rows []jobTargetRow
-	total, err := s.db.NewSelect().Model(&rows).Where("job_id = ?", id).
-		Order("mount_uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := s.readPage(ctx, func(db *bun.DB) *bun.SelectQuery {
+		rows = nil
+		return db.NewSelect().Model(&rows).Where("job_id = ?", id).
+			Order("mount_uid").Limit(p.PageSize).Offset(p.Offset())
+	})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -593,33 +593,39 @@ func (s *Store) mountReadSQL() string {
 // mount has one latest row per code, a handful, so the join repeats the
 // mount's columns a few times rather than costing a second round trip.
 func (s *Store) MountWithLatest(ctx context.Context, uid string) (core.Mount, error) {
-	st, err := s.prepared(ctx, s.sql.mountRead)
-	if err != nil {
-		return core.Mount{}, err
-	}
-	s.queries.Add(1)
-	rows, err := st.QueryContext(ctx, uid)
-	if err != nil {
-		return core.Mount{}, err
-	}
-	defer rows.Close()
-	r := newMountRead()
-	found := false
-	var latest []core.StateEntry // nil when there is none, as elsewhere
-	for rows.Next() {
-		if err := rows.Scan(r.dest[:]...); err != nil {
-			return core.Mount{}, err
+	var (
+		r      *mountRead
+		found  bool
+		latest []core.StateEntry // nil when there is none, as elsewhere
+	)
+	err := s.read(ctx, func(db *bun.DB) error {
+		r, found, latest = newMountRead(), false, nil
+		st, err := s.preparedIn(ctx, db, s.sql.mountRead)
+		if err != nil {
+			return err
 		}
-		found = true
-		if r.code.Valid {
-			if latest == nil {
-				latest = make([]core.StateEntry, 0, len(core.StateCodes))
+		s.queries.Add(1)
+		rows, err := st.QueryContext(ctx, uid)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := rows.Scan(r.dest[:]...); err != nil {
+				return err
 			}
-			latest = append(latest, core.StateEntry{Code: core.StateCode(r.code.String), Value: r.value.String,
-				OccurredAt: fromMillis(r.occurredAt.Int64), Verified: r.verified.Bool})
+			found = true
+			if r.code.Valid {
+				if latest == nil {
+					latest = make([]core.StateEntry, 0, len(core.StateCodes))
+				}
+				latest = append(latest, core.StateEntry{Code: core.StateCode(r.code.String), Value: r.value.String,
+					OccurredAt: fromMillis(r.occurredAt.Int64), Verified: r.verified.Bool})
+			}
 		}
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err != nil {
 		return core.Mount{}, err
 	}
 	if !found {
@@ -633,28 +639,34 @@ func (s *Store) MountWithLatest(ctx context.Context, uid string) (core.Mount, er
 // ListMounts implements core.MountStore. The page's latest states come in a
 // second query, so a page costs two queries whatever its size.
 func (s *Store) ListMounts(ctx context.Context, accountID string, f core.MountFilter, p core.Page, now time.Time) ([]core.Mount, int, error) {
-	var rows []mountRow
-	q := s.db.NewSelect().Model(&rows).
-		Where("owner_account_id = ?", accountID).
-		Where(liveAssociation, millis(now))
-	total, err := filterMounts(q, f).Order("uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	var (
+		rows   []mountRow
+		total  int
+		latest map[string][]core.StateEntry
+	)
+	// The page and its latest values from one database, so that they agree.
+	err := s.read(ctx, func(db *bun.DB) (err error) {
+		rows, latest = nil, nil
+		q := db.NewSelect().Model(&rows).
+			Where("owner_account_id = ?", accountID).
+			Where(liveAssociation, millis(now))
+		if total, err = filterMounts(q, f).Order("uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx); err != nil || len(rows) == 0 {
+			return err
+		}
+		uids := make([]string, len(rows))
+		for i := range rows {
+			uids[i] = rows[i].UID
+		}
+		latest, err = s.latestFor(ctx, db, accountID, uids)
+		return err
+	})
 	if err != nil {
 		return nil, 0, err
 	}
 	mounts := make([]core.Mount, len(rows))
-	uids := make([]string, len(rows))
 	for i := range rows {
 		mounts[i] = rows[i].toMount()
-		uids[i] = rows[i].UID
-	}
-	if len(uids) > 0 {
-		latest, err := s.latestFor(ctx, s.db, accountID, uids)
-		if err != nil {
-			return nil, 0, err
-		}
-		for i := range mounts {
-			mounts[i].Latest = core.ComputeLatest(latest[mounts[i].UID])
-		}
+		mounts[i].Latest = core.ComputeLatest(latest[mounts[i].UID])
 	}
 	return mounts, total, nil
 }

@@ -338,16 +338,23 @@ func (s *Store) rolloutIn(ctx context.Context, db bun.IDB, accountID, id string)
 }
 
 // Rollout implements core.RolloutStore.
-func (s *Store) Rollout(ctx context.Context, accountID, id string) (core.Rollout, error) {
-	return s.rolloutIn(ctx, s.db, accountID, id)
+func (s *Store) Rollout(ctx context.Context, accountID, id string) (r core.Rollout, err error) {
+	err = s.read(ctx, func(db *bun.DB) error {
+		r, err = s.rolloutIn(ctx, db, accountID, id)
+		return err
+	})
+	return r, err
 }
 
 // ListRollouts implements core.RolloutStore: newest first
 // (rollouts_account_created read backwards).
 func (s *Store) ListRollouts(ctx context.Context, accountID string, p core.Page) ([]core.Rollout, int, error) {
 	var rows []rolloutRow
-	total, err := s.db.NewSelect().Model(&rows).Where("account_id = ?", accountID).
-		OrderExpr("created_at DESC, id DESC").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := s.readPage(ctx, func(db *bun.DB) *bun.SelectQuery {
+		rows = nil
+		return db.NewSelect().Model(&rows).Where("account_id = ?", accountID).
+			OrderExpr("created_at DESC, id DESC").Limit(p.PageSize).Offset(p.Offset())
+	})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -371,8 +378,11 @@ func (s *Store) RolloutTargets(ctx context.Context, accountID, id string, p core
 		return nil, 0, err
 	}
 	var rows []rolloutTargetRow
-	total, err := s.db.NewSelect().Model(&rows).Where("rollout_id = ?", id).
-		Order("mount_uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := s.readPage(ctx, func(db *bun.DB) *bun.SelectQuery {
+		rows = nil
+		return db.NewSelect().Model(&rows).Where("rollout_id = ?", id).
+			Order("mount_uid").Limit(p.PageSize).Offset(p.Offset())
+	})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -279,8 +279,11 @@ func (s *Store) latestFor(ctx context.Context, db bun.IDB, accountID string, uid
 // ListStates implements core.StateStore.
 func (s *Store) ListStates(ctx context.Context, uid, accountID string, f core.StateFilter, p core.Page) ([]core.StateEntry, int, error) {
 	var rows []stateRow
-	q := s.db.NewSelect().Model(&rows).Where("mount_uid = ? AND account_id = ?", uid, accountID)
-	total, err := filterStates(q, f).OrderExpr("occurred_at DESC, code, value").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := s.readPage(ctx, func(db *bun.DB) *bun.SelectQuery {
+		rows = nil
+		q := db.NewSelect().Model(&rows).Where("mount_uid = ? AND account_id = ?", uid, accountID)
+		return filterStates(q, f).OrderExpr("occurred_at DESC, code, value").Limit(p.PageSize).Offset(p.Offset())
+	})
 	if err != nil {
 		return nil, 0, err
 	}

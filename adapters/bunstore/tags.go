@@ -42,16 +42,23 @@ func (r tagRow) toTag(mounts []string) core.NfcTag {
 
 // ListTags implements core.TagStore: one query for the page, one for its links.
 func (s *Store) ListTags(ctx context.Context, accountID string, mountUIDs []string, p core.Page) ([]core.NfcTag, int, error) {
-	var rows []tagRow
-	q := s.db.NewSelect().Model(&rows).Where("account_id = ?", accountID)
-	if mountUIDs != nil {
-		q = q.Where("uid IN (SELECT tag_uid FROM nfc_tag_mounts WHERE account_id = ? AND mount_uid IN (?))", accountID, bun.In(mountUIDs))
-	}
-	total, err := q.Order("uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	links, err := s.tagLinks(ctx, s.db, accountID, rows)
+	var (
+		rows  []tagRow
+		total int
+		links map[string][]string
+	)
+	err := s.read(ctx, func(db *bun.DB) (err error) {
+		rows = nil
+		q := db.NewSelect().Model(&rows).Where("account_id = ?", accountID)
+		if mountUIDs != nil {
+			q = q.Where("uid IN (SELECT tag_uid FROM nfc_tag_mounts WHERE account_id = ? AND mount_uid IN (?))", accountID, bun.In(mountUIDs))
+		}
+		if total, err = q.Order("uid").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx); err != nil {
+			return err
+		}
+		links, err = s.tagLinks(ctx, db, accountID, rows)
+		return err
+	})
 	if err != nil {
 		return nil, 0, err
 	}

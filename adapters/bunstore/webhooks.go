@@ -162,8 +162,11 @@ func (s *Store) Webhook(ctx context.Context, accountID, id string) (core.Webhook
 // ListWebhooks implements core.WebhookStore: oldest first.
 func (s *Store) ListWebhooks(ctx context.Context, accountID string, p core.Page) ([]core.Webhook, int, error) {
 	var rows []webhookRow
-	total, err := s.db.NewSelect().Model(&rows).Where("account_id = ?", accountID).
-		Order("created_at", "id").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := s.readPage(ctx, func(db *bun.DB) *bun.SelectQuery {
+		rows = nil
+		return db.NewSelect().Model(&rows).Where("account_id = ?", accountID).
+			Order("created_at", "id").Limit(p.PageSize).Offset(p.Offset())
+	})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -233,8 +236,11 @@ func (s *Store) storedOrder() string {
 // ListDeliveries implements core.WebhookStore: newest first.
 func (s *Store) ListDeliveries(ctx context.Context, accountID, webhookID string, p core.Page) ([]core.Delivery, int, error) {
 	var rows []deliveryRow
-	total, err := s.db.NewSelect().Model(&rows).Where("webhook_id = ? AND account_id = ?", webhookID, accountID).
-		OrderExpr(s.storedOrder() + " DESC").Limit(p.PageSize).Offset(p.Offset()).ScanAndCount(ctx)
+	total, err := s.readPage(ctx, func(db *bun.DB) *bun.SelectQuery {
+		rows = nil
+		return db.NewSelect().Model(&rows).Where("webhook_id = ? AND account_id = ?", webhookID, accountID).
+			OrderExpr(s.storedOrder() + " DESC").Limit(p.PageSize).Offset(p.Offset())
+	})
 	if err != nil {
 		return nil, 0, err
 	}

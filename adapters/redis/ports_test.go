@@ -16,6 +16,7 @@ import (
 	"github.com/mountd/mountd/adapters/redis"
 	"github.com/mountd/mountd/adapters/testenv"
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/internal/dbread"
 )
 
 // Every factory call opens its own client, as a replica would. Within one
@@ -404,4 +405,12 @@ func TestPingAnswersWhetherRedisServes(t *testing.T) {
 		}
 		_ = down.Close()
 	}
+}
+
+func TestReadPins(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend, url, base string) {
+		porttest.RunReadPins(t, func(t *testing.T) dbread.Pins {
+			return redis.NewReadPins(b.client(t, url), base+t.Name()+":")
+		}, porttest.Options{Shared: true})
+	})
 }

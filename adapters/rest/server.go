@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/internal/dbread"
 	"github.com/mountd/mountd/internal/httpobs"
 )
 
@@ -52,6 +53,9 @@ type Deps struct {
 	Cursors *core.CursorCodec
 	// ExportWriteTimeout cuts an export whose client reads nothing.
 	ExportWriteTimeout ExportWriteTimeout
+	// Reads sends a client's reads to read replicas or, after its writes,
+	// to the primary; nil without replicas.
+	Reads *dbread.Policy
 }
 
 // Server is the REST API's handler tree.
@@ -227,9 +231,60 @@ func (s *Server) authed(h func(http.ResponseWriter, *http.Request, core.Principa
 		// The caller's address goes with the principal: a change records
 		// it in the audit log.
 		ctx := core.WithSource(core.WithPrincipal(r.Context(), p), httpobs.SourceAddress(r))
+		ctx = s.routeReads(ctx, r, p)
 		h(w, r.WithContext(ctx), p)
 	})
 }
+
+// replicaRoutes are the API's reads that may be served by a read replica
+// (CONTRACT §22): lists, filters, counts, exports and one mount. The event
+// log and the audit read the primary, so that their cursors stay exact.
+var replicaRoutes = map[string]bool{
+	"GET /api/v1/mounts":                   true,
+	"GET /api/v1/mounts/{uid}":             true,
+	"GET /api/v1/mounts/{uid}/states":      true,
+	"GET /api/v1/mounts/{uid}/commands":    true,
+	"GET /api/v1/nfc-tags":                 true,
+	"GET /api/v1/firmware/versions":        true,
+	"GET /api/v1/webhooks":                 true,
+	"GET /api/v1/webhooks/{id}/deliveries": true,
+	"GET /api/v1/alarm-rules":              true,
+	"GET /api/v1/alarms":                   true,
+	"GET /api/v1/jobs":                     true,
+	"GET /api/v1/jobs/{id}":                true,
+	"GET /api/v1/jobs/{id}/mounts":         true,
+	"GET /api/v1/rollouts":                 true,
+	"GET /api/v1/rollouts/{id}":            true,
+	"GET /api/v1/rollouts/{id}/mounts":     true,
+	"GET /api/v1/exports/mounts":           true,
+	"GET /api/v1/exports/states":           true,
+}
+
+// writingGETs are the reads that sign and store commands.
+var writingGETs = map[string]bool{
+	"GET /api/v1/mounts/{uid}/query":            true,
+	"GET /api/v1/mounts/{uid}/pending-commands": true,
+}
+
+// routeReads marks a replica read, or pins the client to the primary
+// before a request that may write. GraphQL decides per operation (graph).
+func (s *Server) routeReads(ctx context.Context, r *http.Request, p core.Principal) context.Context {
+	if s.Reads == nil {
+		return ctx
+	}
+	switch {
+	case replicaRoutes[r.Pattern]:
+		return s.Reads.Read(ctx, p.TokenID)
+	case r.Pattern == GraphQLPattern:
+		return ctx
+	case r.Method != http.MethodGet && r.Method != http.MethodHead, writingGETs[r.Pattern]:
+		s.Reads.Write(ctx, p.TokenID)
+	}
+	return ctx
+}
+
+// GraphQLPattern is the route the listener serves GraphQL at.
+const GraphQLPattern = "/graphql"
 
 // RequireToken authenticates GraphQL over HTTP like the API (401 and 403
 // as problem+json); a WebSocket upgrade authenticates in connection_init.
