@@ -3,6 +3,11 @@
 # dir, Debian's Chromium for browser tests and nginx for the deployment test,
 # exporting to it:
 #   MOUNTD_TEST_DATABASE_URL  postgres://... (an admin URL; tests create their own databases)
+#   MOUNTD_TEST_DATABASE_READ_URL  postgres://... (the same admin URL on a streaming read replica
+#                             of that cluster, which replays each commit TEST_SERVICES_REPLICA_DELAY,
+#                             default 250ms, late: a read wrongly sent to it sees stale data)
+#   MOUNTD_TEST_DATABASE_URLS that URL and, space-separated, one per further cluster
+#                             (TEST_SERVICES_PG_CLUSTERS, copies of the first; no replicas)
 #   MOUNTD_TEST_REDIS_URL     redis://127.0.0.1:PORT/0 (tests use their own key prefixes)
 #   MOUNTD_TEST_REDIS_CLUSTER_URL  redis://127.0.0.1:P1?addr=127.0.0.1:P2&addr=... (go-redis's
 #                             cluster URL) of a Redis Cluster: 3 masters, 3 replicas
@@ -96,10 +101,12 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 REDIS_PID=""
+REPLICA_SETUP=""
 CLUSTER_PIDS=()
 PG_DATAS=()
 cleanup() {
   local rc=$? d p
+  [ -n "$REPLICA_SETUP" ] && wait "$REPLICA_SETUP" 2>/dev/null || true
   for d in "${PG_DATAS[@]}"; do
     "${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$d" -m immediate stop >/dev/null 2>&1 || true
   done
@@ -116,11 +123,11 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# start_pg DATA PORT: a PostgreSQL cluster in DATA on PORT.
+# start_pg DATA PORT [OPTIONS]: a PostgreSQL cluster in DATA on PORT.
 start_pg() {
   PG_DATAS+=("$1")
   "${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$1" -l "$1.log" -w -t 60 \
-    -o "-h 127.0.0.1 -p $2 -k $PG_SOCK -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 ${TEST_SERVICES_PG_OPTIONS:-}" \
+    -o "-h 127.0.0.1 -p $2 -k $PG_SOCK -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 ${3:-} ${TEST_SERVICES_PG_OPTIONS:-}" \
     start >/dev/null || { cat "$1.log" >&2; exit 1; }
 }
 "${as_pg[@]}" "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust --no-sync >/dev/null
@@ -137,6 +144,39 @@ for ((i = 1; i < ${TEST_SERVICES_PG_CLUSTERS:-1}; i++)); do
   PG_URLS+=("postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable")
 done
 start_pg "$PG_DATA" "$PG_PORT"
+
+# A streaming read replica of the first cluster (initdb's pg_hba.conf lets
+# 127.0.0.1 replicate, and wal_level=replica is the default). It applies
+# each commit TEST_SERVICES_REPLICA_DELAY late, on purpose: a read wrongly
+# sent to it sees stale data, though it stays well within mountd's default
+# MOUNTD_READ_MAX_LAG (1s). hot_standby_feedback keeps the primary's vacuum
+# from cancelling its queries; a conflicting lock (a migration, vacuum
+# truncating a table) delays replay at most 5 s rather than the default 30 s.
+PG_REPLICA="$TMP/pg-replica"
+REPLICA_PORT=$(free_port)
+while [ "$REPLICA_PORT" = "$PG_PORT" ] || [ "$REPLICA_PORT" = "$REDIS_PORT" ]; do REPLICA_PORT=$(free_port); done
+replica_streams() {
+  [ "$("${as_pg[@]}" "$PG_BIN/psql" -h 127.0.0.1 -p "$REPLICA_PORT" -U postgres -d postgres -XAtqc \
+    "SELECT pg_is_in_recovery() AND EXISTS (SELECT FROM pg_stat_wal_receiver WHERE status = 'streaming')" 2>/dev/null)" = t ]
+}
+start_replica() {
+  "${as_pg[@]}" "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$PG_PORT" -U postgres -D "$PG_REPLICA" \
+    -R -X stream --checkpoint=fast --no-sync >/dev/null || { log "pg_basebackup failed"; return 1; }
+  start_pg "$PG_REPLICA" "$REPLICA_PORT" "-c hot_standby=on -c hot_standby_feedback=on \
+    -c recovery_min_apply_delay=${TEST_SERVICES_REPLICA_DELAY:-250ms} -c max_standby_streaming_delay=5s"
+  # pg_ctl -w returned once it takes read-only connections; it streams soon after.
+  for _ in $(seq 1 200); do
+    replica_streams && return 0
+    sleep 0.05
+  done
+  log "the PostgreSQL replica does not stream from the primary"; cat "$PG_REPLICA.log" >&2; return 1
+}
+# The copy takes most of a second: it runs while Redis starts. Registered
+# here, as start_pg's registration stays in the background subshell;
+# cleanup waits for the subshell before it stops the clusters.
+PG_DATAS+=("$PG_REPLICA")
+start_replica &
+REPLICA_SETUP=$!
 
 redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \
   --dir "$TMP" --logfile "$TMP/redis.log" &
@@ -218,6 +258,9 @@ fi
 export MOUNTD_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
 MOUNTD_TEST_DATABASE_URLS="$MOUNTD_TEST_DATABASE_URL ${PG_URLS[*]}"
 export MOUNTD_TEST_DATABASE_URLS
+wait "$REPLICA_SETUP" || exit 1
+REPLICA_SETUP=""
+export MOUNTD_TEST_DATABASE_READ_URL="postgres://postgres@127.0.0.1:$REPLICA_PORT/postgres?sslmode=disable"
 export MOUNTD_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 export MOUNTD_TEST_REDIS_CLUSTER_URL="${cluster_url%&}"
 # Headless Chromium for the browser tests (GraphiQL).
@@ -227,5 +270,5 @@ MOUNTD_TEST_NGINX=$(find_nginx)
 export MOUNTD_TEST_NGINX
 # Tests that need these servers fail instead of skipping when this is set.
 export MOUNTD_TEST_REQUIRE_SERVICES=1
-log "postgres on :$PG_PORT, redis on :$REDIS_PORT, redis cluster on :${CLUSTER_PORTS[*]}"
+log "postgres on :$PG_PORT (replica on :$REPLICA_PORT), redis on :$REDIS_PORT, redis cluster on :${CLUSTER_PORTS[*]}"
 "$@"
