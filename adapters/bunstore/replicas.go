@@ -113,6 +113,9 @@ func (set *replicaSet) probeLoop(ctx context.Context, primary *bun.DB, logger *s
 	failing := make([]bool, len(set.replicas))
 	for {
 		set.probe(ctx, primary, func(i int, err error) {
+			if errors.Is(err, errMeasuring) {
+				return
+			}
 			if (err != nil) != failing[i] {
 				failing[i] = err != nil
 				if err != nil {
@@ -174,12 +177,21 @@ func (set *replicaSet) measure(ctx context.Context, r *replica) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	lag, ok := lagOf(set.samples, replayed, set.now())
+	now := set.now()
+	lag, ok := lagOf(set.samples, replayed, now)
 	if !ok {
+		if len(set.samples) == 0 || now.Sub(set.samples[0].at) < set.maxLag {
+			return 0, errMeasuring
+		}
 		return 0, errors.New("lag beyond what is measured (or the primary's position is unknown)")
 	}
 	return int64(lag), nil
 }
+
+// errMeasuring is a replica's state while the probes have not yet noted
+// positions as far back as the largest lag allowed: it is not used yet,
+// and no fault is reported.
+var errMeasuring = errors.New("lag not measured yet")
 
 // lagOf is the lag of a replica that replayed up to position replayed:
 // now minus the newest sample it has reached; ok is false when it reached
