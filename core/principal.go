@@ -36,11 +36,17 @@ const (
 	ActionReportStates       Action = "mount.states.report"
 	ActionReadStates         Action = "mount.states.read"
 	ActionQueryCommand       Action = "mount.command.query"
-	ActionReadCommandAudit   Action = "mount.command.audit"
-	ActionReadNfcTags        Action = "nfc.read"
-	ActionWriteNfcTags       Action = "nfc.write"
-	ActionReadFirmware       Action = "firmware.read"
-	ActionSubscribe          Action = "events.subscribe"
+	// ActionCreateGrant and ActionReadGrants are open to restricted tokens
+	// for their mounts (the service bounds them); ActionManageGrants
+	// (revoking, the account's grants of a rider) is the owner's.
+	ActionCreateGrant      Action = "grant.create"
+	ActionReadGrants       Action = "grant.read"
+	ActionManageGrants     Action = "grant.manage"
+	ActionReadCommandAudit Action = "mount.command.audit"
+	ActionReadNfcTags      Action = "nfc.read"
+	ActionWriteNfcTags     Action = "nfc.write"
+	ActionReadFirmware     Action = "firmware.read"
+	ActionSubscribe        Action = "events.subscribe"
 	// ActionManageWebhooks is owner-only: a webhook receives every event
 	// of the account.
 	ActionManageWebhooks Action = "webhooks.manage"
@@ -62,6 +68,8 @@ var restrictedActions = map[Action]bool{
 	ActionReportStates: true,
 	ActionReadStates:   true,
 	ActionQueryCommand: true,
+	ActionCreateGrant:  true,
+	ActionReadGrants:   true,
 	ActionReadNfcTags:  true,
 	ActionReadFirmware: true,
 	ActionSubscribe:    true,

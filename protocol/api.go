@@ -38,6 +38,8 @@ const (
 	CodeAlarmNotFound         ErrorCode = "ALARM_NOT_FOUND"
 	CodeJobNotFound           ErrorCode = "JOB_NOT_FOUND"
 	CodeRolloutNotFound       ErrorCode = "ROLLOUT_NOT_FOUND"
+	CodeGrantNotFound         ErrorCode = "GRANT_NOT_FOUND"
+	CodeDeviceKeyRequired     ErrorCode = "DEVICE_KEY_REQUIRED"
 )
 
 // AudienceItem is the mandatory scope item naming the service project of a

@@ -39,3 +39,19 @@ func TestRolloutContract(t *testing.T) {
 		})
 	}
 }
+
+// TestRiderGrantContract runs the rider grants' contract on SQLite and on
+// PostgreSQL.
+func TestRiderGrantContract(t *testing.T) {
+	for name, newURL := range testenv.MigratedDatabases(t) {
+		t.Run(name, func(t *testing.T) {
+			storetest.RunRiderGrants(t, func(t *testing.T) storetest.GrantStore {
+				store := MustOpen(t, newURL(t))
+				if _, err := store.Migrate(context.Background()); err != nil {
+					t.Fatalf("migrate: %v", err)
+				}
+				return store
+			})
+		})
+	}
+}

@@ -60,6 +60,7 @@ type Store struct {
 	// handover holds each uid's hand-over keys, oldest first; it outlives
 	// the mount's record.
 	handover map[string][]handoverKey
+	gr       grantState
 }
 
 // revisionMark is the counter and device key of the verified report a

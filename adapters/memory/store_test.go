@@ -15,3 +15,7 @@ func TestStoreContract(t *testing.T) {
 func TestRolloutContract(t *testing.T) {
 	storetest.RunRollouts(t, func(*testing.T) storetest.Store { return memory.NewStore() })
 }
+
+func TestRiderGrantContract(t *testing.T) {
+	storetest.RunRiderGrants(t, func(*testing.T) storetest.GrantStore { return memory.NewStore() })
+}

@@ -1,0 +1,228 @@
+package memory
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+var _ core.GrantStore = (*Store)(nil)
+
+// grantState holds rider grants in creation order, the epoch each revoked
+// grant was revoked at, and each mount's revocation version and epoch
+// (which outlive the mount's record).
+type grantState struct {
+	grants       []core.RiderGrant
+	revokedEpoch map[string]int64
+	revocations  map[string]core.Revocations
+}
+
+func (s *Store) grantsLocked() *grantState {
+	if s.gr.revokedEpoch == nil {
+		s.gr.revokedEpoch, s.gr.revocations = map[string]int64{}, map[string]core.Revocations{}
+	}
+	return &s.gr
+}
+
+func (g *grantState) revocation(uid string) core.Revocations {
+	if r, ok := g.revocations[uid]; ok {
+		return r
+	}
+	return core.Revocations{UID: uid, Version: 1, Epoch: 1}
+}
+
+// CreateGrant implements core.GrantStore.
+func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.GrantLimits, now time.Time, sign core.GrantSigner) (core.RiderGrant, []core.RiderGrant, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.grantsLocked()
+	m, ok := s.mounts[g.UID]
+	if !ok || m.OwnerID != g.AccountID {
+		return core.RiderGrant{}, nil, mountNotFound(g.UID)
+	}
+	if m.State != core.StateAssociated {
+		return core.RiderGrant{}, nil, core.Errorf(core.CodeMountNotAssociated, "mount %q is not associated", g.UID)
+	}
+	if m.DevicePublicKey == "" {
+		return core.RiderGrant{}, nil, core.Errorf(core.CodeDeviceKeyRequired, "mount %q has no device key", g.UID)
+	}
+	// The store's writes come after every check and signature, as the
+	// database's transaction rolls back on an error.
+	// The same rider's live grant gives its place to the new one.
+	var same []int
+	live, perToken := 0, 0
+	for i, o := range st.grants {
+		switch {
+		case !o.Live(now):
+		case o.UID == g.UID && o.AccountID == g.AccountID && o.RiderKey == g.RiderKey:
+			same = append(same, i)
+		default:
+			if o.UID == g.UID {
+				live++
+			}
+			if o.AccountID == g.AccountID && o.TokenID == g.TokenID {
+				perToken++
+			}
+		}
+	}
+	if live >= lim.PerMount {
+		return core.RiderGrant{}, nil, core.Errorf(core.CodeConflict, "mount %q has %d live grants, the most it may have", g.UID, live)
+	}
+	if lim.PerToken > 0 && perToken >= lim.PerToken {
+		return core.RiderGrant{}, nil, core.Errorf(core.CodeConflict, "this token has %d live grants, the most it may have", perToken)
+	}
+	rev := st.revocation(g.UID)
+	var replaced []core.RiderGrant
+	if len(same) > 0 {
+		var err error
+		if rev, replaced, err = s.revokeOnMountLocked(ctx, *m, rev, same, now, sign); err != nil {
+			return core.RiderGrant{}, nil, err
+		}
+	}
+	g.Epoch = rev.Epoch
+	g, err := sign(ctx, *m, g)
+	if err != nil {
+		return core.RiderGrant{}, nil, err
+	}
+	g.Rights = slices.Clone(g.Rights)
+	st.grants = append(st.grants, g)
+	st.revocations[g.UID] = rev
+	return g, replaced, nil
+}
+
+// revokeOnMountLocked revokes the grants at idx (all of mount m) at now as
+// bunstore's revokeOnMount does, and returns the mount's new revocation
+// state; nothing is stored when signing fails.
+func (s *Store) revokeOnMountLocked(ctx context.Context, m core.Mount, rev core.Revocations, idx []int, now time.Time, sign core.GrantSigner) (core.Revocations, []core.RiderGrant, error) {
+	st := &s.gr
+	listed := 0
+	for _, o := range st.grants {
+		if o.UID == m.UID && !o.RevokedAt.IsZero() && st.revokedEpoch[o.ID] == rev.Epoch && o.NotAfter.After(now) {
+			listed++
+		}
+	}
+	rev.Version = max(rev.Version+1, now.UnixMilli())
+	resigned := map[int]core.RiderGrant{}
+	if listed+len(idx) > core.MaxRevocations {
+		rev.Epoch = max(rev.Epoch+1, now.UnixMilli())
+		if m.State == core.StateAssociated {
+			for i, o := range st.grants {
+				if o.UID != m.UID || o.AccountID != m.OwnerID || !o.Live(now) || slices.Contains(idx, i) {
+					continue
+				}
+				o.Epoch = rev.Epoch
+				signed, err := sign(ctx, m, o)
+				if err != nil {
+					return core.Revocations{}, nil, err
+				}
+				resigned[i] = signed
+			}
+		}
+	}
+	for i, g := range resigned {
+		st.grants[i] = g
+	}
+	out := make([]core.RiderGrant, len(idx))
+	for k, i := range idx {
+		st.grants[i].RevokedAt = ms(now)
+		st.revokedEpoch[st.grants[i].ID] = rev.Epoch
+		out[k] = st.grants[i]
+	}
+	st.revocations[m.UID] = rev
+	return rev, out, nil
+}
+
+// RiderGrant implements core.GrantStore.
+func (s *Store) RiderGrant(_ context.Context, accountID, id string) (core.RiderGrant, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.grantsLocked().grants {
+		if g.ID == id && g.AccountID == accountID {
+			return g, nil
+		}
+	}
+	return core.RiderGrant{}, core.Errorf(core.CodeGrantNotFound, "grant %q not found", id)
+}
+
+// ListRiderGrants implements core.GrantStore.
+func (s *Store) ListRiderGrants(_ context.Context, accountID, uid string, f core.GrantFilter, now time.Time, p core.Page) ([]core.RiderGrant, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []core.RiderGrant
+	for _, g := range s.grantsLocked().grants {
+		if g.AccountID != accountID || uid != "" && g.UID != uid || f.RiderKey != nil && g.RiderKey != *f.RiderKey ||
+			f.State != nil && g.State(now) != *f.State {
+			continue
+		}
+		out = append(out, g)
+	}
+	slices.SortStableFunc(out, func(a, b core.RiderGrant) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	return page(out, p), len(out), nil
+}
+
+// RevokeGrants implements core.GrantStore.
+func (s *Store) RevokeGrants(ctx context.Context, accountID string, ids []string, riderKey string, now time.Time, sign core.GrantSigner) ([]core.RiderGrant, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.grantsLocked()
+	byMount := map[string][]int{}
+	var mounts []string
+	found := false
+	for i, g := range st.grants {
+		if g.AccountID != accountID || riderKey != "" && g.RiderKey != riderKey || riderKey == "" && !slices.Contains(ids, g.ID) {
+			continue
+		}
+		found = true
+		if !g.Live(now) {
+			continue
+		}
+		if byMount[g.UID] == nil {
+			mounts = append(mounts, g.UID)
+		}
+		byMount[g.UID] = append(byMount[g.UID], i)
+	}
+	if riderKey == "" && !found && len(ids) == 1 {
+		return nil, core.Errorf(core.CodeGrantNotFound, "grant %q not found", ids[0])
+	}
+	slices.Sort(mounts)
+	var revoked []core.RiderGrant
+	for _, uid := range mounts {
+		m := core.Mount{UID: uid}
+		if stored, ok := s.mounts[uid]; ok {
+			m = *stored
+		}
+		_, done, err := s.revokeOnMountLocked(ctx, m, st.revocation(uid), byMount[uid], now, sign)
+		if err != nil {
+			return nil, err
+		}
+		revoked = append(revoked, done...)
+	}
+	return revoked, nil
+}
+
+// Revocations implements core.GrantStore.
+func (s *Store) Revocations(_ context.Context, uid string, now time.Time) (core.Revocations, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.grantsLocked()
+	r := st.revocation(uid)
+	r.GrantIDs = []string{}
+	for _, g := range st.grants {
+		if g.UID == uid && !g.RevokedAt.IsZero() && st.revokedEpoch[g.ID] == r.Epoch && g.NotAfter.After(now) {
+			r.GrantIDs = append(r.GrantIDs, g.ID)
+		}
+	}
+	slices.Sort(r.GrantIDs)
+	return r, nil
+}
+
+// DatabaseTime implements core.GrantStore: the process's clock.
+func (s *Store) DatabaseTime(context.Context) (time.Time, error) { return time.Now().UTC(), nil }

@@ -1,0 +1,304 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mountd/mountd/core"
+)
+
+// GrantStore is what the rider grants' suite needs.
+type GrantStore interface {
+	core.AccountStore
+	core.MountStore
+	core.GrantStore
+}
+
+// RunRiderGrants runs the core.GrantStore contract (CONTRACT §21): creation
+// checks and bounds in the storing transaction, a rider's grant replacing
+// its previous one, listing by state, revocation moving the mount's version
+// (and, past the list's size, its epoch, signing live grants again), and
+// the revocation list.
+func RunRiderGrants(t *testing.T, newStore func(t *testing.T) GrantStore) {
+	for _, c := range []struct {
+		name string
+		fn   func(t *testing.T, store GrantStore)
+	}{
+		{"Create", grantCreate},
+		{"Bounds", grantBounds},
+		{"ListByState", grantList},
+		{"Revoke", grantRevoke},
+		{"EpochOverflow", grantEpochOverflow},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
+	}
+}
+
+var grantT0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// testSigner signs with a stand-in that shows what it signed: the epoch
+// and the key.
+func testSigner(_ context.Context, m core.Mount, g core.RiderGrant) (core.RiderGrant, error) {
+	g.Text = g.GrantText()
+	g.Signature = fmt.Sprintf("sig:%s:%d", m.Key.ID, g.Epoch)
+	g.KeyID = m.Key.ID
+	return g, nil
+}
+
+// riderKey is the i-th rider's key: any 130 hex characters do for the
+// store.
+func riderKey(i int) string { return fmt.Sprintf("04%0128x", i+1) }
+
+// grantFleet gives accounts acc_g and acc_h; acc_g holds G1 and G2
+// ASSOCIATED with a device key, G3 ASSOCIATED without one and G4 IDLE;
+// acc_h holds H1 ASSOCIATED with a device key.
+func grantFleet(t *testing.T, store GrantStore) {
+	t.Helper()
+	ctx := context.Background()
+	for _, acc := range []string{"acc_g", "acc_h"} {
+		if err := store.CreateAccount(ctx, core.Account{ID: acc, Name: acc, CreatedAt: grantT0},
+			core.APIClient{ClientID: "cli_" + acc, AccountID: acc, SecretHash: "h", CreatedAt: grantT0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	device := testDeviceKey
+	for _, m := range []struct {
+		uid, acc string
+		device   *string
+		confirm  bool
+	}{{"G1", "acc_g", &device, true}, {"G2", "acc_g", &device, true}, {"G3", "acc_g", nil, true}, {"G4", "acc_g", &device, false}, {"H1", "acc_h", &device, true}} {
+		if _, err := store.ClaimMount(ctx, core.Claim{UID: m.uid, AccountID: m.acc, Now: grantT0, Deadline: grantT0.Add(time.Hour),
+			Key:    core.MountKey{ID: "k" + m.uid, PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"},
+			Fields: core.MountFields{DevicePublicKey: m.device}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if m.confirm {
+			if _, _, err := store.ConfirmAssociation(ctx, m.uid, m.acc, grantT0, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func newGrant(id, uid, acc string, rider int, notAfter time.Duration) core.RiderGrant {
+	return core.RiderGrant{ID: id, UID: uid, AccountID: acc, RiderKey: riderKey(rider), Rights: []string{core.RightReleaseHelmet},
+		NotBefore: grantT0, NotAfter: grantT0.Add(notAfter), Label: "rider " + id, CreatedAt: grantT0, CreatedBy: "cli", TokenID: "tok"}
+}
+
+var wideLimits = core.GrantLimits{PerMount: core.MaxLiveGrantsPerMount}
+
+func mustGrant(t *testing.T, store GrantStore, g core.RiderGrant, now time.Time) core.RiderGrant {
+	t.Helper()
+	created, _, err := store.CreateGrant(context.Background(), g, wideLimits, now, testSigner)
+	if err != nil {
+		t.Fatalf("create %s: %v", g.ID, err)
+	}
+	return created
+}
+
+func wantCode(t *testing.T, err error, code core.Code) {
+	t.Helper()
+	var ce *core.Error
+	if !errors.As(err, &ce) || ce.Code != code {
+		t.Fatalf("error %v, want %s", err, code)
+	}
+}
+
+func grantCreate(t *testing.T, store GrantStore) {
+	ctx := context.Background()
+	grantFleet(t, store)
+	g := mustGrant(t, store, newGrant("gr_1", "G1", "acc_g", 1, time.Hour), grantT0)
+	if g.Epoch != 1 || g.KeyID != "kG1" || g.Signature != "sig:kG1:1" || g.Text != g.GrantText() || g.State(grantT0) != core.GrantActive {
+		t.Fatalf("created %+v", g)
+	}
+	got, err := store.RiderGrant(ctx, "acc_g", "gr_1")
+	if err != nil || !slices.Equal(got.Rights, g.Rights) || got.Text != g.Text || got.Label != g.Label || !got.NotAfter.Equal(g.NotAfter) {
+		t.Fatalf("read back %+v, %v; want %+v", got, err, g)
+	}
+	if _, err := store.RiderGrant(ctx, "acc_h", "gr_1"); err == nil {
+		t.Fatal("another account read the grant")
+	} else {
+		wantCode(t, err, core.CodeGrantNotFound)
+	}
+	for _, tc := range []struct {
+		uid, acc string
+		code     core.Code
+	}{
+		{"H1", "acc_g", core.CodeMountNotFound},      // another account's
+		{"NOPE", "acc_g", core.CodeMountNotFound},    // unknown
+		{"G4", "acc_g", core.CodeMountNotAssociated}, // IDLE
+		{"G3", "acc_g", core.CodeDeviceKeyRequired},  // no device key
+	} {
+		_, _, err := store.CreateGrant(ctx, newGrant("gr_x", tc.uid, tc.acc, 2, time.Hour), wideLimits, grantT0, testSigner)
+		wantCode(t, err, tc.code)
+	}
+	// The same rider again: the new grant takes the old one's place.
+	created, replaced, err := store.CreateGrant(ctx, newGrant("gr_2", "G1", "acc_g", 1, time.Hour), wideLimits, grantT0.Add(time.Second), testSigner)
+	if err != nil || len(replaced) != 1 || replaced[0].ID != "gr_1" || replaced[0].State(grantT0) != core.GrantRevoked || created.ID != "gr_2" {
+		t.Fatalf("replace: %+v %+v %v", created, replaced, err)
+	}
+	r, err := store.Revocations(ctx, "G1", grantT0.Add(time.Second))
+	if err != nil || !slices.Equal(r.GrantIDs, []string{"gr_1"}) || r.Version <= 1 || r.Epoch != 1 {
+		t.Fatalf("revocations after a replacement: %+v, %v", r, err)
+	}
+}
+
+func grantBounds(t *testing.T, store GrantStore) {
+	ctx := context.Background()
+	grantFleet(t, store)
+	lim := core.GrantLimits{PerMount: 2, PerToken: 3}
+	for i := range 2 {
+		if _, _, err := store.CreateGrant(ctx, newGrant(fmt.Sprintf("gr_m%d", i), "G1", "acc_g", i, time.Hour), lim, grantT0, testSigner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := store.CreateGrant(ctx, newGrant("gr_m2", "G1", "acc_g", 2, time.Hour), lim, grantT0, testSigner)
+	wantCode(t, err, core.CodeConflict)
+	// A replacement frees the place it takes, at any limit.
+	if _, _, err := store.CreateGrant(ctx, newGrant("gr_m3", "G1", "acc_g", 0, time.Hour), lim, grantT0, testSigner); err != nil {
+		t.Fatalf("a replacement at the limit: %v", err)
+	}
+	// The token's third live grant fits, its fourth does not; an expired
+	// one no longer counts.
+	if _, _, err := store.CreateGrant(ctx, newGrant("gr_t1", "G2", "acc_g", 5, time.Minute), lim, grantT0, testSigner); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = store.CreateGrant(ctx, newGrant("gr_t2", "G2", "acc_g", 6, time.Hour), lim, grantT0, testSigner)
+	wantCode(t, err, core.CodeConflict)
+	if _, _, err := store.CreateGrant(ctx, newGrant("gr_t3", "G2", "acc_g", 6, time.Hour), lim, grantT0.Add(2*time.Minute), testSigner); err != nil {
+		t.Fatalf("after a grant expired: %v", err)
+	}
+}
+
+func grantList(t *testing.T, store GrantStore) {
+	ctx := context.Background()
+	grantFleet(t, store)
+	for i, after := range []time.Duration{time.Hour, time.Minute, time.Hour} {
+		mustGrant(t, store, newGrant(fmt.Sprintf("gr_%d", i), "G1", "acc_g", i, after), grantT0.Add(time.Duration(i)*time.Millisecond))
+	}
+	mustGrant(t, store, newGrant("gr_other", "G2", "acc_g", 0, time.Hour), grantT0)
+	if _, err := store.RevokeGrants(ctx, "acc_g", []string{"gr_2"}, "", grantT0, testSigner); err != nil {
+		t.Fatal(err)
+	}
+	now := grantT0.Add(2 * time.Minute)
+	state := func(s core.GrantState) *core.GrantState { return &s }
+	key0 := riderKey(0)
+	for _, tc := range []struct {
+		name string
+		uid  string
+		f    core.GrantFilter
+		want []string
+	}{
+		{"all of the mount, newest first", "G1", core.GrantFilter{}, []string{"gr_2", "gr_1", "gr_0"}},
+		{"active", "G1", core.GrantFilter{State: state(core.GrantActive)}, []string{"gr_0"}},
+		{"revoked", "G1", core.GrantFilter{State: state(core.GrantRevoked)}, []string{"gr_2"}},
+		{"expired", "G1", core.GrantFilter{State: state(core.GrantExpired)}, []string{"gr_1"}},
+		{"a rider's across mounts", "", core.GrantFilter{RiderKey: &key0}, []string{"gr_0", "gr_other"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			grants, total, err := store.ListRiderGrants(ctx, "acc_g", tc.uid, tc.f, now, core.Page{CurrentPage: 1, PageSize: 10})
+			var ids []string
+			for _, g := range grants {
+				ids = append(ids, g.ID)
+			}
+			slices.Sort(ids)
+			want := slices.Sorted(slices.Values(tc.want))
+			if err != nil || !slices.Equal(ids, want) || total != len(tc.want) {
+				t.Fatalf("got %v (total %d), %v; want %v", ids, total, err, tc.want)
+			}
+			if tc.uid != "" && len(grants) > 1 && grants[0].CreatedAt.Before(grants[len(grants)-1].CreatedAt) {
+				t.Fatal("not newest first")
+			}
+		})
+	}
+	if grants, _, err := store.ListRiderGrants(ctx, "acc_h", "G1", core.GrantFilter{}, now, core.Page{CurrentPage: 1, PageSize: 10}); err != nil || len(grants) != 0 {
+		t.Fatalf("another account listed %d grants, %v", len(grants), err)
+	}
+}
+
+func grantRevoke(t *testing.T, store GrantStore) {
+	ctx := context.Background()
+	grantFleet(t, store)
+	mustGrant(t, store, newGrant("gr_a", "G1", "acc_g", 1, time.Hour), grantT0)
+	mustGrant(t, store, newGrant("gr_b", "G2", "acc_g", 1, time.Hour), grantT0)
+	mustGrant(t, store, newGrant("gr_c", "G2", "acc_g", 2, time.Hour), grantT0)
+	mustGrant(t, store, newGrant("gr_d", "G1", "acc_g", 3, time.Minute), grantT0)
+	before, _ := store.Revocations(ctx, "G1", grantT0)
+	if before.Version != 1 || before.Epoch != 1 || len(before.GrantIDs) != 0 {
+		t.Fatalf("a new mount's revocations: %+v", before)
+	}
+	at := grantT0.Add(time.Second)
+	revoked, err := store.RevokeGrants(ctx, "acc_g", []string{"gr_a"}, "", at, testSigner)
+	if err != nil || len(revoked) != 1 || !revoked[0].RevokedAt.Equal(at) {
+		t.Fatalf("revoke: %+v, %v", revoked, err)
+	}
+	r1, _ := store.Revocations(ctx, "G1", at)
+	if !slices.Equal(r1.GrantIDs, []string{"gr_a"}) || r1.Version < at.UnixMilli() {
+		t.Fatalf("after a revocation: %+v; want gr_a at a version of at least the time", r1)
+	}
+	// Again: nothing changes, the version stays.
+	if again, err := store.RevokeGrants(ctx, "acc_g", []string{"gr_a"}, "", at.Add(time.Second), testSigner); err != nil || len(again) != 0 {
+		t.Fatalf("a second revoke: %+v, %v", again, err)
+	}
+	if r, _ := store.Revocations(ctx, "G1", at); r.Version != r1.Version {
+		t.Fatalf("a second revoke moved the version %d → %d", r1.Version, r.Version)
+	}
+	// Another account's grant, or none: not found.
+	_, err = store.RevokeGrants(ctx, "acc_h", []string{"gr_b"}, "", at, testSigner)
+	wantCode(t, err, core.CodeGrantNotFound)
+	// By rider key: every live grant of the rider in the account, on each
+	// mount, each mount's version once.
+	revoked, err = store.RevokeGrants(ctx, "acc_g", nil, riderKey(1), at, testSigner)
+	if err != nil || len(revoked) != 1 || revoked[0].ID != "gr_b" {
+		t.Fatalf("revoke rider 1: %+v, %v (gr_a was revoked already)", revoked, err)
+	}
+	r2, _ := store.Revocations(ctx, "G2", at)
+	if !slices.Equal(r2.GrantIDs, []string{"gr_b"}) {
+		t.Fatalf("G2's list: %+v", r2)
+	}
+	// An expired revoked grant leaves the list; the version stays.
+	if _, err := store.RevokeGrants(ctx, "acc_g", []string{"gr_d"}, "", at, testSigner); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := store.Revocations(ctx, "G1", grantT0.Add(2*time.Minute)); !slices.Equal(r.GrantIDs, []string{"gr_a"}) {
+		t.Fatalf("G1's list once gr_d expired: %+v", r)
+	}
+}
+
+func grantEpochOverflow(t *testing.T, store GrantStore) {
+	ctx := context.Background()
+	grantFleet(t, store)
+	n := core.MaxRevocations + 1
+	for i := range n + 1 {
+		mustGrant(t, store, newGrant(fmt.Sprintf("gr_%04d", i), "G1", "acc_g", i, time.Hour), grantT0)
+	}
+	at := grantT0.Add(time.Second)
+	for i := range n - 1 {
+		if _, err := store.RevokeGrants(ctx, "acc_g", []string{fmt.Sprintf("gr_%04d", i)}, "", at, testSigner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full, _ := store.Revocations(ctx, "G1", at)
+	if len(full.GrantIDs) != core.MaxRevocations || full.Epoch != 1 {
+		t.Fatalf("a full list: %d ids at epoch %d", len(full.GrantIDs), full.Epoch)
+	}
+	last := fmt.Sprintf("gr_%04d", n-1)
+	if _, err := store.RevokeGrants(ctx, "acc_g", []string{last}, "", at, testSigner); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := store.Revocations(ctx, "G1", at)
+	if r.Epoch <= full.Epoch || r.Version <= full.Version || !slices.Equal(r.GrantIDs, []string{last}) {
+		t.Fatalf("after the overflow: version %d epoch %d ids %v; want a new epoch listing %s alone", r.Version, r.Epoch, r.GrantIDs, last)
+	}
+	live, err := store.RiderGrant(ctx, "acc_g", fmt.Sprintf("gr_%04d", n))
+	if err != nil || live.Epoch != r.Epoch || live.Signature != fmt.Sprintf("sig:kG1:%d", r.Epoch) || live.Text != live.GrantText() {
+		t.Fatalf("the live grant after the overflow: %+v, %v; want it signed again at epoch %d", live, err, r.Epoch)
+	}
+	if g := mustGrant(t, store, newGrant("gr_new", "G1", "acc_g", 9999, time.Hour), at); g.Epoch != r.Epoch {
+		t.Fatalf("a grant made after the overflow has epoch %d, want %d", g.Epoch, r.Epoch)
+	}
+}

@@ -1,0 +1,287 @@
+package core_test
+
+import (
+	"context"
+	"crypto/ecdh"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mountd/mountd/adapters/keyring"
+	"github.com/mountd/mountd/adapters/memory"
+	"github.com/mountd/mountd/core"
+)
+
+// grantWorld is an account with mounts M1 (ASSOCIATED, device key), M2
+// (ASSOCIATED, no device key), M3 (IDLE), the principals that use them and
+// a grant service on a fake clock.
+type grantWorld struct {
+	grants                             *core.GrantService
+	mounts                             *core.MountService
+	store                              *memory.Store
+	clock                              *fakeClock
+	owner, rider, maintainer, stranger core.Principal
+}
+
+func newGrantWorld(t *testing.T) grantWorld {
+	t.Helper()
+	ctx := context.Background()
+	store := memory.NewStore()
+	sealer, err := keyring.NewSealer(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := keyring.NewMountSigner(sealer)
+	mounts := core.NewMountService(core.MountDeps{Mounts: store, States: store, Commands: store, Tags: store,
+		Signer: signer, Cache: memory.NewStateCache(), Scheduler: downScheduler{},
+		Waker: &wakeLog{}, Window: core.AssociationWindow(10 * time.Minute), CommandTTL: core.CommandTTL(time.Minute),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Jobs: store, Filters: fakeFilters{}, Rollouts: store, Firmware: store})
+	clock := &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	mounts.SetClock(clock.Now)
+	accounts := core.NewAccountService(store, nil)
+	acc, err := accounts.Create(ctx, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := accounts.Create(ctx, "B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := func(role core.Role, uids ...string) core.Grant {
+		return core.Grant{Complete: true, Role: role, MountUIDs: append([]string{}, uids...), Scopes: []string{}}
+	}
+	w := grantWorld{store: store, clock: clock, mounts: mounts,
+		owner:      core.Principal{AccountID: acc.AccountID, ClientID: acc.ClientID, TokenID: "t-owner", Grant: scope(core.RoleOwner)},
+		rider:      core.Principal{AccountID: acc.AccountID, ClientID: "rider", TokenID: "t-rider", Grant: scope(core.RoleRestricted, "M1")},
+		maintainer: core.Principal{AccountID: acc.AccountID, ClientID: "maintainer", TokenID: "t-m", Grant: scope(core.RoleRestricted)},
+		stranger:   core.Principal{AccountID: other.AccountID, ClientID: other.ClientID, TokenID: "t-s", Grant: scope(core.RoleOwner)},
+	}
+	devicePub, _, _ := ed25519.GenerateKey(rand.Reader)
+	device := hex.EncodeToString(devicePub)
+	for _, m := range []struct {
+		uid     string
+		device  *string
+		confirm bool
+	}{{"M1", &device, true}, {"M2", nil, true}, {"M3", &device, false}} {
+		if _, err := mounts.RequestAssociation(ctx, w.owner, m.uid, core.MountFields{DevicePublicKey: m.device}); err != nil {
+			t.Fatal(err)
+		}
+		if m.confirm {
+			if _, err := mounts.ConfirmAssociation(ctx, w.owner, m.uid); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	w.grants = core.NewGrantService(core.GrantDeps{Grants: store, Mounts: store, Signer: signer})
+	w.grants.SetClock(clock.Now)
+	return w
+}
+
+func newRiderKey(t *testing.T) string {
+	t.Helper()
+	k, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(k.PublicKey().Bytes())
+}
+
+func errCode(err error) core.Code {
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return ""
+}
+
+func TestCreateGrantRules(t *testing.T) {
+	w := newGrantWorld(t)
+	ctx := context.Background()
+	now := w.clock.Now()
+	at := func(d time.Duration) *time.Time { v := now.Add(d); return &v }
+	key := newRiderKey(t)
+	long := strings.Repeat("x", 101)
+	ok := func(in core.GrantInput) core.GrantInput { return in }
+	for _, tc := range []struct {
+		name  string
+		p     core.Principal
+		uid   string
+		in    core.GrantInput
+		code  core.Code
+		field string
+	}{
+		{"owner, an hour", w.owner, "M1", ok(core.GrantInput{RiderKey: key, NotAfter: at(time.Hour)}), "", ""},
+		{"upper-case key", w.owner, "M1", core.GrantInput{RiderKey: strings.ToUpper(key), NotAfter: at(time.Hour)}, "", ""},
+		{"rider, its mount, 12 h", w.rider, "M1", core.GrantInput{RiderKey: newRiderKey(t), NotAfter: at(12 * time.Hour)}, "", ""},
+		{"rider past MOUNTD_GRANT_MAX_TTL", w.rider, "M1", core.GrantInput{RiderKey: newRiderKey(t), NotAfter: at(12*time.Hour + time.Second)}, core.CodeValidation, "notAfter"},
+		{"rider, another mount", w.rider, "M2", core.GrantInput{RiderKey: key, NotAfter: at(time.Hour)}, core.CodeMountNotFound, ""},
+		{"maintainer", w.maintainer, "M1", core.GrantInput{RiderKey: key, NotAfter: at(time.Hour)}, core.CodeForbidden, ""},
+		{"stranger", w.stranger, "M1", core.GrantInput{RiderKey: key, NotAfter: at(time.Hour)}, core.CodeMountNotFound, ""},
+		{"no device key", w.owner, "M2", core.GrantInput{RiderKey: key, NotAfter: at(time.Hour)}, core.CodeDeviceKeyRequired, ""},
+		{"not associated", w.owner, "M3", core.GrantInput{RiderKey: key, NotAfter: at(time.Hour)}, core.CodeMountNotAssociated, ""},
+		{"bad key", w.owner, "M1", core.GrantInput{RiderKey: "04abc", NotAfter: at(time.Hour)}, core.CodeValidation, "riderKey"},
+		{"a point off the curve", w.owner, "M1", core.GrantInput{RiderKey: "04" + strings.Repeat("11", 64), NotAfter: at(time.Hour)}, core.CodeValidation, "riderKey"},
+		{"other rights", w.owner, "M1", core.GrantInput{RiderKey: key, NotAfter: at(time.Hour), Rights: &[]string{"UNLOCK"}}, core.CodeValidation, "rights"},
+		{"no notAfter", w.owner, "M1", core.GrantInput{RiderKey: key}, core.CodeValidation, "notAfter"},
+		{"notAfter past", w.owner, "M1", core.GrantInput{RiderKey: key, NotAfter: at(-time.Second)}, core.CodeValidation, "notAfter"},
+		{"notBefore too far back", w.owner, "M1", core.GrantInput{RiderKey: key, NotBefore: at(-6 * time.Minute), NotAfter: at(time.Hour)}, core.CodeValidation, "notBefore"},
+		{"notAfter before notBefore", w.owner, "M1", core.GrantInput{RiderKey: key, NotBefore: at(2 * time.Hour), NotAfter: at(time.Hour)}, core.CodeValidation, "notAfter"},
+		{"owner past 7 days", w.owner, "M1", core.GrantInput{RiderKey: key, NotAfter: at(7*24*time.Hour + time.Millisecond)}, core.CodeValidation, "notAfter"},
+		{"label too long", w.owner, "M1", core.GrantInput{RiderKey: key, NotAfter: at(time.Hour), Label: &long}, core.CodeValidation, "label"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := w.grants.Create(ctx, tc.p, tc.uid, tc.in)
+			if errCode(err) != tc.code {
+				t.Fatalf("error %v, want %q", err, tc.code)
+			}
+			if tc.field != "" {
+				var ce *core.Error
+				if !errors.As(err, &ce) || len(ce.Fields) != 1 || ce.Fields[0].Field != tc.field {
+					t.Fatalf("error %v, want field %s", err, tc.field)
+				}
+			}
+			if tc.code != "" {
+				return
+			}
+			if !strings.HasPrefix(g.ID, "gr_") || len(g.ID) != 27 || g.RiderKey != strings.ToLower(tc.in.RiderKey) || g.Epoch != 1 ||
+				!g.NotBefore.Equal(now) || g.TokenID != tc.p.TokenID {
+				t.Fatalf("grant %+v", g)
+			}
+			m, err := w.store.Mount(ctx, tc.uid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sig, _ := hex.DecodeString(g.Signature)
+			if g.Text != g.GrantText() || !ed25519.Verify(m.Key.PublicKey, []byte(g.Text), sig) {
+				t.Fatalf("the grant's signature does not verify with the association's owner key: %+v", g)
+			}
+		})
+	}
+}
+
+func TestGrantVisibilityAndRevocation(t *testing.T) {
+	w := newGrantWorld(t)
+	ctx := context.Background()
+	later := w.clock.Now().Add(time.Hour)
+	riderKey := newRiderKey(t)
+	label := "Anna"
+	g, err := w.grants.Create(ctx, w.owner, "M1", core.GrantInput{RiderKey: riderKey, NotAfter: &later, Label: &label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A restricted token reads its mount's grants by rider key, without
+	// labels; it must name the rider.
+	if _, _, err := w.grants.List(ctx, w.rider, "M1", core.GrantFilter{}, core.Page{CurrentPage: 1, PageSize: 10}); errCode(err) != core.CodeValidation {
+		t.Fatalf("a rider's list without riderKey: %v", err)
+	}
+	list, page, err := w.grants.List(ctx, w.rider, "M1", core.GrantFilter{RiderKey: &riderKey}, core.Page{CurrentPage: 1, PageSize: 10})
+	if err != nil || len(list) != 1 || list[0].Label != "" || page.TotalItems != 1 {
+		t.Fatalf("rider's list: %+v %+v %v", list, page, err)
+	}
+	if got, err := w.grants.Grant(ctx, w.rider, g.ID); err != nil || got.Label != "" {
+		t.Fatalf("rider's read: %+v %v", got, err)
+	}
+	if got, err := w.grants.Grant(ctx, w.maintainer, g.ID); err != nil || got.Label != label {
+		t.Fatalf("maintainer's read: %+v %v", got, err)
+	}
+	if _, err := w.grants.Grant(ctx, w.stranger, g.ID); errCode(err) != core.CodeGrantNotFound {
+		t.Fatalf("stranger's read: %v", err)
+	}
+	// Revoking is the owner's.
+	for _, p := range []core.Principal{w.rider, w.maintainer} {
+		if _, err := w.grants.Revoke(ctx, p, g.ID); errCode(err) != core.CodeForbidden {
+			t.Fatalf("%s revoked: %v", p.ClientID, err)
+		}
+	}
+	if _, err := w.grants.Revoke(ctx, w.stranger, g.ID); errCode(err) != core.CodeGrantNotFound {
+		t.Fatalf("stranger revoked: %v", err)
+	}
+	w.clock.Advance(time.Minute)
+	revoked, err := w.grants.Revoke(ctx, w.owner, g.ID)
+	if err != nil || !revoked.RevokedAt.Equal(w.clock.Now()) {
+		t.Fatalf("revoke: %+v %v", revoked, err)
+	}
+	w.clock.Advance(time.Minute)
+	again, err := w.grants.Revoke(ctx, w.owner, g.ID)
+	if err != nil || !again.RevokedAt.Equal(revoked.RevokedAt) {
+		t.Fatalf("a second revoke changed revokedAt: %+v %v", again, err)
+	}
+	// The signed list names it, at a version the time raised.
+	list2, err := w.grants.RevocationList(ctx, w.rider, "M1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := w.store.Mount(ctx, "M1")
+	sig, _ := hex.DecodeString(list2.Signature)
+	wantPrefix := "revocations;M1;"
+	if !strings.HasPrefix(list2.Text, wantPrefix) || !strings.HasSuffix(list2.Text, ";1;"+g.ID) || !ed25519.Verify(m.Key.PublicKey, []byte(list2.Text), sig) {
+		t.Fatalf("revocation list %+v", list2)
+	}
+	if _, err := w.grants.RevocationList(ctx, w.stranger, "M1"); errCode(err) != core.CodeMountNotFound {
+		t.Fatalf("a stranger's revocation list: %v", err)
+	}
+	// By rider key: none left live, so none now.
+	if done, err := w.grants.RevokeRider(ctx, w.owner, riderKey); err != nil || len(done) != 0 {
+		t.Fatalf("revoke rider: %+v %v", done, err)
+	}
+	if _, err := w.grants.RevokeRider(ctx, w.owner, "nope"); errCode(err) != core.CodeValidation {
+		t.Fatalf("revoke rider with a bad key: %v", err)
+	}
+}
+
+// skewedStore answers a database time off by skew.
+type skewedStore struct {
+	*memory.Store
+	skew time.Duration
+}
+
+func (s skewedStore) DatabaseTime(ctx context.Context) (time.Time, error) {
+	t, err := s.Store.DatabaseTime(ctx)
+	return t.Add(s.skew), err
+}
+
+func TestTimeToken(t *testing.T) {
+	w := newGrantWorld(t)
+	ctx := context.Background()
+	nonce := strings.Repeat("ab", 16)
+	sealer, _ := keyring.NewSealer(make([]byte, 32))
+	for _, tc := range []struct {
+		name  string
+		skew  time.Duration
+		p     core.Principal
+		uid   string
+		nonce string
+		code  core.Code
+	}{
+		{"signed", 0, w.rider, "M1", nonce, ""},
+		{"bad nonce", 0, w.owner, "M1", "xyz", core.CodeValidation},
+		{"a stranger", 0, w.stranger, "M1", nonce, core.CodeMountNotFound},
+		{"not associated", 0, w.owner, "M3", nonce, core.CodeMountNotAssociated},
+		{"the clocks disagree", 3 * time.Second, w.owner, "M1", nonce, core.CodeUnavailable},
+		{"the clocks disagree the other way", -3 * time.Second, w.owner, "M1", nonce, core.CodeUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The service's clock is the real one here: the database's is
+			// compared with it.
+			svc := core.NewGrantService(core.GrantDeps{Grants: skewedStore{w.store, tc.skew}, Mounts: w.store, Signer: keyring.NewMountSigner(sealer)})
+			tok, err := svc.TimeToken(ctx, tc.p, tc.uid, tc.nonce)
+			if errCode(err) != tc.code {
+				t.Fatalf("error %v, want %q", err, tc.code)
+			}
+			if tc.code != "" {
+				return
+			}
+			m, _ := w.store.Mount(ctx, "M1")
+			sig, _ := hex.DecodeString(tok.Signature)
+			if !strings.HasPrefix(tok.Text, "time;M1;") || !strings.HasSuffix(tok.Text, ";"+nonce) || !ed25519.Verify(m.Key.PublicKey, []byte(tok.Text), sig) {
+				t.Fatalf("time token %+v", tok)
+			}
+		})
+	}
+}
