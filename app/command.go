@@ -324,6 +324,7 @@ func configFlags(cfg *Config) []cli.Flag {
 		str("webhook-retry-delays", "MOUNTD_WEBHOOK_RETRY_DELAYS", "", "waits before each webhook retry, comma-separated (default 5s,30s,2m,10m,30m,1h,2h,4h,8h)", &cfg.WebhookRetryDelays),
 		&cli.BoolFlag{Name: "webhook-allow-private", Usage: "let webhooks reach loopback, private and link-local addresses",
 			Sources: cli.EnvVars("MOUNTD_WEBHOOK_ALLOW_PRIVATE"), Destination: &cfg.WebhookAllowPrivate},
+		dur("grant-max-ttl", "MOUNTD_GRANT_MAX_TTL", core.DefaultGrantMaxTTL, "longest rider grant a restricted token may ask for (offline access)", &cfg.GrantMaxTTL),
 		dur("request-timeout", "MOUNTD_REQUEST_TIMEOUT", core.DefaultRequestTimeout, "how long a request may work before it answers 503 UNAVAILABLE and its database statement is cancelled (exports, WebSockets and firmware files excepted; long polls get their wait on top)", &cfg.RequestTimeout),
 		&cli.IntFlag{Name: "max-exports", Usage: "exports one replica runs at once, below the database pool (0: half the pool: 4 on SQLite, 16 on PostgreSQL); past it 503 with Retry-After",
 			Sources: cli.EnvVars("MOUNTD_MAX_EXPORTS"), Destination: &cfg.MaxExports},

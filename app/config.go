@@ -62,6 +62,9 @@ type Config struct {
 	// OfflineAfter is MOUNTD_OFFLINE_AFTER: how long after lastSeenAt a
 	// mount turns OFFLINE (0: 15m; at most 168h).
 	OfflineAfter time.Duration
+	// GrantMaxTTL is MOUNTD_GRANT_MAX_TTL: how far ahead a restricted
+	// token's rider grant may end (0: 12h).
+	GrantMaxTTL time.Duration
 	TokenTTL     time.Duration
 	DownloadTTL  time.Duration
 	BodyTimeout  time.Duration

@@ -148,6 +148,11 @@ var serverSet = wire.NewSet(
 	core.NewJobService,
 	wire.Bind(new(rest.Jobs), new(*core.JobService)),
 	wire.Bind(new(graph.Jobs), new(*core.JobService)),
+	provideGrantMaxTTL,
+	wire.Bind(new(core.GrantStore), new(*bunstore.Store)),
+	wire.Struct(new(core.GrantDeps), "*"),
+	core.NewGrantService,
+	wire.Bind(new(rest.Grants), new(*core.GrantService)),
 	wire.Struct(new(core.RolloutDeps), "*"),
 	core.NewRolloutService,
 	wire.Bind(new(rest.Rollouts), new(*core.RolloutService)),
@@ -328,6 +333,8 @@ func provideCommandTTL(cfg Config) core.CommandTTL { return core.CommandTTL(cfg.
 func provideReceiptGrace(cfg Config) core.ReceiptGrace { return core.ReceiptGrace(cfg.ReceiptGrace) }
 
 func provideOfflineAfter(cfg Config) core.OfflineAfter { return core.OfflineAfter(cfg.OfflineAfter) }
+
+func provideGrantMaxTTL(cfg Config) core.GrantMaxTTL { return core.GrantMaxTTL(cfg.GrantMaxTTL) }
 
 // sharedState is what replicas must share: on Redis when configured.
 type sharedState struct {

@@ -135,6 +135,14 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 		Logger:       logger,
 	}
 	rolloutService := core.NewRolloutService(rolloutDeps)
+	grantMaxTTL := provideGrantMaxTTL(cfg)
+	grantDeps := core.GrantDeps{
+		Grants: store,
+		Mounts: store,
+		Signer: mountSigner,
+		MaxTTL: grantMaxTTL,
+	}
+	grantService := core.NewGrantService(grantDeps)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, universalClient)
 	apiRateLimit := provideAPIRateLimit(cfg, rateLimiter, logger)
@@ -154,6 +162,7 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 		Alarms:             alarmService,
 		Jobs:               jobService,
 		Rollouts:           rolloutService,
+		Grants:             grantService,
 		Blobs:              blobOpener,
 		Checks:             v,
 		RateLimit:          apiRateLimit,

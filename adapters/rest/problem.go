@@ -38,6 +38,8 @@ var statusByCode = map[core.Code]int{
 	core.CodeAlarmNotFound:         http.StatusNotFound,
 	core.CodeJobNotFound:           http.StatusNotFound,
 	core.CodeRolloutNotFound:       http.StatusNotFound,
+	core.CodeGrantNotFound:         http.StatusNotFound,
+	core.CodeDeviceKeyRequired:     http.StatusConflict,
 	core.CodePayloadTooLarge:       http.StatusRequestEntityTooLarge,
 	core.CodeUnsupportedMedia:      http.StatusUnsupportedMediaType,
 	core.CodeRateLimited:           http.StatusTooManyRequests,

@@ -44,6 +44,7 @@ type Deps struct {
 	Alarms   Alarms
 	Jobs     Jobs
 	Rollouts Rollouts
+	Grants   Grants
 	// Blobs serves local firmware files; nil with S3 storage.
 	Blobs  BlobOpener
 	Checks []Checker
@@ -127,6 +128,14 @@ func NewServer(d Deps) *Server {
 	api.Handle("POST /api/v1/rollouts/{id}/pause", s.authed(byID(s, manageRollouts, rollouts, Rollouts.PauseRollout, rolloutJSON)))
 	api.Handle("POST /api/v1/rollouts/{id}/resume", s.authed(byID(s, manageRollouts, rollouts, Rollouts.ResumeRollout, rolloutJSON)))
 	api.Handle("POST /api/v1/rollouts/{id}/cancel", s.authed(byID(s, manageRollouts, rollouts, Rollouts.CancelRollout, rolloutJSON)))
+	api.Handle("POST /api/v1/mounts/{uid}/grants", s.authed(s.createGrant))
+	api.Handle("GET /api/v1/mounts/{uid}/grants", s.authed(s.listGrants))
+	api.Handle("GET /api/v1/mounts/{uid}/time", s.authed(s.timeToken))
+	api.Handle("GET /api/v1/mounts/{uid}/revocations", s.authed(s.revocationList))
+	api.Handle("GET /api/v1/grants", s.authed(s.listGrants))
+	api.Handle("POST /api/v1/grants/revoke", s.authed(s.revokeRider))
+	api.Handle("GET /api/v1/grants/{id}", s.authed(s.getGrant))
+	api.Handle("POST /api/v1/grants/{id}/revoke", s.authed(s.revokeGrant))
 	api.Handle("GET /api/v1/audit", s.authed(s.listAudit))
 	api.Handle("GET /api/v1/exports/mounts", s.authed(s.exportMounts))
 	api.Handle("GET /api/v1/exports/states", s.authed(s.exportStates))
@@ -258,6 +267,9 @@ var replicaRoutes = map[string]bool{
 	"GET /api/v1/rollouts/{id}/mounts":     true,
 	"GET /api/v1/exports/mounts":           true,
 	"GET /api/v1/exports/states":           true,
+	"GET /api/v1/mounts/{uid}/grants":      true,
+	"GET /api/v1/grants":                   true,
+	"GET /api/v1/grants/{id}":              true,
 }
 
 // writingGETs are the reads that sign and store commands.

@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"crypto/ecdh"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+type grantView struct {
+	ID         string   `json:"id"`
+	UID        string   `json:"uid"`
+	RiderKey   string   `json:"riderKey"`
+	Rights     []string `json:"rights"`
+	NotBefore  string   `json:"notBefore"`
+	NotAfter   string   `json:"notAfter"`
+	Epoch      int64    `json:"epoch"`
+	Label      *string  `json:"label"`
+	RevokedAt  *string  `json:"revokedAt"`
+	Text       string   `json:"text"`
+	Signature  string   `json:"signature"`
+	Uses       int      `json:"uses"`
+	LastUsedAt *string  `json:"lastUsedAt"`
+}
+
+type signedTextView struct {
+	Text      string `json:"text"`
+	Signature string `json:"signature"`
+}
+
+func riderKeyHex(t *testing.T) string {
+	t.Helper()
+	k, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(k.PublicKey().Bytes())
+}
+
+// verifiesWith says whether signature (hex) is ownerKey's (hex) over text.
+func verifiesWith(ownerKey, text, signature string) bool {
+	pub, err1 := hex.DecodeString(ownerKey)
+	sig, err2 := hex.DecodeString(signature)
+	return err1 == nil && err2 == nil && len(pub) == ed25519.PublicKeySize && ed25519.Verify(pub, []byte(text), sig)
+}
+
+// TestRiderGrants drives offline access's server side over REST on both
+// databases (CONTRACT §21): an owner's and a rider's grants signed by the
+// association's owner key, what each token sees, revocation into the
+// mount's signed list, and signed time for the mount's challenge.
+func TestRiderGrants(t *testing.T) {
+	for name, cfg := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			in := start(t, cfg(t))
+			owner := newFleet(in, "Grants")
+			uid := uniqueUID("GR")
+			devicePub, _, _ := ed25519.GenerateKey(rand.Reader)
+			cmd := owner.associate(t, uid, map[string]any{"devicePublicKey": hex.EncodeToString(devicePub)})
+			owner.confirm(t, uid)
+			ownerKey, _ := cmd.Data["publicKey"].(string)
+			bare := uniqueUID("GB") // associated, no device key
+			owner.associated(t, bare)
+			rider := fleet{in: in, creds: owner.creds, token: in.token(owner.creds, "openid", "sub", audItem, "role:restricted", "mount:"+uid)}
+			maintainer := fleet{in: in, creds: owner.creds, token: in.token(owner.creds, "openid", "sub", audItem, "role:restricted")}
+			stranger := newFleet(in, "Stranger")
+			notAfter := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+
+			anna := riderKeyHex(t)
+			res, raw := owner.call(http.MethodPost, "/api/v1/mounts/"+uid+"/grants", map[string]any{"riderKey": strings.ToUpper(anna), "notAfter": notAfter, "label": "Anna"})
+			if res.StatusCode != http.StatusCreated {
+				t.Fatalf("create: %d %s", res.StatusCode, raw)
+			}
+			g := decode[grantView](t, raw)
+			if g.RiderKey != anna || g.Epoch != 1 || g.Label == nil || *g.Label != "Anna" || g.RevokedAt != nil ||
+				!strings.HasPrefix(g.Text, "grant;"+uid+";"+g.ID+";"+anna+";RELEASE_HELMET;") || !verifiesWith(ownerKey, g.Text, g.Signature) {
+				t.Fatalf("grant %s; want it signed by the owner key %s", raw, ownerKey)
+			}
+
+			t.Run("refusals", func(t *testing.T) {
+				for _, tc := range []struct {
+					name   string
+					f      fleet
+					uid    string
+					body   map[string]any
+					status int
+					code   string
+				}{
+					{"no device key", owner, bare, map[string]any{"riderKey": anna, "notAfter": notAfter}, 409, "DEVICE_KEY_REQUIRED"},
+					{"a stranger", stranger, uid, map[string]any{"riderKey": anna, "notAfter": notAfter}, 404, "MOUNT_NOT_FOUND"},
+					{"a maintainer", maintainer, uid, map[string]any{"riderKey": anna, "notAfter": notAfter}, 403, "FORBIDDEN"},
+					{"no notAfter", owner, uid, map[string]any{"riderKey": anna}, 400, "VALIDATION_FAILED"},
+					{"not a date", owner, uid, map[string]any{"riderKey": anna, "notAfter": "soon"}, 400, "VALIDATION_FAILED"},
+					{"an unknown field", owner, uid, map[string]any{"riderKey": anna, "notAfter": notAfter, "uses": 3}, 400, "VALIDATION_FAILED"},
+					{"a rider, for a day", rider, uid, map[string]any{"riderKey": riderKeyHex(t), "notAfter": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)}, 400, "VALIDATION_FAILED"},
+				} {
+					t.Run(tc.name, func(t *testing.T) {
+						res, raw := tc.f.call(http.MethodPost, "/api/v1/mounts/"+tc.uid+"/grants", tc.body)
+						wantProblem(t, res, raw, tc.status, tc.code)
+					})
+				}
+			})
+
+			t.Run("what each token sees", func(t *testing.T) {
+				bob := riderKeyHex(t)
+				res, raw := rider.call(http.MethodPost, "/api/v1/mounts/"+uid+"/grants", map[string]any{"riderKey": bob, "notAfter": notAfter})
+				if res.StatusCode != http.StatusCreated || decode[grantView](t, raw).Label != nil {
+					t.Fatalf("a rider's grant: %d %s (no label for it)", res.StatusCode, raw)
+				}
+				res, raw = rider.call(http.MethodGet, "/api/v1/mounts/"+uid+"/grants", nil)
+				wantProblem(t, res, raw, 400, "VALIDATION_FAILED") // riderKey required
+				page := decode[struct {
+					Grants []grantView `json:"grants"`
+				}](t, rider.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/grants?riderKey="+anna, nil))
+				if len(page.Grants) != 1 || page.Grants[0].ID != g.ID || page.Grants[0].Label != nil {
+					t.Fatalf("the rider's view of Anna's grants: %+v", page.Grants)
+				}
+				all := decode[struct {
+					Grants []grantView `json:"grants"`
+				}](t, maintainer.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/grants?state=ACTIVE", nil))
+				if len(all.Grants) != 2 {
+					t.Fatalf("the maintainer sees %d active grants, want 2", len(all.Grants))
+				}
+				res, raw = stranger.call(http.MethodGet, "/api/v1/grants/"+g.ID, nil)
+				wantProblem(t, res, raw, 404, "GRANT_NOT_FOUND")
+				res, raw = owner.call(http.MethodGet, "/api/v1/mounts/"+uid+"/grants?state=LIVE", nil)
+				wantProblem(t, res, raw, 400, "VALIDATION_FAILED")
+			})
+
+			t.Run("revocation reaches the signed list", func(t *testing.T) {
+				res, raw := rider.call(http.MethodPost, "/api/v1/grants/"+g.ID+"/revoke", nil)
+				wantProblem(t, res, raw, 403, "FORBIDDEN")
+				before := decode[signedTextView](t, rider.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/revocations", nil))
+				if before.Text != "revocations;"+uid+";1;1;" || !verifiesWith(ownerKey, before.Text, before.Signature) {
+					t.Fatalf("a fresh list: %+v", before)
+				}
+				revoked := decode[grantView](t, owner.ok(t, http.MethodPost, "/api/v1/grants/"+g.ID+"/revoke", nil))
+				if revoked.RevokedAt == nil {
+					t.Fatalf("revoked: %+v", revoked)
+				}
+				again := decode[grantView](t, owner.ok(t, http.MethodPost, "/api/v1/grants/"+g.ID+"/revoke", nil))
+				if again.RevokedAt == nil || *again.RevokedAt != *revoked.RevokedAt {
+					t.Fatalf("a second revoke moved revokedAt: %+v", again)
+				}
+				list := decode[signedTextView](t, rider.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/revocations", nil))
+				parts := strings.Split(list.Text, ";")
+				if len(parts) != 5 || parts[1] != uid || parts[2] == "1" || parts[3] != "1" || parts[4] != g.ID || !verifiesWith(ownerKey, list.Text, list.Signature) {
+					t.Fatalf("the list after a revocation: %+v", list)
+				}
+				byRider := decode[struct {
+					Grants []grantView `json:"grants"`
+				}](t, owner.ok(t, http.MethodGet, "/api/v1/grants?"+url.Values{"riderKey": {anna}}.Encode(), nil))
+				if len(byRider.Grants) != 1 || byRider.Grants[0].RevokedAt == nil {
+					t.Fatalf("Anna's grants: %+v", byRider.Grants)
+				}
+				none := decode[struct {
+					Grants []grantView `json:"grants"`
+				}](t, owner.ok(t, http.MethodPost, "/api/v1/grants/revoke", map[string]any{"riderKey": anna}))
+				if len(none.Grants) != 0 {
+					t.Fatalf("revoking Anna again revoked %d", len(none.Grants))
+				}
+			})
+
+			t.Run("signed time", func(t *testing.T) {
+				nonce := strings.Repeat("5a", 16)
+				tok := decode[signedTextView](t, rider.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/time?nonce="+nonce, nil))
+				if !strings.HasPrefix(tok.Text, "time;"+uid+";") || !strings.HasSuffix(tok.Text, ";"+nonce) || !verifiesWith(ownerKey, tok.Text, tok.Signature) {
+					t.Fatalf("time token %+v", tok)
+				}
+				res, raw := rider.call(http.MethodGet, "/api/v1/mounts/"+uid+"/time?nonce=short", nil)
+				wantProblem(t, res, raw, 400, "VALIDATION_FAILED")
+				res, raw = stranger.call(http.MethodGet, "/api/v1/mounts/"+uid+"/time?nonce="+nonce, nil)
+				wantProblem(t, res, raw, 404, "MOUNT_NOT_FOUND")
+			})
+		})
+	}
+}
