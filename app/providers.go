@@ -153,6 +153,7 @@ var serverSet = wire.NewSet(
 	wire.Struct(new(core.GrantDeps), "*"),
 	core.NewGrantService,
 	wire.Bind(new(rest.Grants), new(*core.GrantService)),
+	wire.Bind(new(graph.Grants), new(*core.GrantService)),
 	wire.Struct(new(core.RolloutDeps), "*"),
 	core.NewRolloutService,
 	wire.Bind(new(rest.Rollouts), new(*core.RolloutService)),

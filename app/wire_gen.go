@@ -182,6 +182,7 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 		AlarmService:    alarmService,
 		JobService:      jobService,
 		RolloutService:  rolloutService,
+		GrantService:    grantService,
 		Logger:          logger,
 		Cursors:         cursorCodec,
 		OfflineAfter:    offlineAfter,

@@ -165,6 +165,32 @@ func TestRiderGrants(t *testing.T) {
 				}
 			})
 
+			t.Run("over GraphQL", func(t *testing.T) {
+				carl := riderKeyHex(t)
+				created := field[grantView](t, owner.gql(t, `mutation($uid: ID!, $in: CreateGrantInput!) { createGrant(uid: $uid, input: $in) { id riderKey epoch label text signature revokedAt } }`,
+					map[string]any{"uid": uid, "in": map[string]any{"riderKey": carl, "notAfter": notAfter, "label": "Carl"}}), "createGrant")
+				if created.RiderKey != carl || created.Label == nil || *created.Label != "Carl" || !verifiesWith(ownerKey, created.Text, created.Signature) {
+					t.Fatalf("createGrant: %+v", created)
+				}
+				page := field[struct {
+					Grants []grantView `json:"grants"`
+				}](t, rider.gql(t, `query($uid: ID!, $key: String) { grants(uid: $uid, riderKey: $key, state: ACTIVE) { grants { id label } } }`,
+					map[string]any{"uid": uid, "key": carl}), "grants")
+				if len(page.Grants) != 1 || page.Grants[0].ID != created.ID || page.Grants[0].Label != nil {
+					t.Fatalf("the rider's grants of Carl: %+v", page.Grants)
+				}
+				if code := rider.gql(t, `mutation($id: ID!) { revokeGrant(id: $id) { id } }`, map[string]any{"id": created.ID}).code(); code != "FORBIDDEN" {
+					t.Fatalf("a rider revoked over GraphQL: %q", code)
+				}
+				revoked := field[grantView](t, owner.gql(t, `mutation($id: ID!) { revokeGrant(id: $id) { id revokedAt } }`, map[string]any{"id": created.ID}), "revokeGrant")
+				if revoked.RevokedAt == nil {
+					t.Fatalf("revokeGrant: %+v", revoked)
+				}
+				if code := stranger.gql(t, `query($id: ID!) { grant(id: $id) { id } }`, map[string]any{"id": created.ID}).code(); code != "GRANT_NOT_FOUND" {
+					t.Fatalf("a stranger's grant(id): %q", code)
+				}
+			})
+
 			t.Run("signed time", func(t *testing.T) {
 				nonce := strings.Repeat("5a", 16)
 				tok := decode[signedTextView](t, rider.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/time?nonce="+nonce, nil))

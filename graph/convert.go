@@ -347,3 +347,14 @@ func toMountRollout(o core.RolloutOffer) model.MountRollout {
 	t := toRolloutTarget(o.Target)
 	return model.MountRollout{Rollout: toRollout(o.Rollout), Target: &t}
 }
+
+// toGrant is g as p may see it: no label for a token limited to its mounts.
+func toGrant(p core.Principal, g core.RiderGrant) *model.Grant {
+	out := &model.Grant{ID: g.ID, UID: g.UID, RiderKey: g.RiderKey, Rights: g.Rights, NotBefore: dateTime(g.NotBefore),
+		NotAfter: dateTime(g.NotAfter), Epoch: int(g.Epoch), CreatedAt: dateTime(g.CreatedAt), RevokedAt: optDateTime(g.RevokedAt),
+		Text: g.Text, Signature: g.Signature, Uses: g.Uses, LastUsedAt: optDateTime(g.LastUsedAt)}
+	if !p.LimitedToMounts() {
+		out.Label = &g.Label
+	}
+	return out
+}

@@ -291,6 +291,9 @@ func complexityRoot() generated.ComplexityRoot {
 	c.Query.JobMounts = func(child int, _ string, _ *int, pageSize *int) int {
 		return listCost(pageLength(pageSize, 20), child)
 	}
+	c.Query.Grants = func(child int, _ string, _ *model.GrantState, _ *string, _ *int, pageSize *int) int {
+		return listCost(pageLength(pageSize, 20), child)
+	}
 	c.Query.Rollouts = func(child int, _ *int, pageSize *int) int {
 		return listCost(pageLength(pageSize, 20), child)
 	}

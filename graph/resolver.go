@@ -20,6 +20,7 @@ type Resolver struct {
 	AlarmService    Alarms
 	JobService      Jobs
 	RolloutService  Rollouts
+	GrantService    Grants
 	Logger          *slog.Logger
 	// Cursors makes the event log's positions into cursors and back.
 	Cursors *core.CursorCodec

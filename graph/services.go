@@ -103,3 +103,11 @@ type Rollouts interface {
 	ResumeRollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
 	CancelRollout(ctx context.Context, p core.Principal, id string) (core.Rollout, error)
 }
+
+// Grants is what it asks of offline access (docs/api.md, "Offline access").
+type Grants interface {
+	Create(ctx context.Context, p core.Principal, uid string, in core.GrantInput) (core.RiderGrant, error)
+	Grant(ctx context.Context, p core.Principal, id string) (core.RiderGrant, error)
+	List(ctx context.Context, p core.Principal, uid string, f core.GrantFilter, page core.Page) ([]core.RiderGrant, core.Pagination, error)
+	Revoke(ctx context.Context, p core.Principal, id string) (core.RiderGrant, error)
+}

@@ -169,6 +169,28 @@ type ComplexityRoot struct {
 		Versions   func(childComplexity int) int
 	}
 
+	Grant struct {
+		CreatedAt  func(childComplexity int) int
+		Epoch      func(childComplexity int) int
+		ID         func(childComplexity int) int
+		Label      func(childComplexity int) int
+		LastUsedAt func(childComplexity int) int
+		NotAfter   func(childComplexity int) int
+		NotBefore  func(childComplexity int) int
+		RevokedAt  func(childComplexity int) int
+		RiderKey   func(childComplexity int) int
+		Rights     func(childComplexity int) int
+		Signature  func(childComplexity int) int
+		Text       func(childComplexity int) int
+		UID        func(childComplexity int) int
+		Uses       func(childComplexity int) int
+	}
+
+	GrantPage struct {
+		Grants     func(childComplexity int) int
+		Pagination func(childComplexity int) int
+	}
+
 	Job struct {
 		Code        func(childComplexity int) int
 		Counts      func(childComplexity int) int
@@ -292,6 +314,7 @@ type ComplexityRoot struct {
 		CancelRollout       func(childComplexity int, id string) int
 		ConfirmAssociation  func(childComplexity int, uid string) int
 		CreateAlarmRule     func(childComplexity int, input model.CreateAlarmRuleInput) int
+		CreateGrant         func(childComplexity int, uid string, input model.CreateGrantInput) int
 		CreateJob           func(childComplexity int, input model.CreateJobInput) int
 		CreateRollout       func(childComplexity int, input model.RolloutInput) int
 		CreateWebhook       func(childComplexity int, input model.CreateWebhookInput) int
@@ -303,6 +326,7 @@ type ComplexityRoot struct {
 		ReportStates        func(childComplexity int, uid string, states []model.MountStateInput, counter *int, softwareRevision *string, signature *string) int
 		RequestAssociation  func(childComplexity int, input model.RequestAssociationInput) int
 		ResumeRollout       func(childComplexity int, id string) int
+		RevokeGrant         func(childComplexity int, id string) int
 		RotateWebhookSecret func(childComplexity int, id string) int
 		SyncNfcTags         func(childComplexity int, mountUID string, tagUids []string) int
 		TestWebhook         func(childComplexity int, id string) int
@@ -346,6 +370,8 @@ type ComplexityRoot struct {
 		Events              func(childComplexity int, after *string, limit *int, types []model.MountEventType, mountUID *string) int
 		FirmwareDownload    func(childComplexity int, modelNumber string, softwareRevision *string) int
 		FirmwareVersions    func(childComplexity int, currentPage *int, pageSize *int, modelNumber *string) int
+		Grant               func(childComplexity int, id string) int
+		Grants              func(childComplexity int, uid string, state *model.GrantState, riderKey *string, currentPage *int, pageSize *int) int
 		Job                 func(childComplexity int, id string) int
 		JobMounts           func(childComplexity int, id string, currentPage *int, pageSize *int) int
 		Jobs                func(childComplexity int, currentPage *int, pageSize *int) int
@@ -495,6 +521,8 @@ type MutationResolver interface {
 	UpdateAlarmRule(ctx context.Context, id string, input model.UpdateAlarmRuleInput) (*model.AlarmRule, error)
 	DeleteAlarmRule(ctx context.Context, id string) (bool, error)
 	AcknowledgeAlarm(ctx context.Context, id string) (*model.Alarm, error)
+	CreateGrant(ctx context.Context, uid string, input model.CreateGrantInput) (*model.Grant, error)
+	RevokeGrant(ctx context.Context, id string) (*model.Grant, error)
 	CreateJob(ctx context.Context, input model.CreateJobInput) (*model.Job, error)
 	CancelJob(ctx context.Context, id string) (*model.Job, error)
 	RequestAssociation(ctx context.Context, input model.RequestAssociationInput) ([]model.Command, error)
@@ -529,6 +557,8 @@ type QueryResolver interface {
 	FirmwareVersions(ctx context.Context, currentPage *int, pageSize *int, modelNumber *string) (*model.FirmwareVersionPage, error)
 	CheckFirmwareUpdate(ctx context.Context, modelNumber string, softwareRevision *string) (*model.FirmwareUpdateCheck, error)
 	FirmwareDownload(ctx context.Context, modelNumber string, softwareRevision *string) (*model.FirmwareDownload, error)
+	Grants(ctx context.Context, uid string, state *model.GrantState, riderKey *string, currentPage *int, pageSize *int) (*model.GrantPage, error)
+	Grant(ctx context.Context, id string) (*model.Grant, error)
 	Jobs(ctx context.Context, currentPage *int, pageSize *int) (*model.JobPage, error)
 	Job(ctx context.Context, id string) (*model.Job, error)
 	JobMounts(ctx context.Context, id string, currentPage *int, pageSize *int) (*model.JobMountPage, error)
@@ -1067,6 +1097,104 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.FirmwareVersionPage.Versions(childComplexity), true
 
+	case "Grant.createdAt":
+		if e.ComplexityRoot.Grant.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.CreatedAt(childComplexity), true
+	case "Grant.epoch":
+		if e.ComplexityRoot.Grant.Epoch == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.Epoch(childComplexity), true
+	case "Grant.id":
+		if e.ComplexityRoot.Grant.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.ID(childComplexity), true
+	case "Grant.label":
+		if e.ComplexityRoot.Grant.Label == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.Label(childComplexity), true
+	case "Grant.lastUsedAt":
+		if e.ComplexityRoot.Grant.LastUsedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.LastUsedAt(childComplexity), true
+	case "Grant.notAfter":
+		if e.ComplexityRoot.Grant.NotAfter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.NotAfter(childComplexity), true
+	case "Grant.notBefore":
+		if e.ComplexityRoot.Grant.NotBefore == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.NotBefore(childComplexity), true
+	case "Grant.revokedAt":
+		if e.ComplexityRoot.Grant.RevokedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.RevokedAt(childComplexity), true
+	case "Grant.riderKey":
+		if e.ComplexityRoot.Grant.RiderKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.RiderKey(childComplexity), true
+	case "Grant.rights":
+		if e.ComplexityRoot.Grant.Rights == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.Rights(childComplexity), true
+	case "Grant.signature":
+		if e.ComplexityRoot.Grant.Signature == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.Signature(childComplexity), true
+	case "Grant.text":
+		if e.ComplexityRoot.Grant.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.Text(childComplexity), true
+	case "Grant.uid":
+		if e.ComplexityRoot.Grant.UID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.UID(childComplexity), true
+	case "Grant.uses":
+		if e.ComplexityRoot.Grant.Uses == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Grant.Uses(childComplexity), true
+
+	case "GrantPage.grants":
+		if e.ComplexityRoot.GrantPage.Grants == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GrantPage.Grants(childComplexity), true
+	case "GrantPage.pagination":
+		if e.ComplexityRoot.GrantPage.Pagination == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GrantPage.Pagination(childComplexity), true
+
 	case "Job.code":
 		if e.ComplexityRoot.Job.Code == nil {
 			break
@@ -1591,6 +1719,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateAlarmRule(childComplexity, args["input"].(model.CreateAlarmRuleInput)), true
+	case "Mutation.createGrant":
+		if e.ComplexityRoot.Mutation.CreateGrant == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createGrant_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateGrant(childComplexity, args["uid"].(string), args["input"].(model.CreateGrantInput)), true
 	case "Mutation.createJob":
 		if e.ComplexityRoot.Mutation.CreateJob == nil {
 			break
@@ -1712,6 +1851,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ResumeRollout(childComplexity, args["id"].(string)), true
+	case "Mutation.revokeGrant":
+		if e.ComplexityRoot.Mutation.RevokeGrant == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeGrant_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeGrant(childComplexity, args["id"].(string)), true
 	case "Mutation.rotateWebhookSecret":
 		if e.ComplexityRoot.Mutation.RotateWebhookSecret == nil {
 			break
@@ -1987,6 +2137,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.FirmwareVersions(childComplexity, args["currentPage"].(*int), args["pageSize"].(*int), args["modelNumber"].(*string)), true
+	case "Query.grant":
+		if e.ComplexityRoot.Query.Grant == nil {
+			break
+		}
+
+		args, err := ec.field_Query_grant_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Grant(childComplexity, args["id"].(string)), true
+	case "Query.grants":
+		if e.ComplexityRoot.Query.Grants == nil {
+			break
+		}
+
+		args, err := ec.field_Query_grants_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Grants(childComplexity, args["uid"].(string), args["state"].(*model.GrantState), args["riderKey"].(*string), args["currentPage"].(*int), args["pageSize"].(*int)), true
 
 	case "Query.job":
 		if e.ComplexityRoot.Query.Job == nil {
@@ -2639,6 +2811,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		ec.unmarshalInputAlarmConditionInput,
 		ec.unmarshalInputCommandParamsInput,
 		ec.unmarshalInputCreateAlarmRuleInput,
+		ec.unmarshalInputCreateGrantInput,
 		ec.unmarshalInputCreateJobInput,
 		ec.unmarshalInputCreateWebhookInput,
 		ec.unmarshalInputMountFilter,
@@ -3016,6 +3189,64 @@ extend type Query {
   firmwareVersions(currentPage: Int = 1, pageSize: Int = 10, modelNumber: String): FirmwareVersionPage!
   checkFirmwareUpdate(modelNumber: String!, softwareRevision: String): FirmwareUpdateCheck!
   firmwareDownload(modelNumber: String!, softwareRevision: String): FirmwareDownload!
+}
+`, BuiltIn: false},
+	{Name: "../schema/grants.graphqls", Input: `"Where a rider grant stands: ACTIVE (neither revoked nor past notAfter), REVOKED, EXPIRED."
+enum GrantState {
+  ACTIVE
+  REVOKED
+  EXPIRED
+}
+
+"A rider's right to use one mount with no network, signed with the association's owner key (docs/api.md, \"Offline access\")."
+type Grant {
+  "gr_ and 24 hex."
+  id: ID!
+  uid: ID!
+  "The rider's P-256 public key: the uncompressed SEC1 point, lowercase hex."
+  riderKey: String!
+  rights: [String!]!
+  notBefore: DateTime!
+  notAfter: DateTime!
+  "The mount's revocation epoch the grant is signed at."
+  epoch: Int!
+  "Null for tokens limited to their mounts."
+  label: String
+  createdAt: DateTime!
+  revokedAt: DateTime
+  "grant;<uid>;<id>;<riderKey>;<rights joined by +>;<notBefore ms>;<notAfter ms>;<epoch>"
+  text: String!
+  "Ed25519 signature of text by the owner key, hex."
+  signature: String!
+  "EXECUTED offline uses received."
+  uses: Int!
+  lastUsedAt: DateTime
+}
+
+type GrantPage {
+  grants: [Grant!]!
+  pagination: Pagination!
+}
+
+input CreateGrantInput {
+  riderKey: String!
+  "Default now; at most 5 minutes in the past."
+  notBefore: DateTime
+  notAfter: DateTime!
+  label: String
+}
+
+extend type Query {
+  "A mount's grants, newest first (GET /mounts/{uid}/grants); tokens limited to their mounts must give riderKey."
+  grants(uid: ID!, state: GrantState, riderKey: String, currentPage: Int = 1, pageSize: Int = 20): GrantPage!
+  grant(id: ID!): Grant
+}
+
+extend type Mutation {
+  "Grant a rider offline access to a mount (POST /mounts/{uid}/grants)."
+  createGrant(uid: ID!, input: CreateGrantInput!): Grant!
+  "Revoke a grant (owners only); again, or once expired, it answers it unchanged."
+  revokeGrant(id: ID!): Grant!
 }
 `, BuiltIn: false},
 	{Name: "../schema/jobs.graphqls", Input: `"ACTIVE until every target EXECUTED or was REFUSED for good, or expiresAt passed (COMPLETED), or an owner cancelled it (CANCELED)."
@@ -3883,6 +4114,50 @@ func (ec *executionContext) childFields_FirmwareVersionPage(ctx context.Context,
 	return nil, fmt.Errorf("no field named %q was found under type FirmwareVersionPage", field.Name)
 }
 
+func (ec *executionContext) childFields_Grant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Grant_id(ctx, field)
+	case "uid":
+		return ec.fieldContext_Grant_uid(ctx, field)
+	case "riderKey":
+		return ec.fieldContext_Grant_riderKey(ctx, field)
+	case "rights":
+		return ec.fieldContext_Grant_rights(ctx, field)
+	case "notBefore":
+		return ec.fieldContext_Grant_notBefore(ctx, field)
+	case "notAfter":
+		return ec.fieldContext_Grant_notAfter(ctx, field)
+	case "epoch":
+		return ec.fieldContext_Grant_epoch(ctx, field)
+	case "label":
+		return ec.fieldContext_Grant_label(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Grant_createdAt(ctx, field)
+	case "revokedAt":
+		return ec.fieldContext_Grant_revokedAt(ctx, field)
+	case "text":
+		return ec.fieldContext_Grant_text(ctx, field)
+	case "signature":
+		return ec.fieldContext_Grant_signature(ctx, field)
+	case "uses":
+		return ec.fieldContext_Grant_uses(ctx, field)
+	case "lastUsedAt":
+		return ec.fieldContext_Grant_lastUsedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Grant", field.Name)
+}
+
+func (ec *executionContext) childFields_GrantPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "grants":
+		return ec.fieldContext_GrantPage_grants(ctx, field)
+	case "pagination":
+		return ec.fieldContext_GrantPage_pagination(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type GrantPage", field.Name)
+}
+
 func (ec *executionContext) childFields_Job(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -4581,6 +4856,28 @@ func (ec *executionContext) field_Mutation_createAlarmRule_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createGrant_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "uid",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["uid"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.CreateGrantInput, error) {
+			return ec.unmarshalNCreateGrantInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCreateGrantInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createJob_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -4770,6 +5067,20 @@ func (ec *executionContext) field_Mutation_requestAssociation_args(ctx context.C
 }
 
 func (ec *executionContext) field_Mutation_resumeRollout_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_revokeGrant_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
@@ -5224,6 +5535,66 @@ func (ec *executionContext) field_Query_firmwareVersions_args(ctx context.Contex
 		return nil, err
 	}
 	args["modelNumber"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_grant_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_grants_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "uid",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["uid"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "state",
+		func(ctx context.Context, v any) (*model.GrantState, error) {
+			return ec.unmarshalOGrantState2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrantState(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["state"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "riderKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["riderKey"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "currentPage",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["currentPage"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "pageSize",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["pageSize"] = arg4
 	return args, nil
 }
 
@@ -7724,6 +8095,392 @@ func (ec *executionContext) fieldContext_FirmwareVersionPage_pagination(_ contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Grant_id(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_uid(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_uid(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_uid(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_riderKey(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_riderKey(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RiderKey, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_riderKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_rights(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_rights(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rights, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_rights(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_notBefore(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_notBefore(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NotBefore, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_notBefore(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_notAfter(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_notAfter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NotAfter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_notAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_epoch(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_epoch(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Epoch, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_epoch(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_label(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_label(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Label, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_label(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_revokedAt(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_revokedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RevokedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DateTime) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_revokedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_text(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_signature(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_signature(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Signature, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_signature(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_uses(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_uses(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Uses, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_uses(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Grant_lastUsedAt(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Grant_lastUsedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastUsedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DateTime) graphql.Marshaler {
+			return ec.marshalODateTime2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Grant_lastUsedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _GrantPage_grants(ctx context.Context, field graphql.CollectedField, obj *model.GrantPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GrantPage_grants(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Grants, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Grant) graphql.Marshaler {
+			return ec.marshalNGrant2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrantᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GrantPage_grants(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GrantPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Grant(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GrantPage_pagination(ctx context.Context, field graphql.CollectedField, obj *model.GrantPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GrantPage_pagination(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pagination, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pagination) graphql.Marshaler {
+			return ec.marshalNPagination2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐPagination(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GrantPage_pagination(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GrantPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pagination(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Job_id(ctx context.Context, field graphql.CollectedField, obj *model.Job) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9782,6 +10539,94 @@ func (ec *executionContext) fieldContext_Mutation_acknowledgeAlarm(ctx context.C
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createGrant(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createGrant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateGrant(ctx, fc.Args["uid"].(string), fc.Args["input"].(model.CreateGrantInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Grant) graphql.Marshaler {
+			return ec.marshalNGrant2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrant(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createGrant(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Grant(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createGrant_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeGrant(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeGrant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeGrant(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Grant) graphql.Marshaler {
+			return ec.marshalNGrant2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrant(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeGrant(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Grant(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeGrant_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createJob(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11456,6 +12301,94 @@ func (ec *executionContext) fieldContext_Query_firmwareDownload(ctx context.Cont
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_firmwareDownload_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_grants(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_grants(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Grants(ctx, fc.Args["uid"].(string), fc.Args["state"].(*model.GrantState), fc.Args["riderKey"].(*string), fc.Args["currentPage"].(*int), fc.Args["pageSize"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.GrantPage) graphql.Marshaler {
+			return ec.marshalNGrantPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrantPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_grants(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GrantPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_grants_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_grant(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_grant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Grant(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Grant) graphql.Marshaler {
+			return ec.marshalOGrant2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrant(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_grant(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Grant(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_grant_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -15284,6 +16217,57 @@ func (ec *executionContext) unmarshalInputCreateAlarmRuleInput(ctx context.Conte
 	return it, nil
 }
 
+func (ec *executionContext) unmarshalInputCreateGrantInput(ctx context.Context, obj any) (model.CreateGrantInput, error) {
+	var it model.CreateGrantInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"riderKey", "notBefore", "notAfter", "label"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "riderKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("riderKey"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RiderKey = data
+		case "notBefore":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("notBefore"))
+			data, err := ec.unmarshalODateTime2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NotBefore = data
+		case "notAfter":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("notAfter"))
+			data, err := ec.unmarshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.NotAfter = data
+		case "label":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("label"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Label = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputCreateJobInput(ctx context.Context, obj any) (model.CreateJobInput, error) {
 	var it model.CreateJobInput
 	if obj == nil {
@@ -16898,6 +17882,152 @@ func (ec *executionContext) _FirmwareVersionPage(ctx context.Context, sel ast.Se
 	return out
 }
 
+var grantImplementors = []string{"Grant"}
+
+func (ec *executionContext) _Grant(ctx context.Context, sel ast.SelectionSet, obj *model.Grant) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, grantImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Grant")
+		case "id":
+			out.Values[i] = ec._Grant_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "uid":
+			out.Values[i] = ec._Grant_uid(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "riderKey":
+			out.Values[i] = ec._Grant_riderKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rights":
+			out.Values[i] = ec._Grant_rights(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "notBefore":
+			out.Values[i] = ec._Grant_notBefore(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "notAfter":
+			out.Values[i] = ec._Grant_notAfter(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "epoch":
+			out.Values[i] = ec._Grant_epoch(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "label":
+			out.Values[i] = ec._Grant_label(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Grant_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokedAt":
+			out.Values[i] = ec._Grant_revokedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "text":
+			out.Values[i] = ec._Grant_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "signature":
+			out.Values[i] = ec._Grant_signature(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "uses":
+			out.Values[i] = ec._Grant_uses(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastUsedAt":
+			out.Values[i] = ec._Grant_lastUsedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var grantPageImplementors = []string{"GrantPage"}
+
+func (ec *executionContext) _GrantPage(ctx context.Context, sel ast.SelectionSet, obj *model.GrantPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, grantPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("GrantPage")
+		case "grants":
+			out.Values[i] = ec._GrantPage_grants(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pagination":
+			out.Values[i] = ec._GrantPage_pagination(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
 var jobImplementors = []string{"Job"}
 
 func (ec *executionContext) _Job(ctx context.Context, sel ast.SelectionSet, obj *model.Job) graphql.Marshaler {
@@ -17811,6 +18941,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createGrant":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createGrant(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeGrant":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeGrant(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createJob":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createJob(ctx, field)
@@ -18394,6 +19538,50 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				}()
 				res = ec._Query_firmwareDownload(ctx, field)
 				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "grants":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_grants(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "grant":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_grant(ctx, field)
+				if res == graphql.RequiredNull {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
 				return res
@@ -20305,6 +21493,11 @@ func (ec *executionContext) unmarshalNCreateAlarmRuleInput2githubᚗcomᚋmountd
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNCreateGrantInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCreateGrantInput(ctx context.Context, v any) (model.CreateGrantInput, error) {
+	res, err := ec.unmarshalInputCreateGrantInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNCreateJobInput2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐCreateJobInput(ctx context.Context, v any) (model.CreateJobInput, error) {
 	res, err := ec.unmarshalInputCreateJobInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -20423,6 +21616,50 @@ func (ec *executionContext) marshalNFirmwareVersionPage2ᚖgithubᚗcomᚋmountd
 		return graphql.Null
 	}
 	return ec._FirmwareVersionPage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNGrant2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrant(ctx context.Context, sel ast.SelectionSet, v model.Grant) graphql.Marshaler {
+	return ec._Grant(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNGrant2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrantᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Grant) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNGrant2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrant(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNGrant2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrant(ctx context.Context, sel ast.SelectionSet, v *model.Grant) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Grant(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNGrantPage2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrantPage(ctx context.Context, sel ast.SelectionSet, v model.GrantPage) graphql.Marshaler {
+	return ec._GrantPage(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNGrantPage2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrantPage(ctx context.Context, sel ast.SelectionSet, v *model.GrantPage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._GrantPage(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
@@ -21619,6 +22856,29 @@ func (ec *executionContext) marshalOFloat2ᚖfloat64(ctx context.Context, sel as
 	_ = sel
 	res := graphql.MarshalFloatContext(*v)
 	return graphql.WrapContextMarshaler(ctx, res)
+}
+
+func (ec *executionContext) marshalOGrant2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrant(ctx context.Context, sel ast.SelectionSet, v *model.Grant) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Grant(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOGrantState2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrantState(ctx context.Context, v any) (*model.GrantState, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(model.GrantState)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOGrantState2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrantState(ctx context.Context, sel ast.SelectionSet, v *model.GrantState) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOID2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {

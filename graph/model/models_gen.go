@@ -170,6 +170,14 @@ type CreateAlarmRuleInput struct {
 	MountUids []string `json:"mountUids,omitempty"`
 }
 
+type CreateGrantInput struct {
+	RiderKey string `json:"riderKey"`
+	// Default now; at most 5 minutes in the past.
+	NotBefore *DateTime `json:"notBefore,omitempty"`
+	NotAfter  DateTime  `json:"notAfter"`
+	Label     *string   `json:"label,omitempty"`
+}
+
 // A job: a filter (even "", every mount) or mountUids selects the targets, not both; the ASSOCIATED mounts selected now are the targets (at most 100,000).
 type CreateJobInput struct {
 	// Any command code but ASSOCIATE_OWNER and INSTALL_FIRMWARE.
@@ -228,6 +236,36 @@ type FirmwareVersion struct {
 type FirmwareVersionPage struct {
 	Versions   []FirmwareVersion `json:"versions"`
 	Pagination *Pagination       `json:"pagination"`
+}
+
+// A rider's right to use one mount with no network, signed with the association's owner key (docs/api.md, "Offline access").
+type Grant struct {
+	// gr_ and 24 hex.
+	ID  string `json:"id"`
+	UID string `json:"uid"`
+	// The rider's P-256 public key: the uncompressed SEC1 point, lowercase hex.
+	RiderKey  string   `json:"riderKey"`
+	Rights    []string `json:"rights"`
+	NotBefore DateTime `json:"notBefore"`
+	NotAfter  DateTime `json:"notAfter"`
+	// The mount's revocation epoch the grant is signed at.
+	Epoch int `json:"epoch"`
+	// Null for tokens limited to their mounts.
+	Label     *string   `json:"label,omitempty"`
+	CreatedAt DateTime  `json:"createdAt"`
+	RevokedAt *DateTime `json:"revokedAt,omitempty"`
+	// grant;<uid>;<id>;<riderKey>;<rights joined by +>;<notBefore ms>;<notAfter ms>;<epoch>
+	Text string `json:"text"`
+	// Ed25519 signature of text by the owner key, hex.
+	Signature string `json:"signature"`
+	// EXECUTED offline uses received.
+	Uses       int       `json:"uses"`
+	LastUsedAt *DateTime `json:"lastUsedAt,omitempty"`
+}
+
+type GrantPage struct {
+	Grants     []Grant     `json:"grants"`
+	Pagination *Pagination `json:"pagination"`
 }
 
 // One command for a fixed set of mounts, signed afresh for whichever phone passes each mount (GET /jobs/{id}).
@@ -863,6 +901,64 @@ func (e *CommandStatus) UnmarshalJSON(b []byte) error {
 }
 
 func (e CommandStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where a rider grant stands: ACTIVE (neither revoked nor past notAfter), REVOKED, EXPIRED.
+type GrantState string
+
+const (
+	GrantStateActive  GrantState = "ACTIVE"
+	GrantStateRevoked GrantState = "REVOKED"
+	GrantStateExpired GrantState = "EXPIRED"
+)
+
+var AllGrantState = []GrantState{
+	GrantStateActive,
+	GrantStateRevoked,
+	GrantStateExpired,
+}
+
+func (e GrantState) IsValid() bool {
+	switch e {
+	case GrantStateActive, GrantStateRevoked, GrantStateExpired:
+		return true
+	}
+	return false
+}
+
+func (e GrantState) String() string {
+	return string(e)
+}
+
+func (e *GrantState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = GrantState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid GrantState", str)
+	}
+	return nil
+}
+
+func (e GrantState) MarshalGQL(w io.Writer) {
+	fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *GrantState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e GrantState) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
