@@ -373,9 +373,14 @@ func TestLogFullAndAck(t *testing.T) {
 	if res := o.m.Handle(o.release(t, g)); res.Reason != protocol.ReasonLogFull {
 		t.Fatalf("257th use: %+v", res)
 	}
+	o.accept(t, o.revocations(1795687260000, 1795687260000)) // versions and epochs rise to the server's time in ms
+	raw := o.m.Info()
 	var info protocol.BLEInfo
-	if err := json.Unmarshal(o.m.Info(), &info); err != nil || info.LogPending != protocol.MaxOfflineLog || info.Challenge == "" {
+	if err := json.Unmarshal(raw, &info); err != nil || info.LogPending != protocol.MaxOfflineLog || info.Challenge == "" {
 		t.Fatalf("info %+v %v", info, err)
+	}
+	if len(raw) > protocol.BLEMaxAttrValue-128 { // room left for longer uids, serials and models
+		t.Fatalf("info of %d bytes: %s", len(raw), raw)
 	}
 	log := o.m.Offline().Log
 	ten := make([]string, 10)
@@ -409,7 +414,8 @@ func TestLogFullAndAck(t *testing.T) {
 	if len(left) != protocol.MaxOfflineLog-10 || left[0].Nonce != log[10].Nonce {
 		t.Fatalf("after the ack and a restart: %d receipts, first %s", len(left), left[0].Nonce)
 	}
-	o.checkOfflineReceipt(t, o.accept(t, o.release(t, g)))
+	// Room again (for a grant of the epoch the list raised).
+	o.checkOfflineReceipt(t, o.accept(t, o.release(t, o.grant(func(g *protocol.Grant) { g.Epoch = 1795687260000 }))))
 }
 
 // TestTimeToken: a verified time token for a live challenge is trusted
