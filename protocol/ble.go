@@ -11,6 +11,7 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // The GATT layout every mount and both radio adapters follow (docs/ble.md).
@@ -55,10 +56,21 @@ type BLEInfo struct {
 	// DevicePublicKey is the mount's own Ed25519 key (64 lowercase hex),
 	// which signs its reports and receipts; empty on older firmware.
 	DevicePublicKey string `json:"devicePublicKey,omitempty"`
+	// Offline access (docs/ble.md, "Offline access"), on firmware that
+	// has it; absent means 0 or false. Challenge is fresh at every read of
+	// the characteristic (never in BLEInfo values a mount hands out
+	// otherwise): a nonce for one use or one time token, valid
+	// ChallengeLifetime.
+	Challenge         string `json:"challenge,omitempty"`
+	RevocationVersion int64  `json:"revocationVersion,omitempty"` // of the newest list the mount took; 0: none
+	Epoch             int64  `json:"epoch,omitempty"`             // the highest epoch it has seen; 0: none
+	LogPending        int    `json:"logPending,omitempty"`        // offline receipts not yet acknowledged
+	TimeTrusted       bool   `json:"timeTrusted,omitempty"`       // trusted time arrived since its last start
 }
 
 // BLECommand is what is written to the command characteristic: the
-// API's Command, as the API returned it.
+// API's Command, as the API returned it. It has no "type"; the offline
+// writes (BLEUse, BLESignedText) have one.
 type BLECommand struct {
 	Code        string         `json:"code"`
 	Data        map[string]any `json:"data"`
@@ -78,7 +90,53 @@ type BLEStateEntry struct {
 const (
 	BLEMessageStates = "states"
 	BLEMessageResult = "result"
+	// BLEMessageOffline is a signed offline receipt: the answer to a use
+	// judged from the revocation check on, and each entry of the mount's
+	// log, sent one per message to every central that connects.
+	BLEMessageOffline = "offline"
 )
+
+// Types of the offline writes to the command characteristic (docs/ble.md,
+// "Offline access"). The mount answers each with a BLEMessage: a "result"
+// whose code is the write's type (time, revocations, ack) or the use's
+// code, or an "offline" receipt for a use.
+const (
+	BLEWriteUse         = "use"
+	BLEWriteTime        = "time"
+	BLEWriteRevocations = "revocations"
+	BLEWriteAck         = "ack"
+)
+
+// BLEUse is a rider's use of a grant, written to the command
+// characteristic: the grant as the API returned it (text and signature),
+// the code to run, the challenge it answers (from the info
+// characteristic), and the proof: SignRider over
+// BuildUseText(uid, grant id, code, nonce).
+type BLEUse struct {
+	Type           string `json:"type"` // BLEWriteUse
+	Grant          string `json:"grant"`
+	GrantSignature string `json:"grantSignature"`
+	Code           string `json:"code"`
+	Nonce          string `json:"nonce"`
+	Proof          string `json:"proof"`
+}
+
+// BLESignedText is a text the server signed with the owner key, written to
+// the command characteristic: a time token (Type BLEWriteTime), a
+// revocation list (BLEWriteRevocations) or an ack (BLEWriteAck). Text and
+// Signature are the API's answer unchanged.
+type BLESignedText struct {
+	Type      string `json:"type"`
+	Text      string `json:"text"`
+	Signature string `json:"signature"`
+}
+
+// SignedText is the API's answer for a time token, a revocation list or
+// an ack: a text and its owner-key signature (lowercase hex).
+type SignedText struct {
+	Text      string `json:"text"`
+	Signature string `json:"signature"`
+}
 
 // BLEMessage is what the state characteristic notifies: either the mount's
 // current states (Type BLEMessageStates) or the outcome of a command (Type
@@ -100,6 +158,36 @@ type BLEMessage struct {
 	Outcome          string  `json:"outcome,omitempty"`
 	At               string  `json:"at,omitempty"`
 	Signature        string  `json:"signature,omitempty"`
+	// GrantID: on offline receipts (Type BLEMessageOffline), the grant
+	// used; Nonce is then the challenge the use answered.
+	GrantID string `json:"grantId,omitempty"`
+}
+
+// OfflineReceipt takes an offline message's signed fields back into the
+// text they cover (uid is the mount's).
+func (m BLEMessage) OfflineReceipt(uid string) (OfflineReceipt, error) {
+	if m.Type != BLEMessageOffline || m.Counter == nil {
+		return OfflineReceipt{}, fmt.Errorf("%w: not an offline receipt", ErrSignedText)
+	}
+	at, err := time.Parse(TimeLayout, m.At)
+	if err != nil {
+		return OfflineReceipt{}, fmt.Errorf("%w: at %q", ErrSignedText, m.At)
+	}
+	r := OfflineReceipt{UID: uid, GrantID: m.GrantID, Code: m.Code, Nonce: m.Nonce, Outcome: m.Outcome, Reason: m.Reason,
+		Counter: *m.Counter, At: at.UTC()}
+	if _, err := ParseOfflineReceiptText(BuildOfflineReceiptText(r)); err != nil {
+		return OfflineReceipt{}, err
+	}
+	return r, nil
+}
+
+// UploadOfflineReceipt is one receipt in POST /mounts/{uid}/offline-receipts:
+// an offline message's fields, unchanged (a command receipt's, plus the
+// grant and the code).
+type UploadOfflineReceipt struct {
+	GrantID string `json:"grantId"`
+	Code    string `json:"code"`
+	UploadReceipt
 }
 
 // SignedStates is the body of POST /mounts/{uid}/states carrying a

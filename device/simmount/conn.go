@@ -37,6 +37,14 @@ type peer struct {
 	mu    sync.Mutex
 	queue []item
 	ready chan struct{} // signalled when the queue grew
+
+	// The mount's log of offline receipts as it stood at connection, sent
+	// one receipt per message whenever nothing else waits: entries with a
+	// counter above logAfter and at most logUpTo (acknowledged ones are
+	// skipped). Only the writing goroutine touches logAfter.
+	nextLog  func(after, upTo uint64) ([]byte, uint64, bool)
+	logAfter uint64
+	logUpTo  uint64
 }
 
 func newPeer(conn sim.PeripheralConn) *peer {
@@ -106,6 +114,12 @@ func (p *peer) pop() (item, bool) {
 func (p *peer) write() {
 	for {
 		it, ok := p.pop()
+		if !ok && p.nextLog != nil {
+			if msg, counter, more := p.nextLog(p.logAfter, p.logUpTo); more {
+				p.logAfter = counter
+				it, ok = item{data: msg, keep: true}, true
+			}
+		}
 		if !ok {
 			select {
 			case <-p.conn.Done():
@@ -133,7 +147,8 @@ func (p *peer) write() {
 }
 
 // Connected implements sim.Peripheral: the mount notifies its states once
-// the central is there, then answers every command written.
+// the central is there, then its log of offline receipts, and answers
+// every command (and offline write) written.
 func (m *Mount) Connected(conn sim.PeripheralConn) {
 	p := newPeer(conn)
 	m.mu.Lock()
@@ -144,6 +159,7 @@ func (m *Mount) Connected(conn sim.PeripheralConn) {
 	}
 	m.peers[p] = struct{}{}
 	p.send(encode(m.statesMessageLocked()), false)
+	p.nextLog, p.logUpTo = m.nextLogMessage, m.logHeadLocked()
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()

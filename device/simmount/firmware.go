@@ -135,7 +135,7 @@ func (m *Mount) firmwareFrame(frame []byte, from *peer) (ack protocol.FirmwareAc
 	}
 	if x.offset+int64(len(data)) > x.size {
 		m.xfer = nil
-		res := m.finishLocked(x, ReasonBadImage, now)
+		res := m.finishLocked(x, ReasonBadImage)
 		return protocol.FirmwareAck{Kind: protocol.AckBadImage, Offset: x.offset}, true, &res, false
 	}
 	before := x.offset
@@ -149,16 +149,16 @@ func (m *Mount) firmwareFrame(frame []byte, from *peer) (ack protocol.FirmwareAc
 	}
 	m.xfer = nil
 	if hex.EncodeToString(x.hash.Sum(nil)) != x.sha256 {
-		res := m.finishLocked(x, ReasonBadImage, now)
+		res := m.finishLocked(x, ReasonBadImage)
 		return protocol.FirmwareAck{Kind: protocol.AckBadImage, Offset: x.offset}, true, &res, false
 	}
-	res := m.finishLocked(x, "", now)
+	res := m.finishLocked(x, "")
 	return protocol.FirmwareAck{Kind: protocol.AckComplete, Offset: x.offset}, true, &res, res.Accepted
 }
 
 // finishLocked ends a transfer: the receipt for its command, executed
 // (reason empty: the new revision is saved first) or refused.
-func (m *Mount) finishLocked(x *transfer, reason string, now time.Time) protocol.BLEMessage {
+func (m *Mount) finishLocked(x *transfer, reason string) protocol.BLEMessage {
 	res := protocol.BLEMessage{Type: protocol.BLEMessageResult, Code: string(protocol.CmdInstallFirmware), Nonce: x.nonce}
 	before := m.persistedLocked().clone()
 	if reason == "" {
@@ -182,7 +182,7 @@ func (m *Mount) finishLocked(x *transfer, reason string, now time.Time) protocol
 	} else {
 		m.refused++
 	}
-	m.signReceiptLocked(&res, now)
+	m.signReceiptLocked(&res)
 	return res
 }
 
@@ -199,6 +199,7 @@ func (m *Mount) restart() {
 	if st, found, err := m.cfg.Store.Load(m.cfg.UID); err == nil && found {
 		if m.applyLocked(st) == nil {
 			m.counter, m.reserved = st.CounterReserved, st.CounterReserved
+			m.restartClockLocked(st)
 		}
 	}
 	m.xfer = nil

@@ -166,6 +166,14 @@ type Mount struct {
 	rollbackTo string    // failing by rollback: the revision it goes back to
 	newReports int       // states signed on the new revision while rollbackTo is set
 	restarts   int
+
+	// Offline access (offline.go).
+	clock      trustedClock
+	challenges map[string]time.Time // challenge given out → m when it was
+	revVersion int64                // the newest revocation list's version
+	revEpoch   int64                // the highest epoch seen
+	revoked    map[string]bool      // its grant ids
+	offlineLog []OfflineEntry       // unacknowledged offline receipts, oldest first
 }
 
 // New boots a mount (Open) whose Store cannot fail to load, such as the
@@ -221,7 +229,15 @@ func Open(cfg Config) (*Mount, error) {
 		nonces:   map[string]int64{},
 		peers:    map[*peer]struct{}{},
 		revision: cfg.SoftwareRevision,
+
+		challenges: map[string]time.Time{},
+		revoked:    map[string]bool{},
 	}
+	// The trusted clock starts from the factory-set clock (the host's) on
+	// the firmware's first start, which counts as trusted time; a
+	// restarted mount goes on from the T it saved last and waits for
+	// trusted time again.
+	m.clock = trustedClock{f: now, mf: now, trusted: true, savedM: now}
 	st, found, err := cfg.Store.Load(cfg.UID)
 	if err != nil {
 		return nil, fmt.Errorf("simmount: load %s: %w", cfg.UID, err)
@@ -231,6 +247,7 @@ func Open(cfg Config) (*Mount, error) {
 			return nil, fmt.Errorf("simmount: state of %s: %w", cfg.UID, err)
 		}
 		m.counter, m.reserved = st.CounterReserved, st.CounterReserved
+		m.restartClockLocked(st)
 	}
 	if m.seed == "" && !cfg.Legacy {
 		// The firmware's first start (or its first with device keys).
@@ -264,6 +281,8 @@ func (m *Mount) persistedLocked() State {
 		Locked: m.locked, HelmetMounted: m.helmet, LockAt: m.lockAt, HelmetAt: m.helmetAt,
 		Nonces: m.nonces, Floor: m.floor,
 		SoftwareRevision: m.revision, Silent: m.silent, RollbackTo: m.rollbackTo, NewReports: m.newReports,
+		Clock: m.clockToSaveLocked(), RevocationVersion: m.revVersion, Epoch: m.revEpoch,
+		Revoked: slices.Sorted(maps.Keys(m.revoked)), OfflineLog: m.offlineLog,
 	}
 	if m.owner != nil {
 		s.OwnerKey = hex.EncodeToString(m.owner)
@@ -299,6 +318,7 @@ func (m *Mount) applyLocked(s State) error {
 		m.revision = s.SoftwareRevision
 	}
 	m.silent, m.rollbackTo, m.newReports = s.Silent, s.RollbackTo, s.NewReports
+	m.restoreOfflineLocked(s)
 	return nil
 }
 
@@ -311,6 +331,7 @@ func (m *Mount) saveLocked(reserved uint64) error {
 		return err
 	}
 	m.reserved = reserved
+	m.clock.savedT, m.clock.savedM = s.Clock, m.cfg.Now()
 	return nil
 }
 
@@ -331,16 +352,25 @@ func (m *Mount) nextCounterLocked() (uint64, bool) {
 // UID is the mount's uid.
 func (m *Mount) UID() string { return m.cfg.UID }
 
-// BLEInfo is the identity the info characteristic holds.
+// BLEInfo is what the info characteristic holds, without a challenge
+// (reading the characteristic, Info, gives one out).
 func (m *Mount) BLEInfo() protocol.BLEInfo {
 	m.mu.Lock()
-	revision := m.revision
-	m.mu.Unlock()
-	return protocol.BLEInfo{
+	defer m.mu.Unlock()
+	return m.infoLocked()
+}
+
+func (m *Mount) infoLocked() protocol.BLEInfo {
+	info := protocol.BLEInfo{
 		UID: m.cfg.UID, SerialNumber: m.cfg.SerialNumber, MACAddress: m.cfg.MACAddress,
-		FirmwareRevision: m.cfg.FirmwareRevision, SoftwareRevision: revision,
+		FirmwareRevision: m.cfg.FirmwareRevision, SoftwareRevision: m.revision,
 		ModelNumber: m.cfg.ModelNumber, DevicePublicKey: m.devicePublicKey(),
 	}
+	if m.deviceKey != nil { // offline access needs the device key
+		info.RevocationVersion, info.Epoch = m.revVersion, m.revEpoch
+		info.LogPending, info.TimeTrusted = len(m.offlineLog), m.clock.trusted
+	}
+	return info
 }
 
 // devicePublicKey is the device key's public half as hex; empty for Legacy.
@@ -356,9 +386,14 @@ func (m *Mount) Advertisement() protocol.BLEDevice {
 	return protocol.BLEDevice{Address: m.cfg.MACAddress, Name: protocol.BLENamePrefix + m.cfg.UID, MountUID: m.cfg.UID, RSSI: m.cfg.RSSI}
 }
 
-// Info implements sim.Peripheral: the info characteristic's JSON.
+// Info implements sim.Peripheral: the info characteristic's JSON, with a
+// fresh challenge at every read.
 func (m *Mount) Info() []byte {
-	raw, _ := json.Marshal(m.BLEInfo())
+	m.mu.Lock()
+	info := m.infoLocked()
+	info.Challenge = m.challengeLocked()
+	m.mu.Unlock()
+	raw, _ := json.Marshal(info)
 	return raw
 }
 
@@ -411,8 +446,8 @@ func (m *Mount) States() []protocol.BLEStateEntry {
 }
 
 func (m *Mount) statesLocked() []protocol.BLEStateEntry {
-	now := m.cfg.Now()
-	at := protocol.FormatTime(now)
+	now, t := m.nowLocked()
+	at := protocol.FormatTime(t)
 	return []protocol.BLEStateEntry{
 		{Code: string(protocol.StateBatteryLevel), Value: strconv.Itoa(int(math.Round(m.batteryLocked(now)))), OccurredAt: at},
 		{Code: string(protocol.StateCPUTemperature), Value: strconv.FormatFloat(m.temperatureLocked(now), 'f', 1, 64), OccurredAt: at},
@@ -492,7 +527,7 @@ func (m *Mount) ResetOwner() error {
 // locked again, and connected centrals are told.
 func (m *Mount) ReturnHelmet() {
 	m.mu.Lock()
-	now := m.cfg.Now()
+	_, now := m.nowLocked()
 	changed := !m.locked || !m.helmet
 	if !m.helmet {
 		m.helmet, m.helmetAt = true, now
@@ -565,6 +600,9 @@ func (m *Mount) announce(lockChanged, notify bool) {
 // from is the link the command came on (nil: Handle); an INSTALL_FIRMWARE
 // ties its transfer to it.
 func (m *Mount) handle(raw []byte, from *peer) (res protocol.BLEMessage, lockChanged, notify bool) {
+	if typ := offlineWrite(raw); typ != "" && m.deviceKey != nil {
+		return m.handleOffline(raw, typ)
+	}
 	res = protocol.BLEMessage{Type: protocol.BLEMessageResult}
 	var cmd protocol.BLECommand
 	if err := json.Unmarshal(raw, &cmd); err != nil {
@@ -583,10 +621,10 @@ func (m *Mount) handle(raw []byte, from *peer) (res protocol.BLEMessage, lockCha
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.cfg.Now()
-	before := m.persistedLocked().clone()
+	now, t := m.nowLocked()
+	before, clockBefore := m.persistedLocked().clone(), m.clock
 	xferBefore := m.xfer
-	reason, verified, lockChanged, notify := m.executeLocked(cmd, p, now, from)
+	reason, verified, lockChanged, notify := m.executeLocked(cmd, p, now, t, from)
 	// An accepted INSTALL_FIRMWARE opened a transfer: its receipt comes at
 	// the end of it.
 	deferred := verified && reason == "" && protocol.CommandCode(cmd.Code) == protocol.CmdInstallFirmware
@@ -595,7 +633,7 @@ func (m *Mount) handle(raw []byte, from *peer) (res protocol.BLEMessage, lockCha
 		// leaves, with the counter reservation the receipt needs.
 		if m.saveForReceiptLocked() != nil {
 			_ = m.applyLocked(before)
-			m.xfer = xferBefore
+			m.xfer, m.clock = xferBefore, clockBefore
 			reason, verified, lockChanged, notify, deferred = ReasonStorage, false, false, false, false
 		}
 	}
@@ -606,7 +644,7 @@ func (m *Mount) handle(raw []byte, from *peer) (res protocol.BLEMessage, lockCha
 		m.refused++
 	}
 	if verified && !deferred {
-		m.signReceiptLocked(&res, now)
+		m.signReceiptLocked(&res)
 	}
 	return res, lockChanged, notify
 }
@@ -622,14 +660,14 @@ func (m *Mount) saveForReceiptLocked() error {
 }
 
 // signReceiptLocked makes res (its nonce and reason set, the state saved
-// by saveForReceiptLocked) a signed receipt with the next counter;
-// nothing without a device key (Legacy).
-func (m *Mount) signReceiptLocked(res *protocol.BLEMessage, now time.Time) {
+// by saveForReceiptLocked) a signed receipt with the next counter, dated
+// by the trusted clock; nothing without a device key (Legacy).
+func (m *Mount) signReceiptLocked(res *protocol.BLEMessage) {
 	if m.deviceKey == nil {
 		return
 	}
 	m.counter++
-	at := protocol.FormatTime(now)
+	at := protocol.FormatTime(m.trustedLocked(m.cfg.Now()))
 	atTime, _ := time.Parse(protocol.TimeLayout, at)
 	rc := protocol.Receipt{UID: m.cfg.UID, Nonce: res.Nonce, Outcome: protocol.OutcomeExecuted, Reason: res.Reason, Counter: m.counter, At: atTime}
 	if res.Reason != "" {
@@ -642,8 +680,10 @@ func (m *Mount) signReceiptLocked(res *protocol.BLEMessage, now time.Time) {
 
 // executeLocked runs the checks of docs/ble.md and, when they pass, the
 // command. reason is empty when it ran; verified tells a command that
-// passed the signature check (its result is a receipt).
-func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now time.Time, from *peer) (reason string, verified, lockChanged, notify bool) {
+// passed the signature check (its result is a receipt). now is the
+// monotonic clock (transfers' timeouts), t the trusted clock (the
+// command's time, the effects' instants).
+func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now, t time.Time, from *peer) (reason string, verified, lockChanged, notify bool) {
 	if protocol.CommandCode(cmd.Code) == protocol.CmdAssociateOwner {
 		// Unsigned by design: it brings the key everything else is checked
 		// with. A mount that holds an owner key takes a new one only from
@@ -684,23 +724,20 @@ func (m *Mount) executeLocked(cmd protocol.BLECommand, p protocol.Payload, now t
 		return ReasonWrongMount, true, false, false
 	case string(p.Code) != cmd.Code:
 		return ReasonCodeMismatch, true, false, false
-	case abs(now.UnixMilli()-p.GeneratedAt.UnixMilli()) > protocol.CommandLifetime.Milliseconds():
+	case m.staleLocked(p.GeneratedAt, t):
 		return ReasonStale, true, false, false
 	case m.seenLocked(p.Nonce, p.GeneratedAt.UnixMilli()):
 		return ReasonReplayed, true, false, false
 	}
-	m.rememberLocked(p.Nonce, p.GeneratedAt.UnixMilli(), now)
+	m.rememberLocked(p.Nonce, p.GeneratedAt.UnixMilli(), t)
+	// An owner-signed time: trusted time (saved with the command's effect).
+	m.trustLocked(p.GeneratedAt, now)
 
 	// Parameters come from the signed payload, never from the unsigned data.
 	code := protocol.CommandCode(cmd.Code)
 	switch code {
 	case protocol.CmdReleaseHelmet:
-		if m.locked {
-			m.locked, m.lockAt, lockChanged = false, now, true
-		}
-		if m.helmet {
-			m.helmet, m.helmetAt, lockChanged = false, now, true
-		}
+		lockChanged = m.releaseLocked(t)
 		notify = true // the confirmation the phone waits for, even if unchanged
 	case protocol.CmdConfigureAlarm:
 		mode, sens, vol := p.Params["alarmMode"], p.Params["alarmSensitivity"], p.Params["alarmVolume"]
@@ -801,11 +838,4 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-func abs(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
 }

@@ -43,11 +43,37 @@ type State struct {
 	Silent     bool   `json:"silent,omitempty"`
 	RollbackTo string `json:"rollbackTo,omitempty"`
 	NewReports int    `json:"newReports,omitempty"`
+
+	// Offline access (docs/ble.md, "Offline access"). Clock is the
+	// trusted clock T when saved (Unix ms), never lower than the value
+	// saved before: a restarted mount goes on from it. RevocationVersion,
+	// Epoch and Revoked are the newest revocation list taken; OfflineLog
+	// the offline receipts not yet acknowledged, oldest first.
+	Clock             int64          `json:"clock,omitempty"`
+	RevocationVersion int64          `json:"revocationVersion,omitempty"`
+	Epoch             int64          `json:"epoch,omitempty"`
+	Revoked           []string       `json:"revoked,omitempty"`
+	OfflineLog        []OfflineEntry `json:"offlineLog,omitempty"`
+}
+
+// OfflineEntry is one signed offline receipt of the log, its fields as the
+// offline message carries them.
+type OfflineEntry struct {
+	GrantID   string `json:"grantId"`
+	Code      string `json:"code"`
+	Nonce     string `json:"nonce"`
+	Outcome   string `json:"outcome"`
+	Reason    string `json:"reason,omitempty"`
+	Counter   uint64 `json:"counter"`
+	At        string `json:"at"`
+	Signature string `json:"signature"`
 }
 
 func (s State) clone() State {
 	s.Settings.Tags = slices.Clone(s.Settings.Tags)
 	s.Nonces = maps.Clone(s.Nonces)
+	s.Revoked = slices.Clone(s.Revoked)
+	s.OfflineLog = slices.Clone(s.OfflineLog)
 	return s
 }
 
