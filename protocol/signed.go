@@ -136,11 +136,7 @@ func Verify(publicKey, text, signature string) bool {
 	if err != nil || len(pub) != ed25519.PublicKeySize || !lowerHex(publicKey) {
 		return false
 	}
-	sig, err := hex.DecodeString(signature)
-	if err != nil || len(sig) != ed25519.SignatureSize || !lowerHex(signature) {
-		return false
-	}
-	return ed25519.Verify(ed25519.PublicKey(pub), []byte(text), sig)
+	return VerifyKey(ed25519.PublicKey(pub), text, signature)
 }
 
 // ValidPublicKey reports whether s is an Ed25519 public key as 64
