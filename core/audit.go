@@ -44,6 +44,9 @@ const (
 	AuditRolloutPause        AuditAction = "rollout.pause"
 	AuditRolloutResume       AuditAction = "rollout.resume"
 	AuditRolloutCancel       AuditAction = "rollout.cancel"
+	AuditGrantCreate         AuditAction = "grant.create"
+	AuditGrantRevoke         AuditAction = "grant.revoke"
+	AuditGrantResign         AuditAction = "grant.resign"
 )
 
 // maxAuditFilter bounds a filter's length.
@@ -55,7 +58,8 @@ var AuditActions = []AuditAction{AuditAccountCreate, AuditAccountRotateSecret, A
 	AuditNfcTagsSync, AuditNfcTagUpdate, AuditWebhookCreate, AuditWebhookUpdate, AuditWebhookDelete,
 	AuditWebhookRotateSecret, AuditFirmwarePublish, AuditFirmwareDeprecate, AuditKeysRotate,
 	AuditAlarmRuleCreate, AuditAlarmRuleUpdate, AuditAlarmRuleDelete, AuditAlarmAcknowledge,
-	AuditJobCreate, AuditJobCancel, AuditRolloutCreate, AuditRolloutPause, AuditRolloutResume, AuditRolloutCancel}
+	AuditJobCreate, AuditJobCancel, AuditRolloutCreate, AuditRolloutPause, AuditRolloutResume, AuditRolloutCancel,
+	AuditGrantCreate, AuditGrantRevoke, AuditGrantResign}
 
 // DefaultAuditRetention is how long the audit log keeps entries unless
 // MOUNTD_AUDIT_RETENTION says otherwise: a year, so that a yearly review
@@ -174,6 +178,20 @@ type auditKey struct{}
 // transaction, and only when the call changes something.
 func WithAudit(ctx context.Context, e AuditEntry) context.Context {
 	return context.WithValue(ctx, auditKey{}, &e)
+}
+
+// AuditEach returns ctx with the entry ctx carries (its actor, time and
+// source) made over for one of several things a store call changes:
+// action, target and details replaced. ctx carrying none is returned as
+// it is.
+func AuditEach(ctx context.Context, action AuditAction, target string, details map[string]any) context.Context {
+	e := AuditFrom(ctx)
+	if e == nil {
+		return ctx
+	}
+	each := *e
+	each.Action, each.Target, each.Details = action, target, details
+	return WithAudit(ctx, each)
 }
 
 // AuditFrom is the entry a store records with the change it makes in ctx;

@@ -153,6 +153,10 @@ type GrantStore interface {
 	// ListRiderGrants lists accountID's grants, on mount uid unless uid is
 	// "", newest first, narrowed by f at now.
 	ListRiderGrants(ctx context.Context, accountID, uid string, f GrantFilter, now time.Time, p Page) ([]RiderGrant, int, error)
+	// The audit entry ctx carries (WithAudit) is recorded with each grant
+	// created or revoked, its target the grant; an epoch rise that signs
+	// grants again records AuditGrantResign for the mount.
+	//
 	// RevokeGrants revokes accountID's live grants among ids (or, with
 	// riderKey not "", every live grant of that rider key) at now, and
 	// returns them as revoked; others are left as they are. Each mount's
@@ -243,7 +247,9 @@ func (s *GrantService) Create(ctx context.Context, p Principal, uid string, in G
 	if restricted {
 		lim.PerToken = MaxLiveGrantsPerToken
 	}
-	created, _, err := s.Grants.CreateGrant(ctx, g, lim, now, s.sign)
+	actx := byPrincipal(ctx, p, now, AuditGrantCreate, AuditTarget("grant", g.ID),
+		map[string]any{"uid": uid, "riderKey": g.RiderKey, "notBefore": FormatTime(g.NotBefore), "notAfter": FormatTime(g.NotAfter)})
+	created, _, err := s.Grants.CreateGrant(actx, g, lim, now, s.sign)
 	return created, err
 }
 
@@ -353,7 +359,9 @@ func (s *GrantService) Revoke(ctx context.Context, p Principal, id string) (Ride
 	if err := p.Authorize(ActionManageGrants); err != nil {
 		return RiderGrant{}, err
 	}
-	revoked, err := s.Grants.RevokeGrants(ctx, p.AccountID, []string{id}, "", s.clock(), s.sign)
+	now := s.clock()
+	actx := byPrincipal(ctx, p, now, AuditGrantRevoke, AuditTarget("grant", id), nil)
+	revoked, err := s.Grants.RevokeGrants(actx, p.AccountID, []string{id}, "", now, s.sign)
 	if err != nil {
 		return RiderGrant{}, err
 	}
@@ -375,7 +383,9 @@ func (s *GrantService) RevokeRider(ctx context.Context, p Principal, riderKey st
 		v.Add("riderKey", "must be a P-256 public key: the uncompressed SEC1 point in hex")
 		return nil, v.Err()
 	}
-	return s.Grants.RevokeGrants(ctx, p.AccountID, nil, key, s.clock(), s.sign)
+	now := s.clock()
+	actx := byPrincipal(ctx, p, now, AuditGrantRevoke, "", map[string]any{"riderKey": key})
+	return s.Grants.RevokeGrants(actx, p.AccountID, nil, key, now, s.sign)
 }
 
 // SignedText is a text the mount checks and its signature by the

@@ -158,7 +158,7 @@ func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.Gra
 			return err
 		}
 		created = row.toGrant()
-		return nil
+		return s.recordAudit(ctx, tx)
 	})
 	return created, replaced, err
 }
@@ -179,7 +179,12 @@ func (s *Store) revokeOnMount(ctx context.Context, tx bun.Tx, m *core.Mount, rev
 	}
 	if listed+len(grants) > core.MaxRevocations {
 		rev.Epoch = rise(rev.Epoch, now)
-		if err := s.resignLive(ctx, tx, m, rev.Epoch, ids, now, sign); err != nil {
+		n, err := s.resignLive(ctx, tx, m, rev.Epoch, ids, now, sign)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.recordAudit(core.AuditEach(ctx, core.AuditGrantResign, core.AuditTarget("mount", m.UID),
+			map[string]any{"epoch": rev.Epoch, "grants": n}), tx); err != nil {
 			return nil, err
 		}
 	}
@@ -194,6 +199,10 @@ func (s *Store) revokeOnMount(ctx context.Context, tx bun.Tx, m *core.Mount, rev
 	for i, g := range grants {
 		g.RevokedAt, g.RevokedEpoch = sql.NullInt64{Int64: millis(now), Valid: true}, sql.NullInt64{Int64: rev.Epoch, Valid: true}
 		out[i] = g.toGrant()
+		if err := s.recordAudit(core.AuditEach(ctx, core.AuditGrantRevoke, core.AuditTarget("grant", g.ID),
+			map[string]any{"uid": g.UID, "riderKey": g.RiderKey}), tx); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -201,28 +210,28 @@ func (s *Store) revokeOnMount(ctx context.Context, tx bun.Tx, m *core.Mount, rev
 // resignLive signs the mount's live grants (but those of except) again at
 // epoch with the mount's key; the grants of an association that ended have
 // nothing to sign with and stay as they are.
-func (s *Store) resignLive(ctx context.Context, tx bun.Tx, m *core.Mount, epoch int64, except []string, now time.Time, sign core.GrantSigner) error {
+func (s *Store) resignLive(ctx context.Context, tx bun.Tx, m *core.Mount, epoch int64, except []string, now time.Time, sign core.GrantSigner) (int, error) {
 	if m.State != core.StateAssociated {
-		return nil
+		return 0, nil
 	}
 	var live []riderGrantRow
 	if err := tx.NewSelect().Model(&live).Where("mount_uid = ? AND account_id = ? AND id NOT IN (?)", m.UID, m.OwnerID, bun.In(except)).
 		Where(liveGrant, millis(now)).Scan(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	for _, r := range live {
 		g := r.toGrant()
 		g.Epoch = epoch
 		g, err := sign(ctx, *m, g)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if _, err := tx.NewUpdate().Model((*riderGrantRow)(nil)).Set("epoch = ?, text = ?, signature = ?, key_id = ?", g.Epoch, g.Text, g.Signature, g.KeyID).
 			Where("id = ?", g.ID).Exec(ctx); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return len(live), nil
 }
 
 // RiderGrant implements core.GrantStore.

@@ -90,6 +90,7 @@ func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.Gra
 	g.Rights = slices.Clone(g.Rights)
 	st.grants = append(st.grants, g)
 	st.revocations[g.UID] = rev
+	s.auditLocked(ctx)
 	return g, replaced, nil
 }
 
@@ -125,11 +126,17 @@ func (s *Store) revokeOnMountLocked(ctx context.Context, m core.Mount, rev core.
 	for i, g := range resigned {
 		st.grants[i] = g
 	}
+	if rev.Epoch != st.revocation(m.UID).Epoch {
+		s.auditLocked(core.AuditEach(ctx, core.AuditGrantResign, core.AuditTarget("mount", m.UID),
+			map[string]any{"epoch": rev.Epoch, "grants": len(resigned)}))
+	}
 	out := make([]core.RiderGrant, len(idx))
 	for k, i := range idx {
 		st.grants[i].RevokedAt = ms(now)
 		st.revokedEpoch[st.grants[i].ID] = rev.Epoch
 		out[k] = st.grants[i]
+		s.auditLocked(core.AuditEach(ctx, core.AuditGrantRevoke, core.AuditTarget("grant", out[k].ID),
+			map[string]any{"uid": out[k].UID, "riderKey": out[k].RiderKey}))
 	}
 	st.revocations[m.UID] = rev
 	return rev, out, nil

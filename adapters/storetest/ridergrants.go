@@ -16,6 +16,7 @@ type GrantStore interface {
 	core.AccountStore
 	core.MountStore
 	core.GrantStore
+	core.AuditLog
 }
 
 // RunRiderGrants runs the core.GrantStore contract (CONTRACT §21): creation
@@ -33,6 +34,7 @@ func RunRiderGrants(t *testing.T, newStore func(t *testing.T) GrantStore) {
 		{"ListByState", grantList},
 		{"Revoke", grantRevoke},
 		{"EpochOverflow", grantEpochOverflow},
+		{"Audited", grantAudited},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
@@ -287,8 +289,21 @@ func grantEpochOverflow(t *testing.T, store GrantStore) {
 		t.Fatalf("a full list: %d ids at epoch %d", len(full.GrantIDs), full.Epoch)
 	}
 	last := fmt.Sprintf("gr_%04d", n-1)
-	if _, err := store.RevokeGrants(ctx, "acc_g", []string{last}, "", at, testSigner); err != nil {
+	actx := core.WithAudit(ctx, core.AuditEntry{At: at, AccountID: "acc_g", Actor: core.Actor{Type: core.ActorClient, ID: "cli_acc_g"},
+		Action: core.AuditGrantRevoke, Target: "grant:" + last})
+	if _, err := store.RevokeGrants(actx, "acc_g", []string{last}, "", at, testSigner); err != nil {
 		t.Fatal(err)
+	}
+	resigned := false
+	for deadline := time.Now().Add(5 * time.Second); !resigned && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		entries, err := store.ReadAudit(ctx, core.AuditQuery{AccountID: "acc_g", Action: string(core.AuditGrantResign), Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resigned = len(entries) == 1 && entries[0].Target == "mount:G1" && fmt.Sprint(entries[0].Details["grants"]) == "1"
+	}
+	if !resigned {
+		t.Fatal("no grant.resign entry for the epoch rise (one live grant signed again)")
 	}
 	r, _ := store.Revocations(ctx, "G1", at)
 	if r.Epoch <= full.Epoch || r.Version <= full.Version || !slices.Equal(r.GrantIDs, []string{last}) {
@@ -300,5 +315,44 @@ func grantEpochOverflow(t *testing.T, store GrantStore) {
 	}
 	if g := mustGrant(t, store, newGrant("gr_new", "G1", "acc_g", 9999, time.Hour), at); g.Epoch != r.Epoch {
 		t.Fatalf("a grant made after the overflow has epoch %d, want %d", g.Epoch, r.Epoch)
+	}
+}
+
+// grantAudited: the entry a call carries is recorded with each grant it
+// creates or revokes, the replaced one included, targeted at the grant.
+func grantAudited(t *testing.T, store GrantStore) {
+	grantFleet(t, store)
+	entry := func(action core.AuditAction, target string) context.Context {
+		return core.WithAudit(context.Background(), core.AuditEntry{At: grantT0, AccountID: "acc_g",
+			Actor: core.Actor{Type: core.ActorClient, ID: "cli_acc_g"}, Action: action, Target: target})
+	}
+	if _, _, err := store.CreateGrant(entry(core.AuditGrantCreate, "grant:gr_1"), newGrant("gr_1", "G1", "acc_g", 1, time.Hour), wideLimits, grantT0, testSigner); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.CreateGrant(entry(core.AuditGrantCreate, "grant:gr_2"), newGrant("gr_2", "G1", "acc_g", 1, time.Hour), wideLimits, grantT0, testSigner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.RevokeGrants(entry(core.AuditGrantRevoke, ""), "acc_g", nil, riderKey(1), grantT0, testSigner); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"grant.create grant:gr_1", "grant.revoke grant:gr_1", "grant.create grant:gr_2", "grant.revoke grant:gr_2"}
+	var got []string
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		entries, err := store.ReadAudit(context.Background(), core.AuditQuery{AccountID: "acc_g", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, e := range entries {
+			got = append(got, string(e.Action)+" "+e.Target)
+		}
+		if slices.Equal(got, want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("audit %v, want %v", got, want)
 	}
 }
