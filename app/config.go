@@ -65,9 +65,9 @@ type Config struct {
 	// GrantMaxTTL is MOUNTD_GRANT_MAX_TTL: how far ahead a restricted
 	// token's rider grant may end (0: 12h).
 	GrantMaxTTL time.Duration
-	TokenTTL     time.Duration
-	DownloadTTL  time.Duration
-	BodyTimeout  time.Duration
+	TokenTTL    time.Duration
+	DownloadTTL time.Duration
+	BodyTimeout time.Duration
 	// RequestTimeout is MOUNTD_REQUEST_TIMEOUT: how long a request may
 	// work before it answers 503 and its statement is cancelled (0: 10s).
 	RequestTimeout time.Duration
