@@ -56,6 +56,15 @@ type config struct {
 	MaxLoad           float64
 	Scope             string
 	JSON              bool
+	// The --cost mode (cost.go).
+	Cost             bool
+	Pid              int
+	CostDuration     time.Duration
+	CostGetRate      float64
+	CostPageRate     float64
+	CostOverviewRate float64
+	CostIngestRate   float64
+	CostSubscribers  int
 }
 
 // report is the run's result; its paths are stable for benchcheck:
@@ -129,6 +138,14 @@ func parseFlags(args []string) (config, error) {
 	fs.Float64Var(&c.MaxLoad, "max-load", 0, "before each round, wait (up to 5 minutes) for the 1-minute load average to fall below this (0: do not wait)")
 	fs.StringVar(&c.Scope, "scope", "openid sub urn:mountd:iam:org:project:id:mountd:aud", "scope asked for at POST /oauth/v2/token")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&c.Cost, "cost", false, "instead of the reads' rounds: the CPU time (mountd, PostgreSQL, Redis) and WAL bytes per operation, one phase per kind (bench/cost.sh)")
+	fs.IntVar(&c.Pid, "pid", 0, "--cost: mountd's pid (serve.sh --pid gives it)")
+	fs.DurationVar(&c.CostDuration, "cost-duration", 20*time.Second, "--cost: each measured phase")
+	fs.Float64Var(&c.CostGetRate, "cost-get-rate", 200, "--cost: GET /mounts/{uid} a second")
+	fs.Float64Var(&c.CostPageRate, "cost-page-rate", 20, "--cost: fleet filter pages a second")
+	fs.Float64Var(&c.CostOverviewRate, "cost-overview-rate", 5, "--cost: overviews a second")
+	fs.Float64Var(&c.CostIngestRate, "cost-ingest-rate", 200, "--cost: reports a second")
+	fs.IntVar(&c.CostSubscribers, "cost-subscribers", 50, "--cost: console subscriptions receiving every report's event")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -137,6 +154,8 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("--mounts, --rate, --clients, --rounds and --seed-clients must be positive")
 	case c.DatabaseURL == "":
 		return c, errors.New("--database-url is required")
+	case c.Cost && !c.Prepare && (c.Pid <= 0 || c.CostDuration <= 0 || c.CostGetRate <= 0 || c.CostPageRate <= 0 || c.CostOverviewRate <= 0 || c.CostIngestRate <= 0 || c.CostSubscribers < 1):
+		return c, errors.New("--cost needs --pid, and positive --cost-duration, rates and --cost-subscribers")
 	}
 	return c, nil
 }
@@ -203,6 +222,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		logf("saved the fleet to %s (remove it, or --reseed, to seed anew)", st.Dump)
 	}
 	tokens := tokenSource(cfg, m, hc)
+	if cfg.Cost {
+		return runCost(ctx, cfg, func() *client.Credentials { return tokenSource(cfg, m, hc) }, out)
+	}
 	r := newReader(cfg, tokens, cfg.Mounts)
 	warmUp(ctx, r)
 	logf("reads: %.0f/s over %d clients, %d rounds of %s baseline and %s fleet reads", cfg.Rate, cfg.Clients, cfg.Rounds, cfg.Duration, cfg.Duration)
