@@ -141,6 +141,8 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 		Mounts: store,
 		Signer: mountSigner,
 		MaxTTL: grantMaxTTL,
+		Waker:  fleet,
+		Logger: logger,
 	}
 	grantService := core.NewGrantService(grantDeps)
 	blobOpener := provideBlobOpener(localStore)

@@ -68,6 +68,10 @@ type Command struct {
 	// RolloutID is the rollout an INSTALL_FIRMWARE was signed for; empty
 	// for a command asked for directly.
 	RolloutID string
+	// GrantID is the rider grant of an offline use (CONTRACT §21): the
+	// command was never signed by the server (Payload and SignedToken
+	// empty) and came back in the mount's signed receipt.
+	GrantID string
 }
 
 // IssuerName is who issued c as the API shows it: IssuedByName, or the

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/hex"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -171,6 +172,12 @@ type GrantStore interface {
 	Revocations(ctx context.Context, uid string, now time.Time) (Revocations, error)
 	// DatabaseTime is the database server's clock.
 	DatabaseTime(ctx context.Context) (time.Time, error)
+	// RecordOfflineUses stores uses (commands with GrantID, of their
+	// grants' accounts) of mount uid in one transaction, in order: a use
+	// whose id is stored already is a duplicate; a new one appends
+	// event(use), with Command set, and a new EXECUTED one adds one to its
+	// grant's Uses and moves its LastUsedAt to the use's time if later.
+	RecordOfflineUses(ctx context.Context, uid string, uses []Command, event OfflineUseEvent) ([]StoredUse, error)
 }
 
 // Grant codes beyond the shared ones.
@@ -186,6 +193,9 @@ type GrantDeps struct {
 	Signer Signer
 	// MaxTTL is MOUNTD_GRANT_MAX_TTL; 0: DefaultGrantMaxTTL.
 	MaxTTL GrantMaxTTL
+	// Waker is told of the events of stored offline uses.
+	Waker  EventWaker
+	Logger *slog.Logger
 }
 
 // GrantMaxTTL is MOUNTD_GRANT_MAX_TTL.

@@ -7,8 +7,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/mountd/mountd/adapters/keyring"
 	"github.com/mountd/mountd/adapters/memory"
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/protocol"
 )
 
 // grantWorld is an account with mounts M1 (ASSOCIATED, device key), M2
@@ -283,5 +286,83 @@ func TestTimeToken(t *testing.T) {
 				t.Fatalf("time token %+v", tok)
 			}
 		})
+	}
+}
+
+func TestOfflineReceipts(t *testing.T) {
+	w := newGrantWorld(t)
+	ctx := context.Background()
+	// The world's M1 has a device key the test does not hold: give M1 one
+	// it does, through a new mount claimed with it.
+	devicePub, devicePriv, _ := ed25519.GenerateKey(rand.Reader)
+	device := hex.EncodeToString(devicePub)
+	if _, err := w.mounts.RequestAssociation(ctx, w.owner, "M9", core.MountFields{DevicePublicKey: &device}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.mounts.ConfirmAssociation(ctx, w.owner, "M9"); err != nil {
+		t.Fatal(err)
+	}
+	later := w.clock.Now().Add(time.Hour)
+	g, err := w.grants.Create(ctx, w.owner, "M9", core.GrantInput{RiderKey: newRiderKey(t), NotAfter: &later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := w.grants.Create(ctx, w.owner, "M1", core.GrantInput{RiderKey: newRiderKey(t), NotAfter: &later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := w.clock.Now().Add(-time.Minute)
+	sign := func(r core.OfflineReceiptInput) core.OfflineReceiptInput {
+		text := protocol.BuildOfflineReceiptText(protocol.OfflineReceipt{UID: "M9", GrantID: r.GrantID, Code: r.Code, Nonce: r.Nonce,
+			Outcome: r.Outcome, Reason: r.Reason, Counter: r.Counter, At: r.At})
+		r.Signature = hex.EncodeToString(ed25519.Sign(devicePriv, []byte(text)))
+		return r
+	}
+	use := func(n int, grantID string) core.OfflineReceiptInput {
+		return core.OfflineReceiptInput{GrantID: grantID, Code: core.RightReleaseHelmet, ReceiptInput: core.ReceiptInput{
+			Nonce: fmt.Sprintf("%032x", n), Outcome: protocol.OutcomeExecuted, Counter: uint64(n), At: at}}
+	}
+	ahead := use(5, g.ID)
+	ahead.At = w.clock.Now().Add(5*time.Minute + time.Millisecond)
+	unsigned := use(6, g.ID)
+	in := []core.OfflineReceiptInput{
+		sign(use(1, g.ID)),
+		sign(use(2, other.ID)), // another mount's grant
+		sign(ahead),
+		unsigned,
+		{ReceiptInput: core.ReceiptInput{Nonce: "x"}, Unreadable: "not a receipt"},
+		sign(use(1, g.ID)), // the same use twice in one upload
+	}
+	res, err := w.grants.UploadOfflineReceipts(ctx, w.rider, "M9", in)
+	if errCode(err) != core.CodeMountNotFound {
+		t.Fatalf("a rider of M1 uploading M9's log: %v", err)
+	}
+	res, err = w.grants.UploadOfflineReceipts(ctx, w.owner, "M9", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []core.Code
+	for _, r := range res.Rejected {
+		codes = append(codes, r.Code)
+	}
+	want := []core.Code{core.CodeGrantNotFound, core.CodeValidation, core.CodeInvalidSignature, core.CodeValidation}
+	if res.Accepted != 1 || res.Duplicates != 1 || !slices.Equal(codes, want) || res.Ack == nil ||
+		res.Ack.Text != "ack;M9;"+fmt.Sprintf("%032x", 1)+"+"+fmt.Sprintf("%032x", 1) {
+		t.Fatalf("upload: %+v (codes %v); want 1 accepted, 1 duplicate, %v", res, codes, want)
+	}
+	m, _ := w.store.Mount(ctx, "M9")
+	sig, _ := hex.DecodeString(res.Ack.Signature)
+	if !ed25519.Verify(m.Key.PublicKey, []byte(res.Ack.Text), sig) {
+		t.Fatal("the ack is not signed by the owner key")
+	}
+	cmds, err := w.store.CommandsByID(ctx, "M9", w.owner.AccountID, []string{fmt.Sprintf("%032x", 1)})
+	if err != nil || len(cmds) != 1 || cmds[0].GrantID != g.ID || cmds[0].Status != core.CommandExecuted || cmds[0].Payload != "" || !cmds[0].Verified {
+		t.Fatalf("the use as a command: %+v %v", cmds, err)
+	}
+	if after, _ := w.grants.Grant(ctx, w.owner, g.ID); after.Uses != 1 || !after.LastUsedAt.Equal(at) {
+		t.Fatalf("the grant after its use: %+v", after)
+	}
+	if _, err := w.grants.UploadOfflineReceipts(ctx, w.owner, "M9", make([]core.OfflineReceiptInput, 501)); errCode(err) != core.CodePayloadTooLarge {
+		t.Fatalf("501 receipts: %v", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mountd/mountd/protocol"
 )
 
 type grantView struct {
@@ -59,7 +61,7 @@ func TestRiderGrants(t *testing.T) {
 			in := start(t, cfg(t))
 			owner := newFleet(in, "Grants")
 			uid := uniqueUID("GR")
-			devicePub, _, _ := ed25519.GenerateKey(rand.Reader)
+			devicePub, devicePriv, _ := ed25519.GenerateKey(rand.Reader)
 			cmd := owner.associate(t, uid, map[string]any{"devicePublicKey": hex.EncodeToString(devicePub)})
 			owner.confirm(t, uid)
 			ownerKey, _ := cmd.Data["publicKey"].(string)
@@ -188,6 +190,76 @@ func TestRiderGrants(t *testing.T) {
 				}
 				if code := stranger.gql(t, `query($id: ID!) { grant(id: $id) { id } }`, map[string]any{"id": created.ID}).code(); code != "GRANT_NOT_FOUND" {
 					t.Fatalf("a stranger's grant(id): %q", code)
+				}
+			})
+
+			t.Run("offline uses come back", func(t *testing.T) {
+				dana := riderKeyHex(t)
+				res, raw := owner.call(http.MethodPost, "/api/v1/mounts/"+uid+"/grants", map[string]any{"riderKey": dana, "notAfter": notAfter})
+				if res.StatusCode != http.StatusCreated {
+					t.Fatalf("create: %d %s", res.StatusCode, raw)
+				}
+				grant := decode[grantView](t, raw)
+				at := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Minute)
+				receipt := func(grantID, outcome, reason string, counter uint64, key ed25519.PrivateKey) map[string]any {
+					r := protocol.OfflineReceipt{UID: uid, GrantID: grantID, Code: "RELEASE_HELMET", Nonce: protocol.NewNonce(),
+						Outcome: outcome, Reason: reason, Counter: counter, At: at}
+					sig := ed25519.Sign(key, []byte(protocol.BuildOfflineReceiptText(r)))
+					return map[string]any{"grantId": r.GrantID, "code": r.Code, "nonce": r.Nonce, "outcome": r.Outcome, "reason": r.Reason,
+						"counter": r.Counter, "at": protocol.FormatTime(r.At), "signature": hex.EncodeToString(sig)}
+				}
+				_, otherDevice, _ := ed25519.GenerateKey(rand.Reader)
+				used := receipt(grant.ID, "EXECUTED", "", 7, devicePriv)
+				refused := receipt(grant.ID, "REFUSED", protocol.ReasonExpired, 8, devicePriv)
+				forged := receipt(grant.ID, "EXECUTED", "", 9, otherDevice)
+				unknown := receipt("gr_"+strings.Repeat("0", 24), "EXECUTED", "", 10, devicePriv)
+				badAt := receipt(grant.ID, "EXECUTED", "", 11, devicePriv)
+				badAt["at"] = "yesterday"
+				upload := func(receipts ...map[string]any) struct {
+					Accepted   int              `json:"accepted"`
+					Duplicates int              `json:"duplicates"`
+					Rejected   []map[string]any `json:"rejected"`
+					Ack        *signedTextView  `json:"ack"`
+				} {
+					t.Helper()
+					// Another rider's phone carries the log: any token that
+					// may report the mount's states.
+					return decode[struct {
+						Accepted   int              `json:"accepted"`
+						Duplicates int              `json:"duplicates"`
+						Rejected   []map[string]any `json:"rejected"`
+						Ack        *signedTextView  `json:"ack"`
+					}](t, rider.ok(t, http.MethodPost, "/api/v1/mounts/"+uid+"/offline-receipts", map[string]any{"receipts": receipts}))
+				}
+				first := upload(used, forged, refused, unknown, badAt)
+				wantAck := "ack;" + uid + ";" + used["nonce"].(string) + "+" + refused["nonce"].(string)
+				if first.Accepted != 2 || first.Duplicates != 0 || len(first.Rejected) != 3 || first.Ack == nil ||
+					first.Ack.Text != wantAck || !verifiesWith(ownerKey, first.Ack.Text, first.Ack.Signature) {
+					t.Fatalf("first upload: %+v; want 2 accepted, 3 rejected, ack %q signed by the owner key", first, wantAck)
+				}
+				for i, code := range []string{"INVALID_SIGNATURE", "GRANT_NOT_FOUND", "VALIDATION_FAILED"} {
+					if first.Rejected[i]["code"] != code {
+						t.Fatalf("rejected[%d]: %+v, want %s", i, first.Rejected[i], code)
+					}
+				}
+				again := upload(used, refused)
+				if again.Accepted != 0 || again.Duplicates != 2 || again.Ack == nil || again.Ack.Text != wantAck {
+					t.Fatalf("the same receipts again: %+v; want 2 duplicates and the same ack", again)
+				}
+				if none := upload(forged); none.Ack != nil || none.Accepted != 0 {
+					t.Fatalf("nothing stored: %+v; want no ack", none)
+				}
+				cmd := decode[map[string]any](t, owner.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/commands/"+used["nonce"].(string), nil))
+				if cmd["grantId"] != grant.ID || cmd["status"] != "EXECUTED" || cmd["payload"] != nil || cmd["signedToken"] != nil || cmd["verified"] != true {
+					t.Fatalf("the offline use as a command: %+v", cmd)
+				}
+				after := decode[grantView](t, owner.ok(t, http.MethodGet, "/api/v1/grants/"+grant.ID, nil))
+				if after.Uses != 1 || after.LastUsedAt == nil || *after.LastUsedAt != protocol.FormatTime(at) {
+					t.Fatalf("the grant after one use and one refusal: %+v", after)
+				}
+				events := owner.ok(t, http.MethodGet, "/api/v1/events?"+url.Values{"types": {"COMMAND_EXECUTED"}, "mountUid": {uid}}.Encode(), nil)
+				if !strings.Contains(string(events), `"grantId":"`+grant.ID+`"`) {
+					t.Fatalf("no COMMAND_EXECUTED event with the grant: %s", events)
 				}
 			})
 

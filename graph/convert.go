@@ -76,9 +76,9 @@ func toStates(entries []core.StateEntry) []model.MountState {
 }
 
 func toCommand(c core.Command, withIssuer bool) model.Command {
-	out := model.Command{ID: c.ID, Code: string(c.Code), Data: c.Data, GeneratedAt: dateTime(c.GeneratedAt), Payload: c.Payload,
+	out := model.Command{ID: c.ID, Code: string(c.Code), Data: c.Data, GeneratedAt: dateTime(c.GeneratedAt), Payload: optString(c.Payload),
 		Status: model.CommandStatus(c.Status), StatusAt: optDateTime(c.StatusAt), Reason: optString(c.Reason), Verified: c.Verified,
-		JobID: optString(c.JobID), RolloutID: optString(c.RolloutID)}
+		JobID: optString(c.JobID), RolloutID: optString(c.RolloutID), GrantID: optString(c.GrantID)}
 	if out.Status == "" {
 		out.Status = model.CommandStatusIssued
 	}

@@ -42,6 +42,8 @@ type commandRow struct {
 	RolloutID sql.NullString `bun:"rollout_id"`
 	// IssuedByName is the issuer's name at issue ('' before names).
 	IssuedByName string `bun:"issued_by_name"`
+	// GrantID is an offline use's grant, NULL for a signed command.
+	GrantID sql.NullString `bun:"grant_id"`
 }
 
 func toCommandRow(c core.Command) (*commandRow, error) {
@@ -58,7 +60,8 @@ func toCommandRow(c core.Command) (*commandRow, error) {
 		Data:        string(data), GeneratedAt: millis(c.GeneratedAt), IssuedBy: c.IssuedBy, IssuedByName: c.IssuedByName,
 		Status: string(status), StatusAt: optMillis(c.StatusAt), Reason: c.Reason, Verified: c.Verified,
 		ExpiresAt: optMillis(c.ExpiresAt), JobID: sql.NullString{String: c.JobID, Valid: c.JobID != ""},
-		RolloutID: sql.NullString{String: c.RolloutID, Valid: c.RolloutID != ""}}, nil
+		RolloutID: sql.NullString{String: c.RolloutID, Valid: c.RolloutID != ""},
+		GrantID:   sql.NullString{String: c.GrantID, Valid: c.GrantID != ""}}, nil
 }
 
 func (r *commandRow) toCommand() (core.Command, error) {
@@ -70,7 +73,7 @@ func (r *commandRow) toCommand() (core.Command, error) {
 		Data: data, GeneratedAt: fromMillis(r.GeneratedAt), Payload: r.Payload, SignedToken: r.SignedToken.String,
 		IssuedBy: r.IssuedBy, IssuedByName: r.IssuedByName, ExpiresAt: fromMillis(r.ExpiresAt), Status: core.CommandStatus(r.Status),
 		StatusAt: fromMillis(r.StatusAt), Reason: r.Reason, Verified: r.Verified, JobID: r.JobID.String,
-		RolloutID: r.RolloutID.String}, nil
+		RolloutID: r.RolloutID.String, GrantID: r.GrantID.String}, nil
 }
 
 // InsertCommand implements core.CommandStore.

@@ -106,6 +106,7 @@ type eventCommand struct {
 	Verified    bool           `json:"verified"`
 	JobID       string         `json:"jobId,omitempty"`
 	RolloutID   string         `json:"rolloutId,omitempty"`
+	GrantID     string         `json:"grantId,omitempty"`
 	// IssuedByName is absent from events written before names.
 	IssuedByName string `json:"issuedByName,omitempty"`
 }
@@ -117,7 +118,7 @@ func toEventCommand(c *core.Command) *eventCommand {
 	return &eventCommand{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: string(c.Code), Data: c.Data,
 		GeneratedAt: millis(c.GeneratedAt), Payload: c.Payload, SignedToken: c.SignedToken, IssuedBy: c.IssuedBy, IssuedByName: c.IssuedByName,
 		ExpiresAt: millis(c.ExpiresAt), Status: string(c.Status), StatusAt: millis(c.StatusAt), Reason: c.Reason, Verified: c.Verified,
-		JobID: c.JobID, RolloutID: c.RolloutID}
+		JobID: c.JobID, RolloutID: c.RolloutID, GrantID: c.GrantID}
 }
 
 func fromEventCommand(c *eventCommand) *core.Command {
@@ -127,7 +128,7 @@ func fromEventCommand(c *eventCommand) *core.Command {
 	return &core.Command{ID: c.ID, MountUID: c.MountUID, AccountID: c.AccountID, Code: core.CommandCode(c.Code), Data: c.Data,
 		GeneratedAt: fromMillis(c.GeneratedAt), Payload: c.Payload, SignedToken: c.SignedToken, IssuedBy: c.IssuedBy, IssuedByName: c.IssuedByName,
 		ExpiresAt: fromMillis(c.ExpiresAt), Status: core.CommandStatus(c.Status), StatusAt: fromMillis(c.StatusAt),
-		Reason: c.Reason, Verified: c.Verified, JobID: c.JobID, RolloutID: c.RolloutID}
+		Reason: c.Reason, Verified: c.Verified, JobID: c.JobID, RolloutID: c.RolloutID, GrantID: c.GrantID}
 }
 
 type eventMount struct {

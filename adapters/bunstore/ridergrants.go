@@ -367,3 +367,46 @@ func (s *Store) DatabaseTime(ctx context.Context) (time.Time, error) {
 	}
 	return fromMillis(ms), nil
 }
+
+// RecordOfflineUses implements core.GrantStore.
+func (s *Store) RecordOfflineUses(ctx context.Context, uid string, uses []core.Command, event core.OfflineUseEvent) (stored []core.StoredUse, err error) {
+	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		stored = make([]core.StoredUse, len(uses))
+		m, err := s.lockedMount(ctx, tx, uid)
+		if err != nil {
+			return err
+		}
+		if m == nil {
+			return core.Errorf(core.CodeMountNotFound, "mount %q not found", uid)
+		}
+		for i, c := range uses {
+			row, err := toCommandRow(c)
+			if err != nil {
+				return err
+			}
+			res, err := tx.NewInsert().Model(row).On("CONFLICT (id) DO NOTHING").Exec(ctx)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				continue // a duplicate: stored by an earlier upload
+			}
+			if c.Status == core.CommandExecuted {
+				if _, err := tx.NewUpdate().Model((*riderGrantRow)(nil)).
+					Set("uses = uses + 1").
+					Set("last_used_at = CASE WHEN last_used_at IS NULL OR last_used_at < ? THEN ? ELSE last_used_at END", millis(c.GeneratedAt), millis(c.GeneratedAt)).
+					Where("id = ?", c.GrantID).Exec(ctx); err != nil {
+					return err
+				}
+			}
+			e := event(c)
+			e.Command = &c
+			if err := s.appendEvent(ctx, tx, e, m); err != nil {
+				return err
+			}
+			stored[i].Event = e
+		}
+		return nil
+	})
+	return stored, err
+}

@@ -233,3 +233,37 @@ func (s *Store) Revocations(_ context.Context, uid string, now time.Time) (core.
 
 // DatabaseTime implements core.GrantStore: the process's clock.
 func (s *Store) DatabaseTime(context.Context) (time.Time, error) { return time.Now().UTC(), nil }
+
+// RecordOfflineUses implements core.GrantStore.
+func (s *Store) RecordOfflineUses(_ context.Context, uid string, uses []core.Command, event core.OfflineUseEvent) ([]core.StoredUse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[uid]
+	if !ok {
+		return nil, mountNotFound(uid)
+	}
+	st := s.grantsLocked()
+	stored := make([]core.StoredUse, len(uses))
+	for i, c := range uses {
+		if slices.ContainsFunc(s.commands, func(o storedCommand) bool { return o.ID == c.ID }) {
+			continue
+		}
+		c.GeneratedAt, c.StatusAt, c.ExpiresAt = ms(c.GeneratedAt), ms(c.StatusAt), ms(c.ExpiresAt)
+		s.insertClaimCommandLocked(&c)
+		if c.Status == core.CommandExecuted {
+			for j := range st.grants {
+				if g := &st.grants[j]; g.ID == c.GrantID {
+					g.Uses++
+					if c.GeneratedAt.After(g.LastUsedAt) {
+						g.LastUsedAt = c.GeneratedAt
+					}
+				}
+			}
+		}
+		e := event(c)
+		e.Command = &c
+		s.appendLocked(e, *m)
+		stored[i].Event = e
+	}
+	return stored, nil
+}

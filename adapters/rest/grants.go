@@ -1,11 +1,14 @@
 package rest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/mountd/mountd/core"
+	"github.com/mountd/mountd/protocol"
 )
 
 // Grants is what the API asks of offline access (CONTRACT §21).
@@ -16,6 +19,7 @@ type Grants interface {
 	Revoke(ctx context.Context, p core.Principal, id string) (core.RiderGrant, error)
 	RevokeRider(ctx context.Context, p core.Principal, riderKey string) ([]core.RiderGrant, error)
 	RevocationList(ctx context.Context, p core.Principal, uid string) (core.SignedText, error)
+	UploadOfflineReceipts(ctx context.Context, p core.Principal, uid string, in []core.OfflineReceiptInput) (core.OfflineUpload, error)
 	TimeToken(ctx context.Context, p core.Principal, uid, nonce string) (core.SignedText, error)
 }
 
@@ -208,4 +212,77 @@ func (s *Server) timeToken(w http.ResponseWriter, r *http.Request, p core.Princi
 		return
 	}
 	writeJSON(w, http.StatusOK, SignedTextJSON(tok))
+}
+
+// OfflineUploadJSON answers POST /mounts/{uid}/offline-receipts.
+type OfflineUploadJSON struct {
+	Accepted   int             `json:"accepted"`
+	Duplicates int             `json:"duplicates"`
+	Rejected   []rejectedJSON  `json:"rejected"`
+	Ack        *SignedTextJSON `json:"ack"`
+}
+
+type rejectedJSON struct {
+	Nonce  string `json:"nonce"`
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+func (s *Server) uploadOfflineReceipts(w http.ResponseWriter, r *http.Request, p core.Principal) {
+	uid := r.PathValue("uid")
+	if err := p.AuthorizeMount(core.ActionReportStates, uid); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	var body struct {
+		Receipts []json.RawMessage `json:"receipts"`
+		// Status is what the mount's info said (revocationVersion,
+		// logPending, timeTrusted); accepted, kept by a later version.
+		Status json.RawMessage `json:"status"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	if body.Receipts == nil {
+		writeError(w, r, s.Logger, fieldError("receipts", "is required"))
+		return
+	}
+	if len(body.Receipts) > core.MaxOfflineReceiptsPerUpload {
+		writeError(w, r, s.Logger, core.Errorf(core.CodePayloadTooLarge, "an upload holds at most %d receipts", core.MaxOfflineReceiptsPerUpload))
+		return
+	}
+	in := make([]core.OfflineReceiptInput, len(body.Receipts))
+	for i, raw := range body.Receipts {
+		// Read one by one: a receipt that does not parse is rejected
+		// alone, the others judged.
+		var b protocol.UploadOfflineReceipt
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&b); err != nil {
+			in[i] = core.OfflineReceiptInput{ReceiptInput: core.ReceiptInput{Nonce: b.Nonce}, Unreadable: "not a receipt: " + err.Error()}
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, b.At)
+		if err != nil {
+			in[i] = core.OfflineReceiptInput{ReceiptInput: core.ReceiptInput{Nonce: b.Nonce}, Unreadable: "at must be an RFC 3339 date-time"}
+			continue
+		}
+		in[i] = core.OfflineReceiptInput{GrantID: b.GrantID, Code: b.Code, ReceiptInput: core.ReceiptInput{Nonce: b.Nonce,
+			Outcome: b.Outcome, Reason: b.Reason, Counter: b.Counter, At: at.UTC(), Signature: b.Signature}}
+	}
+	res, err := s.Grants.UploadOfflineReceipts(r.Context(), p, uid, in)
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	out := OfflineUploadJSON{Accepted: res.Accepted, Duplicates: res.Duplicates, Rejected: make([]rejectedJSON, len(res.Rejected))}
+	for i, rej := range res.Rejected {
+		out.Rejected[i] = rejectedJSON{Nonce: rej.Nonce, Code: string(rej.Code), Detail: rej.Detail}
+	}
+	if res.Ack != nil {
+		ack := SignedTextJSON(*res.Ack)
+		out.Ack = &ack
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -66,9 +66,10 @@ type CommandJSON struct {
 	Code        string         `json:"code"`
 	Data        map[string]any `json:"data"`
 	GeneratedAt Time           `json:"generatedAt"`
-	Payload     string         `json:"payload"`
-	SignedToken *string        `json:"signedToken"`
-	IssuedBy    string         `json:"issuedBy,omitempty"`
+	// Payload is null for an offline use, which the server never signed.
+	Payload     *string `json:"payload"`
+	SignedToken *string `json:"signedToken"`
+	IssuedBy    string  `json:"issuedBy,omitempty"`
 	// IssuedByName is the issuer's name when it issued the command (the
 	// id for commands issued before names were kept).
 	IssuedByName string `json:"issuedByName,omitempty"`
@@ -85,11 +86,17 @@ type CommandJSON struct {
 	// RolloutID is the rollout an INSTALL_FIRMWARE was signed for
 	// (pending-commands); absent for a command asked for directly.
 	RolloutID string `json:"rolloutId,omitempty"`
+	// GrantID is an offline use's rider grant; absent otherwise.
+	GrantID string `json:"grantId,omitempty"`
 }
 
 func commandJSON(c core.Command, withIssuer bool) CommandJSON {
-	out := CommandJSON{ID: c.ID, Code: string(c.Code), Data: c.Data, GeneratedAt: Time(c.GeneratedAt), Payload: c.Payload,
-		Status: string(c.Status), Verified: c.Verified, JobID: c.JobID, RolloutID: c.RolloutID}
+	out := CommandJSON{ID: c.ID, Code: string(c.Code), Data: c.Data, GeneratedAt: Time(c.GeneratedAt),
+		Status: string(c.Status), Verified: c.Verified, JobID: c.JobID, RolloutID: c.RolloutID, GrantID: c.GrantID}
+	if c.Payload != "" {
+		payload := c.Payload
+		out.Payload = &payload
+	}
 	if out.Status == "" {
 		out.Status = string(core.CommandIssued)
 	}

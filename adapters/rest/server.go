@@ -132,6 +132,7 @@ func NewServer(d Deps) *Server {
 	api.Handle("GET /api/v1/mounts/{uid}/grants", s.authed(s.listGrants))
 	api.Handle("GET /api/v1/mounts/{uid}/time", s.authed(s.timeToken))
 	api.Handle("GET /api/v1/mounts/{uid}/revocations", s.authed(s.revocationList))
+	api.Handle("POST /api/v1/mounts/{uid}/offline-receipts", s.authed(s.uploadOfflineReceipts))
 	api.Handle("GET /api/v1/grants", s.authed(s.listGrants))
 	api.Handle("POST /api/v1/grants/revoke", s.authed(s.revokeRider))
 	api.Handle("GET /api/v1/grants/{id}", s.authed(s.getGrant))

@@ -115,6 +115,7 @@ type ComplexityRoot struct {
 		Code         func(childComplexity int) int
 		Data         func(childComplexity int) int
 		GeneratedAt  func(childComplexity int) int
+		GrantID      func(childComplexity int) int
 		ID           func(childComplexity int) int
 		IssuedBy     func(childComplexity int) int
 		IssuedByName func(childComplexity int) int
@@ -903,6 +904,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Command.GeneratedAt(childComplexity), true
+	case "Command.grantId":
+		if e.ComplexityRoot.Command.GrantID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Command.GrantID(childComplexity), true
 	case "Command.id":
 		if e.ComplexityRoot.Command.ID == nil {
 			break
@@ -3435,7 +3442,8 @@ type Command {
   code: String!
   data: JSON!
   generatedAt: DateTime!
-  payload: String!
+  "Null for an offline use, which the server never signed."
+  payload: String
   signedToken: String
   "The client that issued it (command audit only)."
   issuedBy: String
@@ -3452,6 +3460,8 @@ type Command {
   jobId: ID
   "The rollout an INSTALL_FIRMWARE was signed for (a phone's pending commands); null otherwise."
   rolloutId: ID
+  "The rider grant of an offline use; null otherwise."
+  grantId: ID
 }
 
 "One receipt: the fields of the mount's result message, unchanged."
@@ -4028,6 +4038,8 @@ func (ec *executionContext) childFields_Command(ctx context.Context, field graph
 		return ec.fieldContext_Command_jobId(ctx, field)
 	case "rolloutId":
 		return ec.fieldContext_Command_rolloutId(ctx, field)
+	case "grantId":
+		return ec.fieldContext_Command_grantId(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Command", field.Name)
 }
@@ -7345,11 +7357,11 @@ func (ec *executionContext) _Command_payload(ctx context.Context, field graphql.
 			return obj.Payload, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
 		},
 		true,
-		true,
+		false,
 	)
 }
 func (ec *executionContext) fieldContext_Command_payload(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -7560,6 +7572,29 @@ func (ec *executionContext) _Command_rolloutId(ctx context.Context, field graphq
 	)
 }
 func (ec *executionContext) fieldContext_Command_rolloutId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Command_grantId(ctx context.Context, field graphql.CollectedField, obj *model.Command) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Command_grantId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GrantID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Command_grantId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Command", field, false, false, errors.New("field of type ID does not have child fields"))
 }
 
@@ -17482,7 +17517,7 @@ func (ec *executionContext) _Command(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "payload":
 			out.Values[i] = ec._Command_payload(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		case "signedToken":
@@ -17527,6 +17562,11 @@ func (ec *executionContext) _Command(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "rolloutId":
 			out.Values[i] = ec._Command_rolloutId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "grantId":
+			out.Values[i] = ec._Command_grantId(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

@@ -124,8 +124,9 @@ type Command struct {
 	Code        string         `json:"code"`
 	Data        map[string]any `json:"data"`
 	GeneratedAt DateTime       `json:"generatedAt"`
-	Payload     string         `json:"payload"`
-	SignedToken *string        `json:"signedToken,omitempty"`
+	// Null for an offline use, which the server never signed.
+	Payload     *string `json:"payload,omitempty"`
+	SignedToken *string `json:"signedToken,omitempty"`
 	// The client that issued it (command audit only).
 	IssuedBy *string `json:"issuedBy,omitempty"`
 	// Who issued it, by name as it was then: a person's username or the API client's name; issuedBy for commands issued before names were kept (command audit only).
@@ -141,6 +142,8 @@ type Command struct {
 	JobID *string `json:"jobId,omitempty"`
 	// The rollout an INSTALL_FIRMWARE was signed for (a phone's pending commands); null otherwise.
 	RolloutID *string `json:"rolloutId,omitempty"`
+	// The rider grant of an offline use; null otherwise.
+	GrantID *string `json:"grantId,omitempty"`
 }
 
 type CommandPage struct {

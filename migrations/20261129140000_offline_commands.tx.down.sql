@@ -1,0 +1,1 @@
+ALTER TABLE commands DROP COLUMN grant_id;
