@@ -63,6 +63,16 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 	commandTTL := provideCommandTTL(cfg)
 	receiptGrace := provideReceiptGrace(cfg)
 	parser := aipfilter.New()
+	grantMaxTTL := provideGrantMaxTTL(cfg)
+	grantDeps := core.GrantDeps{
+		Grants: store,
+		Mounts: store,
+		Signer: mountSigner,
+		MaxTTL: grantMaxTTL,
+		Waker:  fleet,
+		Logger: logger,
+	}
+	grantService := core.NewGrantService(grantDeps)
 	mountDeps := core.MountDeps{
 		Mounts:       store,
 		States:       store,
@@ -80,6 +90,7 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 		Filters:      parser,
 		Rollouts:     store,
 		Firmware:     store,
+		Grants:       grantService,
 	}
 	mountService := core.NewMountService(mountDeps)
 	nfcService := core.NewNfcService(store, store, fleet, logger)
@@ -135,16 +146,6 @@ func newServer(ctx context.Context, cfg Config, logger *slog.Logger) (*server, f
 		Logger:       logger,
 	}
 	rolloutService := core.NewRolloutService(rolloutDeps)
-	grantMaxTTL := provideGrantMaxTTL(cfg)
-	grantDeps := core.GrantDeps{
-		Grants: store,
-		Mounts: store,
-		Signer: mountSigner,
-		MaxTTL: grantMaxTTL,
-		Waker:  fleet,
-		Logger: logger,
-	}
-	grantService := core.NewGrantService(grantDeps)
 	blobOpener := provideBlobOpener(localStore)
 	v := provideChecks(store, universalClient)
 	apiRateLimit := provideAPIRateLimit(cfg, rateLimiter, logger)
@@ -298,6 +299,16 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 	commandTTL := provideCommandTTL(cfg)
 	receiptGrace := provideReceiptGrace(cfg)
 	parser := aipfilter.New()
+	grantMaxTTL := provideGrantMaxTTL(cfg)
+	grantDeps := core.GrantDeps{
+		Grants: store,
+		Mounts: store,
+		Signer: mountSigner,
+		MaxTTL: grantMaxTTL,
+		Waker:  fleet,
+		Logger: logger,
+	}
+	grantService := core.NewGrantService(grantDeps)
 	mountDeps := core.MountDeps{
 		Mounts:       store,
 		States:       store,
@@ -315,6 +326,7 @@ func newMountService(ctx context.Context, cfg Config, logger *slog.Logger) (*cor
 		Filters:      parser,
 		Rollouts:     store,
 		Firmware:     store,
+		Grants:       grantService,
 	}
 	mountService := core.NewMountService(mountDeps)
 	return mountService, func() {

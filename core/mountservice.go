@@ -36,6 +36,7 @@ type MountService struct {
 	filters      FilterParser
 	rollouts     RolloutStore
 	firmware     FirmwareStore
+	grants       GrantResigner
 }
 
 // AssociationWindow is how long an IDLE mount waits for confirmation.
@@ -67,6 +68,15 @@ type MountDeps struct {
 	// catalogue's size and SHA-256.
 	Rollouts RolloutStore
 	Firmware FirmwareStore
+	// Grants signs a mount's live rider grants again when its association
+	// continues under a new owner key; nil: none are kept.
+	Grants GrantResigner
+}
+
+// GrantResigner signs mount uid's live rider grants again with its current
+// owner key (CONTRACT §21, "Lifecycle").
+type GrantResigner interface {
+	ResignGrants(ctx context.Context, uid string) error
 }
 
 // NewMountService returns a MountService over its ports.
@@ -81,7 +91,7 @@ func NewMountService(d MountDeps) *MountService {
 	return &MountService{mounts: d.Mounts, states: d.States, commands: d.Commands, tags: d.Tags, signer: d.Signer,
 		cache: d.Cache, scheduler: d.Scheduler, waker: d.Waker, window: d.Window, ttl: ttl, grace: grace,
 		logger: d.Logger, now: time.Now, offlineAfter: DefaultOfflineAfter, jobs: d.Jobs, filters: d.Filters,
-		rollouts: d.Rollouts, firmware: d.Firmware}
+		rollouts: d.Rollouts, firmware: d.Firmware, grants: d.Grants}
 }
 
 // SetClock replaces the service's clock (tests of the window).
@@ -151,6 +161,11 @@ func (s *MountService) RequestAssociation(ctx context.Context, p Principal, uid 
 		fm.CommandIssued(CmdAssociateOwner)
 	}
 	wake(ctx, s.waker, s.logger, ev)
+	if m.State == StateAssociated {
+		// The owner asked again during its association: a new key, which
+		// its live grants must carry.
+		s.resignGrants(byPrincipal(ctx, p, now, AuditGrantResign, AuditTarget("mount", uid), nil), uid)
+	}
 	if m.State == StateIdle {
 		if err := s.scheduler.Schedule(ctx, uid, m.IdleDeadline); err != nil {
 			// The deadline still holds at confirm time; the worker only
@@ -796,7 +811,23 @@ func (s *MountService) RotateKey(ctx context.Context, uid string) (Mount, error)
 	}
 	now := s.clock()
 	actx := byOperator(ctx, "", now, AuditKeysRotate, AuditTarget("mount", uid), map[string]any{"keyId": key.ID})
-	return s.mounts.RekeyMount(actx, uid, m.OwnerID, key, now)
+	m, err = s.mounts.RekeyMount(actx, uid, m.OwnerID, key, now)
+	if err == nil {
+		s.resignGrants(byOperator(ctx, m.OwnerID, now, AuditGrantResign, AuditTarget("mount", uid), nil), uid)
+	}
+	return m, err
+}
+
+// resignGrants has mount uid's live grants signed with its new key. A
+// failure is logged: the association's change stands, and the grants keep
+// the signature of the key before it until the next new key.
+func (s *MountService) resignGrants(ctx context.Context, uid string) {
+	if s.grants == nil {
+		return
+	}
+	if err := s.grants.ResignGrants(ctx, uid); err != nil {
+		s.logger.ErrorContext(ctx, "signing rider grants with the new owner key failed", "uid", uid, "err", err)
+	}
 }
 
 // issue builds, signs and records one command.

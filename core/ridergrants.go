@@ -170,6 +170,10 @@ type GrantStore interface {
 	// and epoch (1 and 1 for a mount never revoked on), and the revoked
 	// grants of its epoch whose NotAfter has not passed.
 	Revocations(ctx context.Context, uid string, now time.Time) (Revocations, error)
+	// ResignGrants signs mount uid's live grants whose key is not its
+	// current owner key's again with it (sign), in one transaction, and
+	// records the audit entry ctx carries when it signed any.
+	ResignGrants(ctx context.Context, uid string, now time.Time, sign GrantSigner) (int, error)
 	// DatabaseTime is the database server's clock.
 	DatabaseTime(ctx context.Context) (time.Time, error)
 	// RecordOfflineUses stores uses (commands with GrantID, of their
@@ -474,4 +478,12 @@ func (s *GrantService) TimeToken(ctx context.Context, p Principal, uid, nonce st
 			RetryAfter: UnavailableRetry}
 	}
 	return s.signText(ctx, m, protocol.BuildTimeText(uid, now, nonce))
+}
+
+// ResignGrants signs mount uid's live grants again with its current owner
+// key (core.GrantResigner): its association continues under a new key. The
+// audit entry ctx carries (grant.resign) is recorded when any was signed.
+func (s *GrantService) ResignGrants(ctx context.Context, uid string) error {
+	_, err := s.Grants.ResignGrants(ctx, uid, s.clock(), s.sign)
+	return err
 }

@@ -263,6 +263,26 @@ func TestRiderGrants(t *testing.T) {
 				}
 			})
 
+			t.Run("a new owner key signs the live grants again", func(t *testing.T) {
+				erin := riderKeyHex(t)
+				res, raw := owner.call(http.MethodPost, "/api/v1/mounts/"+uid+"/grants", map[string]any{"riderKey": erin, "notAfter": notAfter})
+				if res.StatusCode != http.StatusCreated {
+					t.Fatalf("create: %d %s", res.StatusCode, raw)
+				}
+				g := decode[grantView](t, raw)
+				// The owner asks again during its association: a new key.
+				again := owner.associate(t, uid, nil)
+				newKey, _ := again.Data["publicKey"].(string)
+				if newKey == ownerKey {
+					t.Fatal("POST /mounts again kept the owner key")
+				}
+				after := decode[grantView](t, owner.ok(t, http.MethodGet, "/api/v1/grants/"+g.ID, nil))
+				if after.ID != g.ID || after.Text != g.Text || !verifiesWith(newKey, after.Text, after.Signature) {
+					t.Fatalf("the grant after a new owner key: %+v; want the same text signed by %s", after, newKey)
+				}
+				ownerKey = newKey
+			})
+
 			t.Run("signed time", func(t *testing.T) {
 				nonce := strings.Repeat("5a", 16)
 				tok := decode[signedTextView](t, rider.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/time?nonce="+nonce, nil))

@@ -386,6 +386,9 @@ func (s *Store) ExpireAssociation(ctx context.Context, uid string, now time.Time
 		if err := s.appendEvent(ctx, tx, e, &out); err != nil {
 			return err
 		}
+		if err := s.endGrants(ctx, tx, uid, now); err != nil {
+			return err
+		}
 		return s.leaveRollouts(ctx, tx, e, uid, "", now)
 	})
 	if err != nil || !expired {
@@ -411,6 +414,9 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 			return err
 		}
 		if err := s.appendEvent(ctx, tx, e, &out); err != nil {
+			return err
+		}
+		if err := s.endGrants(ctx, tx, uid, now); err != nil {
 			return err
 		}
 		if err := s.leaveRollouts(ctx, tx, e, uid, "", now); err != nil {
@@ -466,6 +472,9 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.
 		now := time.Now()
 		if e != nil && !e.OccurredAt.IsZero() {
 			now = e.OccurredAt
+		}
+		if err := s.endGrants(ctx, tx, uid, now); err != nil {
+			return err
 		}
 		if err := s.leaveRollouts(ctx, tx, e, uid, "", now); err != nil {
 			return err

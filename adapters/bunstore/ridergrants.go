@@ -410,3 +410,48 @@ func (s *Store) RecordOfflineUses(ctx context.Context, uid string, uses []core.C
 	})
 	return stored, err
 }
+
+// endGrants ends the live grants of mount uid at now with its association
+// (abandoned, expired, deleted): they are listed REVOKED, and not in the
+// revocation list (the mount learns of a new owner through its next
+// ASSOCIATE_OWNER, which replaces the key that signed them).
+func (s *Store) endGrants(ctx context.Context, tx bun.Tx, uid string, now time.Time) error {
+	_, err := tx.NewUpdate().Model((*riderGrantRow)(nil)).Set("revoked_at = ?", millis(now)).
+		Where("mount_uid = ?", uid).Where(liveGrant, millis(now)).Exec(ctx)
+	return err
+}
+
+// ResignGrants implements core.GrantStore.
+func (s *Store) ResignGrants(ctx context.Context, uid string, now time.Time, sign core.GrantSigner) (n int, err error) {
+	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		n = 0
+		m, err := s.lockedMount(ctx, tx, uid)
+		if err != nil || m == nil || m.State != string(core.StateAssociated) {
+			return err
+		}
+		mount := m.toMount()
+		var stale []riderGrantRow
+		if err := tx.NewSelect().Model(&stale).Where("mount_uid = ? AND account_id = ? AND key_id <> ?", uid, mount.OwnerID, mount.Key.ID).
+			Where(liveGrant, millis(now)).Scan(ctx); err != nil {
+			return err
+		}
+		for _, r := range stale {
+			g, err := sign(ctx, mount, r.toGrant())
+			if err != nil {
+				return err
+			}
+			if _, err := tx.NewUpdate().Model((*riderGrantRow)(nil)).Set("text = ?, signature = ?, key_id = ?", g.Text, g.Signature, g.KeyID).
+				Where("id = ?", g.ID).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		if n = len(stale); n == 0 {
+			return nil
+		}
+		if e := core.AuditFrom(ctx); e != nil {
+			e.Details = map[string]any{"grants": n}
+		}
+		return s.recordAudit(ctx, tx)
+	})
+	return n, err
+}

@@ -267,3 +267,46 @@ func (s *Store) RecordOfflineUses(_ context.Context, uid string, uses []core.Com
 	}
 	return stored, nil
 }
+
+// endGrantsLocked ends mount uid's live grants at now with its association,
+// as bunstore's endGrants does.
+func (s *Store) endGrantsLocked(uid string, now time.Time) {
+	st := s.grantsLocked()
+	for i := range st.grants {
+		if g := &st.grants[i]; g.UID == uid && g.Live(now) {
+			g.RevokedAt = ms(now)
+		}
+	}
+}
+
+// ResignGrants implements core.GrantStore.
+func (s *Store) ResignGrants(ctx context.Context, uid string, now time.Time, sign core.GrantSigner) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[uid]
+	if !ok || m.State != core.StateAssociated {
+		return 0, nil
+	}
+	st := s.grantsLocked()
+	signed := map[int]core.RiderGrant{}
+	for i, g := range st.grants {
+		if g.UID != uid || g.AccountID != m.OwnerID || g.KeyID == m.Key.ID || !g.Live(now) {
+			continue
+		}
+		ng, err := sign(ctx, *m, g)
+		if err != nil {
+			return 0, err
+		}
+		signed[i] = ng
+	}
+	for i, g := range signed {
+		st.grants[i] = g
+	}
+	if len(signed) > 0 {
+		if e := core.AuditFrom(ctx); e != nil {
+			e.Details = map[string]any{"grants": len(signed)}
+		}
+		s.auditLocked(ctx)
+	}
+	return len(signed), nil
+}

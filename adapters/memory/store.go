@@ -364,6 +364,7 @@ func (s *Store) ExpireAssociation(_ context.Context, uid string, now time.Time, 
 		e.AccountID = m.ExpiredOwnerID
 	}
 	s.appendLocked(e, *m)
+	s.endGrantsLocked(uid, now)
 	s.leaveRolloutsLocked(e, uid, "", now)
 	return *m, true, nil
 }
@@ -382,6 +383,7 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 	delete(s.al.announced, uid)
 	s.unlinkLocked(uid, "")
 	s.appendLocked(e, *m)
+	s.endGrantsLocked(uid, now)
 	s.leaveRolloutsLocked(e, uid, "", now)
 	s.auditLocked(ctx)
 	return *m, nil
@@ -414,6 +416,7 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.
 	if e != nil && !e.OccurredAt.IsZero() {
 		now = e.OccurredAt
 	}
+	s.endGrantsLocked(uid, now)
 	s.leaveRolloutsLocked(e, uid, "", now)
 	s.auditLocked(ctx)
 	return *m, nil

@@ -35,6 +35,8 @@ func RunRiderGrants(t *testing.T, newStore func(t *testing.T) GrantStore) {
 		{"Revoke", grantRevoke},
 		{"EpochOverflow", grantEpochOverflow},
 		{"Audited", grantAudited},
+		{"EndWithTheAssociation", grantsEndWithAssociation},
+		{"ResignWithANewKey", grantsResignWithNewKey},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
@@ -354,5 +356,63 @@ func grantAudited(t *testing.T, store GrantStore) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("audit %v, want %v", got, want)
+	}
+}
+
+// grantsEndWithAssociation: abandoning, deleting or letting a mount's
+// association lapse ends its live grants (REVOKED), outside the revocation
+// list; another mount's stay.
+func grantsEndWithAssociation(t *testing.T, store GrantStore) {
+	ctx := context.Background()
+	grantFleet(t, store)
+	mustGrant(t, store, newGrant("gr_g1", "G1", "acc_g", 1, time.Hour), grantT0)
+	mustGrant(t, store, newGrant("gr_g2", "G2", "acc_g", 1, time.Hour), grantT0)
+	mustGrant(t, store, newGrant("gr_h1", "H1", "acc_h", 1, time.Hour), grantT0)
+	at := grantT0.Add(time.Minute)
+	if _, err := store.AbandonMount(ctx, "G1", "acc_g", at, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.DeleteMount(ctx, "H1", "acc_h", &core.Event{OccurredAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		acc, id string
+		state   core.GrantState
+	}{{"acc_g", "gr_g1", core.GrantRevoked}, {"acc_h", "gr_h1", core.GrantRevoked}, {"acc_g", "gr_g2", core.GrantActive}} {
+		g, err := store.RiderGrant(ctx, tc.acc, tc.id)
+		if err != nil || g.State(at) != tc.state || (tc.state == core.GrantRevoked && !g.RevokedAt.Equal(at)) {
+			t.Fatalf("%s after its mount's association ended: %+v, %v; want %s", tc.id, g, err, tc.state)
+		}
+	}
+	if r, _ := store.Revocations(ctx, "G1", at); len(r.GrantIDs) != 0 {
+		t.Fatalf("an ended association's grants in the revocation list: %+v", r)
+	}
+}
+
+// grantsResignWithNewKey: a new owner key of a continuing association (a
+// claim again, a key rotation) signs the live grants again, keeping their
+// ids and epoch; revoked and expired ones stay as they were.
+func grantsResignWithNewKey(t *testing.T, store GrantStore) {
+	ctx := context.Background()
+	grantFleet(t, store)
+	mustGrant(t, store, newGrant("gr_live", "G1", "acc_g", 1, time.Hour), grantT0)
+	mustGrant(t, store, newGrant("gr_gone", "G1", "acc_g", 2, time.Hour), grantT0)
+	if _, err := store.RevokeGrants(ctx, "acc_g", []string{"gr_gone"}, "", grantT0, testSigner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.RekeyMount(ctx, "G1", "acc_g", core.MountKey{ID: "k2", PublicKey: make([]byte, 32), SealedPrivateKey: "s2"}, grantT0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := store.ResignGrants(ctx, "G1", grantT0, testSigner)
+	if err != nil || n != 1 {
+		t.Fatalf("resign: %d, %v; want the one live grant", n, err)
+	}
+	live, _ := store.RiderGrant(ctx, "acc_g", "gr_live")
+	gone, _ := store.RiderGrant(ctx, "acc_g", "gr_gone")
+	if live.KeyID != "k2" || live.Signature != "sig:k2:1" || live.Epoch != 1 || gone.KeyID != "kG1" {
+		t.Fatalf("after a new key: live %+v, revoked %+v", live, gone)
+	}
+	if n, err := store.ResignGrants(ctx, "G1", grantT0, testSigner); err != nil || n != 0 {
+		t.Fatalf("again with the same key: %d, %v; want none", n, err)
 	}
 }
