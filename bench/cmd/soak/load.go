@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -148,11 +149,14 @@ func (r *reporters) report(ctx context.Context, i, n int, uid string) {
 
 // subscriber is one console: a graphql-transport-ws subscription to
 // mountEvents through nginx that, after any disconnect, subscribes again
-// after the last event it received (CONTRACT §12).
+// after the last event it received (CONTRACT §12); or, with feed, a
+// client following GET /events with long polls (wait=30), each after the
+// last answer's next.
 type subscriber struct {
 	n     int
 	uids  []string // nil: every mount
-	after string   // the run's first cursor, then the last event's
+	feed  bool
+	after string // the run's first cursor, then the last event's
 
 	mu         sync.Mutex
 	received   []string // event ids in the order received
@@ -163,6 +167,10 @@ type subscriber struct {
 const subscription = `subscription($after: ID, $uids: [ID!]) { mountEvents(uids: $uids, after: $after) { id type uid } }`
 
 func (s *subscriber) run(ctx context.Context, api *client.Client) {
+	if s.feed {
+		s.follow(ctx, api)
+		return
+	}
 	for ctx.Err() == nil {
 		s.mu.Lock()
 		vars := map[string]any{"after": s.after}
@@ -204,7 +212,42 @@ func (s *subscriber) run(ctx context.Context, api *client.Client) {
 	}
 }
 
-// has tells whether the subscriber received id.
+// follow reads the feed with long polls until ctx ends; a failed poll is
+// made again with the same cursor.
+func (s *subscriber) follow(ctx context.Context, api *client.Client) {
+	for ctx.Err() == nil {
+		var page struct {
+			Events []struct {
+				ID string `json:"id"`
+			} `json:"events"`
+			Next string `json:"next"`
+		}
+		q := url.Values{"after": {s.after}, "limit": {"1000"}, "wait": {"30"}}
+		if err := api.Do(ctx, http.MethodGet, "/events?"+q.Encode(), nil, &page); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.mu.Lock()
+			s.reconnects++
+			s.lastErr = err.Error()
+			s.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		s.mu.Lock()
+		for _, e := range page.Events {
+			s.received = append(s.received, e.ID)
+		}
+		s.after = page.Next
+		s.mu.Unlock()
+	}
+}
+
+// snapshot is what the subscriber received, how often it reconnected and
+// its last error.
 func (s *subscriber) snapshot() (received []string, reconnects int, lastErr string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

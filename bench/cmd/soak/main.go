@@ -7,7 +7,7 @@
 // the tool's own mounts reporting through nginx, whose acknowledged
 // entries it keeps; --subscribers consoles on mountEvents over
 // graphql-transport-ws that resume after their last event when their
-// socket drops; two webhook receivers checking Standard Webhooks
+// socket drops, and --followers long polls of GET /events; two webhook receivers checking Standard Webhooks
 // signatures; and an alarm rule that the own mounts trip and clear.
 //
 // Faults, for --duration: every --kill-every one replica is SIGKILLed and
@@ -58,6 +58,7 @@ type config struct {
 	PassEvery, RolloutPassEvery                time.Duration
 	ReportInterval, OwnInterval                time.Duration
 	Subscribers, FullSubscribers, Watch        int
+	Followers                                  int
 	RedisAt, PGAt                              float64
 	RedisFault, PGMode                         string
 	ReadReplica                                bool
@@ -89,6 +90,7 @@ func main() {
 	flag.IntVar(&cfg.Subscribers, "subscribers", 200, "GraphQL subscribers (consoles)")
 	flag.IntVar(&cfg.FullSubscribers, "full-subscribers", 10, "of them, those on every mount (mountEvents without uids); the others watch --watch mounts each")
 	flag.IntVar(&cfg.Watch, "watch", 20, "mounts a partial subscriber watches (own and simulated mounts)")
+	flag.IntVar(&cfg.Followers, "followers", 2, "clients following GET /events with long polls")
 	flag.Float64Var(&cfg.RedisAt, "redis-at", 0.4, "when in the run (0 to 1) a Redis master fails over; negative: never")
 	flag.Float64Var(&cfg.PGAt, "pg-at", 0.7, "when in the run (0 to 1) PostgreSQL restarts; negative: never")
 	flag.StringVar(&cfg.RedisFault, "redis-fault", "kill", "kill (SIGKILL the master) or failover (CLUSTER FAILOVER on its replica)")
@@ -136,8 +138,8 @@ func (cfg config) check() error {
 		return errors.New("--rollout-mounts at least 10, below --mounts (at most 60,000)")
 	case cfg.OwnMounts < 1 || cfg.OwnMounts > 1000:
 		return errors.New("--own-mounts 1 to 1,000 (the alarm rule names them)")
-	case cfg.Subscribers < 0 || cfg.FullSubscribers > cfg.Subscribers || cfg.Watch < 1:
-		return errors.New("--subscribers at least --full-subscribers, --watch at least 1")
+	case cfg.Subscribers < 0 || cfg.FullSubscribers > cfg.Subscribers || cfg.Watch < 1 || cfg.Followers < 0:
+		return errors.New("--subscribers at least --full-subscribers, --watch at least 1, --followers at least 0")
 	case cfg.PGMode != "fast" && cfg.PGMode != "immediate":
 		return errors.New("--pg-mode fast or immediate")
 	}

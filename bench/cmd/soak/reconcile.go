@@ -80,6 +80,9 @@ func (d *deployment) readFeed(ctx context.Context, after string) ([]feedEvent, s
 // due is what subscriber s must have received of the feed: the mount
 // events (account-level ones go to accountEvents) of its mounts.
 func (s *subscriber) due(e feedEvent) bool {
+	if s.feed {
+		return true
+	}
 	uid := e.uid()
 	return uid != "" && (s.uids == nil || contains(s.uids, uid))
 }
@@ -151,7 +154,7 @@ type report struct {
 	Faults          []faultRow                 `json:"faults"`
 	FeedEvents      int                        `json:"feedEvents"`
 	Own             ownRow                     `json:"ownReports"`
-	Reconnects      int                        `json:"subscriberReconnects"`
+	Reconnects      map[string]int             `json:"reconnects"`
 	WebhookDups     map[string]int             `json:"webhookDuplicates"`
 	Job             jobView                    `json:"job"`
 	Rollout         rolloutView                `json:"rollout"`
@@ -235,55 +238,18 @@ func (d *deployment) reconcile(ctx context.Context, r *report, rep *reporters, f
 	r.add(check{Name: "acknowledged entries without their STATES_REPORTED event", Count: len(noEvent), Of: len(rep.acked), Zero: true}, noEvent...)
 	r.add(check{Name: "acknowledged entries in more than one event", Count: len(twice), Of: len(rep.acked), Zero: true}, twice...)
 
-	// Subscriptions: each due event once.
-	var missing, doubled, phantom, outOfOrder, due, affected int
-	var exMissing, exDoubled, exPhantom []string
-	for _, s := range subs {
-		received, reconnects, lastErr := s.snapshot()
-		r.Reconnects += reconnects
-		count := map[string]int{}
-		last := -1
-		bad := false
-		for _, id := range received {
-			count[id]++
-			pos, ok := known[id]
-			switch {
-			case !ok:
-				phantom++
-				bad = true
-				exPhantom = append(exPhantom, fmt.Sprintf("subscriber %d: %s", s.n, id))
-			case pos < last:
-				outOfOrder++
-			default:
-				last = pos
-			}
-		}
-		for id, n := range count {
-			if n > 1 {
-				doubled += n - 1
-				bad = true
-				exDoubled = append(exDoubled, fmt.Sprintf("subscriber %d: %s %d times (reconnects %d, last error %s)", s.n, id, n, reconnects, lastErr))
-			}
-		}
-		for _, e := range feed {
-			if s.due(e) {
-				due++
-				if count[e.ID] == 0 {
-					missing++
-					bad = true
-					exMissing = append(exMissing, fmt.Sprintf("subscriber %d: %s %s %s (reconnects %d, last error %s)", s.n, e.ID, e.Type, e.uid(), reconnects, lastErr))
-				}
-			}
-		}
-		if bad {
-			affected++
+	// Subscriptions and feed followers: each due event once.
+	var graphql, followers []*subscriber
+	for _, sub := range subs {
+		if sub.feed {
+			followers = append(followers, sub)
+		} else {
+			graphql = append(graphql, sub)
 		}
 	}
-	r.add(check{Name: "subscriptions: feed events missing", Count: missing, Of: due, Zero: true}, exMissing...)
-	r.add(check{Name: "subscriptions: events received twice", Count: doubled, Of: due, Zero: true}, exDoubled...)
-	r.add(check{Name: "subscriptions: events not in the feed", Count: phantom, Zero: true}, exPhantom...)
-	r.add(check{Name: "subscriptions: events out of the log's order", Count: outOfOrder, Of: due, Note: "per mount order is what §9 promises"})
-	r.add(check{Name: "subscribers with any of the above", Count: affected, Of: len(subs), Zero: true})
+	r.Reconnects = map[string]int{}
+	r.onceEach("subscriptions", graphql, feed, known)
+	r.onceEach("feed followers", followers, feed, known)
 
 	// Webhooks: every selected event at least once.
 	r.WebhookDups = map[string]int{}
@@ -380,7 +346,65 @@ func (d *deployment) reconcile(ctx context.Context, r *report, rep *reporters, f
 		panics += countLines(rp.logPath, "panic:")
 	}
 	r.add(check{Name: "panics in the replicas' logs", Count: panics, Zero: true})
+	errorLines := 0
+	for _, rp := range d.replicas {
+		errorLines += countLines(rp.logPath, "level=ERROR")
+	}
+	r.add(check{Name: "error lines in the replicas' logs", Count: errorLines, Note: "expected around the faults"})
 	return nil
+}
+
+// onceEach checks that each of subs received every feed event it is due
+// once, and nothing else.
+func (r *report) onceEach(label string, subs []*subscriber, feed []feedEvent, known map[string]int) {
+	var missing, doubled, phantom, outOfOrder, due, affected int
+	var exMissing, exDoubled, exPhantom []string
+	for _, s := range subs {
+		received, reconnects, lastErr := s.snapshot()
+		r.Reconnects[label] += reconnects
+		count := map[string]int{}
+		last := -1
+		bad := false
+		for _, id := range received {
+			count[id]++
+			pos, ok := known[id]
+			switch {
+			case !ok:
+				phantom++
+				bad = true
+				exPhantom = append(exPhantom, fmt.Sprintf("subscriber %d: %s", s.n, id))
+			case pos < last:
+				outOfOrder++
+			default:
+				last = pos
+			}
+		}
+		for id, n := range count {
+			if n > 1 {
+				doubled += n - 1
+				bad = true
+				exDoubled = append(exDoubled, fmt.Sprintf("subscriber %d: %s %d times (reconnects %d, last error %s)", s.n, id, n, reconnects, lastErr))
+			}
+		}
+		for _, e := range feed {
+			if s.due(e) {
+				due++
+				if count[e.ID] == 0 {
+					missing++
+					bad = true
+					exMissing = append(exMissing, fmt.Sprintf("subscriber %d: %s %s %s (reconnects %d, last error %s)", s.n, e.ID, e.Type, e.uid(), reconnects, lastErr))
+				}
+			}
+		}
+		if bad {
+			affected++
+		}
+	}
+	r.add(check{Name: label + ": feed events missing", Count: missing, Of: due, Zero: true}, exMissing...)
+	r.add(check{Name: label + ": events received twice", Count: doubled, Of: due, Zero: true}, exDoubled...)
+	r.add(check{Name: label + ": events not in the feed", Count: phantom, Zero: true}, exPhantom...)
+	r.add(check{Name: label + ": events out of the log's order", Count: outOfOrder, Of: due, Note: "per mount order is what §9 promises"})
+	r.add(check{Name: label + " with any of the above", Count: affected, Of: len(subs), Zero: true})
 }
 
 // sameValue compares a stored value with the one sent, as numbers.
@@ -589,7 +613,7 @@ func (r *report) print(out io.Writer) {
 		}
 		fmt.Fprintf(out, "  %6.0f s  %-70s %6.1f s%s\n", f.AtSeconds, f.What, f.Seconds, errText)
 	}
-	fmt.Fprintf(out, "feed: %d events; own reports acknowledged %d, given up %d (retries %d); subscriber reconnects %d; webhook duplicates %v\n",
+	fmt.Fprintf(out, "feed: %d events; own reports acknowledged %d, given up %d (retries %d); reconnects %v; webhook duplicates %v\n",
 		r.FeedEvents, r.Own.Acknowledged, r.Own.GivenUp, r.Own.Retries, r.Reconnects, r.WebhookDups)
 	fmt.Fprintf(out, "own requests by status %v; nginx answers by status %v\n", r.Statuses, r.NginxStatuses)
 	fmt.Fprintf(out, "\n%-62s %8s %10s  %s\n", "check", "count", "of", "result")

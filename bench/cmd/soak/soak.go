@@ -382,7 +382,8 @@ func (d *deployment) waitReporting(ctx context.Context, model string, n int, s *
 
 // subscribers are the consoles: the first --full-subscribers on every
 // mount, the others each on --watch mounts drawn from the own mounts and
-// both fleets (a fixed seed: the same sets every run).
+// both fleets (a fixed seed: the same sets every run); then the feed's
+// followers.
 func (d *deployment) subscribers(c0 string) []*subscriber {
 	all := append(append(append([]string(nil), d.uidsOwn...), d.uidsA...), d.uidsB...)
 	rng := mrand.New(mrand.NewPCG(41, 4))
@@ -404,6 +405,9 @@ func (d *deployment) subscribers(c0 string) []*subscriber {
 				}
 			}
 		}
+	}
+	for i := range d.cfg.Followers {
+		subs = append(subs, &subscriber{n: d.cfg.Subscribers + i, feed: true, after: c0})
 	}
 	return subs
 }
