@@ -162,6 +162,22 @@ type subscriber struct {
 	received   []string // event ids in the order received
 	reconnects int
 	lastErr    string
+	reasons    map[string]int // why it reconnected
+}
+
+// disconnected counts a reconnection and its reason.
+func (s *subscriber) disconnected(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reconnects++
+	s.lastErr = reason
+	if s.reasons == nil {
+		s.reasons = map[string]int{}
+	}
+	if len(reason) > 100 {
+		reason = reason[:100]
+	}
+	s.reasons[reason]++
 }
 
 const subscription = `subscription($after: ID, $uids: [ID!]) { mountEvents(uids: $uids, after: $after) { id type uid } }`
@@ -196,14 +212,11 @@ func (s *subscriber) run(ctx context.Context, api *client.Client) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.mu.Lock()
-		s.reconnects++
 		if err != nil {
-			s.lastErr = err.Error()
+			s.disconnected(err.Error())
 		} else {
-			s.lastErr = "completed by the server"
+			s.disconnected("completed by the server")
 		}
-		s.mu.Unlock()
 		// 200 consoles do not all come back in the same millisecond.
 		select {
 		case <-ctx.Done():
@@ -227,10 +240,7 @@ func (s *subscriber) follow(ctx context.Context, api *client.Client) {
 			if ctx.Err() != nil {
 				return
 			}
-			s.mu.Lock()
-			s.reconnects++
-			s.lastErr = err.Error()
-			s.mu.Unlock()
+			s.disconnected(err.Error())
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):

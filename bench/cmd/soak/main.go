@@ -293,8 +293,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (bool, error) {
 	// HTTP/1.1 only: the WebSockets share the client.
 	d.hc = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool},
 		MaxIdleConnsPerHost: 256}}
-	d.api = client.New(d.base, client.CredentialsSource(client.ClientCredentials(d.base, d.clientID, d.secret,
-		[]string{"openid", "sub", "urn:mountd:iam:org:project:id:mountd:aud"}), d.hc), client.Options{HTTPClient: d.hc})
+	d.api = d.newClient()
 
 	rep, err := d.soak(ctx, runID)
 	if err != nil {
@@ -310,6 +309,13 @@ func run(ctx context.Context, cfg config, out io.Writer) (bool, error) {
 	}
 	rep.print(out)
 	return failed, nil
+}
+
+// newClient is an API client through nginx with a token of its own (a
+// token may hold 10 sockets: each console has its own, as people do).
+func (d *deployment) newClient() *client.Client {
+	return client.New(d.base, client.CredentialsSource(client.ClientCredentials(d.base, d.clientID, d.secret,
+		[]string{"openid", "sub", "urn:mountd:iam:org:project:id:mountd:aud"}), d.hc), client.Options{HTTPClient: d.hc})
 }
 
 // admin runs a mountd admin command with the replicas' settings.

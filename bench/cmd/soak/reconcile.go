@@ -139,31 +139,32 @@ type ownRow struct {
 }
 
 type report struct {
-	Command         string                     `json:"command"`
-	Started         time.Time                  `json:"started"`
-	LoadSeconds     float64                    `json:"loadSeconds"`
-	Mounts          int                        `json:"mounts"`
-	OwnMounts       int                        `json:"ownMounts"`
-	Subscribers     int                        `json:"subscribers"`
-	FullSubscribers int                        `json:"fullSubscribers"`
-	Replicas        int                        `json:"replicas"`
-	ReadReplica     bool                       `json:"readReplica"`
-	HealthWindow    string                     `json:"healthWindow"`
-	Kills           int                        `json:"replicaKills"`
-	Crashes         int                        `json:"replicaCrashes"`
-	Faults          []faultRow                 `json:"faults"`
-	FeedEvents      int                        `json:"feedEvents"`
-	Own             ownRow                     `json:"ownReports"`
-	Reconnects      map[string]int             `json:"reconnects"`
-	WebhookDups     map[string]int             `json:"webhookDuplicates"`
-	Job             jobView                    `json:"job"`
-	Rollout         rolloutView                `json:"rollout"`
-	Statuses        map[string]int             `json:"ownRequestStatuses"`
-	NginxStatuses   map[string]int             `json:"nginxStatuses"`
-	Checks          []check                    `json:"checks"`
-	Examples        map[string][]string        `json:"examples,omitempty"`
-	Mountsim        map[string]json.RawMessage `json:"mountsim"`
-	LogDir          string                     `json:"logDir"`
+	Command          string                     `json:"command"`
+	Started          time.Time                  `json:"started"`
+	LoadSeconds      float64                    `json:"loadSeconds"`
+	Mounts           int                        `json:"mounts"`
+	OwnMounts        int                        `json:"ownMounts"`
+	Subscribers      int                        `json:"subscribers"`
+	FullSubscribers  int                        `json:"fullSubscribers"`
+	Replicas         int                        `json:"replicas"`
+	ReadReplica      bool                       `json:"readReplica"`
+	HealthWindow     string                     `json:"healthWindow"`
+	Kills            int                        `json:"replicaKills"`
+	Crashes          int                        `json:"replicaCrashes"`
+	Faults           []faultRow                 `json:"faults"`
+	FeedEvents       int                        `json:"feedEvents"`
+	Own              ownRow                     `json:"ownReports"`
+	Reconnects       map[string]int             `json:"reconnects"`
+	ReconnectReasons map[string]int             `json:"reconnectReasons"`
+	WebhookDups      map[string]int             `json:"webhookDuplicates"`
+	Job              jobView                    `json:"job"`
+	Rollout          rolloutView                `json:"rollout"`
+	Statuses         map[string]int             `json:"ownRequestStatuses"`
+	NginxStatuses    map[string]int             `json:"nginxStatuses"`
+	Checks           []check                    `json:"checks"`
+	Examples         map[string][]string        `json:"examples,omitempty"`
+	Mountsim         map[string]json.RawMessage `json:"mountsim"`
+	LogDir           string                     `json:"logDir"`
 }
 
 func (r *report) add(c check, examples ...string) {
@@ -247,7 +248,7 @@ func (d *deployment) reconcile(ctx context.Context, r *report, rep *reporters, f
 			graphql = append(graphql, sub)
 		}
 	}
-	r.Reconnects = map[string]int{}
+	r.Reconnects, r.ReconnectReasons = map[string]int{}, map[string]int{}
 	r.onceEach("subscriptions", graphql, feed, known)
 	r.onceEach("feed followers", followers, feed, known)
 
@@ -346,11 +347,12 @@ func (d *deployment) reconcile(ctx context.Context, r *report, rep *reporters, f
 		panics += countLines(rp.logPath, "panic:")
 	}
 	r.add(check{Name: "panics in the replicas' logs", Count: panics, Zero: true})
-	errorLines := 0
+	errorLines, warnLines := 0, 0
 	for _, rp := range d.replicas {
 		errorLines += countLines(rp.logPath, "level=ERROR")
+		warnLines += countLines(rp.logPath, "level=WARN")
 	}
-	r.add(check{Name: "error lines in the replicas' logs", Count: errorLines, Note: "expected around the faults"})
+	r.add(check{Name: "error lines in the replicas' logs", Count: errorLines, Note: fmt.Sprintf("and %d warnings; expected around the faults", warnLines)})
 	return nil
 }
 
@@ -362,6 +364,11 @@ func (r *report) onceEach(label string, subs []*subscriber, feed []feedEvent, kn
 	for _, s := range subs {
 		received, reconnects, lastErr := s.snapshot()
 		r.Reconnects[label] += reconnects
+		s.mu.Lock()
+		for reason, n := range s.reasons {
+			r.ReconnectReasons[reason] += n
+		}
+		s.mu.Unlock()
 		count := map[string]int{}
 		last := -1
 		bad := false
@@ -615,6 +622,12 @@ func (r *report) print(out io.Writer) {
 	}
 	fmt.Fprintf(out, "feed: %d events; own reports acknowledged %d, given up %d (retries %d); reconnects %v; webhook duplicates %v\n",
 		r.FeedEvents, r.Own.Acknowledged, r.Own.GivenUp, r.Own.Retries, r.Reconnects, r.WebhookDups)
+	if len(r.ReconnectReasons) > 0 {
+		fmt.Fprintf(out, "reconnections by reason:\n")
+		for reason, n := range r.ReconnectReasons {
+			fmt.Fprintf(out, "  %6d  %s\n", n, reason)
+		}
+	}
 	fmt.Fprintf(out, "own requests by status %v; nginx answers by status %v\n", r.Statuses, r.NginxStatuses)
 	fmt.Fprintf(out, "\n%-62s %8s %10s  %s\n", "check", "count", "of", "result")
 	for _, c := range r.Checks {

@@ -148,7 +148,8 @@ func (d *deployment) soak(ctx context.Context, runID string) (*report, error) {
 	subCtx, stopSubs := context.WithCancel(context.WithoutCancel(ctx))
 	var subWG sync.WaitGroup
 	for _, s := range subs {
-		subWG.Go(func() { s.run(subCtx, d.api) })
+		api := d.newClient()
+		subWG.Go(func() { s.run(subCtx, api) })
 	}
 	defer func() { stopSubs(); subWG.Wait() }()
 
@@ -438,12 +439,13 @@ func (d *deployment) runFaults(ctx context.Context, t0 time.Time) {
 	defer kill.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for n := 0; ; n++ {
+	for kills := 0; ; {
 		select {
 		case <-ctx.Done():
 			return
 		case <-kill.C:
-			r := d.replicas[n%len(d.replicas)]
+			r := d.replicas[kills%len(d.replicas)]
+			kills++
 			began := time.Now()
 			err := r.kill()
 			// Ready in the background: the next fault does not wait for it.
