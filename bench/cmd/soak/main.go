@@ -3,7 +3,9 @@
 // serve` replicas on PostgreSQL and a Redis Cluster behind nginx (the
 // shipped deploy/nginx/mountd.conf with three upstreams); two mountsim
 // fleets (--mounts in all: one reporting, one smaller whose phones pass
-// often and run a job and a firmware rollout with a short healthWindow);
+// often and run a job and a firmware rollout with a short healthWindow,
+// created at --job-at and --rollout-at of the run, before the Redis and
+// PostgreSQL faults);
 // the tool's own mounts reporting through nginx, whose acknowledged
 // entries it keeps; --subscribers consoles on mountEvents over
 // graphql-transport-ws that resume after their last event when their
@@ -59,7 +61,7 @@ type config struct {
 	ReportInterval, OwnInterval                time.Duration
 	Subscribers, FullSubscribers, Watch        int
 	Followers                                  int
-	RedisAt, PGAt                              float64
+	RedisAt, PGAt, JobAt, RolloutAt            float64
 	RedisFault, PGMode                         string
 	ReadReplica                                bool
 	JSON                                       bool
@@ -93,6 +95,8 @@ func main() {
 	flag.IntVar(&cfg.Followers, "followers", 2, "clients following GET /events with long polls")
 	flag.Float64Var(&cfg.RedisAt, "redis-at", 0.4, "when in the run (0 to 1) a Redis master fails over; negative: never")
 	flag.Float64Var(&cfg.PGAt, "pg-at", 0.7, "when in the run (0 to 1) PostgreSQL restarts; negative: never")
+	flag.Float64Var(&cfg.JobAt, "job-at", 0.35, "when in the run (0 to 1) the job is created")
+	flag.Float64Var(&cfg.RolloutAt, "rollout-at", 0.6, "when in the run (0 to 1) the rollout is created")
 	flag.StringVar(&cfg.RedisFault, "redis-fault", "kill", "kill (SIGKILL the master) or failover (CLUSTER FAILOVER on its replica)")
 	flag.StringVar(&cfg.PGMode, "pg-mode", "fast", "pg_ctl restart's shutdown mode: fast or immediate (a crash and recovery)")
 	flag.BoolVar(&cfg.ReadReplica, "read-replica", os.Getenv("MOUNTD_TEST_DATABASE_READ_URL") != "",
@@ -140,6 +144,8 @@ func (cfg config) check() error {
 		return errors.New("--own-mounts 1 to 1,000 (the alarm rule names them)")
 	case cfg.Subscribers < 0 || cfg.FullSubscribers > cfg.Subscribers || cfg.Watch < 1 || cfg.Followers < 0:
 		return errors.New("--subscribers at least --full-subscribers, --watch at least 1, --followers at least 0")
+	case cfg.JobAt < 0 || cfg.JobAt >= 1 || cfg.RolloutAt < 0 || cfg.RolloutAt >= 1:
+		return errors.New("--job-at and --rollout-at from 0 to below 1")
 	case cfg.PGMode != "fast" && cfg.PGMode != "immediate":
 		return errors.New("--pg-mode fast or immediate")
 	}

@@ -19,10 +19,11 @@ import (
 
 // feedEvent is the part of a feed event (GET /events) checked here.
 type feedEvent struct {
-	ID     string  `json:"id"`
-	Type   string  `json:"type"`
-	UID    *string `json:"uid"`
-	States []struct {
+	ID         string    `json:"id"`
+	Type       string    `json:"type"`
+	OccurredAt time.Time `json:"occurredAt"`
+	UID        *string   `json:"uid"`
+	States     []struct {
 		Code       string    `json:"code"`
 		Value      string    `json:"value"`
 		OccurredAt time.Time `json:"occurredAt"`
@@ -159,6 +160,10 @@ type report struct {
 	WebhookDups      map[string]int             `json:"webhookDuplicates"`
 	Job              jobView                    `json:"job"`
 	Rollout          rolloutView                `json:"rollout"`
+	JobCreatedAt     float64                    `json:"jobCreatedAtSeconds"`
+	JobEndedAt       float64                    `json:"jobCompletedAtSeconds"`
+	RolloutCreatedAt float64                    `json:"rolloutCreatedAtSeconds"`
+	RolloutEndedAt   float64                    `json:"rolloutCompletedAtSeconds"`
 	Statuses         map[string]int             `json:"ownRequestStatuses"`
 	NginxStatuses    map[string]int             `json:"nginxStatuses"`
 	Checks           []check                    `json:"checks"`
@@ -279,8 +284,16 @@ func (d *deployment) reconcile(ctx context.Context, r *report, rep *reporters, f
 		r.add(check{Name: "webhook " + h.name + ": bad signatures or bodies", Count: badSig + malformed, Zero: true})
 	}
 
-	// The job and the rollout.
+	// The job and the rollout, and when they completed (in the run).
 	r.Job, r.Rollout = job, ro
+	for _, e := range all {
+		switch e.Type {
+		case "JOB_COMPLETED":
+			r.JobEndedAt = e.OccurredAt.Sub(r.Started).Round(time.Second).Seconds()
+		case "ROLLOUT_COMPLETED":
+			r.RolloutEndedAt = e.OccurredAt.Sub(r.Started).Round(time.Second).Seconds()
+		}
+	}
 	unfinished := 0
 	if job.State != "COMPLETED" || job.Counts["executed"]+job.Counts["refused"] != job.Targets {
 		unfinished++
@@ -620,6 +633,8 @@ func (r *report) print(out io.Writer) {
 		}
 		fmt.Fprintf(out, "  %6.0f s  %-70s %6.1f s%s\n", f.AtSeconds, f.What, f.Seconds, errText)
 	}
+	fmt.Fprintf(out, "job created at %.0f s, completed at %.0f s; rollout created at %.0f s, completed at %.0f s\n",
+		r.JobCreatedAt, r.JobEndedAt, r.RolloutCreatedAt, r.RolloutEndedAt)
 	fmt.Fprintf(out, "feed: %d events; own reports acknowledged %d, given up %d (retries %d); reconnects %v; webhook duplicates %v\n",
 		r.FeedEvents, r.Own.Acknowledged, r.Own.GivenUp, r.Own.Retries, r.Reconnects, r.WebhookDups)
 	if len(r.ReconnectReasons) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
@@ -160,26 +161,18 @@ func (d *deployment) soak(ctx context.Context, runID string) (*report, error) {
 	var repWG sync.WaitGroup
 	repWG.Go(func() { rep.run(loadCtx) })
 
-	var job, rollout struct {
-		ID string `json:"id"`
-	}
-	if err := d.api.Do(ctx, http.MethodPost, "/jobs", map[string]any{"code": "SET_RFID_MODE", "params": map[string]string{"rfidMode": "NORMAL"},
-		"mountUids": d.uidsB, "description": "soak " + runID}, &job); err != nil {
-		return nil, fmt.Errorf("create the job: %w", err)
-	}
-	if err := d.api.Do(ctx, http.MethodPost, "/rollouts", map[string]any{"modelNumber": d.modelB, "softwareRevision": toRevision,
-		"phases": []int{10, 50, 100}, "minSample": 10, "failureThreshold": 5, "healthWindow": cfg.HealthWindow.String(),
-		"requireIdle": true}, &rollout); err != nil {
-		return nil, fmt.Errorf("create the rollout: %w", err)
-	}
-	logf("job %s over %d mounts, rollout %s of %s (healthWindow %s); %d subscribers from %s; load for %s",
-		job.ID, nB, rollout.ID, d.modelB, cfg.HealthWindow, len(subs), c0, cfg.Duration)
+	logf("%d subscribers and %d followers from %s; load for %s", cfg.Subscribers, cfg.Followers, c0, cfg.Duration)
 
 	faultsDone := make(chan struct{})
 	go func() {
 		defer close(faultsDone)
 		d.runFaults(loadCtx, t0)
 	}()
+	// The job and the rollout start during the run, so that the Redis
+	// failover and the PostgreSQL restart find them under way.
+	var job, rollout created
+	jobAt := time.NewTimer(time.Duration(cfg.JobAt * float64(cfg.Duration)))
+	rolloutAt := time.NewTimer(time.Duration(cfg.RolloutAt * float64(cfg.Duration)))
 	progress := time.NewTicker(30 * time.Second)
 	end := time.NewTimer(cfg.Duration)
 loop:
@@ -189,12 +182,30 @@ loop:
 			break loop
 		case <-end.C:
 			break loop
+		case <-jobAt.C:
+			if err := d.create(ctx, "/jobs", map[string]any{"code": "SET_RFID_MODE", "params": map[string]string{"rfidMode": "NORMAL"},
+				"mountUids": d.uidsB, "description": "soak " + runID}, &job); err != nil {
+				return nil, fmt.Errorf("create the job: %w", err)
+			}
+			job.at = time.Since(t0)
+			logf("%.0f s: job %s over %d mounts", job.at.Seconds(), job.ID, nB)
+		case <-rolloutAt.C:
+			if err := d.create(ctx, "/rollouts", map[string]any{"modelNumber": d.modelB, "softwareRevision": toRevision,
+				"phases": []int{10, 50, 100}, "minSample": 10, "failureThreshold": 5, "healthWindow": cfg.HealthWindow.String(),
+				"requireIdle": true}, &rollout); err != nil {
+				return nil, fmt.Errorf("create the rollout: %w", err)
+			}
+			rollout.at = time.Since(t0)
+			logf("%.0f s: rollout %s of %s over %d mounts (healthWindow %s)", rollout.at.Seconds(), rollout.ID, d.modelB, nB, cfg.HealthWindow)
 		case <-progress.C:
 			logf("%.0f s: %d own reports acknowledged, %d given up; %s", time.Since(t0).Seconds(), rep.reports.Load(), rep.unacked.Load(), subsLine(subs))
 		}
 	}
 	progress.Stop()
 	stopLoad()
+	if job.ID == "" || rollout.ID == "" {
+		return nil, errors.New("the run ended before the job and the rollout were created")
+	}
 	<-faultsDone
 	repWG.Wait()
 	loadSeconds := time.Since(t0).Seconds()
@@ -253,6 +264,7 @@ loop:
 		Faults: d.faults, Statuses: d.statuses.snapshot()}
 	r.Mountsim = map[string]json.RawMessage{"A": validJSON(simOut[0]), "B": validJSON(simOut[1])}
 	r.Own = ownRow{Acknowledged: rep.reports.Load(), GivenUp: rep.unacked.Load(), Retries: rep.retries.Load()}
+	r.JobCreatedAt, r.RolloutCreatedAt = job.at.Seconds(), rollout.at.Seconds()
 	if err := d.reconcile(settleCtx, r, rep, feed, later, subs, hooks, jobView, roView, rule.ID); err != nil {
 		return nil, err
 	}
@@ -261,6 +273,26 @@ loop:
 		r.Crashes += int(rp.crashed.Load())
 	}
 	return r, nil
+}
+
+// created is what the job's and the rollout's creation answered, and when
+// in the run.
+type created struct {
+	ID string `json:"id"`
+	at time.Duration
+}
+
+// create POSTs body to path, again only when mountd answered 503 or 429
+// (nothing was created): another failure may have created it.
+func (d *deployment) create(ctx context.Context, path string, body, out any) error {
+	for attempt := 1; ; attempt++ {
+		err := d.api.Do(ctx, http.MethodPost, path, body, out)
+		s := client.StatusOf(err)
+		if err == nil || (s != http.StatusServiceUnavailable && s != http.StatusTooManyRequests) || attempt == 10 {
+			return err
+		}
+		time.Sleep(client.RetryWait(err, time.Second, 5*time.Second))
+	}
 }
 
 // hookSpec is a webhook of the run and its receiver.
