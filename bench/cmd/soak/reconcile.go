@@ -669,5 +669,8 @@ func (r *report) print(out io.Writer) {
 			fmt.Fprintf(out, "  %s\n", e)
 		}
 	}
+	for _, name := range []string{"A", "B"} {
+		fmt.Fprintf(out, "\nmountsim %s: %s", name, r.Mountsim[name])
+	}
 	fmt.Fprintf(out, "\nlogs: %s\n", r.LogDir)
 }

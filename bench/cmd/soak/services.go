@@ -196,16 +196,15 @@ func stopNginx(cmd *exec.Cmd) {
 // replica is one `mountd serve` on addr; its supervisor restarts it
 // after any exit the tool did not ask for (and counts those).
 type replica struct {
-	n        int
-	bin      string
-	addr     string
-	env      []string
-	logPath  string
-	mu       sync.Mutex
-	cur      *instance
-	killed   atomic.Int64 // SIGKILLs sent by the fault schedule
-	crashed  atomic.Int64 // exits nobody asked for
-	restarts atomic.Int64
+	n       int
+	bin     string
+	addr    string
+	env     []string
+	logPath string
+	mu      sync.Mutex
+	cur     *instance
+	killed  atomic.Int64 // SIGKILLs sent by the fault schedule
+	crashed atomic.Int64 // exits nobody asked for
 }
 
 // instance is one process of a replica.
@@ -253,7 +252,6 @@ func (r *replica) kill() error {
 	r.killed.Add(1)
 	_ = in.cmd.Process.Signal(syscall.SIGKILL)
 	<-in.exited
-	r.restarts.Add(1)
 	return r.start()
 }
 
@@ -314,7 +312,6 @@ func (r *replica) supervise(ctx context.Context) {
 		r.crashed.Add(1)
 		logf("replica %d exited on its own (see %s): restarting it", r.n, r.logPath)
 		time.Sleep(time.Second)
-		r.restarts.Add(1)
 		if err := r.start(); err != nil {
 			logf("replica %d: %v", r.n, err)
 			return
