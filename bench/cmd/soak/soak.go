@@ -203,11 +203,11 @@ loop:
 	}
 	progress.Stop()
 	stopLoad()
+	<-faultsDone
+	repWG.Wait()
 	if job.ID == "" || rollout.ID == "" {
 		return nil, errors.New("the run ended before the job and the rollout were created")
 	}
-	<-faultsDone
-	repWG.Wait()
 	loadSeconds := time.Since(t0).Seconds()
 	for _, r := range d.replicas {
 		if err := r.ready(context.WithoutCancel(ctx), 2*time.Minute); err != nil {
