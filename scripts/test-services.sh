@@ -268,6 +268,9 @@ MOUNTD_TEST_CHROMIUM=$(find_chromium)
 export MOUNTD_TEST_CHROMIUM
 MOUNTD_TEST_NGINX=$(find_nginx)
 export MOUNTD_TEST_NGINX
+# The primary's data directory, binaries and port, for a tool that restarts
+# it under load (bench/cmd/soak: pg_ctl restart, as the postgres user when root).
+export MOUNTD_TEST_PG_DATA="$PG_DATA" MOUNTD_TEST_PG_BIN="$PG_BIN" MOUNTD_TEST_PG_PORT="$PG_PORT"
 # Tests that need these servers fail instead of skipping when this is set.
 export MOUNTD_TEST_REQUIRE_SERVICES=1
 log "postgres on :$PG_PORT (replica on :$REPLICA_PORT), redis on :$REDIS_PORT, redis cluster on :${CLUSTER_PORTS[*]}"
