@@ -152,8 +152,9 @@ func visibleMounts(p Principal, named []string) []string {
 }
 
 // visibleTypes narrows types (nil: all) to what p may see: a restricted
-// token with mount items never receives ALARM_* events, nor account-level
-// ones (its mounts select none of those either).
+// token with mount items never receives ALARM_* events, GRANT_REVOKED (other
+// riders' grants), nor account-level ones (its mounts select none of those
+// either).
 func visibleTypes(p Principal, types []EventType) []EventType {
 	if !p.LimitedToMounts() {
 		return types
@@ -163,7 +164,8 @@ func visibleTypes(p Principal, types []EventType) []EventType {
 	}
 	out := []EventType{}
 	for _, t := range types {
-		if t != EventAlarmRaised && t != EventAlarmCleared && t != EventAlarmAcknowledged && !slices.Contains(AccountEventTypes, t) {
+		if t != EventAlarmRaised && t != EventAlarmCleared && t != EventAlarmAcknowledged && t != EventGrantRevoked &&
+			!slices.Contains(AccountEventTypes, t) {
 			out = append(out, t)
 		}
 	}

@@ -102,9 +102,7 @@ func (s *GrantService) UploadOfflineReceipts(ctx context.Context, p Principal, u
 			continue
 		}
 		out.Accepted++
-		if s.Waker != nil {
-			wake(ctx, s.Waker, s.Logger, st.Event)
-		}
+		s.wakeAll(ctx, []*Event{st.Event})
 	}
 	ack, err := s.signText(ctx, m, protocol.BuildAckText(uid, nonces))
 	if err != nil {

@@ -41,6 +41,8 @@ const (
 	EventRolloutPhaseOpened EventType = "ROLLOUT_PHASE_OPENED"
 	EventRolloutPaused      EventType = "ROLLOUT_PAUSED"
 	EventRolloutCompleted   EventType = "ROLLOUT_COMPLETED"
+	// A rider grant was revoked (CONTRACT §21): Event.Grant carries it.
+	EventGrantRevoked EventType = "GRANT_REVOKED"
 )
 
 // AccountEventTypes lists the account-level event types: their events have
@@ -56,7 +58,7 @@ var EventTypes = []EventType{EventStatesReported, EventAssociationRequested, Eve
 	EventAssociationExpired, EventAbandoned, EventDeleted, EventNfcTagsSynced, EventCommandIssued,
 	EventCommandExecuted, EventCommandRefused, EventCommandUnconfirmed,
 	EventMountOffline, EventMountOnline, EventAlarmRaised, EventAlarmCleared, EventAlarmAcknowledged,
-	EventJobCompleted, EventRolloutPhaseOpened, EventRolloutPaused, EventRolloutCompleted}
+	EventJobCompleted, EventRolloutPhaseOpened, EventRolloutPaused, EventRolloutCompleted, EventGrantRevoked}
 
 // Event is something that happened to a mount, appended to the event log
 // in the transaction of the change.
@@ -82,7 +84,9 @@ type Event struct {
 	// Job is the job a JOB_* event is about.
 	Job *Job
 	// Rollout is the rollout a ROLLOUT_* event is about.
-	Rollout    *Rollout
+	Rollout *Rollout
+	// Grant is the grant a GRANT_REVOKED event is about.
+	Grant      *RiderGrant
 	OccurredAt time.Time
 	// Then are the events the same transaction appended after this one
 	// (the ROLLOUT_* events of a mount leaving the account); the store

@@ -145,10 +145,10 @@ type GrantStore interface {
 	// ASSOCIATED to g.AccountID (MOUNT_NOT_FOUND for another account's or
 	// an unknown uid, MOUNT_NOT_ASSOCIATED otherwise) and have a device
 	// key (DEVICE_KEY_REQUIRED); a live grant of the same rider key on the
-	// mount is revoked (a revocation like RevokeGrants', returned in
-	// replaced) and past that more than lim's live grants is CONFLICT. The
-	// grant takes the mount's epoch and is signed by sign.
-	CreateGrant(ctx context.Context, g RiderGrant, lim GrantLimits, now time.Time, sign GrantSigner) (created RiderGrant, replaced []RiderGrant, err error)
+	// mount is revoked (a revocation like RevokeGrants', its event
+	// returned in replaced) and past that more than lim's live grants is
+	// CONFLICT. The grant takes the mount's epoch and is signed by sign.
+	CreateGrant(ctx context.Context, g RiderGrant, lim GrantLimits, now time.Time, sign GrantSigner) (created RiderGrant, replaced []*Event, err error)
 	// RiderGrant returns accountID's grant id (GRANT_NOT_FOUND).
 	RiderGrant(ctx context.Context, accountID, id string) (RiderGrant, error)
 	// ListRiderGrants lists accountID's grants, on mount uid unless uid is
@@ -160,12 +160,13 @@ type GrantStore interface {
 	//
 	// RevokeGrants revokes accountID's live grants among ids (or, with
 	// riderKey not "", every live grant of that rider key) at now, and
-	// returns them as revoked; others are left as they are. Each mount's
+	// appends and returns a GRANT_REVOKED event for each (Event.Grant the
+	// grant as revoked); others are left as they are. Each mount's
 	// version rises once; a revocation that would take the mount's list
 	// past MaxRevocations raises its epoch too, lists only the revocations
 	// of the new epoch, and signs the mount's live grants again with it
 	// (sign).
-	RevokeGrants(ctx context.Context, accountID string, ids []string, riderKey string, now time.Time, sign GrantSigner) ([]RiderGrant, error)
+	RevokeGrants(ctx context.Context, accountID string, ids []string, riderKey string, now time.Time, sign GrantSigner) ([]*Event, error)
 	// Revocations returns mount uid's revocation state at now: its version
 	// and epoch (1 and 1 for a mount never revoked on), and the revoked
 	// grants of its epoch whose NotAfter has not passed.
@@ -263,7 +264,8 @@ func (s *GrantService) Create(ctx context.Context, p Principal, uid string, in G
 	}
 	actx := byPrincipal(ctx, p, now, AuditGrantCreate, AuditTarget("grant", g.ID),
 		map[string]any{"uid": uid, "riderKey": g.RiderKey, "notBefore": FormatTime(g.NotBefore), "notAfter": FormatTime(g.NotAfter)})
-	created, _, err := s.Grants.CreateGrant(actx, g, lim, now, s.sign)
+	created, replaced, err := s.Grants.CreateGrant(actx, g, lim, now, s.sign)
+	s.wakeAll(ctx, replaced)
 	return created, err
 }
 
@@ -379,8 +381,9 @@ func (s *GrantService) Revoke(ctx context.Context, p Principal, id string) (Ride
 	if err != nil {
 		return RiderGrant{}, err
 	}
+	s.wakeAll(ctx, revoked)
 	if len(revoked) == 1 {
-		return revoked[0], nil
+		return *revoked[0].Grant, nil
 	}
 	return s.Grants.RiderGrant(ctx, p.AccountID, id)
 }
@@ -399,7 +402,26 @@ func (s *GrantService) RevokeRider(ctx context.Context, p Principal, riderKey st
 	}
 	now := s.clock()
 	actx := byPrincipal(ctx, p, now, AuditGrantRevoke, "", map[string]any{"riderKey": key})
-	return s.Grants.RevokeGrants(actx, p.AccountID, nil, key, now, s.sign)
+	revoked, err := s.Grants.RevokeGrants(actx, p.AccountID, nil, key, now, s.sign)
+	if err != nil {
+		return nil, err
+	}
+	s.wakeAll(ctx, revoked)
+	out := make([]RiderGrant, len(revoked))
+	for i, e := range revoked {
+		out[i] = *e.Grant
+	}
+	return out, nil
+}
+
+// wakeAll tells the event feeds of events the store appended.
+func (s *GrantService) wakeAll(ctx context.Context, events []*Event) {
+	if s.Waker == nil {
+		return
+	}
+	for _, e := range events {
+		wake(ctx, s.Waker, s.Logger, e)
+	}
 }
 
 // SignedText is a text the mount checks and its signature by the

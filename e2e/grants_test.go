@@ -165,6 +165,20 @@ func TestRiderGrants(t *testing.T) {
 				if len(none.Grants) != 0 {
 					t.Fatalf("revoking Anna again revoked %d", len(none.Grants))
 				}
+				// One GRANT_REVOKED event, with the grant; never for a rider.
+				events := decode[struct {
+					Events []struct {
+						Type  string    `json:"type"`
+						UID   string    `json:"uid"`
+						Grant grantView `json:"grant"`
+					} `json:"events"`
+				}](t, owner.ok(t, http.MethodGet, "/api/v1/events?types=GRANT_REVOKED&mountUid="+uid, nil))
+				if len(events.Events) != 1 || events.Events[0].UID != uid || events.Events[0].Grant.ID != g.ID || events.Events[0].Grant.RevokedAt == nil {
+					t.Fatalf("GRANT_REVOKED events: %+v; want one, of Anna's grant", events.Events)
+				}
+				if raw := rider.ok(t, http.MethodGet, "/api/v1/events?mountUid="+uid, nil); strings.Contains(string(raw), "GRANT_REVOKED") {
+					t.Fatalf("a rider's token received GRANT_REVOKED: %s", raw)
+				}
 			})
 
 			t.Run("over GraphQL", func(t *testing.T) {

@@ -78,6 +78,10 @@ func (r *Resolver) toMountEvent(e core.Event, withIssuer bool) *model.MountEvent
 	if e.Alarm != nil {
 		out.Alarm = toAlarm(*e.Alarm)
 	}
+	if e.Grant != nil {
+		// Restricted tokens with mount items never receive these.
+		out.Grant = toGrant(core.Principal{}, *e.Grant)
+	}
 	return out
 }
 

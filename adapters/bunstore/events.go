@@ -42,6 +42,49 @@ type eventBody struct {
 	Alarm   *eventAlarm   `json:"alarm,omitempty"`
 	Job     *eventJob     `json:"job,omitempty"`
 	Rollout *eventRollout `json:"rollout,omitempty"`
+	Grant   *eventGrant   `json:"grant,omitempty"`
+}
+
+// eventGrant is a rider grant as GRANT_REVOKED carries it, instants as
+// Unix milliseconds (0: none).
+type eventGrant struct {
+	ID         string   `json:"id"`
+	UID        string   `json:"uid"`
+	AccountID  string   `json:"accountId"`
+	RiderKey   string   `json:"riderKey"`
+	Rights     []string `json:"rights"`
+	NotBefore  int64    `json:"notBefore"`
+	NotAfter   int64    `json:"notAfter"`
+	Epoch      int64    `json:"epoch"`
+	Label      string   `json:"label"`
+	CreatedAt  int64    `json:"createdAt"`
+	CreatedBy  string   `json:"createdBy"`
+	KeyID      string   `json:"keyId"`
+	Text       string   `json:"text"`
+	Signature  string   `json:"signature"`
+	RevokedAt  int64    `json:"revokedAt"`
+	Uses       int      `json:"uses"`
+	LastUsedAt int64    `json:"lastUsedAt"`
+}
+
+func toEventGrant(g *core.RiderGrant) *eventGrant {
+	if g == nil {
+		return nil
+	}
+	return &eventGrant{ID: g.ID, UID: g.UID, AccountID: g.AccountID, RiderKey: g.RiderKey, Rights: g.Rights,
+		NotBefore: millis(g.NotBefore), NotAfter: millis(g.NotAfter), Epoch: g.Epoch, Label: g.Label, CreatedAt: millis(g.CreatedAt),
+		CreatedBy: g.CreatedBy, KeyID: g.KeyID, Text: g.Text, Signature: g.Signature, RevokedAt: optMillis(g.RevokedAt),
+		Uses: g.Uses, LastUsedAt: optMillis(g.LastUsedAt)}
+}
+
+func fromEventGrant(g *eventGrant) *core.RiderGrant {
+	if g == nil {
+		return nil
+	}
+	return &core.RiderGrant{ID: g.ID, UID: g.UID, AccountID: g.AccountID, RiderKey: g.RiderKey, Rights: g.Rights,
+		NotBefore: fromMillis(g.NotBefore), NotAfter: fromMillis(g.NotAfter), Epoch: g.Epoch, Label: g.Label, CreatedAt: fromMillis(g.CreatedAt),
+		CreatedBy: g.CreatedBy, KeyID: g.KeyID, Text: g.Text, Signature: g.Signature, RevokedAt: optTime(g.RevokedAt),
+		Uses: g.Uses, LastUsedAt: optTime(g.LastUsedAt)}
 }
 
 // eventAlarm is an alarm as an ALARM_* event carries it, instants as Unix
@@ -230,7 +273,7 @@ func (s *Store) appendEventGuarded(ctx context.Context, tx bun.IDB, e *core.Even
 	m := row.toMount()
 	m.Key = core.MountKey{}
 	m.Latest = core.ComputeLatest(latest)
-	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Command: toEventCommand(e.Command), Alarm: toEventAlarm(e.Alarm), Job: toEventJob(e.Job), Mount: &eventMount{
+	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Command: toEventCommand(e.Command), Alarm: toEventAlarm(e.Alarm), Job: toEventJob(e.Job), Grant: toEventGrant(e.Grant), Mount: &eventMount{
 		UID: m.UID, Name: m.Name, SerialNumber: m.SerialNumber, MACAddress: m.MACAddress,
 		FirmwareRevision: m.FirmwareRevision, SoftwareRevision: m.SoftwareRevision, ModelNumber: m.ModelNumber,
 		State: string(m.State), OwnerID: m.OwnerID, ExpiredOwnerID: m.ExpiredOwnerID,
@@ -294,7 +337,7 @@ func (r eventRow) toEvent() (core.Event, error) {
 	}
 	e := core.Event{ID: core.Cursor{Tx: txid, Seq: r.ID}, Type: core.EventType(r.Type), UID: r.MountUID,
 		AccountID: r.AccountID, Mount: m, States: fromEventStates(b.States), Command: fromEventCommand(b.Command),
-		Alarm: fromEventAlarm(b.Alarm), Job: fromEventJob(b.Job), Rollout: fromEventRollout(b.Rollout), OccurredAt: fromMillis(r.OccurredAt)}
+		Alarm: fromEventAlarm(b.Alarm), Job: fromEventJob(b.Job), Rollout: fromEventRollout(b.Rollout), Grant: fromEventGrant(b.Grant), OccurredAt: fromMillis(r.OccurredAt)}
 	if b.Mount.UID == "" {
 		e.Mount = core.Mount{}
 	}

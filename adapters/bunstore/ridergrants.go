@@ -100,7 +100,7 @@ func (s *Store) lockedRevocations(ctx context.Context, tx bun.Tx, uid string) (*
 func rise(prev int64, now time.Time) int64 { return max(prev+1, millis(now)) }
 
 // CreateGrant implements core.GrantStore.
-func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.GrantLimits, now time.Time, sign core.GrantSigner) (created core.RiderGrant, replaced []core.RiderGrant, err error) {
+func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.GrantLimits, now time.Time, sign core.GrantSigner) (created core.RiderGrant, replaced []*core.Event, err error) {
 	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		created, replaced = core.RiderGrant{}, nil
 		m, err := s.lockedMount(ctx, tx, g.UID)
@@ -128,7 +128,7 @@ func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.Gra
 			return err
 		}
 		if len(same) > 0 {
-			if replaced, err = s.revokeOnMount(ctx, tx, &mount, rev, same, now, sign); err != nil {
+			if replaced, err = s.revokeOnMount(ctx, tx, m, rev, same, now, sign); err != nil {
 				return err
 			}
 		}
@@ -163,11 +163,13 @@ func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.Gra
 	return created, replaced, err
 }
 
-// revokeOnMount revokes grants of one mount at now (m is the mount, rev its
-// locked revocation row): the version rises; a list that would pass
-// core.MaxRevocations starts a new epoch, whose list holds only these, and
-// the mount's live grants are signed again at it.
-func (s *Store) revokeOnMount(ctx context.Context, tx bun.Tx, m *core.Mount, rev *revocationRow, grants []riderGrantRow, now time.Time, sign core.GrantSigner) ([]core.RiderGrant, error) {
+// revokeOnMount revokes grants of one mount at now (row is the mount's,
+// rev its locked revocation row) and appends a GRANT_REVOKED event for
+// each: the version rises; a list that would pass core.MaxRevocations
+// starts a new epoch, whose list holds only these, and the mount's live
+// grants are signed again at it.
+func (s *Store) revokeOnMount(ctx context.Context, tx bun.Tx, row *mountRow, rev *revocationRow, grants []riderGrantRow, now time.Time, sign core.GrantSigner) ([]*core.Event, error) {
+	m := row.toMount()
 	listed, err := tx.NewSelect().Model((*riderGrantRow)(nil)).Where("mount_uid = ? AND revoked_epoch = ? AND not_after > ?", m.UID, rev.Epoch, millis(now)).Count(ctx)
 	if err != nil {
 		return nil, err
@@ -179,7 +181,7 @@ func (s *Store) revokeOnMount(ctx context.Context, tx bun.Tx, m *core.Mount, rev
 	}
 	if listed+len(grants) > core.MaxRevocations {
 		rev.Epoch = rise(rev.Epoch, now)
-		n, err := s.resignLive(ctx, tx, m, rev.Epoch, ids, now, sign)
+		n, err := s.resignLive(ctx, tx, &m, rev.Epoch, ids, now, sign)
 		if err != nil {
 			return nil, err
 		}
@@ -195,10 +197,14 @@ func (s *Store) revokeOnMount(ctx context.Context, tx bun.Tx, m *core.Mount, rev
 	if _, err := tx.NewUpdate().Model(rev).Column("version", "epoch").WherePK().Exec(ctx); err != nil {
 		return nil, err
 	}
-	out := make([]core.RiderGrant, len(grants))
+	out := make([]*core.Event, len(grants))
 	for i, g := range grants {
 		g.RevokedAt, g.RevokedEpoch = sql.NullInt64{Int64: millis(now), Valid: true}, sql.NullInt64{Int64: rev.Epoch, Valid: true}
-		out[i] = g.toGrant()
+		revoked := g.toGrant()
+		out[i] = &core.Event{Type: core.EventGrantRevoked, UID: g.UID, AccountID: g.AccountID, OccurredAt: now, Grant: &revoked}
+		if err := s.appendEvent(ctx, tx, out[i], row); err != nil {
+			return nil, err
+		}
 		if err := s.recordAudit(core.AuditEach(ctx, core.AuditGrantRevoke, core.AuditTarget("grant", g.ID),
 			map[string]any{"uid": g.UID, "riderKey": g.RiderKey}), tx); err != nil {
 			return nil, err
@@ -284,7 +290,7 @@ func (s *Store) ListRiderGrants(ctx context.Context, accountID, uid string, f co
 }
 
 // RevokeGrants implements core.GrantStore.
-func (s *Store) RevokeGrants(ctx context.Context, accountID string, ids []string, riderKey string, now time.Time, sign core.GrantSigner) (revoked []core.RiderGrant, err error) {
+func (s *Store) RevokeGrants(ctx context.Context, accountID string, ids []string, riderKey string, now time.Time, sign core.GrantSigner) (revoked []*core.Event, err error) {
 	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		revoked = nil
 		var rows []riderGrantRow
@@ -316,16 +322,15 @@ func (s *Store) RevokeGrants(ctx context.Context, accountID string, ids []string
 			if err != nil {
 				return err
 			}
-			var mount core.Mount
-			if m != nil {
-				mount = m.toMount()
+			if m == nil {
+				// A deleted mount's grants ended with it: none is live.
+				continue
 			}
-			mount.UID = uid
 			rev, err := s.lockedRevocations(ctx, tx, uid)
 			if err != nil {
 				return err
 			}
-			done, err := s.revokeOnMount(ctx, tx, &mount, rev, byMount[uid], now, sign)
+			done, err := s.revokeOnMount(ctx, tx, m, rev, byMount[uid], now, sign)
 			if err != nil {
 				return err
 			}

@@ -35,7 +35,7 @@ func (g *grantState) revocation(uid string) core.Revocations {
 }
 
 // CreateGrant implements core.GrantStore.
-func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.GrantLimits, now time.Time, sign core.GrantSigner) (core.RiderGrant, []core.RiderGrant, error) {
+func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.GrantLimits, now time.Time, sign core.GrantSigner) (core.RiderGrant, []*core.Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.grantsLocked()
@@ -75,7 +75,7 @@ func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.Gra
 		return core.RiderGrant{}, nil, core.Errorf(core.CodeConflict, "this token has %d live grants, the most it may have", perToken)
 	}
 	rev := st.revocation(g.UID)
-	var replaced []core.RiderGrant
+	var replaced []*core.Event
 	if len(same) > 0 {
 		var err error
 		if rev, replaced, err = s.revokeOnMountLocked(ctx, *m, rev, same, now, sign); err != nil {
@@ -97,7 +97,7 @@ func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.Gra
 // revokeOnMountLocked revokes the grants at idx (all of mount m) at now as
 // bunstore's revokeOnMount does, and returns the mount's new revocation
 // state; nothing is stored when signing fails.
-func (s *Store) revokeOnMountLocked(ctx context.Context, m core.Mount, rev core.Revocations, idx []int, now time.Time, sign core.GrantSigner) (core.Revocations, []core.RiderGrant, error) {
+func (s *Store) revokeOnMountLocked(ctx context.Context, m core.Mount, rev core.Revocations, idx []int, now time.Time, sign core.GrantSigner) (core.Revocations, []*core.Event, error) {
 	st := &s.gr
 	listed := 0
 	for _, o := range st.grants {
@@ -130,13 +130,15 @@ func (s *Store) revokeOnMountLocked(ctx context.Context, m core.Mount, rev core.
 		s.auditLocked(core.AuditEach(ctx, core.AuditGrantResign, core.AuditTarget("mount", m.UID),
 			map[string]any{"epoch": rev.Epoch, "grants": len(resigned)}))
 	}
-	out := make([]core.RiderGrant, len(idx))
+	out := make([]*core.Event, len(idx))
 	for k, i := range idx {
 		st.grants[i].RevokedAt = ms(now)
 		st.revokedEpoch[st.grants[i].ID] = rev.Epoch
-		out[k] = st.grants[i]
-		s.auditLocked(core.AuditEach(ctx, core.AuditGrantRevoke, core.AuditTarget("grant", out[k].ID),
-			map[string]any{"uid": out[k].UID, "riderKey": out[k].RiderKey}))
+		g := st.grants[i]
+		out[k] = &core.Event{Type: core.EventGrantRevoked, UID: g.UID, AccountID: g.AccountID, OccurredAt: ms(now), Grant: &g}
+		s.appendLocked(out[k], m)
+		s.auditLocked(core.AuditEach(ctx, core.AuditGrantRevoke, core.AuditTarget("grant", g.ID),
+			map[string]any{"uid": g.UID, "riderKey": g.RiderKey}))
 	}
 	st.revocations[m.UID] = rev
 	return rev, out, nil
@@ -176,7 +178,7 @@ func (s *Store) ListRiderGrants(_ context.Context, accountID, uid string, f core
 }
 
 // RevokeGrants implements core.GrantStore.
-func (s *Store) RevokeGrants(ctx context.Context, accountID string, ids []string, riderKey string, now time.Time, sign core.GrantSigner) ([]core.RiderGrant, error) {
+func (s *Store) RevokeGrants(ctx context.Context, accountID string, ids []string, riderKey string, now time.Time, sign core.GrantSigner) ([]*core.Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.grantsLocked()
@@ -200,12 +202,13 @@ func (s *Store) RevokeGrants(ctx context.Context, accountID string, ids []string
 		return nil, core.Errorf(core.CodeGrantNotFound, "grant %q not found", ids[0])
 	}
 	slices.Sort(mounts)
-	var revoked []core.RiderGrant
+	var revoked []*core.Event
 	for _, uid := range mounts {
-		m := core.Mount{UID: uid}
-		if stored, ok := s.mounts[uid]; ok {
-			m = *stored
+		stored, ok := s.mounts[uid]
+		if !ok {
+			continue // a deleted mount's grants ended with it
 		}
+		m := *stored
 		_, done, err := s.revokeOnMountLocked(ctx, m, st.revocation(uid), byMount[uid], now, sign)
 		if err != nil {
 			return nil, err

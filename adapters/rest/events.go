@@ -28,6 +28,8 @@ type EventJSON struct {
 	Job *JobJSON `json:"job,omitempty"`
 	// Rollout is the rollout a ROLLOUT_* event is about.
 	Rollout *RolloutJSON `json:"rollout,omitempty"`
+	// Grant is the rider grant a GRANT_REVOKED event is about.
+	Grant *GrantJSON `json:"grant,omitempty"`
 }
 
 // eventJSON renders e; withIssuer shows the command's issuedBy, which a
@@ -59,6 +61,11 @@ func eventJSON(cursors *core.CursorCodec, e core.Event, withIssuer bool) EventJS
 	if e.Rollout != nil {
 		ro := rolloutJSON(*e.Rollout)
 		out.Rollout = &ro
+	}
+	if e.Grant != nil {
+		// Restricted tokens with mount items never receive these.
+		g := grantJSON(core.Principal{}, *e.Grant)
+		out.Grant = &g
 	}
 	return out
 }

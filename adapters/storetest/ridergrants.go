@@ -142,7 +142,8 @@ func grantCreate(t *testing.T, store GrantStore) {
 	}
 	// The same rider again: the new grant takes the old one's place.
 	created, replaced, err := store.CreateGrant(ctx, newGrant("gr_2", "G1", "acc_g", 1, time.Hour), wideLimits, grantT0.Add(time.Second), testSigner)
-	if err != nil || len(replaced) != 1 || replaced[0].ID != "gr_1" || replaced[0].State(grantT0) != core.GrantRevoked || created.ID != "gr_2" {
+	if err != nil || len(replaced) != 1 || replaced[0].Type != core.EventGrantRevoked || replaced[0].UID != "G1" ||
+		replaced[0].Grant.ID != "gr_1" || replaced[0].Grant.State(grantT0) != core.GrantRevoked || created.ID != "gr_2" {
 		t.Fatalf("replace: %+v %+v %v", created, replaced, err)
 	}
 	r, err := store.Revocations(ctx, "G1", grantT0.Add(time.Second))
@@ -237,7 +238,7 @@ func grantRevoke(t *testing.T, store GrantStore) {
 	}
 	at := grantT0.Add(time.Second)
 	revoked, err := store.RevokeGrants(ctx, "acc_g", []string{"gr_a"}, "", at, testSigner)
-	if err != nil || len(revoked) != 1 || !revoked[0].RevokedAt.Equal(at) {
+	if err != nil || len(revoked) != 1 || revoked[0].Type != core.EventGrantRevoked || !revoked[0].Grant.RevokedAt.Equal(at) {
 		t.Fatalf("revoke: %+v, %v", revoked, err)
 	}
 	r1, _ := store.Revocations(ctx, "G1", at)
@@ -257,7 +258,7 @@ func grantRevoke(t *testing.T, store GrantStore) {
 	// By rider key: every live grant of the rider in the account, on each
 	// mount, each mount's version once.
 	revoked, err = store.RevokeGrants(ctx, "acc_g", nil, riderKey(1), at, testSigner)
-	if err != nil || len(revoked) != 1 || revoked[0].ID != "gr_b" {
+	if err != nil || len(revoked) != 1 || revoked[0].Grant.ID != "gr_b" {
 		t.Fatalf("revoke rider 1: %+v, %v (gr_a was revoked already)", revoked, err)
 	}
 	r2, _ := store.Revocations(ctx, "G2", at)

@@ -264,6 +264,7 @@ type ComplexityRoot struct {
 	MountEvent struct {
 		Alarm      func(childComplexity int) int
 		Command    func(childComplexity int) int
+		Grant      func(childComplexity int) int
 		ID         func(childComplexity int) int
 		Mount      func(childComplexity int) int
 		OccurredAt func(childComplexity int) int
@@ -1509,6 +1510,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.MountEvent.Command(childComplexity), true
+	case "MountEvent.grant":
+		if e.ComplexityRoot.MountEvent.Grant == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountEvent.Grant(childComplexity), true
 	case "MountEvent.id":
 		if e.ComplexityRoot.MountEvent.ID == nil {
 			break
@@ -3107,6 +3114,8 @@ extend type Query {
   ALARM_RAISED
   ALARM_CLEARED
   ALARM_ACKNOWLEDGED
+  "A rider grant of the mount was revoked (never sent to a restricted token with mount items)."
+  GRANT_REVOKED
   "Account-level (no mount): webhooks and accountEvents carry it; mountEvents and the events query never do."
   JOB_COMPLETED
   "Account-level, as JOB_COMPLETED."
@@ -3140,6 +3149,8 @@ type MountEvent {
   command: Command
   "The alarm an ALARM_RAISED, ALARM_CLEARED or ALARM_ACKNOWLEDGED event is about (never sent to a restricted token with mount items)."
   alarm: Alarm
+  "The grant a GRANT_REVOKED event is about."
+  grant: Grant
   occurredAt: DateTime!
 }
 
@@ -4324,6 +4335,8 @@ func (ec *executionContext) childFields_MountEvent(ctx context.Context, field gr
 		return ec.fieldContext_MountEvent_command(ctx, field)
 	case "alarm":
 		return ec.fieldContext_MountEvent_alarm(ctx, field)
+	case "grant":
+		return ec.fieldContext_MountEvent_grant(ctx, field)
 	case "occurredAt":
 		return ec.fieldContext_MountEvent_occurredAt(ctx, field)
 	}
@@ -9866,6 +9879,38 @@ func (ec *executionContext) fieldContext_MountEvent_alarm(_ context.Context, fie
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Alarm(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MountEvent_grant(ctx context.Context, field graphql.CollectedField, obj *model.MountEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountEvent_grant(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Grant, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Grant) graphql.Marshaler {
+			return ec.marshalOGrant2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐGrant(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_MountEvent_grant(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MountEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Grant(ctx, field)
 		},
 	}
 	return fc, nil
@@ -18616,6 +18661,11 @@ func (ec *executionContext) _MountEvent(ctx context.Context, sel ast.SelectionSe
 			}
 		case "alarm":
 			out.Values[i] = ec._MountEvent_alarm(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "grant":
+			out.Values[i] = ec._MountEvent_grant(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

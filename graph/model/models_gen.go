@@ -367,7 +367,9 @@ type MountEvent struct {
 	// The command whose status moved (COMMAND_EXECUTED, COMMAND_REFUSED, COMMAND_UNCONFIRMED); issuedBy and issuedByName are null for restricted tokens.
 	Command *Command `json:"command,omitempty"`
 	// The alarm an ALARM_RAISED, ALARM_CLEARED or ALARM_ACKNOWLEDGED event is about (never sent to a restricted token with mount items).
-	Alarm      *Alarm   `json:"alarm,omitempty"`
+	Alarm *Alarm `json:"alarm,omitempty"`
+	// The grant a GRANT_REVOKED event is about.
+	Grant      *Grant   `json:"grant,omitempty"`
 	OccurredAt DateTime `json:"occurredAt"`
 }
 
@@ -1106,6 +1108,8 @@ const (
 	MountEventTypeAlarmRaised          MountEventType = "ALARM_RAISED"
 	MountEventTypeAlarmCleared         MountEventType = "ALARM_CLEARED"
 	MountEventTypeAlarmAcknowledged    MountEventType = "ALARM_ACKNOWLEDGED"
+	// A rider grant of the mount was revoked (never sent to a restricted token with mount items).
+	MountEventTypeGrantRevoked MountEventType = "GRANT_REVOKED"
 	// Account-level (no mount): webhooks and accountEvents carry it; mountEvents and the events query never do.
 	MountEventTypeJobCompleted MountEventType = "JOB_COMPLETED"
 	// Account-level, as JOB_COMPLETED.
@@ -1133,6 +1137,7 @@ var AllMountEventType = []MountEventType{
 	MountEventTypeAlarmRaised,
 	MountEventTypeAlarmCleared,
 	MountEventTypeAlarmAcknowledged,
+	MountEventTypeGrantRevoked,
 	MountEventTypeJobCompleted,
 	MountEventTypeRolloutPhaseOpened,
 	MountEventTypeRolloutPaused,
@@ -1141,7 +1146,7 @@ var AllMountEventType = []MountEventType{
 
 func (e MountEventType) IsValid() bool {
 	switch e {
-	case MountEventTypeStatesReported, MountEventTypeAssociationRequested, MountEventTypeAssociationConfirmed, MountEventTypeAssociationExpired, MountEventTypeAbandoned, MountEventTypeDeleted, MountEventTypeNfcTagsSynced, MountEventTypeCommandIssued, MountEventTypeCommandExecuted, MountEventTypeCommandRefused, MountEventTypeCommandUnconfirmed, MountEventTypeMountOffline, MountEventTypeMountOnline, MountEventTypeAlarmRaised, MountEventTypeAlarmCleared, MountEventTypeAlarmAcknowledged, MountEventTypeJobCompleted, MountEventTypeRolloutPhaseOpened, MountEventTypeRolloutPaused, MountEventTypeRolloutCompleted:
+	case MountEventTypeStatesReported, MountEventTypeAssociationRequested, MountEventTypeAssociationConfirmed, MountEventTypeAssociationExpired, MountEventTypeAbandoned, MountEventTypeDeleted, MountEventTypeNfcTagsSynced, MountEventTypeCommandIssued, MountEventTypeCommandExecuted, MountEventTypeCommandRefused, MountEventTypeCommandUnconfirmed, MountEventTypeMountOffline, MountEventTypeMountOnline, MountEventTypeAlarmRaised, MountEventTypeAlarmCleared, MountEventTypeAlarmAcknowledged, MountEventTypeGrantRevoked, MountEventTypeJobCompleted, MountEventTypeRolloutPhaseOpened, MountEventTypeRolloutPaused, MountEventTypeRolloutCompleted:
 		return true
 	}
 	return false
