@@ -17,7 +17,7 @@ import (
 // in a row, over REST and GraphQL, while another client's reads reach the
 // replica and, right after the write, may see the name before it.
 func TestReadReplica(t *testing.T) {
-	dbURL := testenv.PostgresURL(t)
+	dbURL := testenv.PostgresReplicatedURL(t)
 	cfg := testConfig(t.TempDir(), dbURL)
 	cfg.DatabaseReadURL = testenv.PostgresReadURL(t, testenv.DatabaseName(t, dbURL))
 	// Well above the replica's 250 ms, so that a machine busy with other

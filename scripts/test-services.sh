@@ -3,6 +3,7 @@
 # dir, Debian's Chromium for browser tests and nginx for the deployment test,
 # exporting to it:
 #   MOUNTD_TEST_DATABASE_URL  postgres://... (an admin URL; tests create their own databases)
+#   MOUNTD_TEST_DATABASE_REPLICATED_URL  the admin URL of the cluster the replica streams from
 #   MOUNTD_TEST_DATABASE_READ_URL  postgres://... (the same admin URL on a streaming read replica
 #                             of that cluster, which replays each commit TEST_SERVICES_REPLICA_DELAY,
 #                             default 250ms, late: a read wrongly sent to it sees stale data)
@@ -261,6 +262,9 @@ export MOUNTD_TEST_DATABASE_URLS
 wait "$REPLICA_SETUP" || exit 1
 REPLICA_SETUP=""
 export MOUNTD_TEST_DATABASE_READ_URL="postgres://postgres@127.0.0.1:$REPLICA_PORT/postgres?sslmode=disable"
+# The primary the replica streams from: scripts/test-all.sh points each e2e
+# shard's MOUNTD_TEST_DATABASE_URL at a cluster of its own.
+export MOUNTD_TEST_DATABASE_REPLICATED_URL="$MOUNTD_TEST_DATABASE_URL"
 export MOUNTD_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 export MOUNTD_TEST_REDIS_CLUSTER_URL="${cluster_url%&}"
 # Headless Chromium for the browser tests (GraphiQL).

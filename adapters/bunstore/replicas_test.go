@@ -22,7 +22,7 @@ import (
 // a client's reads after its own write go to the primary (dbread).
 func TestReadReplica(t *testing.T) {
 	ctx := context.Background()
-	url := testenv.PostgresURL(t)
+	url := testenv.PostgresReplicatedURL(t)
 	store := MustOpen(t, url)
 	if _, err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)

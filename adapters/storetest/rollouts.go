@@ -88,10 +88,13 @@ func rolloutTargets(t *testing.T, store Store, accountID, id string) map[string]
 	return out
 }
 
-func rolloutEventTypes(t *testing.T, store Store, accountID string) ([]core.EventType, []core.Event) {
+func rolloutEventTypes(t *testing.T, store Store, accountID string, want int) ([]core.EventType, []core.Event) {
 	t.Helper()
-	events := readAll(t, store, core.EventQuery{AccountID: accountID,
-		Types: []core.EventType{core.EventRolloutPhaseOpened, core.EventRolloutPaused, core.EventRolloutCompleted}})
+	q := core.EventQuery{AccountID: accountID,
+		Types: []core.EventType{core.EventRolloutPhaseOpened, core.EventRolloutPaused, core.EventRolloutCompleted}}
+	// An event shows once every older transaction of the cluster ended.
+	WaitForEvents(t, store, q, want)
+	events := readAll(t, store, q)
 	var types []core.EventType
 	for _, e := range events {
 		if e.Rollout == nil || e.UID != "" || e.Mount.UID != "" || e.AccountID != accountID {
@@ -206,7 +209,7 @@ func rolloutCreation(t *testing.T, store Store) {
 		!got.RequireIdle || got.MinSample != 2 || got.FailureThreshold != 50 || got.CreatedBy != "cli_acc_a" || got.Counts != r.Counts {
 		t.Fatalf("Rollout = %+v, %v", got, err)
 	}
-	types, logged := rolloutEventTypes(t, store, "acc_a")
+	types, logged := rolloutEventTypes(t, store, "acc_a", 1)
 	if !slices.Equal(types, []core.EventType{core.EventRolloutPhaseOpened}) || logged[0].Rollout.ID != "ro_1" ||
 		logged[0].Rollout.SoftwareRevision != "2.0.0" || !slices.Equal(logged[0].Rollout.Phases, phases) ||
 		logged[0].Rollout.HealthWindow != time.Minute || logged[0].Rollout.Counts != r.Counts || !logged[0].OccurredAt.Equal(now) {
@@ -452,7 +455,7 @@ func rolloutProgress(t *testing.T, store Store) {
 	if err != nil || r.State != core.RolloutCompleted || r.Counts != (core.RolloutCounts{Healthy: 1, Failed: 3}) || !r.EndedAt.Equal(t2.Add(time.Minute)) {
 		t.Fatalf("completed %+v, %v", r, err)
 	}
-	types, logged := rolloutEventTypes(t, store, "acc_a")
+	types, logged := rolloutEventTypes(t, store, "acc_a", 3)
 	if !slices.Equal(types, []core.EventType{core.EventRolloutPhaseOpened, core.EventRolloutPhaseOpened, core.EventRolloutCompleted}) ||
 		logged[2].Rollout.State != core.RolloutCompleted {
 		t.Fatalf("events %v", types)
@@ -589,7 +592,7 @@ func rolloutMountLeaves(t *testing.T, store Store) {
 	if err != nil || r.State != core.RolloutCompleted || r.SampleFailed != 0 || r.Counts != (core.RolloutCounts{Failed: 4}) {
 		t.Fatalf("after the abandons: %+v, %v", r, err)
 	}
-	types, _ := rolloutEventTypes(t, store, "acc_a")
+	types, _ := rolloutEventTypes(t, store, "acc_a", 3)
 	if !slices.Equal(types, []core.EventType{core.EventRolloutPhaseOpened, core.EventRolloutPhaseOpened, core.EventRolloutCompleted}) {
 		t.Fatalf("rollout events %v", types)
 	}
@@ -806,7 +809,7 @@ func racingRolloutSweeps(t *testing.T, store Store) {
 	if decided != n {
 		t.Fatalf("%d decisions reported; want %d", decided, n)
 	}
-	if types, _ := rolloutEventTypes(t, store, "acc_a"); completed != 1 || len(types) != 2 {
+	if types, _ := rolloutEventTypes(t, store, "acc_a", 2); completed != 1 || len(types) != 2 {
 		t.Fatalf("%d events returned, %v logged; want one ROLLOUT_COMPLETED", completed, types)
 	}
 }

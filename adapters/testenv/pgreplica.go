@@ -56,6 +56,25 @@ func PostgresReadURL(tb testing.TB, database string, tables ...string) string {
 	return readURL
 }
 
+// PostgresReplicatedURL is PostgresURL on the cluster the read replica
+// streams from (MOUNTD_TEST_DATABASE_REPLICATED_URL), which need not be
+// MOUNTD_TEST_DATABASE_URL's (each e2e shard has a cluster of its own).
+func PostgresReplicatedURL(tb testing.TB) string {
+	tb.Helper()
+	if os.Getenv("MOUNTD_TEST_DATABASE_READ_URL") == "" {
+		missing(tb, "MOUNTD_TEST_DATABASE_READ_URL")
+	}
+	return postgresURLOn(tb, replicatedAdmin())
+}
+
+// replicatedAdmin is the admin URL of the replica's primary.
+func replicatedAdmin() string {
+	if u := os.Getenv("MOUNTD_TEST_DATABASE_REPLICATED_URL"); u != "" {
+		return u
+	}
+	return os.Getenv("MOUNTD_TEST_DATABASE_URL")
+}
+
 // DatabaseName is the name of the database that databaseURL (as
 // PostgresURL returns it) names.
 func DatabaseName(tb testing.TB, databaseURL string) string {
@@ -109,7 +128,7 @@ func WaitReplayed(tb testing.TB) {
 // yet when the client hears of it.
 func replayTarget(tb testing.TB) (lsn string, replica *sql.DB) {
 	tb.Helper()
-	primaryURL, replicaURL := os.Getenv("MOUNTD_TEST_DATABASE_URL"), os.Getenv("MOUNTD_TEST_DATABASE_READ_URL")
+	primaryURL, replicaURL := replicatedAdmin(), os.Getenv("MOUNTD_TEST_DATABASE_READ_URL")
 	if primaryURL == "" {
 		missing(tb, "MOUNTD_TEST_DATABASE_URL")
 	}

@@ -14,7 +14,7 @@ import (
 // starts: it is a hot standby that refuses writes, replays the primary's
 // commits late but within seconds, and WaitReplayed makes a commit visible.
 func TestPostgresReadReplica(t *testing.T) {
-	primaryURL := PostgresURL(t)
+	primaryURL := PostgresReplicatedURL(t)
 	primary := openPG(t, primaryURL)
 	ctx := context.Background()
 	if _, err := primary.ExecContext(ctx, "CREATE TABLE items (id int PRIMARY KEY)"); err != nil {

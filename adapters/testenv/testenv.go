@@ -46,7 +46,12 @@ func randomSuffix() string {
 // log meanwhile.)
 func PostgresURL(tb testing.TB) string {
 	tb.Helper()
-	admin := os.Getenv("MOUNTD_TEST_DATABASE_URL")
+	return postgresURLOn(tb, os.Getenv("MOUNTD_TEST_DATABASE_URL"))
+}
+
+// postgresURLOn is PostgresURL on the server of admin.
+func postgresURLOn(tb testing.TB, admin string) string {
+	tb.Helper()
 	if admin == "" {
 		missing(tb, "MOUNTD_TEST_DATABASE_URL")
 	}
