@@ -110,13 +110,36 @@ func Open(ctx context.Context, databaseURL string) (*Store, func(), error) {
 	s.sql.mountWithLatestTx = s.mountWithLatestSQL("?")
 	s.sql.ingest = s.ingestSQL()
 	s.sql.ingestWatched = s.ingestWatchedSQL()
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := s.db.PingContext(pingCtx); err != nil {
+	if err := s.pingAtStart(ctx); err != nil {
 		_ = s.db.Close()
 		return nil, nil, fmt.Errorf("connect to database: %w", err)
 	}
 	return s, func() { _ = s.db.Close() }, nil
+}
+
+// startWait is how long Open tries the database before it gives up: a
+// replica started while PostgreSQL restarts ("the database system is
+// shutting down", "is starting up") or fails over waits for it instead of
+// exiting.
+const startWait = 30 * time.Second
+
+// pingAtStart pings the database every second (each ping bounded to 10 s)
+// until it answers or startWait has passed.
+func (s *Store) pingAtStart(ctx context.Context) error {
+	deadline := time.Now().Add(startWait)
+	for {
+		pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := s.db.PingContext(pingCtx)
+		cancel()
+		if err == nil || !core.IsUnavailable(err) || time.Now().Add(time.Second).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // openPostgres returns a pool of up to 32 connections to dsn (it connects

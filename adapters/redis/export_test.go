@@ -14,3 +14,6 @@ func SetRateClock(l *RateLimiter, now func() time.Time) {
 		l.now = now
 	}
 }
+
+// RetryStart exposes retryStart to the tests.
+var RetryStart = retryStart

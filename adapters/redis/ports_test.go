@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strconv"
@@ -413,4 +414,23 @@ func TestReadPins(t *testing.T) {
 			return redis.NewReadPins(b.client(t, url), base+t.Name()+":")
 		}, porttest.Options{Shared: true})
 	})
+}
+
+// TestRetryStart: a dependency that answers on the third try is waited
+// for; one that never answers gives up with its last error.
+func TestRetryStart(t *testing.T) {
+	ctx := context.Background()
+	tries := 0
+	if err := redis.RetryStart(ctx, 10*time.Second, func(context.Context) error {
+		if tries++; tries < 3 {
+			return errors.New("LOADING")
+		}
+		return nil
+	}); err != nil || tries != 3 {
+		t.Fatalf("retryStart: %v after %d tries; want success on the third", err, tries)
+	}
+	down := errors.New("connection refused")
+	if err := redis.RetryStart(ctx, 1500*time.Millisecond, func(context.Context) error { return down }); !errors.Is(err, down) {
+		t.Fatalf("retryStart of a dependency that stays down: %v", err)
+	}
 }

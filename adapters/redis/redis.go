@@ -72,14 +72,37 @@ func OpenCluster(ctx context.Context, url string) (goredis.UniversalClient, func
 // clusterStateReload is how old the cluster client's slot map may grow.
 const clusterStateReload = 2 * time.Second
 
+// startWait is how long connect tries before it gives up: a replica
+// started while a master fails over (some 6 to 20 s) waits for the
+// promotion instead of exiting.
+const startWait = 30 * time.Second
+
 func connect(ctx context.Context, client goredis.UniversalClient) (goredis.UniversalClient, func(), error) {
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := Ping(pingCtx, client); err != nil {
+	err := retryStart(ctx, startWait, func(ctx context.Context) error { return Ping(ctx, client) })
+	if err != nil {
 		_ = client.Close()
 		return nil, nil, fmt.Errorf("connect to redis: %w", err)
 	}
 	return client, func() { _ = client.Close() }, nil
+}
+
+// retryStart calls try (each call bounded to 5 s) every second until it
+// succeeds or wait has passed, and returns its last error.
+func retryStart(ctx context.Context, wait time.Duration, try func(context.Context) error) error {
+	deadline := time.Now().Add(wait)
+	for {
+		tryCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := try(tryCtx)
+		cancel()
+		if err == nil || time.Now().Add(time.Second).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // Ping checks that Redis serves: one Redis answers PING; a cluster says
