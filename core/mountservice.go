@@ -74,9 +74,11 @@ type MountDeps struct {
 }
 
 // GrantResigner signs mount uid's live rider grants again with its current
-// owner key (CONTRACT §21, "Lifecycle").
+// owner key (CONTRACT §21, "Lifecycle"), and refuses a rider's token issued
+// before a revocation on the mount.
 type GrantResigner interface {
 	ResignGrants(ctx context.Context, uid string) error
+	CheckRiderToken(ctx context.Context, p Principal, uid string) error
 }
 
 // NewMountService returns a MountService over its ports.
@@ -752,6 +754,14 @@ func (s *MountService) StateHistory(ctx context.Context, p Principal, uid string
 
 // QueryCommand handles GET /mounts/{uid}/query: one fresh signed command.
 func (s *MountService) QueryCommand(ctx context.Context, p Principal, uid, code string, params CommandParams) ([]Command, error) {
+	if s.grants != nil && p.LimitedToMounts() {
+		if err := p.AuthorizeMount(ActionQueryCommand, uid); err != nil {
+			return nil, err
+		}
+		if err := s.grants.CheckRiderToken(ctx, p, uid); err != nil {
+			return nil, err
+		}
+	}
 	if code == string(CmdInstallFirmware) {
 		return s.queryInstallFirmware(ctx, p, uid, params)
 	}

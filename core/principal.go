@@ -12,6 +12,8 @@ type Principal struct {
 	// TokenID tells the caller's access tokens apart (a digest of the
 	// token, never the token), for bounds per token; "" when unknown.
 	TokenID   string
+	// IssuedAt is the token's iat (seconds); zero when it has none.
+	IssuedAt  time.Time
 	ExpiresAt time.Time
 	// Person says that the token is a person's (ClientID is then the
 	// user id), and Name is the person's username when the token says it.

@@ -175,6 +175,10 @@ type GrantStore interface {
 	// current owner key's again with it (sign), in one transaction, and
 	// records the audit entry ctx carries when it signed any.
 	ResignGrants(ctx context.Context, uid string, now time.Time, sign GrantSigner) (int, error)
+	// LastRevocation is when a grant of mount uid was last revoked (one, a
+	// rider's, a replaced one; not those ended with their association);
+	// zero for never.
+	LastRevocation(ctx context.Context, uid string) (time.Time, error)
 	// DatabaseTime is the database server's clock.
 	DatabaseTime(ctx context.Context) (time.Time, error)
 	// RecordOfflineUses stores uses (commands with GrantID, of their
@@ -251,6 +255,9 @@ func (s *GrantService) Create(ctx context.Context, p Principal, uid string, in G
 	restricted := p.Role == RoleRestricted
 	if restricted && !p.LimitedToMounts() {
 		return RiderGrant{}, Errorf(CodeForbidden, "maintainer tokens read grants; they do not create them")
+	}
+	if err := s.CheckRiderToken(ctx, p, uid); err != nil {
+		return RiderGrant{}, err
 	}
 	now := s.clock()
 	g, err := s.checkInput(in, now, restricted)
@@ -508,4 +515,24 @@ func (s *GrantService) TimeToken(ctx context.Context, p Principal, uid, nonce st
 func (s *GrantService) ResignGrants(ctx context.Context, uid string) error {
 	_, err := s.Grants.ResignGrants(ctx, uid, s.clock(), s.sign)
 	return err
+}
+
+// CheckRiderToken refuses a token limited to its mounts that was issued
+// before the last revocation on mount uid (FORBIDDEN): a rider's token
+// from before its grant was revoked neither queries the mount's commands
+// nor creates grants on it. Other tokens, and tokens without iat, pass.
+func (s *GrantService) CheckRiderToken(ctx context.Context, p Principal, uid string) error {
+	if !p.LimitedToMounts() || p.IssuedAt.IsZero() {
+		return nil
+	}
+	r, err := s.Grants.LastRevocation(ctx, uid)
+	if err != nil {
+		return err
+	}
+	// iat is in seconds: a token of the revocation's second counts as
+	// before it unless its second is past the revocation's.
+	if !r.IsZero() && p.IssuedAt.Truncate(time.Second).UnixMilli() < r.UnixMilli() {
+		return Errorf(CodeForbidden, "this token was issued before a revocation on mount %q: get a new token", uid)
+	}
+	return nil
 }

@@ -41,7 +41,8 @@ func newGrantWorld(t *testing.T) grantWorld {
 		t.Fatal(err)
 	}
 	signer := keyring.NewMountSigner(sealer)
-	mounts := core.NewMountService(core.MountDeps{Mounts: store, States: store, Commands: store, Tags: store,
+	grants := core.NewGrantService(core.GrantDeps{Grants: store, Mounts: store, Signer: signer})
+	mounts := core.NewMountService(core.MountDeps{Mounts: store, States: store, Commands: store, Tags: store, Grants: grants,
 		Signer: signer, Cache: memory.NewStateCache(), Scheduler: downScheduler{},
 		Waker: &wakeLog{}, Window: core.AssociationWindow(10 * time.Minute), CommandTTL: core.CommandTTL(time.Minute),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Jobs: store, Filters: fakeFilters{}, Rollouts: store, Firmware: store})
@@ -81,7 +82,7 @@ func newGrantWorld(t *testing.T) grantWorld {
 			}
 		}
 	}
-	w.grants = core.NewGrantService(core.GrantDeps{Grants: store, Mounts: store, Signer: signer})
+	w.grants = grants
 	w.grants.SetClock(clock.Now)
 	return w
 }
@@ -364,5 +365,52 @@ func TestOfflineReceipts(t *testing.T) {
 	}
 	if _, err := w.grants.UploadOfflineReceipts(ctx, w.owner, "M9", make([]core.OfflineReceiptInput, 501)); errCode(err) != core.CodePayloadTooLarge {
 		t.Fatalf("501 receipts: %v", err)
+	}
+}
+
+// TestRiderTokenAfterRevocation: a token limited to the mount issued before
+// a revocation there is refused for /query and creating grants; one issued
+// after, owners and maintainers are not.
+func TestRiderTokenAfterRevocation(t *testing.T) {
+	w := newGrantWorld(t)
+	ctx := context.Background()
+	later := w.clock.Now().Add(time.Hour)
+	g, err := w.grants.Create(ctx, w.owner, "M1", core.GrantInput{RiderKey: newRiderKey(t), NotAfter: &later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := w.rider
+	old.IssuedAt = w.clock.Now().Add(-time.Minute)
+	w.clock.Advance(time.Second)
+	if _, err := w.grants.Revoke(ctx, w.owner, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	fresh := w.rider
+	fresh.IssuedAt = w.clock.Now().Add(time.Second).Truncate(time.Second)
+	maintainer := w.maintainer
+	maintainer.IssuedAt = old.IssuedAt
+	for _, tc := range []struct {
+		name string
+		p    core.Principal
+		code core.Code
+	}{
+		{"a rider's token from before", old, core.CodeForbidden},
+		{"a rider's token from after", fresh, ""},
+		{"the owner's", w.owner, ""},
+		{"a maintainer's from before", maintainer, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := w.mounts.QueryCommand(ctx, tc.p, "M1", "RELEASE_HELMET", nil)
+			if errCode(err) != tc.code {
+				t.Fatalf("query: %v, want %q", err, tc.code)
+			}
+			if tc.p.Role != core.RoleRestricted || !tc.p.LimitedToMounts() {
+				return
+			}
+			_, err = w.grants.Create(ctx, tc.p, "M1", core.GrantInput{RiderKey: newRiderKey(t), NotAfter: &later})
+			if errCode(err) != tc.code {
+				t.Fatalf("create grant: %v, want %q", err, tc.code)
+			}
+		})
 	}
 }

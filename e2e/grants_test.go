@@ -179,6 +179,16 @@ func TestRiderGrants(t *testing.T) {
 				if raw := rider.ok(t, http.MethodGet, "/api/v1/events?mountUid="+uid, nil); strings.Contains(string(raw), "GRANT_REVOKED") {
 					t.Fatalf("a rider's token received GRANT_REVOKED: %s", raw)
 				}
+				// The rider's token from before the revocation may no longer
+				// query the mount's commands or make grants there; a token
+				// issued after (iat in seconds: the next second) may.
+				res, raw = rider.call(http.MethodGet, "/api/v1/mounts/"+uid+"/query?code=RELEASE_HELMET", nil)
+				wantProblem(t, res, raw, 403, "FORBIDDEN")
+				res, raw = rider.call(http.MethodPost, "/api/v1/mounts/"+uid+"/grants", map[string]any{"riderKey": riderKeyHex(t), "notAfter": notAfter})
+				wantProblem(t, res, raw, 403, "FORBIDDEN")
+				time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 10*time.Millisecond)))
+				rider.token = in.token(owner.creds, "openid", "sub", audItem, "role:restricted", "mount:"+uid)
+				rider.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/query?code=RELEASE_HELMET", nil)
 			})
 
 			t.Run("over GraphQL", func(t *testing.T) {

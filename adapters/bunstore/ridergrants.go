@@ -59,6 +59,8 @@ type revocationRow struct {
 	UID           string `bun:"uid,pk"`
 	Version       int64  `bun:"version"`
 	Epoch         int64  `bun:"epoch"`
+	// RevokedAt is the last revocation's time (ms), 0 for none.
+	RevokedAt int64 `bun:"revoked_at"`
 }
 
 // liveGrant is the condition of a grant neither revoked nor expired at ?.
@@ -174,7 +176,7 @@ func (s *Store) revokeOnMount(ctx context.Context, tx bun.Tx, row *mountRow, rev
 	if err != nil {
 		return nil, err
 	}
-	rev.Version = rise(rev.Version, now)
+	rev.Version, rev.RevokedAt = rise(rev.Version, now), millis(now)
 	ids := make([]string, len(grants))
 	for i, g := range grants {
 		ids[i] = g.ID
@@ -194,7 +196,7 @@ func (s *Store) revokeOnMount(ctx context.Context, tx bun.Tx, row *mountRow, rev
 		Where("id IN (?)", bun.In(ids)).Exec(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := tx.NewUpdate().Model(rev).Column("version", "epoch").WherePK().Exec(ctx); err != nil {
+	if _, err := tx.NewUpdate().Model(rev).Column("version", "epoch", "revoked_at").WherePK().Exec(ctx); err != nil {
 		return nil, err
 	}
 	out := make([]*core.Event, len(grants))
@@ -459,4 +461,17 @@ func (s *Store) ResignGrants(ctx context.Context, uid string, now time.Time, sig
 		return s.recordAudit(ctx, tx)
 	})
 	return n, err
+}
+
+// LastRevocation implements core.GrantStore.
+func (s *Store) LastRevocation(ctx context.Context, uid string) (time.Time, error) {
+	var ms int64
+	err := s.db.NewSelect().Model((*revocationRow)(nil)).Column("revoked_at").Where("uid = ?", uid).Scan(ctx, &ms)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, err
+	}
+	if ms == 0 {
+		return time.Time{}, nil
+	}
+	return fromMillis(ms), nil
 }

@@ -18,11 +18,13 @@ type grantState struct {
 	grants       []core.RiderGrant
 	revokedEpoch map[string]int64
 	revocations  map[string]core.Revocations
+	// lastRevocation is each mount's last revocation's time.
+	lastRevocation map[string]time.Time
 }
 
 func (s *Store) grantsLocked() *grantState {
 	if s.gr.revokedEpoch == nil {
-		s.gr.revokedEpoch, s.gr.revocations = map[string]int64{}, map[string]core.Revocations{}
+		s.gr.revokedEpoch, s.gr.revocations, s.gr.lastRevocation = map[string]int64{}, map[string]core.Revocations{}, map[string]time.Time{}
 	}
 	return &s.gr
 }
@@ -141,6 +143,7 @@ func (s *Store) revokeOnMountLocked(ctx context.Context, m core.Mount, rev core.
 			map[string]any{"uid": g.UID, "riderKey": g.RiderKey}))
 	}
 	st.revocations[m.UID] = rev
+	st.lastRevocation[m.UID] = ms(now)
 	return rev, out, nil
 }
 
@@ -312,4 +315,11 @@ func (s *Store) ResignGrants(ctx context.Context, uid string, now time.Time, sig
 		s.auditLocked(ctx)
 	}
 	return len(signed), nil
+}
+
+// LastRevocation implements core.GrantStore.
+func (s *Store) LastRevocation(_ context.Context, uid string) (time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.grantsLocked().lastRevocation[uid], nil
 }

@@ -214,7 +214,7 @@ func (v *Verifier) verify(ctx context.Context, raw string) (core.Principal, erro
 		clientID, person = c.Subject, true
 	}
 	return core.Principal{AccountID: accountID, ClientID: clientID, Person: person, Name: c.Username,
-		ExpiresAt: tok.Expiry.UTC(), Grant: grant}, nil
+		IssuedAt: tok.IssuedAt.UTC(), ExpiresAt: tok.Expiry.UTC(), Grant: grant}, nil
 }
 
 // scopeItems accepts the scope claim as one space-separated string (RFC 9068)

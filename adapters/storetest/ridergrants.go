@@ -236,6 +236,9 @@ func grantRevoke(t *testing.T, store GrantStore) {
 	if before.Version != 1 || before.Epoch != 1 || len(before.GrantIDs) != 0 {
 		t.Fatalf("a new mount's revocations: %+v", before)
 	}
+	if last, err := store.LastRevocation(ctx, "G1"); err != nil || !last.IsZero() {
+		t.Fatalf("a new mount's last revocation: %v, %v", last, err)
+	}
 	at := grantT0.Add(time.Second)
 	revoked, err := store.RevokeGrants(ctx, "acc_g", []string{"gr_a"}, "", at, testSigner)
 	if err != nil || len(revoked) != 1 || revoked[0].Type != core.EventGrantRevoked || !revoked[0].Grant.RevokedAt.Equal(at) {
@@ -244,6 +247,9 @@ func grantRevoke(t *testing.T, store GrantStore) {
 	r1, _ := store.Revocations(ctx, "G1", at)
 	if !slices.Equal(r1.GrantIDs, []string{"gr_a"}) || r1.Version < at.UnixMilli() {
 		t.Fatalf("after a revocation: %+v; want gr_a at a version of at least the time", r1)
+	}
+	if last, err := store.LastRevocation(ctx, "G1"); err != nil || !last.Equal(at) {
+		t.Fatalf("last revocation %v, %v; want %v", last, err, at)
 	}
 	// Again: nothing changes, the version stays.
 	if again, err := store.RevokeGrants(ctx, "acc_g", []string{"gr_a"}, "", at.Add(time.Second), testSigner); err != nil || len(again) != 0 {
@@ -387,6 +393,9 @@ func grantsEndWithAssociation(t *testing.T, store GrantStore) {
 	}
 	if r, _ := store.Revocations(ctx, "G1", at); len(r.GrantIDs) != 0 {
 		t.Fatalf("an ended association's grants in the revocation list: %+v", r)
+	}
+	if last, err := store.LastRevocation(ctx, "G1"); err != nil || !last.IsZero() {
+		t.Fatalf("an ended association counted as a revocation: %v, %v", last, err)
 	}
 }
 

@@ -1,0 +1,1 @@
+ALTER TABLE mount_revocations DROP COLUMN revoked_at;
