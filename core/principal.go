@@ -11,7 +11,7 @@ type Principal struct {
 	ClientID  string
 	// TokenID tells the caller's access tokens apart (a digest of the
 	// token, never the token), for bounds per token; "" when unknown.
-	TokenID   string
+	TokenID string
 	// IssuedAt is the token's iat (seconds); zero when it has none.
 	IssuedAt  time.Time
 	ExpiresAt time.Time
