@@ -102,6 +102,9 @@ func (s *GrantService) UploadOfflineReceipts(ctx context.Context, p Principal, u
 			continue
 		}
 		out.Accepted++
+		if m, ok := s.Waker.(GrantMeter); ok {
+			m.OfflineUse(st.Event.Command.Status)
+		}
 		s.wakeAll(ctx, []*Event{st.Event})
 	}
 	ack, err := s.signText(ctx, m, protocol.BuildAckText(uid, nonces))
@@ -167,4 +170,13 @@ func (s *GrantService) judgeOfflineReceipt(ctx context.Context, p Principal, m M
 // with a new one, nil for a duplicate.
 type StoredUse struct {
 	Event *Event
+}
+
+// GrantMeter counts offline access for metrics (the waker implements it
+// where metrics are kept).
+type GrantMeter interface {
+	GrantIssued()
+	// OfflineUse counts a stored offline use by outcome (EXECUTED,
+	// REFUSED).
+	OfflineUse(outcome CommandStatus)
 }

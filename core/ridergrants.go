@@ -272,8 +272,14 @@ func (s *GrantService) Create(ctx context.Context, p Principal, uid string, in G
 	actx := byPrincipal(ctx, p, now, AuditGrantCreate, AuditTarget("grant", g.ID),
 		map[string]any{"uid": uid, "riderKey": g.RiderKey, "notBefore": FormatTime(g.NotBefore), "notAfter": FormatTime(g.NotAfter)})
 	created, replaced, err := s.Grants.CreateGrant(actx, g, lim, now, s.sign)
+	if err != nil {
+		return RiderGrant{}, err
+	}
+	if m, ok := s.Waker.(GrantMeter); ok {
+		m.GrantIssued()
+	}
 	s.wakeAll(ctx, replaced)
-	return created, err
+	return created, nil
 }
 
 // checkInput validates in at now; restricted tokens get the shorter bound.

@@ -281,6 +281,12 @@ func TestRiderGrants(t *testing.T) {
 				if after.Uses != 1 || after.LastUsedAt == nil || *after.LastUsedAt != protocol.FormatTime(at) {
 					t.Fatalf("the grant after one use and one refusal: %+v", after)
 				}
+				_, metrics := in.call(http.MethodGet, "/metrics", "", nil)
+				for _, sample := range []string{`mountd_offline_uses_total{outcome="EXECUTED"}`, `mountd_offline_uses_total{outcome="REFUSED"}`, `mountd_grants_issued_total`} {
+					if metricValue(string(metrics), sample) < 1 {
+						t.Errorf("%s below 1 after the uploads", sample)
+					}
+				}
 				events := owner.ok(t, http.MethodGet, "/api/v1/events?"+url.Values{"types": {"COMMAND_EXECUTED"}, "mountUid": {uid}}.Encode(), nil)
 				if !strings.Contains(string(events), `"grantId":"`+grant.ID+`"`) {
 					t.Fatalf("no COMMAND_EXECUTED event with the grant: %s", events)

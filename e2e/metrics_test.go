@@ -181,7 +181,9 @@ func TestFleetCountersStartAtZero(t *testing.T) {
 	for _, c := range core.CommandCodes {
 		want = append(want, fmt.Sprintf(`mountd_commands_total{code=%q}`, c))
 	}
-	want = append(want, `mountd_webhook_deliveries_total{outcome="succeeded"}`, `mountd_webhook_deliveries_total{outcome="failed"}`)
+	want = append(want, `mountd_webhook_deliveries_total{outcome="succeeded"}`, `mountd_webhook_deliveries_total{outcome="failed"}`,
+		`mountd_grants_issued_total`, `mountd_offline_uses_total{outcome="EXECUTED"}`, `mountd_offline_uses_total{outcome="REFUSED"}`,
+		`mountd_db_reads_total{target="replica"}`)
 	for _, sample := range want {
 		if got := metricValue(page, sample); got != 0 {
 			t.Errorf("%s = %v on a fresh server, want 0", sample, got)

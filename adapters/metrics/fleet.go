@@ -22,11 +22,14 @@ type Fleet struct {
 	commands   *prometheus.CounterVec
 	outcomes   *prometheus.CounterVec
 	deliveries *prometheus.CounterVec
+	grants     prometheus.Counter
+	offline    *prometheus.CounterVec
 }
 
 var (
 	_ core.FleetMeter          = (*Fleet)(nil)
 	_ core.CommandOutcomeMeter = (*Fleet)(nil)
+	_ core.GrantMeter          = (*Fleet)(nil)
 )
 
 // NewFleet counts on behalf of waker's users.
@@ -44,6 +47,10 @@ func NewFleet(waker core.EventWaker) *Fleet {
 			[]string{"code", "status"}),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mountd_webhook_deliveries_total",
 			Help: "Webhook attempts made by this replica, by outcome (succeeded, failed)."}, []string{"outcome"}),
+		grants: prometheus.NewCounter(prometheus.CounterOpts{Name: "mountd_grants_issued_total",
+			Help: "Rider grants issued by this replica (offline access)."}),
+		offline: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mountd_offline_uses_total",
+			Help: "Offline uses stored by this replica from mounts' receipts, by outcome (EXECUTED, REFUSED)."}, []string{"outcome"}),
 	}
 	// Every known label at zero from the start: dashboards and alerts
 	// (rate(), absent()) see a series before its first event.
@@ -55,6 +62,9 @@ func NewFleet(waker core.EventWaker) *Fleet {
 		for _, st := range []core.CommandStatus{core.CommandExecuted, core.CommandRefused, core.CommandUnconfirmed} {
 			f.outcomes.WithLabelValues(string(c), string(st))
 		}
+	}
+	for _, o := range []core.CommandStatus{core.CommandExecuted, core.CommandRefused} {
+		f.offline.WithLabelValues(string(o))
 	}
 	for _, o := range []string{"succeeded", "failed"} {
 		f.deliveries.WithLabelValues(o)
@@ -76,6 +86,12 @@ func (f *Fleet) CommandOutcome(code core.CommandCode, status core.CommandStatus)
 	f.outcomes.WithLabelValues(string(code), string(status)).Inc()
 }
 
+// GrantIssued implements core.GrantMeter.
+func (f *Fleet) GrantIssued() { f.grants.Inc() }
+
+// OfflineUse implements core.GrantMeter.
+func (f *Fleet) OfflineUse(outcome core.CommandStatus) { f.offline.WithLabelValues(string(outcome)).Inc() }
+
 // DeliveryFinished implements core.FleetMeter.
 func (f *Fleet) DeliveryFinished(status core.DeliveryStatus) {
 	outcome := "failed"
@@ -89,7 +105,7 @@ func (f *Fleet) DeliveryFinished(status core.DeliveryStatus) {
 // association state (from counts, at most once per 15 s) and the feed's
 // lag.
 func (f *Fleet) Collectors(counts func(context.Context) (map[string]int, error), lag func() time.Duration, logger *slog.Logger) []prometheus.Collector {
-	return []prometheus.Collector{f.events, f.entries, f.commands, f.outcomes, f.deliveries,
+	return []prometheus.Collector{f.events, f.entries, f.commands, f.outcomes, f.deliveries, f.grants, f.offline,
 		&mountsCollector{counts: counts, logger: logger, desc: prometheus.NewDesc("mountd_mounts",
 			"Mounts by association state (INACTIVE, IDLE, ASSOCIATED).", []string{"association_state"}, nil)},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mountd_event_log_lag_seconds",
