@@ -90,7 +90,9 @@ func (f *Fleet) CommandOutcome(code core.CommandCode, status core.CommandStatus)
 func (f *Fleet) GrantIssued() { f.grants.Inc() }
 
 // OfflineUse implements core.GrantMeter.
-func (f *Fleet) OfflineUse(outcome core.CommandStatus) { f.offline.WithLabelValues(string(outcome)).Inc() }
+func (f *Fleet) OfflineUse(outcome core.CommandStatus) {
+	f.offline.WithLabelValues(string(outcome)).Inc()
+}
 
 // DeliveryFinished implements core.FleetMeter.
 func (f *Fleet) DeliveryFinished(status core.DeliveryStatus) {
