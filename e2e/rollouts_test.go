@@ -292,10 +292,10 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			}
 
 			// The phase opened with the rollout: an account-level event.
-			evs := in.rolloutEvents(t, a.token, "types=ROLLOUT_PHASE_OPENED")
-			if !slices.ContainsFunc(evs, func(e rolloutEventView) bool {
+			evs, ok := in.rolloutEventsUntil(t, a.token, "types=ROLLOUT_PHASE_OPENED", func(e rolloutEventView) bool {
 				return e.UID == nil && e.Mount == nil && e.Rollout != nil && e.Rollout.ID == ro.ID && e.Rollout.OpenPhase == 0
-			}) {
+			})
+			if !ok {
 				t.Fatalf("ROLLOUT_PHASE_OPENED in the log: %+v", evs)
 			}
 			all.waitFor(t, "ROLLOUT_PHASE_OPENED delivered", func(c []webhookCall) bool {
@@ -364,9 +364,9 @@ func TestRolloutsEndToEnd(t *testing.T) {
 			if got := in.checkUpdate(t, a.token, q(pending[0], "1.0.0")); got != "UP_TO_DATE" {
 				t.Errorf("check-update of a PENDING target under a PAUSED rollout: %s", got)
 			}
-			if evs := in.rolloutEvents(t, maintainer, "types=ROLLOUT_PAUSED"); !slices.ContainsFunc(evs, func(e rolloutEventView) bool {
+			if evs, ok := in.rolloutEventsUntil(t, maintainer, "types=ROLLOUT_PAUSED", func(e rolloutEventView) bool {
 				return e.Rollout != nil && e.Rollout.ID == ro.ID && e.Rollout.State == "PAUSED"
-			}) {
+			}); !ok {
 				t.Fatalf("ROLLOUT_PAUSED for the maintainer: %+v", evs)
 			}
 			for _, e := range in.rolloutEvents(t, rider, "") {
@@ -459,6 +459,19 @@ type rolloutEventView struct {
 	UID     *string        `json:"uid"`
 	Mount   map[string]any `json:"mount"`
 	Rollout *rolloutView   `json:"rollout"`
+}
+
+// rolloutEventsUntil reads the events until one passes, for up to 10 s: an
+// event shows in the log once every older transaction of the cluster has
+// ended, a moment after its own commit on a cluster busy with other tests.
+func (in *instance) rolloutEventsUntil(t *testing.T, token, query string, pass func(rolloutEventView) bool) ([]rolloutEventView, bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		evs := in.rolloutEvents(t, token, query)
+		if slices.ContainsFunc(evs, pass) || time.Now().After(deadline) {
+			return evs, slices.ContainsFunc(evs, pass)
+		}
+	}
 }
 
 func (in *instance) rolloutEvents(t *testing.T, token, query string) []rolloutEventView {
