@@ -364,7 +364,9 @@ func unconfirmCommands(t *testing.T, store Store) {
 	if c, err := store.CommandsByID(ctx, "UC", a.AccountID, []string{nonceOf(5)}); err != nil || len(c) != 1 || c[0].Status != core.CommandUnconfirmed {
 		t.Fatalf("turned without an event: %+v, %v", c, err)
 	}
-	events, _, err = store.ReadEvents(ctx, core.EventQuery{AccountID: a.AccountID, Types: []core.EventType{core.EventCommandUnconfirmed}, Limit: 100})
+	unconfirmed := core.EventQuery{AccountID: a.AccountID, Types: []core.EventType{core.EventCommandUnconfirmed}, Limit: 100}
+	WaitForEvents(t, store, unconfirmed, 3) // settled on a busy cluster
+	events, _, err = store.ReadEvents(ctx, unconfirmed)
 	if err != nil || len(events) != 3 {
 		t.Fatalf("the former owner's UNCONFIRMED events: %d, %v; want 3", len(events), err)
 	}

@@ -25,11 +25,20 @@ func makeAccounts(t *testing.T, store Store, ids ...string) {
 func readAll(t *testing.T, store Store, q core.EventQuery) []core.Event {
 	t.Helper()
 	q.Limit = core.MaxEventPage
-	events, _, err := store.ReadEvents(context.Background(), q)
-	if err != nil {
-		t.Fatalf("ReadEvents: %v", err)
+	// On PostgreSQL an event shows once every older transaction of the
+	// cluster has ended, a moment after its commit on a cluster busy with
+	// other tests: read until two reads 50 ms apart agree (at most 2 s).
+	last := -1
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		events, _, err := store.ReadEvents(context.Background(), q)
+		if err != nil {
+			t.Fatalf("ReadEvents: %v", err)
+		}
+		if len(events) == last || time.Now().After(deadline) {
+			return events
+		}
+		last = len(events)
 	}
-	return events
 }
 
 // WaitForEvents waits until the event log shows at least n events that q
