@@ -227,19 +227,25 @@ func (s *Store) resignLive(ctx context.Context, tx bun.Tx, m *core.Mount, epoch 
 		Where(liveGrant, millis(now)).Scan(ctx); err != nil {
 		return 0, err
 	}
-	for _, r := range live {
+	return len(live), s.signAgain(ctx, tx, *m, live, epoch, sign)
+}
+
+// signAgain signs rows with m's key at epoch and stores the new text,
+// signature and key: an epoch rise and a new owner key both come here.
+func (s *Store) signAgain(ctx context.Context, tx bun.Tx, m core.Mount, rows []riderGrantRow, epoch int64, sign core.GrantSigner) error {
+	for _, r := range rows {
 		g := r.toGrant()
 		g.Epoch = epoch
-		g, err := sign(ctx, *m, g)
+		g, err := sign(ctx, m, g)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if _, err := tx.NewUpdate().Model((*riderGrantRow)(nil)).Set("epoch = ?, text = ?, signature = ?, key_id = ?", g.Epoch, g.Text, g.Signature, g.KeyID).
 			Where("id = ?", g.ID).Exec(ctx); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return len(live), nil
+	return nil
 }
 
 // RiderGrant implements core.GrantStore.
@@ -442,18 +448,14 @@ func (s *Store) ResignGrants(ctx context.Context, uid string, now time.Time, sig
 			Where(liveGrant, millis(now)).Scan(ctx); err != nil {
 			return err
 		}
-		for _, r := range stale {
-			g, err := sign(ctx, mount, r.toGrant())
-			if err != nil {
-				return err
-			}
-			if _, err := tx.NewUpdate().Model((*riderGrantRow)(nil)).Set("text = ?, signature = ?, key_id = ?", g.Text, g.Signature, g.KeyID).
-				Where("id = ?", g.ID).Exec(ctx); err != nil {
-				return err
-			}
-		}
 		if n = len(stale); n == 0 {
 			return nil
+		}
+		// The same epoch, a new key.
+		for _, r := range stale {
+			if err := s.signAgain(ctx, tx, mount, []riderGrantRow{r}, r.Epoch, sign); err != nil {
+				return err
+			}
 		}
 		if e := core.AuditFrom(ctx); e != nil {
 			e.Details = map[string]any{"grants": n}

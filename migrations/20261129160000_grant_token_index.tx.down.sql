@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS rider_grants_token;
