@@ -76,10 +76,14 @@ func (s *GrantService) UploadOfflineReceipts(ctx context.Context, p Principal, u
 	}
 	out := OfflineUpload{Rejected: []OfflineRejection{}}
 	grants := map[string]*RiderGrant{}
+	keys := &deviceKeys{store: s.Grants, uid: uid, current: m.DevicePublicKey}
 	var uses []Command
 	var kept []int // indexes into in of uses, in order
 	for i, r := range in {
-		code, detail := s.judgeOfflineReceipt(ctx, p, m, r, now, grants)
+		code, detail, err := s.judgeOfflineReceipt(ctx, p, m, r, now, keys, grants)
+		if err != nil {
+			return OfflineUpload{}, err
+		}
 		if code != "" {
 			out.Rejected = append(out.Rejected, OfflineRejection{Nonce: r.Nonce, Code: code, Detail: fmt.Sprintf("receipts[%d]: %s", i, detail)})
 			continue
@@ -129,11 +133,12 @@ func (s *GrantService) UploadOfflineReceipts(ctx context.Context, p Principal, u
 // judgeOfflineReceipt returns why r cannot be stored ("" when it can):
 // its fields, then the device's signature, then the grant (one of the
 // token's account on this mount; found ones are kept in grants).
-func (s *GrantService) judgeOfflineReceipt(ctx context.Context, p Principal, m Mount, r OfflineReceiptInput, now time.Time, grants map[string]*RiderGrant) (Code, string) {
+func (s *GrantService) judgeOfflineReceipt(ctx context.Context, p Principal, m Mount, r OfflineReceiptInput, now time.Time,
+	keys *deviceKeys, grants map[string]*RiderGrant) (Code, string, error) {
 	var v Validation
 	switch {
 	case r.Unreadable != "":
-		return CodeValidation, r.Unreadable
+		return CodeValidation, r.Unreadable, nil
 	case !protocol.ValidNonce(r.Nonce):
 		v.Add("nonce", "must be 32 lowercase hex characters")
 	case !protocol.ValidGrantID(r.GrantID):
@@ -156,25 +161,28 @@ func (s *GrantService) judgeOfflineReceipt(ctx context.Context, p Principal, m M
 		v.Add("at", "must not be more than 5 minutes in the future")
 	}
 	if len(v.Fields) > 0 {
-		return CodeValidation, v.Fields[0].Field + " " + v.Fields[0].Message
+		return CodeValidation, v.Fields[0].Field + " " + v.Fields[0].Message, nil
 	}
 	receipt := protocol.OfflineReceipt{UID: m.UID, GrantID: r.GrantID, Code: r.Code, Nonce: r.Nonce, Outcome: r.Outcome,
 		Reason: r.Reason, Counter: r.Counter, At: r.At}
-	if r.Signature == "" || m.DevicePublicKey == "" || !protocol.VerifyOfflineReceipt(m.DevicePublicKey, receipt, r.Signature) {
-		return CodeInvalidSignature, "the signature does not verify with the mount's device key"
+	if ok, err := keys.verify(ctx, receipt, r.Signature); err != nil || !ok {
+		return CodeInvalidSignature, "the signature does not verify with a device key of the mount", err
 	}
 	g, ok := grants[r.GrantID]
 	if !ok {
 		found, err := s.Grants.RiderGrant(ctx, p.AccountID, r.GrantID)
+		if err != nil && ErrorCode(err) != CodeGrantNotFound {
+			return "", "", err // the store failed: the whole upload does
+		}
 		if err == nil && found.UID == m.UID {
 			g = &found
 		}
 		grants[r.GrantID] = g
 	}
 	if g == nil || !slices.Contains(g.Rights, r.Code) {
-		return CodeGrantNotFound, fmt.Sprintf("grant %q of this mount not found", r.GrantID)
+		return CodeGrantNotFound, fmt.Sprintf("grant %q of this mount not found", r.GrantID), nil
 	}
-	return "", ""
+	return "", "", nil
 }
 
 // StoredUse is what became of one offline use: Event is the event appended
@@ -201,4 +209,39 @@ func (o MountOffline) validate() error {
 		v.Add("status.logPending", "must be between 0 and %d", MaxLogPending)
 	}
 	return v.Err()
+}
+
+// deviceKeys are the keys an upload's receipts may verify with: the
+// mount's current device key, then those pinned in earlier associations
+// (read once per upload, only when a receipt needs them).
+type deviceKeys struct {
+	store   GrantStore
+	uid     string
+	current string
+	past    []string
+	read    bool
+}
+
+// verify's error is the store's: it fails the upload, so that no receipt
+// is rejected for it.
+func (k *deviceKeys) verify(ctx context.Context, r protocol.OfflineReceipt, signature string) (bool, error) {
+	if signature == "" {
+		return false, nil
+	}
+	if k.current != "" && protocol.VerifyOfflineReceipt(k.current, r, signature) {
+		return true, nil
+	}
+	if !k.read {
+		past, err := k.store.PastDeviceKeys(ctx, k.uid)
+		if err != nil {
+			return false, err
+		}
+		k.past, k.read = past, true
+	}
+	for _, key := range k.past {
+		if key != k.current && protocol.VerifyOfflineReceipt(key, r, signature) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -194,7 +194,16 @@ type GrantStore interface {
 	// revocation version (none told: 0) is below their version, among
 	// mounts with a revocation made.
 	MountsBehindRevocations(ctx context.Context) (int, error)
+	// PastDeviceKeys lists the device keys mount uid had before its
+	// current one (kept when a claim or a delete replaced them), newest
+	// first, at most MaxPastDeviceKeys.
+	PastDeviceKeys(ctx context.Context, uid string) ([]string, error)
 }
+
+// MaxPastDeviceKeys bounds the earlier device keys an offline receipt is
+// checked against: a uid whose hardware changed more often than that is
+// not a mount's life.
+const MaxPastDeviceKeys = 16
 
 // Grant codes beyond the shared ones.
 const (

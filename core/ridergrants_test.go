@@ -366,6 +366,22 @@ func TestOfflineReceipts(t *testing.T) {
 	if _, err := w.grants.UploadOfflineReceipts(ctx, w.owner, "M9", make([]core.OfflineReceiptInput, 501), nil); errCode(err) != core.CodePayloadTooLarge {
 		t.Fatalf("501 receipts: %v", err)
 	}
+
+	// New hardware under the uid: receipts the old unit signed still
+	// verify with the key pinned before; a key never pinned does not.
+	replacement, _, _ := ed25519.GenerateKey(rand.Reader)
+	newDevice := hex.EncodeToString(replacement)
+	if _, err := w.mounts.RequestAssociation(ctx, w.owner, "M9", core.MountFields{DevicePublicKey: &newDevice}); err != nil {
+		t.Fatal(err)
+	}
+	_, stranger, _ := ed25519.GenerateKey(rand.Reader)
+	forged := use(8, g.ID)
+	forged.Signature = hex.EncodeToString(ed25519.Sign(stranger, []byte(protocol.BuildOfflineReceiptText(protocol.OfflineReceipt{UID: "M9",
+		GrantID: forged.GrantID, Code: forged.Code, Nonce: forged.Nonce, Outcome: forged.Outcome, Counter: forged.Counter, At: forged.At}))))
+	res, err = w.grants.UploadOfflineReceipts(ctx, w.owner, "M9", []core.OfflineReceiptInput{sign(use(7, g.ID)), forged}, nil)
+	if err != nil || res.Accepted != 1 || len(res.Rejected) != 1 || res.Rejected[0].Code != core.CodeInvalidSignature {
+		t.Fatalf("after new hardware: %+v %v; want the old unit's receipt accepted, the forged one INVALID_SIGNATURE", res, err)
+	}
 }
 
 // TestRiderTokenAfterRevocation: a token limited to the mount issued before

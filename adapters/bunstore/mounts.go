@@ -233,6 +233,9 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			// claim during its own association keeps it unless a new one
 			// comes.
 			latestSets, latestArgs := latestColumnsRead(s.postgres, core.StateCodes, "association_state = 'INACTIVE'", c.UID, c.AccountID)
+			if err := s.keepDeviceKey(ctx, tx, c.UID, c.Now); err != nil {
+				return err
+			}
 			err := tx.NewRaw(`UPDATE mounts SET
 					name = CASE WHEN association_state = 'INACTIVE' THEN COALESCE(?, '') ELSE COALESCE(?, name) END,
 					last_seen_at = CASE WHEN association_state = 'INACTIVE' THEN NULL ELSE last_seen_at END,
@@ -473,11 +476,24 @@ func (s *Store) unlinkOtherAccounts(ctx context.Context, db bun.IDB, uid, keep s
 	return err
 }
 
+// keepDeviceKey keeps mount uid's device key, if it has one, among its past
+// keys before a change may replace or delete it (a key kept already stays
+// as it was). Run inside the changing transaction.
+func (s *Store) keepDeviceKey(ctx context.Context, tx bun.Tx, uid string, now time.Time) error {
+	_, err := tx.NewRaw(`INSERT INTO mount_device_keys (mount_uid, device_key, kept_at)
+		SELECT uid, device_public_key, ? FROM mounts WHERE uid = ? AND device_public_key IS NOT NULL AND device_public_key <> ''
+		ON CONFLICT (mount_uid, device_key) DO NOTHING`, millis(now), uid).Exec(ctx)
+	return err
+}
+
 // DeleteMount implements core.MountStore; the schema cascades to states,
 // tag links and commands.
 func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.Event) (core.Mount, error) {
 	var out mountRow
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if err := s.keepDeviceKey(ctx, tx, uid, time.Now()); err != nil {
+			return err
+		}
 		err := tx.NewRaw(`DELETE FROM mounts WHERE uid = ? AND owner_account_id = ? RETURNING *`, uid, accountID).Scan(ctx, &out)
 		if err != nil {
 			return translate(err, core.CodeMountNotFound, fmt.Sprintf("mount %q", uid))

@@ -495,3 +495,11 @@ func (s *Store) MountsBehindRevocations(ctx context.Context) (int, error) {
 		WHERE m.association_state = 'ASSOCIATED' AND (m.offline_at IS NULL OR m.offline_revocation_version < r.version)`).Scan(ctx, &n)
 	return n, err
 }
+
+// PastDeviceKeys implements core.GrantStore: newest first.
+func (s *Store) PastDeviceKeys(ctx context.Context, uid string) ([]string, error) {
+	var keys []string
+	err := s.db.NewRaw(`SELECT device_key FROM mount_device_keys WHERE mount_uid = ? ORDER BY kept_at DESC, device_key LIMIT ?`,
+		uid, core.MaxPastDeviceKeys).Scan(ctx, &keys)
+	return keys, err
+}

@@ -20,6 +20,9 @@ type grantState struct {
 	revocations  map[string]core.Revocations
 	// lastRevocation is each mount's last revocation's time.
 	lastRevocation map[string]time.Time
+	// pastDeviceKeys are each uid's device keys kept before a change,
+	// oldest first.
+	pastDeviceKeys map[string][]string
 }
 
 func (s *Store) grantsLocked() *grantState {
@@ -351,4 +354,25 @@ func (s *Store) MountsBehindRevocations(context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// keepDeviceKeyLocked keeps key among uid's past device keys.
+func (s *Store) keepDeviceKeyLocked(uid, key string) {
+	st := s.grantsLocked()
+	if key == "" || slices.Contains(st.pastDeviceKeys[uid], key) {
+		return
+	}
+	if st.pastDeviceKeys == nil {
+		st.pastDeviceKeys = map[string][]string{}
+	}
+	st.pastDeviceKeys[uid] = append(st.pastDeviceKeys[uid], key)
+}
+
+// PastDeviceKeys implements core.GrantStore.
+func (s *Store) PastDeviceKeys(_ context.Context, uid string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := slices.Clone(s.grantsLocked().pastDeviceKeys[uid])
+	slices.Reverse(keys)
+	return keys[:min(len(keys), core.MaxPastDeviceKeys)], nil
 }

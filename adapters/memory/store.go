@@ -288,6 +288,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 	// new association starts with the key its claim brings, or none; the
 	// owner's claim during its own association keeps it unless a new one
 	// comes (docs/api.md, "The truth from the mount").
+	s.keepDeviceKeyLocked(c.UID, m.DevicePublicKey)
 	if m.State == core.StateInactive {
 		m.DevicePublicKey = or(f.DevicePublicKey, "")
 		m.AssociationStartedAt = ms(c.Now)
@@ -400,6 +401,7 @@ func (s *Store) DeleteMount(ctx context.Context, uid, accountID string, e *core.
 	if !ok || m.OwnerID != accountID {
 		return core.Mount{}, mountNotFound(uid)
 	}
+	s.keepDeviceKeyLocked(uid, m.DevicePublicKey)
 	delete(s.mounts, uid)
 	delete(s.revisions, uid)
 	for k := range s.states {

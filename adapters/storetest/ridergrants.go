@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,7 @@ func RunRiderGrants(t *testing.T, newStore func(t *testing.T) GrantStore) {
 		{"EndWithTheAssociation", grantsEndWithAssociation},
 		{"ResignWithANewKey", grantsResignWithNewKey},
 		{"MountOffline", grantsMountOffline},
+		{"PastDeviceKeys", grantsPastDeviceKeys},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
@@ -490,4 +492,39 @@ func grantsMountOffline(t *testing.T, store GrantStore) {
 		t.Fatalf("offline state outlived its association: %+v", got)
 	}
 	behind(1) // G1 is no longer associated
+}
+
+// grantsPastDeviceKeys: a device key pinned in an association is kept when
+// a new claim replaces it or the mount's record is deleted, so receipts
+// the old hardware signed still verify; the current key is not listed
+// before it is replaced.
+func grantsPastDeviceKeys(t *testing.T, store GrantStore) {
+	ctx := context.Background()
+	grantFleet(t, store)
+	keys := func(uid string, want ...string) {
+		t.Helper()
+		got, err := store.PastDeviceKeys(ctx, uid)
+		if err != nil || !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+			t.Fatalf("past device keys of %s: %q, %v; want %q", uid, got, err, want)
+		}
+	}
+	keys("G1")
+	at := grantT0.Add(time.Minute)
+	if _, err := store.AbandonMount(ctx, "G1", "acc_g", at, nil); err != nil {
+		t.Fatal(err)
+	}
+	newKey := strings.Repeat("ab", 32)
+	if _, err := store.ClaimMount(ctx, core.Claim{UID: "G1", AccountID: "acc_h", Now: at, Deadline: at.Add(time.Hour),
+		Key:    core.MountKey{ID: "kG1b", PublicKey: make([]byte, 32), SealedPrivateKey: "sealed"},
+		Fields: core.MountFields{DevicePublicKey: &newKey}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	keys("G1", testDeviceKey)
+	if _, err := store.DeleteMount(ctx, "G1", "acc_h", &core.Event{OccurredAt: at.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.PastDeviceKeys(ctx, "G1")
+	if err != nil || len(got) != 2 || !slices.Contains(got, newKey) || !slices.Contains(got, testDeviceKey) {
+		t.Fatalf("past device keys after the delete: %q, %v; want both", got, err)
+	}
 }
