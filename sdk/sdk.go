@@ -85,6 +85,13 @@ type Config struct {
 	// Logger receives the queue's log lines (dropped uploads, retries);
 	// default slog.Default().
 	Logger *slog.Logger
+
+	// GrantDir is the directory of the phone's offline material (its
+	// rider key, grants and revocation lists): NewFileKeeper(GrantDir).
+	GrantDir string
+	// Keeper keeps the offline material instead (a phone's secure
+	// hardware); it overrides GrantDir. Neither: no offline access.
+	Keeper GrantKeeper
 }
 
 // Client is one phone's view of the fleet.
