@@ -33,7 +33,8 @@ type grantsAPI struct {
 	owner ed25519.PrivateKey
 	srv   *httptest.Server
 
-	status   atomic.Int32
+	status   atomic.Int32 // every /api/v1 call answers it
+	idp      atomic.Int32 // the userinfo endpoint answers it
 	mu       sync.Mutex
 	received []protocol.UploadOfflineReceipt
 	statuses []sdk.OfflineStatus
@@ -47,7 +48,13 @@ func newGrantsAPI(t *testing.T, uid string, owner ed25519.PrivateKey) *grantsAPI
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"userinfo_endpoint": a.srv.URL + "/userinfo"})
 	})
-	mux.HandleFunc("GET /userinfo", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{"sub":"phone"}`) })
+	mux.HandleFunc("GET /userinfo", func(w http.ResponseWriter, r *http.Request) {
+		if st := int(a.idp.Load()); st != 0 {
+			w.WriteHeader(st)
+			return
+		}
+		_, _ = io.WriteString(w, `{"sub":"phone"}`)
+	})
 	mux.HandleFunc("GET /api/v1/mounts/{uid}/query", func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		payload := protocol.BuildPayload(now, r.URL.Query().Get("code"), uid, nil, protocol.NewNonce())
@@ -157,8 +164,12 @@ func TestReleaseFallsBackToAStoredGrant(t *testing.T) {
 		name     string
 		network  bool // the phone has none
 		status   int  // the API answers this
+		idp      int  // the identity provider's userinfo answers this
 		fallback bool
 	}{
+		{name: "identity provider 401", idp: http.StatusUnauthorized, fallback: true},
+		{name: "identity provider 503", idp: http.StatusServiceUnavailable, fallback: true},
+		{name: "identity provider 403", idp: http.StatusForbidden},
 		{name: "network error", network: true, fallback: true},
 		{name: "500", status: http.StatusInternalServerError, fallback: true},
 		{name: "503", status: http.StatusServiceUnavailable, fallback: true},
@@ -186,22 +197,30 @@ func TestReleaseFallsBackToAStoredGrant(t *testing.T) {
 			}
 			cut.Store(tc.network)
 			api.status.Store(int32(tc.status))
+			api.idp.Store(int32(tc.idp))
 
 			out, err := c.ReleaseHelmet(context.Background(), f.mount.UID())
 			log := f.mount.Offline().Log
 			if !tc.fallback {
-				if out.Offline || client.StatusOf(err) != tc.status || !f.mount.Status().HelmetMounted || len(log) != 0 {
-					t.Fatalf("ReleaseHelmet = %+v, %v; helmet mounted %v, log %d: want the API's %d, nothing on the mount",
-						out, err, f.mount.Status().HelmetMounted, len(log), tc.status)
+				if out.Offline || client.StatusOf(err) != max(tc.status, tc.idp) || !f.mount.Status().HelmetMounted || len(log) != 0 {
+					t.Fatalf("ReleaseHelmet = %+v, %v; helmet mounted %v, log %d: want the answer %d, nothing on the mount",
+						out, err, f.mount.Status().HelmetMounted, len(log), max(tc.status, tc.idp))
 				}
 				return
 			}
 			if err != nil || !out.Offline || !out.Result.Accepted || out.Result.Code != "RELEASE_HELMET" {
 				t.Fatalf("ReleaseHelmet = %+v, %v; want released offline", out, err)
 			}
+			// The receipt waits in the mount's log, or the API (answering
+			// uploads while its identity provider does not) acknowledged it.
+			uploaded, _ := api.got()
+			if len(log) == 0 && len(uploaded) == 1 {
+				log = []protocol.BLEMessage{{GrantID: uploaded[0].GrantID, Outcome: uploaded[0].Outcome, Nonce: uploaded[0].Nonce}}
+			}
 			if f.mount.Status().HelmetMounted || len(log) != 1 || log[0].GrantID != g.ID || log[0].Outcome != protocol.OutcomeExecuted ||
 				log[0].Nonce != out.Result.Nonce {
-				t.Fatalf("mount: helmet mounted %v, log %+v; want released, one EXECUTED receipt of grant %s", f.mount.Status().HelmetMounted, log, g.ID)
+				t.Fatalf("mount: helmet mounted %v, log %+v, uploaded %+v; want released, one EXECUTED receipt of grant %s",
+					f.mount.Status().HelmetMounted, log, uploaded, g.ID)
 			}
 		})
 	}
