@@ -44,7 +44,8 @@ type offlineCommand struct {
 // whose network the test cuts.
 type offlinePhone struct {
 	*sdk.Client
-	cut *atomic.Bool
+	cut    *atomic.Bool
+	keeper sdk.GrantKeeper
 }
 
 // TestOfflineAccess: the SDK, the simulated firmware on the simulated
@@ -114,15 +115,19 @@ func TestOfflineAccess(t *testing.T) {
 			phone := func(token string) offlinePhone {
 				t.Helper()
 				var cut atomic.Bool
+				keeper, err := sdk.NewFileKeeper(t.TempDir())
+				if err != nil {
+					t.Fatal(err)
+				}
 				c, err := sdk.New(sdk.Config{BaseURL: base, Token: token, Radio: radio(),
 					HTTPClient:     &http.Client{Timeout: 10 * time.Second, Transport: cutNetwork{cut: &cut}},
 					ConfirmTimeout: 5 * time.Second, UploadWait: 2 * time.Second, RetryMin: time.Hour,
-					QueueDir: t.TempDir(), GrantDir: t.TempDir()})
+					QueueDir: t.TempDir(), Keeper: keeper})
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { _ = c.Close() })
-				return offlinePhone{Client: c, cut: &cut}
+				return offlinePhone{Client: c, cut: &cut, keeper: keeper}
 			}
 			anna := phone(riderToken("A", "B", "C", "D"))
 			ben := phone(riderToken("A", "D"))
@@ -229,6 +234,20 @@ func TestOfflineAccess(t *testing.T) {
 			}
 			connect(anna, "B", false)
 			refusedOffline(anna, "B", protocol.ReasonRevoked)
+			// Back online, Anna's refresh drops the revoked grant and keeps
+			// the others as the API signed them.
+			anna.cut.Store(false)
+			if err := anna.RefreshGrants(ctx); err != nil {
+				t.Fatalf("RefreshGrants: %v", err)
+			}
+			held, _ := anna.keeper.Grants()
+			heldIDs := []string{}
+			for _, g := range held {
+				heldIDs = append(heldIDs, g.ID)
+			}
+			if len(held) != 3 || slices.Contains(heldIDs, grants["B"].ID) || !slices.Contains(heldIDs, grants["A"].ID) {
+				t.Fatalf("Anna's grants after RefreshGrants: %v; want those of A, C and D", heldIDs)
+			}
 
 			// (3) Mount C's trusted clock passes the grant's notAfter.
 			skewC.Store(int64(2 * time.Hour))

@@ -40,6 +40,7 @@ type grantsAPI struct {
 	statuses []sdk.OfflineStatus
 	revoked  []string
 	version  int64
+	grants   map[string]any // GET /grants/{id}: the answer; absent: 404
 }
 
 func newGrantsAPI(t *testing.T, uid string, owner ed25519.PrivateKey) *grantsAPI {
@@ -91,6 +92,16 @@ func newGrantsAPI(t *testing.T, uid string, owner ed25519.PrivateKey) *grantsAPI
 		text := protocol.BuildAckText(uid, nonces)
 		_ = json.NewEncoder(w).Encode(map[string]any{"accepted": len(nonces), "duplicates": 0, "rejected": []any{},
 			"ack": map[string]string{"text": text, "signature": protocol.Sign(owner, text)}})
+	})
+	mux.HandleFunc("GET /api/v1/grants/{id}", func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		g, ok := a.grants[r.PathValue("id")]
+		a.mu.Unlock()
+		if !ok {
+			http.Error(w, `{"status":404,"code":"GRANT_NOT_FOUND"}`, http.StatusNotFound)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(g)
 	})
 	mux.HandleFunc("POST /api/v1/mounts/{uid}/states", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{}`) })
 	mux.HandleFunc("POST /api/v1/mounts/{uid}/commands/receipts", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{}`) })
@@ -402,5 +413,47 @@ func TestFileKeeperKeepsTheNewestList(t *testing.T) {
 				t.Fatal("a list for a mount never given")
 			}
 		})
+	}
+}
+
+// RefreshGrants keeps what the API answers for each grant held: a text
+// signed again replaces the one held; a revoked, expired or unknown grant
+// goes; the list of each mount kept comes along.
+func TestRefreshGrants(t *testing.T) {
+	f := newSyncFixture(t)
+	api := newGrantsAPI(t, f.mount.UID(), f.api.owner)
+	var online atomic.Bool
+	keeper, _ := sdk.NewFileKeeper(t.TempDir())
+	c := grantPhone(t, f, api, &online, "", keeper)
+	riderKey, _ := c.RiderKey()
+	answer := func(g sdk.StoredGrant, text string, revoked bool, notAfter time.Time) map[string]any {
+		out := map[string]any{"id": g.ID, "uid": g.UID, "riderKey": g.RiderKey, "rights": g.Rights, "notBefore": g.NotBefore,
+			"notAfter": notAfter, "epoch": g.Epoch, "text": text, "signature": protocol.Sign(f.api.owner, text), "revokedAt": nil}
+		if revoked {
+			out["revokedAt"] = time.Now()
+		}
+		return out
+	}
+	kept := putGrant(t, keeper, "M-0001", riderKey, f.api.owner)
+	resigned := protocol.Grant{UID: kept.UID, ID: kept.ID, RiderKey: riderKey, Rights: kept.Rights, NotBefore: kept.NotBefore,
+		NotAfter: kept.NotAfter, Epoch: 7}
+	newText := protocol.BuildGrantText(resigned)
+	revoked := putGrant(t, keeper, "M-0002", riderKey, f.api.owner)
+	expired := putGrant(t, keeper, "M-0003", riderKey, f.api.owner)
+	putGrant(t, keeper, "M-0004", riderKey, f.api.owner) // unknown to the API
+	api.grants = map[string]any{
+		kept.ID:    answer(kept, newText, false, kept.NotAfter),
+		revoked.ID: answer(revoked, revoked.Text, true, revoked.NotAfter),
+		expired.ID: answer(expired, expired.Text, false, time.Unix(1, 0)),
+	}
+	if err := c.RefreshGrants(context.Background()); err != nil {
+		t.Fatalf("RefreshGrants: %v", err)
+	}
+	held, _ := keeper.Grants()
+	if len(held) != 1 || held[0].ID != kept.ID || held[0].Text != newText || held[0].Epoch != 7 {
+		t.Fatalf("held after RefreshGrants: %+v; want %s alone, signed again at epoch 7", held, kept.ID)
+	}
+	if list, ok, _ := keeper.Revocations("M-0001"); !ok || list.Version != 1 {
+		t.Fatalf("the list of M-0001: %+v %v", list, ok)
 	}
 }
