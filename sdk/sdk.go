@@ -12,6 +12,15 @@
 // on-disk queue the app names (Config.QueueDir) and go up oldest first,
 // item by item, when the API answers again, also after the app restarts;
 // Flush uploads now, Queued says what waits.
+//
+// Offline access: with a grant keeper (Config.GrantDir or Config.Keeper)
+// the phone holds grants (RequestGrant, RefreshGrants) and ReleaseHelmet
+// uses the mount's grant when the API does not answer (a network error,
+// a 5xx, a 401; never a 403 or 404): the mount judges it alone and signs
+// an offline receipt. Every connection writes a time token and the newest
+// revocation list to the mount; every action carries the mount's log of
+// offline receipts to the API and writes back its ack (UploadPending does
+// it alone).
 package sdk
 
 import (
@@ -85,6 +94,13 @@ type Config struct {
 	// Logger receives the queue's log lines (dropped uploads, retries);
 	// default slog.Default().
 	Logger *slog.Logger
+
+	// GrantDir is the directory of the phone's offline material (its
+	// rider key, grants and revocation lists): NewFileKeeper(GrantDir).
+	GrantDir string
+	// Keeper keeps the offline material instead (a phone's secure
+	// hardware); it overrides GrantDir. Neither: no offline access.
+	Keeper GrantKeeper
 }
 
 // Client is one phone's view of the fleet.
@@ -93,11 +109,19 @@ type Client struct {
 	api    *apiClient
 	engine *broadcaster[EngineEvent]
 	up     *uploader
+	keeper GrantKeeper // nil: no offline access
+	acks   *heldAcks   // the API's acks of offline receipts, not yet written
 
-	mu      sync.Mutex
-	seen    map[string]protocol.BLEDevice // uid → last advertisement
-	devices map[string]*device
-	closed  bool
+	bgCtx    context.Context // background refreshes of revocation lists
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+
+	mu         sync.Mutex
+	seen       map[string]protocol.BLEDevice // uid → last advertisement
+	devices    map[string]*device
+	closed     bool
+	listsAt    time.Time // the last refresh of the revocation lists
+	refreshing bool      // one under way
 }
 
 // Errors an action can return; wrap-aware (errors.Is).
@@ -174,6 +198,13 @@ func New(cfg Config) (*Client, error) {
 		seen:    map[string]protocol.BLEDevice{},
 		devices: map[string]*device{},
 	}
+	c.keeper = cfg.Keeper
+	if c.keeper == nil && cfg.GrantDir != "" {
+		var err error
+		if c.keeper, err = NewFileKeeper(cfg.GrantDir); err != nil {
+			return nil, err
+		}
+	}
 	var q *queue
 	if cfg.QueueDir != "" {
 		var err error
@@ -181,9 +212,14 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
+	// The acks live beside the queue, under its lock; the flusher may
+	// bring new ones from its first round.
+	c.acks = openAcks(cfg.QueueDir, cfg.Logger)
+	c.api.onOffline = c.onOffline
 	c.up = newUploader(q, c.api.send, c.api.reaches, cfg.Logger, func(u Upload, err error) {
 		c.engine.publish(ErrorEvent{UID: u.UID, Err: err, At: time.Now()})
 	}, cfg.RetryMin, cfg.RetryMax)
+	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	return c, nil
 }
 
@@ -302,6 +338,7 @@ func (c *Client) Connect(ctx context.Context, uid string) (protocol.BLEInfo, err
 	c.devices[uid] = d
 	c.mu.Unlock()
 	c.engine.publish(Connected{UID: uid, Info: info, At: time.Now()})
+	c.prepare(ctx, d)
 	return info, nil
 }
 
@@ -346,6 +383,8 @@ func (c *Client) Close() error {
 	for _, d := range devices {
 		_ = d.close()
 	}
+	c.bgCancel()
+	c.bg.Wait()
 	err := c.up.close()
 	c.engine.close()
 	return err
