@@ -214,6 +214,18 @@ func TestOfflineAccess(t *testing.T) {
 			if c := command("A", second); c.Status != "EXECUTED" || c.GrantID != grants["A"].ID {
 				t.Fatalf("the second offline use on the server: %+v", c)
 			}
+			// Ben's upload told the server what the mount's info said.
+			var told []struct {
+				Offline *struct {
+					RevocationVersion int64 `json:"revocationVersion"`
+					TimeTrusted       bool  `json:"timeTrusted"`
+				} `json:"offline"`
+			}
+			if res, raw := operator.call(http.MethodGet, "/api/v1/mounts/"+uids["A"], nil); res.StatusCode != http.StatusOK ||
+				json.Unmarshal(raw, &told) != nil || len(told) != 1 || told[0].Offline == nil || !told[0].Offline.TimeTrusted ||
+				told[0].Offline.RevocationVersion != mounts["A"].BLEInfo().RevocationVersion {
+				t.Fatalf("mount A's offline after Ben's upload: %s", raw)
+			}
 
 			// (6) A stranger near mount A: a grant with a bad signature, a
 			// proof by another key, a grant of another mount. Refused
