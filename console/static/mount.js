@@ -214,11 +214,11 @@ export function mountView(uid) {
       // The whole history, not only the period shown (owners).
       isOwner() ? exportMenu("export-history", "Export", (f) => `/exports/states?mountUid=${encodeURIComponent(uid)}&format=${f}`, showError) : ""), charts),
     commandForm,
+    grants.el,
     isOwner() ? h("section", { class: "card", "aria-labelledby": "audit-title" }, h("h2", { id: "audit-title" }, "Command audit"),
       h("p", { class: "muted" }, "The newest 50 commands issued for this mount, and where each stands: ISSUED until the mount's receipt says EXECUTED or REFUSED, UNCONFIRMED when it expired without one."),
       h("div", { class: "scroll" }, h("table", { id: "audit" }, h("thead", {}, h("tr", {}, ["Code", "Issued", "By", "Status", "Since"].map((t) => h("th", { scope: "col" }, t)))), commands))) : "",
     firmware.el,
-    grants.el,
     tagsCard.el);
 
   let sub = null;
