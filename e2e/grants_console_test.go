@@ -23,7 +23,8 @@ import (
 // status, filters the revoked ones, revokes a grant from the page and
 // every grant of a rider (on both its mounts), and the list shows them
 // revoked; a 403 from the server is said as such; a maintainer sees the
-// list without a revoke button; the section passes axe-core.
+// list without a revoke button; the section passes axe-core; 21 active
+// grants take two pages.
 func TestConsoleGrants(t *testing.T) {
 	chromium := testenv.Chromium(t)
 	in := start(t, testConfig(t.TempDir(), ""))
@@ -153,4 +154,14 @@ func TestConsoleGrants(t *testing.T) {
 	if n := m.evalString(`String(document.querySelectorAll('#grants button[data-action^=revoke]').length + document.querySelectorAll('#grants thead th').length)`); n != "8" {
 		t.Errorf("a maintainer's grants: %s revoke buttons and headings; want no button and 8 headings", n)
 	}
+
+	// Twenty more riders: the active grants take two pages, Anna's (the
+	// oldest) alone on the second.
+	for i := range 20 {
+		grant(uid, riderKeyHex(t), "Rider "+strconv.Itoa(i))
+	}
+	filter("ACTIVE")
+	b.waitJS("the first page", rows+`.length === 20 && document.querySelector('#grants-pager span').textContent === 'page 1 of 2 · 21 in all'`, 5*time.Second)
+	b.step("the next page", chromedp.Click(chromedp.CSS(`#grants-pager [data-action=next]`)))
+	b.waitJS("the second page", shown+` === 'Anna:ACTIVE' && document.querySelector('#grants-pager [data-action=next]').disabled`, 5*time.Second)
 }
