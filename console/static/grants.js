@@ -166,8 +166,8 @@ export function grantsCard(uid) {
     { uid, state: stateSel.value || null, p: currentPage, n: PAGE_SIZE })).grants;
     if (n !== seq) return;
     // A page past the last (its grants revoked meanwhile): the last one.
-    if (!d.grants.length && d.pagination.totalPages && currentPage > d.pagination.totalPages) {
-      currentPage = d.pagination.totalPages;
+    if (!d.grants.length && currentPage > Math.max(1, d.pagination.totalPages)) {
+      currentPage = Math.max(1, d.pagination.totalPages);
       return load();
     }
     tbody.replaceChildren(...d.grants.map(row));
