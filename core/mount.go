@@ -58,7 +58,26 @@ type Mount struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	Latest     LatestStates
+	// Offline is what a phone last told of the mount's offline access;
+	// nil until one did during the current association.
+	Offline *MountOffline
 }
+
+// MountOffline is a mount's offline-access state as its info
+// characteristic showed it to a phone, which uploaded it with the mount's
+// offline log (CONTRACT §21). It is not signed: it feeds the console and
+// mountd_mounts_behind_revocations, never a decision.
+type MountOffline struct {
+	RevocationVersion int64
+	LogPending        int
+	TimeTrusted       bool
+	// At is the server's time of the upload that told it.
+	At time.Time
+}
+
+// MaxLogPending bounds a told logPending: a mount's log holds at most 256
+// EXECUTED receipts and one REFUSED per grant and reason, far below it.
+const MaxLogPending = 1 << 20
 
 // Lapsed says whether m is IDLE with its window passed at now. The window
 // is in the row, so a lapsed mount counts as INACTIVE for every rule

@@ -50,8 +50,9 @@ const MaxOfflineReceiptsPerUpload = 500
 type OfflineUseEvent func(c Command) *Event
 
 // UploadOfflineReceipts judges each receipt alone and stores the good ones
-// as commands of the grant's account (CONTRACT §21).
-func (s *GrantService) UploadOfflineReceipts(ctx context.Context, p Principal, uid string, in []OfflineReceiptInput) (OfflineUpload, error) {
+// as commands of the grant's account (CONTRACT §21). status, when not nil,
+// is what the mount's info said; it becomes the mount's Offline, At now.
+func (s *GrantService) UploadOfflineReceipts(ctx context.Context, p Principal, uid string, in []OfflineReceiptInput, status *MountOffline) (OfflineUpload, error) {
 	if err := p.AuthorizeMount(ActionReportStates, uid); err != nil {
 		return OfflineUpload{}, err
 	}
@@ -63,6 +64,16 @@ func (s *GrantService) UploadOfflineReceipts(ctx context.Context, p Principal, u
 		return OfflineUpload{}, err
 	}
 	now := s.clock()
+	if status != nil {
+		if err := status.validate(); err != nil {
+			return OfflineUpload{}, err
+		}
+		o := *status
+		o.At = now
+		if err := s.Grants.SetMountOffline(ctx, m.OwnerID, uid, o); err != nil {
+			return OfflineUpload{}, err
+		}
+	}
 	out := OfflineUpload{Rejected: []OfflineRejection{}}
 	grants := map[string]*RiderGrant{}
 	var uses []Command
@@ -179,4 +190,15 @@ type GrantMeter interface {
 	// OfflineUse counts a stored offline use by outcome (EXECUTED,
 	// REFUSED).
 	OfflineUse(outcome CommandStatus)
+}
+
+func (o MountOffline) validate() error {
+	var v Validation
+	if o.RevocationVersion < 0 {
+		v.Add("status.revocationVersion", "must not be negative")
+	}
+	if o.LogPending < 0 || o.LogPending > MaxLogPending {
+		v.Add("status.logPending", "must be between 0 and %d", MaxLogPending)
+	}
+	return v.Err()
 }

@@ -187,6 +187,13 @@ type GrantStore interface {
 	// event(use), with Command set, and a new EXECUTED one adds one to its
 	// grant's Uses and moves its LastUsedAt to the use's time if later.
 	RecordOfflineUses(ctx context.Context, uid string, uses []Command, event OfflineUseEvent) ([]StoredUse, error)
+	// SetMountOffline keeps o as mount uid's Offline while the mount is
+	// in accountID's live association (else it changes nothing).
+	SetMountOffline(ctx context.Context, accountID, uid string, o MountOffline) error
+	// MountsBehindRevocations counts the associated mounts whose told
+	// revocation version (none told: 0) is below their version, among
+	// mounts with a revocation made.
+	MountsBehindRevocations(ctx context.Context) (int, error)
 }
 
 // Grant codes beyond the shared ones.

@@ -334,11 +334,11 @@ func TestOfflineReceipts(t *testing.T) {
 		{ReceiptInput: core.ReceiptInput{Nonce: "x"}, Unreadable: "not a receipt"},
 		sign(use(1, g.ID)), // the same use twice in one upload
 	}
-	res, err := w.grants.UploadOfflineReceipts(ctx, w.rider, "M9", in)
+	res, err := w.grants.UploadOfflineReceipts(ctx, w.rider, "M9", in, nil)
 	if errCode(err) != core.CodeMountNotFound {
 		t.Fatalf("a rider of M1 uploading M9's log: %v", err)
 	}
-	res, err = w.grants.UploadOfflineReceipts(ctx, w.owner, "M9", in)
+	res, err = w.grants.UploadOfflineReceipts(ctx, w.owner, "M9", in, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestOfflineReceipts(t *testing.T) {
 	if after, _ := w.grants.Grant(ctx, w.owner, g.ID); after.Uses != 1 || !after.LastUsedAt.Equal(at) {
 		t.Fatalf("the grant after its use: %+v", after)
 	}
-	if _, err := w.grants.UploadOfflineReceipts(ctx, w.owner, "M9", make([]core.OfflineReceiptInput, 501)); errCode(err) != core.CodePayloadTooLarge {
+	if _, err := w.grants.UploadOfflineReceipts(ctx, w.owner, "M9", make([]core.OfflineReceiptInput, 501), nil); errCode(err) != core.CodePayloadTooLarge {
 		t.Fatalf("501 receipts: %v", err)
 	}
 }

@@ -55,8 +55,8 @@ func TestExports(t *testing.T) {
 			stateLine := func(code, value string, d time.Duration) string {
 				return fmt.Sprintf("E1,%s,%s,%s,%s,false", code, value, at(d), received[code+at(d)])
 			}
-			e1Row := "E1,'=cmd|' /C calc'!A0,\"SN,1\",AA:BB:CC:DD:EE:FF,1.0.0,1.0.0,MX-1,ASSOCIATED,true,,79,-12.3," + *e1.AssociatedAt + ",," + e1Seen + "," + e1.Presence
-			e2Row := `E2,"He said ""hi""",'-SN2,,,,-5,IDLE,,,,,,,,UNKNOWN`
+			e1Row := "E1,'=cmd|' /C calc'!A0,\"SN,1\",AA:BB:CC:DD:EE:FF,1.0.0,1.0.0,MX-1,ASSOCIATED,true,,79,-12.3," + *e1.AssociatedAt + ",," + e1Seen + "," + e1.Presence + ","
+			e2Row := `E2,"He said ""hi""",'-SN2,,,,-5,IDLE,,,,,,,,UNKNOWN,`
 			oldestFirst := []string{stateLine("BATTERY_LEVEL", "80.5", 0), stateLine("CPU_TEMPERATURE", "-12.25", 0),
 				stateLine("MOUNT_LOCKED", "1", 0), stateLine("BATTERY_LEVEL", "79", time.Minute)}
 

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -290,6 +292,76 @@ func TestRiderGrants(t *testing.T) {
 				events := owner.ok(t, http.MethodGet, "/api/v1/events?"+url.Values{"types": {"COMMAND_EXECUTED"}, "mountUid": {uid}}.Encode(), nil)
 				if !strings.Contains(string(events), `"grantId":"`+grant.ID+`"`) {
 					t.Fatalf("no COMMAND_EXECUTED event with the grant: %s", events)
+				}
+			})
+
+			t.Run("a phone tells the mount's offline state", func(t *testing.T) {
+				type offlineView struct {
+					RevocationVersion int64  `json:"revocationVersion"`
+					LogPending        int    `json:"logPending"`
+					TimeTrusted       bool   `json:"timeTrusted"`
+					At                string `json:"at"`
+				}
+				list := decode[signedTextView](t, rider.ok(t, http.MethodGet, "/api/v1/mounts/"+uid+"/revocations", nil))
+				version, _ := strconv.ParseInt(strings.Split(list.Text, ";")[2], 10, 64)
+				upload := func(status any) (*http.Response, []byte) {
+					return rider.call(http.MethodPost, "/api/v1/mounts/"+uid+"/offline-receipts", map[string]any{"receipts": []any{}, "status": status})
+				}
+				for _, tc := range []struct {
+					name   string
+					status any
+					field  string
+				}{
+					{"a negative version", map[string]any{"revocationVersion": -1, "logPending": 0, "timeTrusted": true}, "status.revocationVersion"},
+					{"a huge log", map[string]any{"revocationVersion": 1, "logPending": 1 << 30, "timeTrusted": true}, "status.logPending"},
+					{"an unknown field", map[string]any{"revocationVersion": 1, "logPending": 0, "timeTrusted": true, "x": 1}, "status"},
+					{"a missing field", map[string]any{"revocationVersion": 1}, "status"},
+					{"not an object", "fine", "status"},
+				} {
+					res, raw := upload(tc.status)
+					if p := wantProblem(t, res, raw, 400, "VALIDATION_FAILED"); !slices.Contains(fieldsOf(p), tc.field) {
+						t.Errorf("%s: %s; want field %s", tc.name, raw, tc.field)
+					}
+				}
+				// GET /mounts/{uid} answers an array of one (the spec).
+				readOffline := func() struct {
+					Offline *offlineView `json:"offline"`
+				} {
+					t.Helper()
+					return decode[[]struct {
+						Offline *offlineView `json:"offline"`
+					}](t, owner.ok(t, http.MethodGet, "/api/v1/mounts/"+uid, nil))[0]
+				}
+				mount := readOffline()
+				if mount.Offline != nil {
+					t.Fatalf("offline before any phone told it: %+v", mount.Offline)
+				}
+				// A mount behind: it has not taken the newest list.
+				if res, raw := upload(map[string]any{"revocationVersion": version - 1, "logPending": 2, "timeTrusted": true}); res.StatusCode != http.StatusOK {
+					t.Fatalf("upload with status: %d %s", res.StatusCode, raw)
+				}
+				mount = readOffline()
+				if o := mount.Offline; o == nil || o.RevocationVersion != version-1 || o.LogPending != 2 || !o.TimeTrusted || o.At == "" {
+					t.Fatalf("offline after a phone told it: %+v", o)
+				}
+				got := field[struct {
+					Offline *offlineView `json:"offline"`
+				}](t, owner.gql(t, `query($uid: ID!) { mount(uid: $uid) { offline { revocationVersion logPending timeTrusted at } } }`, map[string]any{"uid": uid}), "mount")
+				if got.Offline == nil || *got.Offline != *mount.Offline {
+					t.Fatalf("GraphQL Mount.offline %+v; REST %+v", got.Offline, mount.Offline)
+				}
+				_, metrics := in.call(http.MethodGet, "/metrics", "", nil)
+				if metricValue(string(metrics), "mountd_mounts_behind_revocations") < 1 {
+					t.Errorf("mountd_mounts_behind_revocations below 1 with this mount behind")
+				}
+				// A stranger's upload tells nothing.
+				if res, _ := stranger.call(http.MethodPost, "/api/v1/mounts/"+uid+"/offline-receipts",
+					map[string]any{"receipts": []any{}, "status": map[string]any{"revocationVersion": 0, "logPending": 9, "timeTrusted": false}}); res.StatusCode != http.StatusNotFound {
+					t.Fatalf("a stranger's upload: %d", res.StatusCode)
+				}
+				mount = readOffline()
+				if o := mount.Offline; o == nil || o.LogPending != 2 {
+					t.Fatalf("offline after a stranger's upload: %+v", o)
 				}
 			})
 

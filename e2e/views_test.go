@@ -60,7 +60,7 @@ type tagList struct {
 
 const (
 	mountsHeader = "uid,name,serialNumber,macAddress,firmwareRevision,softwareRevision,modelNumber,associationState," +
-		"mountLocked,helmetMounted,batteryLevel,cpuTemperature,associatedAt,devicePublicKey,lastSeenAt,presence"
+		"mountLocked,helmetMounted,batteryLevel,cpuTemperature,associatedAt,devicePublicKey,lastSeenAt,presence,offline"
 	statesHeader = "uid,code,value,occurredAt,receivedAt,verified"
 )
 

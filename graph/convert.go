@@ -24,7 +24,14 @@ func toMount(m core.Mount) *model.Mount {
 		BatteryLevel: m.Latest.BatteryLevel, CPUTemperature: m.Latest.CPUTemperature, AssociatedAt: optDateTime(m.AssociatedAt),
 		LastReportAt: optDateTime(lastReport(m.Latest)), AssociationDeadline: optDateTime(m.IdleDeadline),
 		DevicePublicKey: optString(m.DevicePublicKey), UnverifiedStates: unverifiedStates(m.Latest),
-		LastSeenAt: optDateTime(m.LastSeenAt), Presence: toPresence(m)}
+		LastSeenAt: optDateTime(m.LastSeenAt), Presence: toPresence(m), Offline: toMountOffline(m.Offline)}
+}
+
+func toMountOffline(o *core.MountOffline) *model.MountOffline {
+	if o == nil {
+		return nil
+	}
+	return &model.MountOffline{RevocationVersion: int(o.RevocationVersion), LogPending: o.LogPending, TimeTrusted: o.TimeTrusted, At: dateTime(o.At)}
 }
 
 // unverifiedStates lists the codes whose latest value was not signed, in

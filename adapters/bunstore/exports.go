@@ -17,7 +17,8 @@ var _ core.ExportStore = (*Store)(nil)
 func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFilter, now time.Time, yield func(core.Mount) error) (err error) {
 	q := s.streamDB(ctx).NewSelect().TableExpr("mounts AS m").
 		ColumnExpr("m.uid, m.name, m.serial_number, m.mac_address, m.firmware_revision, m.software_revision, m.model_number").
-		ColumnExpr("m.association_state, m.associated_at, m.device_public_key, m.last_seen_at")
+		ColumnExpr("m.association_state, m.associated_at, m.device_public_key, m.last_seen_at").
+		ColumnExpr("m.offline_revocation_version, m.offline_log_pending, m.offline_time_trusted, m.offline_at")
 	for i, code := range core.StateCodes {
 		q = q.ColumnExpr(fmt.Sprintf("l%d.value, l%d.occurred_at, l%d.verified", i, i, i)).
 			Join(fmt.Sprintf("LEFT JOIN mount_latest_states AS l%d ON l%d.mount_uid = m.uid AND l%d.account_id = m.owner_account_id AND l%d.code = ?", i, i, i, i), string(code))
@@ -34,13 +35,15 @@ func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFil
 		associatedAt sql.NullInt64
 		deviceKey    sql.NullString
 		lastSeen     sql.NullInt64
+		off          mountRow // its Offline* fields
 		values       = make([]sql.NullString, len(core.StateCodes))
 		occurred     = make([]sql.NullInt64, len(core.StateCodes))
 		verified     = make([]sql.NullBool, len(core.StateCodes))
 		latest       = make([]core.StateEntry, 0, len(core.StateCodes))
 	)
 	dest := []any{&m.UID, &m.Name, &m.SerialNumber, &m.MACAddress, &m.FirmwareRevision, &m.SoftwareRevision,
-		&m.ModelNumber, &state, &associatedAt, &deviceKey, &lastSeen}
+		&m.ModelNumber, &state, &associatedAt, &deviceKey, &lastSeen,
+		&off.OfflineRevocationVersion, &off.OfflineLogPending, &off.OfflineTimeTrusted, &off.OfflineAt}
 	for i := range core.StateCodes {
 		dest = append(dest, &values[i], &occurred[i], &verified[i])
 	}
@@ -56,6 +59,7 @@ func (s *Store) EachMount(ctx context.Context, accountID string, f core.MountFil
 		if associatedAt.Valid {
 			m.AssociatedAt = fromMillis(associatedAt.Int64)
 		}
+		m.Offline = off.offline()
 		latest = latest[:0]
 		for i, code := range core.StateCodes {
 			if values[i].Valid {

@@ -53,6 +53,11 @@ type mountRow struct {
 	RevisionKey     sql.NullString `bun:"revision_key"`
 	// AssociationStartedAt is NULL for associations begun before it.
 	AssociationStartedAt sql.NullInt64 `bun:"association_started_at"`
+	// Offline* are Mount.Offline; OfflineAt NULL: none told.
+	OfflineRevocationVersion sql.NullInt64 `bun:"offline_revocation_version"`
+	OfflineLogPending        sql.NullInt64 `bun:"offline_log_pending"`
+	OfflineTimeTrusted       sql.NullBool  `bun:"offline_time_trusted"`
+	OfflineAt                sql.NullInt64 `bun:"offline_at"`
 	// The owner's latest values the fleet filter compares (latestColumns):
 	// written by SQL alone, never read into a Mount.
 	BatteryLevel   sql.NullFloat64 `bun:"battery_level"`
@@ -74,6 +79,7 @@ func (r *mountRow) toMount() core.Mount {
 	if r.AssociationStartedAt.Valid {
 		m.AssociationStartedAt = fromMillis(r.AssociationStartedAt.Int64)
 	}
+	m.Offline = r.offline()
 	if r.IdleDeadline.Valid {
 		m.IdleDeadline = fromMillis(r.IdleDeadline.Int64)
 	}
@@ -85,6 +91,15 @@ func (r *mountRow) toMount() core.Mount {
 		m.Key = core.MountKey{ID: r.KeyID.String, PublicKey: pub, SealedPrivateKey: r.SealedPrivateKey.String}
 	}
 	return m
+}
+
+// offline is Mount.Offline from r's Offline* columns.
+func (r *mountRow) offline() *core.MountOffline {
+	if !r.OfflineAt.Valid {
+		return nil
+	}
+	return &core.MountOffline{RevocationVersion: r.OfflineRevocationVersion.Int64, LogPending: int(r.OfflineLogPending.Int64),
+		TimeTrusted: r.OfflineTimeTrusted.Bool, At: fromMillis(r.OfflineAt.Int64)}
 }
 
 func deref(s *string) string {
@@ -221,6 +236,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 			err := tx.NewRaw(`UPDATE mounts SET
 					name = CASE WHEN association_state = 'INACTIVE' THEN COALESCE(?, '') ELSE COALESCE(?, name) END,
 					last_seen_at = CASE WHEN association_state = 'INACTIVE' THEN NULL ELSE last_seen_at END,
+					offline_at = CASE WHEN association_state = 'INACTIVE' THEN NULL ELSE offline_at END,
 					offline_announced = CASE WHEN association_state = 'INACTIVE' THEN FALSE ELSE offline_announced END,
 					serial_number = COALESCE(?, serial_number),
 					mac_address = COALESCE(?, mac_address),
@@ -367,7 +383,7 @@ func (s *Store) ExpireAssociation(ctx context.Context, uid string, now time.Time
 	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		err := tx.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = owner_account_id,
 				owner_account_id = NULL, idle_deadline = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL,
-				last_seen_at = NULL, offline_announced = FALSE, updated_at = ?
+				last_seen_at = NULL, offline_announced = FALSE, offline_at = NULL, updated_at = ?
 			WHERE uid = ? AND association_state = 'IDLE' AND idle_deadline <= ?
 			RETURNING *`, millis(now), uid, millis(now)).Scan(ctx, &out)
 		if err == sql.ErrNoRows {
@@ -404,7 +420,7 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 	err := s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		err := tx.NewRaw(`UPDATE mounts SET association_state = 'INACTIVE', expired_owner_id = NULL,
 				owner_account_id = NULL, idle_deadline = NULL, associated_at = NULL, key_id = NULL, public_key = NULL, sealed_private_key = NULL,
-				last_seen_at = NULL, offline_announced = FALSE, updated_at = ?
+				last_seen_at = NULL, offline_announced = FALSE, offline_at = NULL, updated_at = ?
 			WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation+`
 			RETURNING *`, millis(now), uid, accountID, millis(now)).Scan(ctx, &out)
 		if err != nil {
@@ -546,7 +562,7 @@ func (s *Store) mountWithLatestSQL(param string) string {
 // the read's statement and its scan targets come from this one list. It
 // names neither the fleet filter's copies of the latest values nor the
 // report's revision counter.
-func mountReadFields(r *mountRow) [20]struct {
+func mountReadFields(r *mountRow) [mountReadColumns]struct {
 	column string
 	field  any
 } {
@@ -558,8 +574,13 @@ func mountReadFields(r *mountRow) [20]struct {
 		{"association_state", &r.State}, {"owner_account_id", &r.OwnerID}, {"expired_owner_id", &r.ExpiredOwnerID},
 		{"idle_deadline", &r.IdleDeadline}, {"associated_at", &r.AssociatedAt}, {"key_id", &r.KeyID}, {"public_key", &r.PublicKey},
 		{"sealed_private_key", &r.SealedPrivateKey}, {"created_at", &r.CreatedAt}, {"updated_at", &r.UpdatedAt},
-		{"device_public_key", &r.DevicePublicKey}, {"last_seen_at", &r.LastSeenAt}, {"association_started_at", &r.AssociationStartedAt}}
+		{"device_public_key", &r.DevicePublicKey}, {"last_seen_at", &r.LastSeenAt}, {"association_started_at", &r.AssociationStartedAt},
+		{"offline_revocation_version", &r.OfflineRevocationVersion}, {"offline_log_pending", &r.OfflineLogPending},
+		{"offline_time_trusted", &r.OfflineTimeTrusted}, {"offline_at", &r.OfflineAt}}
 }
+
+// mountReadColumns is the number of mountReadFields.
+const mountReadColumns = 24
 
 // mountRead is one row of mountReadSQL, scanned by hand: bun's reflective
 // scan into a slice of joined rows was 8 % of a GET's CPU and a fifth of
@@ -571,7 +592,7 @@ type mountRead struct {
 	code, value sql.NullString
 	occurredAt  sql.NullInt64
 	verified    sql.NullBool
-	dest        [24]any
+	dest        [mountReadColumns + 4]any
 }
 
 func newMountRead() *mountRead {
@@ -580,7 +601,7 @@ func newMountRead() *mountRead {
 	for i, f := range fields {
 		r.dest[i] = f.field
 	}
-	r.dest[20], r.dest[21], r.dest[22], r.dest[23] = &r.code, &r.occurredAt, &r.value, &r.verified
+	r.dest[mountReadColumns], r.dest[mountReadColumns+1], r.dest[mountReadColumns+2], r.dest[mountReadColumns+3] = &r.code, &r.occurredAt, &r.value, &r.verified
 	return r
 }
 

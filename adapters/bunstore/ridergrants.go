@@ -477,3 +477,21 @@ func (s *Store) LastRevocation(ctx context.Context, uid string) (time.Time, erro
 	}
 	return fromMillis(ms), nil
 }
+
+// SetMountOffline implements core.GrantStore: one conditional update.
+func (s *Store) SetMountOffline(ctx context.Context, accountID, uid string, o core.MountOffline) error {
+	at := millis(o.At)
+	_, err := s.db.NewRaw(`UPDATE mounts SET offline_revocation_version = ?, offline_log_pending = ?, offline_time_trusted = ?, offline_at = ?
+		WHERE uid = ? AND owner_account_id = ? AND `+liveAssociation,
+		o.RevocationVersion, o.LogPending, o.TimeTrusted, at, uid, accountID, at).Exec(ctx)
+	return err
+}
+
+// MountsBehindRevocations implements core.GrantStore. It reads the mounts
+// with a revocation row only: those a revocation was ever made on.
+func (s *Store) MountsBehindRevocations(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.NewRaw(`SELECT COUNT(*) FROM mount_revocations AS r JOIN mounts AS m ON m.uid = r.uid
+		WHERE m.association_state = 'ASSOCIATED' AND (m.offline_at IS NULL OR m.offline_revocation_version < r.version)`).Scan(ctx, &n)
+	return n, err
+}

@@ -323,3 +323,32 @@ func (s *Store) LastRevocation(_ context.Context, uid string) (time.Time, error)
 	defer s.mu.Unlock()
 	return s.grantsLocked().lastRevocation[uid], nil
 }
+
+// SetMountOffline implements core.GrantStore.
+func (s *Store) SetMountOffline(_ context.Context, accountID, uid string, o core.MountOffline) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mounts[uid]
+	if !ok || m.OwnerID != accountID || !live(m, o.At) {
+		return nil
+	}
+	m.Offline = &o // a new value: copies of the mount handed out keep theirs
+	return nil
+}
+
+// MountsBehindRevocations implements core.GrantStore.
+func (s *Store) MountsBehindRevocations(context.Context) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for uid, r := range s.grantsLocked().revocations {
+		m, ok := s.mounts[uid]
+		if !ok || m.State != core.StateAssociated {
+			continue
+		}
+		if m.Offline == nil || m.Offline.RevocationVersion < r.Version {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -270,6 +270,7 @@ func (s *Store) ClaimMount(ctx context.Context, c core.Claim, e *core.Event) (co
 		m.Name = or(f.Name, "")
 		// Presence is the association's: the next starts unheard.
 		m.LastSeenAt = time.Time{}
+		m.Offline = nil
 		delete(s.al.announced, c.UID)
 		// Nor has it verified values: the account's former ones no
 		// longer outrank its unverified ones (core.Newer).
@@ -358,6 +359,7 @@ func (s *Store) ExpireAssociation(_ context.Context, uid string, now time.Time, 
 	m.State, m.ExpiredOwnerID, m.OwnerID = core.StateInactive, m.OwnerID, ""
 	m.IdleDeadline, m.Key, m.UpdatedAt = time.Time{}, core.MountKey{}, ms(now)
 	m.LastSeenAt = time.Time{}
+	m.Offline = nil
 	delete(s.al.announced, uid)
 	s.unlinkLocked(uid, "")
 	if e != nil {
@@ -380,6 +382,7 @@ func (s *Store) AbandonMount(ctx context.Context, uid, accountID string, now tim
 	m.State, m.ExpiredOwnerID, m.OwnerID = core.StateInactive, "", ""
 	m.IdleDeadline, m.AssociatedAt, m.Key, m.UpdatedAt = time.Time{}, time.Time{}, core.MountKey{}, ms(now)
 	m.LastSeenAt = time.Time{}
+	m.Offline = nil
 	delete(s.al.announced, uid)
 	s.unlinkLocked(uid, "")
 	s.appendLocked(e, *m)

@@ -275,6 +275,12 @@ func appendMountCSV(b []byte, m core.Mount) []byte {
 	}
 	b = append(b, ',')
 	b = appendCSVCell(b, j.Presence)
+	b = append(b, ',')
+	if j.Offline != nil {
+		// An object in one cell: its JSON, as NDJSON has it.
+		raw, _ := json.Marshal(j.Offline)
+		b = appendCSVCell(b, string(raw))
+	}
 	return append(b, '\r', '\n')
 }
 

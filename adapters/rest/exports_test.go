@@ -56,7 +56,8 @@ func TestMountCSVRowFollowsHeader(t *testing.T) {
 		FirmwareRevision: "1.0.0", SoftwareRevision: "1.0.1", ModelNumber: "MX-1", State: core.StateAssociated,
 		AssociatedAt: time.Date(2026, 11, 22, 1, 40, 13, 123e6, time.UTC),
 		LastSeenAt:   time.Date(2026, 11, 22, 2, 0, 0, 5e6, time.UTC), Presence: core.PresenceOnline,
-		Latest: core.LatestStates{MountLocked: &locked, HelmetMounted: &helmet, BatteryLevel: &battery, CPUTemperature: &temp}}
+		Latest:  core.LatestStates{MountLocked: &locked, HelmetMounted: &helmet, BatteryLevel: &battery, CPUTemperature: &temp},
+		Offline: &core.MountOffline{RevocationVersion: 1795311613123, LogPending: 2, TimeTrusted: true, At: time.Date(2026, 11, 22, 2, 1, 0, 0, time.UTC)}}
 	header := strings.Split(mountCSVHeader, ",")
 	row, err := csv.NewReader(strings.NewReader(string(appendMountCSV(nil, m)))).Read()
 	if err != nil || len(row) != len(header) {

@@ -19,7 +19,7 @@ type Grants interface {
 	Revoke(ctx context.Context, p core.Principal, id string) (core.RiderGrant, error)
 	RevokeRider(ctx context.Context, p core.Principal, riderKey string) ([]core.RiderGrant, error)
 	RevocationList(ctx context.Context, p core.Principal, uid string) (core.SignedText, error)
-	UploadOfflineReceipts(ctx context.Context, p core.Principal, uid string, in []core.OfflineReceiptInput) (core.OfflineUpload, error)
+	UploadOfflineReceipts(ctx context.Context, p core.Principal, uid string, in []core.OfflineReceiptInput, status *core.MountOffline) (core.OfflineUpload, error)
 	TimeToken(ctx context.Context, p core.Principal, uid, nonce string) (core.SignedText, error)
 }
 
@@ -236,8 +236,7 @@ func (s *Server) uploadOfflineReceipts(w http.ResponseWriter, r *http.Request, p
 	}
 	var body struct {
 		Receipts []json.RawMessage `json:"receipts"`
-		// Status is what the mount's info said (revocationVersion,
-		// logPending, timeTrusted); accepted, kept by a later version.
+		// Status is what the mount's info said: Mount.offline.
 		Status json.RawMessage `json:"status"`
 	}
 	if err := decodeJSON(r, &body); err != nil {
@@ -271,7 +270,12 @@ func (s *Server) uploadOfflineReceipts(w http.ResponseWriter, r *http.Request, p
 		in[i] = core.OfflineReceiptInput{GrantID: b.GrantID, Code: b.Code, ReceiptInput: core.ReceiptInput{Nonce: b.Nonce,
 			Outcome: b.Outcome, Reason: b.Reason, Counter: b.Counter, At: at.UTC(), Signature: b.Signature}}
 	}
-	res, err := s.Grants.UploadOfflineReceipts(r.Context(), p, uid, in)
+	status, err := offlineStatus(body.Status)
+	if err != nil {
+		writeError(w, r, s.Logger, err)
+		return
+	}
+	res, err := s.Grants.UploadOfflineReceipts(r.Context(), p, uid, in, status)
 	if err != nil {
 		writeError(w, r, s.Logger, err)
 		return
@@ -285,4 +289,25 @@ func (s *Server) uploadOfflineReceipts(w http.ResponseWriter, r *http.Request, p
 		out.Ack = &ack
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// offlineStatus reads an upload's optional status (absent or null: none).
+func offlineStatus(raw json.RawMessage) (*core.MountOffline, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var st struct {
+		RevocationVersion *int64 `json:"revocationVersion"`
+		LogPending        *int   `json:"logPending"`
+		TimeTrusted       *bool  `json:"timeTrusted"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		return nil, fieldError("status", "must be {\"revocationVersion\",\"logPending\",\"timeTrusted\"}: "+err.Error())
+	}
+	if st.RevocationVersion == nil || st.LogPending == nil || st.TimeTrusted == nil {
+		return nil, fieldError("status", "needs revocationVersion, logPending and timeTrusted")
+	}
+	return &core.MountOffline{RevocationVersion: *st.RevocationVersion, LogPending: *st.LogPending, TimeTrusted: *st.TimeTrusted}, nil
 }

@@ -33,6 +33,17 @@ type MountJSON struct {
 	// receipt upload (null before any); Presence is computed from it.
 	LastSeenAt *Time  `json:"lastSeenAt"`
 	Presence   string `json:"presence"`
+	// Offline is what a phone last told of the mount's offline access
+	// (null before any during this association).
+	Offline *MountOfflineJSON `json:"offline"`
+}
+
+// MountOfflineJSON is Mount.offline.
+type MountOfflineJSON struct {
+	RevocationVersion int64 `json:"revocationVersion"`
+	LogPending        int   `json:"logPending"`
+	TimeTrusted       bool  `json:"timeTrusted"`
+	At                Time  `json:"at"`
 }
 
 func mountJSON(m core.Mount) MountJSON {
@@ -55,6 +66,9 @@ func mountJSON(m core.Mount) MountJSON {
 	}
 	if out.Presence == "" && out.LastSeenAt == nil {
 		out.Presence = string(core.PresenceUnknown)
+	}
+	if o := m.Offline; o != nil {
+		out.Offline = &MountOfflineJSON{RevocationVersion: o.RevocationVersion, LogPending: o.LogPending, TimeTrusted: o.TimeTrusted, At: Time(o.At)}
 	}
 	return out
 }

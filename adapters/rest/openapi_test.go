@@ -259,7 +259,7 @@ var (
 		"associationState": "ASSOCIATED", "mountLocked": true, "helmetMounted": nil,
 		"batteryLevel": 87, "cpuTemperature": nil, "associatedAt": "2026-11-22T01:40:13.123Z",
 		"devicePublicKey": strings.Repeat("2e", 32),
-		"lastSeenAt":      "2026-11-22T01:41:00.000Z", "presence": "ONLINE",
+		"lastSeenAt":      "2026-11-22T01:41:00.000Z", "presence": "ONLINE", "offline": nil,
 	}
 	sampleRule = map[string]any{
 		"id": "alr_1", "name": "Battery low", "severity": "WARNING",
@@ -397,6 +397,8 @@ func TestOpenAPIValidatorAcceptsDocumentedResponses(t *testing.T) {
 			"id": strings.Repeat("e", 32), "type": "COMMAND_EXECUTED", "uid": "M1", "occurredAt": "2026-11-22T01:41:00.000Z", "mount": sampleMount,
 			"command": with(sampleRelease, "status", "EXECUTED", "reason", nil)}}, "next": strings.Repeat("e", 32)})},
 		{"mount never seen", "GET", "/api/v1/mounts/M1", 200, ct, js([]any{with(sampleMount, "lastSeenAt", nil, "presence", "UNKNOWN")})},
+		{"mount told offline", "GET", "/api/v1/mounts/M1", 200, ct, js([]any{with(sampleMount, "offline",
+			map[string]any{"revocationVersion": 1795311613123, "logPending": 0, "timeTrusted": true, "at": "2026-11-22T01:41:00.000Z"})})},
 		{"rule created", "POST", "/api/v1/alarm-rules", 201, ct, js(sampleRule)},
 		{"rule list", "GET", "/api/v1/alarm-rules", 200, ct, js(map[string]any{"rules": []any{sampleRule}, "pagination": samplePagination})},
 		{"rule patched", "PATCH", "/api/v1/alarm-rules/alr_1", 200, ct, js(with(sampleRule, "enabled", false, "mountUids", []string{"M1"}))},

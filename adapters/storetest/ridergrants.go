@@ -37,6 +37,7 @@ func RunRiderGrants(t *testing.T, newStore func(t *testing.T) GrantStore) {
 		{"Audited", grantAudited},
 		{"EndWithTheAssociation", grantsEndWithAssociation},
 		{"ResignWithANewKey", grantsResignWithNewKey},
+		{"MountOffline", grantsMountOffline},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newStore(t)) })
 	}
@@ -425,4 +426,68 @@ func grantsResignWithNewKey(t *testing.T, store GrantStore) {
 	if n, err := store.ResignGrants(ctx, "G1", grantT0, testSigner); err != nil || n != 0 {
 		t.Fatalf("again with the same key: %d, %v; want none", n, err)
 	}
+}
+
+// grantsMountOffline: what a phone told of a mount's offline state is the
+// mount's Offline while the association lasts, never set by another
+// account, gone with the association; a mount counts as behind its
+// revocations until a phone tells a version at least its own.
+func grantsMountOffline(t *testing.T, store GrantStore) {
+	ctx := context.Background()
+	grantFleet(t, store)
+	read := func(uid string) *core.MountOffline {
+		t.Helper()
+		m, err := store.MountWithLatest(ctx, uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Offline
+	}
+	behind := func(want int) {
+		t.Helper()
+		if n, err := store.MountsBehindRevocations(ctx); err != nil || n != want {
+			t.Fatalf("mounts behind revocations: %d, %v; want %d", n, err, want)
+		}
+	}
+	if read("G1") != nil {
+		t.Fatal("offline state before any phone told it")
+	}
+	behind(0) // no revocation made yet
+	mustGrant(t, store, newGrant("gr_o1", "G1", "acc_g", 1, time.Hour), grantT0)
+	mustGrant(t, store, newGrant("gr_o2", "G2", "acc_g", 1, time.Hour), grantT0)
+	at := grantT0.Add(time.Minute)
+	if _, err := store.RevokeGrants(ctx, "acc_g", []string{"gr_o1", "gr_o2"}, "", at, testSigner); err != nil {
+		t.Fatal(err)
+	}
+	behind(2)
+	rev, err := store.Revocations(ctx, "G1", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := core.MountOffline{RevocationVersion: rev.Version, LogPending: 3, TimeTrusted: true, At: at}
+	if err := store.SetMountOffline(ctx, "acc_h", "G1", core.MountOffline{LogPending: 9, At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("G1"); got != nil {
+		t.Fatalf("another account's phone set %+v", got)
+	}
+	if err := store.SetMountOffline(ctx, "acc_g", "G1", told); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("G1"); got == nil || *got != told {
+		t.Fatalf("offline %+v, want %+v", got, told)
+	}
+	behind(1) // G2 has not told
+	older := core.MountOffline{RevocationVersion: rev.Version - 1, At: at.Add(time.Second)}
+	if err := store.SetMountOffline(ctx, "acc_g", "G1", older); err != nil {
+		t.Fatal(err)
+	}
+	behind(2) // the latest told is what counts
+	if _, err := store.AbandonMount(ctx, "G1", "acc_g", at.Add(time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("G1"); got != nil {
+		t.Fatalf("offline state outlived its association: %+v", got)
+	}
+	behind(1) // G1 is no longer associated
 }

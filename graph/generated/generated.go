@@ -254,6 +254,7 @@ type ComplexityRoot struct {
 		MountLocked         func(childComplexity int) int
 		Name                func(childComplexity int) int
 		NfcTags             func(childComplexity int) int
+		Offline             func(childComplexity int) int
 		Presence            func(childComplexity int) int
 		SerialNumber        func(childComplexity int) int
 		SoftwareRevision    func(childComplexity int) int
@@ -271,6 +272,13 @@ type ComplexityRoot struct {
 		States     func(childComplexity int) int
 		Type       func(childComplexity int) int
 		UID        func(childComplexity int) int
+	}
+
+	MountOffline struct {
+		At                func(childComplexity int) int
+		LogPending        func(childComplexity int) int
+		RevocationVersion func(childComplexity int) int
+		TimeTrusted       func(childComplexity int) int
 	}
 
 	MountPage struct {
@@ -1467,6 +1475,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mount.NfcTags(childComplexity), true
+	case "Mount.offline":
+		if e.ComplexityRoot.Mount.Offline == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mount.Offline(childComplexity), true
 	case "Mount.presence":
 		if e.ComplexityRoot.Mount.Presence == nil {
 			break
@@ -1552,6 +1566,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.MountEvent.UID(childComplexity), true
+
+	case "MountOffline.at":
+		if e.ComplexityRoot.MountOffline.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountOffline.At(childComplexity), true
+	case "MountOffline.logPending":
+		if e.ComplexityRoot.MountOffline.LogPending == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountOffline.LogPending(childComplexity), true
+	case "MountOffline.revocationVersion":
+		if e.ComplexityRoot.MountOffline.RevocationVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountOffline.RevocationVersion(childComplexity), true
+	case "MountOffline.timeTrusted":
+		if e.ComplexityRoot.MountOffline.TimeTrusted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MountOffline.TimeTrusted(childComplexity), true
 
 	case "MountPage.mounts":
 		if e.ComplexityRoot.MountPage.Mounts == nil {
@@ -3410,6 +3449,20 @@ extend type Subscription {
   lastSeenAt: DateTime
   "ONLINE while lastSeenAt is within MOUNTD_OFFLINE_AFTER, then OFFLINE; UNKNOWN while lastSeenAt is null."
   presence: Presence!
+  "What a phone last told of the mount's offline access (uploaded with its offline log; not signed); null before any in this association."
+  offline: MountOffline
+}
+
+"A mount's offline-access state as its info characteristic showed it to a phone."
+type MountOffline {
+  "The version of the newest revocation list the mount took (0: none)."
+  revocationVersion: Int!
+  "Offline receipts in the mount's log not yet acknowledged."
+  logPending: Int!
+  "Whether trusted time reached the mount since its last start."
+  timeTrusted: Boolean!
+  "The server's time of the upload that told it."
+  at: DateTime!
 }
 
 type MountPage {
@@ -4315,6 +4368,8 @@ func (ec *executionContext) childFields_Mount(ctx context.Context, field graphql
 		return ec.fieldContext_Mount_lastSeenAt(ctx, field)
 	case "presence":
 		return ec.fieldContext_Mount_presence(ctx, field)
+	case "offline":
+		return ec.fieldContext_Mount_offline(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Mount", field.Name)
 }
@@ -4341,6 +4396,20 @@ func (ec *executionContext) childFields_MountEvent(ctx context.Context, field gr
 		return ec.fieldContext_MountEvent_occurredAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type MountEvent", field.Name)
+}
+
+func (ec *executionContext) childFields_MountOffline(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "revocationVersion":
+		return ec.fieldContext_MountOffline_revocationVersion(ctx, field)
+	case "logPending":
+		return ec.fieldContext_MountOffline_logPending(ctx, field)
+	case "timeTrusted":
+		return ec.fieldContext_MountOffline_timeTrusted(ctx, field)
+	case "at":
+		return ec.fieldContext_MountOffline_at(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MountOffline", field.Name)
 }
 
 func (ec *executionContext) childFields_MountPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -9687,6 +9756,38 @@ func (ec *executionContext) fieldContext_Mount_presence(_ context.Context, field
 	return graphql.NewScalarFieldContext("Mount", field, false, false, errors.New("field of type Presence does not have child fields"))
 }
 
+func (ec *executionContext) _Mount_offline(ctx context.Context, field graphql.CollectedField, obj *model.Mount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mount_offline(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Offline, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MountOffline) graphql.Marshaler {
+			return ec.marshalOMountOffline2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountOffline(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mount_offline(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mount",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MountOffline(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _MountEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.MountEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9937,6 +10038,98 @@ func (ec *executionContext) _MountEvent_occurredAt(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_MountEvent_occurredAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MountEvent", field, false, false, errors.New("field of type DateTime does not have child fields"))
+}
+
+func (ec *executionContext) _MountOffline_revocationVersion(ctx context.Context, field graphql.CollectedField, obj *model.MountOffline) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountOffline_revocationVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RevocationVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MountOffline_revocationVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MountOffline", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _MountOffline_logPending(ctx context.Context, field graphql.CollectedField, obj *model.MountOffline) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountOffline_logPending(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LogPending, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MountOffline_logPending(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MountOffline", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _MountOffline_timeTrusted(ctx context.Context, field graphql.CollectedField, obj *model.MountOffline) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountOffline_timeTrusted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TimeTrusted, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MountOffline_timeTrusted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MountOffline", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _MountOffline_at(ctx context.Context, field graphql.CollectedField, obj *model.MountOffline) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MountOffline_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DateTime) graphql.Marshaler {
+			return ec.marshalNDateTime2githubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐDateTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MountOffline_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MountOffline", field, false, false, errors.New("field of type DateTime does not have child fields"))
 }
 
 func (ec *executionContext) _MountPage_mounts(ctx context.Context, field graphql.CollectedField, obj *model.MountPage) (ret graphql.Marshaler) {
@@ -18596,6 +18789,11 @@ func (ec *executionContext) _Mount(ctx context.Context, sel ast.SelectionSet, ob
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "offline":
+			out.Values[i] = ec._Mount_offline(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -18671,6 +18869,59 @@ func (ec *executionContext) _MountEvent(ctx context.Context, sel ast.SelectionSe
 			}
 		case "occurredAt":
 			out.Values[i] = ec._MountEvent_occurredAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var mountOfflineImplementors = []string{"MountOffline"}
+
+func (ec *executionContext) _MountOffline(ctx context.Context, sel ast.SelectionSet, obj *model.MountOffline) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, mountOfflineImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MountOffline")
+		case "revocationVersion":
+			out.Values[i] = ec._MountOffline_revocationVersion(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "logPending":
+			out.Values[i] = ec._MountOffline_logPending(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "timeTrusted":
+			out.Values[i] = ec._MountOffline_timeTrusted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._MountOffline_at(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -23126,6 +23377,13 @@ func (ec *executionContext) unmarshalOMountFilter2ᚖgithubᚗcomᚋmountdᚋmou
 	}
 	res, err := ec.unmarshalInputMountFilter(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOMountOffline2ᚖgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountOffline(ctx context.Context, sel ast.SelectionSet, v *model.MountOffline) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._MountOffline(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOMountState2ᚕgithubᚗcomᚋmountdᚋmountdᚋgraphᚋmodelᚐMountStateᚄ(ctx context.Context, sel ast.SelectionSet, v []model.MountState) graphql.Marshaler {

@@ -354,6 +354,8 @@ type Mount struct {
 	LastSeenAt *DateTime `json:"lastSeenAt,omitempty"`
 	// ONLINE while lastSeenAt is within MOUNTD_OFFLINE_AFTER, then OFFLINE; UNKNOWN while lastSeenAt is null.
 	Presence Presence `json:"presence"`
+	// What a phone last told of the mount's offline access (uploaded with its offline log; not signed); null before any in this association.
+	Offline *MountOffline `json:"offline,omitempty"`
 }
 
 type MountEvent struct {
@@ -379,6 +381,18 @@ type MountFilter struct {
 	SerialNumber *string `json:"serialNumber,omitempty"`
 	// A fleet filter (AIP-160) over the mount's fields and latest values, as GET /mounts?filter=: batteryLevel < 20 AND presence = "OFFLINE". A malformed one is VALIDATION_FAILED (field filter).
 	Expression *string `json:"expression,omitempty"`
+}
+
+// A mount's offline-access state as its info characteristic showed it to a phone.
+type MountOffline struct {
+	// The version of the newest revocation list the mount took (0: none).
+	RevocationVersion int `json:"revocationVersion"`
+	// Offline receipts in the mount's log not yet acknowledged.
+	LogPending int `json:"logPending"`
+	// Whether trusted time reached the mount since its last start.
+	TimeTrusted bool `json:"timeTrusted"`
+	// The server's time of the upload that told it.
+	At DateTime `json:"at"`
 }
 
 type MountPage struct {
