@@ -33,7 +33,7 @@ function refusal(err) {
 }
 
 // offlineStatus shows Mount.offline, or that no phone has told it yet.
-// It is read on its own: a server without the field fails this part only.
+// It is read on its own: an error fails this part only.
 function offlineStatus(uid) {
   const el = h("div", { id: "mount-offline", "aria-live": "polite" });
   const reload = async () => {
@@ -51,7 +51,7 @@ function offlineStatus(uid) {
     }
     const item = (key, label, value) => h("div", { "data-field": key }, h("dt", { class: "label" }, label), h("dd", {}, value));
     el.replaceChildren(h("dl", { class: "grid identity", "data-offline": "reported" },
-      item("revocationVersion", "Revocation list", `version ${o.revocationVersion}`),
+      item("revocationVersion", "Revocation list", o.revocationVersion ? `version ${o.revocationVersion}` : "none taken yet"),
       item("logPending", "Uses not yet uploaded", String(o.logPending)),
       item("timeTrusted", "Time", o.timeTrusted ? "trusted" : "not trusted since its start"),
       item("at", "Reported", h("span", { title: fmtDate(o.at) }, ago(o.at)))));
