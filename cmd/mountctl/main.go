@@ -91,6 +91,7 @@ func newCommand(stdout, stderr io.Writer) *cli.Command {
 			alarmRulesCommand(s, out),
 			jobsCommand(s, out),
 			rolloutsCommand(s, out),
+			grantsCommand(s, out),
 		},
 	}
 }

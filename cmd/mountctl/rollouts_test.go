@@ -19,22 +19,39 @@ const fakeRollout = `{"id":"ro_1","modelNumber":"HM-1","softwareRevision":"1.3.0
 	`"openPhase":1,"targets":10,"counts":{"pending":5,"eligible":2,"installing":1,"healthy":1,"failed":1},` +
 	`"createdAt":"2026-11-22T01:40:13.123Z","endedAt":null}`
 
-// rolloutServer is a fake API that answers the rollout routes and records
-// each request with its body.
-type rolloutServer struct {
+// recorder keeps each request a fake API answered, as line says it, with
+// its JSON body.
+type recorder struct {
 	mu       sync.Mutex
 	requests []string
 	bodies   []map[string]any
 }
 
-func (f *rolloutServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// record reads r's body and keeps it with line; it answers the body.
+func (f *recorder) record(r *http.Request, line string) map[string]any {
 	raw, _ := io.ReadAll(r.Body)
 	var body map[string]any
 	_ = json.Unmarshal(raw, &body)
 	f.mu.Lock()
-	f.requests = append(f.requests, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Access-Key"))
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, line)
 	f.bodies = append(f.bodies, body)
-	f.mu.Unlock()
+	return body
+}
+
+// last is the latest request kept, and its body.
+func (f *recorder) last() (string, map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests[len(f.requests)-1], f.bodies[len(f.bodies)-1]
+}
+
+// rolloutServer is a fake API that answers the rollout routes and records
+// each request with its body.
+type rolloutServer struct{ recorder }
+
+func (f *rolloutServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body := f.record(r, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Access-Key"))
 	rollout := func(state, reason string) string {
 		return strings.Replace(strings.Replace(fakeRollout, "%s", state, 1), "%s", reason, 1)
 	}
@@ -93,11 +110,7 @@ func TestRolloutsCommand(t *testing.T) {
 		err := newCommand(&out, &errOut).Run(context.Background(), append([]string{"mountctl", "--api", srv.URL, "--token", "tok"}, args...))
 		return out.String(), err
 	}
-	last := func() (string, map[string]any) {
-		fake.mu.Lock()
-		defer fake.mu.Unlock()
-		return fake.requests[len(fake.requests)-1], fake.bodies[len(fake.bodies)-1]
-	}
+	last := fake.last
 
 	t.Run("create", func(t *testing.T) {
 		for _, c := range []struct {

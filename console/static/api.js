@@ -36,22 +36,25 @@ export async function gql(query, variables = {}) {
   }
 }
 
-// rest GETs a path of the REST API (under /api/v1, with its query) and
+// rest calls a path of the REST API (under /api/v1, with its query),
+// GET unless method says otherwise, with body as JSON when given, and
 // answers its JSON; a problem (docs/api.md, "Conventions") throws an
 // APIError with its code, detail and fields.
-export async function rest(path) {
+export async function rest(path, { method = "GET", body } = {}) {
   for (let attempt = 0; ; attempt++) {
     const token = await accessToken(attempt > 0);
     if (!token) {
       await signIn();
       throw new APIError("signing in", "UNAUTHENTICATED");
     }
-    const res = await fetch("/api/v1" + path, { headers: { Authorization: "Bearer " + token, Accept: "application/json" } });
+    const headers = { Authorization: "Bearer " + token, Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const res = await fetch("/api/v1" + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
     if (res.status === 401 && attempt === 0) continue;
-    const body = await res.json().catch(() => null);
-    if (!res.ok) throw new APIError(body?.detail || body?.title || `the server answered ${res.status}`, body?.code ?? "UNAVAILABLE", body?.errors);
-    if (!body) throw new APIError(`the server answered ${res.status}`, "UNAVAILABLE");
-    return body;
+    const answer = await res.json().catch(() => null);
+    if (!res.ok) throw new APIError(answer?.detail || answer?.title || `the server answered ${res.status}`, answer?.code ?? "UNAVAILABLE", answer?.errors);
+    if (!answer) throw new APIError(`the server answered ${res.status}`, "UNAVAILABLE");
+    return answer;
   }
 }
 

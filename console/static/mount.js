@@ -1,10 +1,11 @@
 // A mount's page: who it is, its values live, the history charts beside the
-// lock and helmet timeline, the commands to carry, and for owners rename,
-// the command audit and its NFC tags.
+// lock and helmet timeline, the commands to carry, its riders' offline
+// access, and for owners rename, the command audit and its NFC tags.
 import { gql, loadThenLive } from "./api.js";
 import { exportMenu } from "./exports.js";
 import { h, main, isOwner, fmtDate, ago, fmtBattery, fmtTemp, fmtBool, showError, setConnection, MOUNT_FIELDS, errorText, statusBox, field, fetchPages, COMMAND_STATUS_EVENTS, isUnverified, markUnverified, presencePill, withEvent } from "./ui.js";
 import { mountAlarms, ALARM_FIELDS } from "./alarms.js";
+import { grantsCard } from "./grants.js";
 
 const LEVELS = ["LOW", "MEDIUM", "HIGH"];
 // The codes a mount takes and their parameters, all required (docs/api.md,
@@ -144,8 +145,16 @@ export function mountView(uid) {
   }
 
   // A report refreshes the history, at most every two seconds: a chatty
-  // mount costs a reload now and then, not one per report.
+  // mount costs a reload now and then, not one per report. A revocation or
+  // an offline use (a command's receipt) refreshes the grants likewise.
   let historyTimer = null;
+  let grantsTimer = null;
+  const grantsSoon = () => {
+    grantsTimer ??= setTimeout(() => {
+      grantsTimer = null;
+      grants.reload().catch(showError);
+    }, 2000);
+  };
   const historySoon = () => {
     historyTimer ??= setTimeout(() => {
       historyTimer = null;
@@ -186,13 +195,14 @@ export function mountView(uid) {
   const alarms = mountAlarms(uid);
   const commandForm = commandCard(uid, () => loadCommands().catch(showError), () => tagsCard.tags);
   const firmware = firmwareCard(uid, () => showCommands());
+  const grants = grantsCard(uid);
 
   async function load() {
     const d = await gql(`query($uid: ID!) { mount(uid: $uid) { ${MOUNT_FIELDS} macAddress associatedAt devicePublicKey nfcTags { uid name } } }`, { uid });
     showValues(d.mount);
     renameForm?.fill(d.mount.name);
     tagsCard.fill(d.mount.nfcTags);
-    await Promise.all([loadCommands(), loadHistory(), alarms.reload(), firmware.reload()]);
+    await Promise.all([loadCommands(), loadHistory(), alarms.reload(), firmware.reload(), grants.reload()]);
   }
 
   main.replaceChildren(
@@ -204,6 +214,7 @@ export function mountView(uid) {
       // The whole history, not only the period shown (owners).
       isOwner() ? exportMenu("export-history", "Export", (f) => `/exports/states?mountUid=${encodeURIComponent(uid)}&format=${f}`, showError) : ""), charts),
     commandForm,
+    grants.el,
     isOwner() ? h("section", { class: "card", "aria-labelledby": "audit-title" }, h("h2", { id: "audit-title" }, "Command audit"),
       h("p", { class: "muted" }, "The newest 50 commands issued for this mount, and where each stands: ISSUED until the mount's receipt says EXECUTED or REFUSED, UNCONFIRMED when it expired without one."),
       h("div", { class: "scroll" }, h("table", { id: "audit" }, h("thead", {}, h("tr", {}, ["Code", "Issued", "By", "Status", "Since"].map((t) => h("th", { scope: "col" }, t)))), commands))) : "",
@@ -218,6 +229,7 @@ export function mountView(uid) {
       showValues(withEvent(mount, ev));
       if (ev.type === "STATES_REPORTED") historySoon();
       if (ev.alarm) alarms.upsert(ev.alarm);
+      if (ev.type === "GRANT_REVOKED" || COMMAND_STATUS_EVENTS.includes(ev.type)) grantsSoon();
       if (ev.type === "COMMAND_ISSUED" || COMMAND_STATUS_EVENTS.includes(ev.type)) {
         loadCommands().catch(showError);
         firmware.reload().catch(showError); // a receipt moves a rollout's target
@@ -228,6 +240,7 @@ export function mountView(uid) {
   return () => {
     historyRun++;
     clearTimeout(historyTimer);
+    clearTimeout(grantsTimer);
     started.then(() => sub?.stop());
     while (plots.length) plots.pop().destroy();
   };
