@@ -23,12 +23,28 @@ type Outcome struct {
 	// Pending is how many of the action's uploads (the receipt, the
 	// report) wait in the upload queue; 0 when the API has them all.
 	Pending int
+	// Offline is true when the action used a stored grant because the API
+	// did not answer (Result then carries the mount's offline receipt).
+	Offline bool
 }
 
 // ReleaseHelmet unlocks the mount and waits until it reports the helmet
-// gone and the lock open.
+// gone and the lock open. When the API does not answer (a network error,
+// a 5xx, a 401 or an expired token; never a 403 or a 404) and the phone
+// holds a grant for the mount, it uses the grant instead (Outcome.Offline):
+// the mount judges it alone and signs an offline receipt, carried to the
+// API with the mount's log.
 func (c *Client) ReleaseHelmet(ctx context.Context, uid string) (Outcome, error) {
-	return c.run(ctx, uid, string(protocol.CmdReleaseHelmet), nil, helmetReleased)
+	out, err := c.run(ctx, uid, string(protocol.CmdReleaseHelmet), nil, helmetReleased)
+	var down *apiDown
+	if !errors.As(err, &down) {
+		return out, err
+	}
+	g, ok := c.storedGrant(uid)
+	if !ok {
+		return out, err
+	}
+	return c.releaseOffline(ctx, uid, g)
 }
 
 // helmetReleased says whether latest states show the helmet gone and the
@@ -77,7 +93,7 @@ func (c *Client) Deliver(ctx context.Context, uid string, cmd protocol.BLEComman
 func (c *Client) run(ctx context.Context, uid, code string, params map[string]string, confirmed func(map[string]string) bool) (Outcome, error) {
 	if err := c.api.validate(ctx, uid); err != nil {
 		c.engine.publish(ErrorEvent{UID: uid, Err: err, At: time.Now()})
-		return Outcome{}, err
+		return Outcome{}, unanswered(ctx, err)
 	}
 	d, err := c.connected(uid)
 	if err != nil {
@@ -85,8 +101,9 @@ func (c *Client) run(ctx context.Context, uid, code string, params map[string]st
 	}
 	cmd, err := c.api.command(ctx, uid, code, params)
 	if err != nil {
-		return Outcome{}, err
+		return Outcome{}, unanswered(ctx, err)
 	}
+	c.freshen()
 	dl, err := c.write(ctx, d, cmd, confirmed)
 	var out Outcome
 	if dl.result != nil {
@@ -101,6 +118,7 @@ func (c *Client) run(ctx context.Context, uid, code string, params map[string]st
 	if uerr != nil {
 		err = errors.Join(err, fmt.Errorf("sdk: the mount answered, but uploading what it said failed: %w", uerr))
 	}
+	c.carryLog(ctx, d)
 	return out, err
 }
 
@@ -132,8 +150,22 @@ func (dl delivery) uploads(uid string) []Upload {
 func (c *Client) write(ctx context.Context, d *device, cmd protocol.BLECommand, confirmed func(map[string]string) bool) (delivery, error) {
 	d.writeMu.Lock()
 	defer d.writeMu.Unlock()
+	payload, _ := protocol.ParsePayload(cmd.Payload) // a malformed one is refused by the mount
+	nonce := payload.Nonce
+	return c.exchange(ctx, d, cmd, cmd.Code, func(m protocol.BLEMessage) bool {
+		return m.Type == protocol.BLEMessageResult && m.Nonce == nonce
+	}, confirmed)
+}
+
+// exchange writes msg (as JSON; d.writeMu held) and waits for the mount's
+// answer, the first message answer says is one, then (when confirmed is
+// set) for states that satisfy it. An answer not accepted is a
+// *RefusedError (with the answer in the delivery); what names the write in
+// errors.
+func (c *Client) exchange(ctx context.Context, d *device, msg any, what string, answer func(protocol.BLEMessage) bool,
+	confirmed func(map[string]string) bool) (delivery, error) {
 	var dl delivery
-	raw, err := json.Marshal(cmd)
+	raw, err := json.Marshal(msg)
 	if err != nil {
 		return dl, err
 	}
@@ -142,22 +174,20 @@ func (c *Client) write(ctx context.Context, d *device, cmd protocol.BLECommand, 
 	if err := d.send(ctx, raw); err != nil {
 		return dl, err
 	}
-	payload, _ := protocol.ParsePayload(cmd.Payload) // a malformed one is refused by the mount
-	nonce := payload.Nonce
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConfirmTimeout)
 	defer cancel()
 	for {
 		select {
 		case <-ctx.Done():
 			if dl.result != nil {
-				return dl, fmt.Errorf("%w: no confirming state after %s", ErrTimeout, cmd.Code)
+				return dl, fmt.Errorf("%w: no confirming state after %s", ErrTimeout, what)
 			}
-			return dl, fmt.Errorf("%w: no answer to %s", ErrTimeout, cmd.Code)
+			return dl, fmt.Errorf("%w: no answer to %s", ErrTimeout, what)
 		case <-d.done:
 			return dl, fmt.Errorf("%w: %s disconnected", ErrNotConnected, d.uid)
 		case m := <-msgs:
 			switch {
-			case m.Type == protocol.BLEMessageResult && m.Nonce == nonce && dl.result == nil:
+			case dl.result == nil && answer(m):
 				dl.result = &m
 				if !m.Accepted {
 					return dl, &RefusedError{Code: m.Code, Reason: m.Reason}

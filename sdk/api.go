@@ -24,6 +24,10 @@ type apiClient struct {
 	api  *client.Client
 	http *http.Client
 
+	// onOffline receives the API's answer to each upload of offline
+	// receipts (its ack); set once, before the first upload.
+	onOffline func(uid string, answer offlineAnswer)
+
 	mu       sync.Mutex
 	userinfo string // found through discovery, once
 }
@@ -48,6 +52,9 @@ func (a *apiClient) token() (string, error) {
 func (a *apiClient) do(ctx context.Context, method, path string, body, out any) error {
 	return a.api.Do(ctx, method, path, body, out)
 }
+
+// errTokenExpired: the token's exp has passed (the API would answer 401).
+var errTokenExpired = fmt.Errorf("%w: expired", ErrTokenRejected)
 
 // tokenClaims reads the token's claims without verifying them: the
 // identity provider verifies; this only finds the issuer and the scope.
@@ -84,7 +91,7 @@ func (a *apiClient) validate(ctx context.Context, uid string) error {
 		return err
 	}
 	if time.Now().After(exp) {
-		return fmt.Errorf("%w: expired", ErrTokenRejected)
+		return errTokenExpired
 	}
 	endpoint, err := a.userinfoEndpoint(ctx, iss)
 	if err != nil {
@@ -101,7 +108,10 @@ func (a *apiClient) validate(ctx context.Context, uid string) error {
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w: userinfo answered %d", ErrTokenRejected, res.StatusCode)
+		// The status stays readable (client.StatusOf): a 401 or a 5xx lets
+		// an action fall back to a stored grant.
+		return fmt.Errorf("%w: %w", ErrTokenRejected,
+			&client.Error{Status: res.StatusCode, Detail: "the userinfo endpoint did not accept the token"})
 	}
 	var info struct {
 		Scope string `json:"scope"`

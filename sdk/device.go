@@ -20,6 +20,7 @@ type device struct {
 	mu      sync.Mutex
 	waiters []chan protocol.BLEMessage
 	last    *protocol.BLEMessage // the latest states message, as notified
+	offline []heard              // offline receipts notified (the log, use answers), oldest first
 	acks    chan protocol.FirmwareAck
 	writeMu sync.Mutex // one request (command, firmware read or frame) on the link at a time
 	once    sync.Once
@@ -66,10 +67,14 @@ func (d *device) read(onClose func()) {
 		case protocol.BLEMessageResult:
 			r := resultOf(msg)
 			ev.Result = &r
+		case protocol.BLEMessageOffline:
+			d.hear(msg)
 		default:
 			continue
 		}
-		d.events.publish(ev)
+		if msg.Type != protocol.BLEMessageOffline {
+			d.events.publish(ev)
+		}
 		d.mu.Lock()
 		for _, w := range d.waiters {
 			select {
@@ -102,6 +107,33 @@ func (d *device) readAcks(fl FirmwareLink) {
 			break
 		}
 	}
+}
+
+// heard is an offline receipt the mount notified on this connection.
+type heard struct {
+	msg     protocol.BLEMessage
+	carried bool // handed to the uploader (sent or queued)
+	acked   bool // an ack naming it was written to the mount
+}
+
+// maxHeard bounds the offline receipts kept per connection: a mount's log
+// holds at most protocol.MaxOfflineLog EXECUTED and as many REFUSED ones.
+const maxHeard = 2 * protocol.MaxOfflineLog
+
+// hear keeps an offline receipt (once per nonce); past maxHeard the
+// oldest gives way.
+func (d *device) hear(m protocol.BLEMessage) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, h := range d.offline {
+		if h.msg.Nonce == m.Nonce {
+			return
+		}
+	}
+	if len(d.offline) >= maxHeard {
+		d.offline = d.offline[1:]
+	}
+	d.offline = append(d.offline, heard{msg: m})
 }
 
 // lastStates is the latest states message the mount notified, nil if none.

@@ -258,3 +258,9 @@ func (k *fileKeeper) PutRevocations(r StoredRevocations) error {
 	k.revs = next
 	return nil
 }
+
+// publicKey is a signer's public half as ECDSA (nil if it is another kind).
+func publicKey(s crypto.Signer) *ecdsa.PublicKey {
+	pub, _ := s.Public().(*ecdsa.PublicKey)
+	return pub
+}

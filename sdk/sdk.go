@@ -100,11 +100,19 @@ type Client struct {
 	api    *apiClient
 	engine *broadcaster[EngineEvent]
 	up     *uploader
+	keeper GrantKeeper // nil: no offline access
+	acks   *heldAcks   // the API's acks of offline receipts, not yet written
 
-	mu      sync.Mutex
-	seen    map[string]protocol.BLEDevice // uid → last advertisement
-	devices map[string]*device
-	closed  bool
+	bgCtx    context.Context // background refreshes of revocation lists
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+
+	mu         sync.Mutex
+	seen       map[string]protocol.BLEDevice // uid → last advertisement
+	devices    map[string]*device
+	closed     bool
+	listsAt    time.Time // the last refresh of the revocation lists
+	refreshing bool      // one under way
 }
 
 // Errors an action can return; wrap-aware (errors.Is).
@@ -181,6 +189,16 @@ func New(cfg Config) (*Client, error) {
 		seen:    map[string]protocol.BLEDevice{},
 		devices: map[string]*device{},
 	}
+	c.keeper = cfg.Keeper
+	if c.keeper == nil && cfg.GrantDir != "" {
+		var err error
+		if c.keeper, err = NewFileKeeper(cfg.GrantDir); err != nil {
+			return nil, err
+		}
+	}
+	c.acks = openAcks(cfg.QueueDir, cfg.Logger)
+	c.api.onOffline = c.onOffline
+	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	var q *queue
 	if cfg.QueueDir != "" {
 		var err error
@@ -309,6 +327,7 @@ func (c *Client) Connect(ctx context.Context, uid string) (protocol.BLEInfo, err
 	c.devices[uid] = d
 	c.mu.Unlock()
 	c.engine.publish(Connected{UID: uid, Info: info, At: time.Now()})
+	c.prepare(ctx, d)
 	return info, nil
 }
 
@@ -353,6 +372,8 @@ func (c *Client) Close() error {
 	for _, d := range devices {
 		_ = d.close()
 	}
+	c.bgCancel()
+	c.bg.Wait()
 	err := c.up.close()
 	c.engine.close()
 	return err

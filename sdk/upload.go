@@ -16,25 +16,54 @@ import (
 )
 
 // Upload is one thing the SDK carries from a mount to the API, exactly as
-// the mount said it: a states message (POST /mounts/{uid}/states) or a
-// receipt (POST /mounts/{uid}/commands/receipts). Exactly one of States and
-// Receipt is set.
+// the mount said it: a states message (POST /mounts/{uid}/states), a
+// receipt (POST /mounts/{uid}/commands/receipts) or offline receipts of
+// the mount's log (POST /mounts/{uid}/offline-receipts). Exactly one of
+// States, Receipt and Offline is set.
 type Upload struct {
 	UID     string                  `json:"uid"`
 	States  *protocol.SignedStates  `json:"states,omitempty"`
 	Receipt *protocol.UploadReceipt `json:"receipt,omitempty"`
+	Offline *OfflineUpload          `json:"offline,omitempty"`
+}
+
+// OfflineUpload is a batch of a mount's offline receipts, unchanged, and
+// what its info characteristic said when they were carried.
+type OfflineUpload struct {
+	Receipts []protocol.UploadOfflineReceipt `json:"receipts"`
+	Status   *OfflineStatus                  `json:"status,omitempty"`
+}
+
+// OfflineStatus is a mount's offline status as its info characteristic
+// said it (told by a phone, not signed).
+type OfflineStatus struct {
+	RevocationVersion int64 `json:"revocationVersion"`
+	LogPending        int   `json:"logPending"`
+	TimeTrusted       bool  `json:"timeTrusted"`
 }
 
 func (u Upload) check() error {
-	if u.UID == "" || (u.States == nil) == (u.Receipt == nil) {
-		return errors.New("sdk: an upload names a mount and carries either states or a receipt")
+	set := 0
+	for _, ok := range []bool{u.States != nil, u.Receipt != nil, u.Offline != nil} {
+		if ok {
+			set++
+		}
+	}
+	if u.UID == "" || set != 1 {
+		return errors.New("sdk: an upload names a mount and carries one of states, a receipt, offline receipts")
+	}
+	if u.Offline != nil && (len(u.Offline.Receipts) == 0 || len(u.Offline.Receipts) > maxOfflineBatch) {
+		return fmt.Errorf("sdk: an offline upload carries 1 to %d receipts", maxOfflineBatch)
 	}
 	return nil
 }
 
 func (u Upload) kind() string {
-	if u.Receipt != nil {
+	switch {
+	case u.Receipt != nil:
 		return "receipt"
+	case u.Offline != nil:
+		return "offline receipts"
 	}
 	return "states"
 }
@@ -87,9 +116,20 @@ func judge(err error) verdict {
 	}
 }
 
-// send makes the API call of one upload.
+// send makes the API call of one upload. The API's answer to offline
+// receipts goes to a.onOffline (nil: not needed).
 func (a *apiClient) send(ctx context.Context, u Upload) error {
 	path := "/mounts/" + url.PathEscape(u.UID)
+	if u.Offline != nil {
+		var answer offlineAnswer
+		if err := a.do(ctx, http.MethodPost, path+"/offline-receipts", u.Offline, &answer); err != nil {
+			return err
+		}
+		if a.onOffline != nil {
+			a.onOffline(u.UID, answer)
+		}
+		return nil
+	}
 	if u.Receipt != nil {
 		return a.do(ctx, http.MethodPost, path+"/commands/receipts",
 			map[string]any{"receipts": []protocol.UploadReceipt{*u.Receipt}}, nil)
