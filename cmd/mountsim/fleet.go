@@ -198,6 +198,7 @@ type fleet struct {
 	phones                                          phoneCounters
 	failing                                         int // mounts that fail after an update
 	offline                                         *offline
+	draining                                        atomic.Bool // the riders' drain: no more kills
 	store                                           simmount.Store
 	seed                                            uint64 // cfg.Seed, or a random one
 }

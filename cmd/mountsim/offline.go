@@ -332,6 +332,9 @@ func (f *fleet) riderClient(r *rider) error {
 	r.net = &phoneNet{base: f.api.http.Transport}
 	if f.cfg.KillUploads > 0 && r.killRng != nil {
 		r.net.kill = func() bool {
+			if f.draining.Load() {
+				return false
+			}
 			r.killMu.Lock()
 			defer r.killMu.Unlock()
 			return r.killRng.Float64() < f.cfg.KillUploads
@@ -437,7 +440,9 @@ func (f *fleet) runRiders(ctx context.Context, air *sim.Air, start time.Time) er
 	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	f.drain(dctx, air, riders, root)
-	f.reconcile(dctx)
+	rctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	f.reconcile(rctx)
 	for _, r := range riders {
 		r.dropClient()
 	}
@@ -521,11 +526,9 @@ func (f *fleet) ridePass(run context.Context, r *rider, u *unit) {
 	defer cancel()
 	m := u.mount()
 	uid := m.UID()
+	f.resume(ctx, r, "") // killed between mounts (the queue's uploads)
 	refreshed := time.Now()
 	refreshOK := r.c.RefreshGrants(ctx) == nil
-	if f.resume(ctx, r, uid) {
-		return // a kill during the refresh's uploads: the new client resumed
-	}
 	_, attacker := r.keeper.bannedAt(uid)
 	offlineHere := r.offline || attacker
 	// Whether the rider is honest here: its grant live, valid now, held at
@@ -588,20 +591,25 @@ func (f *fleet) ridePass(run context.Context, r *rider, u *unit) {
 }
 
 // resume: when an upload killed the rider's client, a new client on the
-// same state goes on: it connects again (online) and carries the mount's
-// log. It reports whether there was a kill.
-func (f *fleet) resume(ctx context.Context, r *rider, uid string) bool {
+// same state goes on: its queue uploads what the old one left and, at a
+// mount (uid not empty), it connects again, online, and carries the
+// mount's log.
+func (f *fleet) resume(ctx context.Context, r *rider, uid string) {
 	if r.net == nil || !r.net.killed.Load() {
-		return false
+		return
 	}
 	f.offline.killed.Add(1)
 	r.dropClient()
 	if err := f.riderClient(r); err != nil {
 		f.fail(uid, "rider", err)
-		return true
+		return
+	}
+	if uid == "" {
+		f.offline.resumed.Add(1)
+		return
 	}
 	if _, err := r.c.Connect(ctx, uid); err != nil {
-		return true // the mount is busy or restarting: its log waits for the next phone
+		return // the mount is busy or restarting: its log waits for the next phone
 	}
 	defer func() { _ = r.c.Disconnect(uid) }()
 	if _, err := r.c.UploadPending(ctx, uid); err == nil {
@@ -609,7 +617,6 @@ func (f *fleet) resume(ctx context.Context, r *rider, uid string) bool {
 	} else if ctx.Err() == nil && !r.net.killed.Load() {
 		f.fail(uid, "resume", err)
 	}
-	return true
 }
 
 // revoke revokes --revoke of the grants, one at a time, spread over the
@@ -773,6 +780,7 @@ func (f *fleet) restart(air *sim.Air, u *unit) error {
 // drain ends a run with riders: every rider online empties its queue, and
 // an online phone carries each mount's offline log to the server.
 func (f *fleet) drain(ctx context.Context, air *sim.Air, riders []*rider, root string) {
+	f.draining.Store(true)
 	dir := filepath.Join(root, "drain")
 	carrier := &rider{dir: dir, radio: air.Central(), rng: rand.New(rand.NewPCG(f.seed, 5))}
 	k, err := sdk.NewFileKeeper(filepath.Join(dir, "grants"))
@@ -804,11 +812,15 @@ func (f *fleet) drain(ctx context.Context, air *sim.Air, riders []*rider, root s
 	}
 	// The riders' queues (receipts read offline, uploads cut).
 	for _, r := range riders {
+		f.resume(ctx, r, "")
 		if err := f.riderClient(r); err != nil {
 			continue
 		}
 		for r.c.Queued().Items > 0 && ctx.Err() == nil {
 			time.Sleep(100 * time.Millisecond)
+		}
+		if n := r.c.Queued().Items; n > 0 {
+			f.log.Warn("a rider's queue is not empty after the drain", "rider", r.n, "items", n)
 		}
 	}
 	if n := carrier.c.Queued().Items; n > 0 {
