@@ -757,3 +757,39 @@ func TestLogOverTheAir(t *testing.T) {
 		t.Fatalf("after the log: %+v", msg)
 	}
 }
+
+// TestOnUse: the hook sees every use the mount answered (signed receipts
+// and unsigned refusals alike), outside the mount's lock, and no other
+// write.
+func TestOnUse(t *testing.T) {
+	o := newOffline(t)
+	var seen []protocol.BLEMessage
+	o.cfg.OnUse = func(m *simmount.Mount, res protocol.BLEMessage, took time.Duration) {
+		_ = m.Offline() // the mount's lock is free
+		if took < 0 {
+			t.Errorf("took %v", took)
+		}
+		seen = append(seen, res)
+	}
+	o.restart(t)
+	g := o.grant(nil)
+	stranger, _ := newRider(t)
+	o.m.Handle(o.use(t, g, string(protocol.CmdReleaseHelmet), o.m.Challenge(), stranger, ""))
+	o.m.Handle(o.release(t, g))
+	o.m.Handle(o.revocations(2, 1))
+	want := []struct{ typ, outcome, reason string }{
+		{protocol.BLEMessageResult, "", protocol.ReasonBadProof},
+		{protocol.BLEMessageOffline, protocol.OutcomeExecuted, ""},
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("seen %d uses, want %d: %+v", len(seen), len(want), seen)
+	}
+	for i, w := range want {
+		if seen[i].Type != w.typ || seen[i].Outcome != w.outcome || seen[i].Reason != w.reason {
+			t.Errorf("use %d: %+v, want %+v", i, seen[i], w)
+		}
+	}
+	if seen[1].GrantID != g.ID {
+		t.Errorf("grant %q, want %q", seen[1].GrantID, g.ID)
+	}
+}
