@@ -558,9 +558,6 @@ func (f *fleet) ridePass(run context.Context, r *rider, u *unit) {
 		}
 		return
 	}
-	if !offlineHere && refreshOK {
-		f.offline.contact(uid, refreshed)
-	}
 	_, err := r.c.ReleaseHelmet(ctx, uid)
 	_ = r.c.Disconnect(uid)
 	r.net.down.Store(false)
@@ -570,6 +567,10 @@ func (f *fleet) ridePass(run context.Context, r *rider, u *unit) {
 		f.offline.releases.Add(1)
 		if offlineHere {
 			f.offline.releasesOffline.Add(1)
+		} else if refreshOK && u.restarts.Load() == restartsBefore {
+			// The connection's routine wrote the list fetched now to the
+			// mount before the release.
+			f.offline.contact(uid, refreshed)
 		}
 	case errors.As(err, &refused) && attacker:
 		f.offline.revokedRefused.Add(1)
