@@ -399,7 +399,7 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	sum := f.summary(time.Since(start))
 	sum.Air = airAddr
 	if cfg.Riders > 0 {
-		sum.Offline = f.offline.summary(cfg.Riders)
+		sum.Offline = f.offline.summary(cfg.Riders, time.Now())
 	}
 	if cfg.JSON {
 		return json.NewEncoder(stdout).Encode(sum)

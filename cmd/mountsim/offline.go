@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -95,13 +96,11 @@ type OfflineSummary struct {
 	OfflineLost     int64 `json:"offlineLost"`
 	OfflineExtra    int64 `json:"offlineExtra"` // held by the server, never executed: must be 0
 	// Revocations whose mount's revocationVersion caught up within 1, 5
-	// and 15 minutes (shares of all revocations), and those not caught up
+	// and 15 minutes, against what the passes allow; those not caught up
 	// at the end.
-	CaughtUp1m     float64 `json:"caughtUp1m"`
-	CaughtUp5m     float64 `json:"caughtUp5m"`
-	CaughtUp15m    float64 `json:"caughtUp15m"`
-	NotCaughtUp    int     `json:"notCaughtUp"`
-	CatchUpP50Secs float64 `json:"catchUpP50Seconds"`
+	CaughtUp       []CatchUp `json:"caughtUp"`
+	NotCaughtUp    int       `json:"notCaughtUp"`
+	CatchUpP50Secs float64   `json:"catchUpP50Seconds"`
 	// The mount's handling of a use (checks, signature, save), µs.
 	UseP50Micros float64 `json:"useP50Micros"`
 	UseP99Micros float64 `json:"useP99Micros"`
@@ -122,9 +121,29 @@ type OfflineSummary struct {
 	UploadsResumed int64   `json:"uploadsResumed"` // ... then carried on by a new client on the same state
 }
 
+// catchUpWindows are the times within which the summary tells the
+// share of revocations that reached their mount.
+var catchUpWindows = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute}
+
+// CatchUp is the share of the revocations made at least Minutes before
+// the run's end (Of) whose mount's revocationVersion reached them within
+// Minutes, and the share the passes allow: a revoked grant's mount is
+// passed by phones that carry lists as a Poisson process (the job phones
+// at --phones/(--pass-every × mounts), each other online rider holding a
+// live grant there at 1/(--pass-every × its mounts)), so the baseline is
+// the mean over those revocations of 1 − e^(−rate × window).
+type CatchUp struct {
+	Minutes  float64 `json:"minutes"`
+	Of       int     `json:"of"`
+	Share    float64 `json:"share"`
+	Baseline float64 `json:"baseline"`
+}
+
 // grantRec is one rider's grant, as the simulation follows it.
 type grantRec struct {
 	stored    sdk.StoredGrant
+	online    bool      // its rider has network at the mounts
+	rate      float64   // its rider's passes at this mount per second
 	revokedAt time.Time // when the revocation was answered; zero: live
 	version   int64     // the revocation list's version that holds it
 	caughtAt  time.Time // when its mount's version reached version
@@ -148,6 +167,7 @@ type offline struct {
 	conns, connBytes, connMax, timeBytes, listBytes, logBytes atomic.Int64
 	grantBytes, useBytes                                      atomic.Int64
 	executedTotal                                             atomic.Int64
+	phoneRate                                                 float64 // the job phones\' passes at one mount per second
 	held, inLogs, lost, extra                                 int64
 }
 
@@ -181,6 +201,19 @@ func (o *offline) used(m *simmount.Mount, res protocol.BLEMessage, took time.Dur
 	if o.fresh[m.UID()].After(g.revokedAt) {
 		o.revokedAfter.Add(1)
 	}
+}
+
+// passRate is how often phones that carry the revocation list pass g's
+// mount after g's revocation (per second): the job phones, and the other
+// riders with network holding a grant there not revoked by then.
+func (o *offline) passRate(g *grantRec) float64 {
+	rate := o.phoneRate
+	for _, h := range o.byMount[g.stored.UID] {
+		if h != g && h.online && (h.revokedAt.IsZero() || h.revokedAt.After(g.revokedAt)) {
+			rate += h.rate
+		}
+	}
+	return rate
 }
 
 // contact records an online phone at mount uid whose lists were refreshed
@@ -387,6 +420,9 @@ func (f *fleet) runRiders(ctx context.Context, air *sim.Air, start time.Time) er
 	if len(candidates) == 0 {
 		return errors.New("riders: no associated mount with a device key")
 	}
+	f.offline.mu.Lock()
+	f.offline.phoneRate = float64(f.cfg.Phones) / (f.cfg.PassEvery.Seconds() * float64(len(candidates)))
+	f.offline.mu.Unlock()
 	notAfter := time.Now().Add(24 * time.Hour)
 	if f.cfg.Duration > 0 {
 		notAfter = start.Add(f.cfg.Duration + grantMargin)
@@ -478,7 +514,7 @@ func (f *fleet) requestGrants(ctx context.Context, r *rider, notAfter time.Time)
 		}
 		kept = append(kept, u)
 		f.offline.mu.Lock()
-		rec := &grantRec{stored: g}
+		rec := &grantRec{stored: g, online: !r.offline, rate: 1 / (f.cfg.PassEvery.Seconds() * float64(len(r.units)))}
 		f.offline.grants[g.ID] = rec
 		f.offline.byMount[g.UID] = append(f.offline.byMount[g.UID], rec)
 		f.offline.mu.Unlock()
@@ -873,7 +909,7 @@ func (f *fleet) reconcile(ctx context.Context) {
 }
 
 // summary is the riders' part of the summary.
-func (o *offline) summary(riders int) *OfflineSummary {
+func (o *offline) summary(riders int, end time.Time) *OfflineSummary {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s := &OfflineSummary{Riders: riders, Grants: len(o.grants), GrantErrors: o.grantErrors.Load(),
@@ -898,31 +934,39 @@ func (o *offline) summary(riders int) *OfflineSummary {
 	slices.Sort(took)
 	s.UseP50Micros, s.UseP99Micros = micros(pct(took, 0.50)), micros(pct(took, 0.99))
 	var delays []time.Duration
-	var in1, in5, in15 int
+	s.CaughtUp = make([]CatchUp, len(catchUpWindows))
+	for i, w := range catchUpWindows {
+		s.CaughtUp[i].Minutes = w.Minutes()
+	}
 	for _, g := range o.grants {
 		if g.revokedAt.IsZero() {
 			continue
 		}
 		s.Revocations++
+		d := g.caughtAt.Sub(g.revokedAt)
 		if g.caughtAt.IsZero() {
 			s.NotCaughtUp++
-			continue
+		} else {
+			delays = append(delays, d)
 		}
-		d := g.caughtAt.Sub(g.revokedAt)
-		delays = append(delays, d)
-		if d <= time.Minute {
-			in1++
-		}
-		if d <= 5*time.Minute {
-			in5++
-		}
-		if d <= 15*time.Minute {
-			in15++
+		rate := o.passRate(g)
+		for i, w := range catchUpWindows {
+			if end.Sub(g.revokedAt) < w {
+				continue // not watched for that long
+			}
+			c := &s.CaughtUp[i]
+			c.Of++
+			if !g.caughtAt.IsZero() && d <= w {
+				c.Share++
+			}
+			c.Baseline += 1 - math.Exp(-rate*w.Seconds())
 		}
 	}
-	if s.Revocations > 0 {
-		n := float64(s.Revocations)
-		s.CaughtUp1m, s.CaughtUp5m, s.CaughtUp15m = float64(in1)/n, float64(in5)/n, float64(in15)/n
+	for i := range s.CaughtUp {
+		if c := &s.CaughtUp[i]; c.Of > 0 {
+			c.Share /= float64(c.Of)
+			c.Baseline /= float64(c.Of)
+		}
 	}
 	slices.Sort(delays)
 	s.CatchUpP50Secs = pct(delays, 0.5).Seconds()
@@ -1051,8 +1095,10 @@ func printOffline(w io.Writer, o *OfflineSummary) {
 	fmt.Fprintf(w, "  honest riders refused %d (must be 0); mounts' refusals of uses %v\n", o.HonestRefused, o.RefusedBy)
 	fmt.Fprintf(w, "  offline uses executed %d, held by the server %d, left in logs %d, lost %d (must be 0), extra %d (must be 0)\n",
 		o.OfflineExecuted, o.OfflineHeld, o.OfflineInLogs, o.OfflineLost, o.OfflineExtra)
-	fmt.Fprintf(w, "  revocations caught up within 1 min %.0f%%, 5 min %.0f%%, 15 min %.0f%% (not caught up %d, median %.0fs)\n",
-		100*o.CaughtUp1m, 100*o.CaughtUp5m, 100*o.CaughtUp15m, o.NotCaughtUp, o.CatchUpP50Secs)
+	for _, c := range o.CaughtUp {
+		fmt.Fprintf(w, "  revocations caught up within %.0f min: %.0f%% of %d (the passes allow %.0f%%)\n", c.Minutes, 100*c.Share, c.Of, 100*c.Baseline)
+	}
+	fmt.Fprintf(w, "  revocations not caught up at the end %d, median catch-up %.0fs\n", o.NotCaughtUp, o.CatchUpP50Secs)
 	fmt.Fprintf(w, "  use on the mount p50 %.0f µs, p99 %.0f µs (%d uses); use message %d bytes; connection's offline part %.0f bytes mean (time %.0f, list %.0f, log %.0f), %d max, %d connections\n",
 		o.UseP50Micros, o.UseP99Micros, o.UsesTimed, o.UseBytes, o.ConnBytesMean, o.TimeBytesMean, o.ListBytesMean, o.LogBytesMean, o.ConnBytesMax, o.Connections)
 	fmt.Fprintf(w, "  restarts %d (went back %d, must be 0; passes cut %d), uploads killed %d (resumed by a new client %d)\n",

@@ -189,6 +189,7 @@ func (f *fleet) pass(run context.Context, p *phone, u *unit) {
 	ctx, cancel := context.WithTimeout(run, passTimeout)
 	defer cancel()
 	uid := u.mount().UID()
+	restarts := u.restarts.Load()
 	if _, err := p.c.Connect(ctx, uid); err != nil {
 		if errors.Is(err, sim.ErrBusy) || errors.Is(err, sdk.ErrNotFound) || errors.Is(err, sim.ErrNotFound) {
 			// Another phone holds the mount's one link, or the mount is not
@@ -221,6 +222,10 @@ func (f *fleet) pass(run context.Context, p *phone, u *unit) {
 	if err != nil {
 		if run.Err() != nil {
 			return // the run ended mid-pass, as for a connect above; a pass that outlasted passTimeout is a failure
+		}
+		if u.restarts.Load() != restarts {
+			f.offline.passesCut.Add(1) // the mount restarted under the phone (--restart-every)
+			return
 		}
 		if installed {
 			// The mount executed the install but did not report on the new
