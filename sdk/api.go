@@ -177,7 +177,9 @@ func (a *apiClient) userinfoEndpoint(ctx context.Context, issuer string) (string
 		Userinfo string `json:"userinfo_endpoint"`
 	}
 	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&doc) != nil || doc.Userinfo == "" {
-		return "", fmt.Errorf("sdk: identity provider discovery failed (%d)", res.StatusCode)
+		// The status stays readable (client.StatusOf), as for userinfo.
+		return "", fmt.Errorf("sdk: identity provider discovery failed: %w",
+			&client.Error{Status: res.StatusCode, Detail: "no userinfo endpoint in the discovery document"})
 	}
 	a.userinfo = doc.Userinfo
 	return a.userinfo, nil

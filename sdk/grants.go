@@ -99,25 +99,22 @@ func fallsBack(ctx context.Context, err error) bool {
 type grantAnswer struct {
 	ID        string     `json:"id"`
 	UID       string     `json:"uid"`
-	RiderKey  string     `json:"riderKey"`
-	Rights    []string   `json:"rights"`
-	NotBefore time.Time  `json:"notBefore"`
 	NotAfter  time.Time  `json:"notAfter"`
-	Epoch     int64      `json:"epoch"`
 	RevokedAt *time.Time `json:"revokedAt"`
 	Text      string     `json:"text"`
 	Signature string     `json:"signature"`
 }
 
-// stored is the grant as a phone keeps it; its text must be a grant text
-// of the same id and mount.
+// stored is the grant as a phone keeps it: its text must be a grant text
+// of the same id and mount, and the rest is read from it (what the mount
+// will check).
 func (g grantAnswer) stored() (StoredGrant, error) {
-	parsed, err := protocol.ParseGrantText(g.Text)
-	if err != nil || parsed.ID != g.ID || parsed.UID != g.UID {
+	p, err := protocol.ParseGrantText(g.Text)
+	if err != nil || p.ID != g.ID || p.UID != g.UID {
 		return StoredGrant{}, fmt.Errorf("sdk: the API answered grant %q with a text that is not its own", g.ID)
 	}
-	return StoredGrant{ID: g.ID, UID: g.UID, RiderKey: g.RiderKey, Rights: g.Rights, NotBefore: g.NotBefore.UTC(),
-		NotAfter: g.NotAfter.UTC(), Epoch: g.Epoch, Text: g.Text, Signature: g.Signature}, nil
+	return StoredGrant{ID: p.ID, UID: p.UID, RiderKey: p.RiderKey, Rights: p.Rights, NotBefore: p.NotBefore,
+		NotAfter: p.NotAfter, Epoch: p.Epoch, Text: g.Text, Signature: g.Signature}, nil
 }
 
 func (c *Client) needKeeper() error {
@@ -159,6 +156,9 @@ func (c *Client) RequestGrant(ctx context.Context, uid string, notAfter time.Tim
 	g, err := answer.stored()
 	if err != nil {
 		return StoredGrant{}, err
+	}
+	if g.UID != uid || g.RiderKey != riderKey {
+		return StoredGrant{}, fmt.Errorf("sdk: the API answered a grant of %s for another key", g.UID)
 	}
 	if err := c.keeper.PutGrant(g); err != nil {
 		return g, err

@@ -12,6 +12,15 @@
 // on-disk queue the app names (Config.QueueDir) and go up oldest first,
 // item by item, when the API answers again, also after the app restarts;
 // Flush uploads now, Queued says what waits.
+//
+// Offline access: with a grant keeper (Config.GrantDir or Config.Keeper)
+// the phone holds grants (RequestGrant, RefreshGrants) and ReleaseHelmet
+// uses the mount's grant when the API does not answer (a network error,
+// a 5xx, a 401; never a 403 or 404): the mount judges it alone and signs
+// an offline receipt. Every connection writes a time token and the newest
+// revocation list to the mount; every action carries the mount's log of
+// offline receipts to the API and writes back its ack (UploadPending does
+// it alone).
 package sdk
 
 import (

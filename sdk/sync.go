@@ -179,5 +179,8 @@ func (c *Client) Sync(ctx context.Context, uid string) (SyncSummary, error) {
 	if uerr != nil {
 		uerr = fmt.Errorf("sdk: the mount answered, but uploading what it said failed: %w", uerr)
 	}
+	if stop == nil {
+		c.carryLog(ctx, d) // the mount's offline log, as after every action
+	}
 	return sum, errors.Join(stop, uerr)
 }
