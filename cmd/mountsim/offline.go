@@ -594,14 +594,18 @@ func (f *fleet) ridePass(run context.Context, r *rider, u *unit) {
 		}
 		return
 	}
-	_, err := r.c.ReleaseHelmet(ctx, uid)
+	out, err := r.c.ReleaseHelmet(ctx, uid)
 	_ = r.c.Disconnect(uid)
 	r.net.down.Store(false)
 	var refused *sdk.RefusedError
 	switch {
 	case err == nil:
 		f.offline.releases.Add(1)
-		if offlineHere {
+		if out.Offline != offlineHere {
+			// A phone with network falls back on a 5xx or a 401 only.
+			f.log.Warn("a release went another way than the phone's network says", "uid", uid, "rider", r.n, "offline", out.Offline, "network", !offlineHere)
+		}
+		if out.Offline {
 			f.offline.releasesOffline.Add(1)
 		} else if refreshOK && u.restarts.Load() == restartsBefore {
 			// The connection's routine wrote the list fetched now to the
