@@ -282,6 +282,23 @@ func (c *Client) keepList(ctx context.Context, uid string) error {
 	return c.keeper.PutRevocations(r)
 }
 
+// fetchKept fetches the mount's list and keeps it when the phone holds a
+// grant there; nil when the API did not answer one.
+func (c *Client) fetchKept(ctx context.Context, uid string) *StoredRevocations {
+	r, err := c.fetchList(ctx, uid)
+	if err != nil {
+		c.cfg.Logger.Debug("sdk: no revocation list", "uid", uid, "err", err)
+		return nil
+	}
+	if _, holds := c.storedGrant(uid); holds {
+		if err := c.keeper.PutRevocations(r); err != nil {
+			c.cfg.Logger.Warn("sdk: revocation list not kept", "uid", uid, "err", err)
+		}
+	}
+	c.freshen()
+	return &r
+}
+
 // storedGrant is the grant held for uid, if any.
 func (c *Client) storedGrant(uid string) (StoredGrant, bool) {
 	if c.keeper == nil {
@@ -366,20 +383,15 @@ func (c *Client) prepare(ctx context.Context, d *device) {
 	defer d.writeMu.Unlock()
 	path := "/mounts/" + url.PathEscape(d.uid)
 	var tok protocol.SignedText
-	if err := c.api.do(ctx, http.MethodGet, path+"/time?nonce="+url.QueryEscape(d.info.Challenge), nil, &tok); err != nil {
+	err := c.api.do(ctx, http.MethodGet, path+"/time?nonce="+url.QueryEscape(d.info.Challenge), nil, &tok)
+	if err != nil {
 		c.cfg.Logger.Debug("sdk: no time token", "uid", d.uid, "err", err)
-	} else if err := c.writeSigned(ctx, d, protocol.BLEWriteTime, tok); err != nil {
-		c.cfg.Logger.Warn("sdk: the mount did not take the time token", "uid", d.uid, "err", err)
+	} else if werr := c.writeSigned(ctx, d, protocol.BLEWriteTime, tok); werr != nil {
+		c.cfg.Logger.Warn("sdk: the mount did not take the time token", "uid", d.uid, "err", werr)
 	}
 	var online *StoredRevocations
-	if r, err := c.fetchList(ctx, d.uid); err == nil {
-		online = &r
-		if _, holds := c.storedGrant(d.uid); holds {
-			if err := c.keeper.PutRevocations(r); err != nil {
-				c.cfg.Logger.Warn("sdk: revocation list not kept", "uid", d.uid, "err", err)
-			}
-		}
-		c.freshen()
+	if err == nil || client.StatusOf(err) != 0 { // no answer at all: the list would get none either
+		online = c.fetchKept(ctx, d.uid)
 	}
 	if list, ok := c.heldList(d.uid, online); ok {
 		c.writeList(ctx, d, d.info, list)

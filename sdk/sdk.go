@@ -205,9 +205,6 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
-	c.acks = openAcks(cfg.QueueDir, cfg.Logger)
-	c.api.onOffline = c.onOffline
-	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	var q *queue
 	if cfg.QueueDir != "" {
 		var err error
@@ -215,9 +212,14 @@ func New(cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
+	// The acks live beside the queue, under its lock; the flusher may
+	// bring new ones from its first round.
+	c.acks = openAcks(cfg.QueueDir, cfg.Logger)
+	c.api.onOffline = c.onOffline
 	c.up = newUploader(q, c.api.send, c.api.reaches, cfg.Logger, func(u Upload, err error) {
 		c.engine.publish(ErrorEvent{UID: u.UID, Err: err, At: time.Now()})
 	}, cfg.RetryMin, cfg.RetryMax)
+	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	return c, nil
 }
 
