@@ -57,6 +57,15 @@ type Config struct {
 	FirmwareFailureRate float64
 	FirmwareFailure     string  // simmount.FailRollback (default) or simmount.FailSilent
 	DropLinkRate        float64 // share of a phone's firmware links cut midway
+
+	// Offline access (offline.go): riders, each with a grant on
+	// MountsPerRider mounts; the share Offline of them without network at
+	// the mounts; the share Revoke of the grants revoked during the run; a
+	// mount restarted every RestartEvery; the share KillUploads of the
+	// riders' offline-receipt uploads killed with their app.
+	Riders, MountsPerRider       int
+	Offline, Revoke, KillUploads float64
+	RestartEvery                 time.Duration
 }
 
 // failsAfterUpdate says whether the mount uid is among the rate share that
@@ -132,9 +141,11 @@ type Summary struct {
 	// After a cut that stopped a transfer past its first byte, the next
 	// link to that mount (any phone's) resumed from the mount's offset
 	// (above 0) or started over from 0 (a lost transfer: must stay rare).
-	FirmwareResumed   int64   `json:"firmwareResumed"`
-	FirmwareRestarted int64   `json:"firmwareStartedOver"`
-	Seconds           float64 `json:"seconds"`
+	FirmwareResumed   int64 `json:"firmwareResumed"`
+	FirmwareRestarted int64 `json:"firmwareStartedOver"`
+	// --riders: offline access (OfflineSummary).
+	Offline *OfflineSummary `json:"offline,omitempty"`
+	Seconds float64         `json:"seconds"`
 }
 
 // identity is the deterministic name of the i-th mount (from 1): uid,
@@ -150,16 +161,22 @@ func identity(prefix string, i int) (uid, serial, mac string) {
 	return
 }
 
+// mount is the mount as it runs now.
+func (u *unit) mount() *simmount.Mount { return u.m.Load() }
+
 // unit is one mount of the fleet and its reporting state.
 type unit struct {
-	m       *simmount.Mount
-	changed chan struct{} // a state change waits to be reported
+	m       atomic.Pointer[simmount.Mount] // swapped when the mount restarts (--restart-every)
+	cfg     simmount.Config                // what it was opened with, to open it again
+	changed chan struct{}                  // a state change waits to be reported
 	legacy  bool
 	rider   bool // the rider token names it: --forge also tries unsigned reports
 	forged  int  // forging attempts so far (they alternate kinds)
 
 	// Set when the API answered 404 for the mount's current owner key:
 	// reports wait for a new association (a new key) or for the back-off.
+	restarts atomic.Int64 // restarts so far (--restart-every)
+
 	refusedKey ed25519.PublicKey
 	retryAt    time.Time
 	backoff    time.Duration
@@ -180,6 +197,10 @@ type fleet struct {
 	kinds                                           map[string]int64
 	phones                                          phoneCounters
 	failing                                         int // mounts that fail after an update
+	offline                                         *offline
+	draining                                        atomic.Bool // the riders' drain: no more kills
+	store                                           simmount.Store
+	seed                                            uint64 // cfg.Seed, or a random one
 }
 
 func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<- string) error {
@@ -195,7 +216,21 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	if cfg.Phones < 0 || cfg.Phones > maxPhones {
 		return fmt.Errorf("--phones must be from 0 to %d", maxPhones)
 	}
-	if cfg.Phones > 0 && cfg.PassEvery <= 0 {
+	if cfg.Riders < 0 || cfg.Riders > maxRiders {
+		return fmt.Errorf("--riders must be from 0 to %d", maxRiders)
+	}
+	if cfg.MountsPerRider < 1 || cfg.MountsPerRider > maxMountsPerRider {
+		return fmt.Errorf("--mounts-per-rider must be from 1 to %d", maxMountsPerRider)
+	}
+	for _, p := range []float64{cfg.Offline, cfg.Revoke, cfg.KillUploads} {
+		if p < 0 || p > 1 {
+			return errors.New("--offline, --revoke and --kill-uploads must be from 0 to 1")
+		}
+	}
+	if cfg.RestartEvery < 0 {
+		return errors.New("--restart-every must not be negative")
+	}
+	if (cfg.Phones > 0 || cfg.Riders > 0) && cfg.PassEvery <= 0 {
 		return errors.New("--pass-every must be positive")
 	}
 	if cfg.FirmwareFailureRate < 0 || cfg.FirmwareFailureRate > 1 || cfg.DropLinkRate < 0 || cfg.DropLinkRate > 1 {
@@ -214,6 +249,8 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 			return fmt.Errorf("--state-dir: %w", err)
 		}
 		store = simmount.DirStore{Dir: cfg.StateDir}
+	} else {
+		store = simmount.NewMemoryStore() // a restarted mount resumes from it
 	}
 	cfg.Concurrency = max(cfg.Concurrency, 1)
 	var level slog.Level
@@ -228,7 +265,11 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 		defer cancel()
 	}
 
-	f := &fleet{cfg: cfg, log: log, kinds: map[string]int64{}}
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	f := &fleet{cfg: cfg, log: log, kinds: map[string]int64{}, offline: newOffline(seed), store: store, seed: seed}
 	credentials := cfg.API != "" && cfg.ClientID != ""
 	if !credentials && cfg.Associate {
 		return errors.New("--associate needs --api, --client-id and --client-secret")
@@ -237,6 +278,9 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	}
 	if !credentials && cfg.Phones > 0 {
 		return errors.New("--phones needs --api, --client-id and --client-secret")
+	}
+	if cfg.Riders > 0 && !cfg.Associate {
+		return errors.New("--riders needs --associate (grants are for associated mounts)")
 	}
 
 	drain := cfg.BatteryDrain
@@ -253,18 +297,21 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 			failure = cfg.FirmwareFailure
 			f.failing++
 		}
-		m, err := simmount.Open(simmount.Config{
+		mcfg := simmount.Config{
 			FirmwareFailure: failure,
 			UID:             uid, SerialNumber: serial, MACAddress: mac, ModelNumber: cfg.Model,
 			FirmwareRevision: cfg.FirmwareRevision, SoftwareRevision: cfg.SoftwareRevision,
 			Battery: 60 + float64(i%41), BatteryDrain: drain, Legacy: u.legacy, Store: store,
 			OnChange: func(m *simmount.Mount) { f.onChange(ctx, u) },
-		})
+			OnUse:    f.offline.used,
+		}
+		m, err := simmount.Open(mcfg)
 		if err != nil {
 			return err
 		}
-		u.m = m
-		if err := air.Register(u.m); err != nil {
+		u.cfg = mcfg
+		u.m.Store(m)
+		if err := air.Register(m); err != nil {
 			return err
 		}
 		if cfg.Forge && !u.legacy && len(riderMounts) < maxRiderMounts {
@@ -299,12 +346,12 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 			}
 		}()
 	}
-	log.Info("fleet up", "mounts", cfg.Mounts, "legacy", cfg.Legacy, "first", f.units[0].m.UID(), "last", f.units[len(f.units)-1].m.UID(), "air", airAddr)
+	log.Info("fleet up", "mounts", cfg.Mounts, "legacy", cfg.Legacy, "first", f.units[0].mount().UID(), "last", f.units[len(f.units)-1].mount().UID(), "air", airAddr)
 
 	if cfg.ResetOwners {
 		for _, u := range f.units {
-			if err := u.m.ResetOwner(); err != nil {
-				return fmt.Errorf("reset %s: %w", u.m.UID(), err)
+			if err := u.mount().ResetOwner(); err != nil {
+				return fmt.Errorf("reset %s: %w", u.mount().UID(), err)
 			}
 		}
 	}
@@ -329,15 +376,31 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 			}
 		}()
 	}
+	ridersDone := make(chan struct{})
+	if cfg.Riders > 0 {
+		go func() {
+			defer close(ridersDone)
+			if err := f.runRiders(ctx, air, start); err != nil {
+				log.Error("riders stopped", "err", err)
+				f.fail("", "riders", err)
+			}
+		}()
+	} else {
+		close(ridersDone)
+	}
 	if ready != nil {
 		ready <- airAddr
 	}
 	<-ctx.Done()
+	<-ridersDone // the riders' drain and reconciliation, on a context of their own
 	cancel()
 	wg.Wait()
 
 	sum := f.summary(time.Since(start))
 	sum.Air = airAddr
+	if cfg.Riders > 0 {
+		sum.Offline = f.offline.summary(cfg.Riders, time.Now())
+	}
 	if cfg.JSON {
 		return json.NewEncoder(stdout).Encode(sum)
 	}
@@ -351,6 +414,9 @@ func run(ctx context.Context, cfg Config, stdout, stderr io.Writer, ready chan<-
 	if cfg.Phones > 0 || cfg.FirmwareFailureRate > 0 {
 		fmt.Fprintf(stdout, "  firmware: mounts failing after an update %d (%s), installs %d, links cut %d (then resumed %d, started over %d), no report on the new revision %d\n",
 			sum.FirmwareFailing, cfg.FirmwareFailure, sum.FirmwareInstalled, sum.FirmwareLinksCut, sum.FirmwareResumed, sum.FirmwareRestarted, sum.FirmwareSilent)
+	}
+	if o := sum.Offline; o != nil {
+		printOffline(stdout, o)
 	}
 	if cfg.Forge {
 		fmt.Fprintf(stdout, "  forged reports %d, refused %d, accepted %d\n", sum.ForgedReports, sum.ForgedRefused, sum.ForgedAccepted)
@@ -373,10 +439,10 @@ func (f *fleet) onChange(ctx context.Context, u *unit) {
 	case u.changed <- struct{}{}:
 	default:
 	}
-	if f.cfg.ReturnAfter > 0 && !u.m.Status().HelmetMounted {
+	if f.cfg.ReturnAfter > 0 && !u.mount().Status().HelmetMounted {
 		time.AfterFunc(f.cfg.ReturnAfter, func() {
 			if ctx.Err() == nil {
-				u.m.ReturnHelmet()
+				u.mount().ReturnHelmet()
 			}
 		})
 	}
@@ -409,24 +475,24 @@ func (f *fleet) reportLoop(ctx context.Context, u *unit) {
 // A report that meets no answer or a 502, 503 or 504 is kept and sent
 // again (apiClient.keep) before the mount's next one.
 func (f *fleet) report(ctx context.Context, u *unit) {
-	key := u.m.Status().OwnerKey
+	key := u.mount().Status().OwnerKey
 	switch {
 	case key == nil:
 		return // never associated: nobody to report to
 	case u.refusedKey != nil && bytes.Equal(key, u.refusedKey) && time.Now().Before(u.retryAt):
 		return // refused for this association; wait for a new one or the back-off
 	}
-	if u.m.Silent() {
+	if u.mount().Silent() {
 		return // failed silent after an update: it says nothing more
 	}
 	// The mount's states message, relayed unchanged: signed unless legacy.
-	msg := u.m.Report()
+	msg := u.mount().Report()
 	body := protocol.SignedStates{States: msg.States, Counter: msg.Counter, SoftwareRevision: msg.SoftwareRevision, Signature: msg.Signature}
 	var res struct {
 		Accepted   int64 `json:"accepted"`
 		Duplicates int64 `json:"duplicates"`
 	}
-	err := f.api.keep(ctx, f.api.maintainer, "POST", "/mounts/"+u.m.UID()+"/states", body, &res, f.retry)
+	err := f.api.keep(ctx, f.api.maintainer, "POST", "/mounts/"+u.mount().UID()+"/states", body, &res, f.retry)
 	if errors.Is(err, errNotSent) {
 		return
 	}
@@ -439,7 +505,7 @@ func (f *fleet) report(ctx context.Context, u *unit) {
 		// 32 intervals, and start over when the mount is associated again.
 		if !bytes.Equal(key, u.refusedKey) {
 			u.refusedKey, u.backoff = key, f.cfg.ReportInterval
-			f.log.Info("the API does not know the mount as this account's: reports paused", "uid", u.m.UID())
+			f.log.Info("the API does not know the mount as this account's: reports paused", "uid", u.mount().UID())
 		} else {
 			u.backoff = min(2*u.backoff, 32*f.cfg.ReportInterval)
 		}
@@ -448,7 +514,7 @@ func (f *fleet) report(ctx context.Context, u *unit) {
 		return
 	}
 	if err != nil {
-		f.fail(u.m.UID(), "report", err)
+		f.fail(u.mount().UID(), "report", err)
 		return
 	}
 	u.refusedKey = nil
@@ -496,20 +562,20 @@ func (f *fleet) forge(ctx context.Context, u *unit, genuine protocol.SignedState
 		}
 	}
 	u.forged++
-	err := f.api.call(ctx, c, "POST", "/mounts/"+u.m.UID()+"/states", forged, nil)
+	err := f.api.call(ctx, c, "POST", "/mounts/"+u.mount().UID()+"/states", forged, nil)
 	switch {
 	case errors.Is(err, errNotSent):
 		return
 	case err == nil:
 		f.forged.Add(1)
 		f.forgedAccepted.Add(1)
-		f.log.Error("a forged report was accepted", "uid", u.m.UID(), "want", want, "signed", forged.Signature != "")
+		f.log.Error("a forged report was accepted", "uid", u.mount().UID(), "want", want, "signed", forged.Signature != "")
 	case errorKind(err) == want:
 		f.forged.Add(1)
 		f.forgedRefused.Add(1)
 	default:
 		f.forged.Add(1)
-		f.fail(u.m.UID(), "forge", err)
+		f.fail(u.mount().UID(), "forge", err)
 	}
 }
 
@@ -544,10 +610,10 @@ func (f *fleet) associateAll(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for u := range next {
-				if err := f.associate(ctx, u.m); errors.Is(err, errNotSent) {
+				if err := f.associate(ctx, u.mount()); errors.Is(err, errNotSent) {
 					continue
 				} else if err != nil {
-					f.fail(u.m.UID(), "associate", err)
+					f.fail(u.mount().UID(), "associate", err)
 				} else {
 					f.associated.Add(1)
 				}
@@ -663,7 +729,7 @@ func (f *fleet) summary(d time.Duration) Summary {
 	}
 	f.kindsMu.Unlock()
 	for _, u := range f.units {
-		st := u.m.Status()
+		st := u.mount().Status()
 		if st.OwnerKey != nil { // associated by this simulator or by a phone
 			s.Associated++
 		}

@@ -107,6 +107,14 @@ func newFakeAPI(t *testing.T, expiresIn time.Duration) (*fakeAPI, *httptest.Serv
 		f.mu.Unlock()
 		_, _ = w.Write(img)
 	})
+	// The SDK asks for a time token and the revocation list at every
+	// connection (offline access); this fake signs neither, and the SDK
+	// goes on without them.
+	for _, path := range []string{"GET /api/v1/mounts/{uid}/time", "GET /api/v1/mounts/{uid}/revocations"} {
+		mux.HandleFunc(path, f.auth("restricted", func(w http.ResponseWriter, r *http.Request) {
+			problem(w, http.StatusNotFound, "NOT_FOUND")
+		}))
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("unexpected %s %s", r.Method, r.URL)
 		http.NotFound(w, r)

@@ -172,7 +172,7 @@ func (f *fleet) nextPass(p *phone) time.Duration {
 // account has); nil when none is.
 func (f *fleet) pickMount(p *phone) *unit {
 	for range 8 {
-		if u := f.units[p.rng.IntN(len(f.units))]; u.m.Status().OwnerKey != nil {
+		if u := f.units[p.rng.IntN(len(f.units))]; u.mount().Status().OwnerKey != nil {
 			return u
 		}
 	}
@@ -182,13 +182,14 @@ func (f *fleet) pickMount(p *phone) *unit {
 // pass connects to the mount, runs Sync and walks on.
 func (f *fleet) pass(run context.Context, p *phone, u *unit) {
 	if err := f.phoneClient(p); err != nil {
-		f.fail(u.m.UID(), "pass", err)
+		f.fail(u.mount().UID(), "pass", err)
 		return
 	}
 	f.phones.passes.Add(1)
 	ctx, cancel := context.WithTimeout(run, passTimeout)
 	defer cancel()
-	uid := u.m.UID()
+	uid := u.mount().UID()
+	restarts := u.restarts.Load()
 	if _, err := p.c.Connect(ctx, uid); err != nil {
 		if errors.Is(err, sim.ErrBusy) || errors.Is(err, sdk.ErrNotFound) || errors.Is(err, sim.ErrNotFound) {
 			// Another phone holds the mount's one link, or the mount is not
@@ -221,6 +222,10 @@ func (f *fleet) pass(run context.Context, p *phone, u *unit) {
 	if err != nil {
 		if run.Err() != nil {
 			return // the run ended mid-pass, as for a connect above; a pass that outlasted passTimeout is a failure
+		}
+		if u.restarts.Load() != restarts {
+			f.offline.passesCut.Add(1) // the mount restarted under the phone (--restart-every)
+			return
 		}
 		if installed {
 			// The mount executed the install but did not report on the new

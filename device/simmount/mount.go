@@ -102,6 +102,12 @@ type Config struct {
 	// OnChange runs after the lock or helmet changed, outside any lock:
 	// mountsim reports such changes at once instead of waiting its turn.
 	OnChange func(*Mount)
+	// OnUse, when set, runs after each offline use the mount answered
+	// (docs/ble.md, "Offline access"), outside any lock: res is what the
+	// mount answered (an offline message when it signed a receipt, else an
+	// unsigned refusal), took how long the mount's checks, signing and
+	// saving took. mountsim measures and counts uses with it.
+	OnUse func(m *Mount, res protocol.BLEMessage, took time.Duration)
 }
 
 // Settings are what configuration commands stored.

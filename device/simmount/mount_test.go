@@ -31,7 +31,7 @@ func (c *clock) Add(d time.Duration) {
 
 var epoch = time.Date(2026, 11, 22, 1, 40, 13, 0, time.UTC)
 
-func newKey(t *testing.T) (ed25519.PublicKey, ed25519.PrivateKey) {
+func newKey(t testing.TB) (ed25519.PublicKey, ed25519.PrivateKey) {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {

@@ -208,11 +208,19 @@ func offlineWrite(raw []byte) string {
 // reports whether the lock or helmet changed and whether the states are
 // due to centrals.
 func (m *Mount) handleOffline(raw []byte, typ string) (res protocol.BLEMessage, lockChanged, notify bool) {
+	if typ == protocol.BLEWriteUse {
+		m.mu.Lock()
+		start := time.Now()
+		res, lockChanged, notify = m.useLocked(raw)
+		took := time.Since(start)
+		m.mu.Unlock()
+		if m.cfg.OnUse != nil {
+			m.cfg.OnUse(m, res, took)
+		}
+		return res, lockChanged, notify
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if typ == protocol.BLEWriteUse {
-		return m.useLocked(raw)
-	}
 	res = protocol.BLEMessage{Type: protocol.BLEMessageResult, Code: typ}
 	var w protocol.BLESignedText
 	if err := json.Unmarshal(raw, &w); err != nil {

@@ -27,7 +27,7 @@ type offline struct {
 	device   string // the device key, hex
 }
 
-func newOffline(t *testing.T) *offline {
+func newOffline(t testing.TB) *offline {
 	t.Helper()
 	o := &offline{fixture: &fixture{clock: &clock{t: epoch}}, store: simmount.NewMemoryStore()}
 	o.pub, o.priv = newKey(t)
@@ -41,7 +41,7 @@ func newOffline(t *testing.T) *offline {
 	return o
 }
 
-func newRider(t *testing.T) (*ecdsa.PrivateKey, string) {
+func newRider(t testing.TB) (*ecdsa.PrivateKey, string) {
 	t.Helper()
 	priv, err := protocol.GenerateRiderKey()
 	if err != nil {
@@ -85,7 +85,7 @@ func (o *offline) grant(edit func(*protocol.Grant)) signedGrant {
 
 // use is the write of a use of g for code, answering nonce, its proof by
 // key over proofCode (the code itself when empty).
-func (o *offline) use(t *testing.T, g signedGrant, code, nonce string, key *ecdsa.PrivateKey, proofCode string) []byte {
+func (o *offline) use(t testing.TB, g signedGrant, code, nonce string, key *ecdsa.PrivateKey, proofCode string) []byte {
 	t.Helper()
 	if proofCode == "" {
 		proofCode = code
@@ -99,7 +99,7 @@ func (o *offline) use(t *testing.T, g signedGrant, code, nonce string, key *ecds
 }
 
 // release is a valid use of g for RELEASE_HELMET with a fresh challenge.
-func (o *offline) release(t *testing.T, g signedGrant) []byte {
+func (o *offline) release(t testing.TB, g signedGrant) []byte {
 	return o.use(t, g, string(protocol.CmdReleaseHelmet), o.m.Challenge(), o.rider, "")
 }
 
@@ -756,4 +756,82 @@ func TestLogOverTheAir(t *testing.T) {
 	if msg := read(); msg.Type != protocol.BLEMessageResult || msg.Code != protocol.BLEWriteAck {
 		t.Fatalf("after the log: %+v", msg)
 	}
+}
+
+// TestOnUse: the hook sees every use the mount answered (signed receipts
+// and unsigned refusals alike), outside the mount's lock, and no other
+// write.
+func TestOnUse(t *testing.T) {
+	o := newOffline(t)
+	var seen []protocol.BLEMessage
+	o.cfg.OnUse = func(m *simmount.Mount, res protocol.BLEMessage, took time.Duration) {
+		_ = m.Offline() // the mount's lock is free
+		if took < 0 {
+			t.Errorf("took %v", took)
+		}
+		seen = append(seen, res)
+	}
+	o.restart(t)
+	g := o.grant(nil)
+	stranger, _ := newRider(t)
+	o.m.Handle(o.use(t, g, string(protocol.CmdReleaseHelmet), o.m.Challenge(), stranger, ""))
+	o.m.Handle(o.release(t, g))
+	o.m.Handle(o.revocations(2, 1))
+	want := []struct{ typ, outcome, reason string }{
+		{protocol.BLEMessageResult, "", protocol.ReasonBadProof},
+		{protocol.BLEMessageOffline, protocol.OutcomeExecuted, ""},
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("seen %d uses, want %d: %+v", len(seen), len(want), seen)
+	}
+	for i, w := range want {
+		if seen[i].Type != w.typ || seen[i].Outcome != w.outcome || seen[i].Reason != w.reason {
+			t.Errorf("use %d: %+v, want %+v", i, seen[i], w)
+		}
+	}
+	if seen[1].GrantID != g.ID {
+		t.Errorf("grant %q, want %q", seen[1].GrantID, g.ID)
+	}
+}
+
+// BenchmarkUse: the mount's handling of one offline use (the six checks,
+// the receipt signed, the state saved in its memory store), and the three
+// signature operations alone (the grant's and the proof's checks, the
+// receipt's signature): what the handling costs beyond them.
+func BenchmarkUse(b *testing.B) {
+	o := newOffline(b)
+	g := o.grant(nil)
+	b.Run("handle", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			if i%200 == 199 {
+				var nonces []string
+				for _, e := range o.m.Offline().Log {
+					nonces = append(nonces, e.Nonce)
+				}
+				o.m.Handle(o.ack(nonces...))
+			}
+			raw := o.release(b, g)
+			b.StartTimer()
+			if res := o.m.Handle(raw); res.Outcome != protocol.OutcomeExecuted {
+				b.Fatalf("use refused: %+v", res)
+			}
+		}
+	})
+	b.Run("signatures", func(b *testing.B) {
+		nonce := protocol.NewNonce()
+		proof, err := protocol.SignRider(o.rider, protocol.BuildUseText("M1", g.ID, string(protocol.CmdReleaseHelmet), nonce))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, device := newKey(b)
+		for i := 0; i < b.N; i++ {
+			grant, err := protocol.VerifyGrant(o.pub, g.text, g.signature)
+			rider, _ := protocol.ParseRiderKey(grant.RiderKey)
+			if err != nil || !protocol.VerifyRider(rider, protocol.BuildUseText("M1", grant.ID, string(protocol.CmdReleaseHelmet), nonce), proof) {
+				b.Fatal("does not verify")
+			}
+			protocol.Sign(device, "offline;M1;"+grant.ID+";RELEASE_HELMET;"+nonce+";EXECUTED;;1;1")
+		}
+	})
 }
