@@ -227,7 +227,14 @@ func eventLog(t *testing.T, store Store) {
 		if !again.Before(far) {
 			continue // again.Seq is already the largest of its Tx
 		}
-		if _, _, err := store.ReadEvents(ctx, core.EventQuery{AccountID: "acc_a", After: &far, Limit: 10}); core.ErrorCode(err) != core.CodeValidation {
+		page, _, err := store.ReadEvents(ctx, core.EventQuery{AccountID: "acc_a", After: &far, Limit: 10})
+		if far.Tx == again.Tx+1 && err == nil && len(page) == 0 {
+			// On a PostgreSQL cluster shared with other databases (make
+			// test's), their transactions may have moved the log's end
+			// past this one meanwhile: then it is a fair, empty cursor.
+			continue
+		}
+		if core.ErrorCode(err) != core.CodeValidation {
 			t.Errorf("after %v, past the end %v: %v, want VALIDATION_FAILED", far, again, err)
 		}
 	}
