@@ -53,15 +53,12 @@ type OfflineUseEvent func(c Command) *Event
 // as commands of the grant's account (CONTRACT §21). status, when not nil,
 // is what the mount's info said; it becomes the mount's Offline, At now.
 func (s *GrantService) UploadOfflineReceipts(ctx context.Context, p Principal, uid string, in []OfflineReceiptInput, status *MountOffline) (OfflineUpload, error) {
-	if err := p.AuthorizeMount(ActionReportStates, uid); err != nil {
+	m, err := s.ownedMount(ctx, p, ActionReportStates, uid) // authorizes p first
+	if err != nil {
 		return OfflineUpload{}, err
 	}
 	if len(in) > MaxOfflineReceiptsPerUpload {
 		return OfflineUpload{}, Errorf(CodePayloadTooLarge, "an upload holds at most %d receipts", MaxOfflineReceiptsPerUpload)
-	}
-	m, err := s.ownedMount(ctx, p, ActionReportStates, uid)
-	if err != nil {
-		return OfflineUpload{}, err
 	}
 	now := s.clock()
 	if status != nil {

@@ -6,7 +6,6 @@ package metrics
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -108,7 +107,7 @@ func (f *Fleet) DeliveryFinished(status core.DeliveryStatus) {
 // lag.
 func (f *Fleet) Collectors(counts func(context.Context) (map[string]int, error), lag func() time.Duration, logger *slog.Logger) []prometheus.Collector {
 	return []prometheus.Collector{f.events, f.entries, f.commands, f.outcomes, f.deliveries, f.grants, f.offline,
-		&mountsCollector{counts: counts, logger: logger, desc: prometheus.NewDesc("mountd_mounts",
+		&mountsCollector{counts: cachedCount[map[string]int]{read: counts, what: "mounts", logger: logger}, desc: prometheus.NewDesc("mountd_mounts",
 			"Mounts by association state (INACTIVE, IDLE, ASSOCIATED).", []string{"association_state"}, nil)},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mountd_event_log_lag_seconds",
 			Help: "How long after it occurred the newest event reached this replica's subscribers."},
@@ -116,37 +115,22 @@ func (f *Fleet) Collectors(counts func(context.Context) (map[string]int, error),
 	}
 }
 
-// mountsCollector counts mounts in the database when scraped; a count is
-// reused for 15 s so that frequent scrapes of many replicas cost little.
+// mountsCollector counts mounts in the database when scraped (at most
+// every 15 s, cachedCount).
 type mountsCollector struct {
-	counts func(context.Context) (map[string]int, error)
-	logger *slog.Logger
+	counts cachedCount[map[string]int]
 	desc   *prometheus.Desc
-
-	mu   sync.Mutex
-	last map[string]int
-	at   time.Time
 }
 
 func (c *mountsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *mountsCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.last == nil || time.Since(c.at) > 15*time.Second {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		counts, err := c.counts(ctx)
-		if err != nil {
-			c.logger.Warn("count mounts for metrics failed", "err", err)
-		} else {
-			c.last, c.at = counts, time.Now()
-		}
+	counts, ok := c.counts.get()
+	if !ok {
+		return
 	}
 	for _, state := range []string{"INACTIVE", "IDLE", "ASSOCIATED"} {
-		if c.last != nil {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(c.last[state]), state)
-		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[state]), state)
 	}
 }
 
@@ -154,44 +138,37 @@ func (c *mountsCollector) Collect(ch chan<- prometheus.Metric) {
 // database (every replica answers for the whole fleet), at most every 15 s:
 // mountd_mounts_offline and mountd_alarms_active{severity}.
 func AlarmCollectors(counts func(context.Context) (int, map[core.Severity]int, error), logger *slog.Logger) []prometheus.Collector {
-	return []prometheus.Collector{&alarmsCollector{counts: counts, logger: logger,
+	read := func(ctx context.Context) (alarmCounts, error) {
+		off, active, err := counts(ctx)
+		return alarmCounts{offline: off, active: active}, err
+	}
+	return []prometheus.Collector{&alarmsCollector{counts: cachedCount[alarmCounts]{read: read, what: "alarms", logger: logger},
 		offline: prometheus.NewDesc("mountd_mounts_offline",
 			"Mounts of live associations whose lastSeenAt is older than MOUNTD_OFFLINE_AFTER.", nil, nil),
 		active: prometheus.NewDesc("mountd_alarms_active", "ACTIVE alarms by severity.", []string{"severity"}, nil)}}
 }
 
-type alarmsCollector struct {
-	counts          func(context.Context) (int, map[core.Severity]int, error)
-	logger          *slog.Logger
-	offline, active *prometheus.Desc
+// alarmCounts are mountd_mounts_offline's and mountd_alarms_active's
+// values, read together.
+type alarmCounts struct {
+	offline int
+	active  map[core.Severity]int
+}
 
-	mu         sync.Mutex
-	ok         bool
-	lastOff    int
-	lastActive map[core.Severity]int
-	at         time.Time
+type alarmsCollector struct {
+	counts          cachedCount[alarmCounts]
+	offline, active *prometheus.Desc
 }
 
 func (c *alarmsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.offline; ch <- c.active }
 
 func (c *alarmsCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.ok || time.Since(c.at) > 15*time.Second {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		off, active, err := c.counts(ctx)
-		if err != nil {
-			c.logger.Warn("count alarms for metrics failed", "err", err)
-		} else {
-			c.ok, c.lastOff, c.lastActive, c.at = true, off, active, time.Now()
-		}
-	}
-	if !c.ok {
+	counts, ok := c.counts.get()
+	if !ok {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(c.lastOff))
+	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(counts.offline))
 	for _, sev := range []core.Severity{core.SeverityInfo, core.SeverityWarning, core.SeverityCritical} {
-		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(c.lastActive[sev]), string(sev))
+		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(counts.active[sev]), string(sev))
 	}
 }

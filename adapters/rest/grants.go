@@ -301,10 +301,8 @@ func offlineStatus(raw json.RawMessage) (*core.MountOffline, error) {
 		LogPending        *int   `json:"logPending"`
 		TimeTrusted       *bool  `json:"timeTrusted"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&st); err != nil {
-		return nil, fieldError("status", "must be {\"revocationVersion\",\"logPending\",\"timeTrusted\"}: "+err.Error())
+	if err := decodeJSONBytes(raw, &st); err != nil {
+		return nil, fieldError("status", "must be {\"revocationVersion\",\"logPending\",\"timeTrusted\"}: "+core.ErrorMessage(err))
 	}
 	if st.RevocationVersion == nil || st.LogPending == nil || st.TimeTrusted == nil {
 		return nil, fieldError("status", "needs revocationVersion, logPending and timeTrusted")
