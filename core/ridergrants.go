@@ -165,7 +165,8 @@ type GrantStore interface {
 	// version rises once; a revocation that would take the mount's list
 	// past MaxRevocations raises its epoch too, lists only the revocations
 	// of the new epoch, and signs the mount's live grants again with it
-	// (sign).
+	// (sign). A store may revoke on many mounts in several transactions:
+	// on failure it returns the events of those committed with the error.
 	RevokeGrants(ctx context.Context, accountID string, ids []string, riderKey string, now time.Time, sign GrantSigner) ([]*Event, error)
 	// Revocations returns mount uid's revocation state at now: its version
 	// and epoch (1 and 1 for a mount never revoked on), and the revoked
@@ -407,10 +408,10 @@ func (s *GrantService) Revoke(ctx context.Context, p Principal, id string) (Ride
 	now := s.clock()
 	actx := byPrincipal(ctx, p, now, AuditGrantRevoke, AuditTarget("grant", id), nil)
 	revoked, err := s.Grants.RevokeGrants(actx, p.AccountID, []string{id}, "", now, s.sign)
+	s.wakeAll(ctx, revoked)
 	if err != nil {
 		return RiderGrant{}, err
 	}
-	s.wakeAll(ctx, revoked)
 	if len(revoked) == 1 {
 		return *revoked[0].Grant, nil
 	}
@@ -432,10 +433,12 @@ func (s *GrantService) RevokeRider(ctx context.Context, p Principal, riderKey st
 	now := s.clock()
 	actx := byPrincipal(ctx, p, now, AuditGrantRevoke, "", map[string]any{"riderKey": key})
 	revoked, err := s.Grants.RevokeGrants(actx, p.AccountID, nil, key, now, s.sign)
+	// A store may revoke in several transactions: those done before a
+	// failure are told to the feeds, and a retry revokes the rest.
+	s.wakeAll(ctx, revoked)
 	if err != nil {
 		return nil, err
 	}
-	s.wakeAll(ctx, revoked)
 	out := make([]RiderGrant, len(revoked))
 	for i, e := range revoked {
 		out[i] = *e.Grant

@@ -430,3 +430,45 @@ func TestRiderTokenAfterRevocation(t *testing.T) {
 		})
 	}
 }
+
+// revokeFailsAfter is a grant store whose RevokeGrants revokes, then
+// fails, as a store revoking in several transactions does when a later
+// one fails.
+type revokeFailsAfter struct {
+	core.GrantStore
+}
+
+func (s revokeFailsAfter) RevokeGrants(ctx context.Context, accountID string, ids []string, riderKey string, now time.Time, sign core.GrantSigner) ([]*core.Event, error) {
+	done, err := s.GrantStore.RevokeGrants(ctx, accountID, ids, riderKey, now, sign)
+	if err != nil {
+		return done, err
+	}
+	return done, core.Errorf(core.CodeUnavailable, "the database went away")
+}
+
+// TestRevokeRiderFailingHalfWay: the revocations a store made before it
+// failed reach the event feeds; the caller gets the error.
+func TestRevokeRiderFailingHalfWay(t *testing.T) {
+	w := newGrantWorld(t)
+	ctx := context.Background()
+	later := w.clock.Now().Add(time.Hour)
+	riderKey := newRiderKey(t)
+	if _, err := w.grants.Create(ctx, w.owner, "M1", core.GrantInput{RiderKey: riderKey, NotAfter: &later}); err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := keyring.NewSealer(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	woken := &wakeLog{}
+	failing := core.NewGrantService(core.GrantDeps{Grants: revokeFailsAfter{w.store}, Mounts: w.store,
+		Signer: keyring.NewMountSigner(sealer), Waker: woken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	failing.SetClock(w.clock.Now)
+	if _, err := failing.RevokeRider(ctx, w.owner, riderKey); errCode(err) != core.CodeUnavailable {
+		t.Fatalf("RevokeRider: %v; want the store's error", err)
+	}
+	events, _, err := w.store.ReadEvents(ctx, core.EventQuery{AccountID: w.owner.AccountID, Types: []core.EventType{core.EventGrantRevoked}, Limit: 10})
+	if err != nil || len(events) != 1 || !woken.has(events[0].ID) {
+		t.Fatalf("GRANT_REVOKED events %+v (%v); want the one revoked, its feeds woken (%v)", events, err, woken.woken)
+	}
+}

@@ -83,6 +83,35 @@ func (s *Store) recordAudit(ctx context.Context, tx bun.IDB) error {
 	return nil
 }
 
+// recordAuditEach stores, in tx and in one statement, one entry per
+// change: the entry ctx carries with action and target[i], details[i] in
+// place of its own (core.AuditEach). Without one it does nothing.
+func (s *Store) recordAuditEach(ctx context.Context, tx bun.IDB, action core.AuditAction, targets []string, details []map[string]any) error {
+	e := core.AuditFrom(ctx)
+	if e == nil || len(targets) == 0 {
+		return nil
+	}
+	var (
+		rows strings.Builder
+		args []any
+	)
+	for i, target := range targets {
+		each := *e
+		each.Action, each.Target, each.Details = action, target, details[i]
+		exprs, values, err := auditValues(&each)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			rows.WriteString(", ")
+		}
+		rows.WriteString("(" + exprs + ")")
+		args = append(args, values...)
+	}
+	_, err := tx.NewRaw(`INSERT INTO audit_log (`+auditColumns+`) VALUES `+rows.String(), args...).Exec(ctx)
+	return err
+}
+
 // writeAudited runs fn, a change of one statement, as write does; when ctx
 // carries an audit entry, in a transaction that records it after fn.
 func (s *Store) writeAudited(ctx context.Context, fn func(ctx context.Context, db bun.IDB) error) error {

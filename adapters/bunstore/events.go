@@ -1,6 +1,7 @@
 package bunstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -270,29 +271,15 @@ func (s *Store) appendEventWith(ctx context.Context, tx bun.IDB, e *core.Event, 
 // trip, and a uid taken already gets none).
 func (s *Store) appendEventGuarded(ctx context.Context, tx bun.IDB, e *core.Event, row *mountRow, latest []core.StateEntry,
 	with string, withArgs []any, guarded bool) (bool, error) {
-	m := row.toMount()
-	m.Key = core.MountKey{}
-	m.Latest = core.ComputeLatest(latest)
-	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Command: toEventCommand(e.Command), Alarm: toEventAlarm(e.Alarm), Job: toEventJob(e.Job), Grant: toEventGrant(e.Grant), Mount: &eventMount{
-		UID: m.UID, Name: m.Name, SerialNumber: m.SerialNumber, MACAddress: m.MACAddress,
-		FirmwareRevision: m.FirmwareRevision, SoftwareRevision: m.SoftwareRevision, ModelNumber: m.ModelNumber,
-		State: string(m.State), OwnerID: m.OwnerID, ExpiredOwnerID: m.ExpiredOwnerID,
-		IdleDeadline: optMillis(m.IdleDeadline), AssociatedAt: optMillis(m.AssociatedAt),
-		CreatedAt: millis(m.CreatedAt), UpdatedAt: millis(m.UpdatedAt), Latest: toEventStates(latest),
-		DevicePublicKey: m.DevicePublicKey, LastSeenAt: optMillis(m.LastSeenAt)}})
+	args, m, err := eventValues(e, row, latest)
 	if err != nil {
 		return false, err
 	}
-	e.OccurredAt = fromMillis(millis(e.OccurredAt))
-	var pos struct {
-		ID int64  `bun:"id"`
-		Tx string `bun:"tx_text"`
-	}
-	query := `INSERT INTO events (account_id, type, mount_uid, occurred_at, body) VALUES (?, ?, ?, ?, ?)
+	var pos eventPosition
+	query := `INSERT INTO events (` + eventColumns + `) VALUES (?, ?, ?, ?, ?)
 		RETURNING id, CAST(tx AS TEXT) AS tx_text`
-	args := []any{e.AccountID, string(e.Type), e.UID, millis(e.OccurredAt), string(body)}
 	if guarded {
-		query = `INSERT INTO events (account_id, type, mount_uid, occurred_at, body) SELECT ?, ?, ?, ?, ?
+		query = `INSERT INTO events (` + eventColumns + `) SELECT ?, ?, ?, ?, ?
 			WHERE EXISTS (SELECT 1 FROM before_event) RETURNING id, CAST(tx AS TEXT) AS tx_text`
 	}
 	if with != "" {
@@ -310,6 +297,80 @@ func (s *Store) appendEventGuarded(ctx context.Context, tx bun.IDB, e *core.Even
 	}
 	e.ID, e.Mount = core.Cursor{Tx: txid, Seq: pos.ID}, m
 	return true, nil
+}
+
+// eventPosition is what an insert into events returns.
+type eventPosition struct {
+	ID int64  `bun:"id"`
+	Tx string `bun:"tx_text"`
+}
+
+const eventColumns = `account_id, type, mount_uid, occurred_at, body`
+
+// eventValues are e's values for eventColumns, the mount as row and latest
+// tell it, and that mount as the event carries it. e.OccurredAt is
+// truncated to the stored milliseconds.
+func eventValues(e *core.Event, row *mountRow, latest []core.StateEntry) ([]any, core.Mount, error) {
+	m := row.toMount()
+	m.Key = core.MountKey{}
+	m.Latest = core.ComputeLatest(latest)
+	body, err := json.Marshal(eventBody{States: toEventStates(e.States), Command: toEventCommand(e.Command), Alarm: toEventAlarm(e.Alarm), Job: toEventJob(e.Job), Grant: toEventGrant(e.Grant), Mount: &eventMount{
+		UID: m.UID, Name: m.Name, SerialNumber: m.SerialNumber, MACAddress: m.MACAddress,
+		FirmwareRevision: m.FirmwareRevision, SoftwareRevision: m.SoftwareRevision, ModelNumber: m.ModelNumber,
+		State: string(m.State), OwnerID: m.OwnerID, ExpiredOwnerID: m.ExpiredOwnerID,
+		IdleDeadline: optMillis(m.IdleDeadline), AssociatedAt: optMillis(m.AssociatedAt),
+		CreatedAt: millis(m.CreatedAt), UpdatedAt: millis(m.UpdatedAt), Latest: toEventStates(latest),
+		DevicePublicKey: m.DevicePublicKey, LastSeenAt: optMillis(m.LastSeenAt)}})
+	if err != nil {
+		return nil, core.Mount{}, err
+	}
+	e.OccurredAt = fromMillis(millis(e.OccurredAt))
+	return []any{e.AccountID, string(e.Type), e.UID, millis(e.OccurredAt), string(body)}, m, nil
+}
+
+// appendEvents appends events, each about the mount rows holds for its
+// UID with the latest values latest holds, in one statement: a change of
+// many mounts (a rider's revocation) costs one round trip, not one each.
+// Each event gets its position in the order given.
+func (s *Store) appendEvents(ctx context.Context, tx bun.IDB, events []*core.Event, rows map[string]*mountRow, latest map[string][]core.StateEntry) error {
+	if len(events) == 0 {
+		return nil
+	}
+	var (
+		values strings.Builder
+		args   = make([]any, 0, 5*len(events))
+		mounts = make([]core.Mount, len(events))
+	)
+	for i, e := range events {
+		a, m, err := eventValues(e, rows[e.UID], latest[e.UID])
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			values.WriteString(", ")
+		}
+		values.WriteString("(?, ?, ?, ?, ?)")
+		args, mounts[i] = append(args, a...), m
+	}
+	var pos []eventPosition
+	if err := tx.NewRaw(`INSERT INTO events (`+eventColumns+`) VALUES `+values.String()+`
+		RETURNING id, CAST(tx AS TEXT) AS tx_text`, args...).Scan(ctx, &pos); err != nil {
+		return err
+	}
+	if len(pos) != len(events) {
+		return fmt.Errorf("appended %d events, %d positions", len(events), len(pos))
+	}
+	// The ids are taken in the order of the rows; RETURNING's order is
+	// not promised.
+	slices.SortFunc(pos, func(a, b eventPosition) int { return cmp.Compare(a.ID, b.ID) })
+	for i, e := range events {
+		txid, err := strconv.ParseUint(pos[i].Tx, 10, 64)
+		if err != nil {
+			return fmt.Errorf("event position: %w", err)
+		}
+		e.ID, e.Mount = core.Cursor{Tx: txid, Seq: pos[i].ID}, mounts[i]
+	}
+	return nil
 }
 
 func (r eventRow) toEvent() (core.Event, error) {

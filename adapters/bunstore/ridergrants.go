@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,15 +88,36 @@ func (s *Store) lockedMount(ctx context.Context, tx bun.Tx, uid string) (*mountR
 // lockedRevocations reads uid's revocation row, created at 1/1 when the
 // mount has none, locked for the transaction.
 func (s *Store) lockedRevocations(ctx context.Context, tx bun.Tx, uid string) (*revocationRow, error) {
-	if _, err := tx.NewInsert().Model(&revocationRow{UID: uid, Version: 1, Epoch: 1}).On("CONFLICT (uid) DO NOTHING").Exec(ctx); err != nil {
+	revs, err := s.lockedRevocationsOf(ctx, tx, []string{uid})
+	if err != nil {
 		return nil, err
 	}
-	row := new(revocationRow)
-	q := tx.NewSelect().Model(row).Where("uid = ?", uid)
+	return revs[uid], nil
+}
+
+// lockedRevocationsOf is lockedRevocations for each of uids, in two
+// statements whatever their number.
+func (s *Store) lockedRevocationsOf(ctx context.Context, tx bun.Tx, uids []string) (map[string]*revocationRow, error) {
+	fresh := make([]revocationRow, len(uids))
+	for i, uid := range uids {
+		fresh[i] = revocationRow{UID: uid, Version: 1, Epoch: 1}
+	}
+	if _, err := tx.NewInsert().Model(&fresh).On("CONFLICT (uid) DO NOTHING").Exec(ctx); err != nil {
+		return nil, err
+	}
+	var rows []revocationRow
+	q := tx.NewSelect().Model(&rows).Where("uid IN (?)", bun.In(uids)).Order("uid")
 	if s.postgres {
 		q = q.For("UPDATE")
 	}
-	return row, q.Scan(ctx)
+	if err := q.Scan(ctx); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*revocationRow, len(rows))
+	for i := range rows {
+		out[rows[i].UID] = &rows[i]
+	}
+	return out, nil
 }
 
 // rise is a version's or epoch's next value: past the previous one and at
@@ -130,7 +153,7 @@ func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.Gra
 			return err
 		}
 		if len(same) > 0 {
-			if replaced, err = s.revokeOnMount(ctx, tx, m, rev, same, now, sign); err != nil {
+			if replaced, err = s.revokeOnMounts(ctx, tx, []mountRevocation{{row: m, rev: rev, grants: same}}, now, sign); err != nil {
 				return err
 			}
 		}
@@ -165,54 +188,112 @@ func (s *Store) CreateGrant(ctx context.Context, g core.RiderGrant, lim core.Gra
 	return created, replaced, err
 }
 
-// revokeOnMount revokes grants of one mount at now (row is the mount's,
-// rev its locked revocation row) and appends a GRANT_REVOKED event for
-// each: the version rises; a list that would pass core.MaxRevocations
-// starts a new epoch, whose list holds only these, and the mount's live
-// grants are signed again at it.
-func (s *Store) revokeOnMount(ctx context.Context, tx bun.Tx, row *mountRow, rev *revocationRow, grants []riderGrantRow, now time.Time, sign core.GrantSigner) ([]*core.Event, error) {
-	m := row.toMount()
-	listed, err := tx.NewSelect().Model((*riderGrantRow)(nil)).Where("mount_uid = ? AND revoked_epoch = ? AND not_after > ?", m.UID, rev.Epoch, millis(now)).Count(ctx)
-	if err != nil {
+// mountRevocation is one mount's part of a revocation: its row and its
+// revocation row, both locked, and the live grants revoked on it.
+type mountRevocation struct {
+	row    *mountRow
+	rev    *revocationRow
+	grants []riderGrantRow
+}
+
+// revokeOnMounts revokes each part's grants at now and appends a
+// GRANT_REVOKED event and an audit entry for each: each mount's version
+// rises; a list that would pass core.MaxRevocations starts a new epoch,
+// whose list holds only these, and the mount's live grants are signed
+// again at it. A few statements whatever the number of mounts (an epoch
+// rise, rare, costs its mount more): a rider's grants on thousands of
+// mounts are revoked within a request's time.
+func (s *Store) revokeOnMounts(ctx context.Context, tx bun.Tx, parts []mountRevocation, now time.Time, sign core.GrantSigner) ([]*core.Event, error) {
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	uids := make([]string, len(parts))
+	for i, p := range parts {
+		uids[i] = p.row.UID
+	}
+	var listed []struct {
+		UID string `bun:"mount_uid"`
+		N   int    `bun:"n"`
+	}
+	if err := tx.NewRaw(`SELECT g.mount_uid, COUNT(*) AS n FROM rider_grants AS g JOIN mount_revocations AS r ON r.uid = g.mount_uid
+		WHERE g.mount_uid IN (?) AND g.revoked_epoch = r.epoch AND g.not_after > ? GROUP BY g.mount_uid`,
+		bun.In(uids), millis(now)).Scan(ctx, &listed); err != nil {
 		return nil, err
 	}
-	rev.Version, rev.RevokedAt = rise(rev.Version, now), millis(now)
-	ids := make([]string, len(grants))
-	for i, g := range grants {
-		ids[i] = g.ID
+	listedOn := make(map[string]int, len(listed))
+	for _, l := range listed {
+		listedOn[l.UID] = l.N
 	}
-	if listed+len(grants) > core.MaxRevocations {
-		rev.Epoch = rise(rev.Epoch, now)
-		n, err := s.resignLive(ctx, tx, &m, rev.Epoch, ids, now, sign)
+	// Every version rises as rise does, computed by the statement from the
+	// rows locked above; an epoch rise is written per mount.
+	if _, err := tx.NewRaw(`UPDATE mount_revocations SET version = CASE WHEN version + 1 > ? THEN version + 1 ELSE ? END, revoked_at = ?
+		WHERE uid IN (?)`, millis(now), millis(now), millis(now), bun.In(uids)).Exec(ctx); err != nil {
+		return nil, err
+	}
+	var ids []string
+	rows := make(map[string]*mountRow, len(parts))
+	for _, p := range parts {
+		m := p.row.toMount()
+		rows[m.UID] = p.row
+		p.rev.Version, p.rev.RevokedAt = rise(p.rev.Version, now), millis(now)
+		revokedHere := make([]string, len(p.grants))
+		for i, g := range p.grants {
+			revokedHere[i] = g.ID
+		}
+		ids = append(ids, revokedHere...)
+		if listedOn[m.UID]+len(p.grants) <= core.MaxRevocations {
+			continue
+		}
+		p.rev.Epoch = rise(p.rev.Epoch, now)
+		if _, err := tx.NewUpdate().Model(p.rev).Column("epoch").WherePK().Exec(ctx); err != nil {
+			return nil, err
+		}
+		n, err := s.resignLive(ctx, tx, &m, p.rev.Epoch, revokedHere, now, sign)
 		if err != nil {
 			return nil, err
 		}
 		if err := s.recordAudit(core.AuditEach(ctx, core.AuditGrantResign, core.AuditTarget("mount", m.UID),
-			map[string]any{"epoch": rev.Epoch, "grants": n}), tx); err != nil {
+			map[string]any{"epoch": p.rev.Epoch, "grants": n}), tx); err != nil {
 			return nil, err
 		}
 	}
-	if _, err := tx.NewUpdate().Model((*riderGrantRow)(nil)).Set("revoked_at = ?, revoked_epoch = ?", millis(now), rev.Epoch).
-		Where("id IN (?)", bun.In(ids)).Exec(ctx); err != nil {
+	// Each grant takes its mount's epoch as it now is.
+	if _, err := tx.NewRaw(`UPDATE rider_grants SET revoked_at = ?,
+		revoked_epoch = (SELECT r.epoch FROM mount_revocations AS r WHERE r.uid = rider_grants.mount_uid) WHERE id IN (?)`,
+		millis(now), bun.In(ids)).Exec(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := tx.NewUpdate().Model(rev).Column("version", "epoch", "revoked_at").WherePK().Exec(ctx); err != nil {
+	var (
+		events  []*core.Event
+		targets []string
+		details []map[string]any
+		latest  = map[string][]core.StateEntry{}
+	)
+	for _, p := range parts {
+		for _, g := range p.grants {
+			g.RevokedAt, g.RevokedEpoch = sql.NullInt64{Int64: millis(now), Valid: true}, sql.NullInt64{Int64: p.rev.Epoch, Valid: true}
+			revoked := g.toGrant()
+			events = append(events, &core.Event{Type: core.EventGrantRevoked, UID: g.UID, AccountID: g.AccountID, OccurredAt: now, Grant: &revoked})
+			targets = append(targets, core.AuditTarget("grant", g.ID))
+			details = append(details, map[string]any{"uid": g.UID, "riderKey": g.RiderKey})
+		}
+	}
+	// The mounts' latest values, read per account (one for every caller).
+	byAccount := map[string][]string{}
+	for _, e := range events {
+		byAccount[e.AccountID] = append(byAccount[e.AccountID], e.UID)
+	}
+	for account, of := range byAccount {
+		l, err := s.latestFor(ctx, tx, account, of)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(latest, l)
+	}
+	if err := s.appendEvents(ctx, tx, events, rows, latest); err != nil {
 		return nil, err
 	}
-	out := make([]*core.Event, len(grants))
-	for i, g := range grants {
-		g.RevokedAt, g.RevokedEpoch = sql.NullInt64{Int64: millis(now), Valid: true}, sql.NullInt64{Int64: rev.Epoch, Valid: true}
-		revoked := g.toGrant()
-		out[i] = &core.Event{Type: core.EventGrantRevoked, UID: g.UID, AccountID: g.AccountID, OccurredAt: now, Grant: &revoked}
-		if err := s.appendEvent(ctx, tx, out[i], row); err != nil {
-			return nil, err
-		}
-		if err := s.recordAudit(core.AuditEach(ctx, core.AuditGrantRevoke, core.AuditTarget("grant", g.ID),
-			map[string]any{"uid": g.UID, "riderKey": g.RiderKey}), tx); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return events, s.recordAuditEach(ctx, tx, core.AuditGrantRevoke, targets, details)
 }
 
 // resignLive signs the mount's live grants (but those of except) again at
@@ -297,54 +378,98 @@ func (s *Store) ListRiderGrants(ctx context.Context, accountID, uid string, f co
 	return out, total, nil
 }
 
-// RevokeGrants implements core.GrantStore.
+// revokeChunk is how many mounts one transaction of RevokeGrants revokes
+// on: a rider with grants on thousands of mounts is revoked in
+// transactions that each lock and write a bounded number of rows.
+var revokeChunk = 200
+
+// RevokeGrants implements core.GrantStore. A rider's grants on more than
+// revokeChunk mounts are revoked in several transactions, in uid order:
+// when one fails, the mounts before it stay revoked (their events are
+// returned with the error) and a retry revokes the rest.
 func (s *Store) RevokeGrants(ctx context.Context, accountID string, ids []string, riderKey string, now time.Time, sign core.GrantSigner) (revoked []*core.Event, err error) {
+	// The candidates, read on the primary: a grant just created is one.
+	var found []struct {
+		ID  string `bun:"id"`
+		UID string `bun:"mount_uid"`
+	}
+	q := s.db.NewSelect().Model((*riderGrantRow)(nil)).Column("id", "mount_uid").Where("account_id = ?", accountID)
+	if riderKey != "" {
+		q = q.Where("rider_key = ?", riderKey).Where(liveGrant, millis(now))
+	} else {
+		q = q.Where("id IN (?)", bun.In(ids))
+	}
+	if err := q.OrderExpr("mount_uid, id").Scan(ctx, &found); err != nil {
+		return nil, err
+	}
+	if riderKey == "" && len(found) == 0 && len(ids) == 1 {
+		return nil, core.Errorf(core.CodeGrantNotFound, "grant %q not found", ids[0])
+	}
+	var uids []string
+	byMount := map[string][]string{}
+	for _, f := range found {
+		if byMount[f.UID] == nil {
+			uids = append(uids, f.UID)
+		}
+		byMount[f.UID] = append(byMount[f.UID], f.ID)
+	}
+	for chunk := range slices.Chunk(uids, revokeChunk) {
+		done, err := s.revokeOn(ctx, chunk, byMount, now, sign)
+		revoked = append(revoked, done...)
+		if err != nil {
+			return revoked, err
+		}
+	}
+	return revoked, nil
+}
+
+// revokeOn revokes, in one transaction, the grants byMount names on uids
+// that are still live once their mounts are locked (revoked or expired
+// ones stay unchanged).
+func (s *Store) revokeOn(ctx context.Context, uids []string, byMount map[string][]string, now time.Time, sign core.GrantSigner) (revoked []*core.Event, err error) {
+	var ids []string
+	for _, uid := range uids {
+		ids = append(ids, byMount[uid]...)
+	}
 	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		revoked = nil
-		var rows []riderGrantRow
-		q := tx.NewSelect().Model(&rows).Where("account_id = ?", accountID)
-		if riderKey != "" {
-			q = q.Where("rider_key = ?", riderKey)
-		} else {
-			q = q.Where("id IN (?)", bun.In(ids))
+		var mounts []mountRow
+		q := tx.NewSelect().Model(&mounts).Where("uid IN (?)", bun.In(uids)).Order("uid")
+		if s.postgres {
+			q = q.For("UPDATE")
 		}
-		if err := q.OrderExpr("mount_uid, id").Scan(ctx); err != nil {
+		if err := q.Scan(ctx); err != nil {
 			return err
 		}
-		if riderKey == "" && len(rows) == 0 && len(ids) == 1 {
-			return core.Errorf(core.CodeGrantNotFound, "grant %q not found", ids[0])
+		if len(mounts) == 0 {
+			// Deleted mounts' grants ended with them: none is live.
+			return nil
 		}
-		byMount := map[string][]riderGrantRow{}
-		var mounts []string
-		for _, r := range rows {
-			if r.RevokedAt.Valid || r.NotAfter <= millis(now) {
-				continue // revoked or expired already: unchanged
-			}
-			if byMount[r.UID] == nil {
-				mounts = append(mounts, r.UID)
-			}
-			byMount[r.UID] = append(byMount[r.UID], r)
+		present := make([]string, len(mounts))
+		for i, m := range mounts {
+			present[i] = m.UID
 		}
-		for _, uid := range mounts {
-			m, err := s.lockedMount(ctx, tx, uid)
-			if err != nil {
-				return err
-			}
-			if m == nil {
-				// A deleted mount's grants ended with it: none is live.
-				continue
-			}
-			rev, err := s.lockedRevocations(ctx, tx, uid)
-			if err != nil {
-				return err
-			}
-			done, err := s.revokeOnMount(ctx, tx, m, rev, byMount[uid], now, sign)
-			if err != nil {
-				return err
-			}
-			revoked = append(revoked, done...)
+		revs, err := s.lockedRevocationsOf(ctx, tx, present)
+		if err != nil {
+			return err
 		}
-		return nil
+		var live []riderGrantRow
+		if err := tx.NewSelect().Model(&live).Where("id IN (?)", bun.In(ids)).Where(liveGrant, millis(now)).
+			OrderExpr("mount_uid, id").Scan(ctx); err != nil {
+			return err
+		}
+		grantsOn := map[string][]riderGrantRow{}
+		for _, g := range live {
+			grantsOn[g.UID] = append(grantsOn[g.UID], g)
+		}
+		var parts []mountRevocation
+		for i := range mounts {
+			if g := grantsOn[mounts[i].UID]; len(g) > 0 {
+				parts = append(parts, mountRevocation{row: &mounts[i], rev: revs[mounts[i].UID], grants: g})
+			}
+		}
+		revoked, err = s.revokeOnMounts(ctx, tx, parts, now, sign)
+		return err
 	})
 	return revoked, err
 }

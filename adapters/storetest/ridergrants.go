@@ -34,6 +34,7 @@ func RunRiderGrants(t *testing.T, newStore func(t *testing.T) GrantStore) {
 		{"Bounds", grantBounds},
 		{"ListByState", grantList},
 		{"Revoke", grantRevoke},
+		{"RevokeRiderAcrossMounts", grantRevokeRiderAcrossMounts},
 		{"EpochOverflow", grantEpochOverflow},
 		{"Audited", grantAudited},
 		{"EndWithTheAssociation", grantsEndWithAssociation},
@@ -280,6 +281,73 @@ func grantRevoke(t *testing.T, store GrantStore) {
 	}
 	if r, _ := store.Revocations(ctx, "G1", grantT0.Add(2*time.Minute)); !slices.Equal(r.GrantIDs, []string{"gr_a"}) {
 		t.Fatalf("G1's list once gr_d expired: %+v", r)
+	}
+}
+
+// grantRevokeRiderAcrossMounts: a rider's live grants on every mount of
+// the account are revoked, each with its own event (in mount order, each
+// at its own position, the mount as it is) and audit entry; each mount's
+// version rises once; the same key in another account, and the rider's
+// grants already ended, are left as they are.
+func grantRevokeRiderAcrossMounts(t *testing.T, store GrantStore) {
+	ctx := context.Background()
+	grantFleet(t, store)
+	mustGrant(t, store, newGrant("gr_r2", "G2", "acc_g", 7, time.Hour), grantT0)
+	mustGrant(t, store, newGrant("gr_r1", "G1", "acc_g", 7, time.Hour), grantT0)
+	mustGrant(t, store, newGrant("gr_short", "G1", "acc_g", 8, time.Minute), grantT0)
+	mustGrant(t, store, newGrant("gr_other", "H1", "acc_h", 7, time.Hour), grantT0)
+	at := grantT0.Add(time.Second)
+	before1, _ := store.Revocations(ctx, "G1", at)
+	actx := core.WithAudit(ctx, core.AuditEntry{At: at, AccountID: "acc_g", Actor: core.Actor{Type: core.ActorClient, ID: "cli_acc_g"},
+		Action: core.AuditGrantRevoke})
+	revoked, err := store.RevokeGrants(actx, "acc_g", nil, riderKey(7), at, testSigner)
+	if err != nil || len(revoked) != 2 {
+		t.Fatalf("revoke rider 7: %+v, %v; want its grants on G1 and G2", revoked, err)
+	}
+	for i, want := range []struct{ uid, id string }{{"G1", "gr_r1"}, {"G2", "gr_r2"}} {
+		e := revoked[i]
+		if e.Type != core.EventGrantRevoked || e.UID != want.uid || e.Grant == nil || e.Grant.ID != want.id ||
+			!e.Grant.RevokedAt.Equal(at) || e.Mount.UID != want.uid || e.AccountID != "acc_g" {
+			t.Fatalf("event %d: %+v (grant %+v); want %s on %s", i, e, e.Grant, want.id, want.uid)
+		}
+	}
+	if !revoked[0].ID.Before(revoked[1].ID) {
+		t.Fatalf("positions %v, %v: want them distinct and in order", revoked[0].ID, revoked[1].ID)
+	}
+	for uid, id := range map[string]string{"G1": "gr_r1", "G2": "gr_r2"} {
+		if r, _ := store.Revocations(ctx, uid, at); !slices.Equal(r.GrantIDs, []string{id}) || r.Version <= before1.Version {
+			t.Fatalf("%s's list: %+v; want %s at a higher version", uid, r, id)
+		}
+	}
+	for _, id := range []string{"gr_r1", "gr_r2"} {
+		if g, err := store.RiderGrant(ctx, "acc_g", id); err != nil || !g.RevokedAt.Equal(at) {
+			t.Fatalf("%s after the revocation: %+v, %v", id, g, err)
+		}
+	}
+	if g, err := store.RiderGrant(ctx, "acc_h", "gr_other"); err != nil || !g.RevokedAt.IsZero() {
+		t.Fatalf("another account's grant of the same key: %+v, %v; want it live", g, err)
+	}
+	if g, err := store.RiderGrant(ctx, "acc_g", "gr_short"); err != nil || !g.RevokedAt.IsZero() {
+		t.Fatalf("another rider's grant: %+v, %v; want it live", g, err)
+	}
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); len(got) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		entries, err := store.ReadAudit(ctx, core.AuditQuery{AccountID: "acc_g", Action: string(core.AuditGrantRevoke), Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, e := range entries {
+			got = append(got, e.Target+" "+fmt.Sprint(e.Details["uid"]))
+		}
+		slices.Sort(got)
+	}
+	if !slices.Equal(got, []string{"grant:gr_r1 G1", "grant:gr_r2 G2"}) {
+		t.Fatalf("audit entries: %v", got)
+	}
+	// Again: nothing is live, nothing changes.
+	if again, err := store.RevokeGrants(ctx, "acc_g", nil, riderKey(7), at.Add(time.Second), testSigner); err != nil || len(again) != 0 {
+		t.Fatalf("a second revoke: %+v, %v", again, err)
 	}
 }
 
