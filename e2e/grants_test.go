@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -349,6 +350,25 @@ func TestRiderGrants(t *testing.T) {
 				}](t, owner.gql(t, `query($uid: ID!) { mount(uid: $uid) { offline { revocationVersion logPending timeTrusted at } } }`, map[string]any{"uid": uid}), "mount")
 				if got.Offline == nil || *got.Offline != *mount.Offline {
 					t.Fatalf("GraphQL Mount.offline %+v; REST %+v", got.Offline, mount.Offline)
+				}
+				// A version is a time in ms: past Int's 32 bits, so the
+				// schema types it Int64.
+				if got.Offline.RevocationVersion <= math.MaxInt32 {
+					t.Fatalf("revocationVersion %d: want a version past 32 bits here", got.Offline.RevocationVersion)
+				}
+				type fieldType struct {
+					Name string `json:"name"`
+					Type struct {
+						OfType struct {
+							Name string `json:"name"`
+						} `json:"ofType"`
+					} `json:"type"`
+				}
+				typ := field[struct {
+					Fields []fieldType `json:"fields"`
+				}](t, owner.gql(t, `{ __type(name: "MountOffline") { fields { name type { ofType { name } } } } }`, nil), "__type")
+				if !slices.ContainsFunc(typ.Fields, func(f fieldType) bool { return f.Name == "revocationVersion" && f.Type.OfType.Name == "Int64" }) {
+					t.Fatalf("MountOffline's fields %+v: want revocationVersion: Int64!", typ.Fields)
 				}
 				_, metrics := in.call(http.MethodGet, "/metrics", "", nil)
 				if metricValue(string(metrics), "mountd_mounts_behind_revocations") < 1 {

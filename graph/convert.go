@@ -31,7 +31,7 @@ func toMountOffline(o *core.MountOffline) *model.MountOffline {
 	if o == nil {
 		return nil
 	}
-	return &model.MountOffline{RevocationVersion: int(o.RevocationVersion), LogPending: o.LogPending, TimeTrusted: o.TimeTrusted, At: dateTime(o.At)}
+	return &model.MountOffline{RevocationVersion: o.RevocationVersion, LogPending: o.LogPending, TimeTrusted: o.TimeTrusted, At: dateTime(o.At)}
 }
 
 // unverifiedStates lists the codes whose latest value was not signed, in
@@ -358,7 +358,7 @@ func toMountRollout(o core.RolloutOffer) model.MountRollout {
 // toGrant is g as p may see it: no label for a token limited to its mounts.
 func toGrant(p core.Principal, g core.RiderGrant) *model.Grant {
 	out := &model.Grant{ID: g.ID, UID: g.UID, RiderKey: g.RiderKey, Rights: g.Rights, NotBefore: dateTime(g.NotBefore),
-		NotAfter: dateTime(g.NotAfter), Epoch: int(g.Epoch), CreatedAt: dateTime(g.CreatedAt), RevokedAt: optDateTime(g.RevokedAt),
+		NotAfter: dateTime(g.NotAfter), Epoch: g.Epoch, CreatedAt: dateTime(g.CreatedAt), RevokedAt: optDateTime(g.RevokedAt),
 		Text: g.Text, Signature: g.Signature, Uses: g.Uses, LastUsedAt: optDateTime(g.LastUsedAt)}
 	if !p.LimitedToMounts() {
 		out.Label = &g.Label

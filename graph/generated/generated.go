@@ -3266,7 +3266,7 @@ type Grant {
   notBefore: DateTime!
   notAfter: DateTime!
   "The mount's revocation epoch the grant is signed at."
-  epoch: Int!
+  epoch: Int64!
   "Null for tokens limited to their mounts."
   label: String
   createdAt: DateTime!
@@ -3456,7 +3456,7 @@ extend type Subscription {
 "A mount's offline-access state as its info characteristic showed it to a phone."
 type MountOffline {
   "The version of the newest revocation list the mount took (0: none)."
-  revocationVersion: Int!
+  revocationVersion: Int64!
   "Offline receipts in the mount's log not yet acknowledged."
   logPending: Int!
   "Whether trusted time reached the mount since its last start."
@@ -3800,6 +3800,9 @@ scalar DateTime
 
 "A JSON object."
 scalar JSON
+
+"A signed 64-bit integer, as a JSON number (exact in JavaScript up to 2^53): values past Int's 32 bits, such as revocation versions and epochs, which start from the time in milliseconds."
+scalar Int64
 
 "A page of a list, as in every REST list response."
 type Pagination {
@@ -8362,15 +8365,15 @@ func (ec *executionContext) _Grant_epoch(ctx context.Context, field graphql.Coll
 			return obj.Epoch, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
-			return ec.marshalNInt2int(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Grant_epoch(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type Int does not have child fields"))
+	return graphql.NewScalarFieldContext("Grant", field, false, false, errors.New("field of type Int64 does not have child fields"))
 }
 
 func (ec *executionContext) _Grant_label(ctx context.Context, field graphql.CollectedField, obj *model.Grant) (ret graphql.Marshaler) {
@@ -10052,15 +10055,15 @@ func (ec *executionContext) _MountOffline_revocationVersion(ctx context.Context,
 			return obj.RevocationVersion, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
-			return ec.marshalNInt2int(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt642int64(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_MountOffline_revocationVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("MountOffline", field, false, false, errors.New("field of type Int does not have child fields"))
+	return graphql.NewScalarFieldContext("MountOffline", field, false, false, errors.New("field of type Int64 does not have child fields"))
 }
 
 func (ec *executionContext) _MountOffline_logPending(ctx context.Context, field graphql.CollectedField, obj *model.MountOffline) (ret graphql.Marshaler) {
@@ -22091,6 +22094,22 @@ func (ec *executionContext) marshalNInt2ᚕintᚄ(ctx context.Context, sel ast.S
 	}
 
 	return ret
+}
+
+func (ec *executionContext) unmarshalNInt642int64(ctx context.Context, v any) (int64, error) {
+	res, err := graphql.UnmarshalInt64(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNInt642int64(ctx context.Context, sel ast.SelectionSet, v int64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalInt64(v)
+	if res == graphql.Null {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+	}
+	return res
 }
 
 func (ec *executionContext) unmarshalNJSON2map(ctx context.Context, v any) (map[string]any, error) {

@@ -252,7 +252,7 @@ type Grant struct {
 	NotBefore DateTime `json:"notBefore"`
 	NotAfter  DateTime `json:"notAfter"`
 	// The mount's revocation epoch the grant is signed at.
-	Epoch int `json:"epoch"`
+	Epoch int64 `json:"epoch"`
 	// Null for tokens limited to their mounts.
 	Label     *string   `json:"label,omitempty"`
 	CreatedAt DateTime  `json:"createdAt"`
@@ -386,7 +386,7 @@ type MountFilter struct {
 // A mount's offline-access state as its info characteristic showed it to a phone.
 type MountOffline struct {
 	// The version of the newest revocation list the mount took (0: none).
-	RevocationVersion int `json:"revocationVersion"`
+	RevocationVersion int64 `json:"revocationVersion"`
 	// Offline receipts in the mount's log not yet acknowledged.
 	LogPending int `json:"logPending"`
 	// Whether trusted time reached the mount since its last start.
