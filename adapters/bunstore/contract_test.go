@@ -42,26 +42,21 @@ func TestRolloutContract(t *testing.T) {
 }
 
 // TestRiderGrantContract runs the rider grants' contract on SQLite and on
-// PostgreSQL, once more with one mount per revoking transaction (a
-// rider's revocation across many mounts takes several).
+// PostgreSQL, and its revoking cases once more with one mount per
+// transaction (a rider's revocation across many mounts takes several).
 func TestRiderGrantContract(t *testing.T) {
 	for name, newURL := range testenv.MigratedDatabases(t) {
-		t.Run(name, func(t *testing.T) {
-			runRiderGrantContract(t, newURL)
-		})
+		newStore := func(t *testing.T) storetest.GrantStore {
+			store := MustOpen(t, newURL(t))
+			if _, err := store.Migrate(context.Background()); err != nil {
+				t.Fatalf("migrate: %v", err)
+			}
+			return store
+		}
+		t.Run(name, func(t *testing.T) { storetest.RunRiderGrants(t, newStore) })
 		t.Run(name+"/chunks of one mount", func(t *testing.T) {
 			defer bunstore.SetRevokeChunk(1)()
-			runRiderGrantContract(t, newURL)
+			storetest.RunRiderGrantRevocations(t, newStore)
 		})
 	}
-}
-
-func runRiderGrantContract(t *testing.T, newURL func(testing.TB) string) {
-	storetest.RunRiderGrants(t, func(t *testing.T) storetest.GrantStore {
-		store := MustOpen(t, newURL(t))
-		if _, err := store.Migrate(context.Background()); err != nil {
-			t.Fatalf("migrate: %v", err)
-		}
-		return store
-	})
 }
