@@ -325,7 +325,7 @@ func configFlags(cfg *Config) []cli.Flag {
 		&cli.BoolFlag{Name: "webhook-allow-private", Usage: "let webhooks reach loopback, private and link-local addresses",
 			Sources: cli.EnvVars("MOUNTD_WEBHOOK_ALLOW_PRIVATE"), Destination: &cfg.WebhookAllowPrivate},
 		dur("grant-max-ttl", "MOUNTD_GRANT_MAX_TTL", core.DefaultGrantMaxTTL, "longest rider grant a restricted token may ask for (offline access)", &cfg.GrantMaxTTL),
-		dur("request-timeout", "MOUNTD_REQUEST_TIMEOUT", core.DefaultRequestTimeout, "how long a request may work before it answers 503 UNAVAILABLE and its database statement is cancelled (exports, WebSockets and firmware files excepted; long polls get their wait on top)", &cfg.RequestTimeout),
+		dur("request-timeout", "MOUNTD_REQUEST_TIMEOUT", core.DefaultRequestTimeout, "how long a request may work before it answers 503 UNAVAILABLE and its database statement is cancelled (exports, WebSockets and firmware files excepted; long polls get their wait on top; revoking a rider at least 50 s)", &cfg.RequestTimeout),
 		&cli.IntFlag{Name: "max-exports", Usage: "exports one replica runs at once, below the database pool (0: half the pool: 4 on SQLite, 16 on PostgreSQL); past it 503 with Retry-After",
 			Sources: cli.EnvVars("MOUNTD_MAX_EXPORTS"), Destination: &cfg.MaxExports},
 		dur("export-write-timeout", "MOUNTD_EXPORT_WRITE_TIMEOUT", 30*time.Second, "how long an export waits for a client that reads nothing before it cuts the connection", &cfg.ExportWriteTimeout),
