@@ -136,6 +136,75 @@ func TestRiderGrants(t *testing.T) {
 				wantProblem(t, res, raw, 400, "VALIDATION_FAILED")
 			})
 
+			t.Run("a rider revoked across mounts in one call", func(t *testing.T) {
+				carl := riderKeyHex(t)
+				ids := map[string]string{}
+				for range 3 {
+					m := uniqueUID("GM")
+					pub, _, _ := ed25519.GenerateKey(rand.Reader)
+					owner.associate(t, m, map[string]any{"devicePublicKey": hex.EncodeToString(pub)})
+					owner.confirm(t, m)
+					res, raw := owner.call(http.MethodPost, "/api/v1/mounts/"+m+"/grants", map[string]any{"riderKey": carl, "notAfter": notAfter})
+					if res.StatusCode != http.StatusCreated {
+						t.Fatalf("Carl's grant on %s: %d %s", m, res.StatusCode, raw)
+					}
+					ids[m] = decode[grantView](t, raw).ID
+				}
+				res, raw := stranger.call(http.MethodPost, "/api/v1/grants/revoke", map[string]any{"riderKey": carl})
+				if res.StatusCode != http.StatusOK || strings.Contains(string(raw), "gr_") {
+					t.Fatalf("a stranger revoking Carl: %d %s; want none of this account's grants", res.StatusCode, raw)
+				}
+				done := decode[struct {
+					Grants []grantView `json:"grants"`
+				}](t, owner.ok(t, http.MethodPost, "/api/v1/grants/revoke", map[string]any{"riderKey": carl}))
+				if len(done.Grants) != len(ids) {
+					t.Fatalf("revoked %d grants, want Carl's %d", len(done.Grants), len(ids))
+				}
+				for _, g := range done.Grants {
+					if g.RevokedAt == nil || ids[g.UID] != g.ID {
+						t.Fatalf("revoked %+v; want Carl's grants %v", g, ids)
+					}
+				}
+				for m, id := range ids {
+					list := decode[signedTextView](t, owner.ok(t, http.MethodGet, "/api/v1/mounts/"+m+"/revocations", nil))
+					if !strings.HasSuffix(list.Text, ";"+id) {
+						t.Fatalf("%s's list %q: want it to name %s", m, list.Text, id)
+					}
+				}
+				// Each grant has its event and its audit entry (read until the
+				// log shows them: entries settle once older transactions end).
+				want := map[string]bool{}
+				for _, id := range ids {
+					want["grant:"+id] = true
+				}
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+					events := decode[struct {
+						Events []struct {
+							UID   string    `json:"uid"`
+							Grant grantView `json:"grant"`
+						} `json:"events"`
+					}](t, owner.ok(t, http.MethodGet, "/api/v1/events?types=GRANT_REVOKED&limit=100", nil))
+					audit := decode[auditPageView](t, owner.ok(t, http.MethodGet, "/api/v1/audit?action=grant.revoke&limit=100", nil))
+					seenEvents, seenAudit := 0, 0
+					for _, e := range events.Events {
+						if ids[e.UID] == e.Grant.ID {
+							seenEvents++
+						}
+					}
+					for _, e := range audit.Entries {
+						if want[e.Target] {
+							seenAudit++
+						}
+					}
+					if seenEvents == len(ids) && seenAudit == len(ids) {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%d GRANT_REVOKED events and %d audit entries of Carl's %d grants", seenEvents, seenAudit, len(ids))
+					}
+				}
+			})
+
 			t.Run("revocation reaches the signed list", func(t *testing.T) {
 				res, raw := rider.call(http.MethodPost, "/api/v1/grants/"+g.ID+"/revoke", nil)
 				wantProblem(t, res, raw, 403, "FORBIDDEN")
