@@ -58,6 +58,10 @@ func TestStalledExports(t *testing.T) {
 					return errors.Join(err, serr)
 				}}).DialContext}}
 			defer stalled.CloseIdleConnections()
+			// No export can be cut before the write timeout has passed since
+			// the first was asked for (the third starts later on a busy
+			// machine: make test failed once measuring from it).
+			cut := time.Now().Add(cfg.ExportWriteTimeout)
 			var bodies []io.ReadCloser
 			for _, f := range []struct {
 				fl  fleet
@@ -80,7 +84,6 @@ func TestStalledExports(t *testing.T) {
 					body.Close()
 				}
 			}()
-			cut := time.Now().Add(cfg.ExportWriteTimeout)
 
 			// Another tenant: its export waits for a place, its reads do not.
 			res, raw := c.call(http.MethodGet, "/api/v1/exports/states?mountUid=STALL-C", nil)

@@ -266,6 +266,24 @@ func eventually(t *testing.T, read func() []auditView, pass func(auditView) bool
 	}
 }
 
+// okUntil GETs path until pass holds of the body, for at most 10 s, and
+// returns the last body: a read of the event log right after a write, as
+// eventually is for the audit log.
+func (f fleet) okUntil(t *testing.T, path string, pass func(body []byte) bool) ([]byte, bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		body := f.ok(t, http.MethodGet, path, nil)
+		if pass(body) {
+			return body, true
+		}
+		if time.Now().After(deadline) {
+			return body, false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func is(action, target string) func(auditView) bool {
 	return func(e auditView) bool { return e.Action == action && e.Target == target }
 }
