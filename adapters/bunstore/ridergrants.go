@@ -69,20 +69,25 @@ type revocationRow struct {
 const liveGrant = `revoked_at IS NULL AND not_after > ?`
 
 // lockedMount reads uid's row, locked for the transaction on PostgreSQL
-// (SQLite's transactions here hold the write lock already).
+// (SQLite's transactions here hold the write lock already); nil when
+// there is none.
 func (s *Store) lockedMount(ctx context.Context, tx bun.Tx, uid string) (*mountRow, error) {
-	row := new(mountRow)
-	q := tx.NewSelect().Model(row).Where("uid = ?", uid)
+	rows, err := s.lockedMounts(ctx, tx, []string{uid})
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return &rows[0], nil
+}
+
+// lockedMounts is lockedMount for each of uids that has a row, locked in
+// uid order (as every caller locking several does, against deadlocks).
+func (s *Store) lockedMounts(ctx context.Context, tx bun.Tx, uids []string) ([]mountRow, error) {
+	var rows []mountRow
+	q := tx.NewSelect().Model(&rows).Where("uid IN (?)", bun.In(uids)).Order("uid")
 	if s.postgres {
 		q = q.For("UPDATE")
 	}
-	if err := q.Scan(ctx); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	return row, nil
+	return rows, q.Scan(ctx)
 }
 
 // lockedRevocations reads uid's revocation row, created at 1/1 when the
@@ -433,12 +438,8 @@ func (s *Store) revokeOn(ctx context.Context, uids []string, byMount map[string]
 	}
 	err = s.inTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		revoked = nil
-		var mounts []mountRow
-		q := tx.NewSelect().Model(&mounts).Where("uid IN (?)", bun.In(uids)).Order("uid")
-		if s.postgres {
-			q = q.For("UPDATE")
-		}
-		if err := q.Scan(ctx); err != nil {
+		mounts, err := s.lockedMounts(ctx, tx, uids)
+		if err != nil {
 			return err
 		}
 		if len(mounts) == 0 {
