@@ -291,13 +291,29 @@ func webhookBodiesOnce(t *testing.T, store Store) {
 			&core.Event{Type: core.EventAssociationRequested, UID: uid, AccountID: "acc_a", OccurredAt: now}); err != nil {
 			t.Fatal(err)
 		}
-		for {
+		// Until the event was planned: on a PostgreSQL cluster shared with
+		// other databases it is read once every older transaction ended.
+		planned := func() bool {
+			for id := range bodies {
+				if strings.Contains(string(bodies[id]), `"uid":"`+uid+`"`) {
+					return true
+				}
+			}
+			return false
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; {
 			k, err := store.EnqueueDeliveries(ctx, 10, plan)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if k == 0 {
+			if k == 0 && planned() {
 				return
+			}
+			if k == 0 && time.Now().After(deadline) {
+				t.Fatalf("the event of %s was never planned", uid)
+			}
+			if k == 0 {
+				time.Sleep(20 * time.Millisecond)
 			}
 		}
 	}
